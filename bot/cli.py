@@ -1,0 +1,268 @@
+"""`debatebot` command line: `run` a debate in the terminal, `prompts lock|verify`.
+
+Exit codes: 0 debate complete, 1 debate failed or bad input, 2 usage error, 3 cut short by the
+budget ceiling.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from pydantic import ValidationError
+
+from bot.app import PROVIDERS, build_services
+from bot.settings import Settings
+from engine.errors import EngineError
+from engine.events import DebateEvent, TurnFinished, TurnStarted
+from engine.models import (
+    ContextDocument,
+    CriticTurn,
+    DebateResult,
+    DebateStatus,
+    ModeratorTurn,
+    ProposerTurn,
+    Proposition,
+    RebuttalTurn,
+    Role,
+    TurnRecord,
+)
+from engine.prompts import PromptLibrary, default_prompt_dir, write_lock
+from engine.protocols import PROTOCOL_NAMES
+from engine.runner import run_debate
+
+EXIT_CODES = {DebateStatus.COMPLETE: 0, DebateStatus.FAILED: 1, DebateStatus.TRUNCATED_BUDGET: 3}
+SPINNER = "|/-\\"
+
+
+def _clip(text: str, limit: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def summarize_turn(turn: TurnRecord) -> list[str]:
+    """A few readable lines about one turn, for the terminal."""
+    if turn.role is Role.FRAMING:
+        p = Proposition.model_validate(turn.parsed)
+        return [f"thesis: {_clip(p.thesis)}", f"criteria: {_clip('; '.join(p.criteria))}"]
+    if turn.role is Role.PROPOSER:
+        pr = ProposerTurn.model_validate(turn.parsed)
+        lines = [f"thesis: {_clip(pr.thesis)}"]
+        return lines + [f"+ {_clip(arg)}" for arg in pr.supporting_arguments[:3]]
+    if turn.role is Role.CRITIC:
+        c = CriticTurn.model_validate(turn.parsed)
+        lines = [f"thesis: {_clip(c.thesis)}", f"challenge strength: {c.challenge_strength}/10"]
+        return lines + [f"- {_clip(arg)}" for arg in c.counter_arguments[:3]]
+    if turn.role is Role.REBUTTAL:
+        r = RebuttalTurn.model_validate(turn.parsed)
+        lines = [f"thesis: {_clip(r.thesis)}"]
+        return lines + [f"concedes: {_clip(c)}" for c in r.concessions[:2]]
+    m = ModeratorTurn.model_validate(turn.parsed)
+    return [
+        f"decision: {m.decision.value} ({m.confidence_level.value})",
+        f"argument quality: proposer {m.proposer_quality.mean:.1f}/10,"
+        f" critic {m.critic_quality.mean:.1f}/10",
+        f"synthesis: {_clip(m.synthesis, 300)}",
+        f"another round recommended: {'yes' if m.recommend_another_round else 'no'}",
+    ]
+
+
+class ConsoleEvents:
+    """Prints each turn as it finishes, with a spinner on a terminal while a model generates."""
+
+    def __init__(self, out: TextIO, err: TextIO) -> None:
+        self.out = out
+        self.err = err
+        self.started = time.perf_counter()
+        self._spinner: asyncio.Task[None] | None = None
+
+    async def _spin(self, label: str) -> None:
+        began = time.perf_counter()
+        for frame in iter(int, 1):
+            elapsed = time.perf_counter() - began
+            self.err.write(f"\r{SPINNER[frame % 4]} {label} {elapsed:5.1f}s")
+            self.err.flush()
+            await asyncio.sleep(0.2)
+
+    async def _stop_spinner(self) -> None:
+        if self._spinner is None:
+            return
+        self._spinner.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._spinner
+        self._spinner = None
+        self.err.write("\r\033[K")
+        self.err.flush()
+
+    async def __call__(self, event: DebateEvent) -> None:
+        if isinstance(event, TurnStarted):
+            label = (
+                f"{event.role.value} (round {event.round}, attempt {event.attempt})"
+                f" generating on {event.provider}:{event.model}"
+            )
+            if self.err.isatty():
+                self._spinner = asyncio.create_task(self._spin(label))
+            else:
+                self.err.write(f"… {label}\n")
+        elif isinstance(event, TurnFinished):
+            await self._stop_spinner()
+            turn = event.turn
+            attempt = f" attempt {turn.attempt}" if turn.attempt > 1 else ""
+            source = " [replayed]" if event.replayed else ""
+            self.out.write(
+                f"\n[round {turn.round}] {turn.role.value}{attempt}{source} ·"
+                f" {turn.usage.input_tokens:,} in / {turn.usage.output_tokens:,} out tokens ·"
+                f" {turn.latency_s:.1f}s · elapsed {time.perf_counter() - self.started:.1f}s\n"
+            )
+            for line in summarize_turn(turn):
+                self.out.write(f"    {line}\n")
+        else:
+            await self._stop_spinner()
+        self.out.flush()
+
+
+def print_verdict(result: DebateResult, out: TextIO) -> None:
+    v = result.verdict
+    usage = result.usage
+    out.write("\n" + "=" * 72 + "\n")
+    out.write(f"STATUS      {v.status.value}\n")
+    out.write(f"DECISION    {v.decision.value}\n")
+    out.write(f"CONFIDENCE  {v.confidence:.2f} ({v.level.value})\n")
+    for step in v.confidence_method:
+        out.write(f"              {step.delta:+.2f}  {step.reason}\n")
+    out.write(f"SYNTHESIS   {v.synthesis}\n")
+    if v.unresolved_points:
+        out.write("UNRESOLVED\n" + "".join(f"  - {p}\n" for p in v.unresolved_points))
+    if v.uncertainties:
+        out.write("UNCERTAIN\n" + "".join(f"  - {p}\n" for p in v.uncertainties))
+    if result.flags:
+        out.write(f"FLAGS       {', '.join(f.value for f in result.flags)}\n")
+    fabricated = [c for c in result.citations if not c.verified]
+    if fabricated:
+        out.write("UNVERIFIED CITATIONS\n")
+        out.write("".join(f"  - {c.role.value} r{c.round}: {_clip(c.quote)}\n" for c in fabricated))
+    if v.escalate:
+        out.write("ESCALATE    " + "; ".join(v.escalation_reasons) + "\n")
+    if result.error:
+        out.write(f"ERROR       {result.error}\n")
+    seconds = (result.finished_at - result.started_at).total_seconds()
+    out.write(
+        f"COST        ${result.cost_usd:.4f} · {usage.input_tokens:,} in /"
+        f" {usage.output_tokens:,} out tokens · {len(result.transcript)} turns · {seconds:.1f}s\n"
+    )
+    out.flush()
+
+
+def _read_context(paths: Sequence[str]) -> list[ContextDocument]:
+    documents = []
+    for name in paths:
+        if name == "-":
+            documents.append(ContextDocument(title="stdin", text=sys.stdin.read()))
+            continue
+        path = Path(name)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise SystemExit(f"debatebot: cannot read context file {name}: {error}") from None
+        if not text.strip():
+            raise SystemExit(f"debatebot: context file {name} is empty")
+        documents.append(ContextDocument(title=path.name, text=text))
+    return documents
+
+
+async def _run(args: argparse.Namespace) -> int:
+    services = build_services(Settings())
+    try:
+        spec = services.new_spec(
+            args.question,
+            context=_read_context(args.context),
+            protocol=args.protocol,
+            rounds=args.rounds,
+            budget_usd=args.budget,
+            provider=args.provider,
+            model=args.model,
+        )
+    except ValidationError as error:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+        print(f"debatebot: invalid debate request: {problems}", file=sys.stderr)
+        return 1
+    result = await run_debate(
+        spec,
+        resolve_llm=services.resolve_llm,
+        prompts=services.prompts,
+        sink=ConsoleEvents(sys.stdout, sys.stderr),
+    )
+    print_verdict(result, sys.stdout)
+    if args.json:
+        await asyncio.to_thread(
+            Path(args.json).write_text, result.model_dump_json(indent=2), encoding="utf-8"
+        )
+        print(f"full record written to {args.json}")
+    return EXIT_CODES[result.status]
+
+
+def _prompts(args: argparse.Namespace) -> int:
+    directory = Path(args.dir) if args.dir else default_prompt_dir()
+    if args.action == "lock":
+        lock = write_lock(directory)
+        print(f"pinned {len(lock)} prompt files in {directory}")
+        return 0
+    PromptLibrary.load(directory)
+    print(f"all prompt files in {directory} match the lock")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="debatebot", description="Structured multi-agent debates on contested decisions."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="run one debate in the terminal")
+    run.add_argument("question", help="the decision to debate, e.g. 'Should we adopt ADR-42?'")
+    run.add_argument(
+        "--context",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a document the debate may cite (repeatable; '-' reads stdin)",
+    )
+    run.add_argument("--rounds", type=int, help="maximum rounds (adversarial: 1-3, default 1)")
+    run.add_argument("--protocol", choices=PROTOCOL_NAMES, default="adversarial")
+    run.add_argument("--provider", choices=PROVIDERS, help="model provider (default: local)")
+    run.add_argument("--model", help="model name for every role (default: the provider's)")
+    run.add_argument("--budget", type=float, metavar="USD", help="cost ceiling in USD")
+    run.add_argument("--json", metavar="OUT", help="write the full record as JSON to OUT")
+    run.set_defaults(handler=_run, is_async=True)
+
+    prompts = commands.add_parser("prompts", help="pin or verify the prompt files")
+    prompts.add_argument("action", choices=("lock", "verify"))
+    prompts.add_argument("--dir", help="prompt directory (default: the shipped prompts/)")
+    prompts.set_defaults(handler=_prompts, is_async=False)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.is_async:
+            code: int = asyncio.run(args.handler(args))
+        else:
+            code = args.handler(args)
+    except EngineError as error:
+        print(f"debatebot: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("debatebot: interrupted", file=sys.stderr)
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,35 @@
+"""The engine's exception hierarchy: every error says what went wrong and how to fix it."""
+
+from __future__ import annotations
+
+
+class EngineError(Exception):
+    """Base of every error the engine raises on purpose."""
+
+
+class SpecError(EngineError, ValueError):
+    """A debate specification that cannot be run (too many rounds, empty question, ...)."""
+
+
+class PromptIntegrityError(EngineError):
+    """A prompt file is missing or differs from the hash pinned in the lock file."""
+
+
+class LLMError(EngineError):
+    """A model call failed; `retryable` says whether trying again later may help."""
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+class ProviderUnavailableError(LLMError):
+    """A provider cannot be constructed here (missing package, key or model file)."""
+
+
+class StructuredOutputError(LLMError):
+    """The model's output never validated against the requested schema within the attempts."""
+
+    def __init__(self, message: str, *, raw_outputs: list[str]) -> None:
+        super().__init__(message, retryable=False)
+        self.raw_outputs = raw_outputs

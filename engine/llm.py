@@ -1,0 +1,258 @@
+"""The narrow LLM interface every provider implements, and the structured-output helper.
+
+One async call, `complete(request) -> Completion`. Structured output is never trusted: the helper
+parses the text (repairing the common breakages: code fences, prose around the object, trailing
+commas, JSON cut off at `max_tokens`), validates it with pydantic, re-asks with the validation
+errors a bounded number of times, and otherwise raises `StructuredOutputError`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, Protocol, TypeVar
+
+from pydantic import BaseModel, Field, ValidationError
+
+from engine.errors import StructuredOutputError
+from engine.models import Usage
+
+T = TypeVar("T", bound=BaseModel)
+
+DEFAULT_STRUCTURED_ATTEMPTS = 3
+
+
+class Message(BaseModel):
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class LLMRequest(BaseModel):
+    """One model call. The leading `stable_prefix_messages` are identical across a debate's turns,
+    so providers with prompt caching can mark and reuse them."""
+
+    messages: list[Message] = Field(min_length=1)
+    model: str
+    temperature: float = Field(default=0.3, ge=0.0, le=2.0)
+    max_tokens: int = Field(default=1024, ge=1)
+    output_schema: dict[str, Any] | None = None
+    schema_name: str | None = None
+    stable_prefix_messages: int = Field(default=1, ge=0)
+
+
+class Completion(BaseModel):
+    text: str
+    usage: Usage
+    cost_usd: float = Field(default=0.0, ge=0.0)
+    provider: str
+    model: str
+    latency_s: float = Field(default=0.0, ge=0.0)
+    finish_reason: str | None = None
+
+
+class LLM(Protocol):
+    """What the engine needs from a model: a provider name and one async completion call."""
+
+    @property
+    def provider(self) -> str: ...
+
+    async def complete(self, request: LLMRequest) -> Completion: ...
+
+
+@dataclass
+class StructuredResult(Generic[T]):
+    """A validated value plus every completion it took (re-asks included), for the audit."""
+
+    value: T
+    raw_text: str
+    completions: list[Completion] = field(default_factory=list)
+
+    @property
+    def reasks(self) -> int:
+        return len(self.completions) - 1
+
+    @property
+    def usage(self) -> Usage:
+        total = Usage()
+        for completion in self.completions:
+            total = total + completion.usage
+        return total
+
+    @property
+    def cost_usd(self) -> float:
+        return sum(c.cost_usd for c in self.completions)
+
+    @property
+    def latency_s(self) -> float:
+        return sum(c.latency_s for c in self.completions)
+
+
+def output_schema(output_type: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema sent to providers: pydantic's, with `$ref`s inlined and no extra keys.
+
+    Inlining matters because several constrained decoders (llama.cpp grammars, some
+    OpenAI-compatible servers) handle local references poorly or not at all.
+    """
+    schema = output_type.model_json_schema()
+    defs = schema.pop("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "$ref" in node:
+                name = node["$ref"].rsplit("/", 1)[-1]
+                return inline(defs[name])
+            resolved = {k: inline(v) for k, v in node.items() if k not in ("title", "default")}
+            if resolved.get("type") == "object":
+                resolved.setdefault("additionalProperties", False)
+                resolved["required"] = list(resolved.get("properties", {}))
+            return resolved
+        if isinstance(node, list):
+            return [inline(item) for item in node]
+        return node
+
+    inlined: dict[str, Any] = inline(schema)
+    return inlined
+
+
+def describe_schema(schema: dict[str, Any]) -> str:
+    """The fields of `schema` as a short prose list for the prompt.
+
+    Prose rather than a JSON skeleton: small models copy a skeleton's placeholders ("string")
+    verbatim as their answer, while a field list leaves the content to them.
+    """
+
+    def kind(node: dict[str, Any]) -> str:
+        if "enum" in node:
+            return "one of " + ", ".join(json.dumps(v) for v in node["enum"])
+        if node.get("type") == "array":
+            return f"a list of {kind(node.get('items', {}))}"
+        if node.get("type") == "object":
+            inner = ", ".join(f"{name}: {kind(sub)}" for name, sub in node["properties"].items())
+            return f"an object {{{inner}}}"
+        if node.get("type") == "integer" and "minimum" in node and "maximum" in node:
+            return f"an integer from {node['minimum']} to {node['maximum']}"
+        if node.get("type") == "string":
+            return "text"
+        if "anyOf" in node:
+            return " or ".join(kind(option) for option in node["anyOf"])
+        return str(node.get("type", "a value"))
+
+    return "\n".join(
+        f'- "{name}": {kind(sub)}' for name, sub in schema.get("properties", {}).items()
+    )
+
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
+_TRAILING_COMMA = re.compile(r",\s*([}\]])")
+
+
+def _close_truncated(text: str) -> str:
+    """Close the strings, arrays and objects left open when generation stopped mid-object."""
+    stack: list[str] = []
+    in_string = False
+    escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            stack.append("}" if char == "{" else "]")
+        elif char in "}]" and stack:
+            stack.pop()
+    repaired = text + ('"' if in_string else "")
+    repaired = re.sub(r",\s*$", "", repaired.rstrip())
+    repaired = re.sub(r":\s*$", ": null", repaired)
+    return repaired + "".join(reversed(stack))
+
+
+def parse_json_lenient(text: str) -> Any:
+    """Parse a model's JSON reply, repairing common breakage; raises ValueError if hopeless."""
+    candidate = text.strip()
+    fenced = _FENCE.search(candidate)
+    if fenced:
+        candidate = fenced.group(1).strip()
+    start = candidate.find("{")
+    if start == -1:
+        raise ValueError("the reply contains no JSON object")
+    candidate = candidate[start:]
+    end = candidate.rfind("}")
+    attempts = [candidate[: end + 1]] if end != -1 else []
+    attempts.append(_close_truncated(candidate))
+    last_error: json.JSONDecodeError | None = None
+    for attempt in attempts:
+        for variant in (attempt, _TRAILING_COMMA.sub(r"\1", attempt)):
+            try:
+                return json.loads(variant)
+            except json.JSONDecodeError as error:
+                last_error = error
+    raise ValueError(f"the reply is not valid JSON ({last_error})")
+
+
+def _problem_text(error: ValueError | ValidationError) -> str:
+    if isinstance(error, ValidationError):
+        problems = [
+            f"{'.'.join(str(p) for p in item['loc']) or '(root)'}: {item['msg']}"
+            for item in error.errors()[:8]
+        ]
+        return "; ".join(problems)
+    return str(error)
+
+
+async def complete_structured(
+    llm: LLM,
+    request: LLMRequest,
+    output_type: type[T],
+    *,
+    max_attempts: int = DEFAULT_STRUCTURED_ATTEMPTS,
+) -> StructuredResult[T]:
+    """Call `llm` until its reply validates as `output_type`, re-asking with the errors.
+
+    Raises StructuredOutputError after `max_attempts` invalid replies, keeping every raw reply.
+    Spend is accounted by the caller's metering wrapper around `llm`, call by call.
+    """
+    schema = output_schema(output_type)
+    current = request.model_copy(
+        update={"output_schema": schema, "schema_name": output_type.__name__}
+    )
+    completions: list[Completion] = []
+    raw_outputs: list[str] = []
+    problem = ""
+    for _ in range(max_attempts):
+        completion = await llm.complete(current)
+        completions.append(completion)
+        raw_outputs.append(completion.text)
+        try:
+            value = output_type.model_validate(parse_json_lenient(completion.text))
+        except (ValueError, ValidationError) as error:
+            problem = _problem_text(error)
+            current = current.model_copy(
+                update={
+                    "messages": [
+                        *request.messages,
+                        Message(role="assistant", content=completion.text[:4_000]),
+                        Message(
+                            role="user",
+                            content=(
+                                f"Your reply was invalid: {problem}. Reply again with only one"
+                                " JSON object of exactly this shape, every value within its"
+                                f" limits:\n{describe_schema(schema)}"
+                            ),
+                        ),
+                    ]
+                }
+            )
+            continue
+        return StructuredResult(value=value, raw_text=completion.text, completions=completions)
+    raise StructuredOutputError(
+        f"{llm.provider} model {request.model} gave no valid {output_type.__name__} in"
+        f" {max_attempts} attempts; last problem: {problem}. Try a larger model, a lower"
+        " temperature or a higher max_tokens for this role.",
+        raw_outputs=raw_outputs,
+    )

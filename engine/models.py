@@ -1,0 +1,312 @@
+"""Domain models of a debate: what is asked (`DebateSpec`), what each agent said, and the verdict.
+
+Agent outputs are pydantic models with tight bounds (lengths, list sizes, score ranges): the same
+bounds feed the JSON schema sent to the model, so a constrained decoder cannot ramble, and any
+out-of-range value a model produces is invalid output rather than data.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator
+
+MAX_QUESTION_CHARS = 4_000
+MAX_CONTEXT_CHARS = 200_000
+ADVERSARIAL_MAX_ROUNDS = 3
+
+ShortText = Annotated[str, Field(min_length=1, max_length=600)]
+LongText = Annotated[str, Field(min_length=1, max_length=2_000)]
+Score = Annotated[int, Field(ge=1, le=10)]
+
+
+def utcnow() -> datetime:
+    """Timezone-aware now, so every timestamp in a record is comparable."""
+    return datetime.now(UTC)
+
+
+class Role(StrEnum):
+    FRAMING = "framing"
+    PROPOSER = "proposer"
+    CRITIC = "critic"
+    REBUTTAL = "rebuttal"
+    MODERATOR = "moderator"
+
+
+class ConfidenceLevel(StrEnum):
+    HIGH = "HIGH"
+    MODERATE = "MODERATE"
+    LOW = "LOW"
+
+
+class DebateStatus(StrEnum):
+    COMPLETE = "COMPLETE"
+    TRUNCATED_BUDGET = "TRUNCATED_BUDGET"
+    FAILED = "FAILED"
+
+
+class Decision(StrEnum):
+    ACCEPT = "accept"
+    ACCEPT_WITH_CONDITIONS = "accept_with_conditions"
+    REVISE = "revise"
+    REJECT = "reject"
+    ESCALATE = "escalate"
+
+
+class DebateFlag(StrEnum):
+    WEAK_CHALLENGE = "weak_challenge"
+    FABRICATED_CITATION = "fabricated_citation"
+
+
+# --- what is asked -------------------------------------------------------------------------
+
+
+class ModelSettings(BaseModel):
+    """Which model speaks for a role, and how."""
+
+    model_config = ConfigDict(frozen=True)
+
+    provider: str = "local"
+    model: str = "smollm2-135m-instruct"
+    temperature: float = Field(default=0.3, ge=0.0, le=2.0)
+    max_tokens: int = Field(default=1024, ge=16, le=32_768)
+
+
+class Participant(BaseModel):
+    """An agent taking part: its role, optional name and stance, and its model."""
+
+    role: Role
+    name: str | None = None
+    stance: str | None = None
+    model: ModelSettings = Field(default_factory=ModelSettings)
+
+
+class ContextDocument(BaseModel):
+    """A piece of evidence the debate may cite (an ADR, a thread, a contract clause)."""
+
+    title: str = Field(min_length=1, max_length=300)
+    text: str = Field(min_length=1)
+
+
+class DebateSpec(BaseModel):
+    """Everything a protocol needs to run one debate; validated before any model is called."""
+
+    question: str = Field(max_length=MAX_QUESTION_CHARS)
+    protocol: str = "adversarial"
+    context: list[ContextDocument] = Field(default_factory=list)
+    participants: list[Participant] = Field(default_factory=list)
+    default_model: ModelSettings = Field(default_factory=ModelSettings)
+    max_rounds: int = Field(default=1, ge=1)
+    budget_usd: float | None = Field(default=None, gt=0)
+    escalation_threshold: float = Field(default=0.6, ge=0.0, le=1.0)
+    task_type: str | None = None
+
+    @field_validator("question")
+    @classmethod
+    def _question_not_blank(cls, value: str) -> str:
+        stripped = value.strip()
+        if not stripped:
+            raise ValueError("the question is empty: say what the debate should decide")
+        return stripped
+
+    @field_validator("context")
+    @classmethod
+    def _context_within_limit(cls, value: list[ContextDocument]) -> list[ContextDocument]:
+        total = sum(len(doc.text) for doc in value)
+        if total > MAX_CONTEXT_CHARS:
+            raise ValueError(
+                f"the context is {total:,} characters; at most {MAX_CONTEXT_CHARS:,} fit a debate."
+                " Pass the relevant sections only"
+            )
+        return value
+
+    def participant_for(self, role: Role) -> Participant:
+        """The configured participant for `role`, or one on the default model."""
+        for participant in self.participants:
+            if participant.role == role:
+                return participant
+        return Participant(role=role, model=self.default_model)
+
+
+# --- what agents say (structured outputs) --------------------------------------------------
+
+
+class Proposition(BaseModel):
+    """The framing agent's restatement of the question as a debatable proposition."""
+
+    thesis: LongText
+    scope: ShortText
+    criteria: list[ShortText] = Field(min_length=1, max_length=6)
+    key_evidence: list[ShortText] = Field(default_factory=list, max_length=6)
+
+
+class ProposerTurn(BaseModel):
+    thesis: LongText
+    supporting_arguments: list[LongText] = Field(min_length=1, max_length=6)
+    evidence_cited: list[ShortText] = Field(default_factory=list, max_length=6)
+
+
+class CriticTurn(BaseModel):
+    thesis: LongText
+    counter_arguments: list[LongText] = Field(min_length=1, max_length=6)
+    evidence_cited: list[ShortText] = Field(default_factory=list, max_length=6)
+    challenge_strength: Score
+
+
+class RebuttalTurn(BaseModel):
+    thesis: LongText
+    rebuttals: list[LongText] = Field(default_factory=list, max_length=6)
+    concessions: list[ShortText] = Field(default_factory=list, max_length=6)
+
+
+class ArgumentQuality(BaseModel):
+    """Quality of one side's arguments, scored 1-10 per dimension; positions are not scored."""
+
+    logic: Score
+    evidence: Score
+    completeness: Score
+    consistency: Score
+
+    @property
+    def mean(self) -> float:
+        return (self.logic + self.evidence + self.completeness + self.consistency) / 4
+
+
+class ModeratorTurn(BaseModel):
+    proposer_quality: ArgumentQuality
+    critic_quality: ArgumentQuality
+    resolved_points: list[ShortText] = Field(default_factory=list, max_length=8)
+    unresolved_points: list[ShortText] = Field(default_factory=list, max_length=8)
+    recommend_another_round: bool
+    decision: Decision
+    synthesis: LongText
+    confidence_level: ConfidenceLevel
+    uncertainties: list[ShortText] = Field(default_factory=list, max_length=8)
+
+
+# --- records -------------------------------------------------------------------------------
+
+
+class Usage(BaseModel):
+    """Token counts of one or more calls; cached input tokens are a subset of input tokens."""
+
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    cached_input_tokens: int = Field(default=0, ge=0)
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
+        )
+
+
+class TurnRecord(BaseModel):
+    """One agent output as the audit trail keeps it; (round, role, attempt) identifies it."""
+
+    round: int = Field(ge=0)
+    role: Role
+    attempt: int = Field(default=1, ge=1)
+    provider: str
+    model: str
+    prompt_sha256: str
+    request_sha256: str
+    usage: Usage
+    cost_usd: float = Field(ge=0)
+    latency_s: float = Field(ge=0)
+    reasks: int = Field(default=0, ge=0)
+    raw_text: str
+    parsed: dict[str, Any]
+    created_at: datetime = Field(default_factory=utcnow)
+
+    @property
+    def key(self) -> tuple[int, Role, int]:
+        return (self.round, self.role, self.attempt)
+
+
+class CitationCheck(BaseModel):
+    """Whether one cited piece of evidence is found in the debate's context."""
+
+    round: int
+    role: Role
+    quote: str
+    verified: bool
+    score: float = Field(ge=0.0, le=1.0)
+    source: str | None = None
+
+
+class AdversarialRound(BaseModel):
+    round: int = Field(ge=1)
+    proposer: ProposerTurn
+    critic: CriticTurn
+    critic_attempts: int = Field(ge=1)
+    rebuttal: RebuttalTurn
+    moderator: ModeratorTurn
+    usage_by_role: dict[Role, Usage]
+    cost_usd: float = Field(ge=0)
+
+
+class ConfidenceAdjustment(BaseModel):
+    reason: str
+    delta: float
+
+
+class Verdict(BaseModel):
+    """The common outcome every protocol returns; escalation works off it alone."""
+
+    status: DebateStatus
+    decision: Decision
+    synthesis: str
+    confidence: float = Field(ge=0.0, le=1.0)
+    level: ConfidenceLevel
+    moderator_level: ConfidenceLevel | None = None
+    confidence_method: list[ConfidenceAdjustment] = Field(default_factory=list)
+    unresolved_points: list[str] = Field(default_factory=list)
+    uncertainties: list[str] = Field(default_factory=list)
+    escalate: bool
+    escalation_reasons: list[str] = Field(default_factory=list)
+
+
+class DebateResult(BaseModel):
+    """A whole debate: the spec, every turn with its usage, the rounds, checks and verdict."""
+
+    spec: DebateSpec
+    proposition: Proposition | None = None
+    rounds: list[AdversarialRound] = Field(default_factory=list)
+    transcript: list[TurnRecord] = Field(default_factory=list)
+    citations: list[CitationCheck] = Field(default_factory=list)
+    flags: list[DebateFlag] = Field(default_factory=list)
+    verdict: Verdict
+    error: str | None = None
+    started_at: datetime
+    finished_at: datetime
+
+    @property
+    def status(self) -> DebateStatus:
+        return self.verdict.status
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def usage(self) -> Usage:
+        total = Usage()
+        for turn in self.transcript:
+            total = total + turn.usage
+        return total
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def cost_usd(self) -> float:
+        return sum(turn.cost_usd for turn in self.transcript)
+
+    def cost_by_role(self) -> dict[Role, float]:
+        costs: dict[Role, float] = {}
+        for turn in self.transcript:
+            costs[turn.role] = costs.get(turn.role, 0.0) + turn.cost_usd
+        return costs

