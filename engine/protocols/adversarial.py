@@ -18,6 +18,7 @@ LOW. Every step is listed in `Verdict.confidence_method`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from pydantic import BaseModel
 
@@ -47,8 +48,10 @@ from engine.models import (
     Verdict,
     utcnow,
 )
-from engine.prompts import PromptLibrary, PromptTemplate
+from engine.prompts import PromptLibrary
 from engine.protocols.base import render_material
+
+T = TypeVar("T", bound=BaseModel)
 
 CRITIC_RETRY_BELOW = 6
 WEAK_CHALLENGE_BELOW = 5
@@ -156,7 +159,7 @@ class AdversarialProtocol:
         turns = _Turns(spec=spec, ledger=ledger, prompts=prompts)
         checker = CitationChecker(spec.context, spec.question)
         try:
-            state.proposition = await turns.framing()
+            state.proposition = await turns.ask(Role.FRAMING, 0, Proposition)
             state.citations += checker.check_all(
                 state.proposition.key_evidence, round=0, role=Role.FRAMING
             )
@@ -195,13 +198,16 @@ class AdversarialProtocol:
         ledger: TurnLedger,
     ) -> AdversarialRound:
         assert state.proposition is not None
-        history = render_history(state.rounds)
-        proposition = render_proposition(state.proposition)
-        proposer = await turns.proposer(number, proposition, history)
+        shared = {
+            "proposition": render_proposition(state.proposition),
+            "history": render_history(state.rounds),
+        }
+        proposer = await turns.ask(Role.PROPOSER, number, ProposerTurn, shared)
         state.citations += checker.check_all(
             proposer.evidence_cited, round=number, role=Role.PROPOSER
         )
-        critic, attempts = await turns.critic(number, proposition, history, proposer)
+        shared["proposer"] = render_proposer(proposer)
+        critic, attempts = await turns.critic(number, shared)
         state.citations += checker.check_all(critic.evidence_cited, round=number, role=Role.CRITIC)
         if state.weakest_final_challenge is None:
             state.weakest_final_challenge = critic.challenge_strength
@@ -209,8 +215,10 @@ class AdversarialProtocol:
             state.weakest_final_challenge = min(
                 state.weakest_final_challenge, critic.challenge_strength
             )
-        rebuttal = await turns.rebuttal(number, proposition, history, proposer, critic)
-        moderator = await turns.moderator(number, proposition, history, proposer, critic, rebuttal)
+        shared["critic"] = render_critic(critic)
+        rebuttal = await turns.ask(Role.REBUTTAL, number, RebuttalTurn, shared)
+        shared["rebuttal"] = render_rebuttal(rebuttal)
+        moderator = await turns.ask(Role.MODERATOR, number, ModeratorTurn, shared)
         usage_by_role: dict[Role, Usage] = {}
         cost = 0.0
         for turn in ledger.transcript:
@@ -249,119 +257,48 @@ class _Turns:
         self.prompts = prompts
         self.preamble = render_material(prompts, spec)
 
-    def _messages(
-        self, template: PromptTemplate, output_type: type[BaseModel], extra: str = "", **values: str
-    ) -> list[Message]:
-        schema = output_schema(output_type)
-        user = template.render(output_format=describe_schema(schema), **values)
+    async def ask(
+        self,
+        role: Role,
+        number: int,
+        output_type: type[T],
+        values: dict[str, str] | None = None,
+        *,
+        attempt: int = 1,
+        extra: str = "",
+    ) -> T:
+        """One turn of `role` in round `number`, its prompt filled with `values` (+ `extra`)."""
+        template = self.prompts.get(f"adversarial/{role.value}.md")
+        user = template.render(
+            output_format=describe_schema(output_schema(output_type)), **(values or {})
+        )
         if extra:
             user = f"{user}\n\n{extra}"
-        return [Message(role="system", content=self.preamble), Message(role="user", content=user)]
-
-    async def framing(self) -> Proposition:
-        template = self.prompts.get("adversarial/framing.md")
-        return await self.ledger.call(
-            round=0,
-            role=Role.FRAMING,
-            template=template,
-            messages=self._messages(template, Proposition),
-            output_type=Proposition,
-        )
-
-    async def proposer(self, number: int, proposition: str, history: str) -> ProposerTurn:
-        template = self.prompts.get("adversarial/proposer.md")
         return await self.ledger.call(
             round=number,
-            role=Role.PROPOSER,
+            role=role,
+            attempt=attempt,
             template=template,
-            messages=self._messages(
-                template, ProposerTurn, proposition=proposition, history=history
-            ),
-            output_type=ProposerTurn,
+            messages=[
+                Message(role="system", content=self.preamble),
+                Message(role="user", content=user),
+            ],
+            output_type=output_type,
         )
 
-    async def critic(
-        self, number: int, proposition: str, history: str, proposer: ProposerTurn
-    ) -> tuple[CriticTurn, int]:
+    async def critic(self, number: int, values: dict[str, str]) -> tuple[CriticTurn, int]:
         """The critique, re-asked once with a stronger instruction when it rates itself weak."""
-        template = self.prompts.get("adversarial/critic.md")
-        values = {
-            "proposition": proposition,
-            "history": history,
-            "proposer": render_proposer(proposer),
-        }
-        critique = await self.ledger.call(
-            round=number,
-            role=Role.CRITIC,
-            template=template,
-            messages=self._messages(template, CriticTurn, **values),
-            output_type=CriticTurn,
-        )
+        critique = await self.ask(Role.CRITIC, number, CriticTurn, values)
         if critique.challenge_strength >= CRITIC_RETRY_BELOW:
             return critique, 1
         escalation = self.prompts.get("adversarial/critic_escalation.md").render(
             previous_strength=str(critique.challenge_strength),
             previous_critique=render_critic(critique),
         )
-        stronger = await self.ledger.call(
-            round=number,
-            role=Role.CRITIC,
-            attempt=2,
-            template=template,
-            messages=self._messages(template, CriticTurn, extra=escalation, **values),
-            output_type=CriticTurn,
+        stronger = await self.ask(
+            Role.CRITIC, number, CriticTurn, values, attempt=2, extra=escalation
         )
         return stronger, 2
-
-    async def rebuttal(
-        self,
-        number: int,
-        proposition: str,
-        history: str,
-        proposer: ProposerTurn,
-        critic: CriticTurn,
-    ) -> RebuttalTurn:
-        template = self.prompts.get("adversarial/rebuttal.md")
-        return await self.ledger.call(
-            round=number,
-            role=Role.REBUTTAL,
-            template=template,
-            messages=self._messages(
-                template,
-                RebuttalTurn,
-                proposition=proposition,
-                history=history,
-                proposer=render_proposer(proposer),
-                critic=render_critic(critic),
-            ),
-            output_type=RebuttalTurn,
-        )
-
-    async def moderator(
-        self,
-        number: int,
-        proposition: str,
-        history: str,
-        proposer: ProposerTurn,
-        critic: CriticTurn,
-        rebuttal: RebuttalTurn,
-    ) -> ModeratorTurn:
-        template = self.prompts.get("adversarial/moderator.md")
-        return await self.ledger.call(
-            round=number,
-            role=Role.MODERATOR,
-            template=template,
-            messages=self._messages(
-                template,
-                ModeratorTurn,
-                proposition=proposition,
-                history=history,
-                proposer=render_proposer(proposer),
-                critic=render_critic(critic),
-                rebuttal=render_rebuttal(rebuttal),
-            ),
-            output_type=ModeratorTurn,
-        )
 
 
 def build_verdict(spec: DebateSpec, state: _DebateState, flags: list[DebateFlag]) -> Verdict:
