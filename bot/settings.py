@@ -25,6 +25,14 @@ class Settings(BaseSettings):
     local_threads: int | None = Field(default=None, ge=1)
     local_seed: int = 7
 
+    database_url: str = Field(
+        default="sqlite:///debatebot.sqlite3",
+        description="SQLite path (default, one process) or postgresql+psycopg://… (production)",
+    )
+    worker_lease_s: float = Field(default=60.0, gt=1.0)
+    worker_heartbeat_s: float = Field(default=15.0, gt=0.1)
+    worker_poll_s: float = Field(default=1.0, gt=0.0)
+
     prompts_dir: Path | None = Field(default=None, description="default: the shipped prompts/")
     rounds: int = Field(default=1, ge=1)
     budget_usd: float | None = Field(default=None, gt=0)

@@ -1,0 +1,1 @@
+"""Background work: the durable debate worker (and, later, the scheduled jobs)."""

@@ -1,0 +1,181 @@
+"""The durable debate worker: claim a queued debate with a lease, run it, store every turn.
+
+- Every finished turn is written (hash-chained) before the next one starts: the engine awaits the
+  event sink, and the sink writes the turn.
+- A heartbeat renews the lease while the debate runs. A worker that dies stops renewing; once the
+  lease expires another worker claims the debate and resumes it from its stored turns, which the
+  engine replays without calling a model.
+- A worker that finds its lease taken (it stalled past the lease) stops at once; the unique turn
+  key in the database would refuse its writes anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from sqlalchemy import Engine
+from sqlmodel import Session
+
+from bot.store import repository
+from bot.store.db import session_scope
+from bot.store.errors import DatabaseUnavailableError, LeaseLostError
+from bot.store.tables import Debate
+from engine.events import DebateEvent, EventSink, TurnFinished
+from engine.ledger import LLMResolver
+from engine.models import DebateResult, DebateSpec
+from engine.prompts import PromptLibrary
+from engine.runner import run_debate
+
+log = logging.getLogger(__name__)
+R = TypeVar("R")
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass
+class WorkerConfig:
+    lease_s: float = 60.0
+    heartbeat_s: float = 15.0
+    poll_s: float = 1.0
+
+
+class DebateWorker:
+    """Runs queued debates from the store, one at a time per worker."""
+
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        resolve_llm: LLMResolver,
+        prompts: PromptLibrary,
+        worker_id: str | None = None,
+        config: WorkerConfig | None = None,
+        extra_sink: EventSink | None = None,
+    ) -> None:
+        self.engine = engine
+        self.resolve_llm = resolve_llm
+        self.prompts = prompts
+        self.worker_id = worker_id or default_worker_id()
+        self.config = config or WorkerConfig()
+        self.extra_sink = extra_sink
+
+    async def _db(self, work: Callable[[Session], R]) -> R:
+        """Run one unit of store work in a thread, so the event loop never blocks on the DB."""
+
+        def call() -> R:
+            with session_scope(self.engine) as session:
+                return work(session)
+
+        return await asyncio.to_thread(call)
+
+    async def claim(self) -> Debate | None:
+        return await self._db(
+            lambda s: repository.claim_debate(
+                s, worker_id=self.worker_id, lease_s=self.config.lease_s
+            )
+        )
+
+    async def _heartbeat(self, debate_id: int, runner: asyncio.Task[DebateResult]) -> None:
+        while True:
+            await asyncio.sleep(self.config.heartbeat_s)
+            try:
+                await self._db(
+                    lambda s: repository.renew_lease(
+                        s,
+                        debate_id=debate_id,
+                        worker_id=self.worker_id,
+                        lease_s=self.config.lease_s,
+                    )
+                )
+            except LeaseLostError:
+                log.warning("debate %s: lease lost, stopping this worker's run", debate_id)
+                runner.cancel()
+                return
+            except DatabaseUnavailableError as error:
+                log.warning("debate %s: heartbeat failed (%s); will retry", debate_id, error)
+
+    async def execute(self, debate: Debate) -> DebateResult | None:
+        """Run (or resume) a claimed debate to its end; None if the lease was lost on the way."""
+        assert debate.id is not None
+        debate_id = debate.id
+        spec = DebateSpec.model_validate_json(debate.spec_json)
+        recorded = await self._db(lambda s: repository.stored_turns(s, debate_id=debate_id))
+        if recorded:
+            log.info("debate %s: resuming after %d stored turns", debate_id, len(recorded))
+
+        async def persist(event: DebateEvent) -> None:
+            if isinstance(event, TurnFinished) and not event.replayed:
+                turn = event.turn
+                await self._db(
+                    lambda s: repository.append_turn(
+                        s, debate_id=debate_id, worker_id=self.worker_id, turn=turn
+                    )
+                )
+            if self.extra_sink is not None:
+                await self.extra_sink(event)
+
+        runner = asyncio.create_task(
+            run_debate(
+                spec,
+                resolve_llm=self.resolve_llm,
+                prompts=self.prompts,
+                sink=persist,
+                recorded=recorded,
+            )
+        )
+        heartbeat = asyncio.create_task(self._heartbeat(debate_id, runner))
+        try:
+            result = await runner
+        except LeaseLostError:
+            log.warning("debate %s: abandoned by %s (lease lost)", debate_id, self.worker_id)
+            return None
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise
+            # Not us being cancelled: the heartbeat cancelled the run because the lease was lost.
+            log.warning("debate %s: abandoned by %s (lease lost)", debate_id, self.worker_id)
+            return None
+        finally:
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
+        try:
+            await self._db(
+                lambda s: repository.finish_debate(
+                    s, debate_id=debate_id, worker_id=self.worker_id, result=result
+                )
+            )
+        except LeaseLostError:
+            log.warning("debate %s: finished after losing the lease; result dropped", debate_id)
+            return None
+        return result
+
+    async def run_once(self) -> bool:
+        """Claim and run one debate; False when none was waiting."""
+        debate = await self.claim()
+        if debate is None:
+            return False
+        await self.execute(debate)
+        return True
+
+    async def run_forever(self, stop: asyncio.Event) -> None:
+        """Work until `stop` is set; a database outage pauses the loop instead of ending it."""
+        while not stop.is_set():
+            try:
+                worked = await self.run_once()
+            except DatabaseUnavailableError as error:
+                log.error("worker %s: %s; retrying", self.worker_id, error)
+                worked = False
+            if not worked:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=self.config.poll_s)

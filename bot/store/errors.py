@@ -1,0 +1,23 @@
+"""The store's errors; each says what to do about it."""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """Base of the store's errors."""
+
+
+class DatabaseUnavailableError(StoreError):
+    """The database cannot be reached or stayed locked past the timeout."""
+
+
+class SchemaOutdatedError(StoreError):
+    """The database schema is not at the version this code needs."""
+
+
+class DebateNotFoundError(StoreError):
+    """No debate with that id."""
+
+
+class LeaseLostError(StoreError):
+    """Another worker holds the debate now (our lease expired); this worker must stop."""

@@ -1,0 +1,292 @@
+"""Keyword-only repository functions: the only code that reads or writes the audit store.
+
+Each function takes an open `Session` and commits its own unit of work, so a caller never holds
+a write transaction (and, on SQLite, the write lock) across a model call.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, timedelta
+
+from sqlalchemy import func, or_, update
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
+
+from bot.store.audit import GENESIS_HASH, turn_digest
+from bot.store.errors import DebateNotFoundError, LeaseLostError
+from bot.store.tables import (
+    Debate,
+    DebateState,
+    Escalation,
+    Review,
+    Turn,
+    VerdictRecord,
+)
+from engine.models import DebateResult, DebateSpec, Role, TurnRecord, Usage, utcnow
+
+
+def enqueue_debate(
+    session: Session,
+    *,
+    trigger_key: str,
+    spec: DebateSpec,
+    source: str,
+    channel_id: str | None = None,
+    thread_ts: str | None = None,
+    requested_by: str | None = None,
+) -> tuple[Debate, bool]:
+    """Insert a queued debate, or return the one already made for `trigger_key`.
+
+    Returns (debate, created). The unique key, not a prior lookup, decides: two concurrent
+    requests with one key yield one debate.
+    """
+    debate = Debate(
+        trigger_key=trigger_key,
+        source=source,
+        channel_id=channel_id,
+        thread_ts=thread_ts,
+        requested_by=requested_by,
+        question=spec.question,
+        protocol=spec.protocol,
+        spec_json=spec.model_dump_json(),
+    )
+    session.add(debate)
+    try:
+        session.commit()
+    except IntegrityError:
+        session.rollback()
+        existing = session.exec(select(Debate).where(Debate.trigger_key == trigger_key)).one()
+        return existing, False
+    session.refresh(debate)
+    return debate, True
+
+
+def get_debate(session: Session, *, debate_id: int) -> Debate:
+    debate = session.get(Debate, debate_id)
+    if debate is None:
+        raise DebateNotFoundError(f"no debate with id {debate_id}")
+    return debate
+
+
+def claim_debate(session: Session, *, worker_id: str, lease_s: float) -> Debate | None:
+    """Take the oldest queued debate, or one whose worker's lease expired; None if there is none.
+
+    On PostgreSQL the candidate row is locked `FOR UPDATE SKIP LOCKED`, so concurrent workers
+    never wait on or take the same debate; SQLite has one writer at a time anyway.
+    """
+    now = utcnow()
+    candidate = (
+        select(Debate.id)
+        .where(
+            or_(
+                col(Debate.state) == DebateState.QUEUED,
+                (col(Debate.state) == DebateState.RUNNING) & (col(Debate.lease_expires_at) < now),
+            )
+        )
+        .order_by(col(Debate.id))
+        .limit(1)
+        .with_for_update(skip_locked=True)
+        .scalar_subquery()
+    )
+    claimed = session.execute(
+        update(Debate)
+        .where(col(Debate.id) == candidate)
+        .values(
+            state=DebateState.RUNNING,
+            lease_owner=worker_id,
+            lease_expires_at=now + timedelta(seconds=lease_s),
+            claims=col(Debate.claims) + 1,
+            updated_at=now,
+        )
+        .returning(col(Debate.id))
+    ).scalar_one_or_none()
+    session.commit()
+    if claimed is None:
+        return None
+    return get_debate(session, debate_id=claimed)
+
+
+def renew_lease(session: Session, *, debate_id: int, worker_id: str, lease_s: float) -> None:
+    """Extend our lease; raises LeaseLostError when another worker has taken the debate."""
+    now = utcnow()
+    renewed = session.execute(
+        update(Debate)
+        .where(
+            col(Debate.id) == debate_id,
+            col(Debate.lease_owner) == worker_id,
+            col(Debate.state) == DebateState.RUNNING,
+        )
+        .values(lease_expires_at=now + timedelta(seconds=lease_s), updated_at=now)
+        .returning(col(Debate.id))
+    ).scalar_one_or_none()
+    session.commit()
+    if renewed is None:
+        raise LeaseLostError(f"worker {worker_id} no longer holds debate {debate_id}")
+
+
+def _to_record(row: Turn) -> TurnRecord:
+    return TurnRecord(
+        round=row.round,
+        role=Role(row.role),
+        attempt=row.attempt,
+        provider=row.provider,
+        model=row.model,
+        prompt_sha256=row.prompt_sha256,
+        request_sha256=row.request_sha256,
+        usage=Usage(
+            input_tokens=row.input_tokens,
+            output_tokens=row.output_tokens,
+            cached_input_tokens=row.cached_input_tokens,
+        ),
+        cost_usd=row.cost_usd,
+        latency_s=row.latency_s,
+        reasks=row.reasks,
+        raw_text=row.raw_text,
+        parsed=json.loads(row.parsed_json),
+        created_at=row.created_at,
+    )
+
+
+def turn_rows(session: Session, *, debate_id: int) -> list[Turn]:
+    return list(
+        session.exec(select(Turn).where(Turn.debate_id == debate_id).order_by(col(Turn.seq)))
+    )
+
+
+def stored_turns(session: Session, *, debate_id: int) -> list[TurnRecord]:
+    """The debate's turns in order, as the engine replays them on resume."""
+    return [_to_record(row) for row in turn_rows(session, debate_id=debate_id)]
+
+
+def append_turn(session: Session, *, debate_id: int, worker_id: str, turn: TurnRecord) -> Turn:
+    """Store one finished turn, chained to the previous one; only the lease holder may write."""
+    owner = session.exec(
+        select(Debate.lease_owner).where(Debate.id == debate_id).with_for_update()
+    ).one_or_none()
+    if owner != worker_id:
+        session.rollback()
+        raise LeaseLostError(f"worker {worker_id} no longer holds debate {debate_id}")
+    last = session.exec(
+        select(Turn).where(Turn.debate_id == debate_id).order_by(col(Turn.seq).desc()).limit(1)
+    ).one_or_none()
+    row = Turn(
+        debate_id=debate_id,
+        seq=0 if last is None else last.seq + 1,
+        round=turn.round,
+        role=turn.role.value,
+        attempt=turn.attempt,
+        provider=turn.provider,
+        model=turn.model,
+        prompt_sha256=turn.prompt_sha256,
+        request_sha256=turn.request_sha256,
+        input_tokens=turn.usage.input_tokens,
+        output_tokens=turn.usage.output_tokens,
+        cached_input_tokens=turn.usage.cached_input_tokens,
+        cost_usd=turn.cost_usd,
+        latency_s=turn.latency_s,
+        reasks=turn.reasks,
+        raw_text=turn.raw_text,
+        parsed_json=json.dumps(turn.parsed, sort_keys=True),
+        created_at=turn.created_at.astimezone(UTC),
+        prev_hash=GENESIS_HASH if last is None else last.hash,
+        hash="",
+    )
+    row.hash = turn_digest(row, row.prev_hash)
+    session.add(row)
+    session.commit()
+    session.refresh(row)
+    return row
+
+
+def finish_debate(
+    session: Session, *, debate_id: int, worker_id: str, result: DebateResult
+) -> VerdictRecord:
+    """Record the verdict and close the debate; only the lease holder may finish it."""
+    debate = get_debate(session, debate_id=debate_id)
+    if debate.lease_owner != worker_id or debate.state != DebateState.RUNNING:
+        raise LeaseLostError(f"worker {worker_id} no longer holds debate {debate_id}")
+    verdict = result.verdict
+    record = VerdictRecord(
+        debate_id=debate_id,
+        status=verdict.status.value,
+        decision=verdict.decision.value,
+        confidence=verdict.confidence,
+        level=verdict.level.value,
+        escalate=verdict.escalate,
+        synthesis=verdict.synthesis,
+        result_json=result.model_dump_json(exclude={"transcript"}),
+    )
+    now = utcnow()
+    debate.state = DebateState.FINISHED
+    debate.outcome = verdict.status.value
+    debate.decision = verdict.decision.value
+    debate.confidence = verdict.confidence
+    debate.cost_usd = result.cost_usd
+    debate.error = result.error
+    debate.lease_owner = None
+    debate.lease_expires_at = None
+    debate.finished_at = now
+    debate.updated_at = now
+    session.add(debate)
+    session.add(record)
+    session.commit()
+    session.refresh(record)
+    return record
+
+
+def verdict_for(session: Session, *, debate_id: int) -> VerdictRecord | None:
+    return session.exec(
+        select(VerdictRecord).where(VerdictRecord.debate_id == debate_id)
+    ).one_or_none()
+
+
+def reviews_for(session: Session, *, debate_id: int) -> list[Review]:
+    return list(
+        session.exec(
+            select(Review).where(Review.debate_id == debate_id).order_by(col(Review.created_at))
+        )
+    )
+
+
+def escalation_for(session: Session, *, debate_id: int) -> Escalation | None:
+    return session.exec(select(Escalation).where(Escalation.debate_id == debate_id)).one_or_none()
+
+
+def count_debates(session: Session, *, state: DebateState | None = None) -> int:
+    query = select(func.count()).select_from(Debate)
+    if state is not None:
+        query = query.where(Debate.state == state)
+    return int(session.exec(query).one())
+
+
+@dataclass(frozen=True)
+class ChainReport:
+    debate_id: int
+    turns_checked: int
+    first_broken_seq: int | None
+    problem: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.first_broken_seq is None
+
+
+def verify_chain(session: Session, *, debate_id: int) -> ChainReport:
+    """Recompute every link of the debate's turn chain; report the first broken one."""
+    get_debate(session, debate_id=debate_id)
+    expected_prev = GENESIS_HASH
+    rows = turn_rows(session, debate_id=debate_id)
+    for index, row in enumerate(rows):
+        problem = None
+        if row.seq != index:
+            problem = f"turn seq {row.seq} where {index} was expected (a turn was removed)"
+        elif row.prev_hash != expected_prev:
+            problem = "its prev_hash does not match the previous turn's hash"
+        elif turn_digest(row, row.prev_hash) != row.hash:
+            problem = "its content no longer matches its hash (the row was altered)"
+        if problem:
+            return ChainReport(debate_id, index + 1, row.seq, f"turn {row.seq}: {problem}")
+        expected_prev = row.hash
+    return ChainReport(debate_id, len(rows), None, None)

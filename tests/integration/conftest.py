@@ -1,0 +1,66 @@
+"""Database fixtures: every store test runs on SQLite and on a real PostgreSQL server.
+
+PostgreSQL comes from DEBATEBOT_TEST_POSTGRES_URL, which `scripts/test` sets after starting a
+throwaway server with `scripts/postgres`; each test gets a database of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.engine import make_url
+
+from bot.store.db import make_engine, upgrade
+
+BACKENDS = ["sqlite", "postgres"]
+
+
+def postgres_base_url() -> str:
+    url = os.environ.get("DEBATEBOT_TEST_POSTGRES_URL")
+    if not url:
+        pytest.fail(
+            "DEBATEBOT_TEST_POSTGRES_URL is not set: run the tests through scripts/test, which"
+            " starts PostgreSQL, or export the URL printed by scripts/postgres"
+        )
+    return url
+
+
+def fresh_database_url(backend: str, tmp_path: Path) -> Iterator[str]:
+    if backend == "sqlite":
+        yield f"sqlite:///{tmp_path / 'debatebot.sqlite3'}"
+        return
+    base = postgres_base_url()
+    name = f"debatebot_test_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(base, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(base).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture(params=BACKENDS)
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    yield from fresh_database_url(request.param, tmp_path)
+
+
+@pytest.fixture
+def postgres_url(tmp_path: Path) -> Iterator[str]:
+    yield from fresh_database_url("postgres", tmp_path)
+
+
+@pytest.fixture
+def store(database_url: str) -> Iterator[Engine]:
+    """A migrated database of each backend."""
+    upgrade(database_url)
+    engine = make_engine(database_url)
+    yield engine
+    engine.dispose()

@@ -1,0 +1,199 @@
+"""The audit store on SQLite and PostgreSQL: schema, idempotent enqueue, leases, hash chain."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Engine, text
+from sqlmodel import Session, SQLModel
+
+from bot.jobs.worker import DebateWorker, WorkerConfig
+from bot.store import repository
+from bot.store.db import check_schema, make_engine, session_scope, upgrade
+from bot.store.errors import DatabaseUnavailableError, LeaseLostError, SchemaOutdatedError
+from bot.store.tables import DebateState
+from engine.models import DebateSpec, DebateStatus, ModelSettings
+from tests.helpers import DebateScript, reply_for, shipped_prompts
+
+SPEC = DebateSpec(
+    question="Should we adopt ADR-042?",
+    default_model=ModelSettings(provider="fake", model="fake-model"),
+    max_rounds=2,
+)
+
+
+class SimulatedCrash(Exception):
+    """Stands for the process dying between two turns."""
+
+
+def enqueue(engine: Engine, key: str, spec: DebateSpec = SPEC) -> int:
+    with Session(engine) as session:
+        debate, _ = repository.enqueue_debate(session, trigger_key=key, spec=spec, source="test")
+        assert debate.id is not None
+        return debate.id
+
+
+async def run_to_end(engine: Engine, script: DebateScript | None = None) -> int:
+    script = script or DebateScript(
+        moderator=[reply_for("moderator", recommend_another_round=True)]
+    )
+    llm = script.llm()
+    worker = DebateWorker(
+        engine=engine, resolve_llm=lambda _s: llm, prompts=shipped_prompts(), worker_id="w1"
+    )
+    assert await worker.run_once()
+    return len(llm.calls)
+
+
+def test_migrations_produce_exactly_the_models_schema(store: Engine) -> None:
+    with store.connect() as connection:
+        diff = compare_metadata(MigrationContext.configure(connection), SQLModel.metadata)
+    assert diff == []
+    check_schema(store)
+
+
+def test_an_unmigrated_database_says_to_upgrade(database_url: str) -> None:
+    engine = make_engine(database_url)
+    with pytest.raises(SchemaOutdatedError, match="run `debatebot db upgrade`"):
+        check_schema(engine)
+    engine.dispose()
+    upgrade(database_url)
+    engine = make_engine(database_url)
+    check_schema(engine)
+    engine.dispose()
+
+
+def test_same_trigger_key_gives_the_same_debate(store: Engine) -> None:
+    first = enqueue(store, "slack:C1:1700000000.1")
+    second = enqueue(store, "slack:C1:1700000000.1")
+    assert first == second
+    with Session(store) as session:
+        assert repository.count_debates(session) == 1
+
+
+async def test_concurrent_enqueues_of_one_key_yield_one_debate(store: Engine) -> None:
+    ids = await asyncio.gather(*(asyncio.to_thread(enqueue, store, "dup-key") for _ in range(8)))
+    assert len(set(ids)) == 1
+    with Session(store) as session:
+        assert repository.count_debates(session) == 1
+
+
+def test_claims_take_each_debate_once_and_reclaim_expired_leases(store: Engine) -> None:
+    debate_id = enqueue(store, "claim-me")
+    with Session(store) as session:
+        claimed = repository.claim_debate(session, worker_id="a", lease_s=0.5)
+        assert claimed is not None
+        assert claimed.id == debate_id
+        assert repository.claim_debate(session, worker_id="b", lease_s=30) is None
+    time.sleep(0.7)
+    with Session(store) as session:
+        stolen = repository.claim_debate(session, worker_id="b", lease_s=30)
+        assert stolen is not None
+        assert stolen.id == debate_id
+        assert stolen.claims == 2
+        with pytest.raises(LeaseLostError):
+            repository.renew_lease(session, debate_id=debate_id, worker_id="a", lease_s=30)
+
+
+async def test_worker_stores_every_turn_and_the_verdict(store: Engine) -> None:
+    debate_id = enqueue(store, "full-run")
+    calls = await run_to_end(store)
+
+    with Session(store) as session:
+        debate = repository.get_debate(session, debate_id=debate_id)
+        rows = repository.turn_rows(session, debate_id=debate_id)
+        verdict = repository.verdict_for(session, debate_id=debate_id)
+        report = repository.verify_chain(session, debate_id=debate_id)
+    assert debate.state == DebateState.FINISHED
+    assert debate.outcome == DebateStatus.COMPLETE.value
+    assert debate.lease_owner is None
+    assert len(rows) == calls == 9
+    assert [row.seq for row in rows] == list(range(9))
+    assert verdict is not None
+    assert verdict.decision == "revise"
+    assert report.ok
+    assert report.turns_checked == 9
+
+
+async def test_tampering_with_a_turn_is_caught_at_the_first_broken_link(store: Engine) -> None:
+    debate_id = enqueue(store, "tamper")
+    await run_to_end(store)
+
+    with store.begin() as connection:
+        connection.execute(
+            text("UPDATE turn SET raw_text = :t WHERE debate_id = :d AND seq = 3"),
+            {"t": '{"thesis": "quietly rewritten"}', "d": debate_id},
+        )
+    with Session(store) as session:
+        report = repository.verify_chain(session, debate_id=debate_id)
+    assert not report.ok
+    assert report.first_broken_seq == 3
+    assert "altered" in (report.problem or "")
+
+
+async def test_removing_a_turn_is_caught(store: Engine) -> None:
+    debate_id = enqueue(store, "remove")
+    await run_to_end(store)
+
+    with store.begin() as connection:
+        connection.execute(
+            text("DELETE FROM turn WHERE debate_id = :d AND seq = 5"), {"d": debate_id}
+        )
+    with Session(store) as session:
+        report = repository.verify_chain(session, debate_id=debate_id)
+    assert report.first_broken_seq == 6
+    assert "removed" in (report.problem or "")
+
+
+async def test_resume_replays_stored_turns_and_asks_only_for_the_rest(store: Engine) -> None:
+    debate_id = enqueue(store, "resume")
+    script = DebateScript(moderator=[reply_for("moderator", recommend_another_round=True)])
+    llm = script.llm()
+    first = DebateWorker(
+        engine=store,
+        resolve_llm=lambda _s: llm,
+        prompts=shipped_prompts(),
+        worker_id="dies",
+        config=WorkerConfig(lease_s=0.3),
+    )
+    debate = await first.claim()
+    assert debate is not None
+    stop_after = 4
+
+    async def crash_after_four(event: object) -> None:
+        with Session(store) as session:
+            if len(repository.turn_rows(session, debate_id=debate_id)) >= stop_after:
+                raise SimulatedCrash
+
+    first.extra_sink = crash_after_four
+    with pytest.raises(SimulatedCrash):
+        await first.execute(debate)
+    await asyncio.sleep(0.4)
+
+    second_llm = script.llm()
+    second = DebateWorker(
+        engine=store, resolve_llm=lambda _s: second_llm, prompts=shipped_prompts(), worker_id="b"
+    )
+    assert await second.run_once()
+    with Session(store) as session:
+        rows = repository.turn_rows(session, debate_id=debate_id)
+        assert repository.verify_chain(session, debate_id=debate_id).ok
+    assert len(rows) == 9
+    assert len(second_llm.calls) == 9 - stop_after
+    assert {row.request_sha256 for row in rows[:stop_after]}.isdisjoint(
+        {row.request_sha256 for row in rows[stop_after:]}
+    )
+
+
+def test_an_unreachable_database_gives_advice() -> None:
+    engine = make_engine("postgresql+psycopg://postgres:secret@127.0.0.1:1/nowhere")
+    with (
+        pytest.raises(DatabaseUnavailableError, match="DEBATEBOT_DATABASE_URL") as info,
+        session_scope(engine) as session,
+    ):
+        repository.count_debates(session)
+    assert "secret" not in str(info.value)
