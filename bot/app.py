@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sqlalchemy import Engine
+
+from bot.jobs.worker import DebateWorker, WorkerConfig
 from bot.settings import Settings
+from bot.store.db import check_schema, make_engine
 from engine.errors import ProviderUnavailableError
 from engine.ledger import LLMResolver
 from engine.llm import LLM
@@ -37,7 +41,7 @@ class ProviderRegistry:
                 seed=self.settings.local_seed,
             )
         if name == "fake":
-            return FunctionLLM(canned_debate_reply)
+            return FunctionLLM(canned_debate_reply, delay_s=self.settings.fake_delay_s)
         raise ProviderUnavailableError(
             f"unknown provider {name!r}; configured providers: {', '.join(PROVIDERS)}"
         )
@@ -84,6 +88,34 @@ class DebateServices:
             escalation_threshold=self.settings.escalation_threshold,
             default_model=self.default_model(provider, model),
         )
+
+
+def build_store(settings: Settings) -> Engine:
+    """The database engine, checked to be at the current schema (else: `debatebot db upgrade`)."""
+    engine = make_engine(settings.database_url)
+    try:
+        check_schema(engine)
+    except Exception:
+        engine.dispose()
+        raise
+    return engine
+
+
+def build_worker(
+    services: DebateServices, engine: Engine, *, worker_id: str | None = None
+) -> DebateWorker:
+    settings = services.settings
+    return DebateWorker(
+        engine=engine,
+        resolve_llm=services.resolve_llm,
+        prompts=services.prompts,
+        worker_id=worker_id,
+        config=WorkerConfig(
+            lease_s=settings.worker_lease_s,
+            heartbeat_s=settings.worker_heartbeat_s,
+            poll_s=settings.worker_poll_s,
+        ),
+    )
 
 
 def build_services(settings: Settings) -> DebateServices:

@@ -1,7 +1,7 @@
-"""`debatebot` command line: `run` a debate in the terminal, `prompts lock|verify`.
+"""`debatebot` command line: run debates, run workers, manage the database, audit and export.
 
-Exit codes: 0 debate complete, 1 debate failed or bad input, 2 usage error, 3 cut short by the
-budget ceiling.
+`run` exit codes: 0 debate complete, 1 debate failed or bad input, 2 usage error, 3 cut short by
+the budget ceiling. Other commands: 0 success, 1 failure (with the reason on stderr).
 """
 
 from __future__ import annotations
@@ -9,16 +9,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
+import os
+import signal
 import sys
 import time
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
 from pydantic import ValidationError
 
-from bot.app import PROVIDERS, build_services
+from bot.app import PROVIDERS, build_services, build_store, build_worker
 from bot.settings import Settings
+from bot.store import repository
+from bot.store.db import redacted, session_scope, upgrade
+from bot.store.errors import StoreError
+from bot.store.export import export_record, render_markdown
 from engine.errors import EngineError
 from engine.events import DebateEvent, TurnFinished, TurnStarted
 from engine.models import (
@@ -35,7 +43,6 @@ from engine.models import (
 )
 from engine.prompts import PromptLibrary, default_prompt_dir, write_lock
 from engine.protocols import PROTOCOL_NAMES
-from engine.runner import run_debate
 
 EXIT_CODES = {DebateStatus.COMPLETE: 0, DebateStatus.FAILED: 1, DebateStatus.TRUNCATED_BUDGET: 3}
 SPINNER = "|/-\\"
@@ -177,7 +184,8 @@ def _read_context(paths: Sequence[str]) -> list[ContextDocument]:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    services = build_services(Settings())
+    settings = Settings()
+    services = build_services(settings)
     try:
         spec = services.new_spec(
             args.question,
@@ -192,19 +200,107 @@ async def _run(args: argparse.Namespace) -> int:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
         print(f"debatebot: invalid debate request: {problems}", file=sys.stderr)
         return 1
-    result = await run_debate(
-        spec,
-        resolve_llm=services.resolve_llm,
-        prompts=services.prompts,
-        sink=ConsoleEvents(sys.stdout, sys.stderr),
-    )
+    engine = build_store(settings)
+    try:
+        worker = build_worker(services, engine, worker_id=f"cli:{uuid.uuid4().hex[:8]}")
+        worker.extra_sink = ConsoleEvents(sys.stdout, sys.stderr)
+        with session_scope(engine) as session:
+            queued, _ = repository.enqueue_debate(
+                session, trigger_key=f"cli:{uuid.uuid4()}", spec=spec, source="cli"
+            )
+            assert queued.id is not None
+            claimed = repository.claim_debate(
+                session,
+                worker_id=worker.worker_id,
+                lease_s=worker.config.lease_s,
+                debate_id=queued.id,
+            )
+        if claimed is None:
+            print(f"debatebot: debate {queued.id} was taken by another worker", file=sys.stderr)
+            return 1
+        result = await worker.execute(claimed)
+    finally:
+        engine.dispose()
+    if result is None:
+        print(f"debatebot: debate {queued.id} was taken over by another worker", file=sys.stderr)
+        return 1
     print_verdict(result, sys.stdout)
+    print(f"recorded as debate {queued.id} in {redacted(settings.database_url)}")
     if args.json:
         await asyncio.to_thread(
             Path(args.json).write_text, result.model_dump_json(indent=2), encoding="utf-8"
         )
         print(f"full record written to {args.json}")
     return EXIT_CODES[result.status]
+
+
+async def _worker(args: argparse.Namespace) -> int:
+    settings = Settings()
+    services = build_services(settings)
+    engine = build_store(settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+
+    async def work(index: int) -> None:
+        worker = build_worker(services, engine, worker_id=f"{args.name}/{index}")
+        if args.exit_when_idle:
+            while not stop.is_set() and await worker.run_once():
+                pass
+        else:
+            await worker.run_forever(stop)
+
+    print(
+        f"{args.concurrency} worker(s) on {redacted(settings.database_url)}",
+        file=sys.stderr,
+    )
+    try:
+        await asyncio.gather(*(work(i) for i in range(args.concurrency)))
+    finally:
+        engine.dispose()
+    return 0
+
+
+def _db(args: argparse.Namespace) -> int:
+    settings = Settings()
+    revision = upgrade(settings.database_url)
+    print(f"database {redacted(settings.database_url)} is at schema {revision}")
+    return 0
+
+
+def _audit(args: argparse.Namespace) -> int:
+    engine = build_store(Settings())
+    try:
+        with session_scope(engine) as session:
+            report = repository.verify_chain(session, debate_id=args.debate_id)
+    finally:
+        engine.dispose()
+    if report.ok:
+        print(f"debate {report.debate_id}: hash chain verified ({report.turns_checked} turns)")
+        return 0
+    print(f"debate {report.debate_id}: hash chain BROKEN at {report.problem}", file=sys.stderr)
+    return 1
+
+
+def _export(args: argparse.Namespace) -> int:
+    engine = build_store(Settings())
+    try:
+        with session_scope(engine) as session:
+            record = export_record(session, debate_id=args.debate_id)
+    finally:
+        engine.dispose()
+    text = (
+        json.dumps(record, indent=2, ensure_ascii=False)
+        if args.format == "json"
+        else render_markdown(record)
+    )
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(f"debate {args.debate_id} exported to {args.out}")
+    else:
+        sys.stdout.write(text)
+    return 0
 
 
 def _prompts(args: argparse.Namespace) -> int:
@@ -241,6 +337,29 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", metavar="OUT", help="write the full record as JSON to OUT")
     run.set_defaults(handler=_run, is_async=True)
 
+    worker = commands.add_parser("worker", help="run debate workers against the database")
+    worker.add_argument("--concurrency", type=int, default=1, help="debates run at once")
+    worker.add_argument("--name", default=f"worker:{os.getpid()}", help="worker id prefix")
+    worker.add_argument(
+        "--exit-when-idle", action="store_true", help="stop once no debate is waiting"
+    )
+    worker.set_defaults(handler=_worker, is_async=True)
+
+    db = commands.add_parser("db", help="database schema")
+    db.add_argument("action", choices=("upgrade",))
+    db.set_defaults(handler=_db, is_async=False)
+
+    audit = commands.add_parser("audit", help="verify a debate's tamper-evident turn chain")
+    audit.add_argument("action", choices=("verify",))
+    audit.add_argument("debate_id", type=int)
+    audit.set_defaults(handler=_audit, is_async=False)
+
+    export = commands.add_parser("export", help="export a whole debate record")
+    export.add_argument("debate_id", type=int)
+    export.add_argument("--format", choices=("json", "md"), default="json")
+    export.add_argument("--out", metavar="FILE", help="write here instead of stdout")
+    export.set_defaults(handler=_export, is_async=False)
+
     prompts = commands.add_parser("prompts", help="pin or verify the prompt files")
     prompts.add_argument("action", choices=("lock", "verify"))
     prompts.add_argument("--dir", help="prompt directory (default: the shipped prompts/)")
@@ -255,7 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             code: int = asyncio.run(args.handler(args))
         else:
             code = args.handler(args)
-    except EngineError as error:
+    except (EngineError, StoreError) as error:
         print(f"debatebot: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -33,6 +33,10 @@ class Settings(BaseSettings):
     worker_heartbeat_s: float = Field(default=15.0, gt=0.1)
     worker_poll_s: float = Field(default=1.0, gt=0.0)
 
+    fake_delay_s: float = Field(
+        default=0.0, ge=0.0, description="latency the fake provider adds to each call"
+    )
+
     prompts_dir: Path | None = Field(default=None, description="default: the shipped prompts/")
     rounds: int = Field(default=1, ge=1)
     budget_usd: float | None = Field(default=None, gt=0)

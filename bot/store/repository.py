@@ -70,29 +70,34 @@ def get_debate(session: Session, *, debate_id: int) -> Debate:
     return debate
 
 
-def claim_debate(session: Session, *, worker_id: str, lease_s: float) -> Debate | None:
+def claim_debate(
+    session: Session, *, worker_id: str, lease_s: float, debate_id: int | None = None
+) -> Debate | None:
     """Take the oldest queued debate, or one whose worker's lease expired; None if there is none.
+
+    With `debate_id`, take that debate only (the CLI runs the debate it just queued).
 
     On PostgreSQL the candidate row is locked `FOR UPDATE SKIP LOCKED`, so concurrent workers
     never wait on or take the same debate; SQLite has one writer at a time anyway.
     """
     now = utcnow()
-    candidate = (
-        select(Debate.id)
-        .where(
-            or_(
-                col(Debate.state) == DebateState.QUEUED,
-                (col(Debate.state) == DebateState.RUNNING) & (col(Debate.lease_expires_at) < now),
-            )
+    candidate = select(Debate.id).where(
+        or_(
+            col(Debate.state) == DebateState.QUEUED,
+            (col(Debate.state) == DebateState.RUNNING) & (col(Debate.lease_expires_at) < now),
         )
-        .order_by(col(Debate.id))
+    )
+    if debate_id is not None:
+        candidate = candidate.where(col(Debate.id) == debate_id)
+    locked = (
+        candidate.order_by(col(Debate.id))
         .limit(1)
         .with_for_update(skip_locked=True)
         .scalar_subquery()
     )
     claimed = session.execute(
         update(Debate)
-        .where(col(Debate.id) == candidate)
+        .where(col(Debate.id) == locked)
         .values(
             state=DebateState.RUNNING,
             lease_owner=worker_id,

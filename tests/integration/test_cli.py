@@ -10,6 +10,15 @@ import pytest
 from bot.cli import main
 from engine.models import DebateResult, DebateStatus
 
+
+@pytest.fixture(autouse=True)
+def database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    url = f"sqlite:///{tmp_path / 'cli.sqlite3'}"
+    monkeypatch.setenv("DEBATEBOT_DATABASE_URL", url)
+    assert main(["db", "upgrade"]) == 0
+    return url
+
+
 ADR = "ADR-007: move sessions to Postgres.\nDecision: drop Redis.\nConsequences: one less system."
 
 
@@ -44,6 +53,43 @@ def test_run_prints_turns_and_verdict_and_writes_the_record(
     assert result.status is DebateStatus.COMPLETE
     assert result.spec.context[0].title == "adr.md"
     assert json.loads(out.read_text())["usage"]["input_tokens"] > 0
+    assert "recorded as debate 1" in printed.out
+
+
+def test_audit_and_export_of_a_recorded_debate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "Should we adopt ADR-007?", "--provider", "fake"]) == 0
+    capsys.readouterr()
+
+    assert main(["audit", "verify", "1"]) == 0
+    assert "hash chain verified (5 turns)" in capsys.readouterr().out
+
+    exported = tmp_path / "debate.json"
+    assert main(["export", "1", "--format", "json", "--out", str(exported)]) == 0
+    capsys.readouterr()
+    record = json.loads(exported.read_text())
+    result = DebateResult.model_validate(record["result"])
+    assert len(result.transcript) == 5
+    assert result.verdict.decision.value == "revise"
+    assert record["audit"]["chain_ok"] is True
+
+    assert main(["export", "1", "--format", "md"]) == 0
+    markdown = capsys.readouterr().out
+    assert markdown.startswith("# Debate 1: Should we adopt ADR-007?")
+    assert "## Verdict" in markdown
+    assert "| 4 | 1 | moderator | 1 |" in markdown
+
+
+def test_unknown_debate_and_old_schema_say_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["audit", "verify", "42"]) == 1
+    assert "no debate with id 42" in capsys.readouterr().err
+
+    monkeypatch.setenv("DEBATEBOT_DATABASE_URL", f"sqlite:///{tmp_path / 'empty.sqlite3'}")
+    assert main(["run", "Ship it?", "--provider", "fake"]) == 1
+    assert "run `debatebot db upgrade`" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

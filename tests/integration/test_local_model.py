@@ -79,6 +79,10 @@ def test_cli_runs_on_the_local_model_by_default(tmp_path: Path, case: dict[str, 
     context.write_text(case["context"], encoding="utf-8")
     record = tmp_path / "record.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEBATEBOT_")}
+    env["DEBATEBOT_DATABASE_URL"] = f"sqlite:///{tmp_path / 'local.sqlite3'}"
+    subprocess.run(
+        [sys.executable, "-m", "bot.cli", "db", "upgrade"], env=env, check=True, timeout=120
+    )
 
     completed = subprocess.run(
         [

@@ -1,0 +1,142 @@
+"""Durability with real processes: a worker killed by SIGKILL mid-debate, and many workers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from sqlalchemy import Engine
+from sqlmodel import Session
+
+from bot.store import repository
+from bot.store.db import make_engine, upgrade
+from bot.store.tables import DebateState
+from engine.models import DebateSpec, ModelSettings
+
+ROOT = Path(__file__).resolve().parents[2]
+THREE_ROUNDS = DebateSpec(
+    question="Should we adopt ADR-042?",
+    default_model=ModelSettings(provider="fake", model="fake-model"),
+    max_rounds=3,
+)
+TURNS_IN_THREE_ROUNDS = 1 + 4 * 3
+
+
+def start_worker(url: str, worker_id: str, call_log: Path, delay_s: float) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.integration.worker_process",
+            url,
+            worker_id,
+            str(call_log),
+            str(delay_s),
+        ],
+        cwd=ROOT,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def wait_for(condition: object, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():  # type: ignore[operator]
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"condition not met within {timeout_s}s")
+
+
+def turn_count(engine: Engine, debate_id: int) -> int:
+    with Session(engine) as session:
+        return len(repository.turn_rows(session, debate_id=debate_id))
+
+
+def test_sigkilled_worker_is_resumed_without_repeating_stored_turns(
+    store: Engine, database_url: str, tmp_path: Path
+) -> None:
+    with Session(store) as session:
+        debate, _ = repository.enqueue_debate(
+            session, trigger_key="crash", spec=THREE_ROUNDS, source="test"
+        )
+    assert debate.id is not None
+    first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
+
+    first = start_worker(database_url, "doomed", first_log, delay_s=0.2)
+    wait_for(lambda: turn_count(store, debate.id) >= 5, timeout_s=60)
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait(timeout=10)
+    assert first.returncode == -signal.SIGKILL
+
+    with Session(store) as session:
+        stored_before = repository.turn_rows(session, debate_id=debate.id)
+        assert repository.get_debate(session, debate_id=debate.id).state == DebateState.RUNNING
+    assert 5 <= len(stored_before) < TURNS_IN_THREE_ROUNDS
+
+    second = start_worker(database_url, "rescuer", second_log, delay_s=0.0)
+    _, err = second.communicate(timeout=120)
+    assert second.returncode == 0, err
+
+    with Session(store) as session:
+        final = repository.get_debate(session, debate_id=debate.id)
+        rows = repository.turn_rows(session, debate_id=debate.id)
+        report = repository.verify_chain(session, debate_id=debate.id)
+    assert final.state == DebateState.FINISHED
+    assert final.claims == 2
+    assert len(rows) == TURNS_IN_THREE_ROUNDS
+    assert len({(row.round, row.role, row.attempt) for row in rows}) == len(rows)
+    assert [row.hash for row in rows[: len(stored_before)]] == [r.hash for r in stored_before]
+    asked_again = set(second_log.read_text().split())
+    assert asked_again.isdisjoint({row.request_sha256 for row in stored_before})
+    assert len(second_log.read_text().split()) == TURNS_IN_THREE_ROUNDS - len(stored_before)
+    assert report.ok, report.problem
+
+
+def test_four_worker_processes_run_forty_debates_exactly_once(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    upgrade(postgres_url)
+    engine = make_engine(postgres_url)
+    spec = THREE_ROUNDS.model_copy(update={"max_rounds": 1})
+    with Session(engine) as session:
+        ids = [
+            repository.enqueue_debate(session, trigger_key=f"bulk-{i}", spec=spec, source="test")[
+                0
+            ].id
+            for i in range(40)
+        ]
+    env = {
+        **os.environ,
+        "DEBATEBOT_DATABASE_URL": postgres_url,
+        "DEBATEBOT_FAKE_DELAY_S": "0.02",
+    }
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "bot.cli", "worker", "--exit-when-idle", "--name", f"w{i}"],
+            cwd=ROOT,
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for i in range(4)
+    ]
+    for worker in workers:
+        _, err = worker.communicate(timeout=300)
+        assert worker.returncode == 0, err
+
+    with Session(engine) as session:
+        for debate_id in ids:
+            assert debate_id is not None
+            debate = repository.get_debate(session, debate_id=debate_id)
+            assert debate.state == DebateState.FINISHED
+            assert debate.claims == 1
+            assert len(repository.turn_rows(session, debate_id=debate_id)) == 5
+            assert repository.verify_chain(session, debate_id=debate_id).ok
+    engine.dispose()
