@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -197,3 +198,27 @@ def test_an_unreachable_database_gives_advice() -> None:
     ):
         repository.count_debates(session)
     assert "secret" not in str(info.value)
+
+
+def test_sqlite_locked_past_the_timeout_says_what_to_do(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'locked.sqlite3'}"
+    upgrade(url)
+    holder = make_engine(url)
+    impatient = make_engine(url, busy_timeout_s=0.2)
+    with holder.connect() as connection:
+        # Autobegin issues BEGIN IMMEDIATE: this connection now holds the write lock.
+        connection.exec_driver_sql("UPDATE debate SET cost_usd = 0")
+        with (
+            pytest.raises(DatabaseUnavailableError, match="holds the SQLite write lock"),
+            session_scope(impatient) as session,
+        ):
+            repository.enqueue_debate(session, trigger_key="blocked", spec=SPEC, source="test")
+        connection.rollback()
+    with Session(impatient) as session:
+        debate, created = repository.enqueue_debate(
+            session, trigger_key="blocked", spec=SPEC, source="test"
+        )
+    assert created
+    assert debate.state == DebateState.QUEUED
+    holder.dispose()
+    impatient.dispose()
