@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -34,7 +35,21 @@ def load_seconds() -> float:
     return time.perf_counter() - started
 
 
-def one_run(case: dict[str, str], workdir: Path) -> dict[str, float]:
+def migrated_env(workdir: Path) -> dict[str, str]:
+    """The environment for the CLI: a fresh, migrated SQLite store inside `workdir`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEBATEBOT_")}
+    env["DEBATEBOT_DATABASE_URL"] = f"sqlite:///{workdir / 'bench.sqlite3'}"
+    subprocess.run(
+        [sys.executable, "-m", "bot.cli", "db", "upgrade"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    return env
+
+
+def one_run(case: dict[str, str], workdir: Path, env: dict[str, str]) -> dict[str, float]:
     context = workdir / "context.md"
     context.write_text(case["context"], encoding="utf-8")
     record = workdir / "record.json"
@@ -52,6 +67,7 @@ def one_run(case: dict[str, str], workdir: Path) -> dict[str, float]:
             str(record),
         ],
         cwd=ROOT,
+        env=env,
         check=True,
         capture_output=True,
         text=True,
@@ -82,7 +98,8 @@ def main() -> None:
     case = json.loads(CASES.read_text(encoding="utf-8").splitlines()[args.case])
     load = load_seconds()
     with tempfile.TemporaryDirectory() as tmp:
-        runs = [one_run(case, Path(tmp)) for _ in range(args.runs)]
+        env = migrated_env(Path(tmp))
+        runs = [one_run(case, Path(tmp), env) for _ in range(args.runs)]
     for i, run in enumerate(runs, 1):
         print(f"run {i}: {json.dumps(run)}")
     wall = statistics.median(r["wall_s"] for r in runs)
