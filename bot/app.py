@@ -6,6 +6,8 @@ the Slack app and the workers), and tests pass their own fakes instead.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from sqlalchemy import Engine
@@ -90,15 +92,16 @@ class DebateServices:
         )
 
 
-def build_store(settings: Settings) -> Engine:
-    """The database engine, checked to be at the current schema (else: `debatebot db upgrade`)."""
+@contextmanager
+def open_store(settings: Settings) -> Iterator[Engine]:
+    """The database engine, checked to be at the current schema (else: `debatebot db upgrade`),
+    disposed of when the block ends."""
     engine = make_engine(settings.database_url)
     try:
         check_schema(engine)
-    except Exception:
+        yield engine
+    finally:
         engine.dispose()
-        raise
-    return engine
 
 
 def build_worker(

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import TextIO
 
 from pydantic import ValidationError
+from sqlalchemy import Engine
 
-from bot.app import PROVIDERS, build_services, build_store, build_worker
+from bot.app import PROVIDERS, build_services, build_worker, open_store
 from bot.settings import Settings
 from bot.store import repository
 from bot.store.db import redacted, session_scope, upgrade
@@ -200,27 +201,19 @@ async def _run(args: argparse.Namespace) -> int:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
         print(f"debatebot: invalid debate request: {problems}", file=sys.stderr)
         return 1
-    engine = build_store(settings)
-    try:
+    with open_store(settings) as engine:
         worker = build_worker(services, engine, worker_id=f"cli:{uuid.uuid4().hex[:8]}")
         worker.extra_sink = ConsoleEvents(sys.stdout, sys.stderr)
         with session_scope(engine) as session:
             queued, _ = repository.enqueue_debate(
                 session, trigger_key=f"cli:{uuid.uuid4()}", spec=spec, source="cli"
             )
-            assert queued.id is not None
-            claimed = repository.claim_debate(
-                session,
-                worker_id=worker.worker_id,
-                lease_s=worker.config.lease_s,
-                debate_id=queued.id,
-            )
+        assert queued.id is not None
+        claimed = await worker.claim(debate_id=queued.id)
         if claimed is None:
             print(f"debatebot: debate {queued.id} was taken by another worker", file=sys.stderr)
             return 1
         result = await worker.execute(claimed)
-    finally:
-        engine.dispose()
     if result is None:
         print(f"debatebot: debate {queued.id} was taken over by another worker", file=sys.stderr)
         return 1
@@ -237,13 +230,12 @@ async def _run(args: argparse.Namespace) -> int:
 async def _worker(args: argparse.Namespace) -> int:
     settings = Settings()
     services = build_services(settings)
-    engine = build_store(settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
 
-    async def work(index: int) -> None:
+    async def work(engine: Engine, index: int) -> None:
         worker = build_worker(services, engine, worker_id=f"{args.name}/{index}")
         if args.exit_when_idle:
             while not stop.is_set() and await worker.run_once():
@@ -255,10 +247,8 @@ async def _worker(args: argparse.Namespace) -> int:
         f"{args.concurrency} worker(s) on {redacted(settings.database_url)}",
         file=sys.stderr,
     )
-    try:
-        await asyncio.gather(*(work(i) for i in range(args.concurrency)))
-    finally:
-        engine.dispose()
+    with open_store(settings) as engine:
+        await asyncio.gather(*(work(engine, i) for i in range(args.concurrency)))
     return 0
 
 
@@ -270,12 +260,8 @@ def _db(args: argparse.Namespace) -> int:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    engine = build_store(Settings())
-    try:
-        with session_scope(engine) as session:
-            report = repository.verify_chain(session, debate_id=args.debate_id)
-    finally:
-        engine.dispose()
+    with open_store(Settings()) as engine, session_scope(engine) as session:
+        report = repository.verify_chain(session, debate_id=args.debate_id)
     if report.ok:
         print(f"debate {report.debate_id}: hash chain verified ({report.turns_checked} turns)")
         return 0
@@ -284,12 +270,8 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    engine = build_store(Settings())
-    try:
-        with session_scope(engine) as session:
-            record = export_record(session, debate_id=args.debate_id)
-    finally:
-        engine.dispose()
+    with open_store(Settings()) as engine, session_scope(engine) as session:
+        record = export_record(session, debate_id=args.debate_id)
     text = (
         json.dumps(record, indent=2, ensure_ascii=False)
         if args.format == "json"

@@ -77,10 +77,11 @@ class DebateWorker:
 
         return await asyncio.to_thread(call)
 
-    async def claim(self) -> Debate | None:
+    async def claim(self, debate_id: int | None = None) -> Debate | None:
+        """Claim the next claimable debate, or only `debate_id` when given."""
         return await self._db(
             lambda s: repository.claim_debate(
-                s, worker_id=self.worker_id, lease_s=self.config.lease_s
+                s, worker_id=self.worker_id, lease_s=self.config.lease_s, debate_id=debate_id
             )
         )
 

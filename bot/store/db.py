@@ -64,10 +64,12 @@ def make_engine(url: str, *, busy_timeout_s: float = 10.0) -> Engine:
     )
 
 
-def alembic_config(url: str) -> Config:
+def alembic_config(url: str | None = None) -> Config:
+    """Alembic's config for `migrations/`; with `url`, pointed at that database."""
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
-    config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    if url is not None:
+        config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     return config
 
 
@@ -77,11 +79,12 @@ def upgrade(url: str) -> str:
         command.upgrade(alembic_config(url), "head")
     except OperationalError as error:
         raise unavailable(url, error) from error
-    return head_revision(url)
+    return head_revision()
 
 
-def head_revision(url: str) -> str:
-    head = ScriptDirectory.from_config(alembic_config(url)).get_current_head()
+def head_revision() -> str:
+    """The newest revision in `migrations/`: the schema this code needs."""
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
     assert head is not None, "migrations/ has no revisions"
     return head
 
@@ -89,7 +92,7 @@ def head_revision(url: str) -> str:
 def check_schema(engine: Engine) -> None:
     """Raise SchemaOutdatedError unless the database is at the migrations' head."""
     url = engine.url.render_as_string(hide_password=False)
-    head = head_revision(url)
+    head = head_revision()
     try:
         with engine.connect() as connection:
             current = MigrationContext.configure(connection).get_current_revision()
