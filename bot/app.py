@@ -6,15 +6,29 @@ the Slack app and the workers), and tests pass their own fakes instead.
 
 from __future__ import annotations
 
+import asyncio
+import os
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import Engine
 
+from bot.jobs.reminders import remind_reviewers
 from bot.jobs.worker import DebateWorker, WorkerConfig
 from bot.settings import Settings
+from bot.slack.debates import SlackDebates
+from bot.slack.listeners import register as register_listeners
+from bot.slack.notifier import DebateNotifier
+from bot.slack.people import SlackDirectory
+from bot.slack.poster import SlackPoster
+from bot.slack.server import BotASGI
 from bot.store.db import check_schema, make_engine
+from bot.store.errors import StoreError
 from engine.errors import ProviderUnavailableError
 from engine.ledger import LLMResolver
 from engine.llm import LLM
@@ -77,6 +91,7 @@ class DebateServices:
         protocol: str = "adversarial",
         rounds: int | None = None,
         budget_usd: float | None = None,
+        threshold: float | None = None,
         provider: str | None = None,
         model: str | None = None,
     ) -> DebateSpec:
@@ -87,7 +102,9 @@ class DebateServices:
             context=context or [],
             max_rounds=rounds or self.settings.rounds,
             budget_usd=budget_usd if budget_usd is not None else self.settings.budget_usd,
-            escalation_threshold=self.settings.escalation_threshold,
+            escalation_threshold=(
+                threshold if threshold is not None else self.settings.escalation_threshold
+            ),
             default_model=self.default_model(provider, model),
         )
 
@@ -129,3 +146,102 @@ def build_services(settings: Settings) -> DebateServices:
         prompts=PromptLibrary.load(settings.prompts_dir),
         resolve_llm=registry.resolve,
     )
+
+
+@dataclass
+class BotRuntime:
+    """Everything `debatebot serve` runs in one process: Bolt app, workers, scheduler."""
+
+    app: AsyncApp
+    asgi: BotASGI
+    debates: SlackDebates
+    notifier: DebateNotifier
+    workers: list[DebateWorker]
+    scheduler: AsyncIOScheduler
+    _stop: asyncio.Event = field(default_factory=asyncio.Event)
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def wake_workers(self) -> None:
+        for worker in self.workers:
+            worker.wake()
+
+    async def start(self) -> None:
+        """Start the in-process workers and the scheduler (call inside the running loop)."""
+        self._stop.clear()
+        self._tasks = [asyncio.create_task(w.run_forever(self._stop)) for w in self.workers]
+        self.scheduler.start()
+
+    async def stop(self) -> None:
+        """Let running debates reach a stored turn, then stop; the lease lets others resume."""
+        self._stop.set()
+        self.scheduler.shutdown(wait=False)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def build_bot(
+    settings: Settings,
+    services: DebateServices,
+    engine: Engine,
+    *,
+    client: AsyncWebClient | None = None,
+) -> BotRuntime:
+    """Wire the Slack app: client, poster, notifier, listeners, workers and scheduled jobs.
+
+    Raises SettingsError when a Slack secret is missing or a placeholder.
+    """
+    token, signing_secret, app_token = settings.slack_secrets()
+    client = client or AsyncWebClient(token=token, base_url=settings.slack_api_url)
+    app = AsyncApp(
+        client=client,
+        signing_secret=signing_secret or "socket-mode-signs-nothing",
+        request_verification_enabled=app_token is None,
+        process_before_response=False,
+    )
+    poster = SlackPoster(client, interval_s=settings.post_interval_s)
+    owner = f"{socket.gethostname()}:{os.getpid()}"
+    notifier = DebateNotifier(engine=engine, poster=poster, owner=owner)
+    workers = [
+        build_worker(services, engine, worker_id=f"{owner}/serve-{n}")
+        for n in range(settings.serve_workers)
+    ]
+    for worker in workers:
+        worker.sinks = notifier.sink_for
+    scheduler = AsyncIOScheduler(timezone="UTC")
+    runtime = BotRuntime(
+        app=app,
+        asgi=BotASGI(app, health=lambda: health_report(engine, len(workers))),
+        debates=SlackDebates(
+            engine=engine,
+            new_spec=services.new_spec,
+            notifier=notifier,
+            poster=poster,
+            directory=SlackDirectory(client),
+            wake_workers=lambda: runtime.wake_workers(),
+        ),
+        notifier=notifier,
+        workers=workers,
+        scheduler=scheduler,
+    )
+    period_s = settings.review_reminder_h * 3600
+    scheduler.add_job(
+        remind_reviewers,
+        "interval",
+        seconds=min(period_s, 3600.0),
+        kwargs={"engine": engine, "notifier": notifier, "period_s": period_s},
+        id="review-reminders",
+        coalesce=True,
+        max_instances=1,
+    )
+    register_listeners(app, runtime.debates)
+    return runtime
+
+
+def health_report(engine: Engine, workers: int) -> dict[str, object]:
+    """What `/healthz` answers: the database reachable at the current schema, workers running."""
+    try:
+        check_schema(engine)
+    except StoreError as error:
+        return {"ok": False, "database": str(error), "workers": workers}
+    return {"ok": True, "database": "ok", "workers": workers}

@@ -203,7 +203,8 @@ async def _run(args: argparse.Namespace) -> int:
         return 1
     with open_store(settings) as engine:
         worker = build_worker(services, engine, worker_id=f"cli:{uuid.uuid4().hex[:8]}")
-        worker.extra_sink = ConsoleEvents(sys.stdout, sys.stderr)
+        console = ConsoleEvents(sys.stdout, sys.stderr)
+        worker.sinks = lambda _debate: console
         with session_scope(engine) as session:
             queued, _ = repository.enqueue_debate(
                 session, trigger_key=f"cli:{uuid.uuid4()}", spec=spec, source="cli"

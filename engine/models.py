@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator, model_validator
 
 MAX_QUESTION_CHARS = 4_000
 MAX_CONTEXT_CHARS = 200_000
@@ -99,6 +99,9 @@ class DebateSpec(BaseModel):
     participants: list[Participant] = Field(default_factory=list)
     default_model: ModelSettings = Field(default_factory=ModelSettings)
     max_rounds: int = Field(default=1, ge=1)
+    min_rounds: int = Field(
+        default=1, ge=1, description="rounds that run even without the moderator asking for more"
+    )
     budget_usd: float | None = Field(default=None, gt=0)
     escalation_threshold: float = Field(default=0.6, ge=0.0, le=1.0)
     task_type: str | None = None
@@ -121,6 +124,12 @@ class DebateSpec(BaseModel):
                 " Pass the relevant sections only"
             )
         return value
+
+    @model_validator(mode="after")
+    def _rounds_consistent(self) -> DebateSpec:
+        if self.min_rounds > self.max_rounds:
+            raise ValueError(f"min_rounds {self.min_rounds} is above max_rounds {self.max_rounds}")
+        return self
 
     def participant_for(self, role: Role) -> Participant:
         """The configured participant for `role`, or one on the default model."""

@@ -35,6 +35,8 @@ from engine.runner import run_debate
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
+SinkFactory = Callable[[Debate], EventSink]
+"""Builds the extra event sink for one debate (the console, the Slack notifier)."""
 
 
 def default_worker_id() -> str:
@@ -59,14 +61,15 @@ class DebateWorker:
         prompts: PromptLibrary,
         worker_id: str | None = None,
         config: WorkerConfig | None = None,
-        extra_sink: EventSink | None = None,
+        sinks: SinkFactory | None = None,
     ) -> None:
         self.engine = engine
         self.resolve_llm = resolve_llm
         self.prompts = prompts
         self.worker_id = worker_id or default_worker_id()
         self.config = config or WorkerConfig()
-        self.extra_sink = extra_sink
+        self.sinks = sinks
+        self._wake = asyncio.Event()
 
     async def _db(self, work: Callable[[Session], R]) -> R:
         """Run one unit of store work in a thread, so the event loop never blocks on the DB."""
@@ -113,6 +116,8 @@ class DebateWorker:
         if recorded:
             log.info("debate %s: resuming after %d stored turns", debate_id, len(recorded))
 
+        extra = self.sinks(debate) if self.sinks is not None else None
+
         async def persist(event: DebateEvent) -> None:
             if isinstance(event, TurnFinished) and not event.replayed:
                 turn = event.turn
@@ -121,8 +126,8 @@ class DebateWorker:
                         s, debate_id=debate_id, worker_id=self.worker_id, turn=turn
                     )
                 )
-            if self.extra_sink is not None:
-                await self.extra_sink(event)
+            if extra is not None:
+                await extra(event)
 
         runner = asyncio.create_task(
             run_debate(
@@ -169,6 +174,10 @@ class DebateWorker:
         await self.execute(debate)
         return True
 
+    def wake(self) -> None:
+        """Look for work now instead of at the next poll (a debate was just queued here)."""
+        self._wake.set()
+
     async def run_forever(self, stop: asyncio.Event) -> None:
         """Work until `stop` is set; a database outage pauses the loop instead of ending it."""
         while not stop.is_set():
@@ -178,5 +187,15 @@ class DebateWorker:
                 log.error("worker %s: %s; retrying", self.worker_id, error)
                 worked = False
             if not worked:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=self.config.poll_s)
+                await self._idle(stop)
+
+    async def _idle(self, stop: asyncio.Event) -> None:
+        waits = [asyncio.create_task(stop.wait()), asyncio.create_task(self._wake.wait())]
+        try:
+            await asyncio.wait(
+                waits, timeout=self.config.poll_s, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            for task in waits:
+                task.cancel()
+        self._wake.clear()

@@ -30,6 +30,7 @@ class Debate(SQLModel, table=True):
     channel_id: str | None = Field(default=None, max_length=40, index=True)
     thread_ts: str | None = Field(default=None, max_length=40)
     requested_by: str | None = Field(default=None, max_length=80)
+    parent_debate_id: int | None = Field(default=None, foreign_key="debate.id")
     question: str = Field(sa_column=Column(Text, nullable=False))
     protocol: str = Field(max_length=40)
     spec_json: str = Field(sa_column=Column(Text, nullable=False))
@@ -95,7 +96,16 @@ class VerdictRecord(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class EscalationState(StrEnum):
+    OPEN = "open"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    ANOTHER_ROUND = "another_round"
+
+
 class Escalation(SQLModel, table=True):
+    """A review request for one debate; `reviewers` is the snapshot the request mentioned."""
+
     id: int | None = Field(default=None, primary_key=True)
     debate_id: int = Field(foreign_key="debate.id", unique=True)
     reasons: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
@@ -131,6 +141,26 @@ class ChannelSettings(SQLModel, table=True):
     trigger_reaction: str = Field(default="scales", max_length=80)
     updated_by: str | None = Field(default=None, max_length=80)
     updated_at: datetime = Field(default_factory=utcnow)
+
+
+class SlackPost(SQLModel, table=True):
+    """One bot message a debate owns (parent, a round, the verdict), so none is posted twice.
+
+    The row is reserved (ts empty) before posting and completed with the message ts after; a
+    resumed debate finds the ts and updates or skips instead of posting again.
+    """
+
+    __tablename__ = "slack_post"
+    __table_args__ = (UniqueConstraint("debate_id", "key", name="uq_slack_post_key"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    debate_id: int = Field(foreign_key="debate.id", index=True)
+    key: str = Field(max_length=80)
+    channel_id: str = Field(max_length=40)
+    ts: str | None = Field(default=None, max_length=40)
+    reserved_by: str = Field(max_length=120)
+    reserved_at: datetime = Field(default_factory=utcnow)
+    posted_at: datetime | None = None
 
 
 class ProcessedTrigger(SQLModel, table=True):

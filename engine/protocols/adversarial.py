@@ -5,7 +5,8 @@
   Below `CRITIC_RETRY_BELOW` it is asked once more with a stronger adversarial instruction; if
   the final critique of any round stays below `WEAK_CHALLENGE_BELOW`, the result is flagged.
 - The moderator scores argument quality per side, not positions; another round runs only when it
-  recommends one, up to `spec.max_rounds` (default 1, hard maximum 3).
+  recommends one, up to `spec.max_rounds` (default 1, hard maximum 3); `spec.min_rounds` forces
+  rounds a human reviewer asked for ("Another round") even when the moderator does not.
 - Every quote cited as evidence is checked against the context (`engine.citations`).
 
 Confidence (documented method): the moderator's level maps to a base (HIGH 0.85, MODERATE 0.60,
@@ -167,7 +168,8 @@ class AdversarialProtocol:
                 record = await self._round(number, state, turns, checker, ledger)
                 state.rounds.append(record)
                 await ledger.emit(RoundFinished(record=record))
-                if not record.moderator.recommend_another_round:
+                more = record.moderator.recommend_another_round or number < spec.min_rounds
+                if not more:
                     break
         except BudgetExhausted as stop:
             state.status = DebateStatus.TRUNCATED_BUDGET

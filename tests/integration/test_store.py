@@ -170,7 +170,7 @@ async def test_resume_replays_stored_turns_and_asks_only_for_the_rest(store: Eng
             if len(repository.turn_rows(session, debate_id=debate_id)) >= stop_after:
                 raise SimulatedCrash
 
-    first.extra_sink = crash_after_four
+    first.sinks = lambda _debate: crash_after_four
     with pytest.raises(SimulatedCrash):
         await first.execute(debate)
     await asyncio.sleep(0.4)

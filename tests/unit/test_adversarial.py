@@ -145,6 +145,25 @@ async def test_another_round_runs_only_when_the_moderator_recommends_it() -> Non
     assert len(result.rounds) == 1
 
 
+async def test_another_round_asked_for_by_a_reviewer_replays_the_first_and_runs_one_more() -> None:
+    first = await debate(make_spec(), DebateScript().llm())
+    llm = DebateScript().llm()
+    again = await debate(make_spec(max_rounds=2, min_rounds=2), llm, recorded=first.transcript)
+
+    assert len(again.rounds) == 2
+    assert [call.schema_name for call in llm.calls] == [
+        "ProposerTurn",
+        "CriticTurn",
+        "RebuttalTurn",
+        "ModeratorTurn",
+    ]
+
+
+def test_min_rounds_above_max_rounds_is_refused() -> None:
+    with pytest.raises(ValueError, match="min_rounds 3 is above max_rounds 2"):
+        make_spec(max_rounds=2, min_rounds=3)
+
+
 async def test_more_than_three_rounds_is_refused_before_any_call() -> None:
     llm = DebateScript().llm()
     with pytest.raises(SpecError, match="at most 3 rounds"):

@@ -1,0 +1,1 @@
+"""The Slack surface: listeners, Block Kit builders, the poster and the debate notifier."""

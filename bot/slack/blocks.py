@@ -1,0 +1,555 @@
+"""Block Kit builders. Every message they return fits Slack's limits: long content is split across
+sections and, past 50 blocks, across messages; it is never cut off or rejected.
+
+All text that came from people or models is escaped (`&`, `<`, `>`), so neither a thread nor a
+model's output can produce a mention such as `<!channel>` or a disguised link.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from engine.models import AdversarialRound, ArgumentQuality, DebateResult, Verdict
+
+MAX_BLOCKS = 50
+MAX_VIEW_BLOCKS = 100
+MAX_SECTION_CHARS = 3000
+MAX_HEADER_CHARS = 150
+MAX_CONTEXT_ELEMENT_CHARS = 2000
+MAX_FALLBACK_CHARS = 3000
+MAX_MODAL_TITLE_CHARS = 24
+PARENT_QUESTION_CHARS = 1500
+
+Block = dict[str, Any]
+
+ACTION_APPROVE = "review_approve"
+ACTION_REJECT = "review_reject"
+ACTION_ANOTHER_ROUND = "review_another_round"
+VIEW_DEBATE = "debate_modal"
+VIEW_CONFIG = "config_modal"
+VIEW_REVIEW_NOTE = "review_note_modal"
+
+STATUS_EMOJI = {
+    "queued": ":hourglass_flowing_sand:",
+    "running": ":speech_balloon:",
+    "moderating": ":scales:",
+    "complete": ":white_check_mark:",
+    "truncated_budget": ":warning:",
+    "failed": ":x:",
+}
+
+
+@dataclass(frozen=True)
+class Message:
+    """One chat message: notification text plus blocks."""
+
+    text: str
+    blocks: list[Block]
+
+
+def escape(text: str) -> str:
+    """Slack's mrkdwn escaping; stops model or user text from forming mentions and links."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def split_text(text: str, limit: int = MAX_SECTION_CHARS) -> list[str]:
+    """`text` in pieces of at most `limit` characters, cut at paragraph, line or word breaks."""
+    pieces: list[str] = []
+    rest = text.strip()
+    while len(rest) > limit:
+        window = rest[:limit]
+        cut = max(window.rfind("\n\n"), -1)
+        if cut < limit // 2:
+            cut = window.rfind("\n")
+        if cut < limit // 2:
+            cut = window.rfind(" ")
+        if cut < limit // 4:
+            cut = limit
+        # Never split an escape sequence such as "&amp;" in two.
+        amp = window.rfind("&", max(0, cut - 5), cut)
+        if amp != -1 and ";" not in window[amp:cut]:
+            cut = amp
+        pieces.append(rest[:cut].rstrip())
+        rest = rest[cut:].lstrip()
+    if rest:
+        pieces.append(rest)
+    return pieces
+
+
+def sections(mrkdwn: str) -> list[Block]:
+    """As many section blocks as `mrkdwn` needs."""
+    return [{"type": "section", "text": {"type": "mrkdwn", "text": p}} for p in split_text(mrkdwn)]
+
+
+def header(text: str) -> Block:
+    return {
+        "type": "header",
+        "text": {"type": "plain_text", "text": clip(text, MAX_HEADER_CHARS), "emoji": True},
+    }
+
+
+def context(mrkdwn: str) -> Block:
+    return {
+        "type": "context",
+        "elements": [{"type": "mrkdwn", "text": clip(mrkdwn, MAX_CONTEXT_ELEMENT_CHARS)}],
+    }
+
+
+def divider() -> Block:
+    return {"type": "divider"}
+
+
+def paginate(text: str, blocks: Sequence[Block], max_blocks: int = MAX_BLOCKS) -> list[Message]:
+    """Split a long block list into messages of at most `max_blocks` blocks each."""
+    fallback = clip(text, MAX_FALLBACK_CHARS)
+    if len(blocks) <= max_blocks:
+        return [Message(fallback, list(blocks))]
+    pages = [list(blocks[i : i + max_blocks]) for i in range(0, len(blocks), max_blocks)]
+    return [
+        Message(fallback if n == 1 else f"{clip(text, 200)} (part {n} of {len(pages)})", page)
+        for n, page in enumerate(pages, start=1)
+    ]
+
+
+def bullets(items: Iterable[str]) -> str:
+    return "\n".join(f"\u2022 {escape(item)}" for item in items)
+
+
+def mention(person: str) -> str:
+    return f"<!subteam^{person}>" if person.startswith("S") else f"<@{person}>"
+
+
+# --- debate messages -----------------------------------------------------------------------------
+
+
+def status_line(status: str, detail: str = "") -> str:
+    emoji = STATUS_EMOJI.get(status, ":grey_question:")
+    label = {
+        "queued": "Queued",
+        "running": "Debating",
+        "moderating": "Moderating",
+        "complete": "Done",
+        "truncated_budget": "Stopped at the budget ceiling",
+        "failed": "Failed",
+    }.get(status, status)
+    return f"{emoji} *{label}*" + (f" \u2014 {escape(detail)}" if detail else "")
+
+
+def parent_message(
+    *,
+    debate_id: int,
+    question: str,
+    requested_by: str | None,
+    protocol: str,
+    max_rounds: int,
+    status: str,
+    detail: str = "",
+    verdict: Verdict | None = None,
+    cost_usd: float | None = None,
+) -> Message:
+    """The channel message a debate lives under; updated in place as the debate moves on."""
+    shown = escape(clip(question, PARENT_QUESTION_CHARS))
+    if len(question) > PARENT_QUESTION_CHARS:
+        shown += "\n_(the full text is in the thread)_"
+    who = f" for {mention(requested_by)}" if requested_by else ""
+    blocks: list[Block] = [
+        *sections(f":speaking_head_in_silhouette: *Debate #{debate_id}*{who}\n>{shown}"),
+        context(f"protocol `{protocol}` \u00b7 up to {max_rounds} round(s)"),
+        *sections(status_line(status, detail)),
+    ]
+    if verdict is not None:
+        summary = (
+            f"*Decision:* `{verdict.decision.value}` \u00b7 *confidence* {verdict.confidence:.2f}"
+            f" ({verdict.level.value})"
+        )
+        if cost_usd is not None:
+            summary += f" \u00b7 cost ${cost_usd:.4f}"
+        blocks += sections(f"{summary}\n{escape(clip(verdict.synthesis, 600))}")
+        blocks.append(context("Full verdict, rounds and review in the thread."))
+    return Message(f"Debate #{debate_id}: {clip(question, 200)}", blocks)
+
+
+def material_messages(title: str, text: str) -> list[Message]:
+    """Long user-supplied text (a 40,000-character question) posted whole, split into parts."""
+    blocks = [header(title), *sections(escape(text))]
+    return paginate(title, blocks)
+
+
+def _quality(label: str, quality: ArgumentQuality) -> str:
+    return (
+        f"{label}: logic {quality.logic}, evidence {quality.evidence},"
+        f" completeness {quality.completeness}, consistency {quality.consistency}"
+        f" (mean {quality.mean:.1f})"
+    )
+
+
+def round_messages(record: AdversarialRound, *, max_rounds: int) -> list[Message]:
+    """One round of an adversarial debate as one threaded message (more only if it is huge)."""
+    p, c, r, m = record.proposer, record.critic, record.rebuttal, record.moderator
+    blocks: list[Block] = [header(f"Round {record.round} of {max_rounds}")]
+    blocks += sections(
+        f"*:large_blue_circle: Proposer*\n{escape(p.thesis)}\n{bullets(p.supporting_arguments)}"
+    )
+    critic_note = f" (asked {record.critic_attempts}\u00d7)" if record.critic_attempts > 1 else ""
+    blocks += sections(
+        f"*:red_circle: Critic* \u2014 challenge strength {c.challenge_strength}/10{critic_note}\n"
+        f"{escape(c.thesis)}\n{bullets(c.counter_arguments)}"
+    )
+    rebuttal = f"*:large_blue_circle: Rebuttal*\n{escape(r.thesis)}\n{bullets(r.rebuttals)}"
+    if r.concessions:
+        rebuttal += f"\n_Concedes:_\n{bullets(r.concessions)}"
+    blocks += sections(rebuttal)
+    moderation = (
+        f"*:scales: Moderator* \u2014 `{m.decision.value}`, {m.confidence_level.value}\n"
+        f"{escape(m.synthesis)}"
+    )
+    if m.unresolved_points:
+        moderation += f"\n_Unresolved:_\n{bullets(m.unresolved_points)}"
+    blocks += sections(moderation)
+    blocks.append(
+        context(
+            escape(_quality("proposer", m.proposer_quality))
+            + " \u00b7 "
+            + escape(_quality("critic", m.critic_quality))
+            + f" \u00b7 round cost ${record.cost_usd:.4f}"
+        )
+    )
+    return paginate(f"Round {record.round} of {max_rounds}", blocks)
+
+
+def verdict_messages(result: DebateResult, *, debate_id: int) -> list[Message]:
+    """The verdict in the thread: synthesis, confidence and its method, open points, cost."""
+    v = result.verdict
+    blocks: list[Block] = [header(f"Verdict of debate #{debate_id}")]
+    blocks += sections(status_line(v.status.value, result.error or ""))
+    blocks += sections(
+        f"*Decision:* `{v.decision.value}`\n*Confidence:* {v.confidence:.2f} ({v.level.value})"
+    )
+    blocks += sections(f"*Synthesis*\n{escape(v.synthesis)}")
+    if v.confidence_method:
+        steps = [f"{step.delta:+.2f} {step.reason}" for step in v.confidence_method]
+        blocks += sections(f"*How the confidence was reached*\n{bullets(steps)}")
+    if v.unresolved_points:
+        blocks += sections(f"*Unresolved points*\n{bullets(v.unresolved_points)}")
+    if v.uncertainties:
+        blocks += sections(f"*Uncertainties*\n{bullets(v.uncertainties)}")
+    if result.flags:
+        blocks += sections("*Flags:* " + ", ".join(f"`{flag.value}`" for flag in result.flags))
+    unverified = [check.quote for check in result.citations if not check.verified]
+    if unverified:
+        blocks += sections(f"*Citations not found in the material*\n{bullets(unverified)}")
+    usage = result.usage
+    blocks.append(
+        context(
+            f"cost ${result.cost_usd:.4f} \u00b7 {usage.input_tokens:,} input /"
+            f" {usage.output_tokens:,} output tokens \u00b7 {len(result.transcript)} turns"
+            f" \u00b7 `debatebot export {debate_id}` for the full record"
+        )
+    )
+    return paginate(f"Verdict: {v.decision.value} ({v.confidence:.2f})", blocks)
+
+
+def notice(text: str) -> Message:
+    """A short message from the bot itself (an error the thread should know about)."""
+    return Message(clip(text, MAX_FALLBACK_CHARS), sections(text))
+
+
+# --- escalation ------------------------------------------------------------------------------
+
+
+def escalation_message(
+    *,
+    escalation_id: int,
+    debate_id: int,
+    reasons: Sequence[str],
+    reviewers: Sequence[str],
+    confidence: float,
+) -> Message:
+    """The review request: who is asked, why, and the three buttons."""
+    who = " ".join(mention(person) for person in reviewers) or (
+        "_No reviewers are configured for this channel; a workspace admin can decide, and"
+        " `/debate config` sets reviewers._"
+    )
+    value = str(escalation_id)
+    blocks: list[Block] = [
+        *sections(
+            f":rotating_light: *Review needed* for debate #{debate_id} (confidence"
+            f" {confidence:.2f})\n{who}"
+        ),
+        *sections(f"*Why*\n{bullets(reasons)}"),
+        {
+            "type": "actions",
+            "block_id": f"review:{escalation_id}",
+            "elements": [
+                _button("Approve", ACTION_APPROVE, value, "primary"),
+                _button("Reject", ACTION_REJECT, value, "danger"),
+                _button("Another round", ACTION_ANOTHER_ROUND, value, None),
+            ],
+        },
+    ]
+    return Message(f"Review needed for debate #{debate_id}", blocks)
+
+
+def _button(label: str, action_id: str, value: str, style: str | None) -> Block:
+    button: Block = {
+        "type": "button",
+        "text": {"type": "plain_text", "text": label},
+        "action_id": action_id,
+        "value": value,
+    }
+    if style:
+        button["style"] = style
+    return button
+
+
+DECISION_LABEL = {
+    "approved": ":white_check_mark: Approved",
+    "rejected": ":no_entry: Rejected",
+    "another_round": ":repeat: Another round requested",
+}
+
+
+def escalation_decided_message(
+    *,
+    debate_id: int,
+    reasons: Sequence[str],
+    decision: str,
+    reviewer: str,
+    note: str | None,
+    decided_at: str,
+) -> Message:
+    """The review request after the decision: the buttons are gone, the decision is shown."""
+    label = DECISION_LABEL.get(decision, decision)
+    text = f"{label} by {mention(reviewer)} at {decided_at}"
+    if note:
+        text += f"\n>{escape(note)}"
+    blocks = [
+        *sections(f":rotating_light: *Review of debate #{debate_id}*"),
+        *sections(f"*Why it was escalated*\n{bullets(reasons)}"),
+        *sections(text),
+    ]
+    return Message(f"Debate #{debate_id}: {label}", blocks)
+
+
+# --- help, modals and home ---------------------------------------------------------------------
+
+HELP = """*`/debate QUESTION [options]`* runs a structured debate in a thread and posts a verdict.
+Options:
+\u2022 `--protocol NAME` debate protocol (available: {protocols})
+\u2022 `--rounds N` at most N rounds (adversarial: 1 to 3)
+\u2022 `--for "STANCE"` / `--against "STANCE"` debater stances (stances protocol)
+\u2022 `--budget USD` cost ceiling for this debate, e.g. `--budget 0.50`
+Other forms:
+\u2022 `/debate` alone opens a form
+\u2022 `/debate config` opens this channel's settings; `/debate config show`;\
+ `/debate config set threshold 0.7` (owners and admins)
+\u2022 React with :{reaction}: on a message to debate its thread
+\u2022 In channels watching ADRs, a new top-level ADR post starts a debate in its thread"""
+
+
+def help_text(*, protocols: Sequence[str], reaction: str) -> str:
+    return HELP.format(protocols=", ".join(protocols), reaction=reaction)
+
+
+def _plain(text: str) -> dict[str, Any]:
+    return {"type": "plain_text", "text": text}
+
+
+def _input(
+    block_id: str, label: str, element: dict[str, Any], *, optional: bool = False, hint: str = ""
+) -> Block:
+    block: Block = {
+        "type": "input",
+        "block_id": block_id,
+        "label": _plain(label),
+        "element": element,
+        "optional": optional,
+    }
+    if hint:
+        block["hint"] = _plain(hint)
+    return block
+
+
+def _text_input(
+    action_id: str, *, initial: str = "", multiline: bool = False, max_length: int = 3000
+) -> dict[str, Any]:
+    element: dict[str, Any] = {
+        "type": "plain_text_input",
+        "action_id": action_id,
+        "multiline": multiline,
+        "max_length": max_length,
+    }
+    if initial:
+        element["initial_value"] = clip(initial, max_length)
+    return element
+
+
+def _select(action_id: str, options: Sequence[str], initial: str) -> dict[str, Any]:
+    choices = [{"text": _plain(option), "value": option} for option in options]
+    element: dict[str, Any] = {"type": "static_select", "action_id": action_id, "options": choices}
+    if initial in options:
+        element["initial_option"] = {"text": _plain(initial), "value": initial}
+    return element
+
+
+def _modal(
+    callback_id: str, title: str, blocks: list[Block], metadata: str, submit: str
+) -> dict[str, Any]:
+    return {
+        "type": "modal",
+        "callback_id": callback_id,
+        "title": _plain(clip(title, MAX_MODAL_TITLE_CHARS)),
+        "submit": _plain(submit),
+        "close": _plain("Cancel"),
+        "private_metadata": metadata,
+        "blocks": blocks,
+    }
+
+
+def debate_modal(
+    *, channel_id: str, protocols: Sequence[str], protocol: str, rounds: int
+) -> dict[str, Any]:
+    """The form `/debate` alone opens; its fields are the command's options."""
+    blocks = [
+        _input("question", "Question", _text_input("value", multiline=True, max_length=3000)),
+        _input("protocol", "Protocol", _select("value", protocols, protocol)),
+        _input("rounds", "Rounds", _text_input("value", initial=str(rounds), max_length=2)),
+        _input(
+            "stances_for",
+            "Stances for",
+            _text_input("value", multiline=True, max_length=1000),
+            optional=True,
+            hint="one per line; stances protocol only",
+        ),
+        _input(
+            "stances_against",
+            "Stances against",
+            _text_input("value", multiline=True, max_length=1000),
+            optional=True,
+            hint="one per line; stances protocol only",
+        ),
+        _input("budget", "Budget (USD)", _text_input("value", max_length=10), optional=True),
+    ]
+    return _modal(VIEW_DEBATE, "Start a debate", blocks, channel_id, "Debate")
+
+
+def config_modal(
+    *,
+    channel_id: str,
+    protocols: Sequence[str],
+    protocol: str,
+    rounds: int,
+    threshold: float,
+    reviewers: Sequence[str],
+    owners: Sequence[str],
+    budget_usd: float | None,
+    adr_watch: bool,
+    trigger_reaction: str,
+) -> dict[str, Any]:
+    """The channel settings form; people are given as mentions or ids, as in `config set`."""
+    people = " ".join
+    adr_option = {"text": _plain("Start a debate on new ADR posts"), "value": "on"}
+    adr: dict[str, Any] = {"type": "checkboxes", "action_id": "value", "options": [adr_option]}
+    if adr_watch:
+        adr["initial_options"] = [adr_option]
+    blocks = [
+        _input("protocol", "Protocol", _select("value", protocols, protocol)),
+        _input("rounds", "Rounds", _text_input("value", initial=str(rounds), max_length=2)),
+        _input(
+            "threshold",
+            "Escalation threshold",
+            _text_input("value", initial=f"{threshold:g}", max_length=6),
+            hint="verdicts below this confidence (0 to 1) go to the reviewers",
+        ),
+        _input(
+            "reviewers",
+            "Reviewers",
+            _text_input("value", initial=people(mention(p) for p in reviewers), max_length=2000),
+            optional=True,
+            hint="@people or @user-group, or their ids (U…, S…)",
+        ),
+        _input(
+            "owners",
+            "Settings owners",
+            _text_input("value", initial=people(mention(p) for p in owners), max_length=2000),
+            optional=True,
+            hint="besides workspace admins, who may change these settings",
+        ),
+        _input(
+            "budget",
+            "Budget per debate (USD)",
+            _text_input(
+                "value", initial="" if budget_usd is None else f"{budget_usd:g}", max_length=10
+            ),
+            optional=True,
+        ),
+        _input("adr", "ADR watching", adr, optional=True),
+        _input(
+            "reaction",
+            "Review reaction",
+            _text_input("value", initial=trigger_reaction, max_length=80),
+        ),
+    ]
+    return _modal(VIEW_CONFIG, "Debate settings", blocks, channel_id, "Save")
+
+
+def review_note_modal(*, escalation_id: int, decision: str) -> dict[str, Any]:
+    verb = "Approve" if decision == "approved" else "Reject"
+    blocks = [
+        _input(
+            "note",
+            "Note",
+            _text_input("value", multiline=True, max_length=2000),
+            optional=decision == "approved",
+            hint="recorded with your decision in the audit trail",
+        )
+    ]
+    return _modal(
+        VIEW_REVIEW_NOTE, f"{verb} the verdict", blocks, f"{escalation_id}:{decision}", verb
+    )
+
+
+@dataclass(frozen=True)
+class HomeDebate:
+    debate_id: int
+    channel_id: str | None
+    question: str
+    state: str
+    outcome: str | None
+    confidence: float | None
+
+
+def home_view(
+    *,
+    pending: Sequence[HomeDebate],
+    recent: Sequence[HomeDebate],
+    spend_mine: float,
+    spend_all: float,
+    month: str,
+) -> dict[str, Any]:
+    """App Home: reviews waiting for this user, recent debates in their channels, spend."""
+    blocks: list[Block] = [header("Reviews waiting for you")]
+    blocks += [_home_line(item) for item in pending[:20]] or sections("_Nothing waiting._")
+    blocks += [divider(), header("Recent debates in your channels")]
+    blocks += [_home_line(item) for item in recent[:20]] or sections("_No debates yet._")
+    blocks += [
+        divider(),
+        header(f"Spend in {month}"),
+        *sections(f"Debates you started: *${spend_mine:.4f}*\nWhole workspace: *${spend_all:.4f}*"),
+    ]
+    return {"type": "home", "blocks": blocks[:MAX_VIEW_BLOCKS]}
+
+
+def _home_line(item: HomeDebate) -> Block:
+    where = f" in <#{item.channel_id}>" if item.channel_id else ""
+    state = item.state
+    if item.outcome:
+        state = f"{item.outcome}, confidence {item.confidence or 0:.2f}"
+    text = f"*#{item.debate_id}*{where} \u2014 {escape(clip(item.question, 300))}\n_{state}_"
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}

@@ -1,0 +1,240 @@
+"""Parsing `/debate` text and channel-settings values. Pure: no Slack calls, no database.
+
+Grammar: `/debate [help | config [show | set KEY VALUE...] | QUESTION [--flag VALUE]...]`.
+Flags may appear anywhere; everything that is not a flag is the question, kept verbatim (so
+apostrophes and quotes in a question need no escaping). Flag values with spaces take quotes,
+straight or the curly ones Slack clients type. An em or en dash stands for `--`, because some
+clients turn `--` into one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.slack.errors import CommandError
+
+FLAGS = ("protocol", "rounds", "for", "against", "budget")
+MAX_BUDGET_USD = 100.0
+
+_FLAG = re.compile(
+    r"""(?<!\S)(?:--|\u2014|\u2013)(?P<name>[A-Za-z][\w-]*)
+        (?:=(?P<eq>"[^"]*"|\u201c[^\u201d]*\u201d|'[^']*'|\S+)
+          |\s+(?P<value>"[^"]*"|\u201c[^\u201d]*\u201d|'[^']*'|(?!(?:--|\u2014|\u2013)[A-Za-z])\S+)
+        )?""",
+    re.VERBOSE,
+)
+_USER = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>|\b([UW][A-Z0-9]{6,})\b")
+_GROUP = re.compile(r"<!subteam\^(S[A-Z0-9]+)(?:\|[^>]*)?>|\b(S[A-Z0-9]{6,})\b")
+
+
+@dataclass(frozen=True)
+class HelpCommand:
+    pass
+
+
+@dataclass(frozen=True)
+class OpenDebateModal:
+    pass
+
+
+@dataclass(frozen=True)
+class ConfigCommand:
+    """`config` alone opens the settings modal; `show` prints them; `set` changes some."""
+
+    action: str
+    values: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DebateCommand:
+    question: str
+    protocol: str | None = None
+    rounds: int | None = None
+    stances_for: tuple[str, ...] = ()
+    stances_against: tuple[str, ...] = ()
+    budget_usd: float | None = None
+
+
+Command = HelpCommand | OpenDebateModal | ConfigCommand | DebateCommand
+
+
+def _unquote(value: str) -> str:
+    if len(value) >= 2 and value[0] + value[-1] in ('""', "''", "\u201c\u201d"):
+        return value[1:-1].strip()
+    return value
+
+
+def parse_rounds(raw: str) -> int:
+    try:
+        rounds = int(raw)
+    except ValueError:
+        raise CommandError(
+            f"--rounds takes a whole number, e.g. `--rounds 2`; got `{raw}`"
+        ) from None
+    if rounds < 1:
+        raise CommandError(f"--rounds must be at least 1; got {rounds}")
+    return rounds
+
+
+def parse_budget(raw: str) -> float:
+    try:
+        budget = float(raw.strip().lstrip("$"))
+    except ValueError:
+        raise CommandError(
+            f"--budget takes an amount in US dollars, e.g. `--budget 0.50`; got `{raw}`"
+        ) from None
+    if not 0 < budget <= MAX_BUDGET_USD:
+        raise CommandError(f"--budget must be above $0 and at most ${MAX_BUDGET_USD:.0f}")
+    return budget
+
+
+def parse_threshold(raw: str) -> float:
+    try:
+        value = float(raw.strip().rstrip("%"))
+    except ValueError:
+        raise CommandError(
+            f"the threshold is a number from 0 to 1, e.g. 0.6; got `{raw}`"
+        ) from None
+    if raw.strip().endswith("%") or value > 1:
+        value /= 100
+    if not 0 <= value <= 1:
+        raise CommandError(f"the threshold must be between 0 and 1 (or 0% and 100%); got `{raw}`")
+    return value
+
+
+def parse_people(raw: str) -> list[str]:
+    """Slack user and user-group ids from mentions (`<@U1>`, `<!subteam^S1>`) or bare ids."""
+    people = [a or b for a, b in _USER.findall(raw)] + [a or b for a, b in _GROUP.findall(raw)]
+    leftover = _GROUP.sub("", _USER.sub("", raw)).replace(",", " ").strip()
+    if leftover and leftover.lower() != "none":
+        raise CommandError(
+            f"could not read `{leftover}` as people: mention users (@alice) or a user group"
+            " (@reviewers), or give their ids (U…, S…)"
+        )
+    return list(dict.fromkeys(people))
+
+
+def parse_switch(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in ("on", "yes", "true", "1"):
+        return True
+    if value in ("off", "no", "false", "0"):
+        return False
+    raise CommandError(f"use on or off; got `{raw}`")
+
+
+def parse_reaction(raw: str) -> str:
+    name = raw.strip().strip(":")
+    if not re.fullmatch(r"[a-z0-9_+'-]{1,80}", name):
+        raise CommandError(f"`{raw}` is not an emoji name; use one like `scales` or `:scales:`")
+    return name
+
+
+def parse_setting(key: str, raw: str, *, protocols: tuple[str, ...]) -> tuple[str, Any]:
+    """One channel setting from text; the key names are the ones `/debate config show` prints."""
+    key = key.lower().replace("-", "_")
+    if key == "protocol":
+        return "protocol", parse_protocol(raw, protocols)
+    if key == "rounds":
+        return "rounds", parse_rounds(raw)
+    if key == "threshold":
+        return "threshold", parse_threshold(raw)
+    if key in ("reviewers", "owners"):
+        return key, parse_people(raw)
+    if key == "budget":
+        return "budget_usd", None if raw.strip().lower() in ("none", "off") else parse_budget(raw)
+    if key in ("adr", "adr_watch"):
+        return "adr_watch", parse_switch(raw)
+    if key in ("reaction", "trigger_reaction"):
+        return "trigger_reaction", parse_reaction(raw)
+    raise CommandError(
+        f"unknown setting `{key}`; settings are protocol, rounds, threshold, reviewers, owners,"
+        " budget, adr, reaction"
+    )
+
+
+def parse_protocol(raw: str, protocols: tuple[str, ...]) -> str:
+    name = raw.strip().lower()
+    if name not in protocols:
+        raise CommandError(f"unknown protocol `{raw}`; available: {', '.join(protocols)}")
+    return name
+
+
+def _parse_config(rest: str, protocols: tuple[str, ...]) -> ConfigCommand:
+    words = rest.split(maxsplit=1)
+    if not words:
+        return ConfigCommand("modal")
+    if words[0] == "show" and len(words) == 1:
+        return ConfigCommand("show")
+    if words[0] != "set" or len(words) == 1:
+        raise CommandError(
+            "use `/debate config` (opens the settings), `/debate config show`, or"
+            " `/debate config set KEY VALUE`, e.g. `/debate config set threshold 0.7`"
+        )
+    key, _, raw = words[1].partition(" ")
+    if not raw.strip():
+        raise CommandError(f"`/debate config set {key}` needs a value")
+    name, value = parse_setting(key, raw.strip(), protocols=protocols)
+    return ConfigCommand("set", {name: value})
+
+
+def parse_command(text: str, *, protocols: tuple[str, ...]) -> Command:
+    """What the user asked for; raises CommandError (meant for the user) on anything unusable."""
+    stripped = (text or "").strip()
+    if not stripped:
+        return OpenDebateModal()
+    first, _, rest = stripped.partition(" ")
+    if first.lower() == "help" and not rest.strip():
+        return HelpCommand()
+    if first.lower() == "config" and (not rest.strip() or rest.split()[0] in ("show", "set")):
+        return _parse_config(rest.strip(), protocols)
+
+    values: dict[str, list[str]] = {}
+    for match in _FLAG.finditer(stripped):
+        name = match["name"].lower()
+        if name not in FLAGS:
+            raise CommandError(
+                f"unknown option `--{name}`; options are "
+                + ", ".join(f"--{flag}" for flag in FLAGS)
+                + ". `/debate help` explains them"
+            )
+        raw = match["eq"] or match["value"]
+        if raw is None or not _unquote(raw):
+            raise CommandError(f"--{name} needs a value, e.g. `{_example(name)}`")
+        values.setdefault(name, []).append(_unquote(raw))
+    question = re.sub(r"\s+", " ", _FLAG.sub(" ", stripped)).strip()
+    if not question:
+        raise CommandError(
+            "there is no question: write it after /debate, e.g."
+            " `/debate Should we move sessions to Redis? --rounds 2`"
+        )
+    for name in ("protocol", "rounds", "budget"):
+        if len(values.get(name, [])) > 1:
+            raise CommandError(f"--{name} is given more than once")
+    protocol = parse_protocol(values["protocol"][0], protocols) if "protocol" in values else None
+    stances_for = tuple(values.get("for", []))
+    stances_against = tuple(values.get("against", []))
+    if (stances_for or stances_against) and protocol != "stances":
+        raise CommandError(
+            "--for and --against give debaters their stances; they need `--protocol stances`"
+        )
+    return DebateCommand(
+        question=question,
+        protocol=protocol,
+        rounds=parse_rounds(values["rounds"][0]) if "rounds" in values else None,
+        stances_for=stances_for,
+        stances_against=stances_against,
+        budget_usd=parse_budget(values["budget"][0]) if "budget" in values else None,
+    )
+
+
+def _example(name: str) -> str:
+    return {
+        "protocol": "--protocol adversarial",
+        "rounds": "--rounds 2",
+        "for": '--for "keep Postgres"',
+        "against": '--against "move to DynamoDB"',
+        "budget": "--budget 0.50",
+    }[name]

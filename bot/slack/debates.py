@@ -1,0 +1,360 @@
+"""What the Slack listeners ask for, kept out of the listeners so they stay thin: queue a debate
+from a command, a modal, an ADR post or a reaction; decide a review; change channel settings;
+build App Home.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
+from sqlalchemy import Engine
+from sqlmodel import Session
+
+from bot.slack import blocks, triggers
+from bot.slack.commands import DebateCommand
+from bot.slack.errors import CommandError, NotAllowedError, PostError
+from bot.slack.notifier import LONG_QUESTION_TITLE, DebateNotifier
+from bot.slack.people import SlackDirectory
+from bot.slack.poster import SlackPoster
+from bot.store import repository
+from bot.store import slack as store
+from bot.store.db import session_scope
+from bot.store.tables import ChannelSettings, Debate, Escalation, EscalationState, Review
+from engine.errors import SpecError
+from engine.models import MAX_QUESTION_CHARS, ContextDocument, DebateResult, DebateSpec
+from engine.protocols import PROTOCOL_NAMES, get_protocol
+
+log = logging.getLogger(__name__)
+R = TypeVar("R")
+
+QUESTION_HEAD_CHARS = 300
+
+
+@dataclass(frozen=True)
+class Started:
+    debate: Debate
+    created: bool
+
+
+class SlackDebates:
+    """The bot's use cases, on the store, the notifier and Slack's directory."""
+
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        new_spec: Callable[..., DebateSpec],
+        notifier: DebateNotifier,
+        poster: SlackPoster,
+        directory: SlackDirectory,
+        wake_workers: Callable[[], None],
+        protocols: tuple[str, ...] = PROTOCOL_NAMES,
+    ) -> None:
+        self.engine = engine
+        self.new_spec = new_spec
+        self.notifier = notifier
+        self.poster = poster
+        self.directory = directory
+        self.wake_workers = wake_workers
+        self.protocols = protocols
+
+    async def db(self, work: Callable[[Session], R]) -> R:
+        def call() -> R:
+            with session_scope(self.engine) as session:
+                return work(session)
+
+        return await asyncio.to_thread(call)
+
+    async def settings_of(self, channel: str) -> ChannelSettings:
+        return await self.db(lambda s: store.channel_settings(s, channel_id=channel))
+
+    # --- starting debates ------------------------------------------------------------------
+
+    def _spec(
+        self,
+        settings: ChannelSettings,
+        question: str,
+        *,
+        context: list[ContextDocument] | None = None,
+        protocol: str | None = None,
+        rounds: int | None = None,
+        budget_usd: float | None = None,
+    ) -> DebateSpec:
+        """A validated spec with the channel's defaults; CommandError says what to change."""
+        documents = list(context or [])
+        if len(question) > MAX_QUESTION_CHARS:
+            # Nothing is dropped: the whole text becomes material the debate reads and cites.
+            documents.insert(0, ContextDocument(title=LONG_QUESTION_TITLE, text=question))
+            question = (
+                " ".join(question[:QUESTION_HEAD_CHARS].split())
+                + "\u2026 (the full question is the first document)"
+            )
+        try:
+            spec = self.new_spec(
+                question,
+                context=documents,
+                protocol=protocol or settings.protocol,
+                rounds=rounds or settings.rounds,
+                budget_usd=budget_usd if budget_usd is not None else settings.budget_usd,
+                threshold=settings.threshold,
+            )
+            get_protocol(spec.protocol).validate(spec)
+        except ValidationError as error:
+            problems = "; ".join(e["msg"].removeprefix("Value error, ") for e in error.errors())
+            raise CommandError(f"cannot start this debate: {problems}") from error
+        except SpecError as error:
+            raise CommandError(f"cannot start this debate: {error}") from error
+        return spec
+
+    async def _start(
+        self,
+        *,
+        trigger_key: str,
+        spec: DebateSpec,
+        source: str,
+        channel: str,
+        user: str | None,
+        thread_ts: str | None = None,
+    ) -> Started:
+        debate, created = await self.db(
+            lambda s: repository.enqueue_debate(
+                s,
+                trigger_key=trigger_key,
+                spec=spec,
+                source=source,
+                channel_id=channel,
+                thread_ts=thread_ts,
+                requested_by=user,
+            )
+        )
+        if created:
+            self.wake_workers()
+            try:
+                debate = await self.notifier.ensure_parent(debate)
+            except PostError as error:
+                log.error("debate %s: parent message not posted: %s", debate.id, error)
+        return Started(debate, created)
+
+    async def start_from_command(
+        self, *, command: DebateCommand, channel: str, user: str, trigger_key: str, source: str
+    ) -> Started:
+        settings = await self.settings_of(channel)
+        spec = self._spec(
+            settings,
+            command.question,
+            protocol=command.protocol,
+            rounds=command.rounds,
+            budget_usd=command.budget_usd,
+        )
+        return await self._start(
+            trigger_key=trigger_key, spec=spec, source=source, channel=channel, user=user
+        )
+
+    async def start_from_adr(
+        self, *, channel: str, ts: str, user: str | None, text: str
+    ) -> Started | None:
+        """A top-level ADR post in a watching channel debates itself in its thread."""
+        settings = await self.settings_of(channel)
+        if not settings.adr_watch or not triggers.is_adr(text):
+            return None
+        spec = self._spec(
+            settings,
+            triggers.adr_question(text),
+            context=[ContextDocument(title=triggers.adr_title(text), text=text)],
+            protocol="adversarial",
+        )
+        return await self._start(
+            trigger_key=f"adr:{channel}:{ts}",
+            spec=spec,
+            source="adr",
+            channel=channel,
+            user=user,
+            thread_ts=ts,
+        )
+
+    async def start_from_reaction(
+        self, *, channel: str, ts: str, user: str, reaction: str
+    ) -> Started | None:
+        """The channel's review reaction debates the thread the message belongs to."""
+        settings = await self.settings_of(channel)
+        if reaction != settings.trigger_reaction:
+            return None
+        client = self.poster.client
+        root = await triggers.thread_root(client, channel=channel, ts=ts)
+        messages = await triggers.read_thread(client, channel=channel, thread_ts=root)
+        bot_id = await self._bot_user()
+        people = [m for m in messages if m.get("user") != bot_id and not m.get("bot_id")]
+        spec = self._spec(
+            settings,
+            triggers.thread_question(people),
+            context=[triggers.thread_document(people)],
+        )
+        return await self._start(
+            trigger_key=f"reaction:{channel}:{root}",
+            spec=spec,
+            source="reaction",
+            channel=channel,
+            user=user,
+            thread_ts=root,
+        )
+
+    async def _bot_user(self) -> str | None:
+        auth = await self.poster.client.auth_test()
+        return auth.get("user_id")
+
+    # --- reviews -----------------------------------------------------------------------------
+
+    async def _escalation(self, escalation_id: int) -> tuple[Escalation, Debate]:
+        escalation = await self.db(lambda s: store.get_escalation(s, escalation_id=escalation_id))
+        if escalation is None:
+            raise CommandError(f"review request {escalation_id} does not exist")
+        debate_id = escalation.debate_id
+        debate = await self.db(lambda s: repository.get_debate(s, debate_id=debate_id))
+        return escalation, debate
+
+    async def authorize_review(self, *, escalation_id: int, user: str) -> tuple[Escalation, Debate]:
+        """The escalation, if `user` may decide it; NotAllowedError otherwise."""
+        escalation, debate = await self._escalation(escalation_id)
+        assert debate.channel_id is not None
+        settings = await self.settings_of(debate.channel_id)
+        reviewers = list(dict.fromkeys([*settings.reviewers, *escalation.reviewers]))
+        if not await self.directory.may_review(user, reviewers):
+            who = ", ".join(blocks.mention(p) for p in reviewers) or "workspace admins"
+            raise NotAllowedError(
+                f"Only this channel's reviewers ({who}) can decide debate #{debate.id}."
+                " Nothing was changed."
+            )
+        return escalation, debate
+
+    async def existing_review(self, escalation_id: int) -> Review | None:
+        return await self.db(lambda s: store.review_of(s, escalation_id=escalation_id))
+
+    async def decide(
+        self, *, escalation_id: int, user: str, decision: str, note: str | None
+    ) -> tuple[Review, bool]:
+        """Record a reviewer's decision once, then show it on the review request."""
+        escalation, debate = await self.authorize_review(escalation_id=escalation_id, user=user)
+        if decision == EscalationState.ANOTHER_ROUND:
+            await self._check_another_round(debate)
+        review, created = await self.db(
+            lambda s: store.record_review(
+                s, escalation_id=escalation_id, reviewer=user, decision=decision, note=note
+            )
+        )
+        if not created:
+            return review, False
+        assert debate.channel_id is not None
+        if escalation.message_ts:
+            decided_at = review.created_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+            await self.poster.update(
+                channel=debate.channel_id,
+                ts=escalation.message_ts,
+                message=blocks.escalation_decided_message(
+                    debate_id=debate.id or 0,
+                    reasons=escalation.reasons,
+                    decision=review.decision,
+                    reviewer=user,
+                    note=review.note,
+                    decided_at=decided_at,
+                ),
+            )
+        if decision == EscalationState.ANOTHER_ROUND:
+            await self._another_round(debate, escalation_id)
+        return review, True
+
+    async def _rounds_run(self, debate: Debate) -> tuple[DebateSpec, int]:
+        assert debate.id is not None
+        debate_id = debate.id
+        record = await self.db(lambda s: repository.verdict_for(s, debate_id=debate_id))
+        spec = DebateSpec.model_validate_json(debate.spec_json)
+        if record is None:
+            return spec, 0
+        result = DebateResult.model_validate_json(record.result_json)
+        return spec, len(result.rounds)
+
+    async def _check_another_round(self, debate: Debate) -> None:
+        spec, rounds = await self._rounds_run(debate)
+        more = spec.model_copy(update={"max_rounds": rounds + 1, "min_rounds": rounds + 1})
+        try:
+            get_protocol(more.protocol).validate(more)
+        except SpecError as error:
+            raise CommandError(f"another round is not possible: {error}") from error
+
+    async def _another_round(self, debate: Debate, escalation_id: int) -> None:
+        spec, rounds = await self._rounds_run(debate)
+        more = spec.model_copy(update={"max_rounds": rounds + 1, "min_rounds": rounds + 1})
+        assert debate.id is not None
+        debate_id = debate.id
+        fork, created = await self.db(
+            lambda s: store.fork_debate(
+                s, debate_id=debate_id, trigger_key=f"another_round:{escalation_id}", spec=more
+            )
+        )
+        if created:
+            self.wake_workers()
+            if debate.channel_id and debate.thread_ts:
+                await self.poster.post(
+                    channel=debate.channel_id,
+                    thread_ts=debate.thread_ts,
+                    message=blocks.notice(
+                        f":repeat: Round {rounds + 1} requested; it continues here as debate"
+                        f" #{fork.id}."
+                    ),
+                )
+
+    # --- settings and home -------------------------------------------------------------------
+
+    async def configure(
+        self, *, channel: str, user: str, values: dict[str, Any]
+    ) -> ChannelSettings:
+        current = await self.settings_of(channel)
+        if not await self.directory.may_configure(user, current.owners):
+            raise NotAllowedError(
+                "Only workspace admins and this channel's settings owners can change its debate"
+                " settings. Nothing was changed."
+            )
+        return await self.db(
+            lambda s: store.save_channel_settings(
+                s, channel_id=channel, updated_by=user, values=values
+            )
+        )
+
+    async def home(self, *, user: str) -> dict[str, Any]:
+        channels = await self.directory.channels_of(user)
+        now = datetime.now(UTC)
+        month_start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+        open_items = await self.db(store.open_escalations)
+        pending: list[blocks.HomeDebate] = []
+        for escalation, debate in open_items:
+            assert debate.channel_id is not None
+            settings = await self.settings_of(debate.channel_id)
+            reviewers = list(dict.fromkeys([*settings.reviewers, *escalation.reviewers]))
+            if reviewers and await self.directory.is_one_of(user, reviewers):
+                pending.append(_home_item(debate))
+        recent = await self.db(lambda s: store.recent_debates(s, channel_ids=channels))
+        mine = await self.db(lambda s: store.spend_since(s, since=month_start, requested_by=user))
+        everyone = await self.db(lambda s: store.spend_since(s, since=month_start))
+        return blocks.home_view(
+            pending=pending,
+            recent=[_home_item(d) for d in recent],
+            spend_mine=mine,
+            spend_all=everyone,
+            month=now.strftime("%B %Y"),
+        )
+
+
+def _home_item(debate: Debate) -> blocks.HomeDebate:
+    return blocks.HomeDebate(
+        debate_id=debate.id or 0,
+        channel_id=debate.channel_id,
+        question=debate.question,
+        state=debate.state,
+        outcome=debate.outcome,
+        confidence=debate.confidence,
+    )

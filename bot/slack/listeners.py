@@ -1,0 +1,367 @@
+"""Bolt listeners: acknowledge at once, parse, hand the work to `SlackDebates`, tell the user.
+
+Listeners stay thin; a middleware drops Slack's retried or duplicated event deliveries (the
+event id is stored in `processed_trigger`), so no retry ever starts a second debate.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
+from slack_bolt.response import BoltResponse
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.slack import blocks
+from bot.slack.commands import (
+    ConfigCommand,
+    DebateCommand,
+    HelpCommand,
+    OpenDebateModal,
+    parse_budget,
+    parse_command,
+    parse_people,
+    parse_protocol,
+    parse_reaction,
+    parse_rounds,
+    parse_threshold,
+)
+from bot.slack.debates import SlackDebates
+from bot.slack.errors import CommandError, NotAllowedError, PostError
+from bot.store import slack as store
+from bot.store.errors import StoreError
+from bot.store.tables import ChannelSettings, EscalationState
+
+log = logging.getLogger(__name__)
+
+STORE_DOWN = (
+    ":x: The debate store is unavailable, so nothing was queued. Try again in a minute; an admin"
+    " should check the bot's DEBATEBOT_DATABASE_URL."
+)
+
+
+def _people(ids: list[str]) -> str:
+    return " ".join(blocks.mention(p) for p in ids) or "none"
+
+
+def _settings_text(settings: ChannelSettings) -> str:
+    budget = "none" if settings.budget_usd is None else f"${settings.budget_usd:g}"
+    adr = "on" if settings.adr_watch else "off"
+    return (
+        f"*Debate settings for <#{settings.channel_id}>*\n"
+        f"protocol `{settings.protocol}` \u00b7 rounds {settings.rounds} \u00b7 threshold"
+        f" {settings.threshold:g} \u00b7 budget {budget} \u00b7 adr {adr}"
+        f" \u00b7 reaction :{settings.trigger_reaction}:\n"
+        f"reviewers: {_people(settings.reviewers)}\nowners: {_people(settings.owners)}"
+    )
+
+
+def _value(view: dict[str, Any], block_id: str) -> Any:
+    action = view["state"]["values"].get(block_id, {}).get("value", {})
+    if action.get("type") == "static_select":
+        return (action.get("selected_option") or {}).get("value")
+    if action.get("type") == "checkboxes":
+        return [o["value"] for o in action.get("selected_options") or []]
+    return (action.get("value") or "").strip()
+
+
+def register(app: AsyncApp, debates: SlackDebates) -> None:
+    """Attach every listener of the bot to `app`."""
+    protocols = debates.protocols
+
+    async def drop_redeliveries(
+        body: dict[str, Any], next: Callable[[], Awaitable[None]]
+    ) -> BoltResponse | None:
+        event_id = body.get("event_id")
+        if body.get("type") == "event_callback" and event_id:
+            fresh = await debates.db(lambda s: store.mark_processed(s, key=f"event:{event_id}"))
+            if not fresh:
+                log.info("event %s delivered again; ignored", event_id)
+                return BoltResponse(status=200, body="")
+        await next()
+        return None
+
+    app.middleware(drop_redeliveries)
+
+    @app.command("/debate")
+    async def on_debate(
+        ack: AsyncAck, command: dict[str, Any], respond: AsyncRespond, client: AsyncWebClient
+    ) -> None:
+        try:
+            parsed = parse_command(command.get("text", ""), protocols=protocols)
+        except CommandError as error:
+            await ack(response_type="ephemeral", text=f":warning: {error}. Nothing was queued.")
+            return
+        channel, user = command["channel_id"], command["user_id"]
+        if isinstance(parsed, HelpCommand):
+            await ack(
+                response_type="ephemeral",
+                text=blocks.help_text(protocols=protocols, reaction="scales"),
+            )
+            return
+        await ack()
+        try:
+            if isinstance(parsed, OpenDebateModal):
+                current = await debates.settings_of(channel)
+                await client.views_open(
+                    trigger_id=command["trigger_id"],
+                    view=blocks.debate_modal(
+                        channel_id=channel,
+                        protocols=protocols,
+                        protocol=current.protocol,
+                        rounds=current.rounds,
+                    ),
+                )
+            elif isinstance(parsed, ConfigCommand):
+                await _config(parsed, channel, user, command["trigger_id"], respond, client)
+            elif isinstance(parsed, DebateCommand):
+                await debates.start_from_command(
+                    command=parsed,
+                    channel=channel,
+                    user=user,
+                    trigger_key=f"command:{command['trigger_id']}",
+                    source="command",
+                )
+        except (CommandError, NotAllowedError) as error:
+            await respond(response_type="ephemeral", text=f":warning: {error}")
+        except StoreError:
+            log.exception("/debate in %s: store failure", channel)
+            await respond(response_type="ephemeral", text=STORE_DOWN)
+
+    async def _config(
+        parsed: ConfigCommand,
+        channel: str,
+        user: str,
+        trigger_id: str,
+        respond: AsyncRespond,
+        client: AsyncWebClient,
+    ) -> None:
+        current = await debates.settings_of(channel)
+        if parsed.action == "show":
+            await respond(response_type="ephemeral", text=_settings_text(current))
+        elif parsed.action == "set":
+            saved = await debates.configure(channel=channel, user=user, values=parsed.values)
+            await respond(
+                response_type="ephemeral",
+                text=f":white_check_mark: Saved.\n{_settings_text(saved)}",
+            )
+        else:
+            await client.views_open(
+                trigger_id=trigger_id,
+                view=blocks.config_modal(
+                    channel_id=channel,
+                    protocols=protocols,
+                    protocol=current.protocol,
+                    rounds=current.rounds,
+                    threshold=current.threshold,
+                    reviewers=current.reviewers,
+                    owners=current.owners,
+                    budget_usd=current.budget_usd,
+                    adr_watch=current.adr_watch,
+                    trigger_reaction=current.trigger_reaction,
+                ),
+            )
+
+    @app.view(blocks.VIEW_DEBATE)
+    async def on_debate_modal(ack: AsyncAck, body: dict[str, Any], view: dict[str, Any]) -> None:
+        channel, user = view["private_metadata"], body["user"]["id"]
+        errors: dict[str, str] = {}
+        question = _value(view, "question")
+        command = None
+        try:
+            protocol = parse_protocol(_value(view, "protocol") or "", protocols)
+        except CommandError as error:
+            errors["protocol"] = str(error)
+            protocol = None
+        try:
+            rounds = parse_rounds(_value(view, "rounds") or "1")
+        except CommandError as error:
+            errors["rounds"] = str(error)
+            rounds = None
+        budget_text = _value(view, "budget")
+        try:
+            budget = parse_budget(budget_text) if budget_text else None
+        except CommandError as error:
+            errors["budget"] = str(error)
+            budget = None
+        stances = [
+            s
+            for s in (
+                _value(view, "stances_for") + "\n" + _value(view, "stances_against")
+            ).splitlines()
+            if s.strip()
+        ]
+        if stances and protocol != "stances":
+            errors["stances_for"] = "stances need the stances protocol"
+        if not question:
+            errors["question"] = "write the question the debate should decide"
+        if not errors:
+            command = DebateCommand(
+                question=question, protocol=protocol, rounds=rounds, budget_usd=budget
+            )
+        if command is None:
+            await ack(response_action="errors", errors=errors)
+            return
+        await ack()
+        try:
+            await debates.start_from_command(
+                command=command,
+                channel=channel,
+                user=user,
+                trigger_key=f"modal:{view['id']}",
+                source="modal",
+            )
+        except CommandError as error:
+            await debates.poster.ephemeral(channel=channel, user=user, text=f":warning: {error}")
+
+    @app.view(blocks.VIEW_CONFIG)
+    async def on_config_modal(ack: AsyncAck, body: dict[str, Any], view: dict[str, Any]) -> None:
+        channel, user = view["private_metadata"], body["user"]["id"]
+        errors: dict[str, str] = {}
+        values: dict[str, Any] = {}
+        readers: dict[str, tuple[str, Callable[[str], Any]]] = {
+            "protocol": ("protocol", lambda raw: parse_protocol(raw, protocols)),
+            "rounds": ("rounds", parse_rounds),
+            "threshold": ("threshold", parse_threshold),
+            "reviewers": ("reviewers", parse_people),
+            "owners": ("owners", parse_people),
+            "budget": ("budget_usd", lambda raw: parse_budget(raw) if raw else None),
+            "reaction": ("trigger_reaction", parse_reaction),
+        }
+        for block_id, (name, read) in readers.items():
+            try:
+                values[name] = read(_value(view, block_id) or "")
+            except CommandError as error:
+                errors[block_id] = str(error)
+        values["adr_watch"] = "on" in (_value(view, "adr") or [])
+        if errors:
+            await ack(response_action="errors", errors=errors)
+            return
+        current = await debates.settings_of(channel)
+        if not await debates.directory.may_configure(user, current.owners):
+            await ack(
+                response_action="errors",
+                errors={
+                    "protocol": "only workspace admins and this channel's owners can change these"
+                },
+            )
+            return
+        await ack()
+        await debates.configure(channel=channel, user=user, values=values)
+        await debates.poster.ephemeral(
+            channel=channel, user=user, text=":white_check_mark: Debate settings saved."
+        )
+
+    async def on_review_button(
+        ack: AsyncAck, body: dict[str, Any], action: dict[str, Any], client: AsyncWebClient
+    ) -> None:
+        await ack()
+        escalation_id = int(action["value"])
+        user, channel = body["user"]["id"], body["channel"]["id"]
+        thread_ts = (body.get("message") or {}).get("thread_ts")
+        decision = {
+            blocks.ACTION_APPROVE: EscalationState.APPROVED,
+            blocks.ACTION_REJECT: EscalationState.REJECTED,
+            blocks.ACTION_ANOTHER_ROUND: EscalationState.ANOTHER_ROUND,
+        }[action["action_id"]]
+        try:
+            await debates.authorize_review(escalation_id=escalation_id, user=user)
+            existing = await debates.existing_review(escalation_id)
+            if existing is not None:
+                raise CommandError(
+                    f"this was already decided ({existing.decision}) by <@{existing.reviewer}>;"
+                    " nothing was changed"
+                )
+            if decision is EscalationState.ANOTHER_ROUND:
+                await debates.decide(
+                    escalation_id=escalation_id, user=user, decision=decision, note=None
+                )
+            else:
+                await client.views_open(
+                    trigger_id=body["trigger_id"],
+                    view=blocks.review_note_modal(escalation_id=escalation_id, decision=decision),
+                )
+        except (CommandError, NotAllowedError) as error:
+            await debates.poster.ephemeral(
+                channel=channel, user=user, text=f":no_entry: {error}", thread_ts=thread_ts
+            )
+
+    for action_id in (blocks.ACTION_APPROVE, blocks.ACTION_REJECT, blocks.ACTION_ANOTHER_ROUND):
+        app.action(action_id)(on_review_button)
+
+    @app.view(blocks.VIEW_REVIEW_NOTE)
+    async def on_review_note(ack: AsyncAck, body: dict[str, Any], view: dict[str, Any]) -> None:
+        raw_id, _, decision = view["private_metadata"].partition(":")
+        escalation_id, user = int(raw_id), body["user"]["id"]
+        note = _value(view, "note") or None
+        try:
+            _, debate = await debates.authorize_review(escalation_id=escalation_id, user=user)
+        except NotAllowedError as error:
+            await ack(response_action="errors", errors={"note": str(error)[:150]})
+            return
+        await ack()
+        review, created = await debates.decide(
+            escalation_id=escalation_id, user=user, decision=decision, note=note
+        )
+        if not created and debate.channel_id:
+            await debates.poster.ephemeral(
+                channel=debate.channel_id,
+                user=user,
+                thread_ts=debate.thread_ts,
+                text=f":no_entry: already decided ({review.decision}) by <@{review.reviewer}>;"
+                " nothing was changed",
+            )
+
+    @app.event("message")
+    async def on_message(event: dict[str, Any]) -> None:
+        if event.get("subtype") or event.get("bot_id"):
+            return
+        if event.get("thread_ts") and event["thread_ts"] != event.get("ts"):
+            return
+        channel, ts = event["channel"], event["ts"]
+        try:
+            await debates.start_from_adr(
+                channel=channel, ts=ts, user=event.get("user"), text=event.get("text", "")
+            )
+        except CommandError as error:
+            await _tell_thread(
+                channel, ts, f":warning: This looks like an ADR, but I cannot debate it: {error}"
+            )
+
+    @app.event("reaction_added")
+    async def on_reaction(event: dict[str, Any]) -> None:
+        item = event.get("item") or {}
+        if item.get("type") != "message":
+            return
+        channel, ts = item["channel"], item["ts"]
+        try:
+            await debates.start_from_reaction(
+                channel=channel, ts=ts, user=event["user"], reaction=event["reaction"]
+            )
+        except CommandError as error:
+            await _tell_thread(channel, ts, f":warning: I cannot debate this thread: {error}")
+        except SlackApiError as error:
+            code = error.response.get("error")
+            log.error("reading thread %s in %s failed: %s", ts, channel, code)
+            await _tell_thread(
+                channel,
+                ts,
+                f":warning: I could not read this thread ({code}); add me to the channel, or"
+                " ask an admin to reinstall the app with the scopes in slack/manifest.yml.",
+            )
+
+    async def _tell_thread(channel: str, ts: str, text: str) -> None:
+        try:
+            await debates.poster.post(channel=channel, thread_ts=ts, message=blocks.notice(text))
+        except PostError as error:
+            log.error("could not tell thread %s in %s: %s", ts, channel, error)
+
+    @app.event("app_home_opened")
+    async def on_home(event: dict[str, Any], client: AsyncWebClient) -> None:
+        if event.get("tab", "home") != "home":
+            return
+        view = await debates.home(user=event["user"])
+        await client.views_publish(user_id=event["user"], view=view)
