@@ -129,6 +129,7 @@ def mention(person: str) -> str:
 
 
 def status_line(status: str, detail: str = "") -> str:
+    status = status.lower()
     emoji = STATUS_EMOJI.get(status, ":grey_question:")
     label = {
         "queued": "Queued",

@@ -204,7 +204,7 @@ def parse_command(text: str, *, protocols: tuple[str, ...]) -> Command:
         if raw is None or not _unquote(raw):
             raise CommandError(f"--{name} needs a value, e.g. `{_example(name)}`")
         values.setdefault(name, []).append(_unquote(raw))
-    question = re.sub(r"\s+", " ", _FLAG.sub(" ", stripped)).strip()
+    question = re.sub(r"[ \t]{2,}", " ", _FLAG.sub(" ", stripped)).strip()
     if not question:
         raise CommandError(
             "there is no question: write it after /debate, e.g."

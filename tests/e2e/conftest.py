@@ -1,0 +1,131 @@
+"""The bot, whole, against the Slack emulator: real Bolt app behind uvicorn on 127.0.0.1, real
+`slack_sdk` client, migrated SQLite store, in-process workers, scripted models."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import uvicorn
+from sqlalchemy import Engine
+from sqlmodel import select
+
+from bot.app import BotRuntime, build_bot, build_services
+from bot.settings import Settings
+from bot.store.db import make_engine, session_scope, upgrade
+from bot.store.tables import Debate
+from engine.providers.fake import FunctionLLM
+from tests.e2e.driver import SlackDriver
+from tests.e2e.slack_emulator import SlackEmulator
+from tests.helpers import DebateScript
+
+SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
+BOT_TOKEN = "xoxb-1234-5678-emulatedtoken"
+ADMIN = "UADMIN"
+REVIEWER = "UREVIEW"
+CHANNEL = "CDEBATE"
+
+
+@dataclass
+class Bot:
+    emulator: SlackEmulator
+    driver: SlackDriver
+    runtime: BotRuntime
+    engine: Engine
+    llm: FunctionLLM
+
+    async def wait_for(self, predicate: Callable[[], Any], what: str, timeout: float = 60) -> Any:
+        """Poll until `predicate()` is truthy; a generous deadline, not a speed assertion."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = predicate()
+            if value:
+                return value
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"timed out waiting for {what}")
+
+    def debates(self) -> list[Debate]:
+        with session_scope(self.engine) as session:
+            return list(session.exec(select(Debate).order_by(Debate.id)))
+
+    async def finished(self, count: int = 1) -> list[Debate]:
+        def done() -> list[Debate] | None:
+            rows = self.debates()
+            return rows if len(rows) >= count and all(d.state == "finished" for d in rows) else None
+
+        rows = await self.wait_for(done, f"{count} finished debate(s)")
+        # The notifier posts the verdict and review request as the last events of the run.
+        await self.wait_for(
+            lambda: all(
+                any("Verdict" in m.get("text", "") for m in self.emulator.posted(d.channel_id or ""))
+                for d in rows
+            ),
+            "the verdict messages",
+        )
+        return rows
+
+
+BotFactory = Callable[..., Awaitable[Bot]]
+
+
+@pytest.fixture
+async def start_bot(tmp_path: Path) -> AsyncIterator[BotFactory]:
+    """Start the bot with a scripted model (`script`) and setting overrides; stops it after."""
+    started: list[tuple[uvicorn.Server, asyncio.Task[None], BotRuntime, SlackEmulator,
+                        aiohttp.ClientSession, Engine]] = []
+
+    async def start(script: DebateScript | None = None, **overrides: Any) -> Bot:
+        emulator = SlackEmulator(admins={ADMIN})
+        await emulator.start()
+        url = f"sqlite:///{tmp_path / f'bot{len(started)}.sqlite3'}"
+        upgrade(url)
+        values: dict[str, Any] = {
+            "slack_bot_token": BOT_TOKEN,
+            "slack_signing_secret": SIGNING_SECRET,
+            "slack_api_url": emulator.api_url,
+            "database_url": url,
+            "provider": "fake",
+            "serve_workers": 1,
+            "post_interval_s": 0.0,
+            "worker_poll_s": 0.05,
+        }
+        values.update(overrides)
+        settings = Settings(**values)
+        llm = (script or DebateScript()).llm()
+        services = build_services(settings)
+        services.resolve_llm = lambda _model: llm
+        engine = make_engine(url)
+        runtime = build_bot(settings, services, engine)
+        await runtime.start()
+        server = uvicorn.Server(
+            uvicorn.Config(runtime.asgi, host="127.0.0.1", port=0, log_level="warning",
+                           lifespan="off")
+        )
+        task = asyncio.create_task(server.serve())
+        while not server.started:
+            await asyncio.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        session = aiohttp.ClientSession()
+        driver = SlackDriver(
+            bot_url=f"http://127.0.0.1:{port}",
+            signing_secret=SIGNING_SECRET,
+            response_base=f"{emulator.url}/response",
+            session=session,
+        )
+        started.append((server, task, runtime, emulator, session, engine))
+        return Bot(emulator=emulator, driver=driver, runtime=runtime, engine=engine, llm=llm)
+
+    yield start
+    for server, task, runtime, emulator, session, engine in started:
+        server.should_exit = True
+        await task
+        await runtime.stop()
+        await session.close()
+        await emulator.stop()
+        engine.dispose()

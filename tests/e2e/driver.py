@@ -1,0 +1,115 @@
+"""Sends Slack's requests to the bot's real HTTP endpoint, signed as Slack signs them (v0 HMAC),
+or deliberately forged or stale."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import itertools
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlencode
+
+import aiohttp
+
+
+@dataclass
+class Reply:
+    status: int
+    body: str
+
+    def json(self) -> Any:
+        return json.loads(self.body) if self.body else None
+
+
+@dataclass
+class SlackDriver:
+    bot_url: str
+    signing_secret: str
+    response_base: str
+    session: aiohttp.ClientSession
+    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    def sign(self, body: str, timestamp: int) -> str:
+        base = f"v0:{timestamp}:{body}".encode()
+        return "v0=" + hmac.new(self.signing_secret.encode(), base, hashlib.sha256).hexdigest()
+
+    async def send(
+        self,
+        body: str,
+        content_type: str,
+        *,
+        timestamp: int | None = None,
+        signature: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Reply:
+        ts = int(time.time()) if timestamp is None else timestamp
+        sent = {
+            "Content-Type": content_type,
+            "X-Slack-Request-Timestamp": str(ts),
+            "X-Slack-Signature": signature or self.sign(body, ts),
+            **(headers or {}),
+        }
+        async with self.session.post(f"{self.bot_url}/slack/events", data=body, headers=sent) as r:
+            return Reply(r.status, await r.text())
+
+    def command_body(self, text: str, *, user: str = "UALICE", channel: str = "CDEBATE") -> str:
+        n = next(self._ids)
+        return urlencode({
+            "token": "unused", "team_id": "T1", "team_domain": "emulated",
+            "channel_id": channel, "channel_name": "decisions", "user_id": user,
+            "user_name": user.lower(), "command": "/debate", "text": text,
+            "api_app_id": "A1", "response_url": f"{self.response_base}/cmd-{n}",
+            "trigger_id": f"trigger.{n}.{time.time_ns()}",
+        })
+
+    async def command(self, text: str, **kwargs: Any) -> Reply:
+        return await self.send(
+            self.command_body(text, **kwargs), "application/x-www-form-urlencoded"
+        )
+
+    async def event(
+        self, event: dict[str, Any], *, event_id: str | None = None, retry_num: int | None = None
+    ) -> Reply:
+        body = json.dumps({
+            "token": "unused", "team_id": "T1", "api_app_id": "A1", "type": "event_callback",
+            "event_id": event_id or f"Ev{next(self._ids):08d}", "event_time": int(time.time()),
+            "event": event,
+        })
+        headers = {}
+        if retry_num is not None:
+            headers = {"X-Slack-Retry-Num": str(retry_num), "X-Slack-Retry-Reason": "http_timeout"}
+        return await self.send(body, "application/json", headers=headers)
+
+    async def interaction(self, payload: dict[str, Any]) -> Reply:
+        body = urlencode({"payload": json.dumps(payload)})
+        return await self.send(body, "application/x-www-form-urlencoded")
+
+    async def click(
+        self, message: dict[str, Any], action_id: str, *, user: str, channel: str = "CDEBATE"
+    ) -> Reply:
+        """Press the button `action_id` on a posted message, as Slack sends it."""
+        actions = next(b for b in message["blocks"] if b["type"] == "actions")
+        button = next(e for e in actions["elements"] if e["action_id"] == action_id)
+        return await self.interaction({
+            "type": "block_actions", "team": {"id": "T1"}, "user": {"id": user},
+            "api_app_id": "A1", "trigger_id": f"trigger.{next(self._ids)}",
+            "channel": {"id": channel}, "container": {"type": "message",
+                                                      "message_ts": message["ts"]},
+            "message": message, "response_url": f"{self.response_base}/act-{next(self._ids)}",
+            "actions": [{**button, "block_id": actions.get("block_id", "b"),
+                         "action_ts": str(time.time())}],
+        })
+
+    async def submit(
+        self, view: dict[str, Any], values: dict[str, dict[str, Any]], *, user: str
+    ) -> Reply:
+        """Submit a modal the bot opened, with `values` as {block_id: action state}."""
+        state = {"values": {block: {"value": action} for block, action in values.items()}}
+        return await self.interaction({
+            "type": "view_submission", "team": {"id": "T1"}, "user": {"id": user},
+            "api_app_id": "A1", "trigger_id": f"trigger.{next(self._ids)}",
+            "view": {**view, "state": state, "hash": "h"},
+        })

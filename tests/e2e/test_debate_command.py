@@ -1,0 +1,184 @@
+"""`/debate`: ack, parent message, one threaded message per round, verdict, bad input, modal."""
+
+from __future__ import annotations
+
+import time
+
+from bot.store import repository
+from bot.store.db import session_scope
+from tests.e2e.conftest import CHANNEL, BotFactory
+from tests.helpers import DebateScript, reply_for
+
+
+def texts(messages: list[dict]) -> list[str]:
+    return [m["text"] for m in messages]
+
+
+def confident(**changes: object) -> dict:
+    """A moderator sure enough that nothing is escalated."""
+    return reply_for(
+        "moderator", confidence_level="HIGH", unresolved_points=[], decision="accept", **changes
+    )
+
+
+async def test_debate_command_runs_to_a_verdict_with_each_round_in_the_thread(
+    start_bot: BotFactory,
+) -> None:
+    script = DebateScript(
+        moderator=[
+            confident(recommend_another_round=True, synthesis="round one view"),
+            confident(recommend_another_round=False, synthesis="final view"),
+        ]
+    )
+    bot = await start_bot(script)
+
+    reply = await bot.driver.command("Should we adopt ADR-042 for pricing? --rounds 2")
+
+    assert reply.status == 200
+    assert reply.body == ""
+    [debate] = await bot.finished()
+    assert debate.error is None
+    parent = bot.emulator.posted(CHANNEL)[0]
+    assert "thread_ts" not in parent
+    assert debate.thread_ts == parent["ts"]
+    assert "Should we adopt ADR-042 for pricing?" in parent["blocks"][0]["text"]["text"]
+    thread = bot.emulator.in_thread(CHANNEL, parent["ts"])
+    assert texts(thread) == ["Round 1 of 2", "Round 2 of 2", "Verdict: accept (0.85)"]
+    verdict_text = str(thread[2]["blocks"])
+    assert "final view" in verdict_text
+    assert "cost $" in verdict_text
+    # The parent went through queued -> rounds -> moderating -> done and shows the verdict.
+    updates = [c.params for c in bot.emulator.calls_of("chat.update") if c.params["ts"] == parent["ts"]]
+    statuses = [str(u["blocks"]) for u in updates]
+    assert any("Debating" in s and "round 1 of 2" in s for s in statuses)
+    assert any("Moderating" in s and "round 2 of 2" in s for s in statuses)
+    assert "Done" in statuses[-1]
+    assert "final view" in statuses[-1]
+    assert "confidence" in statuses[-1]
+    with session_scope(bot.engine) as session:
+        assert len(repository.turn_rows(session, debate_id=debate.id)) == 9
+        assert repository.verify_chain(session, debate_id=debate.id).ok
+        assert repository.verdict_for(session, debate_id=debate.id).decision == "accept"
+
+
+async def test_bad_flags_are_explained_ephemerally_and_nothing_is_queued(
+    start_bot: BotFactory,
+) -> None:
+    bot = await start_bot()
+
+    wrong_type = await bot.driver.command("Should we? --rounds two")
+    unknown = await bot.driver.command("Should we? --model gpt")
+    no_question = await bot.driver.command("--rounds 2")
+    too_many = await bot.driver.command("Should we adopt it? --rounds 5")
+
+    assert wrong_type.json()["response_type"] == "ephemeral"
+    assert "--rounds takes a whole number" in wrong_type.json()["text"]
+    assert "unknown option `--model`" in unknown.json()["text"]
+    assert "there is no question" in no_question.json()["text"]
+    # Valid syntax, but the protocol refuses five rounds: answered through the response_url.
+    assert too_many.body == ""
+    await bot.wait_for(lambda: bot.emulator.responses, "the response_url answer")
+    [answer] = bot.emulator.responses
+    assert answer["response_type"] == "ephemeral"
+    assert "at most 3 rounds" in answer["text"]
+    assert bot.debates() == []
+    assert bot.emulator.posted(CHANNEL) == []
+
+
+async def test_help_answers_ephemerally(start_bot: BotFactory) -> None:
+    bot = await start_bot()
+
+    reply = await bot.driver.command("help")
+
+    assert reply.json()["response_type"] == "ephemeral"
+    assert "--protocol" in reply.json()["text"]
+    assert "--budget" in reply.json()["text"]
+    assert bot.debates() == []
+
+
+async def test_debate_without_text_opens_a_modal_whose_submission_starts_the_debate(
+    start_bot: BotFactory,
+) -> None:
+    bot = await start_bot(DebateScript(moderator=[confident()]))
+
+    assert (await bot.driver.command("")).body == ""
+    await bot.wait_for(lambda: bot.emulator.views, "the modal")
+    [view] = bot.emulator.views
+    assert {b["block_id"] for b in view["blocks"]} >= {"question", "protocol", "rounds", "budget"}
+
+    invalid = await bot.driver.submit(
+        view,
+        {
+            "question": {"type": "plain_text_input", "value": "Adopt ADR-042?"},
+            "protocol": {"type": "static_select", "selected_option": {"value": "adversarial"}},
+            "rounds": {"type": "plain_text_input", "value": "many"},
+            "budget": {"type": "plain_text_input", "value": ""},
+        },
+        user="UALICE",
+    )
+    assert invalid.json()["response_action"] == "errors"
+    assert "rounds" in invalid.json()["errors"]
+    assert bot.debates() == []
+
+    valid = await bot.driver.submit(
+        view,
+        {
+            "question": {"type": "plain_text_input", "value": "Adopt ADR-042?"},
+            "protocol": {"type": "static_select", "selected_option": {"value": "adversarial"}},
+            "rounds": {"type": "plain_text_input", "value": "1"},
+            "budget": {"type": "plain_text_input", "value": "0.50"},
+        },
+        user="UALICE",
+    )
+    assert valid.status == 200
+    [debate] = await bot.finished()
+    assert debate.source == "modal"
+    assert debate.question == "Adopt ADR-042?"
+    assert '"budget_usd":0.5' in debate.spec_json
+
+
+async def test_a_40000_character_question_is_debated_whole_and_posted_in_parts(
+    start_bot: BotFactory,
+) -> None:
+    bot = await start_bot(DebateScript(moderator=[confident()]))
+    paragraph = "Clause {n}: the supplier shall keep customer data in the EU & report breaches."
+    question = "\n\n".join(paragraph.format(n=n) for n in range(520))[:40_000]
+    assert len(question) == 40_000
+
+    reply = await bot.driver.command(question)
+
+    assert reply.status == 200
+    [debate] = await bot.finished()
+    assert debate.error is None
+    spec = debate.spec_json
+    assert '"title":"The question as asked (full text)"' in spec
+    parent = bot.emulator.posted(CHANNEL)[0]
+    assert "the full text is in the thread" in parent["blocks"][0]["text"]["text"]
+    parts = [m for m in bot.emulator.in_thread(CHANNEL, parent["ts"]) if "full question" in m["text"]]
+    assert len(parts) >= 1
+    shown = "".join(
+        b["text"]["text"] for m in parts for b in m["blocks"] if b["type"] == "section"
+    )
+    # Every character arrived (escaped for Slack), split on paragraph breaks only.
+    assert shown.replace("&amp;", "&").replace("\n", "") == question.replace("\n", "")
+    every_message = bot.emulator.posted(CHANNEL)
+    assert all(len(m["blocks"]) <= 50 for m in every_message)
+
+
+async def test_forged_and_stale_requests_are_rejected(start_bot: BotFactory) -> None:
+    bot = await start_bot()
+    body = bot.driver.command_body("Should we adopt ADR-042?")
+
+    forged = await bot.driver.send(
+        body, "application/x-www-form-urlencoded", signature="v0=" + "0" * 64
+    )
+
+
+    stale = await bot.driver.send(
+        body, "application/x-www-form-urlencoded", timestamp=int(time.time()) - 6 * 60
+    )
+
+    assert forged.status == 401
+    assert stale.status == 401
+    assert bot.debates() == []
+    assert bot.emulator.posted(CHANNEL) == []
