@@ -49,7 +49,7 @@ class SlackEmulator:
     admins: set[str] = field(default_factory=set)
     usergroups: dict[str, list[str]] = field(default_factory=dict)
     user_channels: dict[str, list[str]] = field(default_factory=dict)
-    faults: dict[str, list[Fault]] = field(default_factory=dict)
+    faults: dict[str, list[Fault | None]] = field(default_factory=dict)
     url: str = ""
     _runner: web.AppRunner | None = None
     _ts: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -76,8 +76,8 @@ class SlackEmulator:
     def api_url(self) -> str:
         return f"{self.url}/api/"
 
-    def fail(self, method: str, *faults: Fault) -> None:
-        """Answer the next calls of `method` with these faults, in order."""
+    def fail(self, method: str, *faults: Fault | None) -> None:
+        """Answer the next calls of `method` with these faults, in order (None: answer normally)."""
         self.faults.setdefault(method, []).extend(faults)
 
     def next_ts(self) -> str:
@@ -130,8 +130,8 @@ class SlackEmulator:
         if not request.headers.get("Authorization", "").startswith("Bearer xoxb-"):
             return web.json_response({"ok": False, "error": "not_authed"})
         queued = self.faults.get(method)
-        if queued:
-            fault = queued.pop(0)
+        fault = queued.pop(0) if queued else None
+        if fault is not None:
             call.status = fault.status
             headers = {}
             if fault.retry_after is not None:

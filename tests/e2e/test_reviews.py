@@ -1,0 +1,220 @@
+"""Escalation in the thread, reviewer-only decisions, double clicks, another round, settings
+permissions and App Home."""
+
+from __future__ import annotations
+
+import copy
+
+from bot.slack import blocks
+from bot.store import repository
+from bot.store import slack as store
+from bot.store.db import session_scope
+from bot.store.tables import Review
+from sqlmodel import select
+from tests.e2e.conftest import ADMIN, CHANNEL, REVIEWER, Bot, BotFactory
+from tests.helpers import DebateScript, calls_for, reply_for
+
+NOTE = {"note": {"type": "plain_text_input", "value": "Fallback owner agreed offline."}}
+
+
+async def escalated(bot: Bot) -> dict:
+    """Configure a reviewer, run a low-confidence debate, return the review request message."""
+    reply = await bot.driver.command(f"config set reviewers <@{REVIEWER}|rev>", user=ADMIN)
+    assert reply.status == 200
+    await bot.wait_for(lambda: bot.emulator.responses, "the settings confirmation")
+    await bot.driver.command("Should we adopt ADR-042?")
+    await bot.finished()
+    message = await bot.wait_for(
+        lambda: next((m for m in bot.emulator.posted(CHANNEL) if "Review needed" in m["text"]), None),
+        "the review request",
+    )
+    # As the reviewer's client saw it before any update (the emulator edits messages in place).
+    return copy.deepcopy(message)
+
+
+def reviews(bot: Bot) -> list[Review]:
+    with session_scope(bot.engine) as session:
+        return list(session.exec(select(Review)))
+
+
+async def test_low_confidence_is_escalated_and_only_a_reviewer_can_approve_once(
+    start_bot: BotFactory,
+) -> None:
+    bot = await start_bot()
+    request = await escalated(bot)
+
+    [debate] = bot.debates()
+    assert request["thread_ts"] == debate.thread_ts
+    assert f"<@{REVIEWER}>" in request["blocks"][0]["text"]["text"]
+    assert "below the escalation threshold 0.60" in str(request["blocks"])
+    actions = next(b for b in request["blocks"] if b["type"] == "actions")
+    assert [e["action_id"] for e in actions["elements"]] == [
+        blocks.ACTION_APPROVE, blocks.ACTION_REJECT, blocks.ACTION_ANOTHER_ROUND,
+    ]
+
+    # Someone else clicks: refused ephemerally, nothing changes, no modal opens.
+    await bot.driver.click(request, blocks.ACTION_APPROVE, user="UMALLORY")
+    await bot.wait_for(lambda: bot.emulator.ephemeral, "the refusal")
+    refusal = bot.emulator.ephemeral[-1]
+    assert refusal["user"] == "UMALLORY"
+    assert "Only this channel's reviewers" in refusal["text"]
+    assert reviews(bot) == []
+    assert bot.emulator.views == []
+
+    # The reviewer clicks Approve, which asks for a note, and submits it.
+    await bot.driver.click(request, blocks.ACTION_APPROVE, user=REVIEWER)
+    view = await bot.wait_for(lambda: bot.emulator.views and bot.emulator.views[-1], "note modal")
+    assert view["callback_id"] == blocks.VIEW_REVIEW_NOTE
+    submitted = await bot.driver.submit(view, NOTE, user=REVIEWER)
+    assert submitted.status == 200
+    await bot.wait_for(lambda: reviews(bot), "the stored review")
+    [review] = reviews(bot)
+    assert (review.reviewer, review.decision, review.note) == (
+        REVIEWER, "approved", "Fallback owner agreed offline."
+    )
+    assert review.created_at is not None
+    updated = await bot.wait_for(
+        lambda: next((m for m in bot.emulator.posted(CHANNEL)
+                      if m["ts"] == request["ts"] and m.get("edited")), None),
+        "the updated review request",
+    )
+    assert not any(b["type"] == "actions" for b in updated["blocks"])
+    assert f"Approved by <@{REVIEWER}>" in str(updated["blocks"])
+
+    # A second click and a retried submission change nothing.
+    refusals = len(bot.emulator.ephemeral)
+    await bot.driver.click(request, blocks.ACTION_REJECT, user=REVIEWER)
+    await bot.wait_for(lambda: len(bot.emulator.ephemeral) > refusals, "the second refusal")
+    assert "already decided (approved)" in bot.emulator.ephemeral[-1]["text"]
+    await bot.driver.submit(view, {"note": {"type": "plain_text_input", "value": "again"}},
+                            user=REVIEWER)
+    await bot.wait_for(lambda: len(bot.emulator.ephemeral) > refusals + 1, "the third refusal")
+    assert len(reviews(bot)) == 1
+    assert reviews(bot)[0].note == "Fallback owner agreed offline."
+    with session_scope(bot.engine) as session:
+        assert store.get_escalation(session, escalation_id=1).state == "approved"
+
+
+async def test_a_member_of_the_reviewer_group_can_reject(start_bot: BotFactory) -> None:
+    bot = await start_bot()
+    bot.emulator.usergroups["SREVIEWERS"] = ["UCAROL"]
+    await bot.driver.command("config set reviewers <!subteam^SREVIEWERS|@reviewers>", user=ADMIN)
+    await bot.wait_for(lambda: bot.emulator.responses, "the settings confirmation")
+    await bot.driver.command("Should we adopt ADR-042?")
+    await bot.finished()
+    request = await bot.wait_for(
+        lambda: next((m for m in bot.emulator.posted(CHANNEL) if "Review needed" in m["text"]), None),
+        "the review request",
+    )
+    assert "<!subteam^SREVIEWERS>" in request["blocks"][0]["text"]["text"]
+
+    await bot.driver.click(request, blocks.ACTION_REJECT, user="UCAROL")
+    view = await bot.wait_for(lambda: bot.emulator.views and bot.emulator.views[-1], "note modal")
+    await bot.driver.submit(view, NOTE, user="UCAROL")
+
+    await bot.wait_for(lambda: reviews(bot), "the stored review")
+    assert reviews(bot)[0].decision == "rejected"
+
+
+async def test_another_round_continues_the_debate_without_repeating_round_one(
+    start_bot: BotFactory,
+) -> None:
+    script = DebateScript(
+        moderator=[
+            reply_for("moderator", synthesis="first look"),
+            reply_for("moderator", synthesis="second look", confidence_level="HIGH",
+                      unresolved_points=[], decision="accept"),
+        ]
+    )
+    bot = await start_bot(script)
+    request = await escalated(bot)
+
+    await bot.driver.click(request, blocks.ACTION_ANOTHER_ROUND, user=REVIEWER)
+
+    first, second = await bot.finished(count=2)
+    assert second.parent_debate_id == first.id
+    assert second.thread_ts == first.thread_ts
+    assert second.outcome == "COMPLETE"
+    assert second.decision == "accept"
+    assert len(calls_for(bot.llm, "framing")) == 1
+    assert len(calls_for(bot.llm, "moderator")) == 2
+    thread = [m["text"] for m in bot.emulator.in_thread(CHANNEL, first.thread_ts)]
+    assert thread.count("Round 1 of 1") == 1
+    assert "Round 2 of 2" in thread
+    assert any("Round 2 requested" in t for t in thread)
+    with session_scope(bot.engine) as session:
+        assert repository.verify_chain(session, debate_id=second.id).ok
+        assert len(repository.turn_rows(session, debate_id=second.id)) == 9
+    assert reviews(bot)[0].decision == "another_round"
+
+
+async def test_channel_settings_need_an_owner_or_admin(start_bot: BotFactory) -> None:
+    bot = await start_bot()
+
+    await bot.driver.command("config set threshold 0.8", user="UALICE")
+    await bot.wait_for(lambda: bot.emulator.responses, "the refusal")
+    assert "Only workspace admins" in bot.emulator.responses[-1]["text"]
+
+    await bot.driver.command("config set owners <@UALICE>", user=ADMIN)
+    await bot.wait_for(lambda: len(bot.emulator.responses) == 2, "the confirmation")
+    await bot.driver.command("config set threshold 80%", user="UALICE")
+    await bot.wait_for(lambda: len(bot.emulator.responses) == 3, "the second confirmation")
+    assert "Saved" in bot.emulator.responses[-1]["text"]
+    with session_scope(bot.engine) as session:
+        settings = store.channel_settings(session, channel_id=CHANNEL)
+    assert settings.threshold == 0.8
+    assert settings.owners == ["UALICE"]
+    assert settings.updated_by == "UALICE"
+
+
+async def test_config_modal_saves_every_setting(start_bot: BotFactory) -> None:
+    bot = await start_bot()
+
+    await bot.driver.command("config", user=ADMIN)
+    view = await bot.wait_for(lambda: bot.emulator.views and bot.emulator.views[-1], "modal")
+    assert view["callback_id"] == blocks.VIEW_CONFIG
+    values = {
+        "protocol": {"type": "static_select", "selected_option": {"value": "adversarial"}},
+        "rounds": {"type": "plain_text_input", "value": "2"},
+        "threshold": {"type": "plain_text_input", "value": "0.7"},
+        "reviewers": {"type": "plain_text_input", "value": "<@UREVIEW> <!subteam^SOPS>"},
+        "owners": {"type": "plain_text_input", "value": ""},
+        "budget": {"type": "plain_text_input", "value": "$2"},
+        "adr": {"type": "checkboxes", "selected_options": [{"value": "on"}]},
+        "reaction": {"type": "plain_text_input", "value": ":mag:"},
+    }
+    bad = await bot.driver.submit(
+        view, {**values, "threshold": {"type": "plain_text_input", "value": "high"}}, user=ADMIN
+    )
+    assert "threshold" in bad.json()["errors"]
+    assert (await bot.driver.submit(view, values, user=ADMIN)).status == 200
+
+    def saved():  # type: ignore[no-untyped-def]
+        with session_scope(bot.engine) as session:
+            row = store.channel_settings(session, channel_id=CHANNEL)
+            return row if row.updated_by else None
+
+    settings = await bot.wait_for(saved, "the saved settings")
+    assert (settings.rounds, settings.threshold, settings.budget_usd) == (2, 0.7, 2.0)
+    assert settings.reviewers == ["UREVIEW", "SOPS"]
+    assert settings.adr_watch is True
+    assert settings.trigger_reaction == "mag"
+
+
+async def test_app_home_shows_pending_reviews_recent_debates_and_spend(
+    start_bot: BotFactory,
+) -> None:
+    bot = await start_bot()
+    bot.emulator.user_channels[REVIEWER] = [CHANNEL]
+    await escalated(bot)
+
+    await bot.driver.event({"type": "app_home_opened", "user": REVIEWER, "tab": "home"})
+
+    home = await bot.wait_for(lambda: bot.emulator.published, "the published home")
+    [published] = home
+    assert published["user_id"] == REVIEWER
+    text = str(published["view"]["blocks"])
+    assert "Reviews waiting for you" in text
+    assert "*#1* in <#CDEBATE>" in text
+    assert "Recent debates in your channels" in text
+    assert "Whole workspace: *$" in text
