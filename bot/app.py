@@ -13,7 +13,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+import uvicorn
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import Engine
@@ -191,17 +193,17 @@ def build_bot(
 
     Raises SettingsError when a Slack secret is missing or a placeholder.
     """
-    token, signing_secret, app_token = settings.slack_secrets()
-    client = client or AsyncWebClient(token=token, base_url=settings.slack_api_url)
+    _, signing_secret, app_token = settings.slack_secrets()
+    client = client or slack_client(settings)
     app = AsyncApp(
         client=client,
         signing_secret=signing_secret or "socket-mode-signs-nothing",
         request_verification_enabled=app_token is None,
         process_before_response=False,
     )
-    poster = SlackPoster(client, interval_s=settings.post_interval_s)
-    owner = f"{socket.gethostname()}:{os.getpid()}"
-    notifier = DebateNotifier(engine=engine, poster=poster, owner=owner)
+    notifier = build_notifier(settings, engine, client)
+    poster = notifier.poster
+    owner = notifier.owner
     workers = [
         build_worker(services, engine, worker_id=f"{owner}/serve-{n}")
         for n in range(settings.serve_workers)
@@ -236,6 +238,62 @@ def build_bot(
     )
     register_listeners(app, runtime.debates)
     return runtime
+
+
+def slack_client(settings: Settings) -> AsyncWebClient:
+    token, _, _ = settings.slack_secrets()
+    return AsyncWebClient(token=token, base_url=settings.slack_api_url)
+
+
+def build_notifier(
+    settings: Settings, engine: Engine, client: AsyncWebClient | None = None
+) -> DebateNotifier:
+    """The Slack side of a worker: `debatebot worker` processes post rounds like `serve` does."""
+    poster = SlackPoster(client or slack_client(settings), interval_s=settings.post_interval_s)
+    owner = f"{socket.gethostname()}:{os.getpid()}"
+    return DebateNotifier(engine=engine, poster=poster, owner=owner)
+
+
+def transport(settings: Settings) -> str:
+    """`socket` when an app-level token is set (no public URL needed), else `http`."""
+    return "socket" if settings.slack_app_token is not None else "http"
+
+
+async def serve(settings: Settings, stop: asyncio.Event) -> None:
+    """Run the bot until `stop` is set: Socket Mode or HTTP, with workers and scheduler."""
+    services = build_services(settings)
+    with open_store(settings) as engine:
+        runtime = build_bot(settings, services, engine)
+        await runtime.start()
+        try:
+            if transport(settings) == "socket":
+                _, _, app_token = settings.slack_secrets()
+                assert app_token is not None
+                handler = AsyncSocketModeHandler(runtime.app, app_token)
+                await handler.connect_async()  # type: ignore[no-untyped-call]
+                try:
+                    await stop.wait()
+                finally:
+                    await handler.close_async()  # type: ignore[no-untyped-call]
+            else:
+                server = uvicorn.Server(
+                    uvicorn.Config(
+                        runtime.asgi,
+                        host=settings.http_host,
+                        port=settings.http_port,
+                        lifespan="off",
+                        log_level="info",
+                    )
+                )
+                serving = asyncio.create_task(server.serve())
+                await asyncio.wait(
+                    [serving, asyncio.create_task(stop.wait())],
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                server.should_exit = True
+                await serving
+        finally:
+            await runtime.stop()
 
 
 def health_report(engine: Engine, workers: int) -> dict[str, object]:

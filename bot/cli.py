@@ -22,8 +22,8 @@ from typing import TextIO
 from pydantic import ValidationError
 from sqlalchemy import Engine
 
-from bot.app import PROVIDERS, build_services, build_worker, open_store
-from bot.settings import Settings
+from bot.app import PROVIDERS, build_notifier, build_services, build_worker, open_store, serve
+from bot.settings import Settings, SettingsError
 from bot.store import repository
 from bot.store.db import redacted, session_scope, upgrade
 from bot.store.errors import StoreError
@@ -238,6 +238,8 @@ async def _worker(args: argparse.Namespace) -> int:
 
     async def work(engine: Engine, index: int) -> None:
         worker = build_worker(services, engine, worker_id=f"{args.name}/{index}")
+        if settings.slack_bot_token is not None:
+            worker.sinks = build_notifier(settings, engine).sink_for
         if args.exit_when_idle:
             while not stop.is_set() and await worker.run_once():
                 pass
@@ -250,6 +252,27 @@ async def _worker(args: argparse.Namespace) -> int:
     )
     with open_store(settings) as engine:
         await asyncio.gather(*(work(engine, i) for i in range(args.concurrency)))
+    return 0
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    settings = Settings()
+    settings.slack_secrets()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    mode = (
+        "Socket Mode"
+        if settings.slack_app_token is not None
+        else (f"HTTP on {settings.http_host}:{settings.http_port} (/slack/events, /healthz)")
+    )
+    print(
+        f"debatebot serving over {mode}; {settings.serve_workers} worker(s) on"
+        f" {redacted(settings.database_url)}",
+        file=sys.stderr,
+    )
+    await serve(settings, stop)
     return 0
 
 
@@ -328,6 +351,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     worker.set_defaults(handler=_worker, is_async=True)
 
+    serve_cmd = commands.add_parser(
+        "serve", help="run the Slack bot (Socket Mode with an app token, else HTTP)"
+    )
+    serve_cmd.set_defaults(handler=_serve, is_async=True)
+
     db = commands.add_parser("db", help="database schema")
     db.add_argument("action", choices=("upgrade",))
     db.set_defaults(handler=_db, is_async=False)
@@ -357,7 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             code: int = asyncio.run(args.handler(args))
         else:
             code = args.handler(args)
-    except (EngineError, StoreError) as error:
+    except (EngineError, StoreError, SettingsError) as error:
         print(f"debatebot: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -40,9 +40,9 @@ class Bot:
     engine: Engine
     llm: FunctionLLM
 
-    async def wait_for(self, predicate: Callable[[], Any], what: str, timeout: float = 60) -> Any:
+    async def wait_for(self, predicate: Callable[[], Any], what: str, limit_s: float = 60) -> Any:
         """Poll until `predicate()` is truthy; a generous deadline, not a speed assertion."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + limit_s
         while time.monotonic() < deadline:
             value = predicate()
             if value:
@@ -63,7 +63,9 @@ class Bot:
         # The notifier posts the verdict and review request as the last events of the run.
         await self.wait_for(
             lambda: all(
-                any("Verdict" in m.get("text", "") for m in self.emulator.posted(d.channel_id or ""))
+                any(
+                    "Verdict" in m.get("text", "") for m in self.emulator.posted(d.channel_id or "")
+                )
                 for d in rows
             ),
             "the verdict messages",
@@ -77,8 +79,16 @@ BotFactory = Callable[..., Awaitable[Bot]]
 @pytest.fixture
 async def start_bot(tmp_path: Path) -> AsyncIterator[BotFactory]:
     """Start the bot with a scripted model (`script`) and setting overrides; stops it after."""
-    started: list[tuple[uvicorn.Server, asyncio.Task[None], BotRuntime, SlackEmulator,
-                        aiohttp.ClientSession, Engine]] = []
+    started: list[
+        tuple[
+            uvicorn.Server,
+            asyncio.Task[None],
+            BotRuntime,
+            SlackEmulator,
+            aiohttp.ClientSession,
+            Engine,
+        ]
+    ] = []
 
     async def start(script: DebateScript | None = None, **overrides: Any) -> Bot:
         emulator = SlackEmulator(admins={ADMIN})
@@ -104,11 +114,12 @@ async def start_bot(tmp_path: Path) -> AsyncIterator[BotFactory]:
         runtime = build_bot(settings, services, engine)
         await runtime.start()
         server = uvicorn.Server(
-            uvicorn.Config(runtime.asgi, host="127.0.0.1", port=0, log_level="warning",
-                           lifespan="off")
+            uvicorn.Config(
+                runtime.asgi, host="127.0.0.1", port=0, log_level="warning", lifespan="off"
+            )
         )
         task = asyncio.create_task(server.serve())
-        while not server.started:
+        while not server.started:  # noqa: ASYNC110 (uvicorn exposes a flag, not an event)
             await asyncio.sleep(0.01)
         port = server.servers[0].sockets[0].getsockname()[1]
         session = aiohttp.ClientSession()

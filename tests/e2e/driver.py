@@ -57,13 +57,22 @@ class SlackDriver:
 
     def command_body(self, text: str, *, user: str = "UALICE", channel: str = "CDEBATE") -> str:
         n = next(self._ids)
-        return urlencode({
-            "token": "unused", "team_id": "T1", "team_domain": "emulated",
-            "channel_id": channel, "channel_name": "decisions", "user_id": user,
-            "user_name": user.lower(), "command": "/debate", "text": text,
-            "api_app_id": "A1", "response_url": f"{self.response_base}/cmd-{n}",
-            "trigger_id": f"trigger.{n}.{time.time_ns()}",
-        })
+        return urlencode(
+            {
+                "token": "unused",
+                "team_id": "T1",
+                "team_domain": "emulated",
+                "channel_id": channel,
+                "channel_name": "decisions",
+                "user_id": user,
+                "user_name": user.lower(),
+                "command": "/debate",
+                "text": text,
+                "api_app_id": "A1",
+                "response_url": f"{self.response_base}/cmd-{n}",
+                "trigger_id": f"trigger.{n}.{time.time_ns()}",
+            }
+        )
 
     async def command(self, text: str, **kwargs: Any) -> Reply:
         return await self.send(
@@ -73,11 +82,17 @@ class SlackDriver:
     async def event(
         self, event: dict[str, Any], *, event_id: str | None = None, retry_num: int | None = None
     ) -> Reply:
-        body = json.dumps({
-            "token": "unused", "team_id": "T1", "api_app_id": "A1", "type": "event_callback",
-            "event_id": event_id or f"Ev{next(self._ids):08d}", "event_time": int(time.time()),
-            "event": event,
-        })
+        body = json.dumps(
+            {
+                "token": "unused",
+                "team_id": "T1",
+                "api_app_id": "A1",
+                "type": "event_callback",
+                "event_id": event_id or f"Ev{next(self._ids):08d}",
+                "event_time": int(time.time()),
+                "event": event,
+            }
+        )
         headers = {}
         if retry_num is not None:
             headers = {"X-Slack-Retry-Num": str(retry_num), "X-Slack-Retry-Reason": "http_timeout"}
@@ -93,23 +108,39 @@ class SlackDriver:
         """Press the button `action_id` on a posted message, as Slack sends it."""
         actions = next(b for b in message["blocks"] if b["type"] == "actions")
         button = next(e for e in actions["elements"] if e["action_id"] == action_id)
-        return await self.interaction({
-            "type": "block_actions", "team": {"id": "T1"}, "user": {"id": user},
-            "api_app_id": "A1", "trigger_id": f"trigger.{next(self._ids)}",
-            "channel": {"id": channel}, "container": {"type": "message",
-                                                      "message_ts": message["ts"]},
-            "message": message, "response_url": f"{self.response_base}/act-{next(self._ids)}",
-            "actions": [{**button, "block_id": actions.get("block_id", "b"),
-                         "action_ts": str(time.time())}],
-        })
+        return await self.interaction(
+            {
+                "type": "block_actions",
+                "team": {"id": "T1"},
+                "user": {"id": user},
+                "api_app_id": "A1",
+                "trigger_id": f"trigger.{next(self._ids)}",
+                "channel": {"id": channel},
+                "container": {"type": "message", "message_ts": message["ts"]},
+                "message": message,
+                "response_url": f"{self.response_base}/act-{next(self._ids)}",
+                "actions": [
+                    {
+                        **button,
+                        "block_id": actions.get("block_id", "b"),
+                        "action_ts": str(time.time()),
+                    }
+                ],
+            }
+        )
 
     async def submit(
         self, view: dict[str, Any], values: dict[str, dict[str, Any]], *, user: str
     ) -> Reply:
         """Submit a modal the bot opened, with `values` as {block_id: action state}."""
         state = {"values": {block: {"value": action} for block, action in values.items()}}
-        return await self.interaction({
-            "type": "view_submission", "team": {"id": "T1"}, "user": {"id": user},
-            "api_app_id": "A1", "trigger_id": f"trigger.{next(self._ids)}",
-            "view": {**view, "state": state, "hash": "h"},
-        })
+        return await self.interaction(
+            {
+                "type": "view_submission",
+                "team": {"id": "T1"},
+                "user": {"id": user},
+                "api_app_id": "A1",
+                "trigger_id": f"trigger.{next(self._ids)}",
+                "view": {**view, "state": state, "hash": "h"},
+            }
+        )

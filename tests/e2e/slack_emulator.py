@@ -137,8 +137,9 @@ class SlackEmulator:
             if fault.retry_after is not None:
                 headers["Retry-After"] = str(int(fault.retry_after))
             error = fault.error or ("ratelimited" if fault.status == 429 else "internal_error")
-            return web.json_response({"ok": False, "error": error}, status=fault.status,
-                                     headers=headers)
+            return web.json_response(
+                {"ok": False, "error": error}, status=fault.status, headers=headers
+            )
         handler = getattr(self, "_" + method.replace(".", "_"), None)
         if handler is None:
             return web.json_response({"ok": False, "error": "unknown_method"})
@@ -169,8 +170,15 @@ class SlackEmulator:
     # --- methods ---------------------------------------------------------------------------
 
     def _auth_test(self, params: dict[str, Any]) -> dict[str, Any]:
-        return {"ok": True, "user_id": BOT_USER, "bot_id": BOT_ID, "team_id": "T1",
-                "team": "Emulated", "user": "debatebot", "url": "https://emulated.slack.com/"}
+        return {
+            "ok": True,
+            "user_id": BOT_USER,
+            "bot_id": BOT_ID,
+            "team_id": "T1",
+            "team": "Emulated",
+            "user": "debatebot",
+            "url": "https://emulated.slack.com/",
+        }
 
     def _chat_postMessage(self, params: dict[str, Any]) -> dict[str, Any]:
         channel = params.get("channel")
@@ -182,8 +190,12 @@ class SlackEmulator:
         if error:
             return {"ok": False, "error": error}
         message = {
-            "type": "message", "user": BOT_USER, "bot_id": BOT_ID, "ts": self.next_ts(),
-            "text": params.get("text", ""), "blocks": params.get("blocks") or [],
+            "type": "message",
+            "user": BOT_USER,
+            "bot_id": BOT_ID,
+            "ts": self.next_ts(),
+            "text": params.get("text", ""),
+            "blocks": params.get("blocks") or [],
         }
         if params.get("thread_ts"):
             message["thread_ts"] = params["thread_ts"]
@@ -223,7 +235,9 @@ class SlackEmulator:
         page = thread[start : start + limit]
         more = start + limit < len(thread)
         return {
-            "ok": True, "messages": page, "has_more": more,
+            "ok": True,
+            "messages": page,
+            "has_more": more,
             "response_metadata": {"next_cursor": str(start + limit) if more else ""},
         }
 
@@ -240,8 +254,11 @@ class SlackEmulator:
 
     def _users_conversations(self, params: dict[str, Any]) -> dict[str, Any]:
         channels = self.user_channels.get(params.get("user", ""), [])
-        return {"ok": True, "channels": [{"id": c} for c in channels],
-                "response_metadata": {"next_cursor": ""}}
+        return {
+            "ok": True,
+            "channels": [{"id": c} for c in channels],
+            "response_metadata": {"next_cursor": ""},
+        }
 
     def _views_open(self, params: dict[str, Any]) -> dict[str, Any]:
         view = params.get("view") or {}

@@ -48,7 +48,9 @@ async def test_debate_command_runs_to_a_verdict_with_each_round_in_the_thread(
     assert "final view" in verdict_text
     assert "cost $" in verdict_text
     # The parent went through queued -> rounds -> moderating -> done and shows the verdict.
-    updates = [c.params for c in bot.emulator.calls_of("chat.update") if c.params["ts"] == parent["ts"]]
+    updates = [
+        c.params for c in bot.emulator.calls_of("chat.update") if c.params["ts"] == parent["ts"]
+    ]
     statuses = [str(u["blocks"]) for u in updates]
     assert any("Debating" in s and "round 1 of 2" in s for s in statuses)
     assert any("Moderating" in s and "round 2 of 2" in s for s in statuses)
@@ -154,11 +156,11 @@ async def test_a_40000_character_question_is_debated_whole_and_posted_in_parts(
     assert '"title":"The question as asked (full text)"' in spec
     parent = bot.emulator.posted(CHANNEL)[0]
     assert "the full text is in the thread" in parent["blocks"][0]["text"]["text"]
-    parts = [m for m in bot.emulator.in_thread(CHANNEL, parent["ts"]) if "full question" in m["text"]]
+    parts = [
+        m for m in bot.emulator.in_thread(CHANNEL, parent["ts"]) if "full question" in m["text"]
+    ]
     assert len(parts) >= 1
-    shown = "".join(
-        b["text"]["text"] for m in parts for b in m["blocks"] if b["type"] == "section"
-    )
+    shown = "".join(b["text"]["text"] for m in parts for b in m["blocks"] if b["type"] == "section")
     # Every character arrived (escaped for Slack), split on paragraph breaks only.
     assert shown.replace("&amp;", "&").replace("\n", "") == question.replace("\n", "")
     every_message = bot.emulator.posted(CHANNEL)
@@ -172,7 +174,6 @@ async def test_forged_and_stale_requests_are_rejected(start_bot: BotFactory) -> 
     forged = await bot.driver.send(
         body, "application/x-www-form-urlencoded", signature="v0=" + "0" * 64
     )
-
 
     stale = await bot.driver.send(
         body, "application/x-www-form-urlencoded", timestamp=int(time.time()) - 6 * 60

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from tests.e2e.conftest import CHANNEL, BotFactory
 from tests.e2e.slack_emulator import Fault
 from tests.helpers import DebateScript, reply_for
@@ -37,11 +39,12 @@ async def test_messages_to_one_channel_are_paced(start_bot: BotFactory) -> None:
 
     await bot.finished()
     writes = [
-        c for c in bot.emulator.calls
+        c
+        for c in bot.emulator.calls
         if c.method in ("chat.postMessage", "chat.update") and c.params.get("channel") == CHANNEL
     ]
     assert len(writes) >= 5
-    gaps = [b.at - a.at for a, b in zip(writes, writes[1:], strict=False)]
+    gaps = [b.at - a.at for a, b in itertools.pairwise(writes)]
     assert min(gaps) >= 0.25
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import copy
 
+from sqlmodel import select
+
 from bot.slack import blocks
 from bot.store import repository
 from bot.store import slack as store
 from bot.store.db import session_scope
 from bot.store.tables import Review
-from sqlmodel import select
 from tests.e2e.conftest import ADMIN, CHANNEL, REVIEWER, Bot, BotFactory
 from tests.helpers import DebateScript, calls_for, reply_for
 
@@ -25,7 +26,9 @@ async def escalated(bot: Bot) -> dict:
     await bot.driver.command("Should we adopt ADR-042?")
     await bot.finished()
     message = await bot.wait_for(
-        lambda: next((m for m in bot.emulator.posted(CHANNEL) if "Review needed" in m["text"]), None),
+        lambda: next(
+            (m for m in bot.emulator.posted(CHANNEL) if "Review needed" in m["text"]), None
+        ),
         "the review request",
     )
     # As the reviewer's client saw it before any update (the emulator edits messages in place).
@@ -49,7 +52,9 @@ async def test_low_confidence_is_escalated_and_only_a_reviewer_can_approve_once(
     assert "below the escalation threshold 0.60" in str(request["blocks"])
     actions = next(b for b in request["blocks"] if b["type"] == "actions")
     assert [e["action_id"] for e in actions["elements"]] == [
-        blocks.ACTION_APPROVE, blocks.ACTION_REJECT, blocks.ACTION_ANOTHER_ROUND,
+        blocks.ACTION_APPROVE,
+        blocks.ACTION_REJECT,
+        blocks.ACTION_ANOTHER_ROUND,
     ]
 
     # Someone else clicks: refused ephemerally, nothing changes, no modal opens.
@@ -70,12 +75,20 @@ async def test_low_confidence_is_escalated_and_only_a_reviewer_can_approve_once(
     await bot.wait_for(lambda: reviews(bot), "the stored review")
     [review] = reviews(bot)
     assert (review.reviewer, review.decision, review.note) == (
-        REVIEWER, "approved", "Fallback owner agreed offline."
+        REVIEWER,
+        "approved",
+        "Fallback owner agreed offline.",
     )
     assert review.created_at is not None
     updated = await bot.wait_for(
-        lambda: next((m for m in bot.emulator.posted(CHANNEL)
-                      if m["ts"] == request["ts"] and m.get("edited")), None),
+        lambda: next(
+            (
+                m
+                for m in bot.emulator.posted(CHANNEL)
+                if m["ts"] == request["ts"] and m.get("edited")
+            ),
+            None,
+        ),
         "the updated review request",
     )
     assert not any(b["type"] == "actions" for b in updated["blocks"])
@@ -86,8 +99,9 @@ async def test_low_confidence_is_escalated_and_only_a_reviewer_can_approve_once(
     await bot.driver.click(request, blocks.ACTION_REJECT, user=REVIEWER)
     await bot.wait_for(lambda: len(bot.emulator.ephemeral) > refusals, "the second refusal")
     assert "already decided (approved)" in bot.emulator.ephemeral[-1]["text"]
-    await bot.driver.submit(view, {"note": {"type": "plain_text_input", "value": "again"}},
-                            user=REVIEWER)
+    await bot.driver.submit(
+        view, {"note": {"type": "plain_text_input", "value": "again"}}, user=REVIEWER
+    )
     await bot.wait_for(lambda: len(bot.emulator.ephemeral) > refusals + 1, "the third refusal")
     assert len(reviews(bot)) == 1
     assert reviews(bot)[0].note == "Fallback owner agreed offline."
@@ -103,7 +117,9 @@ async def test_a_member_of_the_reviewer_group_can_reject(start_bot: BotFactory) 
     await bot.driver.command("Should we adopt ADR-042?")
     await bot.finished()
     request = await bot.wait_for(
-        lambda: next((m for m in bot.emulator.posted(CHANNEL) if "Review needed" in m["text"]), None),
+        lambda: next(
+            (m for m in bot.emulator.posted(CHANNEL) if "Review needed" in m["text"]), None
+        ),
         "the review request",
     )
     assert "<!subteam^SREVIEWERS>" in request["blocks"][0]["text"]["text"]
@@ -122,8 +138,13 @@ async def test_another_round_continues_the_debate_without_repeating_round_one(
     script = DebateScript(
         moderator=[
             reply_for("moderator", synthesis="first look"),
-            reply_for("moderator", synthesis="second look", confidence_level="HIGH",
-                      unresolved_points=[], decision="accept"),
+            reply_for(
+                "moderator",
+                synthesis="second look",
+                confidence_level="HIGH",
+                unresolved_points=[],
+                decision="accept",
+            ),
         ]
     )
     bot = await start_bot(script)

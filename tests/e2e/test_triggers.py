@@ -29,8 +29,15 @@ def watch_adrs(bot) -> None:  # type: ignore[no-untyped-def]
 
 
 def message_event(ts: str, text: str, **extra: object) -> dict:
-    return {"type": "message", "channel": CHANNEL, "user": "UALICE", "text": text, "ts": ts,
-            "channel_type": "channel", **extra}
+    return {
+        "type": "message",
+        "channel": CHANNEL,
+        "user": "UALICE",
+        "text": text,
+        "ts": ts,
+        "channel_type": "channel",
+        **extra,
+    }
 
 
 async def test_an_adr_post_in_a_watching_channel_is_debated_in_its_thread(
@@ -93,7 +100,7 @@ async def test_a_retried_or_duplicated_event_never_starts_a_second_debate(
     duplicate = await bot.driver.event(event, event_id="Ev0002")
 
     assert {first.status, retried.status, retried_again.status, duplicate.status} == {200}
-    [debate] = await bot.finished()
+    await bot.finished()
     await bot.wait_for(lambda: len(bot.emulator.posted(CHANNEL)) >= 3, "the posts")
     assert len([m for m in bot.emulator.posted(CHANNEL) if m["text"].startswith("Verdict")]) == 1
 
@@ -105,10 +112,15 @@ async def test_a_reaction_debates_the_whole_thread_and_posts_in_it(start_bot: Bo
         bot.emulator.seed_message(CHANNEL, f"reply {n}: replica lag was {n} ms", thread_ts=root)
     reacted = bot.emulator.seed_message(CHANNEL, "last word: agreed", thread_ts=root)
 
-    await bot.driver.event({
-        "type": "reaction_added", "user": "UBOB", "reaction": "scales",
-        "item": {"type": "message", "channel": CHANNEL, "ts": reacted}, "event_ts": "2.0",
-    })
+    await bot.driver.event(
+        {
+            "type": "reaction_added",
+            "user": "UBOB",
+            "reaction": "scales",
+            "item": {"type": "message", "channel": CHANNEL, "ts": reacted},
+            "event_ts": "2.0",
+        }
+    )
 
     [debate] = await bot.finished()
     assert debate.source == "reaction"
@@ -126,10 +138,15 @@ async def test_another_reaction_emoji_is_ignored(start_bot: BotFactory) -> None:
     bot = await start_bot()
     root = bot.emulator.seed_message(CHANNEL, "Proposal")
 
-    await bot.driver.event({
-        "type": "reaction_added", "user": "UBOB", "reaction": "tada",
-        "item": {"type": "message", "channel": CHANNEL, "ts": root}, "event_ts": "2.0",
-    })
+    await bot.driver.event(
+        {
+            "type": "reaction_added",
+            "user": "UBOB",
+            "reaction": "tada",
+            "item": {"type": "message", "channel": CHANNEL, "ts": root},
+            "event_ts": "2.0",
+        }
+    )
 
     assert bot.debates() == []
 
@@ -151,11 +168,16 @@ async def test_a_prompt_injection_thread_stays_data_and_cannot_ping_the_channel(
     root = bot.emulator.seed_message(CHANNEL, "Should we skip the security review for v2?")
     bot.emulator.seed_message(CHANNEL, INJECTION, user="UMALLORY", thread_ts=root)
 
-    await bot.driver.event({
-        "type": "reaction_added", "user": "UBOB", "reaction": "scales",
-        "item": {"type": "message", "channel": CHANNEL, "ts": root}, "event_ts": "2.0",
-    })
-    [debate] = await bot.finished()
+    await bot.driver.event(
+        {
+            "type": "reaction_added",
+            "user": "UBOB",
+            "reaction": "scales",
+            "item": {"type": "message", "channel": CHANNEL, "ts": root},
+            "event_ts": "2.0",
+        }
+    )
+    await bot.finished()
 
     for request in bot.llm.calls:
         system = request.messages[0].content

@@ -1,0 +1,190 @@
+"""Block Kit builders against Slack's limits: split, never cut or rejected."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from bot.slack import blocks
+from engine.models import (
+    AdversarialRound,
+    ConfidenceLevel,
+    CriticTurn,
+    DebateResult,
+    DebateSpec,
+    DebateStatus,
+    Decision,
+    ModeratorTurn,
+    ProposerTurn,
+    RebuttalTurn,
+    Verdict,
+)
+from tests.helpers import reply_for
+
+
+def within_limits(message: blocks.Message) -> None:
+    assert len(message.blocks) <= blocks.MAX_BLOCKS
+    assert len(message.text) <= blocks.MAX_FALLBACK_CHARS
+    for block in message.blocks:
+        if block["type"] == "section":
+            assert 0 < len(block["text"]["text"]) <= blocks.MAX_SECTION_CHARS
+        if block["type"] == "header":
+            assert len(block["text"]["text"]) <= blocks.MAX_HEADER_CHARS
+        if block["type"] == "context":
+            assert all(len(e["text"]) <= 2000 for e in block["elements"])
+
+
+def section_text(messages: list[blocks.Message]) -> str:
+    return "".join(b["text"]["text"] for m in messages for b in m.blocks if b["type"] == "section")
+
+
+@pytest.mark.parametrize("size", [0, 1, 2_999, 3_000, 3_001, 40_000, 200_000])
+def test_material_of_any_size_is_split_into_valid_messages_losing_nothing(size: int) -> None:
+    words = ("lorem ipsum dolor sit amet " * (size // 27 + 1))[:size] or "x"
+
+    messages = blocks.material_messages("The full question", words)
+
+    for message in messages:
+        within_limits(message)
+    assert section_text(messages).replace(" ", "") == words.strip().replace(" ", "")
+
+
+def test_a_single_unbroken_word_longer_than_a_section_is_cut_hard() -> None:
+    pieces = blocks.split_text("a" * 7_000)
+    assert [len(p) for p in pieces] == [3_000, 3_000, 1_000]
+
+
+def test_splitting_never_breaks_an_escape_sequence() -> None:
+    text = blocks.escape("&" * 5_000)
+    for piece in blocks.split_text(text):
+        assert piece.replace("&amp;", "") == ""
+
+
+def test_escape_stops_mentions_and_links_from_model_text() -> None:
+    assert blocks.escape("<!channel> <@U1> <http://x|y> & co") == (
+        "&lt;!channel&gt; &lt;@U1&gt; &lt;http://x|y&gt; &amp; co"
+    )
+
+
+def huge_round() -> AdversarialRound:
+    long = "An argument that goes on and on. " * 120
+    return AdversarialRound(
+        round=1,
+        proposer=ProposerTurn.model_validate(
+            reply_for("proposer", thesis=long[:1900], supporting_arguments=[long[:1900]] * 6)
+        ),
+        critic=CriticTurn.model_validate(
+            reply_for("critic", thesis=long[:1900], counter_arguments=[long[:1900]] * 6)
+        ),
+        critic_attempts=2,
+        rebuttal=RebuttalTurn.model_validate(
+            reply_for("rebuttal", thesis=long[:1900], rebuttals=[long[:1900]] * 6)
+        ),
+        moderator=ModeratorTurn.model_validate(
+            reply_for("moderator", synthesis=long[:1900], unresolved_points=["open"] * 8)
+        ),
+        usage_by_role={},
+        cost_usd=0.0123,
+    )
+
+
+def test_a_huge_round_fits_the_limits_across_messages() -> None:
+    messages = blocks.round_messages(huge_round(), max_rounds=3)
+    for message in messages:
+        within_limits(message)
+    assert messages[0].text == "Round 1 of 3"
+    assert "asked 2\u00d7" in section_text(messages)
+
+
+def test_pagination_splits_past_fifty_blocks() -> None:
+    many = [blocks.divider() for _ in range(120)]
+    pages = blocks.paginate("title", many)
+    assert [len(p.blocks) for p in pages] == [50, 50, 20]
+    assert pages[1].text == "title (part 2 of 3)"
+
+
+def verdict(**changes: object) -> Verdict:
+    values: dict[str, object] = {
+        "status": DebateStatus.COMPLETE,
+        "decision": Decision.REVISE,
+        "synthesis": "s" * 10_000,
+        "confidence": 0.42,
+        "level": ConfidenceLevel.LOW,
+        "unresolved_points": ["u" * 500] * 20,
+        "escalate": True,
+        "escalation_reasons": ["r" * 400] * 10,
+    }
+    values.update(changes)
+    return Verdict.model_validate(values)
+
+
+def test_verdict_and_parent_fit_the_limits() -> None:
+    now = datetime.now(UTC)
+    result = DebateResult(
+        spec=DebateSpec(question="q?"), verdict=verdict(), started_at=now, finished_at=now
+    )
+    for message in blocks.verdict_messages(result, debate_id=7):
+        within_limits(message)
+    parent = blocks.parent_message(
+        debate_id=7,
+        question="q" * 40_000,
+        requested_by="U1",
+        protocol="adversarial",
+        max_rounds=3,
+        status="COMPLETE",
+        verdict=result.verdict,
+        cost_usd=0.5,
+    )
+    within_limits(parent)
+    assert "the full text is in the thread" in section_text([parent])
+
+
+def test_escalation_message_carries_three_buttons_and_mentions() -> None:
+    message = blocks.escalation_message(
+        escalation_id=3, debate_id=9, reasons=["low"] * 40, reviewers=["U1", "S2"], confidence=0.3
+    )
+    within_limits(message)
+    text = section_text([message])
+    assert "<@U1>" in text
+    assert "<!subteam^S2>" in text
+    actions = [b for b in message.blocks if b["type"] == "actions"]
+    assert [e["value"] for e in actions[0]["elements"]] == ["3", "3", "3"]
+
+
+def test_decided_escalation_has_no_buttons() -> None:
+    message = blocks.escalation_decided_message(
+        debate_id=9,
+        reasons=["low"],
+        decision="rejected",
+        reviewer="U1",
+        note="<!here> no",
+        decided_at="2026-11-21 10:00 UTC",
+    )
+    assert not [b for b in message.blocks if b["type"] == "actions"]
+    assert "&lt;!here&gt;" in section_text([message])
+
+
+def test_modals_and_home_fit_view_limits() -> None:
+    modal = blocks.config_modal(
+        channel_id="C1",
+        protocols=("adversarial",),
+        protocol="adversarial",
+        rounds=1,
+        threshold=0.6,
+        reviewers=["U1"],
+        owners=[],
+        budget_usd=None,
+        adr_watch=True,
+        trigger_reaction="scales",
+    )
+    assert len(modal["title"]["text"]) <= blocks.MAX_MODAL_TITLE_CHARS
+    assert modal["blocks"][6]["element"]["initial_options"]
+    items = [blocks.HomeDebate(i, "C1", "q" * 5000, "finished", "COMPLETE", 0.7) for i in range(80)]
+    home = blocks.home_view(pending=items, recent=items, spend_mine=1, spend_all=2, month="May")
+    assert len(home["blocks"]) <= blocks.MAX_VIEW_BLOCKS
+    assert all(
+        len(b["text"]["text"]) <= blocks.MAX_SECTION_CHARS
+        for b in home["blocks"]
+        if b["type"] == "section"
+    )
