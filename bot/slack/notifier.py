@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 from sqlalchemy import Engine
@@ -38,9 +40,23 @@ from engine.events import (
 from engine.models import DebateResult, DebateSpec, Role
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Run:
+    """One worker's run of one debate, as the notifier follows it."""
+
+    debate: Debate
+    token: str
+    started: bool = False
+    progress: tuple[str, str] | None = None
+
+
 R = TypeVar("R")
 
 THREADED_SOURCES = ("adr", "reaction", "another_round")
+# Messages the listener may be posting concurrently with a worker, so never taken over early.
+LISTENER_KEYS = ("parent", "material")
 UNREACHABLE = ("channel_not_found", "not_in_channel", "is_archived", "thread_not_found")
 
 
@@ -64,16 +80,33 @@ class DebateNotifier:
         return await asyncio.to_thread(call)
 
     async def post_once(
-        self, debate: Debate, key: str, message: blocks.Message, *, thread_ts: str | None
+        self,
+        debate: Debate,
+        key: str,
+        message: blocks.Message,
+        *,
+        thread_ts: str | None,
+        run: str | None = None,
     ) -> str:
-        """Post `message` as the debate's message `key` unless it was posted; returns its ts."""
+        """Post `message` as the debate's message `key` unless it was posted; returns its ts.
+
+        `run` identifies a worker's run of the debate: it holds the lease, so a reservation left
+        unfinished by anyone else (a worker that died mid-post) is taken over at once. The one
+        case that can then post twice is a worker killed after Slack accepted its message but
+        before the ts was stored: delivery is at least once, never silently lost.
+        """
         assert debate.id is not None
         assert debate.channel_id is not None
         debate_id, channel = debate.id, debate.channel_id
         async with self._locks[(debate_id, key)]:
             row, mine = await self._db(
                 lambda s: store.reserve_post(
-                    s, debate_id=debate_id, key=key, channel_id=channel, owner=self.owner
+                    s,
+                    debate_id=debate_id,
+                    key=key,
+                    channel_id=channel,
+                    owner=run or self.owner,
+                    take_over=run is not None and not key.startswith(LISTENER_KEYS),
                 )
             )
             assert row.id is not None
@@ -152,53 +185,57 @@ class DebateNotifier:
             await self.poster.update(channel=debate.channel_id, ts=row.ts, message=message)
 
     def sink_for(self, debate: Debate) -> EventSink:
-        """The event sink the worker runs this debate with."""
-        state: dict[str, object] = {"debate": debate, "status": None}
+        """The event sink a worker runs this debate with (one per run of the debate)."""
+        run = _Run(debate=debate, token=f"{self.owner}/run-{uuid.uuid4().hex[:12]}")
 
         async def sink(event: DebateEvent) -> None:
             try:
-                await self._handle(state, event)
+                await self._handle(run, event)
             except PostError as error:
-                await self._surface(state["debate"], event, error)  # type: ignore[arg-type]
+                await self._surface(run.debate, event, error)
 
         return sink
 
-    async def _handle(self, state: dict[str, object], event: DebateEvent) -> None:
-        debate = state["debate"]
-        assert isinstance(debate, Debate)
-        if debate.thread_ts is None or state["status"] is None:
-            debate = await self.ensure_parent(debate)
-            state["debate"] = debate
-            state["status"] = "queued"
+    async def _handle(self, run: _Run, event: DebateEvent) -> None:
+        if not run.started:
+            run.debate = await self.ensure_parent(run.debate)
+            run.started = True
+        debate = run.debate
         spec = DebateSpec.model_validate_json(debate.spec_json)
         if isinstance(event, TurnStarted):
-            status, detail = _progress(event, spec.max_rounds)
-            if (status, detail) != state["status"]:
-                state["status"] = (status, detail)
-                await self._update_parent(debate, self._parent(debate, status, detail))
+            progress = _progress(event, spec.max_rounds)
+            if progress != run.progress:
+                run.progress = progress
+                await self._update_parent(debate, self._parent(debate, *progress))
         elif isinstance(event, RoundFinished):
             number = event.record.round
             for n, part in enumerate(
                 blocks.round_messages(event.record, max_rounds=spec.max_rounds)
             ):
                 key = f"round:{number}" if n == 0 else f"round:{number}:{n}"
-                await self.post_once(debate, key, part, thread_ts=debate.thread_ts)
+                await self.post_once(debate, key, part, thread_ts=debate.thread_ts, run=run.token)
         elif isinstance(event, VerdictReached | DebateTruncated | DebateFailed):
-            await self.finish(debate, event.result)
+            await self.finish(debate, event.result, run=run.token)
 
-    async def finish(self, debate: Debate, result: DebateResult) -> None:
+    async def finish(self, debate: Debate, result: DebateResult, *, run: str | None = None) -> None:
         """Post the verdict, summarise it on the parent, and ask for review when needed."""
         assert debate.id is not None
         for n, part in enumerate(blocks.verdict_messages(result, debate_id=debate.id)):
             await self.post_once(
-                debate, "verdict" if n == 0 else f"verdict:{n}", part, thread_ts=debate.thread_ts
+                debate,
+                "verdict" if n == 0 else f"verdict:{n}",
+                part,
+                thread_ts=debate.thread_ts,
+                run=run,
             )
         status = result.verdict.status.value
         await self._update_parent(debate, self._parent(debate, status, result=result))
         if result.verdict.escalate:
-            await self.escalate(debate, result)
+            await self.escalate(debate, result, run=run)
 
-    async def escalate(self, debate: Debate, result: DebateResult) -> None:
+    async def escalate(
+        self, debate: Debate, result: DebateResult, *, run: str | None = None
+    ) -> None:
         """Open the debate's escalation (once) and post the review request mentioning reviewers."""
         assert debate.id is not None
         assert debate.channel_id is not None
@@ -219,7 +256,9 @@ class DebateNotifier:
             reviewers=escalation.reviewers,
             confidence=result.verdict.confidence,
         )
-        ts = await self.post_once(debate, "escalation", message, thread_ts=debate.thread_ts)
+        ts = await self.post_once(
+            debate, "escalation", message, thread_ts=debate.thread_ts, run=run
+        )
         if escalation.message_ts != ts:
             await self._db(
                 lambda s: store.set_escalation_message(s, escalation_id=escalation_id, ts=ts)

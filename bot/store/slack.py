@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, update
+from sqlalchemy import func, true, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -80,10 +80,12 @@ def reserve_post(
     channel_id: str,
     owner: str,
     stale_after_s: float = 120.0,
+    take_over: bool = False,
 ) -> tuple[SlackPost, bool]:
     """Reserve the right to post message `key` of a debate; (row, True) when the caller should post.
 
-    A reservation that never got its ts (its poster died) is taken over after `stale_after_s`.
+    A reservation that never got its ts (its poster died) is taken over after `stale_after_s`, or
+    at once with `take_over` (the caller holds the debate's lease, so the reserver is gone).
     """
     row = SlackPost(debate_id=debate_id, key=key, channel_id=channel_id, reserved_by=owner)
     session.add(row)
@@ -100,7 +102,10 @@ def reserve_post(
             col(SlackPost.debate_id) == debate_id,
             col(SlackPost.key) == key,
             col(SlackPost.ts).is_(None),
-            col(SlackPost.reserved_at) < now - timedelta(seconds=stale_after_s),
+            col(SlackPost.reserved_by) != owner,
+            (col(SlackPost.reserved_at) < now - timedelta(seconds=stale_after_s))
+            if not take_over
+            else true(),
         )
         .values(reserved_by=owner, reserved_at=now)
         .returning(col(SlackPost.id))

@@ -49,8 +49,11 @@ async def test_serve_answers_health_and_runs_a_debate_over_http(tmp_path: Path) 
     upgrade(url)
     port = free_port()
     process = await asyncio.create_subprocess_exec(
-        DEBATEBOT, "serve", env=serve_env(emulator, url, port),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        DEBATEBOT,
+        "serve",
+        env=serve_env(emulator, url, port),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -87,8 +90,12 @@ async def test_serve_refuses_to_start_without_real_secrets(tmp_path: Path) -> No
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEBATEBOT_")}
     env["DEBATEBOT_SLACK_BOT_TOKEN"] = "xoxb-your-token-here"
     process = await asyncio.create_subprocess_exec(
-        DEBATEBOT, "serve", env=env, cwd=tmp_path,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        DEBATEBOT,
+        "serve",
+        env=env,
+        cwd=tmp_path,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     _, stderr = await asyncio.wait_for(process.communicate(), 60)
 
