@@ -76,8 +76,11 @@ def test_one_review_per_escalation_and_event_ids_seen_once(store: Engine) -> Non
             session, debate_id=debate_id, reasons=["low"], reviewers=["U1"]
         )
         assert created
-        assert not slack_store.open_escalation(session, debate_id=debate_id, reasons=[], reviewers=[])[1]
-        first, made = slack_store.record_review(
+        _, again_created = slack_store.open_escalation(
+            session, debate_id=debate_id, reasons=[], reviewers=[]
+        )
+        assert not again_created
+        _, made = slack_store.record_review(
             session, escalation_id=escalation.id, reviewer="U1", decision="approved", note="ok"
         )
         again, made_again = slack_store.record_review(
