@@ -30,6 +30,7 @@ ACTION_ANOTHER_ROUND = "review_another_round"
 VIEW_DEBATE = "debate_modal"
 VIEW_CONFIG = "config_modal"
 VIEW_REVIEW_NOTE = "review_note_modal"
+SHORTCUT_DEBATE_THREAD = "debate_this_thread"
 
 STATUS_EMOJI = {
     "queued": ":hourglass_flowing_sand:",

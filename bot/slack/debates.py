@@ -185,6 +185,11 @@ class SlackDebates:
         settings = await self.settings_of(channel)
         if reaction != settings.trigger_reaction:
             return None
+        return await self.start_from_thread(channel=channel, ts=ts, user=user, source="reaction")
+
+    async def start_from_thread(self, *, channel: str, ts: str, user: str, source: str) -> Started:
+        """Debate the whole thread `ts` belongs to, read from Slack, in that thread."""
+        settings = await self.settings_of(channel)
         client = self.poster.client
         root = await triggers.thread_root(client, channel=channel, ts=ts)
         messages = await triggers.read_thread(client, channel=channel, thread_ts=root)
@@ -196,9 +201,9 @@ class SlackDebates:
             context=[triggers.thread_document(people)],
         )
         return await self._start(
-            trigger_key=f"reaction:{channel}:{root}",
+            trigger_key=f"thread:{channel}:{root}",
             spec=spec,
-            source="reaction",
+            source=source,
             channel=channel,
             user=user,
             thread_ts=root,

@@ -353,6 +353,24 @@ def register(app: AsyncApp, debates: SlackDebates) -> None:
                 " ask an admin to reinstall the app with the scopes in slack/manifest.yml.",
             )
 
+    @app.shortcut(blocks.SHORTCUT_DEBATE_THREAD)
+    async def on_shortcut(ack: AsyncAck, shortcut: dict[str, Any]) -> None:
+        await ack()
+        channel, ts = shortcut["channel"]["id"], shortcut["message"]["ts"]
+        user = shortcut["user"]["id"]
+        try:
+            await debates.start_from_thread(channel=channel, ts=ts, user=user, source="shortcut")
+        except CommandError as error:
+            await debates.poster.ephemeral(channel=channel, user=user, text=f":warning: {error}")
+        except SlackApiError as error:
+            code = error.response.get("error")
+            log.error("reading thread %s in %s failed: %s", ts, channel, code)
+            await debates.poster.ephemeral(
+                channel=channel,
+                user=user,
+                text=f":warning: I could not read this thread ({code}); add me to the channel.",
+            )
+
     async def _tell_thread(channel: str, ts: str, text: str) -> None:
         try:
             await debates.poster.post(channel=channel, thread_ts=ts, message=blocks.notice(text))

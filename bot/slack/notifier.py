@@ -54,7 +54,7 @@ class _Run:
 
 R = TypeVar("R")
 
-THREADED_SOURCES = ("adr", "reaction", "another_round")
+THREADED_SOURCES = ("adr", "reaction", "shortcut", "another_round")
 # Messages the listener may be posting concurrently with a worker, so never taken over early.
 LISTENER_KEYS = ("parent", "material")
 UNREACHABLE = ("channel_not_found", "not_in_channel", "is_archived", "thread_not_found")

@@ -194,3 +194,37 @@ async def test_a_prompt_injection_thread_stays_data_and_cannot_ping_the_channel(
         assert "<!channel>" not in rendered
         assert "<@UADMIN>" not in rendered
     assert any("&lt;!channel&gt;" in str(m["blocks"]) for m in bot.emulator.posted(CHANNEL))
+
+
+async def test_the_message_shortcut_debates_the_thread_once(start_bot: BotFactory) -> None:
+    bot = await start_bot()
+    root = bot.emulator.seed_message(CHANNEL, "Proposal: move billing to the new queue.")
+    bot.emulator.seed_message(CHANNEL, "queue lag is 2 s at peak", thread_ts=root)
+    shortcut = {
+        "type": "message_action",
+        "callback_id": "debate_this_thread",
+        "team": {"id": "T1"},
+        "user": {"id": "UBOB"},
+        "channel": {"id": CHANNEL},
+        "trigger_id": "t.1",
+        "message_ts": root,
+        "message": {"ts": root, "text": "Proposal", "user": "UALICE"},
+        "response_url": f"{bot.emulator.url}/response/sc",
+    }
+
+    assert (await bot.driver.interaction(shortcut)).status == 200
+    # A reaction on the same thread afterwards does not start a second debate.
+    await bot.driver.event(
+        {
+            "type": "reaction_added",
+            "user": "UCAROL",
+            "reaction": "scales",
+            "item": {"type": "message", "channel": CHANNEL, "ts": root},
+            "event_ts": "3.0",
+        }
+    )
+
+    [debate] = await bot.finished()
+    assert debate.source == "shortcut"
+    assert "queue lag is 2 s at peak" in debate.spec_json
+    assert all(m.get("thread_ts") == root for m in bot.emulator.posted(CHANNEL))

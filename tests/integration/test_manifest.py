@@ -1,0 +1,53 @@
+"""The shipped Slack app manifest asks for exactly what the code uses."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+from bot.slack import blocks
+
+ROOT = Path(__file__).resolve().parents[2]
+SCOPE_OF_METHOD = {
+    "chat_postMessage": "chat:write",
+    "chat_update": "chat:write",
+    "chat_postEphemeral": "chat:write",
+    "conversations_replies": "channels:history",
+    "users_info": "users:read",
+    "usergroups_users_list": "usergroups:read",
+    "users_conversations": "channels:read",
+}
+
+
+def source() -> str:
+    return "\n".join(p.read_text() for p in (ROOT / "bot").rglob("*.py"))
+
+
+def test_manifest_matches_the_listeners_and_the_api_calls() -> None:
+    manifest = yaml.safe_load((ROOT / "slack" / "manifest.yml").read_text())
+    code = source()
+
+    events = set(re.findall(r'app\.event\("([a-z_]+)"\)', code))
+    subscribed = {
+        e.split(".")[0] for e in manifest["settings"]["event_subscriptions"]["bot_events"]
+    }
+    assert subscribed == events
+
+    [command] = manifest["features"]["slash_commands"]
+    assert command["command"] == "/debate"
+    assert '@app.command("/debate")' in code
+    assert command["should_escape"] is True
+    [shortcut] = manifest["features"]["shortcuts"]
+    assert shortcut["callback_id"] == blocks.SHORTCUT_DEBATE_THREAD
+    assert manifest["settings"]["interactivity"]["is_enabled"] is True
+    assert manifest["features"]["app_home"]["home_tab_enabled"] is True
+
+    scopes = set(manifest["oauth_config"]["scopes"]["bot"])
+    called = {m for m in SCOPE_OF_METHOD if re.search(rf'\b{m}\b|"{m}"', code)}
+    assert called == set(SCOPE_OF_METHOD)
+    needed = {SCOPE_OF_METHOD[m] for m in called} | {"commands", "reactions:read"}
+    assert needed <= scopes
+    # Private channels need the group twins of the channel scopes; nothing more is asked for.
+    assert scopes == needed | {"groups:history", "groups:read"}
