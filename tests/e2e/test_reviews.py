@@ -12,6 +12,7 @@ from bot.store import repository
 from bot.store import slack as store
 from bot.store.db import session_scope
 from bot.store.tables import Review
+from engine.errors import LLMError
 from tests.e2e.conftest import ADMIN, CHANNEL, REVIEWER, Bot, BotFactory
 from tests.helpers import DebateScript, calls_for, reply_for
 
@@ -239,3 +240,23 @@ async def test_app_home_shows_pending_reviews_recent_debates_and_spend(
     assert "*#1* in <#CDEBATE>" in text
     assert "Recent debates in your channels" in text
     assert "Whole workspace: *$" in text
+
+
+async def test_a_failed_debate_is_escalated_with_its_reason(start_bot: BotFactory) -> None:
+    failing = LLMError("the model server answered 500 three times")
+    bot = await start_bot(DebateScript(critic=[failing]))
+
+    await bot.driver.command("Should we adopt ADR-042?")
+
+    [debate] = await bot.finished()
+    assert debate.outcome == "FAILED"
+    thread = bot.emulator.in_thread(CHANNEL, debate.thread_ts)
+    verdict = next(m for m in thread if m["text"].startswith("Verdict"))
+    assert "Failed" in str(verdict["blocks"])
+    request = await bot.wait_for(
+        lambda: next((m for m in thread if "Review needed" in m["text"]), None), "review request"
+    )
+    assert "the debate failed" in str(request["blocks"])
+    assert "answered 500 three times" in str(request["blocks"])
+    parent = bot.emulator.posted(CHANNEL)[0]
+    assert ":x: *Failed*" in str(parent["blocks"])
