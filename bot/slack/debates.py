@@ -63,6 +63,7 @@ class SlackDebates:
         self.directory = directory
         self.wake_workers = wake_workers
         self.protocols = protocols
+        self._bot_user_id: str | None = None
 
     async def db(self, work: Callable[[Session], R]) -> R:
         def call() -> R:
@@ -210,8 +211,10 @@ class SlackDebates:
         )
 
     async def _bot_user(self) -> str | None:
-        auth = await self.poster.client.auth_test()
-        return auth.get("user_id")
+        if self._bot_user_id is None:
+            auth = await self.poster.client.auth_test()
+            self._bot_user_id = auth.get("user_id")
+        return self._bot_user_id
 
     # --- reviews -----------------------------------------------------------------------------
 
@@ -228,7 +231,7 @@ class SlackDebates:
         escalation, debate = await self._escalation(escalation_id)
         assert debate.channel_id is not None
         settings = await self.settings_of(debate.channel_id)
-        reviewers = list(dict.fromkeys([*settings.reviewers, *escalation.reviewers]))
+        reviewers = _reviewers(settings, escalation)
         if not await self.directory.may_review(user, reviewers):
             who = ", ".join(blocks.mention(p) for p in reviewers) or "workspace admins"
             raise NotAllowedError(
@@ -339,7 +342,7 @@ class SlackDebates:
         for escalation, debate in open_items:
             assert debate.channel_id is not None
             settings = await self.settings_of(debate.channel_id)
-            reviewers = list(dict.fromkeys([*settings.reviewers, *escalation.reviewers]))
+            reviewers = _reviewers(settings, escalation)
             if reviewers and await self.directory.is_one_of(user, reviewers):
                 pending.append(_home_item(debate))
         recent = await self.db(lambda s: store.recent_debates(s, channel_ids=channels))
@@ -352,6 +355,11 @@ class SlackDebates:
             spend_all=everyone,
             month=now.strftime("%B %Y"),
         )
+
+
+def _reviewers(settings: ChannelSettings, escalation: Escalation) -> list[str]:
+    """Who may decide: the channel's reviewers as configured now, else those the request named."""
+    return list(settings.reviewers) or list(escalation.reviewers)
 
 
 def _home_item(debate: Debate) -> blocks.HomeDebate:

@@ -97,9 +97,10 @@ def register(app: AsyncApp, debates: SlackDebates) -> None:
             return
         channel, user = command["channel_id"], command["user_id"]
         if isinstance(parsed, HelpCommand):
+            current = await debates.settings_of(channel)
             await ack(
                 response_type="ephemeral",
-                text=blocks.help_text(protocols=protocols, reaction="scales"),
+                text=blocks.help_text(protocols=protocols, reaction=current.trigger_reaction),
             )
             return
         await ack()
