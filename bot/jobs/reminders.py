@@ -7,7 +7,6 @@ one of them reserves the key and posts it once.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from sqlalchemy import Engine
@@ -16,8 +15,7 @@ from bot.slack import blocks
 from bot.slack.errors import PostError
 from bot.slack.notifier import DebateNotifier
 from bot.store import slack as store
-from bot.store.db import session_scope
-from bot.store.tables import Debate, Escalation
+from bot.store.db import in_session
 from engine.models import utcnow
 
 log = logging.getLogger(__name__)
@@ -26,12 +24,8 @@ log = logging.getLogger(__name__)
 async def remind_reviewers(*, engine: Engine, notifier: DebateNotifier, period_s: float) -> int:
     """Post one reminder per elapsed period on every open review; returns how many were due."""
 
-    def load() -> list[tuple[Escalation, Debate]]:
-        with session_scope(engine) as session:
-            return list(store.open_escalations(session))
-
     due = 0
-    for escalation, debate in await asyncio.to_thread(load):
+    for escalation, debate in await in_session(engine, store.open_escalations):
         age = (utcnow() - escalation.created_at).total_seconds()
         periods = int(age // period_s)
         if periods < 1 or debate.thread_ts is None:

@@ -24,7 +24,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from bot.store import repository
-from bot.store.db import session_scope
+from bot.store.db import in_session
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError
 from bot.store.tables import Debate
 from engine.events import DebateEvent, EventSink, TurnFinished
@@ -72,13 +72,7 @@ class DebateWorker:
         self._wake = asyncio.Event()
 
     async def _db(self, work: Callable[[Session], R]) -> R:
-        """Run one unit of store work in a thread, so the event loop never blocks on the DB."""
-
-        def call() -> R:
-            with session_scope(self.engine) as session:
-                return work(session)
-
-        return await asyncio.to_thread(call)
+        return await in_session(self.engine, work)
 
     async def claim(self, debate_id: int | None = None) -> Debate | None:
         """Claim the next claimable debate, or only `debate_id` when given."""

@@ -5,7 +5,6 @@ build App Home.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from bot.slack.people import SlackDirectory
 from bot.slack.poster import SlackPoster
 from bot.store import repository
 from bot.store import slack as store
-from bot.store.db import session_scope
+from bot.store.db import in_session
 from bot.store.tables import ChannelSettings, Debate, Escalation, EscalationState, Review
 from engine.errors import SpecError
 from engine.models import MAX_QUESTION_CHARS, ContextDocument, DebateResult, DebateSpec
@@ -66,11 +65,7 @@ class SlackDebates:
         self._bot_user_id: str | None = None
 
     async def db(self, work: Callable[[Session], R]) -> R:
-        def call() -> R:
-            with session_scope(self.engine) as session:
-                return work(session)
-
-        return await asyncio.to_thread(call)
+        return await in_session(self.engine, work)
 
     async def settings_of(self, channel: str) -> ChannelSettings:
         return await self.db(lambda s: store.channel_settings(s, channel_id=channel))

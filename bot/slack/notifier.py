@@ -26,7 +26,7 @@ from bot.slack import blocks
 from bot.slack.errors import PostError
 from bot.slack.poster import SlackPoster
 from bot.store import slack as store
-from bot.store.db import session_scope
+from bot.store.db import in_session
 from bot.store.tables import Debate
 from engine.events import (
     DebateEvent,
@@ -73,11 +73,7 @@ class DebateNotifier:
         self._locks: defaultdict[tuple[int, str], asyncio.Lock] = defaultdict(asyncio.Lock)
 
     async def _db(self, work: Callable[[Session], R]) -> R:
-        def call() -> R:
-            with session_scope(self.engine) as session:
-                return work(session)
-
-        return await asyncio.to_thread(call)
+        return await in_session(self.engine, work)
 
     async def post_once(
         self,

@@ -6,10 +6,11 @@ writer at a time, waiting up to the timeout instead of failing on a read-to-writ
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from alembic import command
 from alembic.config import Config
@@ -21,6 +22,8 @@ from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 
 from bot.store.errors import DatabaseUnavailableError, SchemaOutdatedError
+
+R = TypeVar("R")
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 
@@ -124,3 +127,13 @@ def session_scope(engine: Engine) -> Iterator[Session]:
             yield session
     except OperationalError as error:
         raise unavailable(engine.url.render_as_string(hide_password=False), error) from error
+
+
+async def in_session(engine: Engine, work: Callable[[Session], R]) -> R:
+    """Run one unit of store work in a thread, so the event loop never blocks on the database."""
+
+    def call() -> R:
+        with session_scope(engine) as session:
+            return work(session)
+
+    return await asyncio.to_thread(call)

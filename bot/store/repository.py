@@ -7,8 +7,10 @@ a write transaction (and, on SQLite, the write lock) across a model call.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, timedelta
+from typing import TypeVar
 
 from sqlalchemy import func, or_, update
 from sqlalchemy.exc import IntegrityError
@@ -25,6 +27,24 @@ from bot.store.tables import (
     VerdictRecord,
 )
 from engine.models import DebateResult, DebateSpec, Role, TurnRecord, Usage, utcnow
+
+T = TypeVar("T")
+
+
+def insert_once(session: Session, row: T, existing: Callable[[], T]) -> tuple[T, bool]:
+    """Insert `row`, or, when a unique key refuses it, return `existing()`; (row, created).
+
+    The database's unique constraint decides, not a prior lookup, so concurrent callers with one
+    key get one row.
+    """
+    session.add(row)
+    try:
+        session.commit()
+    except IntegrityError:
+        session.rollback()
+        return existing(), False
+    session.refresh(row)
+    return row, True
 
 
 def enqueue_debate(
@@ -52,15 +72,11 @@ def enqueue_debate(
         protocol=spec.protocol,
         spec_json=spec.model_dump_json(),
     )
-    session.add(debate)
-    try:
-        session.commit()
-    except IntegrityError:
-        session.rollback()
-        existing = session.exec(select(Debate).where(Debate.trigger_key == trigger_key)).one()
-        return existing, False
-    session.refresh(debate)
-    return debate, True
+    return insert_once(
+        session,
+        debate,
+        lambda: session.exec(select(Debate).where(Debate.trigger_key == trigger_key)).one(),
+    )
 
 
 def get_debate(session: Session, *, debate_id: int) -> Debate:

@@ -12,7 +12,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from bot.store.audit import GENESIS_HASH, turn_digest
-from bot.store.repository import get_debate, turn_rows
+from bot.store.repository import get_debate, insert_once, turn_rows
 from bot.store.tables import (
     ChannelSettings,
     Debate,
@@ -154,16 +154,11 @@ def open_escalation(
     session: Session, *, debate_id: int, reasons: list[str], reviewers: list[str]
 ) -> tuple[Escalation, bool]:
     """The debate's escalation, created on first call; (row, created)."""
-    row = Escalation(debate_id=debate_id, reasons=reasons, reviewers=reviewers)
-    session.add(row)
-    try:
-        session.commit()
-    except IntegrityError:
-        session.rollback()
-        existing = session.exec(select(Escalation).where(Escalation.debate_id == debate_id)).one()
-        return existing, False
-    session.refresh(row)
-    return row, True
+    return insert_once(
+        session,
+        Escalation(debate_id=debate_id, reasons=reasons, reviewers=reviewers),
+        lambda: session.exec(select(Escalation).where(Escalation.debate_id == debate_id)).one(),
+    )
 
 
 def set_escalation_message(session: Session, *, escalation_id: int, ts: str) -> None:
@@ -196,17 +191,14 @@ def record_review(
         note=note or None,
     )
     escalation.state = EscalationState(decision).value
-    session.add(review)
     session.add(escalation)
-    try:
-        session.commit()
-    except IntegrityError:
-        session.rollback()
+
+    def first_review() -> Review:
         existing = review_of(session, escalation_id=escalation_id)
         assert existing is not None
-        return existing, False
-    session.refresh(review)
-    return review, True
+        return existing
+
+    return insert_once(session, review, first_review)
 
 
 def fork_debate(
