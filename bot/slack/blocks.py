@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bot.store.tables import ChannelSettings
 from engine.models import AdversarialRound, ArgumentQuality, DebateResult, Verdict
 
 MAX_BLOCKS = 50
@@ -441,45 +442,39 @@ def debate_modal(
     return _modal(VIEW_DEBATE, "Start a debate", blocks, channel_id, "Debate")
 
 
-def config_modal(
-    *,
-    channel_id: str,
-    protocols: Sequence[str],
-    protocol: str,
-    rounds: int,
-    threshold: float,
-    reviewers: Sequence[str],
-    owners: Sequence[str],
-    budget_usd: float | None,
-    adr_watch: bool,
-    trigger_reaction: str,
-) -> dict[str, Any]:
+def config_modal(*, settings: ChannelSettings, protocols: Sequence[str]) -> dict[str, Any]:
     """The channel settings form; people are given as mentions or ids, as in `config set`."""
     people = " ".join
     adr_option = {"text": _plain("Start a debate on new ADR posts"), "value": "on"}
     adr: dict[str, Any] = {"type": "checkboxes", "action_id": "value", "options": [adr_option]}
-    if adr_watch:
+    if settings.adr_watch:
         adr["initial_options"] = [adr_option]
     blocks = [
-        _input("protocol", "Protocol", _select("value", protocols, protocol)),
-        _input("rounds", "Rounds", _text_input("value", initial=str(rounds), max_length=2)),
+        _input("protocol", "Protocol", _select("value", protocols, settings.protocol)),
+        _input(
+            "rounds", "Rounds", _text_input("value", initial=str(settings.rounds), max_length=2)
+        ),
         _input(
             "threshold",
             "Escalation threshold",
-            _text_input("value", initial=f"{threshold:g}", max_length=6),
+            _text_input("value", initial=f"{settings.threshold:g}", max_length=6),
             hint="verdicts below this confidence (0 to 1) go to the reviewers",
         ),
         _input(
             "reviewers",
             "Reviewers",
-            _text_input("value", initial=people(mention(p) for p in reviewers), max_length=2000),
+            _text_input(
+                "value", initial=people(mention(p) for p in settings.reviewers), max_length=2000
+            ),
             optional=True,
             hint="@people or @user-group, or their ids (U…, S…)",
         ),
         _input(
             "owners",
             "Settings owners",
-            _text_input("value", initial=people(mention(p) for p in owners), max_length=2000),
+            _text_input(
+                "value", initial=people(mention(p) for p in settings.owners), max_length=2000
+            ),
             optional=True,
             hint="besides workspace admins, who may change these settings",
         ),
@@ -487,7 +482,9 @@ def config_modal(
             "budget",
             "Budget per debate (USD)",
             _text_input(
-                "value", initial="" if budget_usd is None else f"{budget_usd:g}", max_length=10
+                "value",
+                initial="" if settings.budget_usd is None else f"{settings.budget_usd:g}",
+                max_length=10,
             ),
             optional=True,
         ),
@@ -495,10 +492,10 @@ def config_modal(
         _input(
             "reaction",
             "Review reaction",
-            _text_input("value", initial=trigger_reaction, max_length=80),
+            _text_input("value", initial=settings.trigger_reaction, max_length=80),
         ),
     ]
-    return _modal(VIEW_CONFIG, "Debate settings", blocks, channel_id, "Save")
+    return _modal(VIEW_CONFIG, "Debate settings", blocks, settings.channel_id, "Save")
 
 
 def review_note_modal(*, escalation_id: int, decision: str) -> dict[str, Any]:

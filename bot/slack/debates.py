@@ -243,8 +243,9 @@ class SlackDebates:
     ) -> tuple[Review, bool]:
         """Record a reviewer's decision once, then show it on the review request."""
         escalation, debate = await self.authorize_review(escalation_id=escalation_id, user=user)
+        more = None
         if decision == EscalationState.ANOTHER_ROUND:
-            await self._check_another_round(debate)
+            more = await self._one_more_round(debate)
         review, created = await self.db(
             lambda s: store.record_review(
                 s, escalation_id=escalation_id, reviewer=user, decision=decision, note=note
@@ -267,31 +268,29 @@ class SlackDebates:
                     decided_at=decided_at,
                 ),
             )
-        if decision == EscalationState.ANOTHER_ROUND:
-            await self._another_round(debate, escalation_id)
+        if more is not None:
+            await self._another_round(debate, escalation_id, *more)
         return review, True
 
-    async def _rounds_run(self, debate: Debate) -> tuple[DebateSpec, int]:
+    async def _one_more_round(self, debate: Debate) -> tuple[DebateSpec, int]:
+        """The debate's spec forced to one round more than it ran, and that round's number."""
         assert debate.id is not None
         debate_id = debate.id
         record = await self.db(lambda s: repository.verdict_for(s, debate_id=debate_id))
+        rounds = 0
+        if record is not None:
+            rounds = len(DebateResult.model_validate_json(record.result_json).rounds)
         spec = DebateSpec.model_validate_json(debate.spec_json)
-        if record is None:
-            return spec, 0
-        result = DebateResult.model_validate_json(record.result_json)
-        return spec, len(result.rounds)
-
-    async def _check_another_round(self, debate: Debate) -> None:
-        spec, rounds = await self._rounds_run(debate)
         more = spec.model_copy(update={"max_rounds": rounds + 1, "min_rounds": rounds + 1})
         try:
             get_protocol(more.protocol).validate(more)
         except SpecError as error:
             raise CommandError(f"another round is not possible: {error}") from error
+        return more, rounds + 1
 
-    async def _another_round(self, debate: Debate, escalation_id: int) -> None:
-        spec, rounds = await self._rounds_run(debate)
-        more = spec.model_copy(update={"max_rounds": rounds + 1, "min_rounds": rounds + 1})
+    async def _another_round(
+        self, debate: Debate, escalation_id: int, more: DebateSpec, number: int
+    ) -> None:
         assert debate.id is not None
         debate_id = debate.id
         fork, created = await self.db(
@@ -306,7 +305,7 @@ class SlackDebates:
                     channel=debate.channel_id,
                     thread_ts=debate.thread_ts,
                     message=blocks.notice(
-                        f":repeat: Round {rounds + 1} requested; it continues here as debate"
+                        f":repeat: Round {number} requested; it continues here as debate"
                         f" #{fork.id}."
                     ),
                 )

@@ -59,6 +59,16 @@ def _settings_text(settings: ChannelSettings) -> str:
     )
 
 
+def _unreadable_thread(error: SlackApiError, channel: str, ts: str) -> str:
+    """Log a failed thread read and say what to do about it."""
+    code = error.response.get("error")
+    log.error("reading thread %s in %s failed: %s", ts, channel, code)
+    return (
+        f":warning: I could not read this thread ({code}); add me to the channel, or ask an"
+        " admin to reinstall the app with the scopes in slack/manifest.yml."
+    )
+
+
 def _value(view: dict[str, Any], block_id: str) -> Any:
     action = view["state"]["values"].get(block_id, {}).get("value", {})
     if action.get("type") == "static_select":
@@ -152,18 +162,7 @@ def register(app: AsyncApp, debates: SlackDebates) -> None:
         else:
             await client.views_open(
                 trigger_id=trigger_id,
-                view=blocks.config_modal(
-                    channel_id=channel,
-                    protocols=protocols,
-                    protocol=current.protocol,
-                    rounds=current.rounds,
-                    threshold=current.threshold,
-                    reviewers=current.reviewers,
-                    owners=current.owners,
-                    budget_usd=current.budget_usd,
-                    adr_watch=current.adr_watch,
-                    trigger_reaction=current.trigger_reaction,
-                ),
+                view=blocks.config_modal(settings=current, protocols=protocols),
             )
 
     @app.view(blocks.VIEW_DEBATE)
@@ -345,14 +344,7 @@ def register(app: AsyncApp, debates: SlackDebates) -> None:
         except CommandError as error:
             await _tell_thread(channel, ts, f":warning: I cannot debate this thread: {error}")
         except SlackApiError as error:
-            code = error.response.get("error")
-            log.error("reading thread %s in %s failed: %s", ts, channel, code)
-            await _tell_thread(
-                channel,
-                ts,
-                f":warning: I could not read this thread ({code}); add me to the channel, or"
-                " ask an admin to reinstall the app with the scopes in slack/manifest.yml.",
-            )
+            await _tell_thread(channel, ts, _unreadable_thread(error, channel, ts))
 
     @app.shortcut(blocks.SHORTCUT_DEBATE_THREAD)
     async def on_shortcut(ack: AsyncAck, shortcut: dict[str, Any]) -> None:
@@ -364,12 +356,8 @@ def register(app: AsyncApp, debates: SlackDebates) -> None:
         except CommandError as error:
             await debates.poster.ephemeral(channel=channel, user=user, text=f":warning: {error}")
         except SlackApiError as error:
-            code = error.response.get("error")
-            log.error("reading thread %s in %s failed: %s", ts, channel, code)
             await debates.poster.ephemeral(
-                channel=channel,
-                user=user,
-                text=f":warning: I could not read this thread ({code}); add me to the channel.",
+                channel=channel, user=user, text=_unreadable_thread(error, channel, ts)
             )
 
     async def _tell_thread(channel: str, ts: str, text: str) -> None:

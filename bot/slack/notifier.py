@@ -47,6 +47,7 @@ class _Run:
     """One worker's run of one debate, as the notifier follows it."""
 
     debate: Debate
+    spec: DebateSpec
     token: str
     started: bool = False
     progress: tuple[str, str] | None = None
@@ -132,10 +133,14 @@ class DebateNotifier:
         return ts
 
     def _parent(
-        self, debate: Debate, status: str, detail: str = "", result: DebateResult | None = None
+        self,
+        debate: Debate,
+        spec: DebateSpec,
+        status: str,
+        detail: str = "",
+        result: DebateResult | None = None,
     ) -> blocks.Message:
         assert debate.id is not None
-        spec = DebateSpec.model_validate_json(debate.spec_json)
         return blocks.parent_message(
             debate_id=debate.id,
             question=_full_question(spec),
@@ -155,17 +160,17 @@ class DebateNotifier:
         assert debate.id is not None
         debate_id = debate.id
         threaded = debate.source in THREADED_SOURCES
+        spec = DebateSpec.model_validate_json(debate.spec_json)
         ts = await self.post_once(
             debate,
             "parent",
-            self._parent(debate, "queued"),
+            self._parent(debate, spec, "queued"),
             thread_ts=debate.thread_ts if threaded else None,
         )
         if not threaded and debate.thread_ts != ts:
             debate = await self._db(
                 lambda s: store.set_thread(s, debate_id=debate_id, thread_ts=ts)
             )
-        spec = DebateSpec.model_validate_json(debate.spec_json)
         full = _full_question(spec)
         if full != spec.question and debate.thread_ts is not None:
             for n, part in enumerate(blocks.material_messages("The full question", full)):
@@ -182,7 +187,11 @@ class DebateNotifier:
 
     def sink_for(self, debate: Debate) -> EventSink:
         """The event sink a worker runs this debate with (one per run of the debate)."""
-        run = _Run(debate=debate, token=f"{self.owner}/run-{uuid.uuid4().hex[:12]}")
+        run = _Run(
+            debate=debate,
+            spec=DebateSpec.model_validate_json(debate.spec_json),
+            token=f"{self.owner}/run-{uuid.uuid4().hex[:12]}",
+        )
 
         async def sink(event: DebateEvent) -> None:
             try:
@@ -196,13 +205,12 @@ class DebateNotifier:
         if not run.started:
             run.debate = await self.ensure_parent(run.debate)
             run.started = True
-        debate = run.debate
-        spec = DebateSpec.model_validate_json(debate.spec_json)
+        debate, spec = run.debate, run.spec
         if isinstance(event, TurnStarted):
             progress = _progress(event, spec.max_rounds)
             if progress != run.progress:
                 run.progress = progress
-                await self._update_parent(debate, self._parent(debate, *progress))
+                await self._update_parent(debate, self._parent(debate, spec, *progress))
         elif isinstance(event, RoundFinished):
             number = event.record.round
             for n, part in enumerate(
@@ -225,7 +233,7 @@ class DebateNotifier:
                 run=run,
             )
         status = result.verdict.status.value
-        await self._update_parent(debate, self._parent(debate, status, result=result))
+        await self._update_parent(debate, self._parent(debate, result.spec, status, result=result))
         if result.verdict.escalate:
             await self.escalate(debate, result, run=run)
 

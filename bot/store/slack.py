@@ -238,17 +238,8 @@ def fork_debate(
         shared = session.exec(select(SlackPost).where(SlackPost.debate_id == debate_id))
         for post in shared:
             if post.ts is not None and (post.key == "parent" or post.key.startswith("round:")):
-                session.add(
-                    SlackPost(
-                        debate_id=fork.id,
-                        key=post.key,
-                        channel_id=post.channel_id,
-                        ts=post.ts,
-                        reserved_by=post.reserved_by,
-                        reserved_at=post.reserved_at,
-                        posted_at=post.posted_at,
-                    )
-                )
+                fields = post.model_dump(exclude={"id", "debate_id"})
+                session.add(SlackPost(**fields, debate_id=fork.id))
         session.commit()
     except IntegrityError:
         session.rollback()

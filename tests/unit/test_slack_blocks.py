@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from bot.slack import blocks
+from bot.store.tables import ChannelSettings
 from engine.models import (
     AdversarialRound,
     ConfidenceLevel,
@@ -167,16 +168,8 @@ def test_decided_escalation_has_no_buttons() -> None:
 
 def test_modals_and_home_fit_view_limits() -> None:
     modal = blocks.config_modal(
-        channel_id="C1",
+        settings=ChannelSettings(channel_id="C1", reviewers=["U1"], adr_watch=True),
         protocols=("adversarial",),
-        protocol="adversarial",
-        rounds=1,
-        threshold=0.6,
-        reviewers=["U1"],
-        owners=[],
-        budget_usd=None,
-        adr_watch=True,
-        trigger_reaction="scales",
     )
     assert len(modal["title"]["text"]) <= blocks.MAX_MODAL_TITLE_CHARS
     assert modal["blocks"][6]["element"]["initial_options"]
