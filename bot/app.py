@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -22,7 +22,8 @@ from sqlalchemy import Engine
 
 from bot.jobs.reminders import remind_reviewers
 from bot.jobs.worker import DebateWorker, WorkerConfig
-from bot.settings import Settings
+from bot.providers import ProviderRegistry, role_models
+from bot.settings import RoleModel, Settings
 from bot.slack.debates import SlackDebates
 from bot.slack.listeners import register as register_listeners
 from bot.slack.notifier import DebateNotifier
@@ -31,43 +32,9 @@ from bot.slack.poster import SlackPoster
 from bot.slack.server import BotASGI
 from bot.store.db import check_schema, make_engine
 from bot.store.errors import StoreError
-from engine.errors import ProviderUnavailableError
 from engine.ledger import LLMResolver
-from engine.llm import LLM
-from engine.models import ContextDocument, DebateSpec, ModelSettings
+from engine.models import ContextDocument, DebateSpec, ModelSettings, Participant, Role
 from engine.prompts import PromptLibrary
-from engine.providers.fake import FunctionLLM, canned_debate_reply
-from engine.providers.local import SMOLLM2_MODEL_NAME, LocalLlamaLLM
-
-DEFAULT_MODELS = {"local": SMOLLM2_MODEL_NAME, "fake": "fake-model"}
-PROVIDERS = tuple(DEFAULT_MODELS)
-
-
-@dataclass
-class ProviderRegistry:
-    """Builds each provider once, on first use, from settings."""
-
-    settings: Settings
-    _instances: dict[str, LLM] = field(default_factory=dict)
-
-    def _build(self, name: str) -> LLM:
-        if name == "local":
-            return LocalLlamaLLM(
-                model_path=self.settings.local_model_path,
-                n_ctx=self.settings.local_n_ctx,
-                n_threads=self.settings.local_threads,
-                seed=self.settings.local_seed,
-            )
-        if name == "fake":
-            return FunctionLLM(canned_debate_reply, delay_s=self.settings.fake_delay_s)
-        raise ProviderUnavailableError(
-            f"unknown provider {name!r}; configured providers: {', '.join(PROVIDERS)}"
-        )
-
-    def resolve(self, model: ModelSettings) -> LLM:
-        if model.provider not in self._instances:
-            self._instances[model.provider] = self._build(model.provider)
-        return self._instances[model.provider]
 
 
 @dataclass
@@ -76,14 +43,16 @@ class DebateServices:
     prompts: PromptLibrary
     resolve_llm: LLMResolver
 
-    def default_model(self, provider: str | None = None, model: str | None = None) -> ModelSettings:
-        provider = provider or self.settings.provider
-        return ModelSettings(
-            provider=provider,
-            model=model or self.settings.model or DEFAULT_MODELS.get(provider, "default"),
-            temperature=self.settings.temperature,
-            max_tokens=self.settings.max_tokens,
-        )
+    registry: ProviderRegistry
+
+    def models(
+        self,
+        provider: str | None = None,
+        model: str | None = None,
+        overrides: Mapping[str, RoleModel] | None = None,
+    ) -> dict[str, ModelSettings]:
+        """Every role's model under the settings and these overrides (see bot.providers)."""
+        return role_models(self.settings, provider=provider, model=model, overrides=overrides)
 
     def new_spec(
         self,
@@ -96,8 +65,12 @@ class DebateServices:
         threshold: float | None = None,
         provider: str | None = None,
         model: str | None = None,
+        overrides: Mapping[str, RoleModel] | None = None,
     ) -> DebateSpec:
-        """A spec with the configured defaults; raises pydantic's ValidationError on bad input."""
+        """A spec with the configured defaults and each role's model written into it (so the
+        record says who spoke on what). Raises pydantic's ValidationError on bad input and
+        SettingsError on a bad model configuration."""
+        models = self.models(provider, model, overrides)
         return DebateSpec(
             question=question,
             protocol=protocol,
@@ -107,7 +80,8 @@ class DebateServices:
             escalation_threshold=(
                 threshold if threshold is not None else self.settings.escalation_threshold
             ),
-            default_model=self.default_model(provider, model),
+            participants=[Participant(role=role, model=models[role.value]) for role in Role],
+            default_model=models["debaters"],
         )
 
 
@@ -147,6 +121,7 @@ def build_services(settings: Settings) -> DebateServices:
         settings=settings,
         prompts=PromptLibrary.load(settings.prompts_dir),
         resolve_llm=registry.resolve,
+        registry=registry,
     )
 
 

@@ -22,8 +22,9 @@ from typing import TextIO
 from pydantic import ValidationError
 from sqlalchemy import Engine
 
-from bot.app import PROVIDERS, build_notifier, build_services, build_worker, open_store, serve
-from bot.settings import Settings, SettingsError
+from bot.app import build_notifier, build_services, build_worker, open_store, serve
+from bot.providers import KEY_VARIABLES, PROVIDERS
+from bot.settings import ROLE_SLOTS, RoleModel, Settings, SettingsError
 from bot.store import repository
 from bot.store.db import redacted, session_scope, upgrade
 from bot.store.errors import StoreError
@@ -196,11 +197,13 @@ async def _run(args: argparse.Namespace) -> int:
             budget_usd=args.budget,
             provider=args.provider,
             model=args.model,
+            overrides=_role_overrides(args),
         )
     except ValidationError as error:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
         print(f"debatebot: invalid debate request: {problems}", file=sys.stderr)
         return 1
+    services.registry.check({p.role.value: p.model for p in spec.participants})
     with open_store(settings) as engine:
         worker = build_worker(services, engine, worker_id=f"cli:{uuid.uuid4().hex[:8]}")
         console = ConsoleEvents(sys.stdout, sys.stderr)
@@ -226,6 +229,48 @@ async def _run(args: argparse.Namespace) -> int:
         )
         print(f"full record written to {args.json}")
     return EXIT_CODES[result.status]
+
+
+def _role_overrides(args: argparse.Namespace) -> dict[str, RoleModel]:
+    return {
+        role: RoleModel.parse(value)
+        for role in ROLE_SLOTS
+        if (value := getattr(args, f"role_{role}", None))
+    }
+
+
+def _models(args: argparse.Namespace) -> int:
+    """Print every role's model, its price and whether its provider's key is present."""
+    settings = Settings()
+    services = build_services(settings)
+    models = services.models(args.provider, args.model, _role_overrides(args))
+    registry = services.registry
+    print(f"{'role':<10} {'provider:model':<44} {'temp':>4} {'max tok':>7}  price in/out USD/MTok")
+    for role, chosen in models.items():
+        try:
+            price = registry.pricing(chosen.provider, chosen.model)
+            priced = f"{price.input_per_mtok:g} / {price.output_per_mtok:g}"
+        except EngineError:
+            priced = "NO PRICE (add to DEBATEBOT_PRICES)"
+        name = f"{chosen.provider}:{chosen.model}"
+        print(f"{role:<10} {name:<44} {chosen.temperature:>4g} {chosen.max_tokens:>7}  {priced}")
+    print()
+    missing = False
+    for provider in dict.fromkeys(m.provider for m in models.values()):
+        variable = KEY_VARIABLES.get(provider)
+        if provider == "openai-compatible":
+            state = f"base URL {settings.openai_compatible_base_url or 'NOT SET'}"
+        elif variable is None:
+            state = "no key needed"
+        else:
+            try:
+                settings.provider_key(provider)
+                state = f"key present ({variable})"
+            except SettingsError as error:
+                missing = True
+                state = f"KEY MISSING: {error}"
+        print(f"{provider:<18} {state}")
+    return 1 if missing else 0
 
 
 async def _worker(args: argparse.Namespace) -> int:
@@ -320,6 +365,18 @@ def _prompts(args: argparse.Namespace) -> int:
     return 0
 
 
+def _model_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--provider", choices=PROVIDERS, help="model provider (default: local)")
+    parser.add_argument("--model", help="model name for every role of --provider")
+    for role in ROLE_SLOTS:
+        parser.add_argument(
+            f"--{role}",
+            dest=f"role_{role}",
+            metavar="PROVIDER:MODEL",
+            help=f"the {role} model, e.g. anthropic:claude-sonnet-4-5",
+        )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="debatebot", description="Structured multi-agent debates on contested decisions."
@@ -337,11 +394,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--rounds", type=int, help="maximum rounds (adversarial: 1-3, default 1)")
     run.add_argument("--protocol", choices=PROTOCOL_NAMES, default="adversarial")
-    run.add_argument("--provider", choices=PROVIDERS, help="model provider (default: local)")
-    run.add_argument("--model", help="model name for every role (default: the provider's)")
+    _model_options(run)
     run.add_argument("--budget", type=float, metavar="USD", help="cost ceiling in USD")
     run.add_argument("--json", metavar="OUT", help="write the full record as JSON to OUT")
     run.set_defaults(handler=_run, is_async=True)
+
+    models = commands.add_parser(
+        "models", help="list each role's model, its price and whether its key is present"
+    )
+    _model_options(models)
+    models.set_defaults(handler=_models, is_async=False)
 
     worker = commands.add_parser("worker", help="run debate workers against the database")
     worker.add_argument("--concurrency", type=int, default=1, help="debates run at once")

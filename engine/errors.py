@@ -16,11 +16,22 @@ class PromptIntegrityError(EngineError):
 
 
 class LLMError(EngineError):
-    """A model call failed; `retryable` says whether trying again later may help."""
+    """A model call failed; `retryable` says whether trying again later may help.
 
-    def __init__(self, message: str, *, retryable: bool = False) -> None:
+    `retry_after_s` carries the server's `Retry-After` when it sent one, so the retry loop waits
+    as long as the server asked rather than guessing.
+    """
+
+    def __init__(
+        self, message: str, *, retryable: bool = False, retry_after_s: float | None = None
+    ) -> None:
         super().__init__(message)
         self.retryable = retryable
+        self.retry_after_s = retry_after_s
+
+
+class RetriesExhaustedError(LLMError):
+    """A retryable failure that kept happening until the attempts or the time budget ran out."""
 
 
 class ProviderUnavailableError(LLMError):

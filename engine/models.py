@@ -199,11 +199,13 @@ class ModeratorTurn(BaseModel):
 
 
 class Usage(BaseModel):
-    """Token counts of one or more calls; cached input tokens are a subset of input tokens."""
+    """Token counts of one or more calls. `input_tokens` counts every prompt token; the tokens
+    read from a prompt cache and those written to one are subsets of it, priced apart."""
 
     input_tokens: int = Field(default=0, ge=0)
     output_tokens: int = Field(default=0, ge=0)
     cached_input_tokens: int = Field(default=0, ge=0)
+    cache_write_input_tokens: int = Field(default=0, ge=0)
 
     @property
     def total_tokens(self) -> int:
@@ -214,6 +216,7 @@ class Usage(BaseModel):
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
+            cache_write_input_tokens=self.cache_write_input_tokens + other.cache_write_input_tokens,
         )
 
 

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from sqlalchemy import Engine
 from sqlmodel import Session
 
+from bot.settings import SettingsError
 from bot.slack import blocks, triggers
 from bot.slack.commands import DebateCommand
 from bot.slack.errors import CommandError, NotAllowedError, PostError
@@ -104,7 +105,7 @@ class SlackDebates:
         except ValidationError as error:
             problems = "; ".join(e["msg"].removeprefix("Value error, ") for e in error.errors())
             raise CommandError(f"cannot start this debate: {problems}") from error
-        except SpecError as error:
+        except (SpecError, SettingsError) as error:
             raise CommandError(f"cannot start this debate: {error}") from error
         return spec
 

@@ -69,6 +69,7 @@ class Turn(SQLModel, table=True):
     input_tokens: int
     output_tokens: int
     cached_input_tokens: int
+    cache_write_input_tokens: int = 0
     cost_usd: float
     latency_s: float
     reasks: int

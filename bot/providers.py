@@ -1,0 +1,244 @@
+"""Which model speaks for each role, and the provider objects behind them.
+
+Precedence for one role, highest first: a command-line override (`--moderator anthropic:MODEL`),
+the role's settings (`DEBATEBOT_ROLES__MODERATOR__…`), the slot it inherits from (proposer,
+critic, rebuttal and framing inherit `debaters`; judge inherits `moderator`), then the provider's
+default set. The moderator and judge default to the other model family when the debaters run on
+OpenAI or Anthropic and the other family's key is configured, so that the judge does not share the
+debaters' blind spots.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from bot.settings import ROLE_SLOTS, RoleModel, Settings, SettingsError
+from engine.errors import ProviderUnavailableError
+from engine.llm import LLM
+from engine.models import ModelSettings
+from engine.pricing import FREE, PriceTable, Pricing
+from engine.providers.anthropic_messages import AnthropicLLM
+from engine.providers.fake import FunctionLLM, canned_debate_reply
+from engine.providers.local import SMOLLM2_MODEL_NAME, LocalLlamaLLM
+from engine.providers.openai_chat import OpenAIChatLLM, StructuredMode
+from engine.providers.retry import RetryPolicy
+
+PROVIDERS = ("local", "openai", "anthropic", "openai-compatible", "fake")
+DEFAULT_MODELS: dict[str, dict[str, str]] = {
+    "local": {"debaters": SMOLLM2_MODEL_NAME},
+    "fake": {"debaters": "fake-model"},
+    "openai": {"debaters": "gpt-4.1-mini", "moderator": "gpt-4.1"},
+    "anthropic": {"debaters": "claude-haiku-4-5", "moderator": "claude-sonnet-4-5"},
+}
+INHERITS = {
+    "framing": "debaters",
+    "proposer": "debaters",
+    "critic": "debaters",
+    "rebuttal": "debaters",
+    "judge": "moderator",
+}
+JUDGING = frozenset({"moderator", "judge"})
+OTHER_FAMILY = {"openai": "anthropic", "anthropic": "openai"}
+KEY_VARIABLES = {
+    "openai": "DEBATEBOT_OPENAI_API_KEY",
+    "anthropic": "DEBATEBOT_ANTHROPIC_API_KEY",
+    "openai-compatible": "DEBATEBOT_OPENAI_COMPATIBLE_API_KEY",
+}
+
+
+def _check_provider(name: str, where: str) -> None:
+    if name not in PROVIDERS:
+        raise SettingsError(
+            f"{where}: unknown provider {name!r}; choose one of {', '.join(PROVIDERS)}"
+        )
+
+
+def _merge(*layers: RoleModel | None) -> RoleModel:
+    """Later layers win, field by field."""
+    merged: dict[str, object] = {}
+    for layer in layers:
+        if layer is not None:
+            merged.update(layer.model_dump(exclude_none=True))
+    return RoleModel.model_validate(merged)
+
+
+def _has_key(settings: Settings, provider: str) -> bool:
+    secret = {"openai": settings.openai_api_key, "anthropic": settings.anthropic_api_key}.get(
+        provider
+    )
+    return secret is not None and bool(secret.get_secret_value().strip())
+
+
+def default_model(settings: Settings, provider: str, role: str) -> str:
+    """The provider's default model for `role`."""
+    if provider == "openai-compatible":
+        if not settings.openai_compatible_model:
+            raise SettingsError(
+                "DEBATEBOT_OPENAI_COMPATIBLE_MODEL is not set: name the model your server serves"
+                " (its /v1/models lists them), or pass --model"
+            )
+        return settings.openai_compatible_model
+    defaults = DEFAULT_MODELS[provider]
+    return defaults.get(role) or defaults.get(INHERITS.get(role, ""), defaults["debaters"])
+
+
+def role_models(
+    settings: Settings,
+    *,
+    provider: str | None = None,
+    model: str | None = None,
+    overrides: Mapping[str, RoleModel] | None = None,
+) -> dict[str, ModelSettings]:
+    """The model of every role slot; raises SettingsError naming what to fix."""
+    overrides = overrides or {}
+    for source, slots in (("DEBATEBOT_ROLES", settings.roles), ("override", overrides)):
+        unknown = set(slots) - set(ROLE_SLOTS)
+        if unknown:
+            raise SettingsError(
+                f"{source}: unknown role(s) {', '.join(sorted(unknown))}; roles are"
+                f" {', '.join(ROLE_SLOTS)}"
+            )
+    base = provider or settings.provider
+    _check_provider(base, "provider")
+    resolved: dict[str, ModelSettings] = {}
+    for role in ROLE_SLOTS:
+        parent = INHERITS.get(role)
+        chosen = _merge(
+            settings.roles.get(parent) if parent else None,
+            overrides.get(parent) if parent else None,
+            settings.roles.get(role),
+            overrides.get(role),
+        )
+        role_provider = chosen.provider
+        if role_provider is None and chosen.model is None:
+            other = OTHER_FAMILY.get(base)
+            cross = settings.cross_family_moderator and role in JUDGING and other is not None
+            role_provider = other if cross and other and _has_key(settings, other) else base
+        role_provider = role_provider or base
+        _check_provider(role_provider, f"role {role}")
+        if chosen.model:
+            name = chosen.model
+        elif model and role_provider == base:
+            name = model
+        else:
+            name = default_model(settings, role_provider, role)
+        resolved[role] = ModelSettings(
+            provider=role_provider,
+            model=name,
+            temperature=(
+                chosen.temperature if chosen.temperature is not None else settings.temperature
+            ),
+            max_tokens=chosen.max_tokens if chosen.max_tokens is not None else settings.max_tokens,
+        )
+    return resolved
+
+
+@dataclass
+class ProviderRegistry:
+    """Builds each provider once, on first use, from settings."""
+
+    settings: Settings
+    _instances: dict[str, LLM] = field(default_factory=dict)
+    _prices: PriceTable | None = None
+
+    @property
+    def prices(self) -> PriceTable:
+        if self._prices is None:
+            self._prices = PriceTable.load(
+                self.settings.prices_file, overrides=self.settings.prices
+            )
+        return self._prices
+
+    def retry_policy(self) -> RetryPolicy:
+        s = self.settings
+        return RetryPolicy(
+            max_attempts=s.llm_max_attempts,
+            base_delay_s=s.llm_backoff_base_s,
+            max_delay_s=s.llm_backoff_max_s,
+            total_budget_s=s.llm_retry_budget_s,
+        )
+
+    def pricing(self, provider: str, model: str) -> Pricing:
+        """Hosted providers must have a price; self-hosted ones are free unless one is listed."""
+        if provider in ("openai", "anthropic"):
+            return self.prices.require(provider, model)
+        return self.prices.find(provider, model) or FREE
+
+    def _modes(self, names: list[str], variable: str) -> list[StructuredMode]:
+        try:
+            return [StructuredMode(name) for name in names]
+        except ValueError:
+            raise SettingsError(
+                f"{variable}: unknown mode in {names}; modes are"
+                f" {', '.join(m.value for m in StructuredMode)}"
+            ) from None
+
+    def _build(self, name: str) -> LLM:
+        s = self.settings
+        if name == "local":
+            return LocalLlamaLLM(
+                model_path=s.local_model_path,
+                n_ctx=s.local_n_ctx,
+                n_threads=s.local_threads,
+                seed=s.local_seed,
+            )
+        if name == "fake":
+            return FunctionLLM(canned_debate_reply, delay_s=s.fake_delay_s)
+        if name == "anthropic":
+            return AnthropicLLM(
+                api_key=s.provider_key("anthropic") or "",
+                base_url=s.anthropic_base_url,
+                price_of=lambda model: self.pricing("anthropic", model),
+                timeout_s=s.llm_timeout_s,
+                retry=self.retry_policy(),
+                prompt_caching=s.anthropic_prompt_caching,
+            )
+        if name == "openai":
+            return OpenAIChatLLM(
+                provider="openai",
+                api_key=s.provider_key("openai") or "",
+                base_url=s.openai_base_url,
+                modes=self._modes(s.openai_structured_modes, "DEBATEBOT_OPENAI_STRUCTURED_MODES"),
+                price_of=lambda model: self.pricing("openai", model),
+                timeout_s=s.llm_timeout_s,
+                retry=self.retry_policy(),
+                key_variable=KEY_VARIABLES["openai"],
+                max_tokens_param="max_completion_tokens",
+            )
+        if name == "openai-compatible":
+            if not s.openai_compatible_base_url:
+                raise SettingsError(
+                    "DEBATEBOT_OPENAI_COMPATIBLE_BASE_URL is not set: give your server's"
+                    " OpenAI-style base URL, e.g. http://127.0.0.1:8080/v1"
+                )
+            return OpenAIChatLLM(
+                provider="openai-compatible",
+                # The SDK insists on a key; servers without authentication ignore it.
+                api_key=s.provider_key("openai-compatible") or "no-key-configured",
+                base_url=s.openai_compatible_base_url,
+                modes=self._modes(
+                    s.openai_compatible_structured_modes,
+                    "DEBATEBOT_OPENAI_COMPATIBLE_STRUCTURED_MODES",
+                ),
+                price_of=lambda model: self.pricing("openai-compatible", model),
+                timeout_s=s.llm_timeout_s,
+                retry=self.retry_policy(),
+                key_variable=KEY_VARIABLES["openai-compatible"],
+            )
+        raise SettingsError(f"unknown provider {name!r}; choose one of {', '.join(PROVIDERS)}")
+
+    def resolve(self, model: ModelSettings) -> LLM:
+        """The provider object for `model`; a configuration problem fails the debate, named."""
+        if model.provider not in self._instances:
+            try:
+                self._instances[model.provider] = self._build(model.provider)
+            except SettingsError as error:
+                raise ProviderUnavailableError(str(error)) from error
+        return self._instances[model.provider]
+
+    def check(self, models: Mapping[str, ModelSettings]) -> None:
+        """Build every provider `models` needs and price every model, before a debate starts."""
+        for chosen in models.values():
+            self.resolve(chosen)
+            self.pricing(chosen.provider, chosen.model)

@@ -1,0 +1,151 @@
+"""Retries for hosted model calls, and the translation of HTTP failures into engine errors.
+
+Both official SDKs (openai, anthropic) have their own retry loops; the adapters switch those off
+(`max_retries=0`) and use this one instead, so that every provider shares one policy: exponential
+backoff with jitter, the server's `Retry-After` honoured, and a bound on attempts and on the total
+time spent, after which the failure is final and says what to do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import TypeVar
+
+from engine.errors import LLMError, RetriesExhaustedError
+
+T = TypeVar("T")
+log = logging.getLogger("debatebot.providers")
+
+RETRYABLE_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How hard to try: at most `max_attempts` calls and `total_budget_s` seconds in all."""
+
+    max_attempts: int = 5
+    base_delay_s: float = 1.0
+    max_delay_s: float = 30.0
+    total_budget_s: float = 180.0
+
+    def delay(self, attempt: int, retry_after_s: float | None, rng: random.Random) -> float:
+        """Seconds to wait after failed attempt number `attempt` (1-based).
+
+        The server's Retry-After wins when it sent one (plus a little jitter, so clients told the
+        same moment do not all come back at once); otherwise "equal jitter" exponential backoff.
+        """
+        if retry_after_s is not None:
+            return retry_after_s + rng.uniform(0.0, self.base_delay_s / 4)
+        ceiling: float = min(self.max_delay_s, self.base_delay_s * 2.0 ** (attempt - 1))
+        return ceiling / 2 + rng.uniform(0.0, ceiling / 2)
+
+
+def parse_retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds from `retry-after-ms`, `retry-after` (seconds or an HTTP date), else None."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    millis = lowered.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = lowered.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def redact(text: str, *secrets: str | None) -> str:
+    """`text` with every given secret replaced, for messages that may echo a request."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "[redacted]")
+    return text
+
+
+_NOISE = re.compile(r"\s+")
+
+
+def status_error(
+    *,
+    provider: str,
+    model: str,
+    status: int,
+    message: str,
+    headers: Mapping[str, str],
+    key_variable: str | None,
+) -> LLMError:
+    """The engine error for an HTTP error status from a provider, with how to fix it."""
+    detail = _NOISE.sub(" ", message).strip()[:500]
+    where = f"{provider} model {model}"
+    if status in RETRYABLE_STATUSES:
+        return LLMError(
+            f"{where}: HTTP {status} ({detail})",
+            retryable=True,
+            retry_after_s=parse_retry_after(headers),
+        )
+    if status in (401, 403):
+        fix = f"check {key_variable}" if key_variable else "check the server's credentials"
+        return LLMError(f"{where}: the key was refused (HTTP {status}: {detail}); {fix}")
+    if status == 404:
+        return LLMError(
+            f"{where}: not found (HTTP 404: {detail}); check the model name and the base URL"
+        )
+    return LLMError(f"{where}: the request was refused (HTTP {status}: {detail})")
+
+
+async def with_retries(
+    call: Callable[[], Awaitable[T]],
+    *,
+    policy: RetryPolicy,
+    what: str,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    rng: random.Random | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> T:
+    """Run `call`, retrying retryable `LLMError`s under `policy`.
+
+    Raises the error itself when it is not retryable, and `RetriesExhaustedError` (naming the
+    attempts, the time and the last cause) when the attempts or the time budget run out.
+    """
+    rng = rng or random.Random()
+    started = clock()
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return await call()
+        except LLMError as error:
+            if not error.retryable:
+                raise
+            elapsed = clock() - started
+            delay = policy.delay(attempt, error.retry_after_s, rng)
+            if attempt >= policy.max_attempts or elapsed + delay > policy.total_budget_s:
+                raise RetriesExhaustedError(
+                    f"{what} failed {attempt} times in {elapsed:.1f}s, giving up: {error}. The"
+                    " provider may be down or rate-limiting this key; try again later, or raise"
+                    " DEBATEBOT_LLM_MAX_ATTEMPTS / DEBATEBOT_LLM_RETRY_BUDGET_S"
+                ) from error
+            log.warning(
+                "%s failed (attempt %d of %d): %s; retrying in %.1fs",
+                what,
+                attempt,
+                policy.max_attempts,
+                error,
+                delay,
+            )
+            await sleep(delay)
