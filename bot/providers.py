@@ -29,7 +29,7 @@ DEFAULT_MODELS: dict[str, dict[str, str]] = {
     "local": {"debaters": SMOLLM2_MODEL_NAME},
     "fake": {"debaters": "fake-model"},
     "openai": {"debaters": "gpt-4.1-mini", "moderator": "gpt-4.1"},
-    "anthropic": {"debaters": "claude-haiku-4-5", "moderator": "claude-sonnet-4-5"},
+    "anthropic": {"debaters": "claude-haiku-4-5", "moderator": "claude-opus-4-5"},
 }
 INHERITS = {
     "framing": "debaters",

@@ -5,6 +5,9 @@ schema and `tool_choice` names the tool, so the reply is the tool's input object
 marks the end of the request's stable prefix (system prompt, question, context) with
 `cache_control`, so later turns of the debate read it from the cache; cache reads and writes are
 counted apart because they are billed apart.
+
+The role's temperature is not sent: current Claude models reject sampling parameters
+("`temperature` is deprecated for this model") and the SDK no longer accepts it.
 """
 
 from __future__ import annotations
@@ -62,7 +65,6 @@ def build_params(request: LLMRequest, *, prompt_caching: bool) -> dict[str, Any]
     params: dict[str, Any] = {
         "model": request.model,
         "max_tokens": request.max_tokens,
-        "temperature": min(request.temperature, 1.0),
         "messages": messages or [{"role": "user", "content": "Begin."}],
     }
     if system:

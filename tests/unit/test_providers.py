@@ -1,0 +1,257 @@
+"""Provider plumbing without the network: prices, retry policy, request building, role models."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from bot.providers import ProviderRegistry, role_models
+from bot.settings import RoleModel, Settings, SettingsError
+from engine.errors import LLMError, ProviderUnavailableError, RetriesExhaustedError
+from engine.llm import LLMRequest, Message
+from engine.models import ModelSettings, Usage
+from engine.pricing import PriceTable, Pricing, PricingError
+from engine.providers.anthropic_messages import build_params
+from engine.providers.openai_chat import StructuredMode, response_format, strict_schema
+from engine.providers.retry import RetryPolicy, parse_retry_after, with_retries
+
+# --- cost --------------------------------------------------------------------------------
+
+
+def test_cost_prices_cache_reads_and_writes_apart() -> None:
+    price = Pricing(
+        input_per_mtok=3.0,
+        cached_input_per_mtok=0.3,
+        cache_write_per_mtok=3.75,
+        output_per_mtok=15.0,
+    )
+    usage = Usage(
+        input_tokens=10_000,
+        cached_input_tokens=6_000,
+        cache_write_input_tokens=2_000,
+        output_tokens=1_000,
+    )
+    # 2,000 plain input at $3, 6,000 cache reads at $0.30, 2,000 writes at $3.75, 1,000 out at $15
+    assert price.cost(usage) == pytest.approx((6_000 + 1_800 + 7_500 + 15_000) / 1e6)
+
+
+def test_cost_without_cache_rates_charges_cached_tokens_as_input() -> None:
+    usage = Usage(input_tokens=1_000, cached_input_tokens=400, output_tokens=10)
+    assert Pricing(input_per_mtok=1.0, output_per_mtok=2.0).cost(usage) == pytest.approx(1_020e-6)
+
+
+def test_price_table_matches_dated_names_by_longest_prefix() -> None:
+    table = PriceTable.load()
+    assert table.find("openai", "gpt-4.1-mini-2025-04-14") == table.prices["openai:gpt-4.1-mini"]
+    assert table.find("openai", "gpt-4.1-2025-04-14") == table.prices["openai:gpt-4.1"]
+    assert table.find("anthropic", "no-such-model") is None
+    with pytest.raises(PricingError, match="DEBATEBOT_PRICES"):
+        table.require("anthropic", "no-such-model")
+
+
+def test_price_file_and_overrides_replace_the_shipped_table(tmp_path: Path) -> None:
+    path = tmp_path / "prices.json"
+    path.write_text(json.dumps({"openai:house": {"input_per_mtok": 9, "output_per_mtok": 9}}))
+    table = PriceTable.load(path, overrides={"openai:other": Pricing(input_per_mtok=1)})
+    assert set(table.prices) == {"openai:house", "openai:other"}
+    path.write_text("{not json")
+    with pytest.raises(PricingError, match="cannot read the price table"):
+        PriceTable.load(path)
+
+
+# --- retries -----------------------------------------------------------------------------
+
+
+def test_retry_after_header_forms() -> None:
+    assert parse_retry_after({"Retry-After": "2"}) == 2.0
+    assert parse_retry_after({"retry-after-ms": "1500"}) == 1.5
+    assert parse_retry_after({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0
+    assert parse_retry_after({"Retry-After": "soon"}) is None
+    assert parse_retry_after({}) is None
+
+
+def test_backoff_grows_is_capped_and_honours_retry_after() -> None:
+    policy = RetryPolicy(base_delay_s=1.0, max_delay_s=8.0)
+    rng = random.Random(1)
+    delays = [policy.delay(n, None, rng) for n in range(1, 7)]
+    for attempt, delay in enumerate(delays, start=1):
+        ceiling = min(8.0, 2.0 ** (attempt - 1))
+        assert ceiling / 2 <= delay <= ceiling
+    assert 5.0 <= policy.delay(1, 5.0, rng) <= 5.25
+
+
+async def test_retries_stop_at_the_attempt_limit_and_say_why() -> None:
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    async def failing() -> str:
+        raise LLMError("HTTP 503", retryable=True, retry_after_s=0.5)
+
+    policy = RetryPolicy(max_attempts=3)
+    with pytest.raises(RetriesExhaustedError, match=r"failed 3 times.*HTTP 503"):
+        await with_retries(failing, policy=policy, what="model x", sleep=sleep)
+    assert len(waits) == 2
+    assert all(w >= 0.5 for w in waits)
+
+
+async def test_retries_stop_when_the_time_budget_would_be_passed() -> None:
+    now = [0.0]
+
+    async def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    async def failing() -> str:
+        raise LLMError("HTTP 429", retryable=True, retry_after_s=4.0)
+
+    policy = RetryPolicy(max_attempts=100, total_budget_s=10.0)
+    with pytest.raises(RetriesExhaustedError):
+        await with_retries(failing, policy=policy, what="m", sleep=sleep, clock=lambda: now[0])
+    assert now[0] <= 10.0
+
+
+async def test_non_retryable_errors_are_raised_at_once() -> None:
+    calls = []
+
+    async def refused() -> str:
+        calls.append(1)
+        raise LLMError("HTTP 400")
+
+    with pytest.raises(LLMError, match="HTTP 400"):
+        await with_retries(refused, policy=RetryPolicy(), what="m")
+    assert len(calls) == 1
+
+
+# --- request building --------------------------------------------------------------------
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "thesis": {"type": "string", "minLength": 1, "maxLength": 2000},
+        "points": {"type": "array", "items": {"type": "string"}, "maxItems": 6},
+        "score": {"type": "integer", "minimum": 1, "maximum": 10},
+    },
+    "required": ["thesis", "points", "score"],
+    "additionalProperties": False,
+}
+
+
+def request(stable: int = 1) -> LLMRequest:
+    return LLMRequest(
+        model="m",
+        messages=[
+            Message(role="system", content="preamble with question and context"),
+            Message(role="user", content="role prompt"),
+        ],
+        output_schema=SCHEMA,
+        schema_name="Proposer Turn!",
+        stable_prefix_messages=stable,
+    )
+
+
+def test_openai_modes_build_the_formats_servers_expect() -> None:
+    strict = response_format(StructuredMode.JSON_SCHEMA, request())
+    assert strict is not None
+    assert strict["json_schema"]["strict"] is True
+    assert "maxLength" not in json.dumps(strict), "strict mode refuses length keywords"
+    assert strict_schema(SCHEMA)["properties"]["score"]["maximum"] == 10
+    llama = response_format(StructuredMode.JSON_OBJECT_SCHEMA, request())
+    assert llama is not None
+    assert llama["type"] == "json_object"
+    assert llama["schema"]["properties"]["score"] == {"enum": list(range(1, 11))}
+    assert response_format(StructuredMode.JSON_OBJECT, request()) == {"type": "json_object"}
+    assert response_format(StructuredMode.PROMPT, request()) is None
+
+
+def test_anthropic_params_force_the_tool_and_cache_the_stable_prefix() -> None:
+    params = build_params(request(), prompt_caching=True)
+    assert params["tool_choice"] == {"type": "tool", "name": "Proposer_Turn_"}
+    assert params["tools"][0]["input_schema"] == SCHEMA
+    assert params["system"] == [
+        {
+            "type": "text",
+            "text": "preamble with question and context",
+            "cache_control": {"type": "ephemeral"},
+        }
+    ]
+    assert params["messages"] == [{"role": "user", "content": "role prompt"}]
+    assert "temperature" not in params
+
+
+def test_anthropic_cache_mark_moves_to_the_last_stable_message() -> None:
+    params = build_params(request(stable=2), prompt_caching=True)
+    assert params["system"] == "preamble with question and context"
+    assert params["messages"][0]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    plain = build_params(request(), prompt_caching=False)
+    assert "cache_control" not in json.dumps(plain)
+
+
+# --- settings: keys and role models -------------------------------------------------------
+
+
+def test_missing_and_placeholder_keys_name_the_variable() -> None:
+    with pytest.raises(SettingsError, match="DEBATEBOT_OPENAI_API_KEY"):
+        Settings(openai_api_key=None).provider_key("openai")
+    with pytest.raises(SettingsError, match=r"DEBATEBOT_ANTHROPIC_API_KEY.*placeholder"):
+        Settings(anthropic_api_key="your-key-here").provider_key("anthropic")
+    assert Settings().provider_key("local") is None
+
+
+def test_registry_turns_a_missing_key_into_a_provider_error_naming_it() -> None:
+    registry = ProviderRegistry(Settings(openai_api_key=None))
+    with pytest.raises(ProviderUnavailableError, match="DEBATEBOT_OPENAI_API_KEY"):
+        registry.resolve(ModelSettings(provider="openai", model="gpt-4.1"))
+
+
+def test_role_models_default_per_provider_with_the_moderator_on_the_other_family() -> None:
+    alone = role_models(Settings(provider="openai"))
+    assert alone["proposer"].model == "gpt-4.1-mini"
+    assert alone["moderator"] == alone["judge"]
+    assert alone["moderator"].model == "gpt-4.1"
+    both = role_models(Settings(provider="openai", anthropic_api_key="sk-ant-real-looking-1234"))
+    assert both["moderator"].provider == "anthropic"
+    assert both["judge"].provider == "anthropic"
+    assert both["critic"].provider == "openai"
+    off = Settings(
+        provider="openai",
+        anthropic_api_key="sk-ant-real-looking-1234",
+        cross_family_moderator=False,
+    )
+    assert role_models(off)["moderator"].provider == "openai"
+
+
+def test_role_model_precedence_cli_over_settings_over_inherited_slot() -> None:
+    settings = Settings(
+        provider="openai",
+        temperature=0.2,
+        roles={
+            "debaters": RoleModel(model="gpt-4o-mini", temperature=0.9),
+            "critic": RoleModel(provider="anthropic", model="claude-haiku-4-5"),
+        },
+    )
+    models = role_models(
+        settings, overrides={"moderator": RoleModel.parse("anthropic:claude-opus-4-5")}
+    )
+    assert models["proposer"] == ModelSettings(
+        provider="openai", model="gpt-4o-mini", temperature=0.9, max_tokens=1024
+    )
+    assert models["critic"].provider == "anthropic"
+    assert models["critic"].temperature == 0.9
+    assert models["moderator"].model == "claude-opus-4-5"
+    assert models["judge"].model == "claude-opus-4-5", "the judge inherits the moderator"
+    assert role_models(settings, model="gpt-4.1")["framing"].model == "gpt-4o-mini"
+
+
+def test_role_model_errors_say_what_to_fix() -> None:
+    with pytest.raises(SettingsError, match=r"unknown role.*umpire"):
+        role_models(Settings(), overrides={"umpire": RoleModel(model="x")})
+    with pytest.raises(SettingsError, match="unknown provider 'gemini'"):
+        role_models(Settings(), overrides={"critic": RoleModel.parse("gemini:pro")})
+    with pytest.raises(SettingsError, match="DEBATEBOT_OPENAI_COMPATIBLE_MODEL"):
+        role_models(Settings(provider="openai-compatible"))
+    assert RoleModel.parse("gpt-4.1") == RoleModel(model="gpt-4.1")
+    assert RoleModel.parse("local:") == RoleModel(provider="local")
