@@ -26,6 +26,7 @@ from engine.llm import Completion, LLMRequest
 from engine.models import Usage
 from engine.pricing import Pricing
 from engine.providers.retry import RetryPolicy, redact, status_error, with_retries
+from engine.providers.schemas import tool_input_schema
 
 EPHEMERAL = {"type": "ephemeral"}
 _TOOL_NAME = re.compile(r"[^a-zA-Z0-9_-]")
@@ -76,7 +77,7 @@ def build_params(request: LLMRequest, *, prompt_caching: bool) -> dict[str, Any]
             {
                 "name": name,
                 "description": "Give your answer as this tool's input; nothing else is read.",
-                "input_schema": request.output_schema,
+                "input_schema": tool_input_schema(request.output_schema),
             }
         ]
         params["tool_choice"] = {"type": "tool", "name": name}

@@ -31,6 +31,7 @@ from engine.models import Usage
 from engine.pricing import Pricing
 from engine.providers.local import grammar_schema
 from engine.providers.retry import RetryPolicy, redact, status_error, with_retries
+from engine.providers.schemas import strict_schema
 
 log = logging.getLogger("debatebot.providers")
 
@@ -52,17 +53,6 @@ _MODE_REFUSAL = re.compile(
     r"response_format|json_schema|structured output|guided_json|grammar", re.IGNORECASE
 )
 _MODE_REFUSAL_STATUSES = frozenset({400, 422, 500, 501})
-# Keywords strict structured outputs reject; pydantic still enforces them on the reply.
-_STRICT_UNSUPPORTED = frozenset({"minLength", "maxLength", "minItems", "maxItems", "default"})
-
-
-def strict_schema(schema: Any) -> Any:
-    """`schema` without the keywords OpenAI's strict mode refuses."""
-    if isinstance(schema, list):
-        return [strict_schema(item) for item in schema]
-    if isinstance(schema, dict):
-        return {k: strict_schema(v) for k, v in schema.items() if k not in _STRICT_UNSUPPORTED}
-    return schema
 
 
 def response_format(mode: StructuredMode, request: LLMRequest) -> dict[str, Any] | None:

@@ -19,9 +19,7 @@ depends_on = None
 def upgrade() -> None:
     with op.batch_alter_table("turn") as batch:
         batch.add_column(
-            sa.Column(
-                "cache_write_input_tokens", sa.Integer(), nullable=False, server_default="0"
-            )
+            sa.Column("cache_write_input_tokens", sa.Integer(), nullable=False, server_default="0")
         )
 
 

@@ -15,8 +15,9 @@ from engine.llm import LLMRequest, Message
 from engine.models import ModelSettings, Usage
 from engine.pricing import PriceTable, Pricing, PricingError
 from engine.providers.anthropic_messages import build_params
-from engine.providers.openai_chat import StructuredMode, response_format, strict_schema
+from engine.providers.openai_chat import StructuredMode, response_format
 from engine.providers.retry import RetryPolicy, parse_retry_after, with_retries
+from engine.providers.schemas import strict_schema, tool_input_schema
 
 # --- cost --------------------------------------------------------------------------------
 
@@ -170,7 +171,7 @@ def test_openai_modes_build_the_formats_servers_expect() -> None:
 def test_anthropic_params_force_the_tool_and_cache_the_stable_prefix() -> None:
     params = build_params(request(), prompt_caching=True)
     assert params["tool_choice"] == {"type": "tool", "name": "Proposer_Turn_"}
-    assert params["tools"][0]["input_schema"] == SCHEMA
+    assert params["tools"][0]["input_schema"] == tool_input_schema(SCHEMA)
     assert params["system"] == [
         {
             "type": "text",

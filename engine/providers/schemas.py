@@ -1,0 +1,35 @@
+"""JSON-schema adjustments for what each structured-output feature accepts.
+
+OpenAI's strict mode (`json_schema` with `strict: true`) refuses length and size keywords.
+Anthropic's tool input schemas accept them, but gateways that put a llama.cpp server behind the
+Messages API turn long upper bounds into grammars too large to build (and have crashed the
+server). What is sent drops those keywords; pydantic still enforces every bound on the reply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+STRICT_UNSUPPORTED = frozenset({"minLength", "maxLength", "minItems", "maxItems", "default"})
+UPPER_BOUNDS = frozenset({"maxLength", "maxItems", "default"})
+
+
+def without_keywords(schema: Any, keywords: Collection[str]) -> Any:
+    """`schema` with `keywords` removed at every level."""
+    if isinstance(schema, list):
+        return [without_keywords(item, keywords) for item in schema]
+    if isinstance(schema, dict):
+        return {k: without_keywords(v, keywords) for k, v in schema.items() if k not in keywords}
+    return schema
+
+
+def strict_schema(schema: Any) -> Any:
+    """`schema` as OpenAI's strict structured outputs accept it."""
+    return without_keywords(schema, STRICT_UNSUPPORTED)
+
+
+def tool_input_schema(schema: Any) -> Any:
+    """`schema` as a tool input schema: lower bounds kept (they stop empty answers), upper bounds
+    left to validation."""
+    return without_keywords(schema, UPPER_BOUNDS)
