@@ -33,7 +33,14 @@ from bot.slack.server import BotASGI
 from bot.store.db import check_schema, make_engine
 from bot.store.errors import StoreError
 from engine.ledger import LLMResolver
-from engine.models import ContextDocument, DebateSpec, ModelSettings, Participant, Role
+from engine.models import (
+    ADVERSARIAL_ROLES,
+    ContextDocument,
+    DebateSpec,
+    ModelSettings,
+    Participant,
+    Role,
+)
 from engine.prompts import PromptLibrary
 
 
@@ -80,7 +87,11 @@ class DebateServices:
             escalation_threshold=(
                 threshold if threshold is not None else self.settings.escalation_threshold
             ),
-            participants=[Participant(role=role, model=models[role.value]) for role in Role],
+            participants=[
+                *(Participant(role=role, model=models[role.value]) for role in ADVERSARIAL_ROLES),
+                Participant(role=Role.JUDGE, model=models["judge"]),
+                Participant(role=Role.SYNTHESIZER, model=models["judge"]),
+            ],
             default_model=models["debaters"],
         )
 

@@ -15,6 +15,7 @@ class TurnStarted(BaseModel):
     kind: Literal["turn_started"] = "turn_started"
     round: int
     role: Role
+    speaker: str = ""
     attempt: int
     provider: str
     model: str

@@ -112,9 +112,13 @@ class TurnLedger:
         messages: list[Message],
         output_type: type[T],
         attempt: int = 1,
+        speaker: str = "",
     ) -> T:
-        """One agent turn: replayed from the record if stored, otherwise asked of its model."""
-        stored = self._recorded.get((round, role, attempt))
+        """One agent turn: replayed from the record if stored, otherwise asked of its model.
+
+        `speaker` names the debater when the role has several; it selects the debater's model.
+        """
+        stored = self._recorded.get((round, role, speaker, attempt))
         if stored is not None:
             value = output_type.model_validate(stored.parsed)
             self.meter.add(stored.cost_usd, calls=stored.reasks + 1)
@@ -122,13 +126,14 @@ class TurnLedger:
             await self.emit(TurnFinished(turn=stored, replayed=True))
             return value
 
-        settings = self.spec.participant_for(role).model
+        settings = self.spec.participant_for(role, speaker).model
         llm = MeteredLLM(self.resolve_llm(settings), self.meter)
         self.meter.check()
         await self.emit(
             TurnStarted(
                 round=round,
                 role=role,
+                speaker=speaker,
                 attempt=attempt,
                 provider=llm.provider,
                 model=settings.model,
@@ -145,6 +150,7 @@ class TurnLedger:
         turn = TurnRecord(
             round=round,
             role=role,
+            speaker=speaker,
             attempt=attempt,
             provider=llm.provider,
             model=settings.model,

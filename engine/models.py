@@ -33,6 +33,13 @@ class Role(StrEnum):
     CRITIC = "critic"
     REBUTTAL = "rebuttal"
     MODERATOR = "moderator"
+    DEBATER = "debater"
+    JUDGE = "judge"
+    SYNTHESIZER = "synthesizer"
+    ROUTER = "router"
+
+
+ADVERSARIAL_ROLES = (Role.FRAMING, Role.PROPOSER, Role.CRITIC, Role.REBUTTAL, Role.MODERATOR)
 
 
 class ConfidenceLevel(StrEnum):
@@ -75,12 +82,18 @@ class ModelSettings(BaseModel):
 
 
 class Participant(BaseModel):
-    """An agent taking part: its role, optional name and stance, and its model."""
+    """An agent taking part: its role, optional name and stance, and its model.
+
+    Debaters (role `debater`) are told apart by `name`; `weight` and `role_hint` serve the
+    `panel` protocol (vote weight, and a perspective such as "security reviewer").
+    """
 
     role: Role
-    name: str | None = None
-    stance: str | None = None
+    name: str | None = Field(default=None, max_length=60)
+    stance: str | None = Field(default=None, max_length=600)
     model: ModelSettings = Field(default_factory=ModelSettings)
+    weight: float = Field(default=1.0, gt=0.0, le=100.0)
+    role_hint: str | None = Field(default=None, max_length=300)
 
 
 class ContextDocument(BaseModel):
@@ -105,6 +118,10 @@ class DebateSpec(BaseModel):
     budget_usd: float | None = Field(default=None, gt=0)
     escalation_threshold: float = Field(default=0.6, ge=0.0, le=1.0)
     task_type: str | None = None
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="protocol settings, validated by the protocol's own options model",
+    )
 
     @field_validator("question")
     @classmethod
@@ -131,12 +148,17 @@ class DebateSpec(BaseModel):
             raise ValueError(f"min_rounds {self.min_rounds} is above max_rounds {self.max_rounds}")
         return self
 
-    def participant_for(self, role: Role) -> Participant:
-        """The configured participant for `role`, or one on the default model."""
+    def participant_for(self, role: Role, name: str = "") -> Participant:
+        """The configured participant for `role` (and `name`, for debaters), or one on the
+        default model."""
         for participant in self.participants:
-            if participant.role == role:
+            if participant.role == role and (not name or participant.name == name):
                 return participant
-        return Participant(role=role, model=self.default_model)
+        return Participant(role=role, name=name or None, model=self.default_model)
+
+    def debaters(self) -> list[Participant]:
+        """The debaters in declared order (the speaking order of the protocols that use them)."""
+        return [p for p in self.participants if p.role is Role.DEBATER]
 
 
 # --- what agents say (structured outputs) --------------------------------------------------
@@ -221,10 +243,12 @@ class Usage(BaseModel):
 
 
 class TurnRecord(BaseModel):
-    """One agent output as the audit trail keeps it; (round, role, attempt) identifies it."""
+    """One agent output as the audit trail keeps it; (round, role, speaker, attempt) identifies
+    it. `speaker` names the debater when a role has several (empty otherwise)."""
 
     round: int = Field(ge=0)
     role: Role
+    speaker: str = ""
     attempt: int = Field(default=1, ge=1)
     provider: str
     model: str
@@ -239,8 +263,8 @@ class TurnRecord(BaseModel):
     created_at: datetime = Field(default_factory=utcnow)
 
     @property
-    def key(self) -> tuple[int, Role, int]:
-        return (self.round, self.role, self.attempt)
+    def key(self) -> tuple[int, Role, str, int]:
+        return (self.round, self.role, self.speaker, self.attempt)
 
 
 class CitationCheck(BaseModel):
@@ -296,6 +320,9 @@ class DebateResult(BaseModel):
     citations: list[CitationCheck] = Field(default_factory=list)
     flags: list[DebateFlag] = Field(default_factory=list)
     verdict: Verdict
+    report: dict[str, Any] | None = Field(
+        default=None, description="the protocol's own outcome (tallies, scores, clusters)"
+    )
     error: str | None = None
     started_at: datetime
     finished_at: datetime
@@ -317,8 +344,10 @@ class DebateResult(BaseModel):
     def cost_usd(self) -> float:
         return sum(turn.cost_usd for turn in self.transcript)
 
-    def cost_by_role(self) -> dict[Role, float]:
-        costs: dict[Role, float] = {}
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def cost_by_role(self) -> dict[str, float]:
+        costs: dict[str, float] = {}
         for turn in self.transcript:
-            costs[turn.role] = costs.get(turn.role, 0.0) + turn.cost_usd
+            costs[turn.role.value] = costs.get(turn.role.value, 0.0) + turn.cost_usd
         return costs

@@ -111,15 +111,19 @@ class DebateWorker:
             log.info("debate %s: resuming after %d stored turns", debate_id, len(recorded))
 
         extra = self.sinks(debate) if self.sinks is not None else None
+        # Protocols with concurrent turns (panel) finish several at once; the chain links each
+        # turn to the previous one, so they are appended one at a time.
+        chain = asyncio.Lock()
 
         async def persist(event: DebateEvent) -> None:
             if isinstance(event, TurnFinished) and not event.replayed:
                 turn = event.turn
-                await self._db(
-                    lambda s: repository.append_turn(
-                        s, debate_id=debate_id, worker_id=self.worker_id, turn=turn
+                async with chain:
+                    await self._db(
+                        lambda s: repository.append_turn(
+                            s, debate_id=debate_id, worker_id=self.worker_id, turn=turn
+                        )
                     )
-                )
             if extra is not None:
                 await extra(event)
 

@@ -37,8 +37,10 @@ def turn_digest(turn: Turn, prev_hash: str) -> str:
         "parsed_json": turn.parsed_json,
         "created_at": turn.created_at.astimezone(UTC).isoformat(timespec="microseconds"),
     }
-    # Added in schema 0003: hashed only when non-zero, so chains written before still verify.
+    # Added in schemas 0003 and 0004: hashed only when set, so chains written before verify.
     if turn.cache_write_input_tokens:
         payload["cache_write_input_tokens"] = turn.cache_write_input_tokens
+    if turn.speaker:
+        payload["speaker"] = turn.speaker
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(f"{prev_hash}\n{canonical}".encode()).hexdigest()

@@ -151,6 +151,7 @@ def _to_record(row: Turn) -> TurnRecord:
     return TurnRecord(
         round=row.round,
         role=Role(row.role),
+        speaker=row.speaker,
         attempt=row.attempt,
         provider=row.provider,
         model=row.model,
@@ -198,6 +199,7 @@ def append_turn(session: Session, *, debate_id: int, worker_id: str, turn: TurnR
         seq=0 if last is None else last.seq + 1,
         round=turn.round,
         role=turn.role.value,
+        speaker=turn.speaker,
         attempt=turn.attempt,
         provider=turn.provider,
         model=turn.model,

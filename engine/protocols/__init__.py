@@ -5,12 +5,17 @@ from __future__ import annotations
 from engine.errors import SpecError
 from engine.protocols.adversarial import AdversarialProtocol
 from engine.protocols.base import DebateProtocol
+from engine.protocols.consensus import ConsensusProtocol
 
-PROTOCOL_NAMES = ("adversarial",)
+PROTOCOLS: dict[str, type[DebateProtocol]] = {
+    "adversarial": AdversarialProtocol,
+    "consensus": ConsensusProtocol,
+}
+PROTOCOL_NAMES = tuple(PROTOCOLS)
 
 
 def get_protocol(name: str) -> DebateProtocol:
     """The protocol called `name`; an unknown name lists the ones there are."""
-    if name == "adversarial":
-        return AdversarialProtocol()
+    if name in PROTOCOLS:
+        return PROTOCOLS[name]()
     raise SpecError(f"unknown protocol {name!r}; choose one of: {', '.join(PROTOCOL_NAMES)}")

@@ -50,32 +50,19 @@ from engine.models import (
     utcnow,
 )
 from engine.prompts import PromptLibrary
-from engine.protocols.base import render_material
+from engine.protocols.base import LEVEL_BASE, level_for, render_material
 
 T = TypeVar("T", bound=BaseModel)
 
 CRITIC_RETRY_BELOW = 6
 WEAK_CHALLENGE_BELOW = 5
 
-LEVEL_BASE = {
-    ConfidenceLevel.HIGH: 0.85,
-    ConfidenceLevel.MODERATE: 0.60,
-    ConfidenceLevel.LOW: 0.35,
-}
 FABRICATION_PENALTY = 0.10
 FABRICATION_PENALTY_CAP = 0.30
 WEAK_CHALLENGE_PENALTY = 0.10
 UNRESOLVED_PENALTY = 0.02
 UNRESOLVED_PENALTY_CAP = 0.10
 TRUNCATION_PENALTY = 0.15
-
-
-def level_for(confidence: float) -> ConfidenceLevel:
-    if confidence >= 0.75:
-        return ConfidenceLevel.HIGH
-    if confidence >= 0.50:
-        return ConfidenceLevel.MODERATE
-    return ConfidenceLevel.LOW
 
 
 def _bullets(items: list[str], empty: str = "(none)") -> str:

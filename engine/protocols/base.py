@@ -2,11 +2,31 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol, TypeVar
 
-from engine.ledger import TurnLedger
-from engine.models import ContextDocument, DebateResult, DebateSpec
+from pydantic import BaseModel, ValidationError
+
+from engine.errors import LLMError, SpecError
+from engine.ledger import BudgetExhausted, TurnLedger
+from engine.llm import Message, describe_schema, output_schema
+from engine.models import (
+    ConfidenceAdjustment,
+    ConfidenceLevel,
+    ContextDocument,
+    DebateResult,
+    DebateSpec,
+    DebateStatus,
+    Decision,
+    Role,
+    Verdict,
+    utcnow,
+)
 from engine.prompts import PromptLibrary
+
+T = TypeVar("T", bound=BaseModel)
+OptionsT = TypeVar("OptionsT", bound=BaseModel)
 
 MATERIAL_OPEN = "<<<MATERIAL"
 MATERIAL_CLOSE = "MATERIAL>>>"
@@ -50,3 +70,147 @@ def render_material(prompts: PromptLibrary, spec: DebateSpec) -> str:
         material_open=MATERIAL_OPEN,
         material_close=MATERIAL_CLOSE,
     )
+
+
+LEVEL_BASE = {
+    ConfidenceLevel.HIGH: 0.85,
+    ConfidenceLevel.MODERATE: 0.60,
+    ConfidenceLevel.LOW: 0.35,
+}
+
+
+def level_for(confidence: float) -> ConfidenceLevel:
+    """The level of a confidence: >= 0.75 HIGH, >= 0.50 MODERATE, else LOW."""
+    if confidence >= 0.75:
+        return ConfidenceLevel.HIGH
+    if confidence >= 0.50:
+        return ConfidenceLevel.MODERATE
+    return ConfidenceLevel.LOW
+
+
+class Asker:
+    """Builds a turn's messages (the shared preamble, then the role's prompt) and asks the
+    ledger; the preamble is the same for every turn, so providers can cache it."""
+
+    def __init__(self, *, spec: DebateSpec, ledger: TurnLedger, prompts: PromptLibrary) -> None:
+        self.ledger = ledger
+        self.prompts = prompts
+        self.preamble = render_material(prompts, spec)
+
+    async def ask(
+        self,
+        template: str,
+        *,
+        round: int,
+        role: Role,
+        output_type: type[T],
+        values: dict[str, str] | None = None,
+        speaker: str = "",
+        attempt: int = 1,
+    ) -> T:
+        prompt = self.prompts.get(template)
+        user = prompt.render(
+            output_format=describe_schema(output_schema(output_type)), **(values or {})
+        )
+        return await self.ledger.call(
+            round=round,
+            role=role,
+            speaker=speaker,
+            attempt=attempt,
+            template=prompt,
+            messages=[
+                Message(role="system", content=self.preamble),
+                Message(role="user", content=user),
+            ],
+            output_type=output_type,
+        )
+
+
+@dataclass
+class Ending:
+    """How a protocol run ended: complete, cut by the budget, or failed (with why)."""
+
+    status: DebateStatus = DebateStatus.COMPLETE
+    error: str | None = None
+
+    def record(self, error: BudgetExhausted | LLMError) -> None:
+        self.status = (
+            DebateStatus.TRUNCATED_BUDGET
+            if isinstance(error, BudgetExhausted)
+            else DebateStatus.FAILED
+        )
+        self.error = str(error)
+
+
+def common_verdict(
+    spec: DebateSpec,
+    ending: Ending,
+    *,
+    decision: Decision | None,
+    synthesis: str | None,
+    confidence: float,
+    method: list[ConfidenceAdjustment],
+    unresolved: list[str] | None = None,
+    reasons: list[str] | None = None,
+) -> Verdict:
+    """The common verdict: escalated when the run did not complete, the protocol asks for it
+    (`reasons`), the decision is `escalate`, or confidence is below the spec's threshold."""
+    escalation = list(reasons or [])
+    if ending.status is DebateStatus.FAILED:
+        escalation.insert(0, f"the debate failed: {ending.error}")
+    elif ending.status is DebateStatus.TRUNCATED_BUDGET:
+        escalation.insert(0, f"the budget cut the debate short: {ending.error}")
+    if decision is None or synthesis is None:
+        decision = Decision.ESCALATE
+        synthesis = "The debate ended before a verdict was reached."
+        confidence = 0.0
+    confidence = min(1.0, max(0.0, confidence))
+    if confidence < spec.escalation_threshold:
+        escalation.append(
+            f"confidence {confidence:.2f} is below the escalation threshold"
+            f" {spec.escalation_threshold:.2f}"
+        )
+    if decision is Decision.ESCALATE and not escalation:
+        escalation.append("the protocol's decision is to escalate")
+    return Verdict(
+        status=ending.status,
+        decision=decision,
+        synthesis=synthesis,
+        confidence=confidence,
+        level=level_for(confidence),
+        confidence_method=method,
+        unresolved_points=unresolved or [],
+        escalate=bool(escalation),
+        escalation_reasons=escalation,
+    )
+
+
+def finish(
+    spec: DebateSpec,
+    ledger: TurnLedger,
+    ending: Ending,
+    verdict: Verdict,
+    *,
+    started_at: datetime,
+    report: dict[str, Any] | None = None,
+) -> DebateResult:
+    return DebateResult(
+        spec=spec,
+        transcript=list(ledger.transcript),
+        verdict=verdict,
+        report=report,
+        error=ending.error,
+        started_at=started_at,
+        finished_at=utcnow(),
+    )
+
+
+def options_for(model: type[OptionsT], spec: DebateSpec) -> OptionsT:
+    """The protocol's options from `spec.options`, as a SpecError naming what to fix."""
+    try:
+        return model.model_validate(spec.options)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'options'}: {e['msg']}" for e in error.errors()
+        )
+        raise SpecError(f"invalid {spec.protocol} options: {problems}") from error

@@ -1,0 +1,283 @@
+"""The `consensus` protocol: debaters converge by phases and votes, under rules held by code.
+
+Participant ids, the phase sequence (proposal, critique, revision, consensus), the speaker
+schedule, the round count, the maximum rounds, the threshold, the tally and the decision rule are
+all decided here; models only speak (stance, rationale, vote from the configured vote set).
+
+Round 1 runs proposal, critique, revision and consensus; later rounds run critique, revision and
+consensus again. Every debater speaks in every phase, in the declared order. After each phase the
+latest vote of each distinct debater is tallied: the first option reaching the threshold ends the
+debate (`decision_rule=threshold_vote`); when the maximum rounds pass without it, the decision is
+`escalate` (`decision_rule=max_rounds_exhausted`).
+
+Confidence is the share of debaters behind the decision (for an exhausted run: the largest share),
+so a split panel always falls under the escalation threshold.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from enum import Enum
+
+from pydantic import BaseModel, Field, create_model, field_validator, model_validator
+
+from engine.errors import LLMError, SpecError
+from engine.ledger import BudgetExhausted, TurnLedger
+from engine.models import (
+    ConfidenceAdjustment,
+    DebateResult,
+    DebateSpec,
+    Decision,
+    LongText,
+    Role,
+    ShortText,
+    Verdict,
+    utcnow,
+)
+from engine.prompts import PromptLibrary
+from engine.protocols.base import Asker, Ending, common_verdict, finish, options_for
+
+PHASES = ("proposal", "critique", "revision", "consensus")
+LATER_ROUND_PHASES = PHASES[1:]
+PHASE_INSTRUCTIONS = {
+    "proposal": "Propose what the team should do and vote on it.",
+    "critique": "Critique the proposals above: name the weakest point of each that you doubt.",
+    "revision": "Revise your position in the light of the critiques; keep what survived.",
+    "consensus": "State the position you can commit to and cast your vote for the decision.",
+}
+DEFAULT_DECISIONS = {"release": "accept", "revise": "revise", "escalate": "escalate"}
+
+
+class ConsensusOptions(BaseModel):
+    votes: list[str] = Field(
+        default_factory=lambda: ["release", "revise", "escalate"], min_length=2, max_length=8
+    )
+    threshold: int | None = Field(default=None, ge=1, description="default: a simple majority")
+    decisions: dict[str, Decision] = Field(
+        default_factory=lambda: {k: Decision(v) for k, v in DEFAULT_DECISIONS.items()},
+        description="which verdict decision each vote stands for; others map to escalate",
+    )
+
+    @field_validator("votes")
+    @classmethod
+    def _unique(cls, votes: list[str]) -> list[str]:
+        if len(set(votes)) != len(votes) or any(not v.strip() for v in votes):
+            raise ValueError("votes must be distinct, non-empty names")
+        return votes
+
+
+class ConsensusTurnBase(BaseModel):
+    stance: ShortText
+    rationale: LongText
+    vote: str
+
+
+def turn_type(votes: list[str]) -> type[ConsensusTurnBase]:
+    """The turn schema with `vote` restricted to the configured vote set."""
+    vote_enum = Enum("Vote", {v: v for v in votes}, type=str)  # type: ignore[misc]
+    return create_model("ConsensusTurn", __base__=ConsensusTurnBase, vote=(vote_enum, ...))
+
+
+class ConsensusEntry(BaseModel):
+    speaker: str
+    round: int
+    phase: str
+    stance: str
+    rationale: str
+    vote: str
+
+
+class ConsensusReport(BaseModel):
+    debater_ids: list[str]
+    rounds_run: int
+    max_rounds: int
+    phase_sequence: list[str]
+    threshold: int
+    tally: dict[str, int]
+    decision: str
+    decision_rule: str
+    speaker_schedule: list[str]
+    entries: list[ConsensusEntry] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ConsensusReport:
+        if sum(self.tally.values()) > len(self.debater_ids):
+            raise ValueError("more votes tallied than debaters")
+        return self
+
+    def lines(self) -> list[str]:
+        """The nine report lines, in the fixed order."""
+        tally = ", ".join(f"{vote}={count}" for vote, count in self.tally.items())
+        return [
+            f"debater ids: {', '.join(self.debater_ids)}",
+            f"rounds run: {self.rounds_run}",
+            f"max rounds: {self.max_rounds}",
+            f"phase sequence: {', '.join(self.phase_sequence)}",
+            f"threshold: {self.threshold}",
+            f"tally: {tally}",
+            f"decision: {self.decision}",
+            f"decision rule: {self.decision_rule}",
+            f"speaker schedule: {', '.join(self.speaker_schedule)}",
+        ]
+
+
+def tally_votes(entries: list[ConsensusEntry], votes: list[str]) -> dict[str, int]:
+    """The latest vote of each distinct debater, counted, in vote-set order (zeros left out)."""
+    latest: dict[str, str] = {}
+    for entry in entries:
+        latest[entry.speaker] = entry.vote
+    counts = Counter(latest.values())
+    return {vote: counts[vote] for vote in votes if counts[vote]}
+
+
+def render_entries(entries: list[ConsensusEntry]) -> str:
+    if not entries:
+        return "(nothing yet: you open the discussion)"
+    return "\n".join(
+        f"- [{e.speaker}, round {e.round}, {e.phase}] stance: {e.stance} | rationale:"
+        f" {e.rationale} | vote: {e.vote}"
+        for e in entries
+    )
+
+
+class ConsensusProtocol:
+    """Phased discussion with code-held rules and a counted vote."""
+
+    name = "consensus"
+
+    def validate(self, spec: DebateSpec) -> None:
+        options = options_for(ConsensusOptions, spec)
+        debaters = spec.debaters()
+        names = [d.name or "" for d in debaters]
+        if len(debaters) < 2:
+            raise SpecError("the consensus protocol needs at least 2 debaters with ids")
+        if any(not n for n in names) or len(set(names)) != len(names):
+            raise SpecError(f"consensus debater ids must be present and unique; got {names}")
+        threshold = self._threshold(options, len(debaters))
+        majority = len(debaters) // 2 + 1
+        if not majority <= threshold <= len(debaters):
+            raise SpecError(
+                f"the consensus threshold must be between a majority ({majority}) and the number"
+                f" of debaters ({len(debaters)}); got {threshold}"
+            )
+
+    @staticmethod
+    def _threshold(options: ConsensusOptions, debaters: int) -> int:
+        return options.threshold if options.threshold is not None else debaters // 2 + 1
+
+    async def run(
+        self, spec: DebateSpec, *, ledger: TurnLedger, prompts: PromptLibrary
+    ) -> DebateResult:
+        started_at = utcnow()
+        options = options_for(ConsensusOptions, spec)
+        schedule = [d.name or "" for d in spec.debaters()]
+        hints = {d.name: d.role_hint or "" for d in spec.debaters()}
+        threshold = self._threshold(options, len(schedule))
+        output_type = turn_type(options.votes)
+        asker = Asker(spec=spec, ledger=ledger, prompts=prompts)
+        ending = Ending()
+        entries: list[ConsensusEntry] = []
+        phases_run: list[str] = []
+        rounds_run = 0
+        tally: dict[str, int] = {}
+        winner: str | None = None
+        try:
+            for number in range(1, spec.max_rounds + 1):
+                rounds_run = number
+                for phase in PHASES if number == 1 else LATER_ROUND_PHASES:
+                    phases_run.append(phase)
+                    for speaker in schedule:
+                        turn = await asker.ask(
+                            "consensus/turn.md",
+                            round=number,
+                            role=Role.DEBATER,
+                            speaker=speaker,
+                            output_type=output_type,
+                            values={
+                                "speaker": speaker,
+                                "role_hint": hints.get(speaker, ""),
+                                "round": str(number),
+                                "phase": phase,
+                                "phase_instruction": PHASE_INSTRUCTIONS[phase],
+                                "transcript": render_entries(entries),
+                                "votes": ", ".join(options.votes),
+                            },
+                        )
+                        entries.append(
+                            ConsensusEntry(
+                                speaker=speaker,
+                                round=number,
+                                phase=phase,
+                                stance=turn.stance,
+                                rationale=turn.rationale,
+                                vote=str(getattr(turn.vote, "value", turn.vote)),
+                            )
+                        )
+                    tally = tally_votes(entries, options.votes)
+                    winner = next((v for v, n in tally.items() if n >= threshold), None)
+                    if winner is not None:
+                        break
+                if winner is not None:
+                    break
+        except (BudgetExhausted, LLMError) as stop:
+            ending.record(stop)
+        report = ConsensusReport(
+            debater_ids=schedule,
+            rounds_run=rounds_run,
+            max_rounds=spec.max_rounds,
+            phase_sequence=phases_run,
+            threshold=threshold,
+            tally=tally,
+            decision=winner or "escalate",
+            decision_rule="threshold_vote" if winner else "max_rounds_exhausted",
+            speaker_schedule=schedule,
+            entries=entries,
+        )
+        return finish(
+            spec,
+            ledger,
+            ending,
+            self._verdict(spec, ending, report, options),
+            started_at=started_at,
+            report=report.model_dump(mode="json") | {"lines": report.lines()},
+        )
+
+    @staticmethod
+    def _verdict(
+        spec: DebateSpec, ending: Ending, report: ConsensusReport, options: ConsensusOptions
+    ) -> Verdict:
+        debaters = len(report.debater_ids)
+        largest = max(report.tally.values(), default=0)
+        share = largest / debaters if debaters else 0.0
+        if not report.entries:
+            return common_verdict(
+                spec, ending, decision=None, synthesis=None, confidence=0.0, method=[]
+            )
+        if report.decision_rule == "threshold_vote":
+            decision = options.decisions.get(report.decision, Decision.ESCALATE)
+            backers = [e for e in report.entries if e.vote == report.decision]
+            synthesis = (
+                f"{largest} of {debaters} debaters reached {report.decision!r} in round"
+                f" {report.rounds_run} ({report.phase_sequence[-1]} phase). Last stance for it:"
+                f" {backers[-1].stance}"
+            )
+            reasons = []
+        else:
+            decision = Decision.ESCALATE
+            synthesis = (
+                f"No option reached the threshold of {report.threshold} in {report.rounds_run}"
+                f" rounds; final tally {report.tally}."
+            )
+            reasons = [f"no consensus after {report.rounds_run} rounds (max_rounds_exhausted)"]
+        method = [
+            ConfidenceAdjustment(reason=f"{largest} of {debaters} debaters agree", delta=share)
+        ]
+        return common_verdict(
+            spec,
+            ending,
+            decision=decision,
+            synthesis=synthesis,
+            confidence=share,
+            method=method,
+            reasons=reasons,
+        )
