@@ -6,10 +6,12 @@ from engine.errors import SpecError
 from engine.protocols.adversarial import AdversarialProtocol
 from engine.protocols.base import DebateProtocol
 from engine.protocols.consensus import ConsensusProtocol
+from engine.protocols.stances import StancesProtocol
 
 PROTOCOLS: dict[str, type[DebateProtocol]] = {
     "adversarial": AdversarialProtocol,
     "consensus": ConsensusProtocol,
+    "stances": StancesProtocol,
 }
 PROTOCOL_NAMES = tuple(PROTOCOLS)
 

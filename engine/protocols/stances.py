@@ -1,0 +1,302 @@
+"""The `stances` protocol: debaters defend assigned stances, then one judge decides.
+
+- At least two debaters, each with a unique name and a stance. Every debater speaks every round
+  in the declared order and sees every earlier argument (earlier rounds and earlier speakers of
+  this round) as a list tagged with stances, without names. Their prompt forbids conceding.
+- After the final round one judge returns `{verdict, winner, reasoning}`; `winner: null` means
+  the answer is a synthesis of stances. The judge's transcript is anonymized (labels instead of
+  names) and shuffled within each round, both on by default and both switchable; the shuffle uses
+  an injectable random generator (or `options.seed`), so it is reproducible.
+- An optional synthesizer projects the raw result onto a caller-given JSON schema (a flat object
+  of strings, numbers, booleans, enums and lists of those); a schema with the synthesizer off is
+  an error.
+- Default 2 rounds; more than 4 runs but logs a warning, kept in the report.
+
+Confidence is the judge's level mapped like the adversarial moderator's (HIGH 0.85, MODERATE
+0.60, LOW 0.35).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, Field, create_model
+
+from engine.errors import LLMError, SpecError
+from engine.ledger import BudgetExhausted, TurnLedger
+from engine.models import (
+    ConfidenceAdjustment,
+    ConfidenceLevel,
+    DebateResult,
+    DebateSpec,
+    Decision,
+    LongText,
+    Participant,
+    Role,
+    ShortText,
+    Verdict,
+    utcnow,
+)
+from engine.prompts import PromptLibrary
+from engine.protocols.base import LEVEL_BASE, Asker, Ending, common_verdict, finish, options_for
+
+log = logging.getLogger("debatebot.engine")
+
+DEFAULT_ROUNDS = 2
+WARN_ABOVE_ROUNDS = 4
+_JSON_TYPES: dict[str, type] = {"string": str, "integer": int, "number": float, "boolean": bool}
+
+
+class StancesOptions(BaseModel):
+    anonymize: bool = True
+    shuffle: bool = True
+    seed: int | None = None
+    synthesizer: bool = False
+    output_schema: dict[str, Any] | None = None
+
+
+class StanceArgument(BaseModel):
+    argument: LongText
+    key_points: list[ShortText] = Field(min_length=1, max_length=5)
+
+
+class JudgeDecisionBase(BaseModel):
+    verdict: LongText
+    winner: str | None
+    reasoning: LongText
+    confidence_level: ConfidenceLevel
+
+
+def judge_type(labels: list[str]) -> type[JudgeDecisionBase]:
+    """The judge's schema with `winner` restricted to the debaters' labels (or null)."""
+    label_enum = Enum("Label", {label: label for label in labels}, type=str)  # type: ignore[misc]
+    return create_model(
+        "StancesJudgment", __base__=JudgeDecisionBase, winner=(label_enum | None, ...)
+    )
+
+
+def model_from_schema(schema: dict[str, Any]) -> type[BaseModel]:
+    """A pydantic model for a caller's flat JSON object schema; SpecError if it is not one."""
+    if schema.get("type") != "object" or not isinstance(schema.get("properties"), dict):
+        raise SpecError('the output schema must be {"type": "object", "properties": {...}}')
+    required = set(schema.get("required", schema["properties"]))
+    fields: dict[str, Any] = {}
+    for name, node in schema["properties"].items():
+        annotation = _field_type(name, node)
+        fields[name] = (annotation, ...) if name in required else (annotation | None, None)
+    model: type[BaseModel] = create_model("SynthesisOutput", **fields)
+    return model
+
+
+def _field_type(name: str, node: Any) -> Any:
+    if not isinstance(node, dict):
+        raise SpecError(f"output schema field {name!r} is not a schema object")
+    if "enum" in node:
+        return Enum(f"{name}_choices", {str(v): v for v in node["enum"]})
+    kind = node.get("type")
+    if kind in _JSON_TYPES:
+        return _JSON_TYPES[kind]
+    if kind == "array":
+        return list[_field_type(name, node.get("items", {}))]  # type: ignore[misc]
+    raise SpecError(
+        f"output schema field {name!r} has type {kind!r}; use string, integer, number, boolean,"
+        " an enum, or an array of those"
+    )
+
+
+def labels_for(debaters: list[Participant], anonymize: bool) -> dict[str, str]:
+    """Debater name -> what the judge sees."""
+    if not anonymize:
+        return {d.name or "": d.name or "" for d in debaters}
+    return {d.name or "": f"Debater {chr(ord('A') + i)}" for i, d in enumerate(debaters)}
+
+
+class StancesProtocol:
+    """Assigned stances, no conceding, one anonymized and shuffled judgment."""
+
+    name = "stances"
+
+    def __init__(self, rng: random.Random | None = None) -> None:
+        self.rng = rng
+
+    def validate(self, spec: DebateSpec) -> None:
+        options = options_for(StancesOptions, spec)
+        debaters = spec.debaters()
+        if len(debaters) < 2:
+            raise SpecError("the stances protocol needs at least 2 debaters, each with a stance")
+        names = [d.name or "" for d in debaters]
+        if any(not n.strip() for n in names) or len(set(names)) != len(names):
+            raise SpecError(f"stances debaters need unique names; got {names}")
+        missing = [d.name for d in debaters if not (d.stance or "").strip()]
+        if missing:
+            raise SpecError(f"every stances debater needs a stance; missing for {missing}")
+        if options.output_schema is not None and not options.synthesizer:
+            raise SpecError(
+                "an output schema needs the synthesizer: set options.synthesizer to true, or drop"
+                " the schema"
+            )
+        if options.output_schema is not None:
+            model_from_schema(options.output_schema)
+        if len(debaters) > 26:
+            raise SpecError("the stances protocol takes at most 26 debaters")
+
+    @staticmethod
+    def warnings(spec: DebateSpec) -> list[str]:
+        if spec.max_rounds > WARN_ABOVE_ROUNDS:
+            return [
+                f"{spec.max_rounds} rounds asked for; past {WARN_ABOVE_ROUNDS} stance debates"
+                " mostly repeat themselves and cost grows with every round"
+            ]
+        return []
+
+    async def run(
+        self, spec: DebateSpec, *, ledger: TurnLedger, prompts: PromptLibrary
+    ) -> DebateResult:
+        started_at = utcnow()
+        options = options_for(StancesOptions, spec)
+        warnings = self.warnings(spec)
+        for warning in warnings:
+            log.warning("stances: %s", warning)
+        rng = self.rng or random.Random(options.seed)
+        debaters = spec.debaters()
+        stance_of = {d.name or "": d.stance or "" for d in debaters}
+        labels = labels_for(debaters, options.anonymize)
+        asker = Asker(spec=spec, ledger=ledger, prompts=prompts)
+        ending = Ending()
+        spoken: list[tuple[int, str, StanceArgument]] = []
+        judgment: JudgeDecisionBase | None = None
+        winner: str | None = None
+        synthesis: dict[str, Any] | None = None
+        judge_view = ""
+        try:
+            for number in range(1, spec.max_rounds + 1):
+                for debater in debaters:
+                    name = debater.name or ""
+                    argument = await asker.ask(
+                        "stances/debater.md",
+                        round=number,
+                        role=Role.DEBATER,
+                        speaker=name,
+                        output_type=StanceArgument,
+                        values={
+                            "round": str(number),
+                            "rounds": str(spec.max_rounds),
+                            "stance": stance_of[name],
+                            "earlier": render_earlier(spoken, stance_of),
+                        },
+                    )
+                    spoken.append((number, name, argument))
+            judge_view = render_judge_view(spoken, stance_of, labels, options.shuffle, rng)
+            judgment = await asker.ask(
+                "stances/judge.md",
+                round=spec.max_rounds,
+                role=Role.JUDGE,
+                output_type=judge_type(list(labels.values())),
+                values={
+                    "stances": "\n".join(f"- {labels[n]}: {s}" for n, s in stance_of.items()),
+                    "transcript": judge_view,
+                },
+            )
+            label = getattr(judgment.winner, "value", judgment.winner)
+            winner = next((n for n, shown in labels.items() if shown == label), None)
+            if options.synthesizer and options.output_schema is not None:
+                projected = await asker.ask(
+                    "stances/synthesizer.md",
+                    round=spec.max_rounds,
+                    role=Role.SYNTHESIZER,
+                    output_type=model_from_schema(options.output_schema),
+                    values={
+                        "judgment": judgment.model_dump_json(),
+                        "transcript": judge_view,
+                    },
+                )
+                synthesis = projected.model_dump(mode="json")
+        except (BudgetExhausted, LLMError) as stop:
+            ending.record(stop)
+        report: dict[str, Any] = {
+            "speaking_order": [d.name for d in debaters],
+            "labels": labels if options.anonymize else None,
+            "judge_transcript": judge_view,
+            "judgment": judgment.model_dump(mode="json") if judgment else None,
+            "winner": winner,
+            "synthesis": synthesis,
+            "warnings": warnings,
+        }
+        return finish(
+            spec,
+            ledger,
+            ending,
+            self._verdict(spec, ending, judgment, winner, stance_of),
+            started_at=started_at,
+            report=report,
+        )
+
+    @staticmethod
+    def _verdict(
+        spec: DebateSpec,
+        ending: Ending,
+        judgment: JudgeDecisionBase | None,
+        winner: str | None,
+        stance_of: dict[str, str],
+    ) -> Verdict:
+        if judgment is None:
+            return common_verdict(
+                spec, ending, decision=None, synthesis=None, confidence=0.0, method=[]
+            )
+        base = LEVEL_BASE[judgment.confidence_level]
+        if winner is not None:
+            decision = Decision.ACCEPT
+            synthesis = f"{winner} prevails ({stance_of[winner]}): {judgment.verdict}"
+        else:
+            decision = Decision.ACCEPT_WITH_CONDITIONS
+            synthesis = f"Synthesis of the stances: {judgment.verdict}"
+        return common_verdict(
+            spec,
+            ending,
+            decision=decision,
+            synthesis=synthesis,
+            confidence=base,
+            method=[
+                ConfidenceAdjustment(
+                    reason=f"judge's level {judgment.confidence_level.value}", delta=base
+                )
+            ],
+        )
+
+
+def render_earlier(spoken: list[tuple[int, str, StanceArgument]], stance_of: dict[str, str]) -> str:
+    """What a debater sees: every earlier argument, tagged by stance and round, never by name."""
+    if not spoken:
+        return "(none yet: you speak first)"
+    return "\n".join(
+        f"- [round {number}, stance: {stance_of[name]}] {argument.argument}"
+        + "".join(f"\n    * {point}" for point in argument.key_points)
+        for number, name, argument in spoken
+    )
+
+
+def render_judge_view(
+    spoken: list[tuple[int, str, StanceArgument]],
+    stance_of: dict[str, str],
+    labels: dict[str, str],
+    shuffle: bool,
+    rng: random.Random,
+) -> str:
+    """The judge's transcript: by round, speakers labelled, order shuffled within each round."""
+    rounds: dict[int, list[tuple[str, StanceArgument]]] = {}
+    for number, name, argument in spoken:
+        rounds.setdefault(number, []).append((name, argument))
+    parts = []
+    for number, entries in rounds.items():
+        ordered = list(entries)
+        if shuffle:
+            rng.shuffle(ordered)
+        lines = [f"Round {number}:"]
+        for name, argument in ordered:
+            lines.append(f"[{labels[name]} | stance: {stance_of[name]}] {argument.argument}")
+            lines.extend(f"    * {point}" for point in argument.key_points)
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
