@@ -6,12 +6,14 @@ from engine.errors import SpecError
 from engine.protocols.adversarial import AdversarialProtocol
 from engine.protocols.base import DebateProtocol
 from engine.protocols.consensus import ConsensusProtocol
+from engine.protocols.panel import PanelProtocol
 from engine.protocols.stances import StancesProtocol
 
 PROTOCOLS: dict[str, type[DebateProtocol]] = {
     "adversarial": AdversarialProtocol,
     "consensus": ConsensusProtocol,
     "stances": StancesProtocol,
+    "panel": PanelProtocol,
 }
 PROTOCOL_NAMES = tuple(PROTOCOLS)
 

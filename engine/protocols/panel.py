@@ -1,0 +1,363 @@
+"""The `panel` protocol: independent answers, peer critique, convergence and aggregation.
+
+- Each debater has its own model and temperature (its participant's `model`), a vote `weight`
+  and a `role_hint`. Round 1: all answer independently and concurrently, with a confidence.
+  Later rounds: each restates its answer, critiques every peer by name, and may change its answer
+  only with a stated reason (`changed_from_previous`, `change_justification`); an answer given
+  without that flag is held at the previous one.
+- After each round answers are clustered by word-set Jaccard similarity (>= `similarity`,
+  default 0.4) against each cluster's first answer; the convergence score is the largest
+  cluster's share. At or above `convergence_threshold` (0.8) the debate stops early.
+- Aggregation: `majority` (largest cluster), `weighted` (largest sum of weight x confidence) or
+  `judge` (a judge picks an answer; unparseable output falls back to majority, recorded).
+- Convergence below `escalate_below` (0.5) escalates.
+- Adaptive routing: with a `router` participant (a fast model), it answers first; at confidence
+  >= `route_confidence` (0.85) the panel is skipped and the report says `routing=single_agent`.
+
+Confidence: convergence x the mean stated confidence of the chosen cluster (single-agent
+routing: the router's own confidence).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections import Counter
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from engine.errors import LLMError, SpecError, StructuredOutputError
+from engine.ledger import BudgetExhausted, TurnLedger
+from engine.models import (
+    ConfidenceAdjustment,
+    DebateResult,
+    DebateSpec,
+    Decision,
+    LongText,
+    Participant,
+    Role,
+    ShortText,
+    Verdict,
+    utcnow,
+)
+from engine.prompts import PromptLibrary
+from engine.protocols.base import Asker, Ending, common_verdict, finish, options_for
+
+_WORD = re.compile(r"[a-z0-9']+")
+
+
+class PanelOptions(BaseModel):
+    aggregation: Literal["majority", "weighted", "judge"] = "majority"
+    similarity: float = Field(default=0.4, gt=0.0, le=1.0)
+    convergence_threshold: float = Field(default=0.8, gt=0.0, le=1.0)
+    escalate_below: float = Field(default=0.5, ge=0.0, le=1.0)
+    route_confidence: float = Field(default=0.85, ge=0.0, le=1.0)
+
+
+class PanelAnswer(BaseModel):
+    decision: Decision
+    answer: LongText
+    confidence: float = Field(ge=0.0, le=1.0)
+
+
+class PeerCritique(BaseModel):
+    peer: str
+    critique: ShortText
+
+
+class PanelRevision(PanelAnswer):
+    critiques: list[PeerCritique] = Field(default_factory=list, max_length=12)
+    changed_from_previous: bool
+    change_justification: str | None = None
+
+    @model_validator(mode="after")
+    def _justified(self) -> PanelRevision:
+        if self.changed_from_previous and not (self.change_justification or "").strip():
+            raise ValueError("changed_from_previous is true but change_justification is empty")
+        return self
+
+
+def revision_type(peers: list[str]) -> type[PanelRevision]:
+    """The revision schema, rejecting a reply that skips a peer's critique."""
+    expected = set(peers)
+
+    class PeerRevision(PanelRevision):
+        @model_validator(mode="after")
+        def _every_peer(self) -> PeerRevision:
+            missing = expected - {c.peer for c in self.critiques}
+            if missing:
+                raise ValueError(f"critique every panelist; missing: {', '.join(sorted(missing))}")
+            return self
+
+    PeerRevision.__name__ = "PanelRevision"
+    return PeerRevision
+
+
+class PanelJudgment(BaseModel):
+    chosen: int = Field(ge=1)
+    reasoning: LongText
+
+
+def words(text: str) -> frozenset[str]:
+    return frozenset(_WORD.findall(text.lower()))
+
+
+def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    union = a | b
+    return len(a & b) / len(union) if union else 1.0
+
+
+def cluster(answers: list[str], threshold: float) -> list[list[int]]:
+    """Indices grouped greedily: each answer joins the first cluster whose first answer it
+    resembles (Jaccard >= threshold), else starts a cluster."""
+    sets = [words(a) for a in answers]
+    clusters: list[list[int]] = []
+    for index, answer in enumerate(sets):
+        for group in clusters:
+            if jaccard(answer, sets[group[0]]) >= threshold:
+                group.append(index)
+                break
+        else:
+            clusters.append([index])
+    return clusters
+
+
+def convergence(clusters: list[list[int]], total: int) -> float:
+    return max((len(c) for c in clusters), default=0) / total if total else 0.0
+
+
+class PanelProtocol:
+    """Independent panelists, peer critique, counted convergence."""
+
+    name = "panel"
+
+    def validate(self, spec: DebateSpec) -> None:
+        options_for(PanelOptions, spec)
+        debaters = spec.debaters()
+        names = [d.name or "" for d in debaters]
+        if len(debaters) < 2:
+            raise SpecError("the panel protocol needs at least 2 debaters")
+        if any(not n for n in names) or len(set(names)) != len(names):
+            raise SpecError(f"panel debaters need unique names; got {names}")
+
+    async def run(
+        self, spec: DebateSpec, *, ledger: TurnLedger, prompts: PromptLibrary
+    ) -> DebateResult:
+        started_at = utcnow()
+        options = options_for(PanelOptions, spec)
+        debaters = spec.debaters()
+        asker = Asker(spec=spec, ledger=ledger, prompts=prompts)
+        ending = Ending()
+        report: dict[str, Any] = {"routing": "debate", "aggregation": options.aggregation}
+        answers: dict[str, PanelAnswer] = {}
+        history: list[dict[str, Any]] = []
+        chosen: int | None = None
+        try:
+            router = next((p for p in spec.participants if p.role is Role.ROUTER), None)
+            if router is not None:
+                quick = await self._answer(asker, router, 0, Role.ROUTER)
+                report["router"] = quick.model_dump(mode="json")
+                if quick.confidence >= options.route_confidence:
+                    report["routing"] = "single_agent"
+                    return finish(
+                        spec,
+                        ledger,
+                        ending,
+                        self._single_agent_verdict(spec, ending, quick),
+                        started_at=started_at,
+                        report=report,
+                    )
+            for number in range(1, spec.max_rounds + 1):
+                answers = await self._round(asker, debaters, number, answers)
+                names = [d.name or "" for d in debaters]
+                clusters = cluster([answers[n].answer for n in names], options.similarity)
+                score = convergence(clusters, len(names))
+                history.append(
+                    {
+                        "round": number,
+                        "clusters": [[names[i] for i in c] for c in clusters],
+                        "convergence": score,
+                    }
+                )
+                if score >= options.convergence_threshold:
+                    break
+            chosen = await self._aggregate(asker, spec, options, debaters, answers, report)
+        except (BudgetExhausted, LLMError) as stop:
+            ending.record(stop)
+        report["rounds"] = history
+        report["answers"] = {n: a.model_dump(mode="json") for n, a in answers.items()}
+        return finish(
+            spec,
+            ledger,
+            ending,
+            self._verdict(spec, ending, options, debaters, answers, history, chosen),
+            started_at=started_at,
+            report=report,
+        )
+
+    async def _answer(
+        self, asker: Asker, who: Participant, number: int, role: Role = Role.DEBATER
+    ) -> PanelAnswer:
+        return await asker.ask(
+            "panel/answer.md",
+            round=number,
+            role=role,
+            speaker=who.name or "" if role is Role.DEBATER else "",
+            output_type=PanelAnswer,
+            values={"speaker": who.name or role.value, "role_hint": who.role_hint or ""},
+        )
+
+    async def _round(
+        self,
+        asker: Asker,
+        debaters: list[Participant],
+        number: int,
+        previous: dict[str, PanelAnswer],
+    ) -> dict[str, PanelAnswer]:
+        """One round, every panelist's call in flight together."""
+
+        async def speak(who: Participant) -> PanelAnswer:
+            name = who.name or ""
+            if number == 1:
+                return await self._answer(asker, who, number)
+            peers = [d.name or "" for d in debaters if d.name != name]
+            revision = await asker.ask(
+                "panel/revise.md",
+                round=number,
+                role=Role.DEBATER,
+                speaker=name,
+                output_type=revision_type(peers),
+                values={
+                    "speaker": name,
+                    "role_hint": who.role_hint or "",
+                    "round": str(number),
+                    "previous": render_answer(previous[name]),
+                    "peers": "\n".join(f"- {p}: {render_answer(previous[p])}" for p in peers),
+                },
+            )
+            if not revision.changed_from_previous:
+                kept = previous[name]
+                return PanelAnswer(
+                    decision=kept.decision, answer=kept.answer, confidence=revision.confidence
+                )
+            return PanelAnswer(
+                decision=revision.decision,
+                answer=revision.answer,
+                confidence=revision.confidence,
+            )
+
+        tasks = [asyncio.create_task(speak(who)) for who in debaters]
+        try:
+            results = await asyncio.gather(*tasks)
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        return {who.name or "": answer for who, answer in zip(debaters, results, strict=True)}
+
+    async def _aggregate(
+        self,
+        asker: Asker,
+        spec: DebateSpec,
+        options: PanelOptions,
+        debaters: list[Participant],
+        answers: dict[str, PanelAnswer],
+        report: dict[str, Any],
+    ) -> int:
+        """The index (into `debaters`) of the answer the panel settles on."""
+        names = [d.name or "" for d in debaters]
+        clusters = cluster([answers[n].answer for n in names], options.similarity)
+        if options.aggregation == "judge":
+            try:
+                judgment = await asker.ask(
+                    "panel/judge.md",
+                    round=spec.max_rounds,
+                    role=Role.JUDGE,
+                    output_type=PanelJudgment,
+                    values={
+                        "answers": "\n".join(
+                            f"{i}. {render_answer(answers[n])}" for i, n in enumerate(names, 1)
+                        )
+                    },
+                )
+                if judgment.chosen <= len(names):
+                    report["judge_reasoning"] = judgment.reasoning
+                    return judgment.chosen - 1
+                problem = f"the judge chose answer {judgment.chosen} of {len(names)}"
+            except StructuredOutputError as unparseable:
+                problem = f"the judge's output was unparseable: {unparseable}"
+            report["aggregation_fallback"] = f"majority ({problem})"
+        if options.aggregation == "weighted":
+            weight = {d.name: d.weight for d in debaters}
+            scores = [
+                sum(weight[names[i]] * answers[names[i]].confidence for i in group)
+                for group in clusters
+            ]
+            best = clusters[scores.index(max(scores))]
+            report["cluster_weights"] = scores
+        else:
+            best = max(clusters, key=len)
+        return max(best, key=lambda i: answers[names[i]].confidence)
+
+    @staticmethod
+    def _single_agent_verdict(spec: DebateSpec, ending: Ending, quick: PanelAnswer) -> Verdict:
+        return common_verdict(
+            spec,
+            ending,
+            decision=quick.decision,
+            synthesis=quick.answer,
+            confidence=quick.confidence,
+            method=[
+                ConfidenceAdjustment(
+                    reason="single agent: the fast model's own confidence", delta=quick.confidence
+                )
+            ],
+        )
+
+    @staticmethod
+    def _verdict(
+        spec: DebateSpec,
+        ending: Ending,
+        options: PanelOptions,
+        debaters: list[Participant],
+        answers: dict[str, PanelAnswer],
+        history: list[dict[str, Any]],
+        chosen: int | None,
+    ) -> Verdict:
+        if chosen is None or not history:
+            return common_verdict(
+                spec, ending, decision=None, synthesis=None, confidence=0.0, method=[]
+            )
+        names = [d.name or "" for d in debaters]
+        winner = answers[names[chosen]]
+        score = float(history[-1]["convergence"])
+        group = next(c for c in history[-1]["clusters"] if names[chosen] in c)
+        mean_confidence = sum(answers[n].confidence for n in group) / len(group)
+        decisions = Counter(answers[n].decision for n in group)
+        reasons = []
+        if score < options.escalate_below:
+            reasons.append(
+                f"the panel did not converge: convergence {score:.2f} is below"
+                f" {options.escalate_below:.2f}"
+            )
+        return common_verdict(
+            spec,
+            ending,
+            decision=decisions.most_common(1)[0][0] if decisions else winner.decision,
+            synthesis=winner.answer,
+            confidence=score * mean_confidence,
+            method=[
+                ConfidenceAdjustment(reason=f"convergence {score:.2f}", delta=score),
+                ConfidenceAdjustment(
+                    reason=f"x mean confidence {mean_confidence:.2f} of the chosen cluster",
+                    delta=score * mean_confidence - score,
+                ),
+            ],
+            reasons=reasons,
+        )
+
+
+def render_answer(answer: PanelAnswer) -> str:
+    return f"[{answer.decision.value}, confidence {answer.confidence:.2f}] {answer.answer}"
