@@ -8,11 +8,13 @@ from engine.protocols.base import DebateProtocol
 from engine.protocols.consensus import ConsensusProtocol
 from engine.protocols.panel import PanelProtocol
 from engine.protocols.stances import StancesProtocol
+from engine.protocols.structured import StructuredProtocol
 
 PROTOCOLS: dict[str, type[DebateProtocol]] = {
     "adversarial": AdversarialProtocol,
     "consensus": ConsensusProtocol,
     "stances": StancesProtocol,
+    "structured": StructuredProtocol,
     "panel": PanelProtocol,
 }
 PROTOCOL_NAMES = tuple(PROTOCOLS)

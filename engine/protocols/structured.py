@@ -1,0 +1,384 @@
+"""The `structured` protocol: numbered arguments, cross-examination, closings, a scoring judge.
+
+1. Openings: PRO then CON each make 3-5 numbered arguments (PRO-1…, CON-1…) with claim,
+   reasoning and evidence; a reply with a wrong prefix or order, a too-short claim or reasoning,
+   or missing evidence is rejected and re-asked.
+2. Cross-examination: each side answers every opposing argument exactly once with refute,
+   challenge, concede or partial plus a follow-up question; a reply that skips an argument or
+   adds one is re-asked.
+3. Closings: concessions, unrebutted arguments and final position, at most 200 words.
+4. The judge scores every argument on logic, evidence, responsiveness and honesty (1-10), names
+   fallacies from the seven, gives the trace table (UPHELD / PARTIALLY_UPHELD / REFUTED /
+   UNCERTAIN), unresolved questions and a recommendation. Weighted scores (logic .30, evidence
+   .30, responsiveness .25, honesty .15) and side totals (the mean of a side's weighted scores)
+   are computed here, never by the model.
+
+The two sides are the spec's two debaters (first PRO, second CON) or, without debaters, two on
+the default model. Confidence: the judge's level (HIGH 0.85, MODERATE 0.60, LOW 0.35) less 0.05
+per fallacy found (at most 0.15).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from engine.errors import LLMError, SpecError
+from engine.ledger import BudgetExhausted, TurnLedger
+from engine.models import (
+    ConfidenceAdjustment,
+    ConfidenceLevel,
+    DebateResult,
+    DebateSpec,
+    Decision,
+    LongText,
+    Role,
+    Score,
+    ShortText,
+    Verdict,
+    utcnow,
+)
+from engine.prompts import PromptLibrary
+from engine.protocols.base import LEVEL_BASE, Asker, Ending, common_verdict, finish
+
+WEIGHTS = {"logic": 0.30, "evidence": 0.30, "responsiveness": 0.25, "honesty": 0.15}
+CLOSING_MAX_WORDS = 200
+FALLACY_PENALTY = 0.05
+FALLACY_PENALTY_CAP = 0.15
+SIDES = ("PRO", "CON")
+SIDE_MEANING = {
+    "PRO": "you argue FOR the proposal in the question",
+    "CON": "you argue AGAINST the proposal in the question",
+}
+
+
+class Fallacy(StrEnum):
+    STRAW_MAN = "straw_man"
+    APPEAL_TO_AUTHORITY = "appeal_to_authority"
+    SLIPPERY_SLOPE = "slippery_slope"
+    FALSE_DILEMMA = "false_dilemma"
+    ANECDOTAL_EVIDENCE = "anecdotal_evidence"
+    CIRCULAR_REASONING = "circular_reasoning"
+    AD_HOMINEM = "ad_hominem"
+
+
+class Argument(BaseModel):
+    id: str
+    claim: str = Field(min_length=15, max_length=600)
+    reasoning: str = Field(min_length=40, max_length=2_000)
+    evidence: str = Field(min_length=3, max_length=600)
+
+
+class Opening(BaseModel):
+    arguments: list[Argument] = Field(min_length=3, max_length=5)
+
+
+class Response(BaseModel):
+    target: str
+    response: Literal["refute", "challenge", "concede", "partial"]
+    explanation: LongText
+    follow_up_question: ShortText
+
+
+class CrossExamination(BaseModel):
+    responses: list[Response] = Field(min_length=1, max_length=5)
+
+
+class Closing(BaseModel):
+    concessions: list[ShortText] = Field(default_factory=list, max_length=5)
+    unrebutted: list[str] = Field(default_factory=list, max_length=5)
+    final_position: LongText
+
+    @model_validator(mode="after")
+    def _within_limit(self) -> Closing:
+        text = " ".join([*self.concessions, *self.unrebutted, self.final_position])
+        count = len(text.split())
+        if count > CLOSING_MAX_WORDS:
+            raise ValueError(f"the closing has {count} words; at most {CLOSING_MAX_WORDS}")
+        return self
+
+
+class ArgumentScore(BaseModel):
+    argument: str
+    logic: Score
+    evidence: Score
+    responsiveness: Score
+    honesty: Score
+
+    @property
+    def weighted(self) -> float:
+        return (
+            self.logic * WEIGHTS["logic"]
+            + self.evidence * WEIGHTS["evidence"]
+            + self.responsiveness * WEIGHTS["responsiveness"]
+            + self.honesty * WEIGHTS["honesty"]
+        )
+
+
+class FallacyFinding(BaseModel):
+    argument: str
+    fallacy: Fallacy
+    explanation: ShortText
+
+
+class TraceRow(BaseModel):
+    argument: str
+    status: Literal["UPHELD", "PARTIALLY_UPHELD", "REFUTED", "UNCERTAIN"]
+    note: ShortText
+
+
+class Judgment(BaseModel):
+    scores: list[ArgumentScore] = Field(min_length=2, max_length=10)
+    fallacies: list[FallacyFinding] = Field(default_factory=list, max_length=10)
+    trace: list[TraceRow] = Field(min_length=2, max_length=10)
+    unresolved_questions: list[ShortText] = Field(default_factory=list, max_length=8)
+    recommendation: LongText
+    decision: Decision
+    confidence_level: ConfidenceLevel
+
+
+def opening_type(prefix: str) -> type[Opening]:
+    """The opening schema of one side: ids must run PREFIX-1, PREFIX-2, … in order."""
+
+    class SideOpening(Opening):
+        @model_validator(mode="after")
+        def _numbered(self) -> SideOpening:
+            ids = [a.id for a in self.arguments]
+            expected = [f"{prefix}-{n}" for n in range(1, len(ids) + 1)]
+            if ids != expected:
+                raise ValueError(f"argument ids must be {expected} in order; got {ids}")
+            return self
+
+    SideOpening.__name__ = "Opening"
+    return SideOpening
+
+
+def cross_type(opposing: list[str]) -> type[CrossExamination]:
+    """The cross-examination schema: exactly one response per opposing argument, no others."""
+
+    class SideCross(CrossExamination):
+        @model_validator(mode="after")
+        def _complete(self) -> SideCross:
+            targets = [r.target for r in self.responses]
+            skipped = [a for a in opposing if a not in targets]
+            added = [t for t in targets if t not in opposing]
+            repeated = sorted({t for t in targets if targets.count(t) > 1})
+            problems = []
+            if skipped:
+                problems.append(f"answer every argument; skipped {', '.join(skipped)}")
+            if added:
+                problems.append(f"answer only {', '.join(opposing)}; not {', '.join(added)}")
+            if repeated:
+                problems.append(f"answer each argument once; repeated {', '.join(repeated)}")
+            if problems:
+                raise ValueError("; ".join(problems))
+            return self
+
+    SideCross.__name__ = "CrossExamination"
+    return SideCross
+
+
+def judgment_type(ids: list[str]) -> type[Judgment]:
+    """The judge's schema: a score and a trace row for every argument id, and no others."""
+
+    class FullJudgment(Judgment):
+        @model_validator(mode="after")
+        def _covers(self) -> FullJudgment:
+            for name, rows in (("scores", self.scores), ("trace", self.trace)):
+                given = sorted(row.argument for row in rows)
+                if given != sorted(ids):
+                    raise ValueError(f"{name} must cover exactly {', '.join(ids)}; got {given}")
+            unknown = [f.argument for f in self.fallacies if f.argument not in ids]
+            if unknown:
+                raise ValueError(f"fallacies name unknown arguments {unknown}")
+            return self
+
+    FullJudgment.__name__ = "Judgment"
+    return FullJudgment
+
+
+def side_totals(scores: list[ArgumentScore]) -> dict[str, float]:
+    """The mean weighted score of each side's arguments."""
+    totals: dict[str, float] = {}
+    for side in SIDES:
+        weighted = [s.weighted for s in scores if s.argument.startswith(f"{side}-")]
+        totals[side] = sum(weighted) / len(weighted) if weighted else 0.0
+    return totals
+
+
+def render_arguments(opening: Opening) -> str:
+    return "\n".join(
+        f"{a.id}: {a.claim}\n   reasoning: {a.reasoning}\n   evidence: {a.evidence}"
+        for a in opening.arguments
+    )
+
+
+def render_cross(side: str, cross: CrossExamination) -> str:
+    return "\n".join(
+        f"{side} on {r.target}: {r.response.upper()} - {r.explanation}"
+        f" (asks: {r.follow_up_question})"
+        for r in cross.responses
+    )
+
+
+class StructuredProtocol:
+    """Formal debate: openings, cross-examination, closings, and a judge scored in code."""
+
+    name = "structured"
+
+    def validate(self, spec: DebateSpec) -> None:
+        debaters = spec.debaters()
+        if debaters and len(debaters) != 2:
+            raise SpecError(
+                f"the structured protocol has two sides (PRO, CON); {len(debaters)} debaters given"
+            )
+
+    def _speakers(self, spec: DebateSpec) -> dict[str, str]:
+        debaters = spec.debaters()
+        if debaters:
+            return {side: d.name or side.lower() for side, d in zip(SIDES, debaters, strict=True)}
+        return {side: side.lower() for side in SIDES}
+
+    async def run(
+        self, spec: DebateSpec, *, ledger: TurnLedger, prompts: PromptLibrary
+    ) -> DebateResult:
+        started_at = utcnow()
+        asker = Asker(spec=spec, ledger=ledger, prompts=prompts)
+        speakers = self._speakers(spec)
+        ending = Ending()
+        openings: dict[str, Opening] = {}
+        crosses: dict[str, CrossExamination] = {}
+        closings: dict[str, Closing] = {}
+        judgment: Judgment | None = None
+
+        def sided(side: str) -> dict[str, str]:
+            return {"side": side, "side_meaning": SIDE_MEANING[side], "prefix": side}
+
+        try:
+            for side in SIDES:
+                openings[side] = await asker.ask(
+                    "structured/opening.md",
+                    round=1,
+                    role=Role.DEBATER,
+                    speaker=speakers[side],
+                    output_type=opening_type(side),
+                    values=sided(side),
+                )
+            for side, other in zip(SIDES, reversed(SIDES), strict=True):
+                crosses[side] = await asker.ask(
+                    "structured/cross_exam.md",
+                    round=2,
+                    role=Role.DEBATER,
+                    speaker=speakers[side],
+                    output_type=cross_type([a.id for a in openings[other].arguments]),
+                    values={
+                        **sided(side),
+                        "own": render_arguments(openings[side]),
+                        "opposing": render_arguments(openings[other]),
+                    },
+                )
+            for side, other in zip(SIDES, reversed(SIDES), strict=True):
+                closings[side] = await asker.ask(
+                    "structured/closing.md",
+                    round=3,
+                    role=Role.DEBATER,
+                    speaker=speakers[side],
+                    output_type=Closing,
+                    values={
+                        **sided(side),
+                        "own": render_arguments(openings[side]),
+                        "answers_to_you": render_cross(other, crosses[other]),
+                    },
+                )
+            ids = [a.id for side in SIDES for a in openings[side].arguments]
+            judgment = await asker.ask(
+                "structured/judge.md",
+                round=4,
+                role=Role.JUDGE,
+                output_type=judgment_type(ids),
+                values={
+                    "pro": render_arguments(openings["PRO"]),
+                    "con": render_arguments(openings["CON"]),
+                    "cross": "\n".join(render_cross(s, c) for s, c in crosses.items()),
+                    "closings": "\n".join(
+                        f"{s}: {c.final_position} (concedes: {'; '.join(c.concessions) or '-'})"
+                        for s, c in closings.items()
+                    ),
+                },
+            )
+        except (BudgetExhausted, LLMError) as stop:
+            ending.record(stop)
+        report = self._report(openings, crosses, closings, judgment)
+        return finish(
+            spec,
+            ledger,
+            ending,
+            self._verdict(spec, ending, judgment, report),
+            started_at=started_at,
+            report=report,
+        )
+
+    @staticmethod
+    def _report(
+        openings: dict[str, Opening],
+        crosses: dict[str, CrossExamination],
+        closings: dict[str, Closing],
+        judgment: Judgment | None,
+    ) -> dict[str, Any]:
+        report: dict[str, Any] = {
+            "openings": {s: o.model_dump(mode="json") for s, o in openings.items()},
+            "cross_examination": {s: c.model_dump(mode="json") for s, c in crosses.items()},
+            "closings": {s: c.model_dump(mode="json") for s, c in closings.items()},
+        }
+        if judgment is not None:
+            totals = side_totals(judgment.scores)
+            report |= {
+                "weighted_scores": {s.argument: round(s.weighted, 4) for s in judgment.scores},
+                "side_totals": {side: round(total, 4) for side, total in totals.items()},
+                "leading_side": max(totals, key=lambda side: totals[side])
+                if totals["PRO"] != totals["CON"]
+                else None,
+                "fallacies": [f.model_dump(mode="json") for f in judgment.fallacies],
+                "trace": [row.model_dump(mode="json") for row in judgment.trace],
+                "unresolved_questions": judgment.unresolved_questions,
+                "recommendation": judgment.recommendation,
+            }
+        return report
+
+    @staticmethod
+    def _verdict(
+        spec: DebateSpec, ending: Ending, judgment: Judgment | None, report: dict[str, Any]
+    ) -> Verdict:
+        if judgment is None:
+            return common_verdict(
+                spec, ending, decision=None, synthesis=None, confidence=0.0, method=[]
+            )
+        base = LEVEL_BASE[judgment.confidence_level]
+        penalty = min(FALLACY_PENALTY_CAP, FALLACY_PENALTY * len(judgment.fallacies))
+        method = [
+            ConfidenceAdjustment(
+                reason=f"judge's level {judgment.confidence_level.value}", delta=base
+            )
+        ]
+        if penalty:
+            method.append(
+                ConfidenceAdjustment(
+                    reason=f"{len(judgment.fallacies)} fallacies found", delta=-penalty
+                )
+            )
+        totals = report["side_totals"]
+        synthesis = (
+            f"{judgment.recommendation} (weighted side totals: PRO {totals['PRO']:.2f},"
+            f" CON {totals['CON']:.2f})"
+        )
+        return common_verdict(
+            spec,
+            ending,
+            decision=judgment.decision,
+            synthesis=synthesis,
+            confidence=base - penalty,
+            method=method,
+            unresolved=judgment.unresolved_questions,
+        )
