@@ -9,9 +9,10 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import uvicorn
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -73,16 +74,32 @@ class DebateServices:
         provider: str | None = None,
         model: str | None = None,
         overrides: Mapping[str, RoleModel] | None = None,
+        stances_for: Sequence[str] = (),
+        stances_against: Sequence[str] = (),
+        options: Mapping[str, Any] | None = None,
     ) -> DebateSpec:
         """A spec with the configured defaults and each role's model written into it (so the
         record says who spoke on what). Raises pydantic's ValidationError on bad input and
         SettingsError on a bad model configuration."""
         models = self.models(provider, model, overrides)
+        debaters = [
+            Participant(
+                role=Role.DEBATER,
+                name=name,
+                stance=stance,
+                role_hint=hint,
+                model=models["debaters"],
+            )
+            for name, stance, hint in default_debaters(protocol, stances_for, stances_against)
+        ]
+        if rounds is None:
+            rounds = self.settings.rounds if protocol == "adversarial" else None
         return DebateSpec(
             question=question,
             protocol=protocol,
             context=context or [],
-            max_rounds=rounds or self.settings.rounds,
+            max_rounds=rounds or DEFAULT_ROUNDS.get(protocol, 1),
+            options=dict(options or {}),
             budget_usd=budget_usd if budget_usd is not None else self.settings.budget_usd,
             escalation_threshold=(
                 threshold if threshold is not None else self.settings.escalation_threshold
@@ -91,9 +108,39 @@ class DebateServices:
                 *(Participant(role=role, model=models[role.value]) for role in ADVERSARIAL_ROLES),
                 Participant(role=Role.JUDGE, model=models["judge"]),
                 Participant(role=Role.SYNTHESIZER, model=models["judge"]),
+                *debaters,
             ],
             default_model=models["debaters"],
         )
+
+
+DEFAULT_ROUNDS = {"adversarial": 1, "stances": 2, "consensus": 2, "structured": 1, "panel": 3}
+DEFAULT_DEBATERS: dict[str, list[tuple[str, str | None, str | None]]] = {
+    "consensus": [
+        ("planner", None, "You plan the change and own its delivery."),
+        ("critic", None, "You look for what will break and who gets hurt."),
+        ("operator", None, "You will run this in production at 3 a.m."),
+    ],
+    "panel": [
+        ("architect", None, "Judge it as the system's architect."),
+        ("security", None, "Judge it as the security reviewer."),
+        ("operator", None, "Judge it as the on-call engineer who runs it."),
+    ],
+}
+
+
+def default_debaters(
+    protocol: str, stances_for: Sequence[str], stances_against: Sequence[str]
+) -> list[tuple[str, str | None, str | None]]:
+    """(name, stance, role hint) of the debaters a protocol gets when the request names none:
+    stances from --for/--against (named for-1, against-1, …), fixed panels otherwise."""
+    if stances_for or stances_against:
+        return [
+            (f"{side}-{n}", stance, None)
+            for side, stances in (("for", stances_for), ("against", stances_against))
+            for n, stance in enumerate(stances, 1)
+        ]
+    return list(DEFAULT_DEBATERS.get(protocol, []))
 
 
 @contextmanager

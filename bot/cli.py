@@ -32,6 +32,7 @@ from bot.store.export import export_record, render_markdown
 from engine.errors import EngineError
 from engine.events import DebateEvent, TurnFinished, TurnStarted
 from engine.models import (
+    ADVERSARIAL_ROLES,
     ContextDocument,
     CriticTurn,
     DebateResult,
@@ -57,6 +58,11 @@ def _clip(text: str, limit: int = 160) -> str:
 
 def summarize_turn(turn: TurnRecord) -> list[str]:
     """A few readable lines about one turn, for the terminal."""
+    if turn.role not in ADVERSARIAL_ROLES:
+        return [
+            f"{key}: {_clip(value if isinstance(value, str) else json.dumps(value))}"
+            for key, value in list(turn.parsed.items())[:4]
+        ]
     if turn.role is Role.FRAMING:
         p = Proposition.model_validate(turn.parsed)
         return [f"thesis: {_clip(p.thesis)}", f"criteria: {_clip('; '.join(p.criteria))}"]
@@ -158,6 +164,12 @@ def print_verdict(result: DebateResult, out: TextIO) -> None:
         out.write("".join(f"  - {c.role.value} r{c.round}: {_clip(c.quote)}\n" for c in fabricated))
     if v.escalate:
         out.write("ESCALATE    " + "; ".join(v.escalation_reasons) + "\n")
+    report = result.report or {}
+    if "lines" in report:
+        out.write("REPORT\n" + "".join(f"  {line}\n" for line in report["lines"]))
+    for key in ("winner", "side_totals", "routing", "aggregation_fallback", "warnings"):
+        if report.get(key):
+            out.write(f"{key.upper():<12}{report[key]}\n")
     if result.error:
         out.write(f"ERROR       {result.error}\n")
     seconds = (result.finished_at - result.started_at).total_seconds()
@@ -198,6 +210,9 @@ async def _run(args: argparse.Namespace) -> int:
             provider=args.provider,
             model=args.model,
             overrides=_role_overrides(args),
+            stances_for=args.stance_for,
+            stances_against=args.stance_against,
+            options=_options(args.option),
         )
     except ValidationError as error:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
@@ -229,6 +244,20 @@ async def _run(args: argparse.Namespace) -> int:
         )
         print(f"full record written to {args.json}")
     return EXIT_CODES[result.status]
+
+
+def _options(pairs: Sequence[str]) -> dict[str, object]:
+    """`key=value` protocol options; values are JSON when they parse as JSON, else text."""
+    options: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise SystemExit(f"debatebot: --option takes key=value, got {pair!r}")
+        try:
+            options[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key.strip()] = value
+    return options
 
 
 def _role_overrides(args: argparse.Namespace) -> dict[str, RoleModel]:
@@ -392,8 +421,35 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="a document the debate may cite (repeatable; '-' reads stdin)",
     )
-    run.add_argument("--rounds", type=int, help="maximum rounds (adversarial: 1-3, default 1)")
+    run.add_argument(
+        "--rounds",
+        type=int,
+        help="maximum rounds (adversarial 1-3, default 1; stances 2, consensus 2, panel 3)",
+    )
     run.add_argument("--protocol", choices=PROTOCOL_NAMES, default="adversarial")
+    run.add_argument(
+        "--for",
+        dest="stance_for",
+        action="append",
+        default=[],
+        metavar="STANCE",
+        help="stances protocol: a debater arguing this stance (repeatable)",
+    )
+    run.add_argument(
+        "--against",
+        dest="stance_against",
+        action="append",
+        default=[],
+        metavar="STANCE",
+        help="stances protocol: a debater arguing against, with this stance (repeatable)",
+    )
+    run.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a protocol option, e.g. threshold=2, aggregation=weighted, seed=7 (repeatable)",
+    )
     _model_options(run)
     run.add_argument("--budget", type=float, metavar="USD", help="cost ceiling in USD")
     run.add_argument("--json", metavar="OUT", help="write the full record as JSON to OUT")

@@ -82,6 +82,8 @@ class SlackDebates:
         protocol: str | None = None,
         rounds: int | None = None,
         budget_usd: float | None = None,
+        stances_for: tuple[str, ...] = (),
+        stances_against: tuple[str, ...] = (),
     ) -> DebateSpec:
         """A validated spec with the channel's defaults; CommandError says what to change."""
         documents = list(context or [])
@@ -92,14 +94,19 @@ class SlackDebates:
                 " ".join(question[:QUESTION_HEAD_CHARS].split())
                 + "\u2026 (the full question is the first document)"
             )
+        protocol = protocol or settings.protocol
+        # The channel's round count is the adversarial one; other protocols have their own.
+        rounds = rounds or (settings.rounds if protocol == "adversarial" else None)
         try:
             spec = self.new_spec(
                 question,
                 context=documents,
-                protocol=protocol or settings.protocol,
-                rounds=rounds or settings.rounds,
+                protocol=protocol,
+                rounds=rounds,
                 budget_usd=budget_usd if budget_usd is not None else settings.budget_usd,
                 threshold=settings.threshold,
+                stances_for=stances_for,
+                stances_against=stances_against,
             )
             get_protocol(spec.protocol).validate(spec)
         except ValidationError as error:
@@ -148,6 +155,8 @@ class SlackDebates:
             protocol=command.protocol,
             rounds=command.rounds,
             budget_usd=command.budget_usd,
+            stances_for=command.stances_for,
+            stances_against=command.stances_against,
         )
         return await self._start(
             trigger_key=trigger_key, spec=spec, source=source, channel=channel, user=user

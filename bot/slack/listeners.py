@@ -187,20 +187,24 @@ def register(app: AsyncApp, debates: SlackDebates) -> None:
         except CommandError as error:
             errors["budget"] = str(error)
             budget = None
-        stances = [
-            s
-            for s in (
-                _value(view, "stances_for") + "\n" + _value(view, "stances_against")
-            ).splitlines()
-            if s.strip()
-        ]
-        if stances and protocol != "stances":
+        stances_for = tuple(
+            s.strip() for s in _value(view, "stances_for").splitlines() if s.strip()
+        )
+        stances_against = tuple(
+            s.strip() for s in _value(view, "stances_against").splitlines() if s.strip()
+        )
+        if (stances_for or stances_against) and protocol != "stances":
             errors["stances_for"] = "stances need the stances protocol"
         if not question:
             errors["question"] = "write the question the debate should decide"
         if not errors:
             command = DebateCommand(
-                question=question, protocol=protocol, rounds=rounds, budget_usd=budget
+                question=question,
+                protocol=protocol,
+                rounds=rounds,
+                budget_usd=budget,
+                stances_for=stances_for,
+                stances_against=stances_against,
             )
         if command is None:
             await ack(response_action="errors", errors=errors)
@@ -372,3 +376,8 @@ def register(app: AsyncApp, debates: SlackDebates) -> None:
             return
         view = await debates.home(user=event["user"])
         await client.views_publish(user_id=event["user"], view=view)
+
+
+def _lines(text: str) -> tuple[str, ...]:
+    """The non-blank lines of a multi-line input (one stance per line)."""
+    return tuple(line.strip() for line in text.splitlines() if line.strip())
