@@ -20,7 +20,7 @@ per fallacy found (at most 0.15).
 
 from __future__ import annotations
 
-from enum import StrEnum
+from enum import Enum, StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
@@ -140,9 +140,15 @@ class Judgment(BaseModel):
 
 
 def opening_type(prefix: str) -> type[Opening]:
-    """The opening schema of one side: ids must run PREFIX-1, PREFIX-2, … in order."""
+    """The opening schema of one side: ids must run PREFIX-1, PREFIX-2, … in order (the id
+    pattern is in the schema too, so constrained decoders keep the prefix)."""
+
+    class SideArgument(Argument):
+        id: str = Field(pattern=rf"^{prefix}-[1-5]$")
 
     class SideOpening(Opening):
+        arguments: list[SideArgument] = Field(min_length=3, max_length=5)  # type: ignore[assignment]
+
         @model_validator(mode="after")
         def _numbered(self) -> SideOpening:
             ids = [a.id for a in self.arguments]
@@ -158,10 +164,19 @@ def opening_type(prefix: str) -> type[Opening]:
 def cross_type(opposing: list[str]) -> type[CrossExamination]:
     """The cross-examination schema: exactly one response per opposing argument, no others."""
 
+    target_enum = Enum("Target", {a: a for a in opposing}, type=str)  # type: ignore[misc]
+
+    class SideResponse(Response):
+        target: target_enum  # type: ignore[assignment]
+
     class SideCross(CrossExamination):
+        responses: list[SideResponse] = Field(  # type: ignore[assignment]
+            min_length=len(opposing), max_length=len(opposing)
+        )
+
         @model_validator(mode="after")
         def _complete(self) -> SideCross:
-            targets = [r.target for r in self.responses]
+            targets = [str(getattr(r.target, "value", r.target)) for r in self.responses]
             skipped = [a for a in opposing if a not in targets]
             added = [t for t in targets if t not in opposing]
             repeated = sorted({t for t in targets if targets.count(t) > 1})

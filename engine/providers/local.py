@@ -62,7 +62,9 @@ def grammar_schema(schema: Any) -> Any:
     if kind == "string":
         node["maxLength"] = min(node.get("maxLength", GRAMMAR_MAX_STRING), GRAMMAR_MAX_STRING)
     if kind == "array":
-        node["maxItems"] = min(node.get("maxItems", GRAMMAR_MAX_ITEMS), GRAMMAR_MAX_ITEMS)
+        # A required minimum beats the cap: the schema must stay satisfiable.
+        cap = max(GRAMMAR_MAX_ITEMS, node.get("minItems", 0))
+        node["maxItems"] = min(node.get("maxItems", cap), cap)
     return node
 
 

@@ -1,0 +1,43 @@
+"""Each of the four other protocols runs one real debate on the local model (SmolLM2 through
+llama.cpp): real generation, real validation and re-asks, every turn recorded."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.app import build_services
+from bot.settings import Settings
+from engine.models import DebateStatus, Role
+from engine.runner import run_debate
+
+pytestmark = pytest.mark.local_model
+
+QUESTION = "Should we move our nightly batch jobs from cron to Kubernetes CronJobs?"
+
+
+@pytest.fixture(scope="module")
+def services():  # type: ignore[no-untyped-def]
+    return build_services(Settings(provider="local", local_threads=2))
+
+
+CASES = {
+    "stances": {"stances_for": ["keep cron"], "stances_against": ["move to CronJobs"]},
+    "consensus": {},
+    "panel": {},
+    "structured": {},
+}
+
+
+@pytest.mark.parametrize("protocol", list(CASES))
+async def test_protocol_runs_a_real_debate_on_the_local_model(services, protocol: str) -> None:  # type: ignore[no-untyped-def]
+    spec = services.new_spec(QUESTION, protocol=protocol, rounds=1, **CASES[protocol])
+    result = await run_debate(spec, resolve_llm=services.resolve_llm, prompts=services.prompts)
+
+    assert result.status is DebateStatus.COMPLETE, result.error
+    assert result.transcript
+    assert {turn.provider for turn in result.transcript} == {"local"}
+    assert all(turn.usage.output_tokens > 0 for turn in result.transcript)
+    assert result.report is not None
+    speakers = {turn.speaker for turn in result.transcript if turn.role is Role.DEBATER}
+    assert len(speakers) >= 2, "every protocol here has at least two debaters"
+    assert result.verdict.synthesis
