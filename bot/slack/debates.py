@@ -287,10 +287,17 @@ class SlackDebates:
         assert debate.id is not None
         debate_id = debate.id
         record = await self.db(lambda s: repository.verdict_for(s, debate_id=debate_id))
+        spec = DebateSpec.model_validate_json(debate.spec_json)
+        if spec.protocol != "adversarial":
+            # Other protocols end on their own rule (a vote, convergence, a judgment), so one
+            # more round of them is a new debate, not a continuation.
+            raise CommandError(
+                f"another round continues adversarial debates only; this was `{spec.protocol}`."
+                " Start a new debate with more --rounds instead"
+            )
         rounds = 0
         if record is not None:
             rounds = len(DebateResult.model_validate_json(record.result_json).rounds)
-        spec = DebateSpec.model_validate_json(debate.spec_json)
         more = spec.model_copy(update={"max_rounds": rounds + 1, "min_rounds": rounds + 1})
         try:
             get_protocol(more.protocol).validate(more)

@@ -176,7 +176,7 @@ def cross_type(opposing: list[str]) -> type[CrossExamination]:
 
         @model_validator(mode="after")
         def _complete(self) -> SideCross:
-            targets = [str(getattr(r.target, "value", r.target)) for r in self.responses]
+            targets = [_id(r.target) for r in self.responses]
             skipped = [a for a in opposing if a not in targets]
             added = [t for t in targets if t not in opposing]
             repeated = sorted({t for t in targets if targets.count(t) > 1})
@@ -198,11 +198,26 @@ def cross_type(opposing: list[str]) -> type[CrossExamination]:
 def judgment_type(ids: list[str]) -> type[Judgment]:
     """The judge's schema: a score and a trace row for every argument id, and no others."""
 
+    id_enum = Enum("ArgumentId", {a: a for a in ids}, type=str)  # type: ignore[misc]
+
+    class IdScore(ArgumentScore):
+        argument: id_enum  # type: ignore[assignment]
+
+    class IdTrace(TraceRow):
+        argument: id_enum  # type: ignore[assignment]
+
     class FullJudgment(Judgment):
+        scores: list[IdScore] = Field(  # type: ignore[assignment]
+            min_length=len(ids), max_length=len(ids)
+        )
+        trace: list[IdTrace] = Field(  # type: ignore[assignment]
+            min_length=len(ids), max_length=len(ids)
+        )
+
         @model_validator(mode="after")
         def _covers(self) -> FullJudgment:
             for name, rows in (("scores", self.scores), ("trace", self.trace)):
-                given = sorted(row.argument for row in rows)
+                given = sorted(_id(row.argument) for row in rows)
                 if given != sorted(ids):
                     raise ValueError(f"{name} must cover exactly {', '.join(ids)}; got {given}")
             unknown = [f.argument for f in self.fallacies if f.argument not in ids]
@@ -214,11 +229,16 @@ def judgment_type(ids: list[str]) -> type[Judgment]:
     return FullJudgment
 
 
+def _id(value: object) -> str:
+    """An argument id, whether given as text or as a schema enum member."""
+    return str(getattr(value, "value", value))
+
+
 def side_totals(scores: list[ArgumentScore]) -> dict[str, float]:
     """The mean weighted score of each side's arguments."""
     totals: dict[str, float] = {}
     for side in SIDES:
-        weighted = [s.weighted for s in scores if s.argument.startswith(f"{side}-")]
+        weighted = [s.weighted for s in scores if _id(s.argument).startswith(f"{side}-")]
         totals[side] = sum(weighted) / len(weighted) if weighted else 0.0
     return totals
 
@@ -350,7 +370,7 @@ class StructuredProtocol:
         if judgment is not None:
             totals = side_totals(judgment.scores)
             report |= {
-                "weighted_scores": {s.argument: round(s.weighted, 4) for s in judgment.scores},
+                "weighted_scores": {_id(s.argument): round(s.weighted, 4) for s in judgment.scores},
                 "side_totals": {side: round(total, 4) for side, total in totals.items()},
                 "leading_side": max(totals, key=lambda side: totals[side])
                 if totals["PRO"] != totals["CON"]
