@@ -21,9 +21,9 @@ per fallacy found (at most 0.15).
 from __future__ import annotations
 
 from enum import Enum, StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from engine.errors import LLMError, SpecError
 from engine.ledger import BudgetExhausted, TurnLedger
@@ -43,6 +43,7 @@ from engine.models import (
 from engine.prompts import PromptLibrary
 from engine.protocols.base import LEVEL_BASE, Asker, Ending, common_verdict, finish
 
+T = TypeVar("T", bound=BaseModel)
 WEIGHTS = {"logic": 0.30, "evidence": 0.30, "responsiveness": 0.25, "honesty": 0.15}
 CLOSING_MAX_WORDS = 200
 FALLACY_PENALTY = 0.05
@@ -100,8 +101,9 @@ class Closing(BaseModel):
         return self
 
 
-class ArgumentScore(BaseModel):
-    argument: str
+class Dimensions(BaseModel):
+    """One argument's scores; the weighted score is computed here, never asked of the model."""
+
     logic: Score
     evidence: Score
     responsiveness: Score
@@ -123,16 +125,18 @@ class FallacyFinding(BaseModel):
     explanation: ShortText
 
 
-class TraceRow(BaseModel):
-    argument: str
+class TraceEntry(BaseModel):
     status: Literal["UPHELD", "PARTIALLY_UPHELD", "REFUTED", "UNCERTAIN"]
     note: ShortText
 
 
 class Judgment(BaseModel):
-    scores: list[ArgumentScore] = Field(min_length=2, max_length=10)
+    """Scores and trace are objects keyed by argument id: a schema with one required key per
+    argument cannot skip or repeat one, even under a constrained decoder."""
+
+    scores: Any
     fallacies: list[FallacyFinding] = Field(default_factory=list, max_length=10)
-    trace: list[TraceRow] = Field(min_length=2, max_length=10)
+    trace: Any
     unresolved_questions: list[ShortText] = Field(default_factory=list, max_length=8)
     recommendation: LongText
     decision: Decision
@@ -198,28 +202,19 @@ def cross_type(opposing: list[str]) -> type[CrossExamination]:
 def judgment_type(ids: list[str]) -> type[Judgment]:
     """The judge's schema: a score and a trace row for every argument id, and no others."""
 
-    id_enum = Enum("ArgumentId", {a: a for a in ids}, type=str)  # type: ignore[misc]
+    def keyed(name: str, value: type[BaseModel]) -> Any:
+        fields: dict[str, Any] = {f"arg_{i}": (value, Field(alias=a)) for i, a in enumerate(ids)}
+        return create_model(name, __config__=ConfigDict(extra="forbid"), **fields)
 
-    class IdScore(ArgumentScore):
-        argument: id_enum  # type: ignore[assignment]
-
-    class IdTrace(TraceRow):
-        argument: id_enum  # type: ignore[assignment]
+    scores_model = keyed("Scores", Dimensions)
+    trace_model = keyed("Trace", TraceEntry)
 
     class FullJudgment(Judgment):
-        scores: list[IdScore] = Field(  # type: ignore[assignment]
-            min_length=len(ids), max_length=len(ids)
-        )
-        trace: list[IdTrace] = Field(  # type: ignore[assignment]
-            min_length=len(ids), max_length=len(ids)
-        )
+        scores: scores_model  # type: ignore[valid-type]
+        trace: trace_model  # type: ignore[valid-type]
 
         @model_validator(mode="after")
-        def _covers(self) -> FullJudgment:
-            for name, rows in (("scores", self.scores), ("trace", self.trace)):
-                given = sorted(_id(row.argument) for row in rows)
-                if given != sorted(ids):
-                    raise ValueError(f"{name} must cover exactly {', '.join(ids)}; got {given}")
+        def _known_fallacies(self) -> FullJudgment:
             unknown = [f.argument for f in self.fallacies if f.argument not in ids]
             if unknown:
                 raise ValueError(f"fallacies name unknown arguments {unknown}")
@@ -234,11 +229,17 @@ def _id(value: object) -> str:
     return str(getattr(value, "value", value))
 
 
-def side_totals(scores: list[ArgumentScore]) -> dict[str, float]:
+def keyed_rows(value: Any, model: type[T]) -> dict[str, T]:
+    """A judgment's keyed object (a model or plain dict) as argument id -> `model`."""
+    raw = value.model_dump(by_alias=True) if isinstance(value, BaseModel) else dict(value)
+    return {key: model.model_validate(row) for key, row in raw.items()}
+
+
+def side_totals(scores: dict[str, Dimensions]) -> dict[str, float]:
     """The mean weighted score of each side's arguments."""
     totals: dict[str, float] = {}
     for side in SIDES:
-        weighted = [s.weighted for s in scores if _id(s.argument).startswith(f"{side}-")]
+        weighted = [d.weighted for a, d in scores.items() if a.startswith(f"{side}-")]
         totals[side] = sum(weighted) / len(weighted) if weighted else 0.0
     return totals
 
@@ -368,15 +369,17 @@ class StructuredProtocol:
             "closings": {s: c.model_dump(mode="json") for s, c in closings.items()},
         }
         if judgment is not None:
-            totals = side_totals(judgment.scores)
+            scores = keyed_rows(judgment.scores, Dimensions)
+            trace = keyed_rows(judgment.trace, TraceEntry)
+            totals = side_totals(scores)
             report |= {
-                "weighted_scores": {_id(s.argument): round(s.weighted, 4) for s in judgment.scores},
+                "weighted_scores": {a: round(d.weighted, 4) for a, d in scores.items()},
                 "side_totals": {side: round(total, 4) for side, total in totals.items()},
                 "leading_side": max(totals, key=lambda side: totals[side])
                 if totals["PRO"] != totals["CON"]
                 else None,
                 "fallacies": [f.model_dump(mode="json") for f in judgment.fallacies],
-                "trace": [row.model_dump(mode="json") for row in judgment.trace],
+                "trace": [{"argument": a} | t.model_dump(mode="json") for a, t in trace.items()],
                 "unresolved_questions": judgment.unresolved_questions,
                 "recommendation": judgment.recommendation,
             }

@@ -11,7 +11,7 @@ from engine.errors import SpecError
 from engine.llm import LLMRequest
 from engine.models import DebateSpec, Decision, ModelSettings, Participant, Role
 from engine.protocols import get_protocol
-from engine.protocols.structured import ArgumentScore, side_totals
+from engine.protocols.structured import Dimensions, side_totals
 from engine.providers.fake import FunctionLLM
 from engine.runner import run_debate
 from tests.helpers import shipped_prompts
@@ -64,20 +64,14 @@ SCORES = {  # argument: (logic, evidence, responsiveness, honesty)
 
 def judgment(scores: dict[str, tuple[int, int, int, int]] = SCORES) -> dict[str, Any]:
     return {
-        "scores": [
-            {
-                "argument": a,
-                "logic": s[0],
-                "evidence": s[1],
-                "responsiveness": s[2],
-                "honesty": s[3],
-            }
-            for a, s in scores.items()
-        ],
+        "scores": {
+            a: dict(zip(("logic", "evidence", "responsiveness", "honesty"), v, strict=True))
+            for a, v in scores.items()
+        },
         "fallacies": [
             {"argument": "CON-3", "fallacy": "slippery_slope", "explanation": "one bug, doom"}
         ],
-        "trace": [{"argument": a, "status": "UPHELD", "note": "stands"} for a in scores],
+        "trace": {a: {"status": "UPHELD", "note": "stands"} for a in scores},
         "unresolved_questions": ["How long does a full replay take?"],
         "recommendation": "Adopt event sourcing for the ledger only.",
         "decision": "accept_with_conditions",
@@ -141,8 +135,8 @@ async def test_weighted_totals_are_computed_from_the_dimension_scores() -> None:
     con = (weighted["CON-1"] + weighted["CON-2"] + weighted["CON-3"]) / 3
     assert result.report["side_totals"] == {"PRO": pytest.approx(pro), "CON": pytest.approx(con)}
     assert result.report["leading_side"] == "PRO"
-    scores = [ArgumentScore(argument="PRO-1", logic=10, evidence=10, responsiveness=10, honesty=10)]
-    assert side_totals(scores) == {"PRO": pytest.approx(10.0), "CON": 0.0}
+    perfect = Dimensions(logic=10, evidence=10, responsiveness=10, honesty=10)
+    assert side_totals({"PRO-1": perfect}) == {"PRO": pytest.approx(10.0), "CON": 0.0}
 
 
 async def test_bad_openings_are_reasked_with_the_problem() -> None:
