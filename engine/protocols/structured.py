@@ -132,15 +132,16 @@ class TraceEntry(BaseModel):
 
 class Judgment(BaseModel):
     """Scores and trace are objects keyed by argument id: a schema with one required key per
-    argument cannot skip or repeat one, even under a constrained decoder."""
+    argument cannot skip or repeat one, even under a constrained decoder. The short decision
+    fields come first, so a reply cut at max_tokens loses prose, not the decision."""
 
+    decision: Decision
+    confidence_level: ConfidenceLevel
     scores: Any
     fallacies: list[FallacyFinding] = Field(default_factory=list, max_length=10)
     trace: Any
     unresolved_questions: list[ShortText] = Field(default_factory=list, max_length=8)
     recommendation: LongText
-    decision: Decision
-    confidence_level: ConfidenceLevel
 
 
 def opening_type(prefix: str) -> type[Opening]:

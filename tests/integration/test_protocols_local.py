@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bot.app import build_services
-from bot.settings import Settings
+from bot.settings import RoleModel, Settings
 from engine.models import DebateStatus, Role
 from engine.runner import run_debate
 
@@ -24,7 +24,8 @@ CASES = {
     "stances": {"stances_for": ["keep cron"], "stances_against": ["move to CronJobs"]},
     "consensus": {},
     "panel": {},
-    "structured": {},
+    # The judge scores six arguments and writes a trace row for each: more than 1,024 tokens.
+    "structured": {"overrides": {"judge": RoleModel(max_tokens=3072)}},
 }
 
 
