@@ -210,13 +210,19 @@ def judgment_type(ids: list[str]) -> type[Judgment]:
     scores_model = keyed("Scores", Dimensions)
     trace_model = keyed("Trace", TraceEntry)
 
+    id_enum = Enum("ArgumentId", {a: a for a in ids}, type=str)  # type: ignore[misc]
+
+    class IdFallacy(FallacyFinding):
+        argument: id_enum  # type: ignore[assignment]
+
     class FullJudgment(Judgment):
         scores: scores_model  # type: ignore[valid-type]
         trace: trace_model  # type: ignore[valid-type]
+        fallacies: list[IdFallacy] = Field(default_factory=list, max_length=10)  # type: ignore[assignment]
 
         @model_validator(mode="after")
         def _known_fallacies(self) -> FullJudgment:
-            unknown = [f.argument for f in self.fallacies if f.argument not in ids]
+            unknown = [_id(f.argument) for f in self.fallacies if _id(f.argument) not in ids]
             if unknown:
                 raise ValueError(f"fallacies name unknown arguments {unknown}")
             return self
