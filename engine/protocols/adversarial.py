@@ -27,7 +27,6 @@ from engine.citations import CitationChecker
 from engine.errors import LLMError, SpecError
 from engine.events import RoundFinished
 from engine.ledger import BudgetExhausted, TurnLedger
-from engine.llm import Message, describe_schema, output_schema
 from engine.models import (
     ADVERSARIAL_MAX_ROUNDS,
     AdversarialRound,
@@ -50,7 +49,7 @@ from engine.models import (
     utcnow,
 )
 from engine.prompts import PromptLibrary
-from engine.protocols.base import LEVEL_BASE, level_for, render_material
+from engine.protocols.base import LEVEL_BASE, Asker, level_for
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -242,9 +241,8 @@ class _Turns:
     """Builds each role's messages (shared preamble + role prompt) and asks the ledger."""
 
     def __init__(self, *, spec: DebateSpec, ledger: TurnLedger, prompts: PromptLibrary) -> None:
-        self.ledger = ledger
         self.prompts = prompts
-        self.preamble = render_material(prompts, spec)
+        self.asker = Asker(spec=spec, ledger=ledger, prompts=prompts)
 
     async def ask(
         self,
@@ -257,22 +255,14 @@ class _Turns:
         extra: str = "",
     ) -> T:
         """One turn of `role` in round `number`, its prompt filled with `values` (+ `extra`)."""
-        template = self.prompts.get(f"adversarial/{role.value}.md")
-        user = template.render(
-            output_format=describe_schema(output_schema(output_type)), **(values or {})
-        )
-        if extra:
-            user = f"{user}\n\n{extra}"
-        return await self.ledger.call(
+        return await self.asker.ask(
+            f"adversarial/{role.value}.md",
             round=number,
             role=role,
-            attempt=attempt,
-            template=template,
-            messages=[
-                Message(role="system", content=self.preamble),
-                Message(role="user", content=user),
-            ],
             output_type=output_type,
+            values=values,
+            attempt=attempt,
+            extra=extra,
         )
 
     async def critic(self, number: int, values: dict[str, str]) -> tuple[CriticTurn, int]:

@@ -107,11 +107,15 @@ class Asker:
         values: dict[str, str] | None = None,
         speaker: str = "",
         attempt: int = 1,
+        extra: str = "",
     ) -> T:
+        """One turn: `template` filled with `values` and the output's fields (+ `extra`)."""
         prompt = self.prompts.get(template)
         user = prompt.render(
             output_format=describe_schema(output_schema(output_type)), **(values or {})
         )
+        if extra:
+            user = f"{user}\n\n{extra}"
         return await self.ledger.call(
             round=round,
             role=role,
