@@ -189,6 +189,22 @@ def common_verdict(
     )
 
 
+def no_verdict(spec: DebateSpec, ending: Ending) -> Verdict:
+    """The verdict of a run that ended before its protocol reached one (always escalated)."""
+    return common_verdict(spec, ending, decision=None, synthesis=None, confidence=0.0, method=[])
+
+
+def named_debaters(spec: DebateSpec, minimum: int = 2) -> list[str]:
+    """The debaters' names in declared order; SpecError unless there are `minimum` of them,
+    each named, no name twice."""
+    names = [d.name or "" for d in spec.debaters()]
+    if len(names) < minimum:
+        raise SpecError(f"the {spec.protocol} protocol needs at least {minimum} debaters")
+    if any(not n.strip() for n in names) or len(set(names)) != len(names):
+        raise SpecError(f"{spec.protocol} debaters need unique names; got {names}")
+    return names
+
+
 def finish(
     spec: DebateSpec,
     ledger: TurnLedger,

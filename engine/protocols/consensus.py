@@ -35,7 +35,15 @@ from engine.models import (
     utcnow,
 )
 from engine.prompts import PromptLibrary
-from engine.protocols.base import Asker, Ending, common_verdict, finish, options_for
+from engine.protocols.base import (
+    Asker,
+    Ending,
+    common_verdict,
+    finish,
+    named_debaters,
+    no_verdict,
+    options_for,
+)
 
 PHASES = ("proposal", "critique", "revision", "consensus")
 LATER_ROUND_PHASES = PHASES[1:]
@@ -147,12 +155,7 @@ class ConsensusProtocol:
 
     def validate(self, spec: DebateSpec) -> None:
         options = options_for(ConsensusOptions, spec)
-        debaters = spec.debaters()
-        names = [d.name or "" for d in debaters]
-        if len(debaters) < 2:
-            raise SpecError("the consensus protocol needs at least 2 debaters with ids")
-        if any(not n for n in names) or len(set(names)) != len(names):
-            raise SpecError(f"consensus debater ids must be present and unique; got {names}")
+        debaters = named_debaters(spec)
         threshold = self._threshold(options, len(debaters))
         majority = len(debaters) // 2 + 1
         if not majority <= threshold <= len(debaters):
@@ -250,9 +253,7 @@ class ConsensusProtocol:
         largest = max(report.tally.values(), default=0)
         share = largest / debaters if debaters else 0.0
         if not report.entries:
-            return common_verdict(
-                spec, ending, decision=None, synthesis=None, confidence=0.0, method=[]
-            )
+            return no_verdict(spec, ending)
         if report.decision_rule == "threshold_vote":
             decision = options.decisions.get(report.decision, Decision.ESCALATE)
             backers = [e for e in report.entries if e.vote == report.decision]

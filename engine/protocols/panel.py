@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from engine.errors import LLMError, SpecError, StructuredOutputError
+from engine.errors import LLMError, StructuredOutputError
 from engine.ledger import BudgetExhausted, TurnLedger
 from engine.models import (
     ConfidenceAdjustment,
@@ -42,7 +42,15 @@ from engine.models import (
     utcnow,
 )
 from engine.prompts import PromptLibrary
-from engine.protocols.base import Asker, Ending, common_verdict, finish, options_for
+from engine.protocols.base import (
+    Asker,
+    Ending,
+    common_verdict,
+    finish,
+    named_debaters,
+    no_verdict,
+    options_for,
+)
 
 _WORD = re.compile(r"[a-z0-9']+")
 
@@ -134,12 +142,7 @@ class PanelProtocol:
 
     def validate(self, spec: DebateSpec) -> None:
         options_for(PanelOptions, spec)
-        debaters = spec.debaters()
-        names = [d.name or "" for d in debaters]
-        if len(debaters) < 2:
-            raise SpecError("the panel protocol needs at least 2 debaters")
-        if any(not n for n in names) or len(set(names)) != len(names):
-            raise SpecError(f"panel debaters need unique names; got {names}")
+        named_debaters(spec)
 
     async def run(
         self, spec: DebateSpec, *, ledger: TurnLedger, prompts: PromptLibrary
@@ -327,9 +330,7 @@ class PanelProtocol:
         chosen: int | None,
     ) -> Verdict:
         if chosen is None or not history:
-            return common_verdict(
-                spec, ending, decision=None, synthesis=None, confidence=0.0, method=[]
-            )
+            return no_verdict(spec, ending)
         names = [d.name or "" for d in debaters]
         winner = answers[names[chosen]]
         score = float(history[-1]["convergence"])

@@ -41,7 +41,16 @@ from engine.models import (
     utcnow,
 )
 from engine.prompts import PromptLibrary
-from engine.protocols.base import LEVEL_BASE, Asker, Ending, common_verdict, finish, options_for
+from engine.protocols.base import (
+    LEVEL_BASE,
+    Asker,
+    Ending,
+    common_verdict,
+    finish,
+    named_debaters,
+    no_verdict,
+    options_for,
+)
 
 log = logging.getLogger("debatebot.engine")
 
@@ -124,12 +133,8 @@ class StancesProtocol:
 
     def validate(self, spec: DebateSpec) -> None:
         options = options_for(StancesOptions, spec)
+        named_debaters(spec)
         debaters = spec.debaters()
-        if len(debaters) < 2:
-            raise SpecError("the stances protocol needs at least 2 debaters, each with a stance")
-        names = [d.name or "" for d in debaters]
-        if any(not n.strip() for n in names) or len(set(names)) != len(names):
-            raise SpecError(f"stances debaters need unique names; got {names}")
         missing = [d.name for d in debaters if not (d.stance or "").strip()]
         if missing:
             raise SpecError(f"every stances debater needs a stance; missing for {missing}")
@@ -243,9 +248,7 @@ class StancesProtocol:
         stance_of: dict[str, str],
     ) -> Verdict:
         if judgment is None:
-            return common_verdict(
-                spec, ending, decision=None, synthesis=None, confidence=0.0, method=[]
-            )
+            return no_verdict(spec, ending)
         base = LEVEL_BASE[judgment.confidence_level]
         if winner is not None:
             decision = Decision.ACCEPT

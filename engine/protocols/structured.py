@@ -41,7 +41,7 @@ from engine.models import (
     utcnow,
 )
 from engine.prompts import PromptLibrary
-from engine.protocols.base import LEVEL_BASE, Asker, Ending, common_verdict, finish
+from engine.protocols.base import LEVEL_BASE, Asker, Ending, common_verdict, finish, no_verdict
 
 T = TypeVar("T", bound=BaseModel)
 WEIGHTS = {"logic": 0.30, "evidence": 0.30, "responsiveness": 0.25, "honesty": 0.15}
@@ -397,9 +397,7 @@ class StructuredProtocol:
         spec: DebateSpec, ending: Ending, judgment: Judgment | None, report: dict[str, Any]
     ) -> Verdict:
         if judgment is None:
-            return common_verdict(
-                spec, ending, decision=None, synthesis=None, confidence=0.0, method=[]
-            )
+            return no_verdict(spec, ending)
         base = LEVEL_BASE[judgment.confidence_level]
         penalty = min(FALLACY_PENALTY_CAP, FALLACY_PENALTY * len(judgment.fallacies))
         method = [

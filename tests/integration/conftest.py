@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +16,7 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
 from bot.store.db import make_engine, upgrade
+from tests.integration.llm_server import ModelServer
 
 BACKENDS = ["sqlite", "postgres"]
 
@@ -64,3 +65,12 @@ def store(database_url: str) -> Iterator[Engine]:
     engine = make_engine(database_url)
     yield engine
     engine.dispose()
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[ModelServer]:
+    """The scriptable OpenAI / Anthropic model server on 127.0.0.1 (see llm_server.py)."""
+    model_server = ModelServer()
+    await model_server.start()
+    yield model_server
+    await model_server.stop()

@@ -5,7 +5,6 @@ response formats, and an outage that outlasts the retries."""
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -26,14 +25,6 @@ FAST = RetryPolicy(max_attempts=5, base_delay_s=0.01, max_delay_s=0.05, total_bu
 PRICES = PriceTable.load()
 OPENAI_MODEL = "gpt-4.1-mini"
 ANTHROPIC_MODEL = "claude-haiku-4-5"
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[ModelServer]:
-    model_server = ModelServer()
-    await model_server.start()
-    yield model_server
-    await model_server.stop()
 
 
 def openai_llm(

@@ -5,7 +5,6 @@ every log line is scanned for the keys."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
 
 import pytest
 from sqlalchemy import Engine, MetaData, select
@@ -19,14 +18,6 @@ from tests.integration.llm_server import ModelServer, Step
 
 OPENAI_KEY = "sk-proj-SECRETopenai0123456789abcdef"
 ANTHROPIC_KEY = "sk-ant-api03-SECRETanthropic0123456789"
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[ModelServer]:
-    model_server = ModelServer()
-    await model_server.start()
-    yield model_server
-    await model_server.stop()
 
 
 def every_stored_value(engine: Engine) -> str:
