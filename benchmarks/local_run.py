@@ -1,9 +1,9 @@
 """Wall time, tokens and model-time share of `debatebot run` on the local model (one round).
 
-Runs the real CLI as a subprocess on a case from ../shared/data, reads the JSON record it writes,
-and reports, from that one run: process wall time, debate time, time inside model calls (sum of
-turn latencies, re-asks included, first-call model load included), tokens, and shares. Also times
-loading the GGUF alone, so the load can be told apart from generation.
+Runs the real CLI as a subprocess on a case from examples/review_cases.jsonl, reads the JSON
+record it writes, and reports, from that one run: process wall time, debate time, time inside
+model calls (sum of turn latencies, re-asks included, first-call model load included), tokens,
+and shares. Also times loading the GGUF alone, so the load can be told apart from generation.
 
     .venv/bin/python benchmarks/local_run.py [--case N] [--runs K]
 """
@@ -22,7 +22,7 @@ from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CASES = ROOT.parent / "shared" / "data" / "review_cases.jsonl"
+CASES = ROOT / "examples" / "review_cases.jsonl"
 
 
 def load_seconds() -> float:

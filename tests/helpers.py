@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from engine.llm import LLMRequest
@@ -11,6 +12,10 @@ from engine.models import Usage
 from engine.pricing import FREE, Pricing
 from engine.prompts import PromptLibrary
 from engine.providers.fake import CANNED_DEBATE_REPLIES, FunctionLLM
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+REVIEW_CASES = REPO_ROOT / "examples" / "review_cases.jsonl"
+"""The project's own copy of the decision cases (planted flaws and clean controls)."""
 
 SCHEMA_BY_ROLE = {
     "framing": "Proposition",

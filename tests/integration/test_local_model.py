@@ -15,10 +15,9 @@ from engine.models import ContextDocument, CriticTurn, DebateResult, DebateSpec,
 from engine.prompts import PromptLibrary
 from engine.providers.local import LocalLlamaLLM, smollm2_path
 from engine.runner import run_debate
+from tests.helpers import REVIEW_CASES
 
 pytestmark = pytest.mark.local_model
-
-CASES = Path(__file__).resolve().parents[3] / "shared" / "data" / "review_cases.jsonl"
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +27,7 @@ def local_llm() -> LocalLlamaLLM:
 
 @pytest.fixture(scope="module")
 def case() -> dict[str, str]:
-    first: dict[str, str] = json.loads(CASES.read_text(encoding="utf-8").splitlines()[0])
+    first: dict[str, str] = json.loads(REVIEW_CASES.read_text(encoding="utf-8").splitlines()[0])
     return first
 
 
