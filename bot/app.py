@@ -9,28 +9,29 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import uvicorn
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
-from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import Engine
 
+from bot.jobs.delivery import DeliveryConfig, OutboxDelivery
 from bot.jobs.reminders import remind_reviewers
-from bot.jobs.worker import DebateWorker, WorkerConfig
+from bot.jobs.worker import DebateReporter, DebateWorker, SinkFactory, WorkerConfig
 from bot.providers import ProviderRegistry, role_models
-from bot.settings import RoleModel, Settings
+from bot.settings import RoleModel, Settings, SettingsError
 from bot.slack.debates import SlackDebates
 from bot.slack.listeners import register as register_listeners
 from bot.slack.notifier import DebateNotifier
 from bot.slack.people import SlackDirectory
 from bot.slack.poster import SlackPoster
 from bot.slack.server import BotASGI
+from bot.slack.socket_mode import GuardedSocketModeHandler
 from bot.store.db import check_schema, make_engine
 from bot.store.errors import StoreError
 from engine.ledger import LLMResolver
@@ -156,7 +157,12 @@ def open_store(settings: Settings) -> Iterator[Engine]:
 
 
 def build_worker(
-    services: DebateServices, engine: Engine, *, worker_id: str | None = None
+    services: DebateServices,
+    engine: Engine,
+    *,
+    worker_id: str | None = None,
+    reporter: DebateReporter | None = None,
+    sinks: SinkFactory | None = None,
 ) -> DebateWorker:
     settings = services.settings
     return DebateWorker(
@@ -169,6 +175,8 @@ def build_worker(
             heartbeat_s=settings.worker_heartbeat_s,
             poll_s=settings.worker_poll_s,
         ),
+        reporter=reporter,
+        sinks=sinks,
     )
 
 
@@ -185,34 +193,46 @@ def build_services(settings: Settings) -> DebateServices:
 
 @dataclass
 class BotRuntime:
-    """Everything `debatebot serve` runs in one process: Bolt app, workers, scheduler."""
+    """Everything `debatebot serve` runs in one process: Bolt app, workers, the delivery loop
+    and the scheduler."""
 
     app: AsyncApp
     asgi: BotASGI
     debates: SlackDebates
     notifier: DebateNotifier
+    delivery: OutboxDelivery
     workers: list[DebateWorker]
     scheduler: AsyncIOScheduler
+    grace_s: float = 10.0
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    _delivering: asyncio.Task[None] | None = None
 
     def wake_workers(self) -> None:
         for worker in self.workers:
             worker.wake()
 
     async def start(self) -> None:
-        """Start the in-process workers and the scheduler (call inside the running loop)."""
+        """Start the in-process workers, the delivery loop and the scheduler (inside the loop)."""
         self._stop.clear()
         self._tasks = [asyncio.create_task(w.run_forever(self._stop)) for w in self.workers]
+        self._delivering = asyncio.create_task(self.delivery.run_forever(self._stop))
         self.scheduler.start()
 
     async def stop(self) -> None:
-        """Let running debates reach a stored turn, then stop; the lease lets others resume."""
+        """Stop claiming, give running debates `grace_s` to finish, then cancel them (their
+        leases are handed back so another process resumes at once); owed messages stay in the
+        outbox for the next process."""
         self._stop.set()
-        self.scheduler.shutdown(wait=False)
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=False)
+        if self._tasks:
+            _, running = await asyncio.wait(self._tasks, timeout=self.grace_s)
+            for task in running:
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._delivering is not None:
+            await asyncio.gather(self._delivering, return_exceptions=True)
 
 
 def build_bot(
@@ -222,10 +242,8 @@ def build_bot(
     *,
     client: AsyncWebClient | None = None,
 ) -> BotRuntime:
-    """Wire the Slack app: client, poster, notifier, listeners, workers and scheduled jobs.
-
-    Raises SettingsError when a Slack secret is missing or a placeholder.
-    """
+    """Wire the Slack app: client, poster, notifier, delivery loop, listeners, workers and
+    scheduled jobs. Raises SettingsError when a Slack secret is missing or a placeholder."""
     _, signing_secret, app_token = settings.slack_secrets()
     client = client or slack_client(settings)
     app = AsyncApp(
@@ -234,15 +252,13 @@ def build_bot(
         request_verification_enabled=app_token is None,
         process_before_response=False,
     )
-    notifier = build_notifier(settings, engine, client)
-    poster = notifier.poster
-    owner = notifier.owner
+    owner = process_name()
+    delivery = build_delivery(settings, engine, client, owner=owner)
+    notifier = build_notifier(settings, engine, wake=delivery.wake)
     workers = [
-        build_worker(services, engine, worker_id=f"{owner}/serve-{n}")
+        build_worker(services, engine, worker_id=f"{owner}/serve-{n}", reporter=notifier)
         for n in range(settings.serve_workers)
     ]
-    for worker in workers:
-        worker.sinks = notifier.sink_for
     scheduler = AsyncIOScheduler(timezone="UTC")
     runtime = BotRuntime(
         app=app,
@@ -251,13 +267,15 @@ def build_bot(
             engine=engine,
             new_spec=services.new_spec,
             notifier=notifier,
-            poster=poster,
-            directory=SlackDirectory(client),
+            poster=delivery.poster,
+            directory=delivery.directory,
             wake_workers=lambda: runtime.wake_workers(),
         ),
         notifier=notifier,
+        delivery=delivery,
         workers=workers,
         scheduler=scheduler,
+        grace_s=settings.shutdown_grace_s,
     )
     period_s = settings.review_reminder_h * 3600
     scheduler.add_job(
@@ -273,18 +291,45 @@ def build_bot(
     return runtime
 
 
+def process_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
 def slack_client(settings: Settings) -> AsyncWebClient:
     token, _, _ = settings.slack_secrets()
-    return AsyncWebClient(token=token, base_url=settings.slack_api_url)
+    return AsyncWebClient(
+        token=token, base_url=settings.slack_api_url, timeout=int(max(1, settings.slack_timeout_s))
+    )
 
 
 def build_notifier(
-    settings: Settings, engine: Engine, client: AsyncWebClient | None = None
+    settings: Settings, engine: Engine, *, wake: Callable[[], None] = lambda: None
 ) -> DebateNotifier:
-    """The Slack side of a worker: `debatebot worker` processes post rounds like `serve` does."""
-    poster = SlackPoster(client or slack_client(settings), interval_s=settings.post_interval_s)
-    owner = f"{socket.gethostname()}:{os.getpid()}"
-    return DebateNotifier(engine=engine, poster=poster, owner=owner)
+    """What a debate owes Slack, as outbox rows: every worker writes them (no token needed),
+    and whichever process delivers (`serve`, or a worker with a bot token) sends them."""
+    return DebateNotifier(engine=engine, deadline_s=settings.outbox_deadline_h * 3600, wake=wake)
+
+
+def build_delivery(
+    settings: Settings,
+    engine: Engine,
+    client: AsyncWebClient | None = None,
+    *,
+    owner: str | None = None,
+) -> OutboxDelivery:
+    """The loop that sends owed messages to Slack (needs the bot token)."""
+    client = client or slack_client(settings)
+    return OutboxDelivery(
+        engine=engine,
+        poster=SlackPoster(client, interval_s=settings.post_interval_s),
+        directory=SlackDirectory(client),
+        owner=owner or process_name(),
+        config=DeliveryConfig(
+            poll_s=settings.outbox_poll_s,
+            claim_s=settings.slack_timeout_s * 2 + 5,
+            backoff_max_s=settings.outbox_backoff_max_s,
+        ),
+    )
 
 
 def transport(settings: Settings) -> str:
@@ -293,40 +338,60 @@ def transport(settings: Settings) -> str:
 
 
 async def serve(settings: Settings, stop: asyncio.Event) -> None:
-    """Run the bot until `stop` is set: Socket Mode or HTTP, with workers and scheduler."""
+    """Run the bot until `stop` is set: Socket Mode or HTTP, with workers, delivery and
+    scheduler. Raises SettingsError when Slack refuses the app-level token for good."""
     services = build_services(settings)
     with open_store(settings) as engine:
         runtime = build_bot(settings, services, engine)
         await runtime.start()
         try:
             if transport(settings) == "socket":
-                _, _, app_token = settings.slack_secrets()
-                assert app_token is not None
-                handler = AsyncSocketModeHandler(runtime.app, app_token)
-                await handler.connect_async()  # type: ignore[no-untyped-call]
-                try:
-                    await stop.wait()
-                finally:
-                    await handler.close_async()  # type: ignore[no-untyped-call]
+                await _serve_socket_mode(settings, runtime, stop)
             else:
-                server = uvicorn.Server(
-                    uvicorn.Config(
-                        runtime.asgi,
-                        host=settings.http_host,
-                        port=settings.http_port,
-                        lifespan="off",
-                        log_level="info",
-                    )
-                )
-                serving = asyncio.create_task(server.serve())
-                await asyncio.wait(
-                    [serving, asyncio.create_task(stop.wait())],
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
-                server.should_exit = True
-                await serving
+                await _serve_http(settings, runtime, stop)
         finally:
             await runtime.stop()
+
+
+async def _serve_socket_mode(settings: Settings, runtime: BotRuntime, stop: asyncio.Event) -> None:
+    _, _, app_token = settings.slack_secrets()
+    assert app_token is not None
+    handler = GuardedSocketModeHandler(runtime.app, app_token)
+    client = handler.guarded
+    connecting = asyncio.create_task(handler.connect_async())  # type: ignore[no-untyped-call]
+    stopped = asyncio.create_task(stop.wait())
+    refused = asyncio.create_task(client.refused.wait())
+    try:
+        await asyncio.wait([stopped, refused], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (connecting, stopped, refused):
+            task.cancel()
+        await asyncio.gather(connecting, return_exceptions=True)
+        await handler.close_async()  # type: ignore[no-untyped-call]
+    if client.refused.is_set():
+        raise SettingsError(
+            f"Slack refused DEBATEBOT_SLACK_APP_TOKEN ({client.refusal}): create an app-level"
+            " token with the connections:write scope (Basic Information -> App-Level Tokens)"
+            " and set it, or unset it to serve over HTTP"
+        )
+
+
+async def _serve_http(settings: Settings, runtime: BotRuntime, stop: asyncio.Event) -> None:
+    server = uvicorn.Server(
+        uvicorn.Config(
+            runtime.asgi,
+            host=settings.http_host,
+            port=settings.http_port,
+            lifespan="off",
+            log_level="info",
+        )
+    )
+    serving = asyncio.create_task(server.serve())
+    stopped = asyncio.create_task(stop.wait())
+    await asyncio.wait([serving, stopped], return_when=asyncio.FIRST_COMPLETED)
+    stopped.cancel()
+    server.should_exit = True
+    await serving
 
 
 def health_report(engine: Engine, workers: int) -> dict[str, object]:

@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import signal
 import sys
@@ -20,9 +21,15 @@ from pathlib import Path
 from typing import TextIO
 
 from pydantic import ValidationError
-from sqlalchemy import Engine
 
-from bot.app import build_notifier, build_services, build_worker, open_store, serve
+from bot.app import (
+    build_delivery,
+    build_notifier,
+    build_services,
+    build_worker,
+    open_store,
+    serve,
+)
 from bot.providers import KEY_VARIABLES, PROVIDERS
 from bot.settings import ROLE_SLOTS, RoleModel, Settings, SettingsError
 from bot.store import repository
@@ -220,9 +227,13 @@ async def _run(args: argparse.Namespace) -> int:
         return 1
     services.registry.check({p.role.value: p.model for p in spec.participants})
     with open_store(settings) as engine:
-        worker = build_worker(services, engine, worker_id=f"cli:{uuid.uuid4().hex[:8]}")
         console = ConsoleEvents(sys.stdout, sys.stderr)
-        worker.sinks = lambda _debate: console
+        worker = build_worker(
+            services,
+            engine,
+            worker_id=f"cli:{uuid.uuid4().hex[:8]}",
+            sinks=lambda _debate: console,
+        )
         with session_scope(engine) as session:
             queued, _ = repository.enqueue_debate(
                 session, trigger_key=f"cli:{uuid.uuid4()}", spec=spec, source="cli"
@@ -302,36 +313,75 @@ def _models(args: argparse.Namespace) -> int:
     return 1 if missing else 0
 
 
+def configure_logging(settings: Settings) -> None:
+    """Logs for the long-running commands: INFO by default (`DEBATEBOT_LOG_LEVEL`), so Socket
+    Mode reconnects and delivery retries are visible."""
+    level = logging.getLevelName(settings.log_level.upper())
+    if not isinstance(level, int):
+        raise SettingsError(
+            f"DEBATEBOT_LOG_LEVEL={settings.log_level!r} is not a level: use DEBUG, INFO,"
+            " WARNING or ERROR"
+        )
+    logging.basicConfig(
+        level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True
+    )
+
+
 async def _worker(args: argparse.Namespace) -> int:
     settings = Settings()
+    configure_logging(settings)
     services = build_services(settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
 
-    async def work(engine: Engine, index: int) -> None:
-        worker = build_worker(services, engine, worker_id=f"{args.name}/{index}")
-        if settings.slack_bot_token is not None:
-            worker.sinks = build_notifier(settings, engine).sink_for
-        if args.exit_when_idle:
-            while not stop.is_set() and await worker.run_once():
-                pass
-        else:
-            await worker.run_forever(stop)
-
     print(
         f"{args.concurrency} worker(s) on {redacted(settings.database_url)}",
         file=sys.stderr,
     )
     with open_store(settings) as engine:
-        await asyncio.gather(*(work(engine, i) for i in range(args.concurrency)))
+        delivery = build_delivery(settings, engine) if settings.slack_bot_token else None
+        notifier = build_notifier(
+            settings, engine, wake=delivery.wake if delivery else (lambda: None)
+        )
+
+        async def work(index: int) -> None:
+            worker = build_worker(
+                services, engine, worker_id=f"{args.name}/{index}", reporter=notifier
+            )
+            if args.exit_when_idle:
+                while not stop.is_set() and await worker.run_once():
+                    pass
+            else:
+                await worker.run_forever(stop)
+
+        workers = [asyncio.create_task(work(i)) for i in range(args.concurrency)]
+        delivering = (
+            asyncio.create_task(delivery.run_forever(stop)) if delivery is not None else None
+        )
+        stopping: asyncio.Future[object] = asyncio.ensure_future(stop.wait())
+        all_done: asyncio.Future[object] = asyncio.ensure_future(
+            asyncio.gather(*workers, return_exceptions=True)
+        )
+        await asyncio.wait([stopping, all_done], return_when=asyncio.FIRST_COMPLETED)
+        if args.exit_when_idle and delivery is not None:
+            await delivery.drain()
+        stop.set()
+        _, running = await asyncio.wait(workers, timeout=settings.shutdown_grace_s)
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        if delivering is not None:
+            await asyncio.gather(delivering, return_exceptions=True)
+        stopping.cancel()
     return 0
 
 
 async def _serve(args: argparse.Namespace) -> int:
     settings = Settings()
     settings.slack_secrets()
+    configure_logging(settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):

@@ -135,6 +135,24 @@ class Settings(BaseSettings):
     review_reminder_h: float = Field(
         default=24.0, gt=0, description="remind reviewers of an open review after this long"
     )
+    slack_timeout_s: float = Field(
+        default=10.0, gt=0, description="how long one Slack API call may take before it is retried"
+    )
+    outbox_deadline_h: float = Field(
+        default=24.0,
+        gt=0,
+        description="how long an owed Slack message is retried before it is given up",
+    )
+    outbox_poll_s: float = Field(
+        default=1.0, gt=0, description="how often the delivery loop looks for due messages"
+    )
+    outbox_backoff_max_s: float = Field(
+        default=30.0, gt=0, description="the longest wait between two tries of one message"
+    )
+    shutdown_grace_s: float = Field(
+        default=10.0, ge=0, description="on SIGTERM, how long running turns may take to finish"
+    )
+    log_level: str = Field(default="INFO", description="DEBUG, INFO, WARNING or ERROR")
 
     def provider_key(self, provider: str) -> str | None:
         """The API key of a hosted provider, refusing a missing or placeholder one by name;

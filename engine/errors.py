@@ -44,3 +44,9 @@ class StructuredOutputError(LLMError):
     def __init__(self, message: str, *, raw_outputs: list[str]) -> None:
         super().__init__(message, retryable=False)
         self.raw_outputs = raw_outputs
+
+
+class DebateHaltedError(LLMError):
+    """The run was stopped from outside before its next model call, for example because the
+    place its results go can no longer be reached; protocols end FAILED with this reason, as
+    after a model failure, so nothing more is spent."""

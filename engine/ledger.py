@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from pydantic import BaseModel
 
-from engine.errors import EngineError
+from engine.errors import DebateHaltedError, EngineError
 from engine.events import DebateEvent, EventSink, TurnFinished, TurnStarted
 from engine.llm import LLM, Completion, LLMRequest, Message, complete_structured
 from engine.models import DebateSpec, ModelSettings, Role, TurnRecord
@@ -27,6 +27,8 @@ from engine.prompts import PromptTemplate
 
 T = TypeVar("T", bound=BaseModel)
 LLMResolver = Callable[[ModelSettings], LLM]
+HaltCheck = Callable[[], Awaitable[str | None]]
+"""Asked before every new model call: a reason to stop the debate there, or None to go on."""
 
 
 class BudgetExhausted(EngineError):
@@ -92,8 +94,10 @@ class TurnLedger:
         resolve_llm: LLMResolver,
         sink: EventSink,
         recorded: Sequence[TurnRecord] = (),
+        halt: HaltCheck | None = None,
     ) -> None:
         self.spec = spec
+        self.halt = halt
         self.resolve_llm = resolve_llm
         self.sink = sink
         self.meter = CostMeter(spec.budget_usd)
@@ -126,6 +130,8 @@ class TurnLedger:
             await self.emit(TurnFinished(turn=stored, replayed=True))
             return value
 
+        if self.halt is not None and (reason := await self.halt()) is not None:
+            raise DebateHaltedError(f"stopped before the {role.value} turn: {reason}")
         settings = self.spec.participant_for(role, speaker).model
         llm = MeteredLLM(self.resolve_llm(settings), self.meter)
         self.meter.check()

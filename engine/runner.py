@@ -11,7 +11,7 @@ from engine.events import (
     VerdictReached,
     discard_events,
 )
-from engine.ledger import LLMResolver, TurnLedger
+from engine.ledger import HaltCheck, LLMResolver, TurnLedger
 from engine.models import DebateResult, DebateSpec, DebateStatus, TurnRecord
 from engine.prompts import PromptLibrary
 from engine.protocols import get_protocol
@@ -24,15 +24,17 @@ async def run_debate(
     prompts: PromptLibrary,
     sink: EventSink = discard_events,
     recorded: Sequence[TurnRecord] = (),
+    halt: HaltCheck | None = None,
 ) -> DebateResult:
     """Run `spec` with its protocol and emit the closing event (verdict, truncated or failed).
 
     Raises SpecError before any model call when the spec does not suit the protocol. Model
-    failures do not raise: they end the debate as FAILED with the partial transcript.
+    failures do not raise: they end the debate as FAILED with the partial transcript, and so
+    does a `halt` check that answers with a reason before a model call.
     """
     protocol = get_protocol(spec.protocol)
     protocol.validate(spec)
-    ledger = TurnLedger(spec=spec, resolve_llm=resolve_llm, sink=sink, recorded=recorded)
+    ledger = TurnLedger(spec=spec, resolve_llm=resolve_llm, sink=sink, recorded=recorded, halt=halt)
     result = await protocol.run(spec, ledger=ledger, prompts=prompts)
     if result.status is DebateStatus.COMPLETE:
         await ledger.emit(VerdictReached(result=result))

@@ -7,6 +7,11 @@
   engine replays without calling a model.
 - A worker that finds its lease taken (it stalled past the lease) stops at once; the unique turn
   key in the database would refuse its writes anyway.
+- A worker stopped from outside (shutdown) hands its lease back at once, so another worker
+  resumes the debate without waiting for the lease to expire.
+- A Slack debate whose thread became unreachable (`debate.halt_reason`) stops before its next
+  model call and ends FAILED with that reason.
+- The ending is stored in one transaction with the messages it owes (`reporter.closing`).
 """
 
 from __future__ import annotations
@@ -18,15 +23,15 @@ import os
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from bot.store import repository
+from bot.store import outbox, repository
 from bot.store.db import in_session
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError
-from bot.store.tables import Debate
+from bot.store.tables import Debate, Escalation
 from engine.events import DebateEvent, EventSink, TurnFinished
 from engine.ledger import LLMResolver
 from engine.models import DebateResult, DebateSpec
@@ -36,7 +41,20 @@ from engine.runner import run_debate
 log = logging.getLogger(__name__)
 R = TypeVar("R")
 SinkFactory = Callable[[Debate], EventSink]
-"""Builds the extra event sink for one debate (the console, the Slack notifier)."""
+"""Builds an extra event sink for one debate (the console)."""
+
+
+class DebateReporter(Protocol):
+    """What a worker tells people through (the Slack notifier): events of a run as owed
+    messages, and the messages its ending owes."""
+
+    def sink_for(self, debate: Debate) -> EventSink: ...
+
+    def closing(
+        self, debate: Debate, result: DebateResult, escalation: Escalation | None
+    ) -> list[outbox.Draft]: ...
+
+    def wake(self) -> None: ...
 
 
 def default_worker_id() -> str:
@@ -62,6 +80,7 @@ class DebateWorker:
         worker_id: str | None = None,
         config: WorkerConfig | None = None,
         sinks: SinkFactory | None = None,
+        reporter: DebateReporter | None = None,
     ) -> None:
         self.engine = engine
         self.resolve_llm = resolve_llm
@@ -69,6 +88,7 @@ class DebateWorker:
         self.worker_id = worker_id or default_worker_id()
         self.config = config or WorkerConfig()
         self.sinks = sinks
+        self.reporter = reporter
         self._wake = asyncio.Event()
 
     async def _db(self, work: Callable[[Session], R]) -> R:
@@ -110,7 +130,9 @@ class DebateWorker:
         if recorded:
             log.info("debate %s: resuming after %d stored turns", debate_id, len(recorded))
 
-        extra = self.sinks(debate) if self.sinks is not None else None
+        extras = [make(debate) for make in (self.sinks,) if make is not None]
+        if self.reporter is not None:
+            extras.append(self.reporter.sink_for(debate))
         # Protocols with concurrent turns (panel) finish several at once; the chain links each
         # turn to the previous one, so they are appended one at a time.
         chain = asyncio.Lock()
@@ -124,8 +146,11 @@ class DebateWorker:
                             s, debate_id=debate_id, worker_id=self.worker_id, turn=turn
                         )
                     )
-            if extra is not None:
+            for extra in extras:
                 await extra(event)
+
+        async def halted() -> str | None:
+            return await self._db(lambda s: outbox.halt_reason(s, debate_id=debate_id))
 
         runner = asyncio.create_task(
             run_debate(
@@ -134,6 +159,7 @@ class DebateWorker:
                 prompts=self.prompts,
                 sink=persist,
                 recorded=recorded,
+                halt=halted if debate.channel_id is not None else None,
             )
         )
         heartbeat = asyncio.create_task(self._heartbeat(debate_id, runner))
@@ -145,6 +171,7 @@ class DebateWorker:
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if current is not None and current.cancelling():
+                await self._hand_back(debate_id)
                 raise
             # Not us being cancelled: the heartbeat cancelled the run because the lease was lost.
             log.warning("debate %s: abandoned by %s (lease lost)", debate_id, self.worker_id)
@@ -153,16 +180,38 @@ class DebateWorker:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
+        closing = self.reporter.closing if self.reporter is not None else None
         try:
             await self._db(
                 lambda s: repository.finish_debate(
-                    s, debate_id=debate_id, worker_id=self.worker_id, result=result
+                    s,
+                    debate_id=debate_id,
+                    worker_id=self.worker_id,
+                    result=result,
+                    messages=closing,
                 )
             )
         except LeaseLostError:
             log.warning("debate %s: finished after losing the lease; result dropped", debate_id)
             return None
+        if self.reporter is not None:
+            self.reporter.wake()
         return result
+
+    async def _hand_back(self, debate_id: int) -> None:
+        """Shutdown: release the lease so another worker resumes now, not when it expires."""
+        try:
+            await asyncio.shield(
+                self._db(
+                    lambda s: repository.release_lease(
+                        s, debate_id=debate_id, worker_id=self.worker_id
+                    )
+                )
+            )
+        except DatabaseUnavailableError as error:
+            log.warning("debate %s: lease not handed back (%s); it expires", debate_id, error)
+        else:
+            log.info("debate %s: handed back by %s for another worker", debate_id, self.worker_id)
 
     async def run_once(self) -> bool:
         """Claim and run one debate; False when none was waiting."""

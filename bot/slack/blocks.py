@@ -1,8 +1,11 @@
 """Block Kit builders. Every message they return fits Slack's limits: long content is split across
-sections and, past 50 blocks, across messages; it is never cut off or rejected.
+sections (3,000 characters each) and across messages (50 blocks and 12,000 characters of block
+text each, well under the 40,000 of `text`); it is never cut off.
 
-All text that came from people or models is escaped (`&`, `<`, `>`), so neither a thread nor a
-model's output can produce a mention such as `<!channel>` or a disguised link.
+Slack sends `&`, `<` and `>` escaped; `unescape` undoes that once on the way in, so questions are
+stored as people wrote them. On the way out, all text that came from people or models is escaped
+once, in the blocks and in the notification `text`, so neither a thread nor a model's output can
+produce a mention such as `<!channel>` or a disguised link.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from engine.models import AdversarialRound, ArgumentQuality, DebateResult, Verdi
 
 MAX_BLOCKS = 50
 MAX_VIEW_BLOCKS = 100
+MAX_MESSAGE_CHARS = 12_000
 MAX_SECTION_CHARS = 3000
 MAX_HEADER_CHARS = 150
 MAX_CONTEXT_ELEMENT_CHARS = 2000
@@ -56,6 +60,12 @@ def escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def unescape(text: str) -> str:
+    """Undo the escaping Slack applies to what people type (`&amp;` last, so `&amp;lt;` stays
+    `&lt;` as typed). Mentions and links keep Slack's `<…>` form; `escape` shows them as text."""
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
 def clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
@@ -84,9 +94,12 @@ def split_text(text: str, limit: int = MAX_SECTION_CHARS) -> list[str]:
     return pieces
 
 
-def sections(mrkdwn: str) -> list[Block]:
+def sections(mrkdwn: str, limit: int = MAX_SECTION_CHARS) -> list[Block]:
     """As many section blocks as `mrkdwn` needs."""
-    return [{"type": "section", "text": {"type": "mrkdwn", "text": p}} for p in split_text(mrkdwn)]
+    return [
+        {"type": "section", "text": {"type": "mrkdwn", "text": p}}
+        for p in split_text(mrkdwn, limit)
+    ]
 
 
 def header(text: str) -> Block:
@@ -107,16 +120,55 @@ def divider() -> Block:
     return {"type": "divider"}
 
 
-def paginate(text: str, blocks: Sequence[Block], max_blocks: int = MAX_BLOCKS) -> list[Message]:
-    """Split a long block list into messages of at most `max_blocks` blocks each."""
+def block_chars(value: Any) -> int:
+    """Characters of text a block carries (every `text` string in it, however nested)."""
+    if isinstance(value, dict):
+        own = len(value["text"]) if isinstance(value.get("text"), str) else 0
+        return own + sum(block_chars(v) for k, v in value.items() if k != "text" or own == 0)
+    if isinstance(value, list):
+        return sum(block_chars(item) for item in value)
+    return 0
+
+
+def paginate(
+    text: str,
+    blocks: Sequence[Block],
+    max_blocks: int = MAX_BLOCKS,
+    max_chars: int = MAX_MESSAGE_CHARS,
+) -> list[Message]:
+    """Split a block list into messages of at most `max_blocks` blocks and `max_chars`
+    characters of block text each. `text` is mrkdwn the caller has escaped."""
+    pages: list[list[Block]] = [[]]
+    size = 0
+    for block in blocks:
+        chars = block_chars(block)
+        if pages[-1] and (len(pages[-1]) >= max_blocks or size + chars > max_chars):
+            pages.append([])
+            size = 0
+        pages[-1].append(block)
+        size += chars
     fallback = clip(text, MAX_FALLBACK_CHARS)
-    if len(blocks) <= max_blocks:
-        return [Message(fallback, list(blocks))]
-    pages = [list(blocks[i : i + max_blocks]) for i in range(0, len(blocks), max_blocks)]
+    if len(pages) == 1:
+        return [Message(fallback, pages[0])]
     return [
         Message(fallback if n == 1 else f"{clip(text, 200)} (part {n} of {len(pages)})", page)
         for n, page in enumerate(pages, start=1)
     ]
+
+
+def resplit(message: Message) -> list[Message]:
+    """A message Slack refused for its size, in smaller pieces: sections of at most 1,500
+    characters, messages of at most 25 blocks and 6,000 characters."""
+    smaller: list[Block] = []
+    for block in message.blocks:
+        body = block.get("text")
+        if block.get("type") == "section" and isinstance(body, dict) and len(body["text"]) > 1500:
+            smaller += sections(body["text"], limit=MAX_SECTION_CHARS // 2)
+        else:
+            smaller.append(block)
+    return paginate(
+        message.text, smaller, max_blocks=MAX_BLOCKS // 2, max_chars=MAX_MESSAGE_CHARS // 2
+    )
 
 
 def bullets(items: Iterable[str]) -> str:
@@ -175,13 +227,14 @@ def parent_message(
             summary += f" \u00b7 cost ${cost_usd:.4f}"
         blocks += sections(f"{summary}\n{escape(clip(verdict.synthesis, 600))}")
         blocks.append(context("Full verdict, rounds and review in the thread."))
-    return Message(f"Debate #{debate_id}: {clip(question, 200)}", blocks)
+    return Message(f"Debate #{debate_id}: {escape(clip(question, 200))}", blocks)
 
 
 def material_messages(title: str, text: str) -> list[Message]:
-    """Long user-supplied text (a 40,000-character question) posted whole, split into parts."""
+    """Long user-supplied text (a 40,000-character question) posted whole, split into as many
+    messages as Slack's limits need."""
     blocks = [header(title), *sections(escape(text))]
-    return paginate(title, blocks)
+    return paginate(escape(title), blocks)
 
 
 def _quality(label: str, quality: ArgumentQuality) -> str:
@@ -273,8 +326,10 @@ def escalation_message(
     reasons: Sequence[str],
     reviewers: Sequence[str],
     confidence: float,
+    another_round: bool = True,
 ) -> Message:
-    """The review request: who is asked, why, and the three buttons."""
+    """The review request: who is asked, why, and the buttons (*Another round* only where the
+    protocol can run one more round)."""
     who = " ".join(mention(person) for person in reviewers) or (
         "_No reviewers are configured for this channel; a workspace admin can decide, and"
         " `/debate config` sets reviewers._"
@@ -292,11 +347,30 @@ def escalation_message(
             "elements": [
                 _button("Approve", ACTION_APPROVE, value, "primary"),
                 _button("Reject", ACTION_REJECT, value, "danger"),
-                _button("Another round", ACTION_ANOTHER_ROUND, value, None),
+                *([_button("Another round", ACTION_ANOTHER_ROUND, value, None)] * another_round),
             ],
         },
     ]
     return Message(f"Review needed for debate #{debate_id}", blocks)
+
+
+def direct(message: Message, *, channel_id: str, reason: str) -> Message:
+    """A thread's message sent by DM instead, saying why it did not go to the thread."""
+    preface = sections(
+        f":incoming_envelope: This was meant for the debate's thread in <#{channel_id}>, but I"
+        f" cannot post there ({escape(reason)}), so it comes to you directly."
+    )
+    return Message(message.text, [*preface, *message.blocks][:MAX_BLOCKS])
+
+
+def reposted_parent(message: Message, *, old_link: str | None) -> Message:
+    """The parent message again, after the original (or its thread) was deleted."""
+    where = f"<{old_link}|its thread>" if old_link else "its thread"
+    note = context(
+        f":recycle: The original message of this debate was deleted; what was posted before"
+        f" stays in {where}, and the debate continues here."
+    )
+    return Message(message.text, [*message.blocks, note][:MAX_BLOCKS])
 
 
 def _button(label: str, action_id: str, value: str, style: str | None) -> Block:

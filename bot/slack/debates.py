@@ -18,13 +18,14 @@ from sqlmodel import Session
 from bot.settings import SettingsError
 from bot.slack import blocks, triggers
 from bot.slack.commands import DebateCommand
-from bot.slack.errors import CommandError, NotAllowedError, PostError
+from bot.slack.errors import CommandError, NotAllowedError
 from bot.slack.notifier import LONG_QUESTION_TITLE, DebateNotifier
 from bot.slack.people import SlackDirectory
 from bot.slack.poster import SlackPoster
 from bot.store import repository
 from bot.store import slack as store
 from bot.store.db import in_session
+from bot.store.outbox import Draft
 from bot.store.tables import ChannelSettings, Debate, Escalation, EscalationState, Review
 from engine.errors import SpecError
 from engine.models import MAX_QUESTION_CHARS, ContextDocument, DebateResult, DebateSpec
@@ -63,7 +64,6 @@ class SlackDebates:
         self.directory = directory
         self.wake_workers = wake_workers
         self.protocols = protocols
-        self._bot_user_id: str | None = None
 
     async def db(self, work: Callable[[Session], R]) -> R:
         return await in_session(self.engine, work)
@@ -135,20 +135,45 @@ class SlackDebates:
                 channel_id=channel,
                 thread_ts=thread_ts,
                 requested_by=user,
+                messages=self.notifier.opening,
             )
         )
         if created:
             self.wake_workers()
-            try:
-                debate = await self.notifier.ensure_parent(debate)
-            except PostError as error:
-                log.error("debate %s: parent message not posted: %s", debate.id, error)
+            self.notifier.wake()
         return Started(debate, created)
 
+    async def check_reachable(self, channel: str) -> None:
+        """Refuse (CommandError) before anything is queued or paid for when the bot cannot
+        post in `channel`, saying how to fix it."""
+        problem = await self.directory.cannot_post_in(channel)
+        if problem is None:
+            return
+        _, name = await self.directory.bot_identity()
+        if problem == "is_archived":
+            raise CommandError(
+                f"this channel is archived, so I cannot post a debate in it ({problem})"
+            )
+        raise CommandError(
+            f"I am not in this channel, so I could not post the debate here ({problem})."
+            f" Run `/invite @{name}` and ask again"
+        )
+
     async def start_from_command(
-        self, *, command: DebateCommand, channel: str, user: str, trigger_key: str, source: str
+        self,
+        *,
+        command: DebateCommand,
+        channel: str,
+        user: str,
+        trigger_key: str,
+        source: str,
+        reachable: bool = False,
     ) -> Started:
+        """Queue the debate a command or the form asks for; `reachable` when the caller has
+        already checked that the bot can post in the channel."""
         settings = await self.settings_of(channel)
+        if not reachable:
+            await self.check_reachable(channel)
         spec = self._spec(
             settings,
             command.question,
@@ -196,10 +221,11 @@ class SlackDebates:
     async def start_from_thread(self, *, channel: str, ts: str, user: str, source: str) -> Started:
         """Debate the whole thread `ts` belongs to, read from Slack, in that thread."""
         settings = await self.settings_of(channel)
+        await self.check_reachable(channel)
         client = self.poster.client
         root = await triggers.thread_root(client, channel=channel, ts=ts)
         messages = await triggers.read_thread(client, channel=channel, thread_ts=root)
-        bot_id = await self._bot_user()
+        bot_id, _ = await self.directory.bot_identity()
         people = [m for m in messages if m.get("user") != bot_id and not m.get("bot_id")]
         spec = self._spec(
             settings,
@@ -214,12 +240,6 @@ class SlackDebates:
             user=user,
             thread_ts=root,
         )
-
-    async def _bot_user(self) -> str | None:
-        if self._bot_user_id is None:
-            auth = await self.poster.client.auth_test()
-            self._bot_user_id = auth.get("user_id")
-        return self._bot_user_id
 
     # --- reviews -----------------------------------------------------------------------------
 
@@ -251,33 +271,25 @@ class SlackDebates:
     async def decide(
         self, *, escalation_id: int, user: str, decision: str, note: str | None
     ) -> tuple[Review, bool]:
-        """Record a reviewer's decision once, then show it on the review request."""
+        """Record a reviewer's decision once, with the review request shown decided (an owed
+        update, delivered like every other message)."""
         escalation, debate = await self.authorize_review(escalation_id=escalation_id, user=user)
         more = None
         if decision == EscalationState.ANOTHER_ROUND:
             more = await self._one_more_round(debate)
         review, created = await self.db(
             lambda s: store.record_review(
-                s, escalation_id=escalation_id, reviewer=user, decision=decision, note=note
+                s,
+                escalation_id=escalation_id,
+                reviewer=user,
+                decision=decision,
+                note=note,
+                messages=lambda review, debate: self.notifier.decided(escalation, review, debate),
             )
         )
         if not created:
             return review, False
-        assert debate.channel_id is not None
-        if escalation.message_ts:
-            decided_at = review.created_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
-            await self.poster.update(
-                channel=debate.channel_id,
-                ts=escalation.message_ts,
-                message=blocks.escalation_decided_message(
-                    debate_id=debate.id or 0,
-                    reasons=escalation.reasons,
-                    decision=review.decision,
-                    reviewer=user,
-                    note=review.note,
-                    decided_at=decided_at,
-                ),
-            )
+        self.notifier.wake()
         if more is not None:
             await self._another_round(debate, escalation_id, *more)
         return review, True
@@ -317,15 +329,18 @@ class SlackDebates:
         )
         if created:
             self.wake_workers()
-            if debate.channel_id and debate.thread_ts:
-                await self.poster.post(
-                    channel=debate.channel_id,
-                    thread_ts=debate.thread_ts,
-                    message=blocks.notice(
-                        f":repeat: Round {number} requested; it continues here as debate"
-                        f" #{fork.id}."
-                    ),
-                )
+            text = f":repeat: Round {number} requested; it continues here as debate #{fork.id}."
+            notice = blocks.notice(text)
+            await self.notifier.owe(
+                debate,
+                [
+                    Draft(
+                        key=f"notice:another_round:{fork.id}",
+                        text=notice.text,
+                        blocks=notice.blocks,
+                    )
+                ],
+            )
 
     # --- settings and home -------------------------------------------------------------------
 

@@ -16,8 +16,18 @@ class NotAllowedError(SlackLayerError):
 
 
 class PostError(SlackLayerError):
-    """Slack refused a message (after retries for rate limits); carries Slack's error code."""
+    """A Slack write failed: Slack's error code (or `http_5xx`, `timeout`, `unreachable`),
+    whether trying again later may help, and how long Slack asked to wait."""
 
-    def __init__(self, message: str, *, code: str) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str,
+        retryable: bool = False,
+        retry_after_s: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.code = code
+        self.retryable = retryable
+        self.retry_after_s = retry_after_s

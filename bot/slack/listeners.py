@@ -16,6 +16,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack import blocks
+from bot.slack.blocks import clip
 from bot.slack.commands import (
     ConfigCommand,
     DebateCommand,
@@ -37,10 +38,19 @@ from bot.store.tables import ChannelSettings, EscalationState
 
 log = logging.getLogger(__name__)
 
+NOTE_FORM_WINDOW_S = 10.0
+"""A second click on Approve or Reject within this many seconds opens no second note form."""
+
 STORE_DOWN = (
     ":x: The debate store is unavailable, so nothing was queued. Try again in a minute; an admin"
     " should check the bot's DEBATEBOT_DATABASE_URL."
 )
+
+
+def _said(error: CommandError | NotAllowedError) -> str:
+    """An error as the user reads it: a command error can quote what they typed, so it is
+    escaped; a refusal is built from stored ids and mentions reviewers on purpose."""
+    return blocks.escape(str(error)) if isinstance(error, CommandError) else str(error)
 
 
 def _people(ids: list[str]) -> str:
@@ -101,9 +111,11 @@ def register(app: AsyncApp, debates: SlackDebates) -> None:
         ack: AsyncAck, command: dict[str, Any], respond: AsyncRespond, client: AsyncWebClient
     ) -> None:
         try:
-            parsed = parse_command(command.get("text", ""), protocols=protocols)
+            parsed = parse_command(blocks.unescape(command.get("text", "")), protocols=protocols)
         except CommandError as error:
-            await ack(response_type="ephemeral", text=f":warning: {error}. Nothing was queued.")
+            await ack(
+                response_type="ephemeral", text=f":warning: {_said(error)}. Nothing was queued."
+            )
             return
         channel, user = command["channel_id"], command["user_id"]
         if isinstance(parsed, HelpCommand):
@@ -116,6 +128,7 @@ def register(app: AsyncApp, debates: SlackDebates) -> None:
         await ack()
         try:
             if isinstance(parsed, OpenDebateModal):
+                await debates.check_reachable(channel)
                 current = await debates.settings_of(channel)
                 await client.views_open(
                     trigger_id=command["trigger_id"],
@@ -137,7 +150,7 @@ def register(app: AsyncApp, debates: SlackDebates) -> None:
                     source="command",
                 )
         except (CommandError, NotAllowedError) as error:
-            await respond(response_type="ephemeral", text=f":warning: {error}")
+            await respond(response_type="ephemeral", text=f":warning: {_said(error)}")
         except StoreError:
             log.exception("/debate in %s: store failure", channel)
             await respond(response_type="ephemeral", text=STORE_DOWN)
@@ -209,6 +222,11 @@ def register(app: AsyncApp, debates: SlackDebates) -> None:
         if command is None:
             await ack(response_action="errors", errors=errors)
             return
+        try:
+            await debates.check_reachable(channel)
+        except CommandError as error:
+            await ack(response_action="errors", errors={"question": clip(str(error), 150)})
+            return
         await ack()
         try:
             await debates.start_from_command(
@@ -217,9 +235,12 @@ def register(app: AsyncApp, debates: SlackDebates) -> None:
                 user=user,
                 trigger_key=f"modal:{view['id']}",
                 source="modal",
+                reachable=True,
             )
         except CommandError as error:
-            await debates.poster.ephemeral(channel=channel, user=user, text=f":warning: {error}")
+            await debates.poster.ephemeral(
+                channel=channel, user=user, text=f":warning: {_said(error)}"
+            )
 
     @app.view(blocks.VIEW_CONFIG)
     async def on_config_modal(ack: AsyncAck, body: dict[str, Any], view: dict[str, Any]) -> None:
@@ -275,22 +296,26 @@ def register(app: AsyncApp, debates: SlackDebates) -> None:
             await debates.authorize_review(escalation_id=escalation_id, user=user)
             existing = await debates.existing_review(escalation_id)
             if existing is not None:
-                raise CommandError(
-                    f"this was already decided ({existing.decision}) by <@{existing.reviewer}>;"
-                    " nothing was changed"
+                raise NotAllowedError(
+                    f"this was already decided ({existing.decision}) by"
+                    f" {blocks.mention(existing.reviewer)}; nothing was changed"
                 )
             if decision is EscalationState.ANOTHER_ROUND:
                 await debates.decide(
                     escalation_id=escalation_id, user=user, decision=decision, note=None
                 )
-            else:
+            elif await debates.db(
+                lambda s: store.open_window(
+                    s, key=f"note-form:{escalation_id}:{user}", window_s=NOTE_FORM_WINDOW_S
+                )
+            ):
                 await client.views_open(
                     trigger_id=body["trigger_id"],
                     view=blocks.review_note_modal(escalation_id=escalation_id, decision=decision),
                 )
         except (CommandError, NotAllowedError) as error:
             await debates.poster.ephemeral(
-                channel=channel, user=user, text=f":no_entry: {error}", thread_ts=thread_ts
+                channel=channel, user=user, text=f":no_entry: {_said(error)}", thread_ts=thread_ts
             )
 
     for action_id in (blocks.ACTION_APPROVE, blocks.ACTION_REJECT, blocks.ACTION_ANOTHER_ROUND):
@@ -303,8 +328,12 @@ def register(app: AsyncApp, debates: SlackDebates) -> None:
         note = _value(view, "note") or None
         try:
             _, debate = await debates.authorize_review(escalation_id=escalation_id, user=user)
-        except NotAllowedError as error:
-            await ack(response_action="errors", errors={"note": str(error)[:150]})
+        except NotAllowedError:
+            # Form errors are plain text, where a mention would show as raw `<@U…>`.
+            await ack(
+                response_action="errors",
+                errors={"note": "Only this channel's reviewers can decide this review."},
+            )
             return
         await ack()
         review, created = await debates.decide(
@@ -332,7 +361,9 @@ def register(app: AsyncApp, debates: SlackDebates) -> None:
             )
         except CommandError as error:
             await _tell_thread(
-                channel, ts, f":warning: This looks like an ADR, but I cannot debate it: {error}"
+                channel,
+                ts,
+                f":warning: This looks like an ADR, but I cannot debate it: {_said(error)}",
             )
 
     @app.event("reaction_added")
@@ -346,23 +377,24 @@ def register(app: AsyncApp, debates: SlackDebates) -> None:
                 channel=channel, ts=ts, user=event["user"], reaction=event["reaction"]
             )
         except CommandError as error:
-            await _tell_thread(channel, ts, f":warning: I cannot debate this thread: {error}")
+            await _tell_thread(
+                channel, ts, f":warning: I cannot debate this thread: {_said(error)}"
+            )
         except SlackApiError as error:
             await _tell_thread(channel, ts, _unreadable_thread(error, channel, ts))
 
     @app.shortcut(blocks.SHORTCUT_DEBATE_THREAD)
-    async def on_shortcut(ack: AsyncAck, shortcut: dict[str, Any]) -> None:
+    async def on_shortcut(ack: AsyncAck, shortcut: dict[str, Any], respond: AsyncRespond) -> None:
         await ack()
         channel, ts = shortcut["channel"]["id"], shortcut["message"]["ts"]
         user = shortcut["user"]["id"]
+        # The answer goes through response_url, which works where the bot is not a member.
         try:
             await debates.start_from_thread(channel=channel, ts=ts, user=user, source="shortcut")
         except CommandError as error:
-            await debates.poster.ephemeral(channel=channel, user=user, text=f":warning: {error}")
+            await respond(response_type="ephemeral", text=f":warning: {_said(error)}")
         except SlackApiError as error:
-            await debates.poster.ephemeral(
-                channel=channel, user=user, text=_unreadable_thread(error, channel, ts)
-            )
+            await respond(response_type="ephemeral", text=_unreadable_thread(error, channel, ts))
 
     async def _tell_thread(channel: str, ts: str, text: str) -> None:
         try:

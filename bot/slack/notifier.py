@@ -1,45 +1,38 @@
-"""Turns a debate's engine events into Slack messages, exactly once each.
+"""Turns a debate's life into the Slack messages it owes, as outbox rows.
 
-Every message a debate owns (its parent or status message, each round, the verdict, the review
-request, long material) is reserved in the `slack_post` ledger before it is posted and completed
-with its ts after. A debate resumed by another worker, or replayed events, find the ts and update
-or skip instead of posting again.
-
-Slack failures never stop a debate: they are logged, and when the thread is still reachable, a
-short notice there tells people what did not arrive and how to get the full record.
+Nothing here calls Slack. A new debate owes its parent (and, for a long question, the full text);
+each round owes one threaded message; each turn refreshes the parent's live status; the ending
+owes the verdict, the parent's summary and, when the verdict escalates, the review request. The
+rows are written with the state that creates them (`enqueue_debate`, `finish_debate`,
+`record_review`) or, for rounds and status, as the engine reports them; replayed events owe
+nothing new, since every message has a key. `bot.jobs.delivery` sends them.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import uuid
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC
 from typing import TypeVar
 
 from sqlalchemy import Engine
 from sqlmodel import Session
 
 from bot.slack import blocks
-from bot.slack.errors import PostError
-from bot.slack.poster import SlackPoster
-from bot.store import slack as store
+from bot.store import outbox
 from bot.store.db import in_session
-from bot.store.tables import Debate
-from engine.events import (
-    DebateEvent,
-    DebateFailed,
-    DebateTruncated,
-    EventSink,
-    RoundFinished,
-    TurnStarted,
-    VerdictReached,
-)
+from bot.store.outbox import PARENT, PARENT_UPDATE, REVIEW, Draft
+from bot.store.tables import Debate, Escalation, Review
+from engine.events import DebateEvent, EventSink, RoundFinished, TurnStarted
 from engine.models import DebateResult, DebateSpec, Role
 
 log = logging.getLogger(__name__)
+R = TypeVar("R")
+
+THREADED_SOURCES = ("adr", "reaction", "shortcut", "another_round")
+LONG_QUESTION_TITLE = "The question as asked (full text)"
+REVIEWERS = "reviewers"
 
 
 @dataclass
@@ -48,89 +41,118 @@ class _Run:
 
     debate: Debate
     spec: DebateSpec
-    token: str
-    started: bool = False
     progress: tuple[str, str] | None = None
 
 
-R = TypeVar("R")
-
-THREADED_SOURCES = ("adr", "reaction", "shortcut", "another_round")
-# Messages the listener may be posting concurrently with a worker, so never taken over early.
-LISTENER_KEYS = ("parent", "material")
-UNREACHABLE = ("channel_not_found", "not_in_channel", "is_archived", "thread_not_found")
-
-
 class DebateNotifier:
-    """Posts a debate's parent, rounds, verdict and review request in its Slack thread."""
+    """Renders the messages a debate owes and writes them to its outbox."""
 
     def __init__(
-        self, *, engine: Engine, poster: SlackPoster, owner: str, wait_for_peer_s: float = 15.0
+        self,
+        *,
+        engine: Engine,
+        deadline_s: float = outbox.DEFAULT_DEADLINE_S,
+        wake: Callable[[], None] = lambda: None,
     ) -> None:
         self.engine = engine
-        self.poster = poster
-        self.owner = owner
-        self.wait_for_peer_s = wait_for_peer_s
-        self._locks: defaultdict[tuple[int, str], asyncio.Lock] = defaultdict(asyncio.Lock)
+        self.deadline_s = deadline_s
+        self.wake = wake
 
     async def _db(self, work: Callable[[Session], R]) -> R:
         return await in_session(self.engine, work)
 
-    async def post_once(
-        self,
-        debate: Debate,
-        key: str,
-        message: blocks.Message,
-        *,
-        thread_ts: str | None,
-        run: str | None = None,
-    ) -> str:
-        """Post `message` as the debate's message `key` unless it was posted; returns its ts.
-
-        `run` identifies a worker's run of the debate: it holds the lease, so a reservation left
-        unfinished by anyone else (a worker that died mid-post) is taken over at once. The one
-        case that can then post twice is a worker killed after Slack accepted its message but
-        before the ts was stored: delivery is at least once, never silently lost.
-        """
+    async def owe(self, debate: Debate, drafts: list[Draft]) -> None:
+        """Write `drafts` to the debate's outbox and wake the delivery loop."""
         assert debate.id is not None
-        assert debate.channel_id is not None
-        debate_id, channel = debate.id, debate.channel_id
-        async with self._locks[(debate_id, key)]:
-            row, mine = await self._db(
-                lambda s: store.reserve_post(
-                    s,
-                    debate_id=debate_id,
-                    key=key,
-                    channel_id=channel,
-                    owner=run or self.owner,
-                    take_over=run is not None and not key.startswith(LISTENER_KEYS),
-                )
-            )
-            assert row.id is not None
-            post_id = row.id
-            if not mine:
-                return await self._wait_for_peer(debate_id, key, row.ts)
-            try:
-                ts = await self.poster.post(channel=channel, message=message, thread_ts=thread_ts)
-            except PostError:
-                await self._db(lambda s: store.release_post(s, post_id=post_id))
-                raise
-            await self._db(lambda s: store.complete_post(s, post_id=post_id, ts=ts))
-            return ts
+        debate_id = debate.id
+        await self._db(
+            lambda s: outbox.owe(s, debate_id=debate_id, drafts=drafts, deadline_s=self.deadline_s)
+        )
+        self.wake()
 
-    async def _wait_for_peer(self, debate_id: int, key: str, ts: str | None) -> str:
-        """Another process reserved this message; wait briefly for it to record the ts."""
-        waited = 0.0
-        while ts is None and waited < self.wait_for_peer_s:
-            await asyncio.sleep(0.2)
-            waited += 0.2
-            row = await self._db(lambda s: store.post_for(s, debate_id=debate_id, key=key))
-            ts = row.ts if row is not None else None
-        if ts is None:
-            raise PostError(
-                f"message {key} of debate {debate_id} is being posted elsewhere", code="in_progress"
+    # --- what each moment owes -------------------------------------------------------------
+
+    def opening(self, debate: Debate) -> list[Draft]:
+        """A new debate's parent (a top-level message that starts the thread, or a status
+        message in the thread it was asked from) and, for a long question, its full text."""
+        spec = DebateSpec.model_validate_json(debate.spec_json)
+        parent = self._parent(debate, spec, "queued")
+        threaded = debate.source in THREADED_SOURCES
+        drafts = [_draft(PARENT, parent, target="thread" if threaded else "channel")]
+        full = full_question(spec)
+        if full != spec.question:
+            for n, part in enumerate(blocks.material_messages("The full question", full)):
+                drafts.append(_draft(f"material:{n}", part))
+        return drafts
+
+    def status(self, debate: Debate, spec: DebateSpec, status: str, detail: str) -> Draft:
+        """The parent's live status, as a coalesced update (only the newest one is sent)."""
+        message = self._parent(debate, spec, status, detail)
+        return _draft(PARENT_UPDATE, message, action="update", target_key=PARENT)
+
+    def round(self, event: RoundFinished, spec: DebateSpec) -> list[Draft]:
+        number = event.record.round
+        return [
+            _draft(f"round:{number}" if n == 0 else f"round:{number}:{n}", part)
+            for n, part in enumerate(
+                blocks.round_messages(event.record, max_rounds=spec.max_rounds)
             )
-        return ts
+        ]
+
+    def closing(
+        self, debate: Debate, result: DebateResult, escalation: Escalation | None
+    ) -> list[Draft]:
+        """What the end of a debate owes: the verdict, the parent's summary, and the review
+        request when the verdict escalates (by DM when the thread cannot be reached)."""
+        assert debate.id is not None
+        if debate.channel_id is None:
+            return []
+        drafts = [
+            _draft("verdict" if n == 0 else f"verdict:{n}", part)
+            for n, part in enumerate(blocks.verdict_messages(result, debate_id=debate.id))
+        ]
+        status = result.verdict.status.value
+        summary = self._parent(debate, result.spec, status, result=result)
+        drafts.append(_draft(PARENT_UPDATE, summary, action="update", target_key=PARENT))
+        if escalation is not None:
+            assert escalation.id is not None
+            request = blocks.escalation_message(
+                escalation_id=escalation.id,
+                debate_id=debate.id,
+                reasons=escalation.reasons,
+                reviewers=escalation.reviewers,
+                confidence=result.verdict.confidence,
+                another_round=result.spec.protocol == "adversarial",
+            )
+            drafts.append(
+                _draft(REVIEW, request, fallback=REVIEWERS, recipients=escalation.reviewers)
+            )
+        return drafts
+
+    def decided(self, escalation: Escalation, review: Review, debate: Debate) -> list[Draft]:
+        """The review request shown decided: who, what, when, the note; no buttons."""
+        message = blocks.escalation_decided_message(
+            debate_id=debate.id or 0,
+            reasons=escalation.reasons,
+            decision=review.decision,
+            reviewer=review.reviewer,
+            note=review.note,
+            decided_at=review.created_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        )
+        return [_draft(f"update:{REVIEW}", message, action="update", target_key=REVIEW)]
+
+    def reminder(self, escalation: Escalation, debate: Debate, periods: int, age_h: float) -> Draft:
+        who = " ".join(blocks.mention(p) for p in escalation.reviewers)
+        text = (
+            f":bell: Debate #{debate.id} has waited {age_h:.1f} h for a review."
+            f" {who or 'A workspace admin'} can decide with the buttons on the review request."
+        )
+        return _draft(
+            f"reminder:{periods}",
+            blocks.notice(text),
+            fallback=REVIEWERS,
+            recipients=escalation.reviewers,
+        )
 
     def _parent(
         self,
@@ -143,7 +165,7 @@ class DebateNotifier:
         assert debate.id is not None
         return blocks.parent_message(
             debate_id=debate.id,
-            question=_full_question(spec),
+            question=full_question(spec),
             requested_by=debate.requested_by,
             protocol=spec.protocol,
             max_rounds=spec.max_rounds,
@@ -153,146 +175,54 @@ class DebateNotifier:
             cost_usd=result.cost_usd if result else None,
         )
 
-    async def ensure_parent(self, debate: Debate) -> Debate:
-        """Post the debate's parent (or in-thread status) message once; returns the debate with its
-        thread. A `/debate` parent starts the thread; ADR, reaction and follow-up debates already
-        have one and get a status message in it."""
-        assert debate.id is not None
-        debate_id = debate.id
-        threaded = debate.source in THREADED_SOURCES
-        spec = DebateSpec.model_validate_json(debate.spec_json)
-        ts = await self.post_once(
-            debate,
-            "parent",
-            self._parent(debate, spec, "queued"),
-            thread_ts=debate.thread_ts if threaded else None,
-        )
-        if not threaded and debate.thread_ts != ts:
-            debate = await self._db(
-                lambda s: store.set_thread(s, debate_id=debate_id, thread_ts=ts)
-            )
-        full = _full_question(spec)
-        if full != spec.question and debate.thread_ts is not None:
-            for n, part in enumerate(blocks.material_messages("The full question", full)):
-                await self.post_once(debate, f"material:{n}", part, thread_ts=debate.thread_ts)
-        return debate
-
-    async def _update_parent(self, debate: Debate, message: blocks.Message) -> None:
-        assert debate.id is not None
-        assert debate.channel_id is not None
-        debate_id = debate.id
-        row = await self._db(lambda s: store.post_for(s, debate_id=debate_id, key="parent"))
-        if row is not None and row.ts is not None:
-            await self.poster.update(channel=debate.channel_id, ts=row.ts, message=message)
+    # --- following a run -----------------------------------------------------------------------
 
     def sink_for(self, debate: Debate) -> EventSink:
-        """The event sink a worker runs this debate with (one per run of the debate)."""
-        run = _Run(
-            debate=debate,
-            spec=DebateSpec.model_validate_json(debate.spec_json),
-            token=f"{self.owner}/run-{uuid.uuid4().hex[:12]}",
-        )
+        """The event sink a worker runs this debate with: rounds and live status as owed rows."""
+        run = _Run(debate=debate, spec=DebateSpec.model_validate_json(debate.spec_json))
 
         async def sink(event: DebateEvent) -> None:
-            try:
-                await self._handle(run, event)
-            except PostError as error:
-                await self._surface(run.debate, event, error)
+            if run.debate.channel_id is None:
+                return
+            if isinstance(event, TurnStarted):
+                progress = _progress(event, run.spec.max_rounds)
+                if progress != run.progress:
+                    run.progress = progress
+                    await self.owe(run.debate, [self.status(run.debate, run.spec, *progress)])
+            elif isinstance(event, RoundFinished):
+                await self.owe(run.debate, self.round(event, run.spec))
 
         return sink
 
-    async def _handle(self, run: _Run, event: DebateEvent) -> None:
-        if not run.started:
-            run.debate = await self.ensure_parent(run.debate)
-            run.started = True
-        debate, spec = run.debate, run.spec
-        if isinstance(event, TurnStarted):
-            progress = _progress(event, spec.max_rounds)
-            if progress != run.progress:
-                run.progress = progress
-                await self._update_parent(debate, self._parent(debate, spec, *progress))
-        elif isinstance(event, RoundFinished):
-            number = event.record.round
-            for n, part in enumerate(
-                blocks.round_messages(event.record, max_rounds=spec.max_rounds)
-            ):
-                key = f"round:{number}" if n == 0 else f"round:{number}:{n}"
-                await self.post_once(debate, key, part, thread_ts=debate.thread_ts, run=run.token)
-        elif isinstance(event, VerdictReached | DebateTruncated | DebateFailed):
-            await self.finish(debate, event.result, run=run.token)
 
-    async def finish(self, debate: Debate, result: DebateResult, *, run: str | None = None) -> None:
-        """Post the verdict, summarise it on the parent, and ask for review when needed."""
-        assert debate.id is not None
-        for n, part in enumerate(blocks.verdict_messages(result, debate_id=debate.id)):
-            await self.post_once(
-                debate,
-                "verdict" if n == 0 else f"verdict:{n}",
-                part,
-                thread_ts=debate.thread_ts,
-                run=run,
-            )
-        status = result.verdict.status.value
-        await self._update_parent(debate, self._parent(debate, result.spec, status, result=result))
-        if result.verdict.escalate:
-            await self.escalate(debate, result, run=run)
-
-    async def escalate(
-        self, debate: Debate, result: DebateResult, *, run: str | None = None
-    ) -> None:
-        """Open the debate's escalation (once) and post the review request mentioning reviewers."""
-        assert debate.id is not None
-        assert debate.channel_id is not None
-        debate_id, channel = debate.id, debate.channel_id
-        settings = await self._db(lambda s: store.channel_settings(s, channel_id=channel))
-        reasons = result.verdict.escalation_reasons or ["the verdict asks for a human decision"]
-        escalation, _ = await self._db(
-            lambda s: store.open_escalation(
-                s, debate_id=debate_id, reasons=reasons, reviewers=list(settings.reviewers)
-            )
-        )
-        assert escalation.id is not None
-        escalation_id = escalation.id
-        message = blocks.escalation_message(
-            escalation_id=escalation_id,
-            debate_id=debate_id,
-            reasons=escalation.reasons,
-            reviewers=escalation.reviewers,
-            confidence=result.verdict.confidence,
-        )
-        ts = await self.post_once(
-            debate, "escalation", message, thread_ts=debate.thread_ts, run=run
-        )
-        if escalation.message_ts != ts:
-            await self._db(
-                lambda s: store.set_escalation_message(s, escalation_id=escalation_id, ts=ts)
-            )
-
-    async def _surface(self, debate: Debate, event: DebateEvent, error: PostError) -> None:
-        log.error("debate %s: Slack message for %s not delivered: %s", debate.id, event.kind, error)
-        if error.code in UNREACHABLE or debate.thread_ts is None or debate.channel_id is None:
-            return
-        text = (
-            f":warning: Part of debate #{debate.id} could not be posted here ({error.code})."
-            f" The debate goes on and is recorded in full: `debatebot export {debate.id}`."
-        )
-        try:
-            await self.poster.post(
-                channel=debate.channel_id, message=blocks.notice(text), thread_ts=debate.thread_ts
-            )
-        except PostError as second:
-            log.error("debate %s: could not tell the thread either: %s", debate.id, second)
+def _draft(
+    key: str,
+    message: blocks.Message,
+    *,
+    target: str = "thread",
+    action: str = "post",
+    target_key: str | None = None,
+    fallback: str = "none",
+    recipients: list[str] | None = None,
+) -> Draft:
+    return Draft(
+        key=key,
+        text=message.text,
+        blocks=message.blocks,
+        target=target,
+        action=action,
+        target_key=target_key,
+        fallback=fallback,
+        recipients=tuple(recipients or ()),
+    )
 
 
-def _full_question(spec: DebateSpec) -> str:
+def full_question(spec: DebateSpec) -> str:
     """The question as the user wrote it: an overlong one travels as the first context document."""
     for doc in spec.context:
         if doc.title == LONG_QUESTION_TITLE:
             return doc.text
     return spec.question
-
-
-LONG_QUESTION_TITLE = "The question as asked (full text)"
 
 
 def _progress(event: TurnStarted, max_rounds: int) -> tuple[str, str]:

@@ -1,7 +1,10 @@
-"""Who may do what: reviewers (users or user groups), channel owners and workspace admins.
+"""Who may do what, and where the bot may post: reviewers (users or user groups), channel
+owners, workspace admins, and the bot's membership of a channel.
 
-Answers come from Slack (`users.info`, `usergroups.users.list`, `users.conversations`) and are
-cached briefly, so a burst of clicks does not hit Slack's rate limits.
+Answers come from Slack (`users.info`, `users.list`, `usergroups.users.list`,
+`users.conversations`, `conversations.info`, `auth.test`) and are cached briefly, so a burst of
+clicks does not hit Slack's rate limits. A lookup Slack cannot answer is logged and treated as
+"no" (or, for membership, "unknown"), never as a crash.
 """
 
 from __future__ import annotations
@@ -10,8 +13,9 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.slack.poster import SLACK_FAILURES, classify
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +33,7 @@ class SlackDirectory:
         self._clock = clock
         self._admins: dict[str, tuple[float, bool]] = {}
         self._groups: dict[str, tuple[float, frozenset[str]]] = {}
+        self._bot: tuple[str | None, str] | None = None
 
     async def is_admin(self, user: str) -> bool:
         """Workspace admins and owners may change any channel's settings and decide reviews
@@ -38,8 +43,8 @@ class SlackDirectory:
             return cached[1]
         try:
             info = await self.client.users_info(user=user)
-        except SlackApiError as error:
-            log.error("users.info for %s failed: %s", user, error.response.get("error"))
+        except SLACK_FAILURES as error:
+            log.error("users.info for %s failed: %s", user, classify(error, "users.info", "-"))
             return False
         profile = info.get("user") or {}
         admin = bool(profile.get("is_admin") or profile.get("is_owner"))
@@ -52,8 +57,9 @@ class SlackDirectory:
             return cached[1]
         try:
             response = await self.client.usergroups_users_list(usergroup=group)
-        except SlackApiError as error:
-            log.error("usergroups.users.list for %s failed: %s", group, error.response.get("error"))
+        except SLACK_FAILURES as error:
+            why = classify(error, "usergroups.users.list", "-")
+            log.error("usergroups.users.list for %s failed: %s", group, why)
             return frozenset()
         members = frozenset(response.get("users") or [])
         self._groups[group] = (self._clock() + self.ttl_s, members)
@@ -85,12 +91,71 @@ class SlackDirectory:
                 response = await self.client.users_conversations(
                     user=user, types="public_channel,private_channel", limit=200, cursor=cursor
                 )
-            except SlackApiError as error:
-                log.error(
-                    "users.conversations for %s failed: %s", user, error.response.get("error")
-                )
+            except SLACK_FAILURES as error:
+                why = classify(error, "users.conversations", "-")
+                log.error("users.conversations for %s failed: %s", user, why)
                 return channels
             channels += [c["id"] for c in response.get("channels") or []]
             cursor = (response.get("response_metadata") or {}).get("next_cursor")
             if not cursor:
                 return channels
+
+    async def people_in(self, people: Sequence[str]) -> list[str]:
+        """The user ids `people` names, user groups expanded, in order, each once."""
+        users: list[str] = []
+        for person in people:
+            members = (
+                sorted(await self.group_members(person)) if person.startswith("S") else [person]
+            )
+            users += [m for m in members if m not in users]
+        return users
+
+    async def admins(self) -> list[str]:
+        """Workspace admins and owners (people, not bots): the last resort for a review
+        request no one else could be sent."""
+        found: list[str] = []
+        cursor = None
+        while True:
+            try:
+                response = await self.client.users_list(limit=200, cursor=cursor)
+            except SLACK_FAILURES as error:
+                log.error("users.list failed: %s", classify(error, "users.list", "-"))
+                return found
+            for member in response.get("members") or []:
+                if member.get("deleted") or member.get("is_bot"):
+                    continue
+                if member.get("is_admin") or member.get("is_owner"):
+                    found.append(str(member["id"]))
+            cursor = (response.get("response_metadata") or {}).get("next_cursor")
+            if not cursor:
+                return found
+
+    async def bot_identity(self) -> tuple[str | None, str]:
+        """The bot's user id and name, for telling people how to `/invite` it."""
+        if self._bot is None:
+            try:
+                auth = await self.client.auth_test()
+            except SLACK_FAILURES as error:
+                log.error("auth.test failed: %s", classify(error, "auth.test", "-"))
+                return None, "debatebot"
+            self._bot = (auth.get("user_id"), str(auth.get("user") or "debatebot"))
+        return self._bot
+
+    async def cannot_post_in(self, channel: str) -> str | None:
+        """Why the bot cannot post in `channel` (`not_in_channel`, `channel_not_found`,
+        `is_archived`), or None when it can, or when Slack cannot tell right now (the post
+        itself will find out, and the outbox deals with it)."""
+        try:
+            response = await self.client.conversations_info(channel=channel)
+        except SLACK_FAILURES as error:
+            refusal = classify(error, "conversations.info", channel)
+            if refusal.code == "channel_not_found":
+                return "channel_not_found"
+            log.warning("conversations.info for %s did not answer: %s", channel, refusal)
+            return None
+        info = response.get("channel") or {}
+        if info.get("is_archived"):
+            return "is_archived"
+        if info.get("is_im") or info.get("is_member", True):
+            return None
+        return "not_in_channel"

@@ -1,9 +1,10 @@
-"""The one way the bot writes to Slack: paced per channel, in order, honouring 429 Retry-After.
+"""The one way the bot writes to Slack: paced per channel, in order, every failure classified.
 
 Slack allows about one message per second per channel. Every write to a channel waits its turn
 behind one lock, so messages land in the order they were asked for, and a 429 holds the whole
-channel for `Retry-After` seconds before the same call is tried again. Other Slack errors are
-logged with the method, channel and Slack's error code and raised as `PostError`.
+channel for `Retry-After` seconds. Every failure becomes a `PostError` with Slack's error code
+(or `http_503`, `timeout`, `unreachable`, `bad_response`) and whether trying again may help, so
+the outbox can retry outages for hours and give up at once on a refusal.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -25,28 +27,115 @@ from bot.slack.errors import PostError
 
 log = logging.getLogger(__name__)
 
+TRANSIENT_CODES = frozenset(
+    {
+        "ratelimited",
+        "rate_limited",
+        "internal_error",
+        "fatal_error",
+        "service_unavailable",
+        "request_timeout",
+        "team_added_to_org",
+    }
+)
+
+
+def _status(error: SlackApiError) -> int | None:
+    response = error.response
+    status = getattr(response, "status_code", None) or getattr(response, "status", None)
+    return status if isinstance(status, int) else None
+
+
+def _code(error: SlackApiError) -> str | None:
+    """Slack's error code, when the answer was Slack's JSON (a proxy's HTML page has none)."""
+    data = getattr(error.response, "data", None)
+    if isinstance(data, dict):
+        code = data.get("error")
+        return str(code) if code else None
+    return None
+
+
+def _header(error: SlackApiError, name: str) -> str | None:
+    headers = getattr(error.response, "headers", None) or {}
+    for key, value in dict(headers).items():
+        if str(key).lower() == name:
+            return str(value[0] if isinstance(value, list) and value else value)
+    return None
+
 
 def _retry_after(error: SlackApiError, default: float) -> float:
-    headers = {str(k).lower(): v for k, v in (error.response.headers or {}).items()}
-    raw = headers.get("retry-after")
-    if isinstance(raw, list):
-        raw = raw[0] if raw else None
+    raw = _header(error, "retry-after")
     try:
         return max(0.0, float(raw)) if raw is not None else default
-    except (TypeError, ValueError):
+    except ValueError:
         return default
 
 
+def classify(error: Exception, method: str, channel: str) -> PostError:
+    """The `PostError` for whatever a Slack call raised: code, cause, and whether to retry."""
+    if isinstance(error, SlackApiError):
+        status, code = _status(error), _code(error)
+        if status == 429 or code in ("ratelimited", "rate_limited"):
+            return PostError(
+                f"Slack rate limited {method} in {channel}",
+                code="ratelimited",
+                retryable=True,
+                retry_after_s=_retry_after(error, 1.0),
+            )
+        if status is not None and status >= 500:
+            code = code or f"http_{status}"
+            return PostError(
+                f"Slack answered {method} in {channel} with HTTP {status} ({code})",
+                code=code,
+                retryable=True,
+                retry_after_s=_retry_after(error, 0.0) or None,
+            )
+        if code is None:
+            return PostError(
+                f"Slack's answer to {method} in {channel} was not Slack's JSON (HTTP {status})",
+                code="bad_response",
+                retryable=True,
+            )
+        return PostError(
+            f"Slack refused {method} in {channel}: {code}",
+            code=code,
+            retryable=code in TRANSIENT_CODES,
+        )
+    if isinstance(error, TimeoutError | asyncio.TimeoutError):
+        return PostError(
+            f"Slack did not answer {method} in {channel} in time", code="timeout", retryable=True
+        )
+    reason = str(error) or type(error).__name__
+    return PostError(
+        f"could not reach Slack for {method} in {channel}: {reason}",
+        code="unreachable",
+        retryable=True,
+    )
+
+
+SLACK_FAILURES = (SlackApiError, SlackClientError, aiohttp.ClientError, TimeoutError, ValueError)
+"""What a slack_sdk call raises when Slack or the network fails (ValueError: a body that is not
+JSON)."""
+
+
+@dataclass(frozen=True)
+class Posted:
+    """Where Slack put a message: the channel it answered with (a DM's `D…` id) and the ts."""
+
+    channel: str
+    ts: str
+
+
 class SlackPoster:
-    """Paced, ordered, rate-limit-aware chat writes for one bot token."""
+    """Paced, ordered, classified chat writes for one bot token."""
 
     def __init__(
         self,
         client: AsyncWebClient,
         *,
         interval_s: float = 1.0,
-        max_attempts: int = 8,
-        max_retry_after_s: float = 60.0,
+        max_attempts: int = 3,
+        max_retry_after_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
@@ -59,62 +148,71 @@ class SlackPoster:
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._next_at: dict[str, float] = {}
 
-    async def _call(self, method: str, channel: str, **kwargs: Any) -> AsyncSlackResponse:
+    async def _call(
+        self, method: str, channel: str, attempts: int | None = None, **kwargs: Any
+    ) -> AsyncSlackResponse:
+        """Call `method` in `channel`; a 429 is waited out and retried while `attempts` last,
+        every other failure raises its classified `PostError` at once."""
         api = getattr(self.client, method)
+        tries = attempts or self.max_attempts
         async with self._locks[channel]:
-            for attempt in range(1, self.max_attempts + 1):
+            for attempt in range(1, tries + 1):
                 wait = self._next_at.get(channel, 0.0) - self._clock()
                 if wait > 0:
                     await self._sleep(wait)
                 try:
                     response: AsyncSlackResponse = await api(channel=channel, **kwargs)
-                except SlackApiError as error:
-                    if error.response.status_code == 429:
-                        delay = min(_retry_after(error, 1.0), self.max_retry_after_s)
+                except SLACK_FAILURES as raised:
+                    error = classify(raised, method, channel)
+                    if error.code == "ratelimited":
+                        delay = min(error.retry_after_s or 1.0, self.max_retry_after_s)
+                        self._next_at[channel] = self._clock() + delay
                         log.warning(
-                            "slack %s in %s rate limited (attempt %d/%d); retrying in %.1fs",
+                            "slack %s in %s rate limited (attempt %d/%d); next try in %.1fs",
                             method,
                             channel,
                             attempt,
-                            self.max_attempts,
+                            tries,
                             delay,
                         )
-                        self._next_at[channel] = self._clock() + delay
-                        continue
-                    code = str(error.response.get("error", "unknown_error"))
-                    log.error("slack %s in %s failed: %s", method, channel, code)
-                    raise PostError(
-                        f"Slack refused {method} in {channel}: {code}", code=code
-                    ) from error
-                except (SlackClientError, aiohttp.ClientError, TimeoutError) as error:
-                    log.error("slack %s in %s could not be sent: %s", method, channel, error)
-                    raise PostError(
-                        f"could not reach Slack for {method} in {channel}: {error}",
-                        code="unreachable",
-                    ) from error
+                        if attempt < tries:
+                            continue
+                    log.warning(
+                        "slack %s in %s failed: %s (%s)", method, channel, error.code, error
+                    )
+                    raise error from raised
                 self._next_at[channel] = self._clock() + self.interval_s
                 return response
-        raise PostError(
-            f"Slack kept rate limiting {method} in {channel}; gave up after {self.max_attempts}"
-            " attempts",
-            code="ratelimited",
-        )
+        raise AssertionError("unreachable: the loop returns or raises")
 
-    async def post(self, *, channel: str, message: Message, thread_ts: str | None = None) -> str:
-        """Post a message (in a thread when `thread_ts` is given); returns its ts."""
+    async def post(
+        self,
+        *,
+        channel: str,
+        message: Message,
+        thread_ts: str | None = None,
+        attempts: int | None = None,
+    ) -> Posted:
+        """Post a message (in a thread when `thread_ts` is given); `channel` may be a user id,
+        which Slack delivers as a DM from the app."""
         response = await self._call(
             "chat_postMessage",
             channel,
+            attempts,
             text=message.text,
             blocks=message.blocks,
             thread_ts=thread_ts,
             unfurl_links=False,
             unfurl_media=False,
         )
-        return str(response["ts"])
+        return Posted(channel=str(response.get("channel") or channel), ts=str(response["ts"]))
 
-    async def update(self, *, channel: str, ts: str, message: Message) -> None:
-        await self._call("chat_update", channel, ts=ts, text=message.text, blocks=message.blocks)
+    async def update(
+        self, *, channel: str, ts: str, message: Message, attempts: int | None = None
+    ) -> None:
+        await self._call(
+            "chat_update", channel, attempts, ts=ts, text=message.text, blocks=message.blocks
+        )
 
     async def ephemeral(
         self, *, channel: str, user: str, text: str, thread_ts: str | None = None

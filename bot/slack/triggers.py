@@ -16,6 +16,7 @@ from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.slack.blocks import unescape
 from engine.models import ContextDocument
 
 _DECORATION = re.compile(r"^[\s#*_>`~]+|[\s*_`~]+$")
@@ -52,6 +53,7 @@ def adr_question(text: str) -> str:
 
 def thread_question(messages: Sequence[dict[str, Any]]) -> str:
     first = next((m.get("text", "") for m in messages if m.get("text", "").strip()), "")
+    first = unescape(first)
     topic = " ".join(first.split())[:300] or "the decision in this thread"
     return f"Review the decision discussed in this Slack thread: {topic}"
 
@@ -64,7 +66,7 @@ def thread_document(messages: Sequence[dict[str, Any]]) -> ContextDocument:
     lines = []
     for message in messages:
         author = message.get("user") or message.get("bot_id") or "unknown"
-        text = (message.get("text") or "").strip()
+        text = unescape(message.get("text") or "").strip()
         if text:
             lines.append(f"[{author} at {message.get('ts', '?')}]\n{text}")
     return ContextDocument(title="Slack thread", text="\n\n".join(lines) or "(empty thread)")

@@ -16,9 +16,11 @@ from sqlalchemy import func, or_, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
+from bot.store import outbox
 from bot.store.audit import GENESIS_HASH, turn_digest
 from bot.store.errors import DebateNotFoundError, LeaseLostError
 from bot.store.tables import (
+    ChannelSettings,
     Debate,
     DebateState,
     Escalation,
@@ -29,6 +31,10 @@ from bot.store.tables import (
 from engine.models import DebateResult, DebateSpec, Role, TurnRecord, Usage, utcnow
 
 T = TypeVar("T")
+OpeningMessages = Callable[[Debate], list[outbox.Draft]]
+"""The messages a newly queued debate owes (its parent, long material), given its row."""
+ClosingMessages = Callable[[Debate, DebateResult, Escalation | None], list[outbox.Draft]]
+"""The messages a finished debate owes (verdict, parent summary, review request)."""
 
 
 def insert_once(session: Session, row: T, existing: Callable[[], T]) -> tuple[T, bool]:
@@ -56,11 +62,13 @@ def enqueue_debate(
     channel_id: str | None = None,
     thread_ts: str | None = None,
     requested_by: str | None = None,
+    messages: OpeningMessages | None = None,
 ) -> tuple[Debate, bool]:
     """Insert a queued debate, or return the one already made for `trigger_key`.
 
     Returns (debate, created). The unique key, not a prior lookup, decides: two concurrent
-    requests with one key yield one debate.
+    requests with one key yield one debate. The `messages` it owes are written in the same
+    transaction, so a queued debate never lacks its parent message.
     """
     debate = Debate(
         trigger_key=trigger_key,
@@ -72,11 +80,17 @@ def enqueue_debate(
         protocol=spec.protocol,
         spec_json=spec.model_dump_json(),
     )
-    return insert_once(
-        session,
-        debate,
-        lambda: session.exec(select(Debate).where(Debate.trigger_key == trigger_key)).one(),
-    )
+    session.add(debate)
+    try:
+        session.flush()
+        if messages is not None:
+            outbox.stage(session, debate=debate, drafts=messages(debate))
+        session.commit()
+    except IntegrityError:
+        session.rollback()
+        return session.exec(select(Debate).where(Debate.trigger_key == trigger_key)).one(), False
+    session.refresh(debate)
+    return debate, True
 
 
 def get_debate(session: Session, *, debate_id: int) -> Debate:
@@ -145,6 +159,21 @@ def renew_lease(session: Session, *, debate_id: int, worker_id: str, lease_s: fl
     session.commit()
     if renewed is None:
         raise LeaseLostError(f"worker {worker_id} no longer holds debate {debate_id}")
+
+
+def release_lease(session: Session, *, debate_id: int, worker_id: str) -> None:
+    """Give up our lease now (we are stopping): the debate is claimable again at once."""
+    now = utcnow()
+    session.execute(
+        update(Debate)
+        .where(
+            col(Debate.id) == debate_id,
+            col(Debate.lease_owner) == worker_id,
+            col(Debate.state) == DebateState.RUNNING,
+        )
+        .values(lease_expires_at=now, updated_at=now)
+    )
+    session.commit()
 
 
 def _to_record(row: Turn) -> TurnRecord:
@@ -226,9 +255,19 @@ def append_turn(session: Session, *, debate_id: int, worker_id: str, turn: TurnR
 
 
 def finish_debate(
-    session: Session, *, debate_id: int, worker_id: str, result: DebateResult
+    session: Session,
+    *,
+    debate_id: int,
+    worker_id: str,
+    result: DebateResult,
+    messages: ClosingMessages | None = None,
 ) -> VerdictRecord:
-    """Record the verdict and close the debate; only the lease holder may finish it."""
+    """Record the verdict and close the debate; only the lease holder may finish it.
+
+    One transaction writes the verdict, the escalation when the verdict asks for one (with the
+    channel's reviewers at this moment) and every message the ending owes, so an escalating
+    verdict can never exist without its escalation row and its review request.
+    """
     debate = get_debate(session, debate_id=debate_id)
     if debate.lease_owner != worker_id or debate.state != DebateState.RUNNING:
         raise LeaseLostError(f"worker {worker_id} no longer holds debate {debate_id}")
@@ -256,6 +295,22 @@ def finish_debate(
     debate.updated_at = now
     session.add(debate)
     session.add(record)
+    escalation = None
+    if verdict.escalate:
+        escalation = session.exec(
+            select(Escalation).where(Escalation.debate_id == debate_id)
+        ).one_or_none()
+        if escalation is None:
+            channel = session.get(ChannelSettings, debate.channel_id or "")
+            escalation = Escalation(
+                debate_id=debate_id,
+                reasons=verdict.escalation_reasons or ["the verdict asks for a human decision"],
+                reviewers=list(channel.reviewers) if channel is not None else [],
+            )
+            session.add(escalation)
+        session.flush()
+    if messages is not None:
+        outbox.stage(session, debate=debate, drafts=messages(debate, result, escalation))
     session.commit()
     session.refresh(record)
     return record

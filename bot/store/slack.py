@@ -4,23 +4,26 @@ reviews, forked debates and the App Home queries. Keyword-only, one unit of work
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, true, update
+from sqlalchemy import func, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
+from bot.store import outbox
 from bot.store.audit import GENESIS_HASH, turn_digest
-from bot.store.repository import get_debate, insert_once, turn_rows
+from bot.store.repository import get_debate, turn_rows
 from bot.store.tables import (
     ChannelSettings,
     Debate,
     Escalation,
     EscalationState,
+    Outbox,
+    OutboxState,
     ProcessedTrigger,
     Review,
-    SlackPost,
     Turn,
 )
 from engine.models import DebateSpec, utcnow
@@ -72,101 +75,25 @@ def mark_processed(session: Session, *, key: str, debate_id: int | None = None) 
     return True
 
 
-def reserve_post(
-    session: Session,
-    *,
-    debate_id: int,
-    key: str,
-    channel_id: str,
-    owner: str,
-    stale_after_s: float = 120.0,
-    take_over: bool = False,
-) -> tuple[SlackPost, bool]:
-    """Reserve the right to post message `key` of a debate; (row, True) when the caller should post.
-
-    A reservation that never got its ts (its poster died) is taken over after `stale_after_s`, or
-    at once with `take_over` (the caller holds the debate's lease, so the reserver is gone).
-    """
-    row = SlackPost(debate_id=debate_id, key=key, channel_id=channel_id, reserved_by=owner)
-    session.add(row)
+def open_window(session: Session, *, key: str, window_s: float) -> bool:
+    """True unless `key` was opened within the last `window_s` seconds (a double click)."""
+    now = utcnow()
+    session.add(ProcessedTrigger(key=key, created_at=now))
     try:
         session.commit()
-        session.refresh(row)
-        return row, True
+        return True
     except IntegrityError:
         session.rollback()
-    now = utcnow()
-    taken = session.execute(
-        update(SlackPost)
+    reopened = session.execute(
+        update(ProcessedTrigger)
         .where(
-            col(SlackPost.debate_id) == debate_id,
-            col(SlackPost.key) == key,
-            col(SlackPost.ts).is_(None),
-            col(SlackPost.reserved_by) != owner,
-            (col(SlackPost.reserved_at) < now - timedelta(seconds=stale_after_s))
-            if not take_over
-            else true(),
+            col(ProcessedTrigger.key) == key,
+            col(ProcessedTrigger.created_at) < now - timedelta(seconds=window_s),
         )
-        .values(reserved_by=owner, reserved_at=now)
-        .returning(col(SlackPost.id))
-    ).scalar_one_or_none()
-    session.commit()
-    existing = session.exec(
-        select(SlackPost).where(SlackPost.debate_id == debate_id, SlackPost.key == key)
-    ).one()
-    return existing, taken is not None
-
-
-def complete_post(session: Session, *, post_id: int, ts: str) -> None:
-    row = session.get(SlackPost, post_id)
-    assert row is not None
-    row.ts = ts
-    row.posted_at = utcnow()
-    session.add(row)
-    session.commit()
-
-
-def release_post(session: Session, *, post_id: int) -> None:
-    """Drop a reservation whose post failed, so a later attempt may post it."""
-    row = session.get(SlackPost, post_id)
-    if row is not None and row.ts is None:
-        session.delete(row)
-        session.commit()
-
-
-def post_for(session: Session, *, debate_id: int, key: str) -> SlackPost | None:
-    return session.exec(
-        select(SlackPost).where(SlackPost.debate_id == debate_id, SlackPost.key == key)
-    ).one_or_none()
-
-
-def set_thread(session: Session, *, debate_id: int, thread_ts: str) -> Debate:
-    debate = get_debate(session, debate_id=debate_id)
-    debate.thread_ts = thread_ts
-    debate.updated_at = utcnow()
-    session.add(debate)
-    session.commit()
-    session.refresh(debate)
-    return debate
-
-
-def open_escalation(
-    session: Session, *, debate_id: int, reasons: list[str], reviewers: list[str]
-) -> tuple[Escalation, bool]:
-    """The debate's escalation, created on first call; (row, created)."""
-    return insert_once(
-        session,
-        Escalation(debate_id=debate_id, reasons=reasons, reviewers=reviewers),
-        lambda: session.exec(select(Escalation).where(Escalation.debate_id == debate_id)).one(),
+        .values(created_at=now)
     )
-
-
-def set_escalation_message(session: Session, *, escalation_id: int, ts: str) -> None:
-    row = session.get(Escalation, escalation_id)
-    assert row is not None
-    row.message_ts = ts
-    session.add(row)
     session.commit()
+    return bool(reopened.rowcount)  # type: ignore[attr-defined]
 
 
 def get_escalation(session: Session, *, escalation_id: int) -> Escalation | None:
@@ -177,10 +104,20 @@ def review_of(session: Session, *, escalation_id: int) -> Review | None:
     return session.exec(select(Review).where(Review.escalation_id == escalation_id)).one_or_none()
 
 
+ReviewMessages = Callable[[Review, Debate], list[outbox.Draft]]
+
+
 def record_review(
-    session: Session, *, escalation_id: int, reviewer: str, decision: str, note: str | None
+    session: Session,
+    *,
+    escalation_id: int,
+    reviewer: str,
+    decision: str,
+    note: str | None,
+    messages: ReviewMessages | None = None,
 ) -> tuple[Review, bool]:
-    """Store the one decision on an escalation; a second click returns the first (created=False)."""
+    """Store the one decision on an escalation, with the messages it owes (the review request
+    shown decided); a second click returns the first decision (created=False)."""
     escalation = session.get(Escalation, escalation_id)
     assert escalation is not None
     review = Review(
@@ -193,12 +130,20 @@ def record_review(
     escalation.state = EscalationState(decision).value
     session.add(escalation)
 
-    def first_review() -> Review:
+    session.add(review)
+    try:
+        session.flush()
+        if messages is not None:
+            debate = get_debate(session, debate_id=escalation.debate_id)
+            outbox.stage(session, debate=debate, drafts=messages(review, debate))
+        session.commit()
+    except IntegrityError:
+        session.rollback()
         existing = review_of(session, escalation_id=escalation_id)
         assert existing is not None
-        return existing
-
-    return insert_once(session, review, first_review)
+        return existing, False
+    session.refresh(review)
+    return review, True
 
 
 def fork_debate(
@@ -207,7 +152,8 @@ def fork_debate(
     """A follow-up debate that carries the original's turns and thread messages forward.
 
     The turns are copied (re-chained under the new debate), so the engine replays them instead of
-    asking a model again; the parent and round messages are shared, so nothing is re-posted.
+    asking a model again; the delivered parent and round messages are shared, so nothing is
+    re-posted and the status updates land on the same parent.
     """
     existing = session.exec(select(Debate).where(Debate.trigger_key == trigger_key)).one_or_none()
     if existing is not None:
@@ -235,11 +181,11 @@ def fork_debate(
             copy.hash = turn_digest(copy, prev)
             prev = copy.hash
             session.add(copy)
-        shared = session.exec(select(SlackPost).where(SlackPost.debate_id == debate_id))
-        for post in shared:
-            if post.ts is not None and (post.key == "parent" or post.key.startswith("round:")):
-                fields = post.model_dump(exclude={"id", "debate_id"})
-                session.add(SlackPost(**fields, debate_id=fork.id))
+        for owed in outbox.rows_of(session, debate_id=debate_id):
+            carried = owed.key.startswith((outbox.PARENT, "round:")) and owed.action == "post"
+            if carried and owed.state == OutboxState.SENT:
+                fields = owed.model_dump(exclude={"id", "debate_id"})
+                session.add(Outbox(**fields, debate_id=fork.id))
         session.commit()
     except IntegrityError:
         session.rollback()
@@ -249,11 +195,11 @@ def fork_debate(
 
 
 def open_escalations(session: Session) -> list[tuple[Escalation, Debate]]:
-    """Every escalation still waiting for a reviewer, oldest first, with its debate."""
+    """Every escalation of a Slack debate still waiting for a reviewer, oldest first."""
     rows = session.exec(
         select(Escalation, Debate)
         .join(Debate, col(Debate.id) == col(Escalation.debate_id))
-        .where(Escalation.state == EscalationState.OPEN)
+        .where(Escalation.state == EscalationState.OPEN, col(Debate.channel_id).is_not(None))
         .order_by(col(Escalation.created_at))
     )
     return [(escalation, debate) for escalation, debate in rows]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from sqlalchemy import JSON, Column, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
@@ -43,6 +44,9 @@ class Debate(SQLModel, table=True):
     confidence: float | None = None
     cost_usd: float = Field(default=0.0)
     error: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    halt_reason: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    """Set when the debate's Slack thread became unreachable: its worker stops at the next turn
+    instead of spending on a debate nobody can read."""
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime | None = None
@@ -145,24 +149,66 @@ class ChannelSettings(SQLModel, table=True):
     updated_at: datetime = Field(default_factory=utcnow)
 
 
-class SlackPost(SQLModel, table=True):
-    """One bot message a debate owns (parent, a round, the verdict), so none is posted twice.
+class OutboxState(StrEnum):
+    PENDING = "pending"
+    SENDING = "sending"
+    SENT = "sent"
+    FAILED = "failed"
+    SPLIT = "split"
+    """Refused by Slack for its size and replaced by smaller parts (rows of their own)."""
 
-    The row is reserved (ts empty) before posting and completed with the message ts after; a
-    resumed debate finds the ts and updates or skips instead of posting again.
+
+class Outbox(SQLModel, table=True):
+    """One message a debate owes people (parent, status, round, verdict, review request,
+    reminder, notice), written in the transaction of the state that creates it and delivered by
+    `bot.jobs.delivery`, which retries until Slack takes it or its deadline passes.
+
+    Posts of one debate go out in `(seq, part, id)` order; an update (`action="update"`) replaces
+    the content of the message `target_key` names and is coalesced: a newer status replaces a
+    pending one and bumps `version`. `deliveries` holds `[channel, ts]` of every copy Slack took,
+    so nothing is posted twice and a resumed run updates instead of reposting.
     """
 
-    __tablename__ = "slack_post"
-    __table_args__ = (UniqueConstraint("debate_id", "key", name="uq_slack_post_key"),)
+    __tablename__ = "outbox"
+    __table_args__ = (UniqueConstraint("debate_id", "key", name="uq_outbox_key"),)
 
     id: int | None = Field(default=None, primary_key=True)
     debate_id: int = Field(foreign_key="debate.id", index=True)
-    key: str = Field(max_length=80)
+    key: str = Field(max_length=120)
+    seq: int = Field(default=0)
+    part: int = Field(default=0)
+    action: str = Field(default="post", max_length=10)
+    target: str = Field(default="thread", max_length=10)
+    """post: `channel` (top level), `thread` (the debate's thread) or `dm` (to `recipients`)."""
+    target_key: str | None = Field(default=None, max_length=120)
+    recipients: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    fallback: str = Field(default="none", max_length=20)
+    """`reviewers`: when the thread cannot be reached, DM the reviewers, then the requester, then
+    the workspace admins."""
     channel_id: str = Field(max_length=40)
-    ts: str | None = Field(default=None, max_length=40)
-    reserved_by: str = Field(max_length=120)
-    reserved_at: datetime = Field(default_factory=utcnow)
-    posted_at: datetime | None = None
+    text: str = Field(sa_column=Column(Text, nullable=False))
+    blocks: list[dict[str, Any]] = Field(
+        default_factory=list, sa_column=Column(JSON, nullable=False)
+    )
+    state: str = Field(default=OutboxState.PENDING.value, max_length=20, index=True)
+    version: int = Field(default=1)
+    attempts: int = Field(default=0)
+    next_attempt_at: datetime = Field(default_factory=utcnow)
+    deadline_at: datetime
+    claimed_by: str | None = Field(default=None, max_length=120)
+    claimed_until: datetime | None = None
+    last_error: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    deliveries: list[list[str]] = Field(
+        default_factory=list, sa_column=Column(JSON, nullable=False)
+    )
+    delivered_to: str | None = Field(default=None, max_length=400)
+    created_at: datetime = Field(default_factory=utcnow)
+    sent_at: datetime | None = None
+
+    @property
+    def ts(self) -> str | None:
+        """The ts of the (first) copy Slack took, if any."""
+        return self.deliveries[0][1] if self.deliveries else None
 
 
 class ProcessedTrigger(SQLModel, table=True):

@@ -14,12 +14,12 @@ import aiohttp
 import pytest
 import uvicorn
 from sqlalchemy import Engine
-from sqlmodel import select
+from sqlmodel import col, select
 
 from bot.app import BotRuntime, build_bot, build_services
 from bot.settings import Settings
 from bot.store.db import make_engine, session_scope, upgrade
-from bot.store.tables import Debate
+from bot.store.tables import Debate, Outbox
 from engine.providers.fake import FunctionLLM
 from tests.e2e.driver import SlackDriver
 from tests.e2e.slack_emulator import SlackEmulator
@@ -54,23 +54,24 @@ class Bot:
         with session_scope(self.engine) as session:
             return list(session.exec(select(Debate).order_by(Debate.id)))
 
-    async def finished(self, count: int = 1) -> list[Debate]:
+    def owed(self) -> list[Outbox]:
+        """Outbox rows not yet settled (neither sent, given up nor split)."""
+        with session_scope(self.engine) as session:
+            return list(
+                session.exec(select(Outbox).where(col(Outbox.state).in_(("pending", "sending"))))
+            )
+
+    async def finished(self, count: int = 1, limit_s: float = 60) -> list[Debate]:
+        """Wait until `count` debates finished and every message they owe was delivered (or
+        given up); returns the debates as stored then."""
+
         def done() -> list[Debate] | None:
             rows = self.debates()
-            return rows if len(rows) >= count and all(d.state == "finished" for d in rows) else None
+            finished = len(rows) >= count and all(d.state == "finished" for d in rows)
+            return rows if finished and not self.owed() else None
 
-        rows = await self.wait_for(done, f"{count} finished debate(s)")
-        # The notifier posts the verdict and review request as the last events of the run.
-        await self.wait_for(
-            lambda: all(
-                any(
-                    "Verdict" in m.get("text", "") for m in self.emulator.posted(d.channel_id or "")
-                )
-                for d in rows
-            ),
-            "the verdict messages",
-        )
-        return rows
+        await self.wait_for(done, f"{count} finished debate(s) with nothing owed", limit_s)
+        return self.debates()
 
 
 BotFactory = Callable[..., Awaitable[Bot]]
@@ -104,6 +105,10 @@ async def start_bot(tmp_path: Path) -> AsyncIterator[BotFactory]:
             "serve_workers": 1,
             "post_interval_s": 0.0,
             "worker_poll_s": 0.05,
+            "outbox_poll_s": 0.05,
+            "outbox_backoff_max_s": 1.0,
+            "slack_timeout_s": 2.0,
+            "shutdown_grace_s": 0.0,
         }
         values.update(overrides)
         settings = Settings(**values)

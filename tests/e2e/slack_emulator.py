@@ -2,9 +2,13 @@
 pointed at with `base_url`.
 
 It implements the methods the bot calls with Slack's response shapes, enforces the limits Slack
-enforces (50 blocks a message, 3,000 characters a section, 100 blocks a view, 24-character modal
-titles), records every call, serves `response_url` posts, and can be told to answer a method with
-429 + Retry-After or with an error.
+enforces (50 blocks a message, 3,000 characters a section, about 13,000 characters of block
+text, 40,000 of `text`, 100 blocks a view, 24-character modal titles), records every call,
+serves `response_url` posts, and can fail any method the ways Slack does: an error code, a 5xx,
+a 429 with Retry-After, a hang past the client's timeout, or a refusal by size, for the next N
+calls or for a window of time. Channels can lose the bot (`not_in_channel`) or be archived;
+messages can be deleted; a user id as channel is a DM. It also serves Socket Mode: a WebSocket
+at the URL `apps.connections.open` hands out, through which tests push envelopes.
 """
 
 from __future__ import annotations
@@ -21,6 +25,20 @@ from aiohttp import web
 
 BOT_USER = "UBOT"
 BOT_ID = "BBOT"
+MAX_BLOCK_TEXT = 13_000
+"""About where Slack answers `msg_blocks_too_long`."""
+
+
+def block_chars(value: Any) -> int:
+    """Characters of text in blocks, counted independently of the bot's own helper."""
+    if isinstance(value, list):
+        return sum(block_chars(item) for item in value)
+    if isinstance(value, dict):
+        return sum(
+            len(v) if k == "text" and isinstance(v, str) else block_chars(v)
+            for k, v in value.items()
+        )
+    return 0
 
 
 @dataclass
@@ -33,9 +51,23 @@ class Call:
 
 @dataclass
 class Fault:
+    """How one call fails: HTTP `status` with Slack's `error` code (a 5xx carries its own),
+    `Retry-After`, a `hang_s` before answering, or `max_chars`: refuse with `error` only a
+    message whose block text is longer (a size refusal below Slack's own limit)."""
+
     status: int = 200
     error: str | None = None
     retry_after: float | None = None
+    hang_s: float = 0.0
+    max_chars: int | None = None
+    html: bool = False
+    """Answer with a proxy's HTML page instead of Slack's JSON."""
+
+
+@dataclass
+class Window:
+    fault: Fault
+    until: float
 
 
 @dataclass
@@ -50,6 +82,17 @@ class SlackEmulator:
     usergroups: dict[str, list[str]] = field(default_factory=dict)
     user_channels: dict[str, list[str]] = field(default_factory=dict)
     faults: dict[str, list[Fault | None]] = field(default_factory=dict)
+    windows: dict[str, list[Window]] = field(default_factory=dict)
+    outside: set[str] = field(default_factory=set)
+    """Channels the bot is not a member of: posts there get `not_in_channel`."""
+    archived: set[str] = field(default_factory=set)
+    deleted: set[tuple[str, str]] = field(default_factory=set)
+    users: dict[str, dict[str, Any]] = field(default_factory=dict)
+    app_token_error: str | None = None
+    """When set, `apps.connections.open` answers with this error (a revoked app token)."""
+    sockets: list[web.WebSocketResponse] = field(default_factory=list)
+    socket_acks: list[dict[str, Any]] = field(default_factory=list)
+    socket_connections: int = 0
     url: str = ""
     _runner: web.AppRunner | None = None
     _ts: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -61,6 +104,7 @@ class SlackEmulator:
         app.router.add_post("/api/{method}", self._api)
         app.router.add_get("/api/{method}", self._api)
         app.router.add_post("/response/{key}", self._response_url)
+        app.router.add_get("/socket", self._socket)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -79,6 +123,40 @@ class SlackEmulator:
     def fail(self, method: str, *faults: Fault | None) -> None:
         """Answer the next calls of `method` with these faults, in order (None: answer normally)."""
         self.faults.setdefault(method, []).extend(faults)
+
+    def fail_for(self, method: str, fault: Fault, seconds: float) -> None:
+        """Answer every call of `method` with `fault` for the next `seconds` ("*": any method)."""
+        self.windows.setdefault(method, []).append(Window(fault, time.monotonic() + seconds))
+
+    def heal(self) -> None:
+        """End every fault: queued and windowed."""
+        self.faults.clear()
+        self.windows.clear()
+
+    def delete_message(self, channel: str, ts: str) -> None:
+        """A person deletes a message: updates of it fail, and replies to it find no thread."""
+        self.deleted.add((channel, ts))
+        self.messages[channel] = [m for m in self.messages.get(channel, []) if m["ts"] != ts]
+
+    def dms(self, user: str) -> list[dict[str, Any]]:
+        """What the bot sent `user` directly."""
+        return self.posted(f"D{user}")
+
+    def _fault_for(self, method: str, params: dict[str, Any]) -> Fault | None:
+        now = time.monotonic()
+        for name in (method, "*"):
+            live = [w for w in self.windows.get(name, []) if w.until > now]
+            self.windows[name] = live
+            for window in live:
+                if self._applies(window.fault, params):
+                    return window.fault
+        queued = self.faults.get(method)
+        return queued.pop(0) if queued else None
+
+    def _applies(self, fault: Fault, params: dict[str, Any]) -> bool:
+        if fault.max_chars is None:
+            return True
+        return block_chars(params.get("blocks") or []) > fault.max_chars
 
     def next_ts(self) -> str:
         return f"{1_700_000_000 + next(self._ts)}.{next(self._ts):06d}"
@@ -127,15 +205,24 @@ class SlackEmulator:
         params = await self._params(request)
         call = Call(method, params, time.monotonic())
         self.calls.append(call)
-        if not request.headers.get("Authorization", "").startswith("Bearer xoxb-"):
+        authorization = request.headers.get("Authorization", "")
+        token_kind = "Bearer xapp-" if method == "apps.connections.open" else "Bearer xoxb-"
+        if not authorization.startswith(token_kind):
             return web.json_response({"ok": False, "error": "not_authed"})
-        queued = self.faults.get(method)
-        fault = queued.pop(0) if queued else None
+        fault = self._fault_for(method, params)
         if fault is not None:
-            call.status = fault.status
+            call.status = fault.status if fault.status != 200 else 400
+            if fault.hang_s:
+                await asyncio.sleep(fault.hang_s)
             headers = {}
             if fault.retry_after is not None:
                 headers["Retry-After"] = str(int(fault.retry_after))
+            if fault.html:
+                return web.Response(
+                    text="<html><body>502 Bad Gateway</body></html>",
+                    status=fault.status,
+                    content_type="text/html",
+                )
             error = fault.error or ("ratelimited" if fault.status == 429 else "internal_error")
             return web.json_response(
                 {"ok": False, "error": error}, status=fault.status, headers=headers
@@ -157,6 +244,8 @@ class SlackEmulator:
             return None
         if len(blocks) > limit:
             return "invalid_blocks"
+        if block_chars(blocks) > MAX_BLOCK_TEXT:
+            return "msg_blocks_too_long"
         for block in blocks:
             text = (block.get("text") or {}).get("text", "")
             if block.get("type") == "section" and not 0 < len(text) <= 3000:
@@ -180,10 +269,24 @@ class SlackEmulator:
             "url": "https://emulated.slack.com/",
         }
 
+    def _reach(self, channel: str) -> str | None:
+        if channel in self.archived:
+            return "is_archived"
+        if channel in self.outside:
+            return "not_in_channel"
+        return None
+
     def _chat_postMessage(self, params: dict[str, Any]) -> dict[str, Any]:
         channel = params.get("channel")
         if not channel:
             return {"ok": False, "error": "channel_not_found"}
+        if channel.startswith("U"):
+            channel = f"D{channel}"
+        unreachable = self._reach(channel)
+        if unreachable:
+            return {"ok": False, "error": unreachable}
+        if params.get("thread_ts") and (channel, params["thread_ts"]) in self.deleted:
+            return {"ok": False, "error": "thread_not_found"}
         if len(params.get("text") or "") > 40_000:
             return {"ok": False, "error": "msg_too_long"}
         error = self._blocks_error(params.get("blocks"))
@@ -203,6 +306,9 @@ class SlackEmulator:
         return {"ok": True, "channel": channel, "ts": message["ts"], "message": message}
 
     def _chat_update(self, params: dict[str, Any]) -> dict[str, Any]:
+        unreachable = self._reach(params.get("channel", ""))
+        if unreachable:
+            return {"ok": False, "error": unreachable}
         error = self._blocks_error(params.get("blocks"))
         if error:
             return {"ok": False, "error": error}
@@ -215,8 +321,92 @@ class SlackEmulator:
         return {"ok": False, "error": "message_not_found"}
 
     def _chat_postEphemeral(self, params: dict[str, Any]) -> dict[str, Any]:
+        unreachable = self._reach(params.get("channel", ""))
+        if unreachable:
+            return {"ok": False, "error": unreachable}
         self.ephemeral.append(params)
         return {"ok": True, "message_ts": self.next_ts()}
+
+    def _chat_getPermalink(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel, ts = params.get("channel", ""), str(params.get("message_ts", ""))
+        link = f"https://emulated.slack.com/archives/{channel}/p{ts.replace('.', '')}"
+        return {"ok": True, "channel": channel, "permalink": link}
+
+    def _conversations_info(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel = params.get("channel", "")
+        if not channel.startswith(("C", "G", "D")):
+            return {"ok": False, "error": "channel_not_found"}
+        info = {
+            "id": channel,
+            "is_channel": channel.startswith("C"),
+            "is_im": channel.startswith("D"),
+            "is_archived": channel in self.archived,
+            "is_member": channel not in self.outside,
+        }
+        return {"ok": True, "channel": info}
+
+    def _users_list(self, params: dict[str, Any]) -> dict[str, Any]:
+        members = [
+            {"id": user, "is_admin": True, "is_owner": False, "deleted": False, "is_bot": False}
+            for user in sorted(self.admins)
+        ]
+        members += list(self.users.values())
+        members.append({"id": BOT_USER, "is_bot": True, "is_admin": False, "deleted": False})
+        limit = int(params.get("limit") or 200)
+        start = int(params.get("cursor") or 0)
+        more = start + limit < len(members)
+        return {
+            "ok": True,
+            "members": members[start : start + limit],
+            "response_metadata": {"next_cursor": str(start + limit) if more else ""},
+        }
+
+    def _apps_connections_open(self, params: dict[str, Any]) -> dict[str, Any]:
+        if self.app_token_error:
+            return {"ok": False, "error": self.app_token_error}
+        return {"ok": True, "url": self.url.replace("http://", "ws://") + "/socket"}
+
+    # --- Socket Mode ---------------------------------------------------------------------
+
+    async def _socket(self, request: web.Request) -> web.WebSocketResponse:
+        socket = web.WebSocketResponse()
+        await socket.prepare(request)
+        self.socket_connections += 1
+        self.sockets.append(socket)
+        await socket.send_json(
+            {
+                "type": "hello",
+                "num_connections": len(self.sockets),
+                "connection_info": {"app_id": "A1"},
+                "debug_info": {"host": "emulated", "approximate_connection_time": 3600},
+            }
+        )
+        async for frame in socket:
+            if frame.type == web.WSMsgType.TEXT:
+                self.socket_acks.append(json.loads(frame.data))
+        if socket in self.sockets:
+            self.sockets.remove(socket)
+        return socket
+
+    async def push(self, kind: str, payload: dict[str, Any], **extra: Any) -> str:
+        """Send an envelope (`slash_commands`, `events_api`, `interactive`) down the newest
+        socket; returns its envelope id, which the bot's ack names."""
+        envelope_id = f"env-{self.next_ts()}"
+        await self.sockets[-1].send_json(
+            {"envelope_id": envelope_id, "type": kind, "payload": payload, **extra}
+        )
+        return envelope_id
+
+    async def ask_to_reconnect(self) -> None:
+        """Slack's periodic `disconnect` (refresh_requested): the client must reconnect."""
+        await self.sockets[-1].send_json(
+            {"type": "disconnect", "reason": "refresh_requested", "debug_info": {}}
+        )
+
+    async def drop_socket(self) -> None:
+        """Close the newest socket abruptly, as a network failure would."""
+        socket = self.sockets.pop()
+        await socket.close(code=1006)
 
     def _conversations_replies(self, params: dict[str, Any]) -> dict[str, Any]:
         channel_messages = self.messages.get(params.get("channel", ""), [])

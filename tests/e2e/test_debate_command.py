@@ -31,6 +31,9 @@ async def test_debate_command_runs_to_a_verdict_with_each_round_in_the_thread(
         ]
     )
     bot = await start_bot(script)
+    # Long enough per call that each status is delivered before the next replaces it (the
+    # parent's status updates are coalesced: only the newest pending one is sent).
+    bot.llm.delay_s = 0.3
 
     reply = await bot.driver.command("Should we adopt ADR-042 for pricing? --rounds 2")
 

@@ -52,8 +52,9 @@ async def test_a_refused_round_is_surfaced_in_the_thread_and_the_debate_still_fi
     start_bot: BotFactory,
 ) -> None:
     bot = await start_bot()
-    # The parent posts; the round message is refused by Slack.
-    bot.emulator.fail("chat.postMessage", None, Fault(status=200, error="invalid_blocks"))
+    # The parent posts; the round message is refused by Slack, and so is its smaller re-split.
+    refused = Fault(status=200, error="invalid_blocks")
+    bot.emulator.fail("chat.postMessage", None, refused, refused)
 
     await bot.driver.command("Should we adopt ADR-042?")
 

@@ -25,8 +25,9 @@ async def test_a_resumed_debate_posts_each_message_once(start_bot: BotFactory) -
     await bot.wait_for(bot.debates, "the queued debate")
     debate_services = build_services(Settings(provider="fake"))
     debate_services.resolve_llm = lambda _model: bot.llm
-    first = build_worker(debate_services, bot.engine, worker_id="first")
-    first.sinks = bot.runtime.notifier.sink_for
+    first = build_worker(
+        debate_services, bot.engine, worker_id="first", reporter=bot.runtime.notifier
+    )
     running = asyncio.create_task(first.run_once())
     await bot.wait_for(
         lambda: any(m["text"] == "Round 1 of 2" for m in bot.emulator.posted(CHANNEL)), "round 1"
@@ -42,8 +43,9 @@ async def test_a_resumed_debate_posts_each_message_once(start_bot: BotFactory) -
     assert 5 <= stored < 9
     calls_before = len(bot.llm.calls)
 
-    second = build_worker(debate_services, bot.engine, worker_id="second")
-    second.sinks = bot.runtime.notifier.sink_for
+    second = build_worker(
+        debate_services, bot.engine, worker_id="second", reporter=bot.runtime.notifier
+    )
     assert await second.run_once()
 
     [debate] = await bot.finished()

@@ -1,5 +1,7 @@
-"""The Slack surface's store functions on SQLite and PostgreSQL: the message ledger, one review
-per escalation, event ids seen once, forked debates with a valid chain, reminders."""
+"""The Slack surface's store functions on SQLite and PostgreSQL: the outbox (one claimer per
+message, order, coalesced updates, expiring claims, size splits, halts), the ending written with
+its escalation and review request in one transaction, one review per escalation, event ids seen
+once, forked debates with a valid chain, reminders owed once."""
 
 from __future__ import annotations
 
@@ -7,17 +9,18 @@ import asyncio
 from datetime import timedelta
 
 from sqlalchemy import Engine, update
-from sqlmodel import Session
+from sqlmodel import Session, select
 
 from bot.jobs.reminders import remind_reviewers
 from bot.jobs.worker import DebateWorker
 from bot.slack.notifier import DebateNotifier
-from bot.store import repository
+from bot.store import outbox, repository
 from bot.store import slack as slack_store
 from bot.store.db import session_scope
-from bot.store.tables import Escalation
+from bot.store.outbox import Draft
+from bot.store.tables import ChannelSettings, Escalation, Outbox
 from engine.models import DebateSpec, ModelSettings, utcnow
-from tests.helpers import DebateScript, shipped_prompts
+from tests.helpers import DebateScript, reply_for, shipped_prompts
 
 SPEC = DebateSpec(
     question="Should we adopt ADR-042?",
@@ -25,61 +28,227 @@ SPEC = DebateSpec(
 )
 
 
-def queued(engine: Engine, key: str = "k") -> int:
+def queued(engine: Engine, key: str = "k", drafts: list[Draft] | None = None) -> int:
     with Session(engine) as session:
         debate, _ = repository.enqueue_debate(
-            session, trigger_key=key, spec=SPEC, source="command", channel_id="C1"
+            session,
+            trigger_key=key,
+            spec=SPEC,
+            source="command",
+            channel_id="C1",
+            requested_by="UALICE",
+            messages=(lambda _debate: list(drafts)) if drafts else None,
         )
         assert debate.id is not None
         return debate.id
 
 
-async def test_concurrent_reservations_of_one_message_let_one_poster_win(store: Engine) -> None:
-    debate_id = queued(store)
+def post(key: str, target: str = "thread") -> Draft:
+    return Draft(key=key, text=key, blocks=[], target=target)
 
-    def reserve(owner: str) -> bool:
+
+def test_a_queued_debate_is_written_with_the_messages_it_owes(store: Engine) -> None:
+    debate_id = queued(store, drafts=[post("parent", "channel"), post("material:0")])
+    with session_scope(store) as session:
+        again, created = repository.enqueue_debate(
+            session,
+            trigger_key="k",
+            spec=SPEC,
+            source="command",
+            channel_id="C1",
+            messages=lambda _d: [post("parent", "channel")],
+        )
+        assert (again.id, created) == (debate_id, False)
+        rows = outbox.rows_of(session, debate_id=debate_id)
+    assert [(r.key, r.seq, r.state, r.channel_id) for r in rows] == [
+        ("parent", 1, "pending", "C1"),
+        ("material:0", 2, "pending", "C1"),
+    ]
+
+
+async def test_concurrent_claims_of_one_message_let_one_sender_win(store: Engine) -> None:
+    debate_id = queued(store, drafts=[post("parent", "channel")])
+
+    def claim(owner: str) -> bool:
         with session_scope(store) as session:
-            _, mine = store_reserve(session, debate_id, owner)
-            return mine
+            return (
+                outbox.claim_head(session, debate_id=debate_id, owner=owner, claim_s=30) is not None
+            )
 
-    winners = await asyncio.gather(*(asyncio.to_thread(reserve, f"p{i}") for i in range(8)))
+    winners = await asyncio.gather(*(asyncio.to_thread(claim, f"p{i}") for i in range(8)))
 
     assert sum(winners) == 1
 
 
-def store_reserve(session: Session, debate_id: int, owner: str, **kwargs: object):  # type: ignore[no-untyped-def]
-    return slack_store.reserve_post(
-        session, debate_id=debate_id, key="round:1", channel_id="C1", owner=owner, **kwargs
+def test_posts_go_in_order_and_a_later_one_waits_behind_a_retry(store: Engine) -> None:
+    debate_id = queued(store, drafts=[post("parent", "channel"), post("round:1")])
+    with session_scope(store) as session:
+        row, debate = outbox.claim_head(session, debate_id=debate_id, owner="a", claim_s=30)
+        assert row.key == "parent"
+        assert outbox.claim_head(session, debate_id=debate_id, owner="b", claim_s=30) is None
+        outbox.mark_retry(session, row_id=row.id, owner="a", error="http_500", delay_s=60)
+        # The parent waits out its backoff; round 1 may not overtake it.
+        assert outbox.claim_head(session, debate_id=debate_id, owner="b", claim_s=30) is None
+        assert outbox.pull_in_retries(session) == 1
+        row, _ = outbox.claim_head(session, debate_id=debate_id, owner="b", claim_s=30)
+        assert (row.key, row.attempts) == ("parent", 1)
+        assert (
+            outbox.mark_sent(
+                session, row_id=row.id, owner="a", version=1, deliveries=[], delivered_to="x"
+            )
+            is None
+        ), "only the claimer may record the delivery"
+        outbox.mark_sent(
+            session,
+            row_id=row.id,
+            owner="b",
+            version=row.version,
+            deliveries=[["C1", "100.1"]],
+            delivered_to="channel",
+        )
+        # A top-level parent starts the debate's thread.
+        assert repository.get_debate(session, debate_id=debate_id).thread_ts == "100.1"
+        row, _ = outbox.claim_head(session, debate_id=debate_id, owner="b", claim_s=30)
+        assert row.key == "round:1"
+
+
+def test_an_expired_claim_is_taken_over_and_a_deadline_gives_up(store: Engine) -> None:
+    debate_id = queued(store, drafts=[post("parent", "channel")])
+    with session_scope(store) as session:
+        row, _ = outbox.claim_head(session, debate_id=debate_id, owner="dead", claim_s=30)
+        assert outbox.claim_head(session, debate_id=debate_id, owner="next", claim_s=30) is None
+        session.execute(update(Outbox).where(Outbox.id == row.id).values(claimed_until=utcnow()))
+        session.commit()
+        row, _ = outbox.claim_head(session, debate_id=debate_id, owner="next", claim_s=30)
+        assert row.claimed_by == "next"
+        session.execute(update(Outbox).where(Outbox.id == row.id).values(deadline_at=utcnow()))
+        session.commit()
+        given_up = outbox.mark_retry(
+            session, row_id=row.id, owner="next", error="timeout", delay_s=1
+        )
+        assert given_up.state == "failed"
+
+
+def test_status_updates_are_coalesced_and_a_newer_one_is_sent_after_an_older(
+    store: Engine,
+) -> None:
+    debate_id = queued(store, drafts=[post("parent", "channel")])
+    status = Draft(
+        key="update:parent", text="round 1", blocks=[], action="update", target_key="parent"
     )
+    with session_scope(store) as session:
+        outbox.owe(session, debate_id=debate_id, drafts=[status])
+        [(row, target)] = outbox.claim_updates(session, debate_id=debate_id, owner="a", claim_s=30)
+        assert (row.text, target.key) == ("round 1", "parent")
+        # While "round 1" is being sent, "round 2" replaces it.
+        newer = Draft(
+            key="update:parent", text="round 2", blocks=[], action="update", target_key="parent"
+        )
+        outbox.owe(session, debate_id=debate_id, drafts=[newer])
+        outbox.mark_sent(
+            session, row_id=row.id, owner="a", version=1, deliveries=[], delivered_to="updated"
+        )
+        [(row, _)] = outbox.claim_updates(session, debate_id=debate_id, owner="a", claim_s=30)
+        assert (row.text, row.version) == ("round 2", 2)
+        rows = [r for r in outbox.rows_of(session, debate_id=debate_id) if r.action == "update"]
+        assert len(rows) == 1
 
 
-def test_an_unfinished_reservation_is_taken_over_only_when_stale_or_by_the_lease_holder(
+def test_a_refused_size_is_replaced_by_its_parts_in_place(store: Engine) -> None:
+    debate_id = queued(store, drafts=[post("parent", "channel"), post("verdict"), post("review")])
+    with session_scope(store) as session:
+        first, _ = outbox.claim_head(session, debate_id=debate_id, owner="a", claim_s=30)
+        outbox.mark_sent(
+            session,
+            row_id=first.id,
+            owner="a",
+            version=1,
+            deliveries=[["C1", "1.1"]],
+            delivered_to="channel",
+        )
+        verdict, _ = outbox.claim_head(session, debate_id=debate_id, owner="a", claim_s=30)
+        parts = [Draft(key="", text=f"part {n}", blocks=[]) for n in (1, 2)]
+        outbox.split(
+            session, row_id=verdict.id, owner="a", error="msg_blocks_too_long", parts=parts
+        )
+        keys = []
+        while claimed := outbox.claim_head(session, debate_id=debate_id, owner="a", claim_s=30):
+            row, _ = claimed
+            keys.append(row.key)
+            outbox.mark_sent(
+                session,
+                row_id=row.id,
+                owner="a",
+                version=1,
+                deliveries=[["C1", f"2.{len(keys)}"]],
+                delivered_to="thread",
+            )
+        assert keys == ["verdict~1", "verdict~2", "review"]
+
+
+def test_a_halt_is_recorded_once_with_its_notice(store: Engine) -> None:
+    debate_id = queued(store)
+    dm = Draft(key="dm:halted", text="stopped", blocks=[], target="dm", recipients=("UALICE",))
+    with session_scope(store) as session:
+        assert outbox.halt(session, debate_id=debate_id, reason="not_in_channel", notices=[dm])
+        assert not outbox.halt(session, debate_id=debate_id, reason="again", notices=[dm])
+        assert outbox.halt_reason(session, debate_id=debate_id) == "not_in_channel"
+        [row] = outbox.rows_of(session, debate_id=debate_id)
+        assert (row.key, row.target, row.recipients) == ("dm:halted", "dm", ["UALICE"])
+
+
+async def test_an_escalating_ending_is_stored_with_its_escalation_and_review_request(
     store: Engine,
 ) -> None:
     debate_id = queued(store)
     with session_scope(store) as session:
-        row, mine = store_reserve(session, debate_id, "dead-worker")
-        assert mine
-        assert not store_reserve(session, debate_id, "other")[1]
-        assert store_reserve(session, debate_id, "lease-holder", take_over=True)[1]
-        assert not store_reserve(session, debate_id, "late", stale_after_s=60)[1]
-        assert store_reserve(session, debate_id, "late", stale_after_s=0)[1]
-        slack_store.complete_post(session, post_id=row.id, ts="1.1")
-        assert not store_reserve(session, debate_id, "anyone", take_over=True)[1]
-        assert slack_store.post_for(session, debate_id=debate_id, key="round:1").ts == "1.1"
+        slack_store.save_channel_settings(
+            session, channel_id="C1", updated_by="UADMIN", values={"reviewers": ["UREV"]}
+        )
+    notifier = DebateNotifier(engine=store)
+    worker = DebateWorker(
+        engine=store,
+        resolve_llm=lambda _m: DebateScript().llm(),
+        prompts=shipped_prompts(),
+        reporter=notifier,
+    )
+    assert await worker.run_once()
+    with session_scope(store) as session:
+        verdict = repository.verdict_for(session, debate_id=debate_id)
+        escalation = repository.escalation_for(session, debate_id=debate_id)
+        rows = {r.key: r for r in outbox.rows_of(session, debate_id=debate_id)}
+    assert verdict.escalate
+    assert escalation.reviewers == ["UREV"]
+    assert escalation.created_at >= verdict.created_at - timedelta(seconds=1)
+    review = rows["review"]
+    assert (review.fallback, review.recipients) == ("reviewers", ["UREV"])
+    assert str(escalation.id) in str(review.blocks)
+    assert {"round:1", "verdict", "update:parent", "review"} <= set(rows)
+
+
+async def test_a_confident_ending_owes_no_review_request(store: Engine) -> None:
+    debate_id = queued(store)
+    sure = reply_for("moderator", confidence_level="HIGH", unresolved_points=[], decision="accept")
+    worker = DebateWorker(
+        engine=store,
+        resolve_llm=lambda _m: DebateScript(moderator=[sure]).llm(),
+        prompts=shipped_prompts(),
+        reporter=DebateNotifier(engine=store),
+    )
+    assert await worker.run_once()
+    with session_scope(store) as session:
+        assert repository.escalation_for(session, debate_id=debate_id) is None
+        assert outbox.row_for(session, debate_id=debate_id, key="review") is None
+        assert outbox.row_for(session, debate_id=debate_id, key="verdict") is not None
 
 
 def test_one_review_per_escalation_and_event_ids_seen_once(store: Engine) -> None:
     debate_id = queued(store)
     with session_scope(store) as session:
-        escalation, created = slack_store.open_escalation(
-            session, debate_id=debate_id, reasons=["low"], reviewers=["U1"]
-        )
-        assert created
-        _, again_created = slack_store.open_escalation(
-            session, debate_id=debate_id, reasons=[], reviewers=[]
-        )
-        assert not again_created
+        escalation = Escalation(debate_id=debate_id, reasons=["low"], reviewers=["U1"])
+        session.add(escalation)
+        session.commit()
+        session.refresh(escalation)
         _, made = slack_store.record_review(
             session, escalation_id=escalation.id, reviewer="U1", decision="approved", note="ok"
         )
@@ -93,20 +262,36 @@ def test_one_review_per_escalation_and_event_ids_seen_once(store: Engine) -> Non
         assert not slack_store.mark_processed(session, key="event:Ev1")
 
 
+def test_a_second_click_within_the_window_opens_nothing(store: Engine) -> None:
+    with session_scope(store) as session:
+        assert slack_store.open_window(session, key="note-form:1:U1", window_s=10)
+        assert not slack_store.open_window(session, key="note-form:1:U1", window_s=10)
+        assert slack_store.open_window(session, key="note-form:1:U2", window_s=10)
+        assert slack_store.open_window(session, key="note-form:1:U1", window_s=0)
+
+
 async def test_a_fork_carries_turns_on_a_valid_chain_and_shares_thread_messages(
     store: Engine,
 ) -> None:
-    debate_id = queued(store)
+    debate_id = queued(store, drafts=[post("parent", "channel")])
     worker = DebateWorker(
-        engine=store, resolve_llm=lambda _m: DebateScript().llm(), prompts=shipped_prompts()
+        engine=store,
+        resolve_llm=lambda _m: DebateScript().llm(),
+        prompts=shipped_prompts(),
+        reporter=DebateNotifier(engine=store),
     )
     assert await worker.run_once()
     with session_scope(store) as session:
-        for key in ("parent", "round:1", "verdict"):
-            row, _ = slack_store.reserve_post(
-                session, debate_id=debate_id, key=key, channel_id="C1", owner="w"
+        while claimed := outbox.claim_head(session, debate_id=debate_id, owner="w", claim_s=30):
+            row, _ = claimed
+            outbox.mark_sent(
+                session,
+                row_id=row.id,
+                owner="w",
+                version=row.version,
+                deliveries=[["C1", f"ts-{row.key}"]],
+                delivered_to="thread",
             )
-            slack_store.complete_post(session, post_id=row.id, ts=f"ts-{key}")
         more = SPEC.model_copy(update={"max_rounds": 2, "min_rounds": 2})
         fork, created = slack_store.fork_debate(
             session, debate_id=debate_id, trigger_key="another_round:1", spec=more
@@ -118,41 +303,35 @@ async def test_a_fork_carries_turns_on_a_valid_chain_and_shares_thread_messages(
         assert fork.parent_debate_id == debate_id
         assert len(repository.turn_rows(session, debate_id=fork.id)) == 5
         assert repository.verify_chain(session, debate_id=fork.id).ok
-        assert slack_store.post_for(session, debate_id=fork.id, key="round:1").ts == "ts-round:1"
-        assert slack_store.post_for(session, debate_id=fork.id, key="verdict") is None
+        assert outbox.row_for(session, debate_id=fork.id, key="round:1").ts == "ts-round:1"
+        assert outbox.row_for(session, debate_id=fork.id, key="parent").ts == "ts-parent"
+        assert outbox.row_for(session, debate_id=fork.id, key="verdict") is None
 
 
-class RecordingPoster:
-    def __init__(self) -> None:
-        self.posts: list[tuple[str, str]] = []
-
-    async def post(self, *, channel: str, message: object, thread_ts: str | None = None) -> str:
-        self.posts.append((channel, str(thread_ts)))
-        return f"ts{len(self.posts)}"
-
-
-async def test_reminders_post_once_per_period_however_many_replicas_fire(store: Engine) -> None:
+async def test_reminders_are_owed_once_per_period_however_many_replicas_fire(
+    store: Engine,
+) -> None:
     debate_id = queued(store)
     with session_scope(store) as session:
-        slack_store.set_thread(session, debate_id=debate_id, thread_ts="100.1")
-        escalation, _ = slack_store.open_escalation(
-            session, debate_id=debate_id, reasons=["low"], reviewers=["U1"]
-        )
-        session.execute(
-            update(Escalation)
-            .where(Escalation.id == escalation.id)
-            .values(created_at=utcnow() - timedelta(hours=2.5))
+        session.add(ChannelSettings(channel_id="C1", reviewers=["U1"]))
+        session.add(
+            Escalation(
+                debate_id=debate_id,
+                reasons=["low"],
+                reviewers=["U1"],
+                created_at=utcnow() - timedelta(hours=2.5),
+            )
         )
         session.commit()
-    poster = RecordingPoster()
-    replicas = [
-        DebateNotifier(engine=store, poster=poster, owner=f"replica{i}")  # type: ignore[arg-type]
-        for i in range(3)
-    ]
+    replicas = [DebateNotifier(engine=store) for _ in range(3)]
 
     due = await asyncio.gather(
         *(remind_reviewers(engine=store, notifier=r, period_s=3600) for r in replicas)
     )
 
     assert due == [1, 1, 1]
-    assert poster.posts == [("C1", "100.1")]
+    with session_scope(store) as session:
+        rows = session.exec(select(Outbox).where(Outbox.debate_id == debate_id)).all()
+    assert [(r.key, r.fallback, r.recipients) for r in rows] == [
+        ("reminder:2", "reviewers", ["U1"])
+    ]

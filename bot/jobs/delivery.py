@@ -1,0 +1,498 @@
+"""The delivery loop: sends every message debates owe (the outbox) until Slack takes it.
+
+- Posts of one debate go out in order; updates (the parent's live status, a decided review)
+  travel in a lane of their own, so a review request never waits on a status update.
+- 5xx, timeouts, connection errors and 429 are retried with exponential backoff (honouring
+  `Retry-After`) until the message's deadline, hours away. When Slack answers again after
+  failures, every waiting message is made due at once instead of sleeping out its backoff.
+- A message refused for its size is re-split smaller once; anything else Slack refuses is
+  given up with a short notice in the thread, and the next message goes on.
+- A thread that cannot be reached (`not_in_channel`, `channel_not_found`, `is_archived`) halts
+  its debate (the worker stops at the next turn), tells the requester by DM, and sends the review
+  request by DM to the reviewers, else the requester, else the workspace admins. A deleted
+  parent (or thread root) is posted again as a new parent that links the old thread.
+- Rows are claimed with an expiring claim, so any number of processes can run this loop on one
+  database, and a process that dies mid-send is taken over after `claim_s`. The ts of every
+  copy is stored: a message is posted once, and a delivered one is never posted again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from sqlalchemy import Engine
+from sqlmodel import Session
+
+from bot.slack import blocks
+from bot.slack.errors import PostError
+from bot.slack.notifier import full_question
+from bot.slack.people import SlackDirectory
+from bot.slack.poster import SLACK_FAILURES, Posted, SlackPoster
+from bot.store import outbox
+from bot.store.db import in_session
+from bot.store.errors import DatabaseUnavailableError
+from bot.store.outbox import PARENT, Draft
+from bot.store.tables import Debate, Outbox
+from engine.models import DebateSpec
+
+log = logging.getLogger(__name__)
+R = TypeVar("R")
+
+UNREACHABLE = frozenset({"not_in_channel", "channel_not_found", "is_archived"})
+THREAD_GONE = frozenset({"thread_not_found", "message_not_found", "invalid_thread_ts"})
+TOO_BIG = frozenset({"msg_too_long", "msg_blocks_too_long", "invalid_blocks"})
+MAX_REPOSTS = 3
+
+
+@dataclass
+class DeliveryConfig:
+    poll_s: float = 1.0
+    claim_s: float = 30.0
+    backoff_base_s: float = 1.0
+    backoff_max_s: float = 30.0
+
+
+class OutboxDelivery:
+    """Sends due outbox rows through the poster, lane by lane, with the rules above."""
+
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        poster: SlackPoster,
+        directory: SlackDirectory,
+        owner: str,
+        config: DeliveryConfig | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.engine = engine
+        self.poster = poster
+        self.directory = directory
+        self.owner = owner
+        self.config = config or DeliveryConfig()
+        self._rng = rng or random.Random()
+        self._wake = asyncio.Event()
+        self._lanes: dict[tuple[int, str], asyncio.Task[None]] = {}
+        self._failing = False
+        self._background: set[asyncio.Task[None]] = set()
+
+    async def _db(self, work: Callable[[Session], R]) -> R:
+        return await in_session(self.engine, work)
+
+    def wake(self) -> None:
+        """Look for due messages now rather than at the next poll (rows were just written)."""
+        self._wake.set()
+
+    # --- the loop ----------------------------------------------------------------------------
+
+    async def run_forever(self, stop: asyncio.Event) -> None:
+        """Deliver until `stop` is set; a database outage pauses delivery instead of ending it."""
+        try:
+            while not stop.is_set():
+                try:
+                    await self.start_due()
+                except DatabaseUnavailableError as error:
+                    log.error("delivery: %s; retrying", error)
+                await self._idle(stop)
+        finally:
+            await self.cancel_lanes()
+
+    async def start_due(self) -> int:
+        """Start a task for every lane with a due message that has none yet; returns how many."""
+        self._lanes = {lane: task for lane, task in self._lanes.items() if not task.done()}
+        started = 0
+        for lane in await self._db(outbox.due_lanes):
+            if lane not in self._lanes:
+                self._lanes[lane] = asyncio.create_task(self._run_lane(*lane))
+                started += 1
+        return started
+
+    async def drain(self) -> None:
+        """Deliver everything due now and wait for it (tests and shutdown use this)."""
+        while await self.start_due() or any(not t.done() for t in self._lanes.values()):
+            await asyncio.gather(*self._lanes.values(), return_exceptions=True)
+
+    async def cancel_lanes(self) -> None:
+        for task in self._lanes.values():
+            task.cancel()
+        await asyncio.gather(*self._lanes.values(), return_exceptions=True)
+        self._lanes.clear()
+
+    async def _idle(self, stop: asyncio.Event) -> None:
+        waits = [asyncio.create_task(stop.wait()), asyncio.create_task(self._wake.wait())]
+        try:
+            await asyncio.wait(
+                waits, timeout=self.config.poll_s, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            for task in waits:
+                task.cancel()
+        self._wake.clear()
+
+    async def _run_lane(self, debate_id: int, action: str) -> None:
+        try:
+            if action == "post":
+                while await self._next_post(debate_id):
+                    pass
+            else:
+                await self._updates(debate_id)
+        except DatabaseUnavailableError as error:
+            log.error("delivery for debate %s paused: %s", debate_id, error)
+
+    # --- posts -------------------------------------------------------------------------------
+
+    async def _next_post(self, debate_id: int) -> bool:
+        """Deliver the head of the debate's post lane; True when the next one may follow now."""
+        claimed = await self._db(
+            lambda s: outbox.claim_head(
+                s, debate_id=debate_id, owner=self.owner, claim_s=self.config.claim_s
+            )
+        )
+        if claimed is None:
+            return False
+        row, debate = claimed
+        try:
+            return await self._post(row, debate)
+        except asyncio.CancelledError:
+            row_id = row.id or 0
+            with contextlib.suppress(DatabaseUnavailableError):
+                await self._db(lambda s: outbox.release(s, row_id=row_id, owner=self.owner))
+            raise
+
+    async def _post(self, row: Outbox, debate: Debate) -> bool:
+        message = blocks.Message(row.text, row.blocks)
+        if row.target == "dm":
+            delivered = await self._direct(row, list(row.recipients), "direct message")
+            if delivered is False:
+                await self._fail(row, "no recipient could be sent a DM")
+            return delivered is True
+        if debate.halt_reason is not None:
+            return await self._unreachable(row, debate, debate.halt_reason)
+        thread_ts = None
+        if row.target == "thread":
+            thread_ts = debate.thread_ts
+            if thread_ts is None:
+                return await self._unreachable(row, debate, "the debate's thread was never posted")
+        try:
+            posted = await self.poster.post(
+                channel=row.channel_id, message=message, thread_ts=thread_ts, attempts=1
+            )
+        except PostError as error:
+            return await self._post_failed(row, debate, error)
+        await self._sent(row, [posted], "thread" if thread_ts else "channel")
+        return True
+
+    async def _post_failed(self, row: Outbox, debate: Debate, error: PostError) -> bool:
+        if error.retryable:
+            await self._retry(row, error)
+            return False
+        self._recovered()
+        if error.code in UNREACHABLE:
+            reason = f"cannot post in <#{row.channel_id}> ({error.code})"
+            await self._halt(debate, reason)
+            return await self._unreachable(row, debate, reason)
+        if error.code in THREAD_GONE and row.target == "thread":
+            return await self._move_thread(row, debate, error.code)
+        if error.code in TOO_BIG and row.part == 0:
+            parts = blocks.resplit(blocks.Message(row.text, row.blocks))
+            drafts = [Draft(key="", text=p.text, blocks=p.blocks) for p in parts]
+            await self._db(
+                lambda s: outbox.split(
+                    s, row_id=row.id or 0, owner=self.owner, error=error.code, parts=drafts
+                )
+            )
+            log.warning("debate %s: %s refused (%s); re-split", row.debate_id, row.key, error.code)
+            return True
+        await self._give_up(row, error.code)
+        return True
+
+    async def _move_thread(self, row: Outbox, debate: Debate, code: str) -> bool:
+        """The thread's root is gone: post the parent again and go on in its new thread."""
+        try:
+            moved = await self._repost_parent(debate, code)
+        except PostError as error:
+            return await self._post_failed(row, debate, error)
+        if not moved:
+            await self._give_up(row, code)
+            return True
+        await self._release(row)
+        return True
+
+    async def _unreachable(self, row: Outbox, debate: Debate, reason: str) -> bool:
+        """The thread cannot be reached: review requests go by DM (reviewers, else the
+        requester, else the workspace admins); anything else is given up."""
+        if row.fallback != "reviewers":
+            await self._fail(row, f"thread unreachable: {reason}")
+            return True
+        chain: list[tuple[str, list[str] | None]] = [
+            ("reviewers", await self.directory.people_in(row.recipients)),
+            ("requester", [debate.requested_by] if debate.requested_by else []),
+            ("workspace admins", None),
+        ]
+        for label, people in chain:
+            users = people if people is not None else await self.directory.admins()
+            if not users:
+                continue
+            delivered = await self._direct(row, users, label, reason=reason)
+            if delivered is not False:
+                return delivered is True
+        await self._fail(row, f"thread unreachable ({reason}) and no one could be sent a DM")
+        return True
+
+    async def _direct(
+        self, row: Outbox, users: list[str], label: str, *, reason: str | None = None
+    ) -> bool | None:
+        """DM the message to each of `users`. True: at least one copy was delivered (and
+        recorded); None: nothing was, but trying later may help (the row is rescheduled);
+        False: every recipient refused."""
+        message = blocks.Message(row.text, row.blocks)
+        if reason is not None:
+            message = blocks.direct(message, channel_id=row.channel_id, reason=reason)
+        delivered: list[tuple[str, Posted]] = []
+        transient: PostError | None = None
+        for user in users:
+            try:
+                delivered.append(
+                    (user, await self.poster.post(channel=user, message=message, attempts=1))
+                )
+            except PostError as error:
+                log.warning("debate %s: DM to %s failed: %s", row.debate_id, user, error)
+                if error.retryable:
+                    transient = error
+        if delivered:
+            names = ",".join(user for user, _ in delivered)
+            await self._sent(row, [posted for _, posted in delivered], f"dm to {label}: {names}")
+            return True
+        if transient is not None:
+            await self._retry(row, transient)
+            return None
+        return False
+
+    async def _repost_parent(self, debate: Debate, code: str) -> bool:
+        """Post the parent again at the top level, linking the old thread; False when it was
+        already re-posted `MAX_REPOSTS` times (something else is wrong). Raises PostError."""
+        assert debate.id is not None
+        debate_id, channel = debate.id, debate.channel_id or ""
+        if await self._db(
+            lambda s: outbox.row_for(s, debate_id=debate_id, key=f"{PARENT}:{MAX_REPOSTS + 1}")
+        ):
+            return False
+        spec = DebateSpec.model_validate_json(debate.spec_json)
+        message = blocks.parent_message(
+            debate_id=debate_id,
+            question=full_question(spec),
+            requested_by=debate.requested_by,
+            protocol=spec.protocol,
+            max_rounds=spec.max_rounds,
+            status="running" if debate.state != "finished" else (debate.outcome or "complete"),
+        )
+        link = await self._permalink(channel, debate.thread_ts) if debate.thread_ts else None
+        message = blocks.reposted_parent(message, old_link=link)
+        posted = await self.poster.post(channel=channel, message=message, attempts=1)
+        await self._db(
+            lambda s: outbox.new_parent(
+                s,
+                debate_id=debate_id,
+                channel_id=channel,
+                ts=posted.ts,
+                text=message.text,
+                blocks=message.blocks,
+                becomes_thread=True,
+            )
+        )
+        log.warning("debate %s: parent posted again (%s)", debate_id, code)
+        return True
+
+    async def _permalink(self, channel: str, ts: str) -> str | None:
+        try:
+            response = await self.poster.client.chat_getPermalink(channel=channel, message_ts=ts)
+        except SLACK_FAILURES as error:
+            # A link is a nicety: the parent is posted again without one.
+            log.info("no permalink for %s in %s: %s", ts, channel, error)
+            return None
+        link = response.get("permalink")
+        return str(link) if link else None
+
+    # --- updates -----------------------------------------------------------------------------
+
+    async def _updates(self, debate_id: int) -> None:
+        claimed = await self._db(
+            lambda s: outbox.claim_updates(
+                s, debate_id=debate_id, owner=self.owner, claim_s=self.config.claim_s
+            )
+        )
+        for row, target in claimed:
+            await self._update(row, target)
+
+    async def _update(self, row: Outbox, target: Outbox | None) -> None:
+        if target is None or target.state in ("failed", "split"):
+            await self._fail(row, f"the message it changes ({row.target_key}) was never posted")
+            return
+        if not target.deliveries:
+            await self._retry_quietly(row)
+            return
+        message = blocks.Message(row.text, row.blocks)
+        for channel, ts in target.deliveries:
+            try:
+                await self.poster.update(channel=channel, ts=ts, message=message, attempts=1)
+            except PostError as error:
+                if error.retryable:
+                    await self._retry(row, error)
+                    return
+                self._recovered()
+                if error.code in THREAD_GONE and (row.target_key or "").startswith(PARENT):
+                    await self._parent_gone(row, error.code)
+                    return
+                if len(target.deliveries) == 1:
+                    await self._give_up(row, error.code)
+                    return
+                log.warning("debate %s: update of one copy failed: %s", row.debate_id, error)
+        await self._sent(row, [], "updated")
+
+    async def _parent_gone(self, row: Outbox, code: str) -> None:
+        """The parent this update changes was deleted: post it again, then update that one."""
+        debate = await self._db(lambda s: s.get(Debate, row.debate_id))
+        assert debate is not None
+        try:
+            moved = await self._repost_parent(debate, code)
+        except PostError as error:
+            if error.retryable:
+                await self._retry(row, error)
+            else:
+                await self._give_up(row, error.code)
+            return
+        if moved:
+            await self._release(row)
+        else:
+            await self._give_up(row, code)
+
+    # --- bookkeeping -------------------------------------------------------------------------
+
+    def _backoff(self, row: Outbox, error: PostError) -> float:
+        exponential = self.config.backoff_base_s * 2.0 ** min(row.attempts, 16)
+        capped = min(self.config.backoff_max_s, exponential)
+        delay = capped / 2 + self._rng.uniform(0, capped / 2)
+        return max(delay, error.retry_after_s or 0.0)
+
+    async def _retry(self, row: Outbox, error: PostError) -> None:
+        self._failing = True
+        delay = self._backoff(row, error)
+        log.warning(
+            "debate %s: %s not delivered (%s: %s); retry %d in %.1fs",
+            row.debate_id,
+            row.key,
+            error.code,
+            error,
+            row.attempts + 1,
+            delay,
+        )
+        updated = await self._db(
+            lambda s: outbox.mark_retry(
+                s,
+                row_id=row.id or 0,
+                owner=self.owner,
+                error=f"{error.code}: {error}",
+                delay_s=delay,
+            )
+        )
+        if updated is not None and updated.state == "failed":
+            log.error("debate %s: %s given up after its deadline", row.debate_id, row.key)
+
+    async def _retry_quietly(self, row: Outbox) -> None:
+        await self._db(
+            lambda s: outbox.mark_retry(
+                s,
+                row_id=row.id or 0,
+                owner=self.owner,
+                error="waiting for the message it changes",
+                delay_s=self.config.poll_s,
+                failed_attempt=False,
+            )
+        )
+
+    def _recovered(self) -> None:
+        """Slack answered: pull every message waiting out a backoff forward."""
+        if self._failing:
+            self._failing = False
+            task = asyncio.get_running_loop().create_task(self._pull_in())
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    async def _pull_in(self) -> None:
+        moved = await self._db(outbox.pull_in_retries)
+        if moved:
+            log.info("Slack answers again; %d waiting message(s) are due now", moved)
+            self.wake()
+
+    async def _sent(self, row: Outbox, posted: list[Posted], where: str) -> None:
+        self._recovered()
+        version = row.version
+        await self._db(
+            lambda s: outbox.mark_sent(
+                s,
+                row_id=row.id or 0,
+                owner=self.owner,
+                version=version,
+                deliveries=[[p.channel, p.ts] for p in posted],
+                delivered_to=where,
+            )
+        )
+
+    async def _release(self, row: Outbox) -> None:
+        await self._db(lambda s: outbox.release(s, row_id=row.id or 0, owner=self.owner))
+
+    async def _fail(self, row: Outbox, error: str, notices: list[Draft] | None = None) -> None:
+        log.error("debate %s: %s not delivered: %s", row.debate_id, row.key, error)
+        await self._db(
+            lambda s: outbox.mark_failed(
+                s, row_id=row.id or 0, owner=self.owner, error=error, notices=notices or []
+            )
+        )
+
+    async def _give_up(self, row: Outbox, code: str) -> None:
+        """Slack refused the message for good: say so in the thread, and go on."""
+        notices = []
+        if not row.key.startswith("notice:"):
+            text = (
+                f":warning: Part of debate #{row.debate_id} could not be posted here ({code})."
+                f" The debate goes on and is recorded in full: `debatebot export {row.debate_id}`."
+            )
+            notices.append(
+                Draft(key=f"notice:{row.key}", text=text, blocks=blocks.notice(text).blocks)
+            )
+        await self._fail(row, f"refused by Slack: {code}", notices)
+
+    async def _halt(self, debate: Debate, reason: str) -> None:
+        """Stop the debate at its next turn and tell the requester why, by DM."""
+        assert debate.id is not None
+        debate_id = debate.id
+        notices = []
+        if debate.requested_by:
+            _, name = await self.directory.bot_identity()
+            text = (
+                f":warning: Debate #{debate_id} {reason}, so it stops at its next turn and"
+                f" nothing more is spent on it. Invite me with `/invite @{name}` and ask again;"
+                f" what it produced is recorded in full: `debatebot export {debate_id}`."
+            )
+            notices.append(
+                Draft(
+                    key="dm:halted",
+                    text=text,
+                    blocks=blocks.notice(text).blocks,
+                    target="dm",
+                    recipients=(debate.requested_by,),
+                )
+            )
+        halted = await self._db(
+            lambda s: outbox.halt(s, debate_id=debate_id, reason=reason, notices=notices)
+        )
+        if halted:
+            log.error("debate %s halted: %s", debate_id, reason)
+            debate.halt_reason = reason
+            self.wake()

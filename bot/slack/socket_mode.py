@@ -1,0 +1,71 @@
+"""Socket Mode that gives up on a token Slack refuses, instead of retrying it forever.
+
+slack_sdk's aiohttp client retries `apps.connections.open` every ping interval whatever the
+error, so a revoked or mistyped `xapp-` token leaves `serve` alive, deaf, and logging every ten
+seconds. Here an error that no retry can fix ends the connection and reports it, so `serve`
+stops with a message that says which token to replace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.socket_mode.aiohttp import SocketModeClient
+
+FATAL_TOKEN_ERRORS = frozenset(
+    {
+        "invalid_auth",
+        "not_authed",
+        "not_allowed_token_type",
+        "token_revoked",
+        "token_expired",
+        "account_inactive",
+        "no_permission",
+        "missing_scope",
+    }
+)
+
+
+class GuardedSocketModeClient(SocketModeClient):
+    """The aiohttp Socket Mode client, closed for good (and `refused` set) on a fatal token
+    error from `apps.connections.open`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.refused = asyncio.Event()
+        self.refusal = ""
+
+    async def issue_new_wss_url(self) -> str:
+        try:
+            return await super().issue_new_wss_url()
+        except SlackApiError as error:
+            data = getattr(error.response, "data", None)
+            code = data.get("error") if isinstance(data, dict) else None
+            if code in FATAL_TOKEN_ERRORS:
+                self.refusal = str(code)
+                # The connect loop returns instead of retrying once the client is closed.
+                self.closed = True
+                self.refused.set()
+            raise
+
+
+class GuardedSocketModeHandler(AsyncSocketModeHandler):
+    """Bolt's Socket Mode handler on the guarded client. Bolt's own constructor is not called:
+    it would open a second aiohttp session for a client that is never used."""
+
+    def __init__(self, app: AsyncApp, app_token: str) -> None:
+        self.app = app
+        self.app_token = app_token
+        self.client = GuardedSocketModeClient(
+            app_token=app_token, logger=app.logger, web_client=app.client
+        )
+        self.client.socket_mode_request_listeners.append(self.handle)  # type: ignore[arg-type]
+
+    @property
+    def guarded(self) -> GuardedSocketModeClient:
+        assert isinstance(self.client, GuardedSocketModeClient)
+        return self.client

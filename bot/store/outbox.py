@@ -1,0 +1,466 @@
+"""The outbox: every message a debate owes people, as rows written with the state that creates
+them, and the bookkeeping the delivery loop (`bot.jobs.delivery`) does on them.
+
+`stage` adds rows inside a caller's unit of work (enqueue, finish, review); the other functions
+commit their own. Posts of one debate form a lane delivered in `(seq, part, id)` order; updates
+are coalesced per message (a newer status replaces a pending one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import func, or_, update
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
+
+from bot.store.tables import Debate, Escalation, Outbox, OutboxState
+from engine.models import utcnow
+
+DEFAULT_DEADLINE_S = 24 * 3600.0
+PARENT = "parent"
+PARENT_UPDATE = "update:parent"
+REVIEW = "review"
+OPEN_STATES = (OutboxState.PENDING.value, OutboxState.SENDING.value)
+
+
+@dataclass(frozen=True)
+class Draft:
+    """A message to owe: rendered by the Slack layer, written by the store, sent by the loop."""
+
+    key: str
+    text: str
+    blocks: list[dict[str, Any]]
+    target: str = "thread"
+    action: str = "post"
+    target_key: str | None = None
+    recipients: tuple[str, ...] = ()
+    fallback: str = "none"
+
+
+def _current_parent(rows: dict[str, Outbox]) -> str:
+    """The key of the debate's parent as it is now (`parent`, or `parent:N` once re-created)."""
+    numbers = [int(key.split(":")[1]) for key in rows if key.startswith(f"{PARENT}:")]
+    return f"{PARENT}:{max(numbers)}" if numbers else PARENT
+
+
+def _rows(session: Session, debate_id: int) -> dict[str, Outbox]:
+    rows = session.exec(select(Outbox).where(Outbox.debate_id == debate_id))
+    return {row.key: row for row in rows}
+
+
+def stage(
+    session: Session,
+    *,
+    debate: Debate,
+    drafts: Iterable[Draft],
+    deadline_s: float = DEFAULT_DEADLINE_S,
+) -> list[Outbox]:
+    """Add `drafts` to the debate's outbox in the caller's transaction (no commit).
+
+    A post whose key is already owed is left as it is (replayed events owe nothing new); an
+    update replaces the content of its pending row, or reopens a delivered one, so only the
+    newest status goes out.
+    """
+    assert debate.id is not None
+    existing = _rows(session, debate.id)
+    top = max((row.seq for row in existing.values()), default=0)
+    now = utcnow()
+    staged: list[Outbox] = []
+    for draft in drafts:
+        if draft.action == "update" and draft.target_key == PARENT:
+            draft = replace(draft, target_key=_current_parent(existing))
+        row = existing.get(draft.key)
+        if row is not None:
+            if draft.action == "update":
+                row.text, row.blocks = draft.text, draft.blocks
+                row.target_key = draft.target_key or row.target_key
+                row.version += 1
+                row.state = OutboxState.PENDING.value
+                row.attempts = 0
+                row.next_attempt_at = now
+                row.deadline_at = now + timedelta(seconds=deadline_s)
+                row.last_error = None
+                session.add(row)
+                staged.append(row)
+            continue
+        top += 1
+        row = Outbox(
+            debate_id=debate.id,
+            key=draft.key,
+            seq=top,
+            action=draft.action,
+            target=draft.target,
+            target_key=draft.target_key,
+            recipients=list(draft.recipients),
+            fallback=draft.fallback,
+            channel_id=debate.channel_id or "",
+            text=draft.text,
+            blocks=draft.blocks,
+            next_attempt_at=now,
+            deadline_at=now + timedelta(seconds=deadline_s),
+        )
+        session.add(row)
+        existing[draft.key] = row
+        staged.append(row)
+    return staged
+
+
+def owe(
+    session: Session,
+    *,
+    debate_id: int,
+    drafts: Sequence[Draft],
+    deadline_s: float = DEFAULT_DEADLINE_S,
+) -> list[Outbox]:
+    """Owe `drafts` as one unit of work; a concurrent writer of the same key wins quietly."""
+    debate = session.get(Debate, debate_id)
+    if debate is None:
+        return []
+    try:
+        staged = stage(session, debate=debate, drafts=drafts, deadline_s=deadline_s)
+        session.commit()
+    except IntegrityError:
+        session.rollback()
+        return []
+    return staged
+
+
+def rows_of(session: Session, *, debate_id: int) -> list[Outbox]:
+    """The debate's outbox in delivery order (posts), updates last."""
+    rows = session.exec(
+        select(Outbox)
+        .where(Outbox.debate_id == debate_id)
+        .order_by(col(Outbox.action), col(Outbox.seq), col(Outbox.part), col(Outbox.id))
+    )
+    return list(rows)
+
+
+def row_for(session: Session, *, debate_id: int, key: str) -> Outbox | None:
+    return session.exec(
+        select(Outbox).where(Outbox.debate_id == debate_id, Outbox.key == key)
+    ).one_or_none()
+
+
+def _due(now: datetime) -> Any:
+    return or_(
+        (col(Outbox.state) == OutboxState.PENDING) & (col(Outbox.next_attempt_at) <= now),
+        (col(Outbox.state) == OutboxState.SENDING) & (col(Outbox.claimed_until) < now),
+    )
+
+
+def due_lanes(session: Session) -> list[tuple[int, str]]:
+    """(debate id, action) of every lane with a message due now."""
+    rows = session.exec(
+        select(Outbox.debate_id, Outbox.action).where(_due(utcnow())).distinct()
+    ).all()
+    return sorted((int(debate_id), str(action)) for debate_id, action in rows)
+
+
+def next_due_at(session: Session) -> datetime | None:
+    """When the earliest message waiting for a retry becomes due."""
+    value = session.exec(
+        select(func.min(Outbox.next_attempt_at)).where(Outbox.state == OutboxState.PENDING)
+    ).one()
+    return value
+
+
+def _claim(session: Session, row: Outbox, owner: str, claim_s: float) -> Outbox | None:
+    now = utcnow()
+    claimed = session.execute(
+        update(Outbox)
+        .where(col(Outbox.id) == row.id, _due(now))
+        .values(
+            state=OutboxState.SENDING.value,
+            claimed_by=owner,
+            claimed_until=now + timedelta(seconds=claim_s),
+        )
+        .returning(col(Outbox.id))
+    ).scalar_one_or_none()
+    session.commit()
+    if claimed is None:
+        return None
+    session.refresh(row)
+    return row
+
+
+def claim_head(
+    session: Session, *, debate_id: int, owner: str, claim_s: float
+) -> tuple[Outbox, Debate] | None:
+    """Claim the first undelivered post of the debate if it is due; None when there is none
+    or it is waiting for a retry (later posts wait behind it, keeping the thread in order)."""
+    head = session.exec(
+        select(Outbox)
+        .where(
+            Outbox.debate_id == debate_id,
+            Outbox.action == "post",
+            col(Outbox.state).in_(OPEN_STATES),
+        )
+        .order_by(col(Outbox.seq), col(Outbox.part), col(Outbox.id))
+        .limit(1)
+    ).one_or_none()
+    if head is None:
+        return None
+    claimed = _claim(session, head, owner, claim_s)
+    if claimed is None:
+        return None
+    debate = session.get(Debate, debate_id)
+    assert debate is not None
+    return claimed, debate
+
+
+def claim_updates(
+    session: Session, *, debate_id: int, owner: str, claim_s: float
+) -> list[tuple[Outbox, Outbox | None]]:
+    """Claim every due update of the debate, each with the row of the message it changes."""
+    rows = session.exec(
+        select(Outbox).where(
+            Outbox.debate_id == debate_id, Outbox.action == "update", _due(utcnow())
+        )
+    ).all()
+    claimed: list[tuple[Outbox, Outbox | None]] = []
+    for row in rows:
+        mine = _claim(session, row, owner, claim_s)
+        if mine is not None:
+            target = row_for(session, debate_id=debate_id, key=mine.target_key or "")
+            claimed.append((mine, target))
+    return claimed
+
+
+def _owned(session: Session, row_id: int, owner: str) -> Outbox | None:
+    row = session.get(Outbox, row_id)
+    if row is None or row.claimed_by != owner or row.state != OutboxState.SENDING:
+        session.rollback()
+        return None
+    return row
+
+
+def mark_sent(
+    session: Session,
+    *,
+    row_id: int,
+    owner: str,
+    version: int,
+    deliveries: list[list[str]],
+    delivered_to: str,
+) -> Outbox | None:
+    """Record where Slack took the message. A parent posted at the top level becomes the
+    debate's thread. An update whose content changed meanwhile stays due, to send the newer."""
+    row = _owned(session, row_id, owner)
+    if row is None:
+        return None
+    now = utcnow()
+    if row.action == "post":
+        row.deliveries = deliveries
+    row.delivered_to = delivered_to
+    row.claimed_by, row.claimed_until = None, None
+    if row.version != version:
+        row.state = OutboxState.PENDING.value
+        row.next_attempt_at = now
+    else:
+        row.state = OutboxState.SENT.value
+        row.sent_at = now
+        row.last_error = None
+    session.add(row)
+    if row.action == "post" and row.key.startswith(PARENT) and row.target == "channel":
+        debate = session.get(Debate, row.debate_id)
+        assert debate is not None
+        debate.thread_ts = deliveries[0][1]
+        session.add(debate)
+    if row.key == REVIEW and deliveries:
+        escalation = session.exec(
+            select(Escalation).where(Escalation.debate_id == row.debate_id)
+        ).one_or_none()
+        if escalation is not None:
+            escalation.message_ts = deliveries[0][1]
+            session.add(escalation)
+    session.commit()
+    return row
+
+
+def mark_retry(
+    session: Session,
+    *,
+    row_id: int,
+    owner: str,
+    error: str,
+    delay_s: float,
+    failed_attempt: bool = True,
+) -> Outbox | None:
+    """Try again after `delay_s`; past the row's deadline it is given up (FAILED).
+    `failed_attempt=False` for a message that only waits (for the one it updates)."""
+    row = _owned(session, row_id, owner)
+    if row is None:
+        return None
+    now = utcnow()
+    row.attempts += int(failed_attempt)
+    row.last_error = error
+    row.claimed_by, row.claimed_until = None, None
+    row.next_attempt_at = now + timedelta(seconds=delay_s)
+    row.state = (
+        OutboxState.FAILED.value
+        if row.next_attempt_at > row.deadline_at
+        else OutboxState.PENDING.value
+    )
+    session.add(row)
+    session.commit()
+    return row
+
+
+def mark_failed(
+    session: Session,
+    *,
+    row_id: int,
+    owner: str,
+    error: str,
+    notices: Sequence[Draft] = (),
+) -> Outbox | None:
+    """Give the message up for good and owe `notices` about it instead."""
+    row = _owned(session, row_id, owner)
+    if row is None:
+        return None
+    row.attempts += 1
+    row.state = OutboxState.FAILED.value
+    row.last_error = error
+    row.claimed_by, row.claimed_until = None, None
+    session.add(row)
+    debate = session.get(Debate, row.debate_id)
+    assert debate is not None
+    stage(session, debate=debate, drafts=notices)
+    session.commit()
+    return row
+
+
+def split(
+    session: Session, *, row_id: int, owner: str, error: str, parts: Sequence[Draft]
+) -> list[Outbox]:
+    """Replace a message Slack refused for its size by smaller parts, sent in its place."""
+    row = _owned(session, row_id, owner)
+    if row is None:
+        return []
+    row.state = OutboxState.SPLIT.value
+    row.last_error = error
+    row.claimed_by, row.claimed_until = None, None
+    session.add(row)
+    now = utcnow()
+    made = []
+    for number, part in enumerate(parts, 1):
+        piece = Outbox(
+            debate_id=row.debate_id,
+            key=f"{row.key}~{number}",
+            seq=row.seq,
+            part=number,
+            action=row.action,
+            target=row.target,
+            recipients=list(row.recipients),
+            fallback=row.fallback,
+            channel_id=row.channel_id,
+            text=part.text,
+            blocks=part.blocks,
+            next_attempt_at=now,
+            deadline_at=row.deadline_at,
+        )
+        session.add(piece)
+        made.append(piece)
+    session.commit()
+    return made
+
+
+def release(session: Session, *, row_id: int, owner: str) -> None:
+    """Hand a claimed message back, due at once (the process is stopping)."""
+    row = _owned(session, row_id, owner)
+    if row is None:
+        return
+    row.state = OutboxState.PENDING.value
+    row.claimed_by, row.claimed_until = None, None
+    session.add(row)
+    session.commit()
+
+
+def new_parent(
+    session: Session,
+    *,
+    debate_id: int,
+    channel_id: str,
+    ts: str,
+    text: str,
+    blocks: list[dict[str, Any]],
+    becomes_thread: bool,
+) -> Debate:
+    """Record a parent re-posted because the old one (or its thread) was deleted: status
+    updates go to it from now on and, when it starts a new thread, so do later posts."""
+    debate = session.get(Debate, debate_id)
+    assert debate is not None
+    parents = session.exec(
+        select(func.count())
+        .select_from(Outbox)
+        .where(Outbox.debate_id == debate_id, col(Outbox.key).like(f"{PARENT}%"))
+    ).one()
+    key = f"{PARENT}:{int(parents) + 1}"
+    now = utcnow()
+    session.add(
+        Outbox(
+            debate_id=debate_id,
+            key=key,
+            seq=0,
+            action="post",
+            target="channel" if becomes_thread else "thread",
+            channel_id=channel_id,
+            text=text,
+            blocks=blocks,
+            state=OutboxState.SENT.value,
+            attempts=1,
+            deadline_at=now,
+            deliveries=[[channel_id, ts]],
+            delivered_to="re-created parent",
+            sent_at=now,
+        )
+    )
+    session.execute(
+        update(Outbox)
+        .where(col(Outbox.debate_id) == debate_id, col(Outbox.key) == PARENT_UPDATE)
+        .values(target_key=key)
+    )
+    if becomes_thread:
+        debate.thread_ts = ts
+        session.add(debate)
+    session.commit()
+    session.refresh(debate)
+    return debate
+
+
+def halt(session: Session, *, debate_id: int, reason: str, notices: Sequence[Draft]) -> bool:
+    """Mark the debate's thread unreachable (its worker stops at the next turn) and owe the
+    requester `notices`; False when it was already halted."""
+    debate = session.get(Debate, debate_id)
+    if debate is None or debate.halt_reason is not None:
+        return False
+    debate.halt_reason = reason
+    debate.updated_at = utcnow()
+    session.add(debate)
+    stage(session, debate=debate, drafts=notices)
+    session.commit()
+    return True
+
+
+def halt_reason(session: Session, *, debate_id: int) -> str | None:
+    return session.exec(select(Debate.halt_reason).where(Debate.id == debate_id)).one_or_none()
+
+
+def pull_in_retries(session: Session) -> int:
+    """Slack answered again after failures: make every message waiting on a retry due now."""
+    now = utcnow()
+    moved = session.execute(
+        update(Outbox)
+        .where(
+            col(Outbox.state) == OutboxState.PENDING,
+            col(Outbox.attempts) > 0,
+            col(Outbox.next_attempt_at) > now,
+        )
+        .values(next_attempt_at=now)
+    )
+    session.commit()
+    return int(moved.rowcount or 0)  # type: ignore[attr-defined]
