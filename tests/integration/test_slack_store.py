@@ -83,7 +83,7 @@ async def test_concurrent_claims_of_one_message_let_one_sender_win(store: Engine
 def test_posts_go_in_order_and_a_later_one_waits_behind_a_retry(store: Engine) -> None:
     debate_id = queued(store, drafts=[post("parent", "channel"), post("round:1")])
     with session_scope(store) as session:
-        row, debate = outbox.claim_head(session, debate_id=debate_id, owner="a", claim_s=30)
+        row, _ = outbox.claim_head(session, debate_id=debate_id, owner="a", claim_s=30)
         assert row.key == "parent"
         assert outbox.claim_head(session, debate_id=debate_id, owner="b", claim_s=30) is None
         outbox.mark_retry(session, row_id=row.id, owner="a", error="http_500", delay_s=60)
