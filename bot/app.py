@@ -356,7 +356,9 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
 async def _serve_socket_mode(settings: Settings, runtime: BotRuntime, stop: asyncio.Event) -> None:
     _, _, app_token = settings.slack_secrets()
     assert app_token is not None
-    handler = GuardedSocketModeHandler(runtime.app, app_token)
+    handler = GuardedSocketModeHandler(
+        runtime.app, app_token, ping_interval_s=settings.socket_ping_s
+    )
     client = handler.guarded
     connecting = asyncio.create_task(handler.connect_async())  # type: ignore[no-untyped-call]
     stopped = asyncio.create_task(stop.wait())

@@ -556,6 +556,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (EngineError, StoreError, SettingsError) as error:
         print(f"debatebot: {error}", file=sys.stderr)
         return 1
+    except ValidationError as error:
+        if error.title != Settings.__name__:
+            raise
+        problems = "; ".join(
+            f"DEBATEBOT_{'__'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in error.errors()
+        )
+        print(f"debatebot: invalid setting: {problems}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("debatebot: interrupted", file=sys.stderr)
         return 130

@@ -152,6 +152,9 @@ class Settings(BaseSettings):
     shutdown_grace_s: float = Field(
         default=10.0, ge=0, description="on SIGTERM, how long running turns may take to finish"
     )
+    socket_ping_s: float = Field(
+        default=10.0, gt=0, description="Socket Mode: ping and dead-connection check interval"
+    )
     log_level: str = Field(default="INFO", description="DEBUG, INFO, WARNING or ERROR")
 
     def provider_key(self, provider: str) -> str | None:

@@ -338,6 +338,9 @@ class OutboxDelivery:
             await self._retry_quietly(row)
             return
         message = blocks.Message(row.text, row.blocks)
+        if target.key.startswith(f"{PARENT}:"):
+            # A re-posted parent keeps its note about the deleted original through updates.
+            message = blocks.Message(message.text, [*message.blocks, target.blocks[-1]])
         for channel, ts in target.deliveries:
             try:
                 await self.poster.update(channel=channel, ts=ts, message=message, attempts=1)

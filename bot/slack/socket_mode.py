@@ -57,11 +57,14 @@ class GuardedSocketModeHandler(AsyncSocketModeHandler):
     """Bolt's Socket Mode handler on the guarded client. Bolt's own constructor is not called:
     it would open a second aiohttp session for a client that is never used."""
 
-    def __init__(self, app: AsyncApp, app_token: str) -> None:
+    def __init__(self, app: AsyncApp, app_token: str, *, ping_interval_s: float = 10.0) -> None:
         self.app = app
         self.app_token = app_token
         self.client = GuardedSocketModeClient(
-            app_token=app_token, logger=app.logger, web_client=app.client
+            app_token=app_token,
+            logger=app.logger,
+            web_client=app.client,
+            ping_interval=ping_interval_s,
         )
         self.client.socket_mode_request_listeners.append(self.handle)  # type: ignore[arg-type]
 

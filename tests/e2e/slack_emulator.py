@@ -93,6 +93,7 @@ class SlackEmulator:
     sockets: list[web.WebSocketResponse] = field(default_factory=list)
     socket_acks: list[dict[str, Any]] = field(default_factory=list)
     socket_connections: int = 0
+    transports: dict[int, Any] = field(default_factory=dict)
     url: str = ""
     _runner: web.AppRunner | None = None
     _ts: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -373,6 +374,7 @@ class SlackEmulator:
         await socket.prepare(request)
         self.socket_connections += 1
         self.sockets.append(socket)
+        self.transports[id(socket)] = request.transport
         await socket.send_json(
             {
                 "type": "hello",
@@ -404,9 +406,11 @@ class SlackEmulator:
         )
 
     async def drop_socket(self) -> None:
-        """Close the newest socket abruptly, as a network failure would."""
+        """Cut the newest socket's connection with no closing handshake, as a network failure
+        would."""
         socket = self.sockets.pop()
-        await socket.close(code=1006)
+        transport = self.transports.pop(id(socket))
+        transport.abort()
 
     def _conversations_replies(self, params: dict[str, Any]) -> dict[str, Any]:
         channel_messages = self.messages.get(params.get("channel", ""), [])

@@ -1,0 +1,107 @@
+"""Random Slack fault schedules during debates (seeded, bounded), then the invariants:
+
+- every message a debate owes is delivered exactly once, in order in its thread, once the faults
+  stop;
+- a verdict that escalates always has its escalation row and its delivered review request;
+- no owed message is left pending or given up.
+
+Faults are the transient kinds Slack produces (5xx with Slack's JSON or a proxy's HTML page, 429
+with Retry-After, `internal_error` with 200, a hang past the client's timeout), on
+`chat.postMessage`, `chat.update` or any method, for the next N calls or for a window of time,
+starting at random moments of the debates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+from sqlmodel import select
+
+from bot.store import repository
+from bot.store import slack as slack_store
+from bot.store.db import session_scope
+from bot.store.tables import Outbox
+from tests.e2e.conftest import ADMIN, REVIEWER, Bot, BotFactory
+from tests.e2e.slack_emulator import Fault
+from tests.helpers import DebateScript, reply_for
+
+SCHEDULES = range(6)
+CHANNELS = ("CALPHA", "CBETA")
+ANOTHER = reply_for("moderator", recommend_another_round=True)
+
+
+def random_fault(rng: random.Random) -> Fault:
+    kind = rng.choice(["500", "502-html", "429", "internal_error", "hang"])
+    if kind == "500":
+        return Fault(status=500, error="internal_error")
+    if kind == "502-html":
+        return Fault(status=502, html=True)
+    if kind == "429":
+        return Fault(status=429, retry_after=1)
+    if kind == "internal_error":
+        return Fault(status=200, error="internal_error")
+    return Fault(status=500, hang_s=1.5)
+
+
+async def inject(bot: Bot, rng: random.Random) -> None:
+    """Three to six faults, each at a random moment in the first few seconds."""
+    for _ in range(rng.randint(3, 6)):
+        await asyncio.sleep(rng.uniform(0.0, 1.5))
+        method = rng.choice(["chat.postMessage", "chat.postMessage", "chat.update", "*"])
+        fault = random_fault(rng)
+        if rng.random() < 0.5:
+            bot.emulator.fail_for(method, fault, seconds=rng.uniform(0.5, 3.0))
+        else:
+            bot.emulator.fail(method, *([fault] * rng.randint(1, 4)))
+
+
+@pytest.mark.parametrize("seed", SCHEDULES)
+async def test_owed_messages_survive_any_transient_fault_schedule(
+    start_bot: BotFactory, seed: int
+) -> None:
+    rng = random.Random(seed)
+    bot = await start_bot(DebateScript(moderator=[ANOTHER, ANOTHER]), slack_timeout_s=1.0)
+    bot.llm.delay_s = 0.05
+    with session_scope(bot.engine) as session:
+        for channel in CHANNELS:
+            slack_store.save_channel_settings(
+                session, channel_id=channel, updated_by=ADMIN, values={"reviewers": [REVIEWER]}
+            )
+    faults = asyncio.create_task(inject(bot, rng))
+    for channel in CHANNELS:
+        await bot.driver.command("Should we adopt ADR-042? --rounds 2", channel=channel)
+    await faults
+    # The queued faults of a method that was not called stay armed: clear them so "once the
+    # faults stop" holds, as it does when Slack recovers.
+    await asyncio.sleep(3.0)
+    bot.emulator.heal()
+
+    debates = await bot.finished(count=len(CHANNELS), limit_s=120)
+
+    with session_scope(bot.engine) as session:
+        rows = list(session.exec(select(Outbox)))
+        escalations = {d.id: repository.escalation_for(session, debate_id=d.id) for d in debates}
+        verdicts = {d.id: repository.verdict_for(session, debate_id=d.id) for d in debates}
+    assert {r.state for r in rows} <= {"sent"}, [(r.key, r.state, r.last_error) for r in rows]
+    for debate in debates:
+        channel = debate.channel_id or ""
+        top = [m for m in bot.emulator.posted(channel) if "thread_ts" not in m]
+        assert len(top) == 1, "one parent, posted once"
+        assert top[0]["ts"] == debate.thread_ts
+        assert "Done" in str(top[0]["blocks"])
+        thread = [m["text"] for m in bot.emulator.in_thread(channel, debate.thread_ts or "")]
+        assert thread == [
+            "Round 1 of 2",
+            "Round 2 of 2",
+            "Verdict: revise (0.58)",
+            f"Review needed for debate #{debate.id}",
+        ]
+        assert verdicts[debate.id].escalate
+        escalation = escalations[debate.id]
+        assert escalation is not None
+        assert (
+            escalation.message_ts
+            == bot.emulator.in_thread(channel, debate.thread_ts or "")[-1]["ts"]
+        )

@@ -1,0 +1,346 @@
+"""What people see when Slack fails: a deleted or unupdatable parent, a 5xx outage, calls that
+hang, a channel the bot is not in (before and during a debate), Slack's size limits, and text
+that tries to mention or link. In every case the review request reaches a person, and nothing
+owed is lost once the fault clears."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from sqlmodel import select
+
+from bot.slack import blocks
+from bot.store import outbox, repository
+from bot.store import slack as slack_store
+from bot.store.db import session_scope
+from bot.store.tables import Escalation, Outbox
+from engine.models import DebateResult
+from tests.e2e.conftest import ADMIN, CHANNEL, REVIEWER, Bot, BotFactory
+from tests.e2e.slack_emulator import MAX_BLOCK_TEXT, Fault, block_chars
+from tests.helpers import DebateScript, reply_for
+
+THREAD_TEXTS = ["Round 1 of 1", "Verdict: revise (0.58)", "Review needed for debate #1"]
+
+
+def with_reviewer(bot: Bot) -> None:
+    with session_scope(bot.engine) as session:
+        slack_store.save_channel_settings(
+            session, channel_id=CHANNEL, updated_by=ADMIN, values={"reviewers": [REVIEWER]}
+        )
+
+
+def escalation_of(bot: Bot, debate_id: int) -> Escalation | None:
+    with session_scope(bot.engine) as session:
+        return repository.escalation_for(session, debate_id=debate_id)
+
+
+def review_row(bot: Bot, debate_id: int) -> Outbox:
+    with session_scope(bot.engine) as session:
+        row = outbox.row_for(session, debate_id=debate_id, key="review")
+    assert row is not None
+    return row
+
+
+def texts(messages: list[dict]) -> list[str]:
+    return [m["text"] for m in messages]
+
+
+async def test_a_5xx_outage_mid_debate_loses_nothing_and_keeps_the_thread_in_order(
+    start_bot: BotFactory,
+) -> None:
+    bot = await start_bot()
+    with_reviewer(bot)
+    bot.llm.delay_s = 0.2
+    await bot.driver.command("Should we adopt ADR-042?")
+    await bot.wait_for(lambda: bot.emulator.posted(CHANNEL), "the parent")
+    outage = Fault(status=500, error="internal_error")
+    bot.emulator.fail_for("chat.postMessage", outage, seconds=4)
+    bot.emulator.fail_for("chat.update", outage, seconds=4)
+
+    [debate] = await bot.finished(limit_s=90)
+
+    failed = [c for c in bot.emulator.calls if c.status == 500]
+    assert failed, "the outage was felt"
+    thread = bot.emulator.in_thread(CHANNEL, debate.thread_ts)
+    assert texts(thread) == THREAD_TEXTS
+    assert f"<@{REVIEWER}>" in str(thread[-1]["blocks"])
+    parent = bot.emulator.posted(CHANNEL)[0]
+    assert "Done" in str(parent["blocks"])
+    escalation = escalation_of(bot, debate.id)
+    assert escalation is not None
+    assert escalation.message_ts == thread[-1]["ts"]
+
+
+async def test_a_call_that_hangs_past_the_timeout_is_retried_with_its_reason_logged(
+    start_bot: BotFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    bot = await start_bot()
+    # The parent goes out; the round hangs past the 2 s client timeout, twice.
+    hang = Fault(status=500, hang_s=3.0)
+    bot.emulator.fail("chat.postMessage", None, hang, hang)
+    caplog.set_level(logging.WARNING, logger="bot")
+
+    await bot.driver.command("Should we adopt ADR-042?")
+
+    [debate] = await bot.finished(limit_s=90)
+    assert texts(bot.emulator.in_thread(CHANNEL, debate.thread_ts)) == THREAD_TEXTS
+    reasons = [r.getMessage() for r in caplog.records if "round:1 not delivered" in r.getMessage()]
+    assert len(reasons) == 2
+    assert all("timeout: Slack did not answer chat_postMessage" in r for r in reasons)
+
+
+async def test_a_failing_parent_update_never_holds_back_the_review_request(
+    start_bot: BotFactory,
+) -> None:
+    bot = await start_bot()
+    with_reviewer(bot)
+    # Every status update fails (a network blip that outlasts the debate) ...
+    bot.emulator.fail_for("chat.update", Fault(status=503, html=True), seconds=6)
+
+    await bot.driver.command("Should we adopt ADR-042?")
+
+    # ... yet the review request arrives while the updates are still failing.
+    request = await bot.wait_for(
+        lambda: next(
+            (m for m in bot.emulator.posted(CHANNEL) if "Review needed" in m["text"]), None
+        ),
+        "the review request",
+        limit_s=5,
+    )
+    assert f"<@{REVIEWER}>" in str(request["blocks"])
+    assert not any(c.status == 200 for c in bot.emulator.calls_of("chat.update", ok_only=False))
+    await bot.finished(limit_s=60)
+    assert "Done" in str(bot.emulator.posted(CHANNEL)[0]["blocks"])
+
+
+async def test_a_deleted_parent_is_posted_again_and_the_debate_goes_on_there(
+    start_bot: BotFactory,
+) -> None:
+    bot = await start_bot()
+    with_reviewer(bot)
+    bot.llm.delay_s = 0.3
+    await bot.driver.command("Should we adopt ADR-042?")
+    parent = await bot.wait_for(lambda: bot.emulator.posted(CHANNEL), "the parent")
+    old_ts = parent[0]["ts"]
+    bot.emulator.delete_message(CHANNEL, old_ts)
+
+    [debate] = await bot.finished(limit_s=60)
+
+    [new_parent] = [m for m in bot.emulator.posted(CHANNEL) if "thread_ts" not in m]
+    assert new_parent["ts"] != old_ts
+    assert debate.thread_ts == new_parent["ts"]
+    assert "original message of this debate was deleted" in str(new_parent["blocks"])
+    assert f"p{old_ts.replace('.', '')}" in str(new_parent["blocks"]), "it links the old thread"
+    thread = texts(bot.emulator.in_thread(CHANNEL, new_parent["ts"]))
+    assert thread == THREAD_TEXTS
+    assert "Done" in str(new_parent["blocks"])
+    assert escalation_of(bot, debate.id) is not None
+
+
+async def test_debate_in_a_channel_without_the_bot_is_refused_before_anything_is_paid(
+    start_bot: BotFactory,
+) -> None:
+    bot = await start_bot()
+    bot.emulator.outside.add(CHANNEL)
+
+    reply = await bot.driver.command("Should we adopt ADR-042?")
+    form = await bot.driver.command("")
+
+    assert reply.status == 200
+    await bot.wait_for(lambda: len(bot.emulator.responses) == 2, "both answers")
+    for answer in bot.emulator.responses:
+        assert answer["response_type"] == "ephemeral"
+        assert "/invite @debatebot" in answer["text"]
+        assert "not_in_channel" in answer["text"]
+    assert form.status == 200
+    assert bot.emulator.views == []
+    assert bot.debates() == []
+    assert bot.llm.calls == []
+    assert bot.emulator.posted(CHANNEL) == []
+
+
+async def test_the_form_and_the_shortcut_check_the_channel_too(start_bot: BotFactory) -> None:
+    bot = await start_bot()
+    await bot.driver.command("")
+    view = await bot.wait_for(lambda: bot.emulator.views and bot.emulator.views[-1], "the form")
+    bot.emulator.outside.add(CHANNEL)
+
+    submitted = await bot.driver.submit(
+        view,
+        {
+            "question": {"type": "plain_text_input", "value": "Adopt ADR-042?"},
+            "protocol": {
+                "type": "static_select",
+                "selected_option": {"value": "adversarial"},
+            },
+            "rounds": {"type": "plain_text_input", "value": "1"},
+        },
+        user="UALICE",
+    )
+    shortcut = await bot.driver.interaction(
+        {
+            "type": "message_action",
+            "callback_id": blocks.SHORTCUT_DEBATE_THREAD,
+            "team": {"id": "T1"},
+            "user": {"id": "UALICE"},
+            "channel": {"id": CHANNEL},
+            "message": {"ts": "1700000000.000001", "text": "hi"},
+            "trigger_id": "trigger.x",
+            "response_url": f"{bot.emulator.url}/response/shortcut",
+        }
+    )
+
+    errors = submitted.json()["errors"]
+    assert "/invite @debatebot" in errors["question"]
+    assert shortcut.status == 200
+    answer = await bot.wait_for(lambda: bot.emulator.responses, "the shortcut's answer")
+    assert "/invite @debatebot" in answer[-1]["text"]
+    assert bot.debates() == []
+
+
+async def test_a_thread_lost_mid_debate_stops_it_and_the_review_request_goes_by_dm(
+    start_bot: BotFactory,
+) -> None:
+    bot = await start_bot(DebateScript())
+    with_reviewer(bot)
+    bot.llm.delay_s = 0.3
+    await bot.driver.command("Should we adopt ADR-042?")
+    await bot.wait_for(lambda: bot.emulator.posted(CHANNEL), "the parent")
+    bot.emulator.outside.add(CHANNEL)  # someone removes the bot from the channel
+
+    [debate] = await bot.finished(limit_s=60)
+
+    assert debate.outcome == "FAILED"
+    assert "not_in_channel" in (debate.error or "")
+    assert len(bot.llm.calls) < 5, "it stopped at the next turn instead of spending on"
+    escalation = escalation_of(bot, debate.id)
+    assert escalation is not None
+    [request] = bot.emulator.dms(REVIEWER)
+    assert "Review needed" in request["text"]
+    assert "cannot post there" in str(request["blocks"])
+    assert [a["action_id"] for a in request["blocks"][-1]["elements"]][:2] == [
+        blocks.ACTION_APPROVE,
+        blocks.ACTION_REJECT,
+    ]
+    assert review_row(bot, debate.id).delivered_to == f"dm to reviewers: {REVIEWER}"
+    [told] = bot.emulator.dms("UALICE")
+    assert "/invite @debatebot" in told["text"]
+
+
+async def test_with_no_reviewers_the_requester_gets_the_review_request_by_dm(
+    start_bot: BotFactory,
+) -> None:
+    bot = await start_bot()
+    bot.llm.delay_s = 0.3
+    await bot.driver.command("Should we adopt ADR-042?")
+    await bot.wait_for(lambda: bot.emulator.posted(CHANNEL), "the parent")
+    bot.emulator.archived.add(CHANNEL)
+
+    [debate] = await bot.finished(limit_s=60)
+
+    dms = texts(bot.emulator.dms("UALICE"))
+    assert any("Review needed" in t for t in dms)
+    assert any("is_archived" in t for t in dms)
+    assert review_row(bot, debate.id).delivered_to == "dm to requester: UALICE"
+
+
+async def test_a_long_question_is_posted_whole_within_slacks_limits_even_when_refused(
+    start_bot: BotFactory,
+) -> None:
+    bot = await start_bot()
+    words = " ".join(f"w{n}" for n in range(9000))  # about 50,000 characters
+    question = f"Should we adopt this? {words}"
+    # Slack refuses anything over 8,000 characters of block text for a while: the parts are
+    # re-split smaller and go through.
+    bot.emulator.fail_for(
+        "chat.postMessage", Fault(error="msg_blocks_too_long", max_chars=8000), seconds=600
+    )
+
+    await bot.driver.command(question)
+
+    [debate] = await bot.finished(limit_s=90)
+    thread = bot.emulator.in_thread(CHANNEL, debate.thread_ts)
+    parts = [m for m in thread if m["text"].startswith("The full question")]
+    assert len(parts) >= 7
+    for message in bot.emulator.posted(CHANNEL):
+        assert block_chars(message["blocks"]) <= min(8000, MAX_BLOCK_TEXT)
+        assert len(message["text"]) <= 40_000
+        for block in message["blocks"]:
+            assert len((block.get("text") or {}).get("text", "")) <= 3000
+    shown = " ".join(
+        b["text"]["text"] for m in parts for b in m["blocks"] if b["type"] == "section"
+    )
+    assert " ".join(shown.split()) == question
+    assert "Verdict: revise (0.58)" in texts(thread)
+
+
+async def test_what_people_type_round_trips_and_nothing_the_bot_sends_can_mention(
+    start_bot: BotFactory,
+) -> None:
+    typed = "R&amp;D &lt;legacy&gt; <!here> <@U1> <https://x|y>"
+    meant = "R&D <legacy> <!here> <@U1> <https://x|y>"
+    hostile = "Ping <!channel> and <#C999|general>, see <https://evil|https://good> <@U1>"
+    script = DebateScript(moderator=[reply_for("moderator", synthesis=hostile)])
+    bot = await start_bot(script)
+    with_reviewer(bot)
+
+    await bot.driver.command(f"{typed} --rounds abc")
+    await bot.driver.command(typed)
+
+    [debate] = await bot.finished()
+    assert debate.question == meant
+    sent = [c.params for c in bot.emulator.calls if c.method.startswith("chat.")]
+    sent += bot.emulator.responses
+    for params in sent:
+        flat = f"{params.get('text', '')} {params.get('blocks', '')}"
+        for raw in ("<!here>", "<!channel>", "<@U1>", "<https://", "<#C999"):
+            assert raw not in flat, (raw, params)
+    parent = bot.emulator.posted(CHANNEL)[0]
+    assert "R&amp;D &lt;legacy&gt; &lt;!here&gt; &lt;@U1&gt;" in parent["text"]
+    assert "&lt;!channel&gt;" in str(bot.emulator.in_thread(CHANNEL, debate.thread_ts))
+
+
+async def test_a_double_click_opens_one_note_form_and_form_errors_show_no_raw_mentions(
+    start_bot: BotFactory,
+) -> None:
+    bot = await start_bot()
+    with_reviewer(bot)
+    await bot.driver.command("Should we adopt ADR-042?")
+    await bot.finished()
+    request = next(m for m in bot.emulator.posted(CHANNEL) if "Review needed" in m["text"])
+
+    await bot.driver.click(request, blocks.ACTION_APPROVE, user=REVIEWER)
+    await bot.driver.click(request, blocks.ACTION_APPROVE, user=REVIEWER)
+    await bot.wait_for(lambda: bot.emulator.views, "the note form")
+
+    assert len(bot.emulator.calls_of("views.open")) == 1
+    refused = await bot.driver.submit(
+        bot.emulator.views[0], {"note": {"type": "plain_text_input", "value": "x"}}, user="UMAL"
+    )
+    error = refused.json()["errors"]["note"]
+    assert "reviewers" in error
+    assert "<@" not in error
+
+
+async def test_another_round_is_offered_only_where_it_can_run(start_bot: BotFactory) -> None:
+    bot = await start_bot()
+    notifier = bot.runtime.notifier
+    with_reviewer(bot)
+    await bot.driver.command("Should we adopt ADR-042?")
+    [debate] = await bot.finished()
+    with session_scope(bot.engine) as session:
+        escalation = session.exec(select(Escalation)).one()
+        record = repository.verdict_for(session, debate_id=debate.id)
+    result = DebateResult.model_validate_json(record.result_json)
+    adversarial = notifier.closing(debate, result, escalation)[-1]
+    stances = result.model_copy(
+        update={"spec": result.spec.model_copy(update={"protocol": "stances"})}
+    )
+    other = notifier.closing(debate, stances, escalation)[-1]
+
+    def buttons(draft: outbox.Draft) -> list[str]:
+        return [e["action_id"] for e in draft.blocks[-1]["elements"]]
+
+    assert blocks.ACTION_ANOTHER_ROUND in buttons(adversarial)
+    assert buttons(other) == [blocks.ACTION_APPROVE, blocks.ACTION_REJECT]

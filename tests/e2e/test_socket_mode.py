@@ -1,0 +1,251 @@
+"""`serve` over Socket Mode against a Socket Mode server of our own on 127.0.0.1 (the emulator's
+WebSocket, handed out by `apps.connections.open`): a slash command, an event and an interaction
+arrive as envelopes and are acknowledged; Slack's `disconnect` refresh and an abrupt cut are
+survived; a refused app token ends `serve` with a clear message; SIGTERM and SIGINT stop it in
+every state."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlmodel import select
+
+from bot.app import serve
+from bot.settings import Settings, SettingsError
+from bot.store.db import make_engine, session_scope, upgrade
+from bot.store.tables import Debate
+from tests.e2e.conftest import BOT_TOKEN, CHANNEL
+from tests.e2e.slack_emulator import Fault, SlackEmulator
+from tests.e2e.test_serve import DEBATEBOT, free_port, serve_env
+
+APP_TOKEN = "xapp-1-A1-1234-emulatedapptoken"
+
+
+async def until(predicate: Any, what: str, limit_s: float = 30) -> Any:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def command(text: str, n: int) -> dict[str, Any]:
+    return {
+        "token": "unused",
+        "team_id": "T1",
+        "channel_id": CHANNEL,
+        "user_id": "UALICE",
+        "command": "/debate",
+        "text": text,
+        "api_app_id": "A1",
+        "response_url": "https://hooks.invalid/response",
+        "trigger_id": f"trigger.socket.{n}",
+    }
+
+
+async def test_envelopes_over_the_socket_refresh_and_abrupt_close(tmp_path: Path) -> None:
+    emulator = SlackEmulator()
+    await emulator.start()
+    url = f"sqlite:///{tmp_path / 'socket.sqlite3'}"
+    upgrade(url)
+    settings = Settings(
+        slack_bot_token=BOT_TOKEN,
+        slack_app_token=APP_TOKEN,
+        slack_api_url=emulator.api_url,
+        database_url=url,
+        provider="fake",
+        post_interval_s=0,
+        worker_poll_s=0.05,
+        outbox_poll_s=0.05,
+        socket_ping_s=0.5,
+        shutdown_grace_s=0,
+    )
+    stop = asyncio.Event()
+    serving = asyncio.create_task(serve(settings, stop))
+    engine = make_engine(url)
+
+    def debates() -> list[Debate]:
+        with session_scope(engine) as session:
+            return list(session.exec(select(Debate)))
+
+    def verdicts() -> int:
+        return sum("Verdict" in m["text"] for m in emulator.posted(CHANNEL))
+
+    try:
+        await until(lambda: emulator.sockets, "the socket connection")
+        first = await emulator.push("slash_commands", command("Should we adopt ADR-042?", 1))
+        await until(lambda: any(a.get("envelope_id") == first for a in emulator.socket_acks), "ack")
+        await until(lambda: verdicts() == 1, "the first verdict")
+
+        root = emulator.seed_message(CHANNEL, "Shall we move sessions to Redis?")
+        event = {
+            "type": "event_callback",
+            "team_id": "T1",
+            "api_app_id": "A1",
+            "event_id": "EvSocket1",
+            "event_time": int(time.time()),
+            "event": {
+                "type": "reaction_added",
+                "user": "UBOB",
+                "reaction": "scales",
+                "item": {"type": "message", "channel": CHANNEL, "ts": root},
+            },
+        }
+        await emulator.push("events_api", event, retry_attempt=0, retry_reason="")
+        await until(lambda: len(debates()) == 2, "the reaction's debate")
+
+        request = await until(
+            lambda: next(
+                (m for m in emulator.posted(CHANNEL) if "Review needed" in m["text"]), None
+            ),
+            "a review request",
+        )
+        actions = next(b for b in request["blocks"] if b["type"] == "actions")
+        click = {
+            "type": "block_actions",
+            "team": {"id": "T1"},
+            "user": {"id": "UMALLORY"},
+            "api_app_id": "A1",
+            "trigger_id": "trigger.socket.click",
+            "channel": {"id": CHANNEL},
+            "message": request,
+            "container": {"type": "message", "message_ts": request["ts"]},
+            "actions": [{**actions["elements"][0], "block_id": actions["block_id"]}],
+        }
+        await emulator.push("interactive", click)
+        refusal = await until(lambda: emulator.ephemeral, "the refusal")
+        assert "Only this channel's reviewers" in refusal[-1]["text"]
+
+        await emulator.ask_to_reconnect()
+        await until(lambda: emulator.socket_connections >= 2 and emulator.sockets, "reconnection")
+        await emulator.push("slash_commands", command("Second question?", 2))
+        await until(lambda: len(debates()) == 3, "a command after the refresh")
+
+        connections = emulator.socket_connections
+        await emulator.drop_socket()
+        await until(
+            lambda: emulator.socket_connections > connections and emulator.sockets,
+            "reconnection after an abrupt cut",
+        )
+        await emulator.push("slash_commands", command("Third question?", 3))
+        await until(lambda: len(debates()) == 4, "a command after the cut")
+    finally:
+        stop.set()
+        await asyncio.wait_for(serving, 30)
+        engine.dispose()
+        await emulator.stop()
+
+
+async def test_a_refused_app_token_ends_serve_with_a_clear_error(tmp_path: Path) -> None:
+    emulator = SlackEmulator(app_token_error="invalid_auth")
+    await emulator.start()
+    url = f"sqlite:///{tmp_path / 'refused.sqlite3'}"
+    upgrade(url)
+    settings = Settings(
+        slack_bot_token=BOT_TOKEN,
+        slack_app_token=APP_TOKEN,
+        slack_api_url=emulator.api_url,
+        database_url=url,
+        provider="fake",
+        shutdown_grace_s=0,
+    )
+    try:
+        with pytest.raises(
+            SettingsError, match=r"refused DEBATEBOT_SLACK_APP_TOKEN \(invalid_auth\)"
+        ):
+            await asyncio.wait_for(serve(settings, asyncio.Event()), 30)
+    finally:
+        await emulator.stop()
+    assert len(emulator.calls_of("apps.connections.open", ok_only=False)) == 1
+
+
+async def start_serve(env: dict[str, str]) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        DEBATEBOT,
+        "serve",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+
+async def test_serve_exits_non_zero_on_a_revoked_app_token(tmp_path: Path) -> None:
+    emulator = SlackEmulator(app_token_error="not_allowed_token_type")
+    await emulator.start()
+    url = f"sqlite:///{tmp_path / 'revoked.sqlite3'}"
+    upgrade(url)
+    env = {**serve_env(emulator, url, free_port()), "DEBATEBOT_SLACK_APP_TOKEN": APP_TOKEN}
+    try:
+        process = await start_serve(env)
+        _, stderr = await asyncio.wait_for(process.communicate(), 60)
+    finally:
+        await emulator.stop()
+    assert process.returncode == 1
+    text = stderr.decode()
+    assert "Slack refused DEBATEBOT_SLACK_APP_TOKEN (not_allowed_token_type)" in text
+    assert APP_TOKEN not in text
+
+
+@pytest.mark.parametrize(
+    ("state", "signum"),
+    [
+        ("connecting", signal.SIGTERM),
+        ("serving", signal.SIGINT),
+        ("debating", signal.SIGTERM),
+    ],
+)
+async def test_serve_stops_on_a_signal_in_every_state(
+    tmp_path: Path, state: str, signum: int
+) -> None:
+    emulator = SlackEmulator()
+    await emulator.start()
+    url = f"sqlite:///{tmp_path / f'{state}.sqlite3'}"
+    upgrade(url)
+    env = {
+        **serve_env(emulator, url, free_port()),
+        "DEBATEBOT_SLACK_APP_TOKEN": APP_TOKEN,
+        "DEBATEBOT_FAKE_DELAY_S": "2",
+        "DEBATEBOT_SHUTDOWN_GRACE_S": "1",
+    }
+    if state == "connecting":
+        # Slack hangs on apps.connections.open: serve is stuck connecting.
+        emulator.fail_for("apps.connections.open", Fault(status=500, hang_s=8), seconds=60)
+    process = await start_serve(env)
+    engine = make_engine(url)
+    try:
+        if state == "connecting":
+            await until(
+                lambda: emulator.calls_of("apps.connections.open", ok_only=False), "connect"
+            )
+        else:
+            await until(lambda: emulator.sockets, "the socket connection")
+        if state == "debating":
+            await emulator.push("slash_commands", command("Should we adopt ADR-042?", 1))
+
+            def running() -> bool:
+                with session_scope(engine) as session:
+                    return any(d.state == "running" for d in session.exec(select(Debate)))
+
+            await until(running, "a running debate")
+        os.kill(process.pid, signum)
+        _, stderr = await asyncio.wait_for(process.communicate(), 30)
+    finally:
+        if process.returncode is None:
+            process.kill()
+        await emulator.stop()
+    assert process.returncode == 0, stderr.decode()
+    if state == "debating":
+        with session_scope(engine) as session:
+            [debate] = session.exec(select(Debate)).all()
+        # The lease was handed back: another worker may resume at once.
+        assert debate.state == "running"
+        assert debate.lease_expires_at is not None
+        assert debate.lease_expires_at.timestamp() <= time.time()
+    engine.dispose()
