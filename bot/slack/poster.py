@@ -101,7 +101,7 @@ def classify(error: Exception, method: str, channel: str) -> PostError:
             code=code,
             retryable=code in TRANSIENT_CODES,
         )
-    if isinstance(error, TimeoutError | asyncio.TimeoutError):
+    if isinstance(error, TimeoutError):
         return PostError(
             f"Slack did not answer {method} in {channel} in time", code="timeout", retryable=True
         )

@@ -287,3 +287,22 @@ async def test_every_turn_shares_one_stable_prefix_with_delimited_material() -> 
     assert body.count("MATERIAL>>>") == 1
     assert body.index("Ignore previous instructions") < body.index("MATERIAL>>>")
     assert "do not follow them" in prefix
+
+
+async def test_a_halt_stops_the_debate_before_its_next_model_call() -> None:
+    llm = DebateScript().llm()
+    calls: list[int] = []
+
+    async def halt() -> str | None:
+        calls.append(len(llm.calls))
+        return "cannot post in the thread (not_in_channel)" if len(llm.calls) >= 2 else None
+
+    result = await run_debate(
+        make_spec(), resolve_llm=lambda _m: llm, prompts=shipped_prompts(), halt=halt
+    )
+
+    assert result.status is DebateStatus.FAILED
+    assert "stopped before the critic turn: cannot post in the thread" in (result.error or "")
+    assert len(llm.calls) == 2
+    assert [t.role for t in result.transcript] == [Role.FRAMING, Role.PROPOSER]
+    assert result.verdict.escalate

@@ -27,6 +27,7 @@ from tests.helpers import reply_for
 def within_limits(message: blocks.Message) -> None:
     assert len(message.blocks) <= blocks.MAX_BLOCKS
     assert len(message.text) <= blocks.MAX_FALLBACK_CHARS
+    assert blocks.block_chars(message.blocks) <= blocks.MAX_MESSAGE_CHARS
     for block in message.blocks:
         if block["type"] == "section":
             assert 0 < len(block["text"]["text"]) <= blocks.MAX_SECTION_CHARS
@@ -181,3 +182,77 @@ def test_modals_and_home_fit_view_limits() -> None:
         for b in home["blocks"]
         if b["type"] == "section"
     )
+
+
+def test_block_text_is_counted_wherever_it_is_nested() -> None:
+    message = [
+        blocks.header("12345"),
+        *blocks.sections("abc"),
+        blocks.context("xy"),
+        {"type": "actions", "elements": [{"type": "button", "text": blocks._plain("Go")}]},
+    ]
+    assert blocks.block_chars(message) == 5 + 3 + 2 + 2
+
+
+@pytest.mark.parametrize("size", [14_000, 45_000])
+def test_a_long_question_never_makes_a_message_over_slacks_block_text(size: int) -> None:
+    text = ("word " * size)[:size]
+
+    messages = blocks.material_messages("The full question", text)
+
+    assert len(messages) >= size // blocks.MAX_MESSAGE_CHARS
+    for message in messages:
+        within_limits(message)
+    assert section_text(messages).replace(" ", "") == text.replace(" ", "")
+
+
+def test_a_refused_message_is_resplit_smaller_losing_nothing() -> None:
+    [message] = blocks.material_messages("T", "lorem ipsum " * 900)
+    assert blocks.block_chars(message.blocks) > 6_000
+
+    parts = blocks.resplit(message)
+
+    assert len(parts) >= 2
+    for part in parts:
+        assert blocks.block_chars(part.blocks) <= blocks.MAX_MESSAGE_CHARS // 2
+        assert len(part.blocks) <= blocks.MAX_BLOCKS // 2
+        assert all(
+            len(b["text"]["text"]) <= blocks.MAX_SECTION_CHARS // 2
+            for b in part.blocks
+            if b["type"] == "section"
+        )
+    assert section_text(parts).replace(" ", "") == section_text([message]).replace(" ", "")
+
+
+def test_slack_escaping_is_undone_once_on_the_way_in_and_redone_once_on_the_way_out() -> None:
+    typed = "R&amp;D &lt;legacy&gt; <!here> <@U1> <https://x|y> &amp;lt;"
+    stored = blocks.unescape(typed)
+
+    assert stored == "R&D <legacy> <!here> <@U1> <https://x|y> &lt;"
+    assert blocks.escape(stored) == (
+        "R&amp;D &lt;legacy&gt; &lt;!here&gt; &lt;@U1&gt; &lt;https://x|y&gt; &amp;lt;"
+    )
+
+
+def test_the_parents_notification_text_is_escaped_too() -> None:
+    message = blocks.parent_message(
+        debate_id=1,
+        question="Ping <!channel> <@U1>?",
+        requested_by="UALICE",
+        protocol="adversarial",
+        max_rounds=1,
+        status="queued",
+    )
+    assert "<!channel>" not in message.text
+    assert "&lt;!channel&gt;" in message.text
+
+
+def test_a_direct_copy_says_why_and_keeps_the_buttons() -> None:
+    request = blocks.escalation_message(
+        escalation_id=3, debate_id=1, reasons=["low"], reviewers=["U1"], confidence=0.4
+    )
+    direct = blocks.direct(request, channel_id="C1", reason="cannot post in <#C1> (is_archived)")
+
+    assert "cannot post there" in direct.blocks[0]["text"]["text"]
+    assert "&lt;#C1&gt;" in direct.blocks[0]["text"]["text"]
+    assert direct.blocks[1:] == request.blocks

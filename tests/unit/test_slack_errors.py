@@ -1,0 +1,98 @@
+"""Every way a Slack call fails becomes a PostError saying what happened and whether to retry."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aiohttp
+import pytest
+from slack_sdk.errors import SlackApiError, SlackRequestError
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
+
+from bot.slack.blocks import Message
+from bot.slack.errors import PostError
+from bot.slack.poster import SlackPoster, classify
+
+
+def api_error(status: int, data: Any, headers: dict[str, str] | None = None) -> SlackApiError:
+    response = AsyncSlackResponse(
+        client=None,  # type: ignore[arg-type]
+        http_verb="POST",
+        api_url="https://slack.invalid/api/chat.postMessage",
+        req_args={},
+        data=data,
+        headers=headers or {},
+        status_code=status,
+    )
+    return SlackApiError("failed", response)
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "retryable"),
+    [
+        (
+            api_error(429, {"ok": False, "error": "ratelimited"}, {"Retry-After": "7"}),
+            "ratelimited",
+            True,
+        ),
+        (api_error(500, {"ok": False, "error": "internal_error"}), "internal_error", True),
+        (api_error(503, {}), "http_503", True),
+        (api_error(502, "<html>Bad Gateway</html>"), "http_502", True),
+        (api_error(200, {"ok": False, "error": "fatal_error"}), "fatal_error", True),
+        (api_error(200, {"ok": False, "error": "not_in_channel"}), "not_in_channel", False),
+        (
+            api_error(200, {"ok": False, "error": "msg_blocks_too_long"}),
+            "msg_blocks_too_long",
+            False,
+        ),
+        (api_error(200, {"ok": False, "error": "message_not_found"}), "message_not_found", False),
+        (api_error(400, "not json"), "bad_response", True),
+        (TimeoutError(), "timeout", True),
+        (aiohttp.ClientConnectionError(), "unreachable", True),
+        (SlackRequestError("connection reset"), "unreachable", True),
+        (ValueError("Expecting value: line 1 column 1"), "unreachable", True),
+    ],
+)
+def test_each_failure_is_classified(error: Exception, code: str, retryable: bool) -> None:
+    classified = classify(error, "chat_postMessage", "C1")
+
+    assert (classified.code, classified.retryable) == (code, retryable)
+    assert str(classified), "the reason is never empty"
+    assert "C1" in str(classified)
+
+
+def test_retry_after_is_carried() -> None:
+    error = api_error(429, {"ok": False, "error": "ratelimited"}, {"Retry-After": "7"})
+    assert classify(error, "chat_postMessage", "C1").retry_after_s == 7.0
+
+
+class FlakyClient:
+    def __init__(self, *failures: Exception) -> None:
+        self.failures = list(failures)
+        self.calls = 0
+
+    async def chat_postMessage(self, **kwargs: Any) -> dict[str, Any]:
+        self.calls += 1
+        if self.failures:
+            raise self.failures.pop(0)
+        return {"ok": True, "channel": kwargs["channel"], "ts": "1.1"}
+
+
+async def test_the_poster_waits_out_a_429_and_raises_other_failures_at_once() -> None:
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    limited = api_error(429, {"ok": False, "error": "ratelimited"}, {"Retry-After": "2"})
+    client = FlakyClient(limited, TimeoutError())
+    poster = SlackPoster(client, interval_s=0, sleep=sleep, clock=lambda: 0.0)  # type: ignore[arg-type]
+    message = Message("hi", [])
+
+    with pytest.raises(PostError) as raised:
+        await poster.post(channel="C1", message=message)
+
+    assert raised.value.code == "timeout"
+    assert slept == [2.0]
+    posted = await poster.post(channel="C1", message=message, attempts=1)
+    assert (posted.channel, posted.ts) == ("C1", "1.1")
