@@ -93,6 +93,7 @@ class OutboxDelivery:
 
     async def run_forever(self, stop: asyncio.Event) -> None:
         """Deliver until `stop` is set; a database outage pauses delivery instead of ending it."""
+        log.info("delivering owed Slack messages as %s", self.owner)
         try:
             while not stop.is_set():
                 try:

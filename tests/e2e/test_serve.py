@@ -83,6 +83,7 @@ async def test_serve_answers_health_and_runs_a_debate_over_http(tmp_path: Path) 
         await emulator.stop()
     assert process.returncode == 0, stderr.decode()
     assert b"serving over HTTP" in stderr
+    assert b"INFO bot.jobs.delivery: delivering owed Slack messages" in stderr, "INFO logs"
     assert BOT_TOKEN.encode() not in stderr
 
 
