@@ -18,6 +18,8 @@ SCOPE_OF_METHOD = {
     "users_info": "users:read",
     "usergroups_users_list": "usergroups:read",
     "users_conversations": "channels:read",
+    "conversations_info": "channels:read",
+    "users_list": "users:read",
 }
 
 
@@ -43,6 +45,8 @@ def test_manifest_matches_the_listeners_and_the_api_calls() -> None:
     assert shortcut["callback_id"] == blocks.SHORTCUT_DEBATE_THREAD
     assert manifest["settings"]["interactivity"]["is_enabled"] is True
     assert manifest["features"]["app_home"]["home_tab_enabled"] is True
+    # Review requests fall back to DMs from the app, which need its Messages tab.
+    assert manifest["features"]["app_home"]["messages_tab_enabled"] is True
 
     scopes = set(manifest["oauth_config"]["scopes"]["bot"])
     called = {m for m in SCOPE_OF_METHOD if re.search(rf'\b{m}\b|"{m}"', code)}
