@@ -140,3 +140,53 @@ def test_four_worker_processes_run_forty_debates_exactly_once(
             assert len(repository.turn_rows(session, debate_id=debate_id)) == 5
             assert repository.verify_chain(session, debate_id=debate_id).ok
     engine.dispose()
+
+
+def test_the_worker_command_stops_on_sigterm_or_sigint_mid_debate_and_hands_back_its_lease(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'stop.sqlite3'}"
+    upgrade(url)
+    engine = make_engine(url)
+    with Session(engine) as session:
+        debate, _ = repository.enqueue_debate(
+            session, trigger_key="stop", spec=THREE_ROUNDS, source="cli"
+        )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEBATEBOT_")}
+    env.update(
+        DEBATEBOT_DATABASE_URL=url,
+        DEBATEBOT_PROVIDER="fake",
+        DEBATEBOT_FAKE_DELAY_S="0.5",
+        DEBATEBOT_SHUTDOWN_GRACE_S="0.5",
+        DEBATEBOT_WORKER_POLL_S="0.1",
+    )
+    debatebot = str(Path(sys.executable).with_name("debatebot"))
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        worker = subprocess.Popen(
+            [debatebot, "worker", "--name", f"stopper-{signum}"],
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        before = turn_count(engine, debate.id)
+        wait_for(lambda before=before: turn_count(engine, debate.id) > before, 60)
+        os.kill(worker.pid, signum)
+        _, stderr = worker.communicate(timeout=60)
+        assert worker.returncode == 0, stderr
+        assert "handed back" in stderr
+        with Session(engine) as session:
+            row = repository.get_debate(session, debate_id=debate.id)
+        assert row.state == DebateState.RUNNING
+        assert row.lease_expires_at is not None
+        assert row.lease_expires_at.timestamp() <= time.time(), "claimable again at once"
+    finisher = subprocess.run(
+        [debatebot, "worker", "--exit-when-idle"], env=env, text=True, capture_output=True
+    )
+    assert finisher.returncode == 0, finisher.stderr
+    with Session(engine) as session:
+        done = repository.get_debate(session, debate_id=debate.id)
+    assert (done.state, done.claims) == (DebateState.FINISHED, 3)
+    # The canned moderator asks for no second round: framing and one round, each turn once.
+    assert turn_count(engine, debate.id) == 5
+    engine.dispose()
