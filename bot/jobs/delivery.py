@@ -259,8 +259,9 @@ class OutboxDelivery:
         transient: PostError | None = None
         for user in users:
             try:
+                channel = await self.directory.dm_channel(user)
                 delivered.append(
-                    (user, await self.poster.post(channel=user, message=message, attempts=1))
+                    (user, await self.poster.post(channel=channel, message=message, attempts=1))
                 )
             except PostError as error:
                 log.warning("debate %s: DM to %s failed: %s", row.debate_id, user, error)

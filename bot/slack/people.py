@@ -34,6 +34,7 @@ class SlackDirectory:
         self._admins: dict[str, tuple[float, bool]] = {}
         self._groups: dict[str, tuple[float, frozenset[str]]] = {}
         self._bot: tuple[str | None, str] | None = None
+        self._dms: dict[str, str] = {}
 
     async def is_admin(self, user: str) -> bool:
         """Workspace admins and owners may change any channel's settings and decide reviews
@@ -129,6 +130,22 @@ class SlackDirectory:
             cursor = (response.get("response_metadata") or {}).get("next_cursor")
             if not cursor:
                 return found
+
+    async def dm_channel(self, user: str) -> str:
+        """The app's DM channel with `user` (`conversations.open`); the user id itself, which
+        Slack also delivers as a DM from the app, when that call is not available."""
+        if user in self._dms:
+            return self._dms[user]
+        try:
+            response = await self.client.conversations_open(users=user)
+        except SLACK_FAILURES as error:
+            log.info(
+                "conversations.open for %s: %s", user, classify(error, "conversations.open", "-")
+            )
+            return user
+        channel = str((response.get("channel") or {}).get("id") or user)
+        self._dms[user] = channel
+        return channel
 
     async def bot_identity(self) -> tuple[str | None, str]:
         """The bot's user id and name, for telling people how to `/invite` it."""

@@ -205,7 +205,14 @@ class SlackPoster:
             unfurl_links=False,
             unfurl_media=False,
         )
-        return Posted(channel=str(response.get("channel") or channel), ts=str(response["ts"]))
+        ts = response.get("ts")
+        if not ts:
+            # Reposting could duplicate a message Slack may have taken: give it up, loudly.
+            raise PostError(
+                f"Slack accepted chat_postMessage in {channel} but returned no ts",
+                code="bad_response",
+            )
+        return Posted(channel=str(response.get("channel") or channel), ts=str(ts))
 
     async def update(
         self, *, channel: str, ts: str, message: Message, attempts: int | None = None

@@ -328,6 +328,12 @@ class SlackEmulator:
         self.ephemeral.append(params)
         return {"ok": True, "message_ts": self.next_ts()}
 
+    def _conversations_open(self, params: dict[str, Any]) -> dict[str, Any]:
+        users = str(params.get("users") or "")
+        if not users.startswith("U") or "," in users:
+            return {"ok": False, "error": "user_not_found"}
+        return {"ok": True, "channel": {"id": f"D{users}"}}
+
     def _chat_getPermalink(self, params: dict[str, Any]) -> dict[str, Any]:
         channel, ts = params.get("channel", ""), str(params.get("message_ts", ""))
         link = f"https://emulated.slack.com/archives/{channel}/p{ts.replace('.', '')}"

@@ -20,6 +20,7 @@ SCOPE_OF_METHOD = {
     "users_conversations": "channels:read",
     "conversations_info": "channels:read",
     "users_list": "users:read",
+    "conversations_open": "im:write",
 }
 
 

@@ -96,3 +96,18 @@ async def test_the_poster_waits_out_a_429_and_raises_other_failures_at_once() ->
     assert slept == [2.0]
     posted = await poster.post(channel="C1", message=message, attempts=1)
     assert (posted.channel, posted.ts) == ("C1", "1.1")
+
+
+class NoTsClient:
+    async def chat_postMessage(self, **kwargs: Any) -> dict[str, Any]:
+        return {"ok": True, "channel": kwargs["channel"]}
+
+
+async def test_a_success_without_a_ts_is_refused_rather_than_reposted() -> None:
+    poster = SlackPoster(NoTsClient(), interval_s=0)  # type: ignore[arg-type]
+
+    with pytest.raises(PostError) as raised:
+        await poster.post(channel="C1", message=Message("hi", []))
+
+    assert (raised.value.code, raised.value.retryable) == ("bad_response", False)
+    assert "returned no ts" in str(raised.value)
