@@ -34,6 +34,7 @@ from bot.slack.server import BotASGI
 from bot.slack.socket_mode import GuardedSocketModeHandler
 from bot.store.db import check_schema, make_engine
 from bot.store.errors import StoreError
+from bot.store.repository import InFlightLimits
 from engine.ledger import LLMResolver
 from engine.models import (
     ADVERSARIAL_ROLES,
@@ -270,6 +271,10 @@ def build_bot(
             poster=delivery.poster,
             directory=delivery.directory,
             wake_workers=lambda: runtime.wake_workers(),
+            limits=InFlightLimits(
+                per_user=settings.max_debates_per_user,
+                per_channel=settings.max_debates_per_channel,
+            ),
         ),
         notifier=notifier,
         delivery=delivery,

@@ -113,7 +113,15 @@ class Settings(BaseSettings):
 
     prompts_dir: Path | None = Field(default=None, description="default: the shipped prompts/")
     rounds: int = Field(default=1, ge=1)
-    budget_usd: float | None = Field(default=None, gt=0)
+    budget_usd: float | None = Field(
+        default=1.0, gt=0, description="cost ceiling of one debate unless it names its own"
+    )
+    max_debates_per_user: int = Field(
+        default=3, ge=1, description="debates one person may have queued or running at once"
+    )
+    max_debates_per_channel: int = Field(
+        default=10, ge=1, description="debates one channel may have queued or running at once"
+    )
     escalation_threshold: float = Field(default=0.6, ge=0.0, le=1.0)
 
     slack_bot_token: SecretStr | None = Field(default=None, description="xoxb-… bot token")

@@ -14,7 +14,7 @@ from engine.events import (
 from engine.ledger import HaltCheck, LLMResolver, TurnLedger
 from engine.models import DebateResult, DebateSpec, DebateStatus, TurnRecord
 from engine.prompts import PromptLibrary
-from engine.protocols import get_protocol
+from engine.protocols import checked_protocol
 
 
 async def run_debate(
@@ -32,8 +32,7 @@ async def run_debate(
     failures do not raise: they end the debate as FAILED with the partial transcript, and so
     does a `halt` check that answers with a reason before a model call.
     """
-    protocol = get_protocol(spec.protocol)
-    protocol.validate(spec)
+    protocol = checked_protocol(spec)
     ledger = TurnLedger(spec=spec, resolve_llm=resolve_llm, sink=sink, recorded=recorded, halt=halt)
     result = await protocol.run(spec, ledger=ledger, prompts=prompts)
     if result.status is DebateStatus.COMPLETE:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.slack.errors import CommandError
+from engine.protocols import MAX_ROUNDS
 
 FLAGS = ("protocol", "rounds", "for", "against", "budget")
 MAX_BUDGET_USD = 100.0
@@ -75,6 +76,9 @@ def parse_rounds(raw: str) -> int:
         ) from None
     if rounds < 1:
         raise CommandError(f"--rounds must be at least 1; got {rounds}")
+    if rounds > max(MAX_ROUNDS.values()):
+        caps = ", ".join(f"{name} {cap}" for name, cap in MAX_ROUNDS.items())
+        raise CommandError(f"--rounds is too many; each protocol has its maximum ({caps})")
     return rounds
 
 

@@ -25,11 +25,13 @@ from bot.slack.poster import SlackPoster
 from bot.store import repository
 from bot.store import slack as store
 from bot.store.db import in_session
+from bot.store.errors import InFlightLimitError
 from bot.store.outbox import Draft
+from bot.store.repository import InFlightLimits
 from bot.store.tables import ChannelSettings, Debate, Escalation, EscalationState, Review
 from engine.errors import SpecError
 from engine.models import MAX_QUESTION_CHARS, ContextDocument, DebateResult, DebateSpec
-from engine.protocols import PROTOCOL_NAMES, get_protocol
+from engine.protocols import PROTOCOL_NAMES, checked_protocol
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -56,6 +58,7 @@ class SlackDebates:
         directory: SlackDirectory,
         wake_workers: Callable[[], None],
         protocols: tuple[str, ...] = PROTOCOL_NAMES,
+        limits: InFlightLimits | None = None,
     ) -> None:
         self.engine = engine
         self.new_spec = new_spec
@@ -64,6 +67,7 @@ class SlackDebates:
         self.directory = directory
         self.wake_workers = wake_workers
         self.protocols = protocols
+        self.limits = limits
 
     async def db(self, work: Callable[[Session], R]) -> R:
         return await in_session(self.engine, work)
@@ -108,7 +112,7 @@ class SlackDebates:
                 stances_for=stances_for,
                 stances_against=stances_against,
             )
-            get_protocol(spec.protocol).validate(spec)
+            checked_protocol(spec)
         except ValidationError as error:
             problems = "; ".join(e["msg"].removeprefix("Value error, ") for e in error.errors())
             raise CommandError(f"cannot start this debate: {problems}") from error
@@ -126,18 +130,22 @@ class SlackDebates:
         user: str | None,
         thread_ts: str | None = None,
     ) -> Started:
-        debate, created = await self.db(
-            lambda s: repository.enqueue_debate(
-                s,
-                trigger_key=trigger_key,
-                spec=spec,
-                source=source,
-                channel_id=channel,
-                thread_ts=thread_ts,
-                requested_by=user,
-                messages=self.notifier.opening,
+        try:
+            debate, created = await self.db(
+                lambda s: repository.enqueue_debate(
+                    s,
+                    trigger_key=trigger_key,
+                    spec=spec,
+                    source=source,
+                    channel_id=channel,
+                    thread_ts=thread_ts,
+                    requested_by=user,
+                    messages=self.notifier.opening,
+                    limits=self.limits,
+                )
             )
-        )
+        except InFlightLimitError as error:
+            raise CommandError(_limit_text(error)) from error
         if created:
             self.wake_workers()
             self.notifier.wake()
@@ -312,7 +320,7 @@ class SlackDebates:
             rounds = len(DebateResult.model_validate_json(record.result_json).rounds)
         more = spec.model_copy(update={"max_rounds": rounds + 1, "min_rounds": rounds + 1})
         try:
-            get_protocol(more.protocol).validate(more)
+            checked_protocol(more)
         except SpecError as error:
             raise CommandError(f"another round is not possible: {error}") from error
         return more, rounds + 1
@@ -381,6 +389,21 @@ class SlackDebates:
             spend_all=everyone,
             month=now.strftime("%B %Y"),
         )
+
+
+def _limit_text(error: InFlightLimitError) -> str:
+    """A limit refusal as the person reads it: the limit, and the setting that raises it."""
+    if error.scope == "user":
+        return (
+            f"you already have {error.count} debates queued or running, the most one person may"
+            f" have at once (DEBATEBOT_MAX_DEBATES_PER_USER={error.limit}); wait for one to"
+            " finish, or ask the bot's admin to raise that setting"
+        )
+    return (
+        f"this channel already has {error.count} debates queued or running, the most it may"
+        f" have at once (DEBATEBOT_MAX_DEBATES_PER_CHANNEL={error.limit}); wait for one to"
+        " finish, or ask the bot's admin to raise that setting"
+    )
 
 
 def _reviewers(settings: ChannelSettings, escalation: Escalation) -> list[str]:

@@ -21,3 +21,13 @@ class DebateNotFoundError(StoreError):
 
 class LeaseLostError(StoreError):
     """Another worker holds the debate now (our lease expired); this worker must stop."""
+
+
+class InFlightLimitError(StoreError):
+    """A new debate would pass a limit of debates queued or running at once."""
+
+    def __init__(self, message: str, *, scope: str, count: int, limit: int) -> None:
+        super().__init__(message)
+        self.scope = scope
+        self.count = count
+        self.limit = limit

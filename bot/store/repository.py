@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from datetime import UTC, timedelta
 from typing import TypeVar
 
-from sqlalchemy import func, or_, update
+from sqlalchemy import func, or_, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from bot.store import outbox
 from bot.store.audit import GENESIS_HASH, turn_digest
-from bot.store.errors import DebateNotFoundError, LeaseLostError
+from bot.store.errors import DebateNotFoundError, InFlightLimitError, LeaseLostError
 from bot.store.tables import (
     ChannelSettings,
     Debate,
@@ -53,6 +53,43 @@ def insert_once(session: Session, row: T, existing: Callable[[], T]) -> tuple[T,
     return row, True
 
 
+@dataclass(frozen=True)
+class InFlightLimits:
+    """How many debates one person, and one channel, may have queued or running at once."""
+
+    per_user: int
+    per_channel: int
+
+
+def _within_limits(
+    session: Session, *, limits: InFlightLimits, requested_by: str | None, channel_id: str | None
+) -> None:
+    """Count in the inserting transaction, so concurrent requests cannot both slip under a
+    limit: SQLite has one writer at a time; PostgreSQL takes a transaction advisory lock per
+    person and per channel (in a fixed order, so two requests never deadlock)."""
+    keys = sorted([f"channel:{channel_id}", *([f"user:{requested_by}"] if requested_by else [])])
+    if session.get_bind().dialect.name == "postgresql":
+        for key in keys:
+            session.execute(
+                text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"), {"key": key}
+            )
+    active = col(Debate.state).in_((DebateState.QUEUED.value, DebateState.RUNNING.value))
+    count = select(func.count()).select_from(Debate).where(active)
+    checks = [("channel", Debate.channel_id == channel_id, limits.per_channel)]
+    if requested_by is not None:
+        checks.insert(0, ("user", Debate.requested_by == requested_by, limits.per_user))
+    for scope, where, limit in checks:
+        current = int(session.exec(count.where(where)).one())
+        if current >= limit:
+            session.rollback()
+            raise InFlightLimitError(
+                f"{current} debates of this {scope} are queued or running (limit {limit})",
+                scope=scope,
+                count=current,
+                limit=limit,
+            )
+
+
 def enqueue_debate(
     session: Session,
     *,
@@ -63,13 +100,20 @@ def enqueue_debate(
     thread_ts: str | None = None,
     requested_by: str | None = None,
     messages: OpeningMessages | None = None,
+    limits: InFlightLimits | None = None,
 ) -> tuple[Debate, bool]:
     """Insert a queued debate, or return the one already made for `trigger_key`.
 
     Returns (debate, created). The unique key, not a prior lookup, decides: two concurrent
     requests with one key yield one debate. The `messages` it owes are written in the same
-    transaction, so a queued debate never lacks its parent message.
+    transaction, so a queued debate never lacks its parent message. With `limits`, a new
+    debate past the person's or channel's debates in flight raises InFlightLimitError.
     """
+    existing = session.exec(select(Debate).where(Debate.trigger_key == trigger_key)).one_or_none()
+    if existing is not None:
+        return existing, False
+    if limits is not None:
+        _within_limits(session, limits=limits, requested_by=requested_by, channel_id=channel_id)
     debate = Debate(
         trigger_key=trigger_key,
         source=source,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from engine.errors import SpecError
+from engine.models import DebateSpec
 from engine.protocols.adversarial import AdversarialProtocol
 from engine.protocols.base import DebateProtocol
 from engine.protocols.consensus import ConsensusProtocol
@@ -18,6 +19,23 @@ PROTOCOLS: dict[str, type[DebateProtocol]] = {
     "panel": PanelProtocol,
 }
 PROTOCOL_NAMES = tuple(PROTOCOLS)
+
+
+def checked_protocol(spec: DebateSpec) -> DebateProtocol:
+    """The spec's protocol, after checking that the spec can run under it: its round cap, then
+    the protocol's own rules. Raises SpecError saying what to change."""
+    protocol = get_protocol(spec.protocol)
+    if spec.max_rounds > protocol.max_rounds:
+        raise SpecError(
+            f"the {protocol.name} protocol runs at most {protocol.max_rounds} round"
+            f"{'s' if protocol.max_rounds > 1 else ''}; {spec.max_rounds} were asked for."
+            f" Use --rounds 1 to {protocol.max_rounds}"
+        )
+    protocol.validate(spec)
+    return protocol
+
+
+MAX_ROUNDS = {name: protocol.max_rounds for name, protocol in PROTOCOLS.items()}
 
 
 def get_protocol(name: str) -> DebateProtocol:

@@ -24,7 +24,7 @@ from typing import TypeVar
 from pydantic import BaseModel
 
 from engine.citations import CitationChecker
-from engine.errors import LLMError, SpecError
+from engine.errors import LLMError
 from engine.events import RoundFinished
 from engine.ledger import BudgetExhausted, TurnLedger
 from engine.models import (
@@ -130,13 +130,10 @@ class AdversarialProtocol:
     """Proposer against a critic that must disagree, judged by a neutral moderator."""
 
     name = "adversarial"
+    max_rounds = ADVERSARIAL_MAX_ROUNDS
 
     def validate(self, spec: DebateSpec) -> None:
-        if spec.max_rounds > ADVERSARIAL_MAX_ROUNDS:
-            raise SpecError(
-                f"the adversarial protocol runs at most {ADVERSARIAL_MAX_ROUNDS} rounds;"
-                f" {spec.max_rounds} were asked for. Use --rounds 1 to {ADVERSARIAL_MAX_ROUNDS}"
-            )
+        """Nothing beyond the round cap every protocol has (see `checked_protocol`)."""
 
     async def run(
         self, spec: DebateSpec, *, ledger: TurnLedger, prompts: PromptLibrary

@@ -152,6 +152,7 @@ class ConsensusProtocol:
     """Phased discussion with code-held rules and a counted vote."""
 
     name = "consensus"
+    max_rounds = 6
 
     def validate(self, spec: DebateSpec) -> None:
         options = options_for(ConsensusOptions, spec)

@@ -139,6 +139,7 @@ class PanelProtocol:
     """Independent panelists, peer critique, counted convergence."""
 
     name = "panel"
+    max_rounds = 5
 
     def validate(self, spec: DebateSpec) -> None:
         options_for(PanelOptions, spec)

@@ -127,6 +127,7 @@ class StancesProtocol:
     """Assigned stances, no conceding, one anonymized and shuffled judgment."""
 
     name = "stances"
+    max_rounds = 6
 
     def __init__(self, rng: random.Random | None = None) -> None:
         self.rng = rng

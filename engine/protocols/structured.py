@@ -270,6 +270,7 @@ class StructuredProtocol:
     """Formal debate: openings, cross-examination, closings, and a judge scored in code."""
 
     name = "structured"
+    max_rounds = 1
 
     def validate(self, spec: DebateSpec) -> None:
         debaters = spec.debaters()

@@ -17,6 +17,7 @@ from bot.slack.notifier import DebateNotifier
 from bot.store import outbox, repository
 from bot.store import slack as slack_store
 from bot.store.db import session_scope
+from bot.store.errors import InFlightLimitError
 from bot.store.outbox import Draft
 from bot.store.tables import ChannelSettings, Escalation, Outbox
 from engine.models import DebateSpec, ModelSettings, utcnow
@@ -335,3 +336,44 @@ async def test_reminders_are_owed_once_per_period_however_many_replicas_fire(
     assert [(r.key, r.fallback, r.recipients) for r in rows] == [
         ("reminder:2", "reviewers", ["U1"])
     ]
+
+
+async def test_concurrent_requests_never_pass_the_in_flight_limits(store: Engine) -> None:
+    limits = repository.InFlightLimits(per_user=3, per_channel=5)
+
+    def request(n: int) -> str:
+        with session_scope(store) as session:
+            try:
+                repository.enqueue_debate(
+                    session,
+                    trigger_key=f"burst:{n}",
+                    spec=SPEC,
+                    source="command",
+                    channel_id="C1",
+                    requested_by=requester(n),
+                    limits=limits,
+                )
+            except InFlightLimitError as error:
+                return error.scope
+            return "queued"
+
+    def requester(n: int) -> str:
+        return "UGREEDY" if n < 8 else f"U{n}"
+
+    outcomes = await asyncio.gather(*(asyncio.to_thread(request, n) for n in range(12)))
+
+    assert outcomes[:8].count("queued") == 3
+    assert set(outcomes[:8]) == {"queued", "user"}
+    assert outcomes.count("queued") == 5, "the channel's limit holds too"
+    first = outcomes.index("queued")
+    with session_scope(store) as session:
+        _, created = repository.enqueue_debate(
+            session,
+            trigger_key=f"burst:{first}",
+            spec=SPEC,
+            source="command",
+            channel_id="C1",
+            requested_by=requester(first),
+            limits=limits,
+        )
+    assert not created, "a retried request finds its debate instead of being refused"
