@@ -175,6 +175,7 @@ def build_worker(
             lease_s=settings.worker_lease_s,
             heartbeat_s=settings.worker_heartbeat_s,
             poll_s=settings.worker_poll_s,
+            audit_key=settings.audit_key_bytes(),
         ),
         reporter=reporter,
         sinks=sinks,

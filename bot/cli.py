@@ -33,9 +33,10 @@ from bot.app import (
 from bot.providers import KEY_VARIABLES, PROVIDERS
 from bot.settings import ROLE_SLOTS, RoleModel, Settings, SettingsError
 from bot.store import repository
+from bot.store.audit import ChainReport
 from bot.store.db import redacted, session_scope, upgrade
 from bot.store.errors import StoreError
-from bot.store.export import export_record, render_markdown
+from bot.store.export import export_record, render_markdown, verify_export
 from engine.errors import EngineError
 from engine.events import DebateEvent, TurnFinished, TurnStarted
 from engine.models import (
@@ -315,7 +316,7 @@ def _models(args: argparse.Namespace) -> int:
 
 def configure_logging(settings: Settings) -> None:
     """Logs for the long-running commands: INFO by default (`DEBATEBOT_LOG_LEVEL`), so Socket
-    Mode reconnects and delivery retries are visible."""
+    Mode reconnects and delivery retries are visible; warns when seals will go unsigned."""
     level = logging.getLevelName(settings.log_level.upper())
     if not isinstance(level, int):
         raise SettingsError(
@@ -325,6 +326,12 @@ def configure_logging(settings: Settings) -> None:
     logging.basicConfig(
         level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True
     )
+    if settings.audit_key_bytes() is None:
+        logging.getLogger("bot.audit").warning(
+            "DEBATEBOT_AUDIT_KEY is not set: finished debates are sealed but not signed, so"
+            " someone who can write to the database could rewrite a debate and re-hash it"
+            " unnoticed. Set a long random secret (and keep it out of the database)."
+        )
 
 
 async def _worker(args: argparse.Namespace) -> int:
@@ -408,18 +415,51 @@ def _db(args: argparse.Namespace) -> int:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    with open_store(Settings()) as engine, session_scope(engine) as session:
-        report = repository.verify_chain(session, debate_id=args.debate_id)
-    if report.ok:
-        print(f"debate {report.debate_id}: hash chain verified ({report.turns_checked} turns)")
-        return 0
-    print(f"debate {report.debate_id}: hash chain BROKEN at {report.problem}", file=sys.stderr)
-    return 1
+    settings = Settings()
+    key = settings.audit_key_bytes()
+    if args.action == "verify-export":
+        try:
+            record = json.loads(Path(args.target).read_text(encoding="utf-8"))
+            report = verify_export(record, key=key)
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            print(f"debatebot: cannot read {args.target} as an export: {error}", file=sys.stderr)
+            return 1
+    else:
+        try:
+            debate_id = int(args.target)
+        except ValueError:
+            print(
+                f"debatebot: audit verify takes a debate id; got {args.target!r}", file=sys.stderr
+            )
+            return 2
+        with open_store(settings) as engine, session_scope(engine) as session:
+            report = repository.verify_chain(session, debate_id=debate_id, key=key)
+    return print_audit(report)
+
+
+def print_audit(report: ChainReport) -> int:
+    """Say what verifying found; 0 when nothing is wrong, 1 when something is."""
+    where = f"debate {report.debate_id}"
+    if not report.ok:
+        print(
+            f"{where}: {report.kind.upper() if report.kind else 'BROKEN'}: {report.problem}",
+            file=sys.stderr,
+        )
+        return 1
+    if report.sealed:
+        print(
+            f"{where}: verified ({report.turns_checked} turns and the verdict, sealed head"
+            f" {(report.head or '')[:12]}); signature {report.signature}"
+        )
+    else:
+        print(f"{where}: turn chain verified ({report.turns_checked} turns); not sealed yet")
+    return 0
 
 
 def _export(args: argparse.Namespace) -> int:
-    with open_store(Settings()) as engine, session_scope(engine) as session:
-        record = export_record(session, debate_id=args.debate_id)
+    settings = Settings()
+    with open_store(settings) as engine, session_scope(engine) as session:
+        record = export_record(session, debate_id=args.debate_id, key=settings.audit_key_bytes())
     text = (
         json.dumps(record, indent=2, ensure_ascii=False)
         if args.format == "json"
@@ -528,9 +568,11 @@ def build_parser() -> argparse.ArgumentParser:
     db.add_argument("action", choices=("upgrade",))
     db.set_defaults(handler=_db, is_async=False)
 
-    audit = commands.add_parser("audit", help="verify a debate's tamper-evident turn chain")
-    audit.add_argument("action", choices=("verify",))
-    audit.add_argument("debate_id", type=int)
+    audit = commands.add_parser(
+        "audit", help="verify a debate's audit chain, seal and signature (or an exported file)"
+    )
+    audit.add_argument("action", choices=("verify", "verify-export"))
+    audit.add_argument("target", metavar="DEBATE_ID|FILE", help="a debate id, or an export file")
     audit.set_defaults(handler=_audit, is_async=False)
 
     export = commands.add_parser("export", help="export a whole debate record")

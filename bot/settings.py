@@ -124,6 +124,9 @@ class Settings(BaseSettings):
     )
     escalation_threshold: float = Field(default=0.6, ge=0.0, le=1.0)
 
+    audit_key: SecretStr | None = Field(
+        default=None, description="signs each finished debate's audit seal (HMAC-SHA256)"
+    )
     slack_bot_token: SecretStr | None = Field(default=None, description="xoxb-… bot token")
     slack_signing_secret: SecretStr | None = Field(
         default=None, description="the app's signing secret (HTTP mode)"
@@ -164,6 +167,24 @@ class Settings(BaseSettings):
         default=10.0, gt=0, description="Socket Mode: ping and dead-connection check interval"
     )
     log_level: str = Field(default="INFO", description="DEBUG, INFO, WARNING or ERROR")
+
+    def audit_key_bytes(self) -> bytes | None:
+        """The audit key, refusing a placeholder or one too short to be secret; None when
+        unset (seals are then unsigned, and `serve` and `worker` warn)."""
+        if self.audit_key is None:
+            return None
+        raw = _secret(
+            self.audit_key,
+            "DEBATEBOT_AUDIT_KEY",
+            prefix="",
+            where=f"a secret of your own, e.g. {MAKE_KEY}",
+        )
+        if len(raw) < 32:
+            raise SettingsError(
+                "DEBATEBOT_AUDIT_KEY is shorter than 32 characters; use a long random secret,"
+                f" e.g. {MAKE_KEY}"
+            )
+        return raw.encode()
 
     def provider_key(self, provider: str) -> str | None:
         """The API key of a hosted provider, refusing a missing or placeholder one by name;
@@ -212,6 +233,9 @@ PLACEHOLDERS = re.compile(r"change-?me|changethis|your[-_]|x{6,}|\.\.\.|[<>]|tod
 
 class SettingsError(ValueError):
     """A setting that stops start-up; the message names the variable and how to fix it."""
+
+
+MAKE_KEY = "`python -c 'import secrets; print(secrets.token_hex(32))'`"
 
 
 def _secret(

@@ -66,6 +66,8 @@ class WorkerConfig:
     lease_s: float = 60.0
     heartbeat_s: float = 15.0
     poll_s: float = 1.0
+    audit_key: bytes | None = None
+    """Signs the audit seal written when a debate finishes."""
 
 
 class DebateWorker:
@@ -189,6 +191,7 @@ class DebateWorker:
                     worker_id=self.worker_id,
                     result=result,
                     messages=closing,
+                    audit_key=self.config.audit_key,
                 )
             )
         except LeaseLostError:

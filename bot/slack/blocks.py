@@ -279,8 +279,11 @@ def round_messages(record: AdversarialRound, *, max_rounds: int) -> list[Message
     return paginate(f"Round {record.round} of {max_rounds}", blocks)
 
 
-def verdict_messages(result: DebateResult, *, debate_id: int) -> list[Message]:
-    """The verdict in the thread: synthesis, confidence and its method, open points, cost."""
+def verdict_messages(
+    result: DebateResult, *, debate_id: int, seal: str | None = None
+) -> list[Message]:
+    """The verdict in the thread: synthesis, confidence and its method, open points, cost, and
+    the start of the audit seal, so a copy of it lives outside the database."""
     v = result.verdict
     blocks: list[Block] = [header(f"Verdict of debate #{debate_id}")]
     blocks += sections(status_line(v.status.value, result.error or ""))
@@ -306,6 +309,7 @@ def verdict_messages(result: DebateResult, *, debate_id: int) -> list[Message]:
             f"cost ${result.cost_usd:.4f} \u00b7 {usage.input_tokens:,} input /"
             f" {usage.output_tokens:,} output tokens \u00b7 {len(result.transcript)} turns"
             f" \u00b7 `debatebot export {debate_id}` for the full record"
+            + (f" \u00b7 audit seal `{seal[:16]}`" if seal else "")
         )
     )
     return paginate(f"Verdict: {v.decision.value} ({v.confidence:.2f})", blocks)

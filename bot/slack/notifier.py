@@ -109,7 +109,9 @@ class DebateNotifier:
             return []
         drafts = [
             _draft("verdict" if n == 0 else f"verdict:{n}", part)
-            for n, part in enumerate(blocks.verdict_messages(result, debate_id=debate.id))
+            for n, part in enumerate(
+                blocks.verdict_messages(result, debate_id=debate.id, seal=debate.chain_head)
+            )
         ]
         status = result.verdict.status.value
         summary = self._parent(debate, result.spec, status, result=result)

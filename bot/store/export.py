@@ -8,11 +8,15 @@ from typing import Any
 from sqlmodel import Session
 
 from bot.store import repository
+from bot.store.audit import ChainReport, audit
+from bot.store.tables import Turn, VerdictRecord
 from engine.models import DebateResult
 
 
-def export_record(session: Session, *, debate_id: int) -> dict[str, Any]:
-    """The debate's job record, its result (transcript from the turn rows), reviews and chain."""
+def export_record(session: Session, *, debate_id: int, key: bytes | None = None) -> dict[str, Any]:
+    """The debate's job record, its result (transcript from the turn rows), reviews, and the
+    audit chain whole: the turn rows with their hashes, the verdict row and its seal, so the
+    file can be verified offline (`debatebot audit verify-export`)."""
     debate = repository.get_debate(session, debate_id=debate_id)
     verdict = repository.verdict_for(session, debate_id=debate_id)
     transcript = repository.stored_turns(session, debate_id=debate_id)
@@ -22,7 +26,7 @@ def export_record(session: Session, *, debate_id: int) -> dict[str, Any]:
         parsed.transcript = transcript
         result = parsed.model_dump(mode="json")
     escalation = repository.escalation_for(session, debate_id=debate_id)
-    chain = repository.verify_chain(session, debate_id=debate_id)
+    chain = repository.verify_chain(session, debate_id=debate_id, key=key)
     return {
         "debate": debate.model_dump(mode="json", exclude={"spec_json"}),
         "spec": json.loads(debate.spec_json),
@@ -38,8 +42,31 @@ def export_record(session: Session, *, debate_id: int) -> dict[str, Any]:
             "turns_checked": chain.turns_checked,
             "first_broken_seq": chain.first_broken_seq,
             "problem": chain.problem,
+            "kind": chain.kind,
+            "head": chain.head,
+            "signature": verdict.chain_signature if verdict else None,
+            "signature_check": chain.signature,
         },
+        "turn_rows": [
+            row.model_dump(mode="json")
+            for row in repository.turn_rows(session, debate_id=debate_id)
+        ],
+        "verdict_row": verdict.model_dump(mode="json") if verdict else None,
     }
+
+
+def verify_export(record: dict[str, Any], *, key: bytes | None) -> ChainReport:
+    """Check an exported record offline: its turn chain, seal and (with `key`) signature."""
+    debate = record["debate"]
+    rows = [Turn.model_validate(row) for row in record.get("turn_rows") or []]
+    verdict = record.get("verdict_row")
+    return audit(
+        int(debate["id"]),
+        rows,
+        VerdictRecord.model_validate(verdict) if verdict else None,
+        key=key,
+        debate_seal=(debate.get("chain_head"), debate.get("chain_turns")),
+    )
 
 
 def _list(items: list[str]) -> str:
@@ -59,6 +86,8 @@ def render_markdown(record: dict[str, Any]) -> str:
         f"- Audit chain: {'verified' if record['audit']['chain_ok'] else 'BROKEN'}"
         f" ({record['audit']['turns_checked']} turns checked)"
         + (f": {record['audit']['problem']}" if record["audit"]["problem"] else ""),
+        f"- Audit seal: head `{record['audit']['head'] or 'none (not finished)'}`,"
+        f" signature {record['audit']['signature_check']}",
         "",
     ]
     result = record["result"]

@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from bot.store import outbox
-from bot.store.audit import GENESIS_HASH, turn_digest
+from bot.store.audit import GENESIS_HASH, ChainReport, audit, seal, turn_digest
 from bot.store.errors import DebateNotFoundError, InFlightLimitError, LeaseLostError
 from bot.store.tables import (
     ChannelSettings,
@@ -305,12 +305,14 @@ def finish_debate(
     worker_id: str,
     result: DebateResult,
     messages: ClosingMessages | None = None,
+    audit_key: bytes | None = None,
 ) -> VerdictRecord:
     """Record the verdict and close the debate; only the lease holder may finish it.
 
     One transaction writes the verdict, the escalation when the verdict asks for one (with the
     channel's reviewers at this moment) and every message the ending owes, so an escalating
-    verdict can never exist without its escalation row and its review request.
+    verdict can never exist without its escalation row and its review request. The verdict
+    seals the turn chain (signed with `audit_key` when there is one).
     """
     debate = get_debate(session, debate_id=debate_id)
     if debate.lease_owner != worker_id or debate.state != DebateState.RUNNING:
@@ -326,6 +328,8 @@ def finish_debate(
         synthesis=verdict.synthesis,
         result_json=result.model_dump_json(exclude={"transcript"}),
     )
+    seal(record, turn_rows(session, debate_id=debate_id), audit_key)
+    debate.chain_head, debate.chain_turns = record.chain_head, record.chain_turns
     now = utcnow()
     debate.state = DebateState.FINISHED
     debate.outcome = verdict.status.value
@@ -385,32 +389,14 @@ def count_debates(session: Session, *, state: DebateState | None = None) -> int:
     return int(session.exec(query).one())
 
 
-@dataclass(frozen=True)
-class ChainReport:
-    debate_id: int
-    turns_checked: int
-    first_broken_seq: int | None
-    problem: str | None
-
-    @property
-    def ok(self) -> bool:
-        return self.first_broken_seq is None
-
-
-def verify_chain(session: Session, *, debate_id: int) -> ChainReport:
-    """Recompute every link of the debate's turn chain; report the first broken one."""
-    get_debate(session, debate_id=debate_id)
-    expected_prev = GENESIS_HASH
-    rows = turn_rows(session, debate_id=debate_id)
-    for index, row in enumerate(rows):
-        problem = None
-        if row.seq != index:
-            problem = f"turn seq {row.seq} where {index} was expected (a turn was removed)"
-        elif row.prev_hash != expected_prev:
-            problem = "its prev_hash does not match the previous turn's hash"
-        elif turn_digest(row, row.prev_hash) != row.hash:
-            problem = "its content no longer matches its hash (the row was altered)"
-        if problem:
-            return ChainReport(debate_id, index + 1, row.seq, f"turn {row.seq}: {problem}")
-        expected_prev = row.hash
-    return ChainReport(debate_id, len(rows), None, None)
+def verify_chain(session: Session, *, debate_id: int, key: bytes | None = None) -> ChainReport:
+    """Verify the debate's turn chain and, once finished, its seal and signature (with `key`);
+    the report names the first problem (see `bot.store.audit.audit`)."""
+    debate = get_debate(session, debate_id=debate_id)
+    return audit(
+        debate_id,
+        turn_rows(session, debate_id=debate_id),
+        verdict_for(session, debate_id=debate_id),
+        key=key,
+        debate_seal=(debate.chain_head, debate.chain_turns),
+    )

@@ -45,6 +45,8 @@ class Debate(SQLModel, table=True):
     cost_usd: float = Field(default=0.0)
     error: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     halt_reason: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    chain_head: str | None = Field(default=None, max_length=64)
+    chain_turns: int | None = None
     """Set when the debate's Slack thread became unreachable: its worker stops at the next turn
     instead of spending on a debate nobody can read."""
     created_at: datetime = Field(default_factory=utcnow)
@@ -99,6 +101,11 @@ class VerdictRecord(SQLModel, table=True):
     escalate: bool
     synthesis: str = Field(sa_column=Column(Text, nullable=False))
     result_json: str = Field(sa_column=Column(Text, nullable=False))
+    chain_turns: int | None = None
+    chain_tail: str | None = Field(default=None, max_length=64)
+    chain_head: str | None = Field(default=None, max_length=64)
+    """The verdict hashed onto the turn chain at finish (see bot.store.audit)."""
+    chain_signature: str | None = Field(default=None, max_length=64)
     created_at: datetime = Field(default_factory=utcnow)
 
 

@@ -50,6 +50,9 @@ async def test_debate_command_runs_to_a_verdict_with_each_round_in_the_thread(
     verdict_text = str(thread[2]["blocks"])
     assert "final view" in verdict_text
     assert "cost $" in verdict_text
+    # A copy of the audit seal lives outside the database, in the thread.
+    assert debate.chain_head is not None
+    assert f"audit seal `{debate.chain_head[:16]}`" in verdict_text
     # The parent went through queued -> rounds -> moderating -> done and shows the verdict.
     updates = [
         c.params for c in bot.emulator.calls_of("chat.update") if c.params["ts"] == parent["ts"]

@@ -63,7 +63,7 @@ def test_audit_and_export_of_a_recorded_debate(
     capsys.readouterr()
 
     assert main(["audit", "verify", "1"]) == 0
-    assert "hash chain verified (5 turns)" in capsys.readouterr().out
+    assert "verified (5 turns and the verdict, sealed head" in capsys.readouterr().out
 
     exported = tmp_path / "debate.json"
     assert main(["export", "1", "--format", "json", "--out", str(exported)]) == 0
