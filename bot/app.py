@@ -32,8 +32,7 @@ from bot.slack.people import SlackDirectory
 from bot.slack.poster import SlackPoster
 from bot.slack.server import BotASGI
 from bot.slack.socket_mode import GuardedSocketModeHandler
-from bot.store.db import check_schema, make_engine
-from bot.store.errors import StoreError
+from bot.store.db import check_schema, health, make_engine
 from bot.store.repository import InFlightLimits
 from engine.ledger import LLMResolver
 from engine.models import (
@@ -403,9 +402,8 @@ async def _serve_http(settings: Settings, runtime: BotRuntime, stop: asyncio.Eve
 
 
 def health_report(engine: Engine, workers: int) -> dict[str, object]:
-    """What `/healthz` answers: the database reachable at the current schema, workers running."""
-    try:
-        check_schema(engine)
-    except StoreError as error:
-        return {"ok": False, "database": str(error), "workers": workers}
-    return {"ok": True, "database": "ok", "workers": workers}
+    """What `/healthz` answers anyone: whether the database is usable (a missing or read-only
+    SQLite file, an unreachable server or an old schema is not) and the worker count, with no
+    names, hosts or users in it."""
+    problem = health(engine)
+    return {"ok": problem is None, "database": problem or "ok", "workers": workers}

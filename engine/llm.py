@@ -189,7 +189,9 @@ def parse_json_lenient(text: str) -> Any:
     for attempt in attempts:
         for variant in (attempt, _TRAILING_COMMA.sub(r"\1", attempt)):
             try:
-                return json.loads(variant)
+                # strict=False: grammar-constrained decoders emit raw control characters
+                # (newlines, tabs) inside strings; refusing them helps nobody.
+                return json.loads(variant, strict=False)
             except json.JSONDecodeError as error:
                 last_error = error
     raise ValueError(f"the reply is not valid JSON ({last_error})")

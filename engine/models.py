@@ -7,6 +7,7 @@ out-of-range value a model produces is invalid output rather than data.
 
 from __future__ import annotations
 
+import unicodedata
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any
@@ -20,6 +21,19 @@ ADVERSARIAL_MAX_ROUNDS = 3
 ShortText = Annotated[str, Field(min_length=1, max_length=600)]
 LongText = Annotated[str, Field(min_length=1, max_length=2_000)]
 Score = Annotated[int, Field(ge=1, le=10)]
+
+
+def visible(text: str) -> bool:
+    """Whether `text` has a character a reader can see: not only whitespace, control or
+    zero-width format characters (U+200B and friends)."""
+    return any(not ch.isspace() and unicodedata.category(ch) not in ("Cc", "Cf") for ch in text)
+
+
+def clean_text(text: str) -> str:
+    """`text` without control characters (NUL and friends, which databases refuse), keeping
+    newlines and tabs; Windows line ends become plain newlines."""
+    text = text.replace("\r\n", "\n")
+    return "".join(ch for ch in text if ch in "\n\t" or unicodedata.category(ch) != "Cc")
 
 
 def utcnow() -> datetime:
@@ -102,6 +116,11 @@ class ContextDocument(BaseModel):
     title: str = Field(min_length=1, max_length=300)
     text: str = Field(min_length=1)
 
+    @field_validator("title", "text")
+    @classmethod
+    def _clean(cls, value: str) -> str:
+        return clean_text(value)
+
 
 class DebateSpec(BaseModel):
     """Everything a protocol needs to run one debate; validated before any model is called."""
@@ -126,8 +145,8 @@ class DebateSpec(BaseModel):
     @field_validator("question")
     @classmethod
     def _question_not_blank(cls, value: str) -> str:
-        stripped = value.strip()
-        if not stripped:
+        stripped = clean_text(value).strip()
+        if not visible(stripped):
             raise ValueError("the question is empty: say what the debate should decide")
         return stripped
 

@@ -25,7 +25,7 @@ def run_migrations_offline() -> None:
 def run_migrations_online() -> None:
     url = context.config.get_main_option("sqlalchemy.url")
     assert url, "alembic needs sqlalchemy.url; run migrations through `debatebot db upgrade`"
-    engine = make_engine(url)
+    engine = make_engine(url, create=True)
     with engine.connect() as connection:
         context.configure(
             connection=connection, target_metadata=target_metadata, render_as_batch=True

@@ -29,6 +29,7 @@ from typing import TypeVar
 from sqlalchemy import Engine
 from sqlmodel import Session
 
+from bot.jobs.pause import OutagePause
 from bot.slack import blocks
 from bot.slack.errors import PostError
 from bot.slack.notifier import full_question
@@ -94,12 +95,15 @@ class OutboxDelivery:
     async def run_forever(self, stop: asyncio.Event) -> None:
         """Deliver until `stop` is set; a database outage pauses delivery instead of ending it."""
         log.info("delivering owed Slack messages as %s", self.owner)
+        outage = OutagePause("delivery")
         try:
             while not stop.is_set():
                 try:
                     await self.start_due()
                 except DatabaseUnavailableError as error:
-                    log.error("delivery: %s; retrying", error)
+                    await outage.failed(error, stop, log)
+                    continue
+                outage.succeeded(log)
                 await self._idle(stop)
         finally:
             await self.cancel_lanes()

@@ -28,6 +28,7 @@ from typing import Protocol, TypeVar
 from sqlalchemy import Engine
 from sqlmodel import Session
 
+from bot.jobs.pause import OutagePause
 from bot.store import outbox, repository
 from bot.store.db import in_session
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError
@@ -229,13 +230,16 @@ class DebateWorker:
         self._wake.set()
 
     async def run_forever(self, stop: asyncio.Event) -> None:
-        """Work until `stop` is set; a database outage pauses the loop instead of ending it."""
+        """Work until `stop` is set; a database outage pauses the loop (backing off, logging
+        sparingly) instead of ending it."""
+        outage = OutagePause(f"worker {self.worker_id}")
         while not stop.is_set():
             try:
                 worked = await self.run_once()
             except DatabaseUnavailableError as error:
-                log.error("worker %s: %s; retrying", self.worker_id, error)
-                worked = False
+                await outage.failed(error, stop, log)
+                continue
+            outage.succeeded(log)
             if not worked:
                 await self._idle(stop)
 

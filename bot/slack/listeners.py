@@ -15,7 +15,7 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack import blocks
+from bot.slack import blocks, payloads
 from bot.slack.blocks import clip
 from bot.slack.commands import (
     ConfigCommand,
@@ -35,6 +35,7 @@ from bot.slack.errors import CommandError, NotAllowedError, PostError
 from bot.store import slack as store
 from bot.store.errors import StoreError
 from bot.store.tables import ChannelSettings, EscalationState
+from engine.models import clean_text
 
 log = logging.getLogger(__name__)
 
@@ -85,25 +86,42 @@ def _value(view: dict[str, Any], block_id: str) -> Any:
         return (action.get("selected_option") or {}).get("value")
     if action.get("type") == "checkboxes":
         return [o["value"] for o in action.get("selected_options") or []]
-    return (action.get("value") or "").strip()
+    return clean_text(action.get("value") or "").strip()
 
 
 def register(app: AsyncApp, debates: SlackDebates) -> None:
     """Attach every listener of the bot to `app`."""
     protocols = debates.protocols
 
+    async def reject_malformed(
+        body: dict[str, Any], next: Callable[[], Awaitable[None]]
+    ) -> BoltResponse | None:
+        why = payloads.problem(body)
+        if why is not None:
+            log.warning("malformed Slack request refused: %s", why)
+            return BoltResponse(status=400, body=f"malformed request: {why}")
+        await next()
+        return None
+
     async def drop_redeliveries(
         body: dict[str, Any], next: Callable[[], Awaitable[None]]
     ) -> BoltResponse | None:
+        # Only a handled event is marked (at the end of its listener): one whose handler
+        # crashed is handled again when Slack retries it.
         event_id = body.get("event_id")
         if body.get("type") == "event_callback" and event_id:
-            fresh = await debates.db(lambda s: store.mark_processed(s, key=f"event:{event_id}"))
-            if not fresh:
+            seen = await debates.db(lambda s: store.was_processed(s, key=f"event:{event_id}"))
+            if seen:
                 log.info("event %s delivered again; ignored", event_id)
                 return BoltResponse(status=200, body="")
         await next()
         return None
 
+    async def handled(body: dict[str, Any]) -> None:
+        if event_id := body.get("event_id"):
+            await debates.db(lambda s: store.mark_processed(s, key=f"event:{event_id}"))
+
+    app.middleware(reject_malformed)
     app.middleware(drop_redeliveries)
 
     @app.command("/debate")
@@ -111,7 +129,8 @@ def register(app: AsyncApp, debates: SlackDebates) -> None:
         ack: AsyncAck, command: dict[str, Any], respond: AsyncRespond, client: AsyncWebClient
     ) -> None:
         try:
-            parsed = parse_command(blocks.unescape(command.get("text", "")), protocols=protocols)
+            typed = clean_text(blocks.unescape(command.get("text", "")))
+            parsed = parse_command(typed, protocols=protocols)
         except CommandError as error:
             await ack(
                 response_type="ephemeral", text=f":warning: {_said(error)}. Nothing was queued."
@@ -349,7 +368,7 @@ def register(app: AsyncApp, debates: SlackDebates) -> None:
             )
 
     @app.event("message")
-    async def on_message(event: dict[str, Any]) -> None:
+    async def on_message(event: dict[str, Any], body: dict[str, Any]) -> None:
         if event.get("subtype") or event.get("bot_id"):
             return
         if event.get("thread_ts") and event["thread_ts"] != event.get("ts"):
@@ -357,7 +376,10 @@ def register(app: AsyncApp, debates: SlackDebates) -> None:
         channel, ts = event["channel"], event["ts"]
         try:
             await debates.start_from_adr(
-                channel=channel, ts=ts, user=event.get("user"), text=event.get("text", "")
+                channel=channel,
+                ts=ts,
+                user=event.get("user"),
+                text=clean_text(blocks.unescape(event.get("text") or "")),
             )
         except CommandError as error:
             await _tell_thread(
@@ -365,9 +387,10 @@ def register(app: AsyncApp, debates: SlackDebates) -> None:
                 ts,
                 f":warning: This looks like an ADR, but I cannot debate it: {_said(error)}",
             )
+        await handled(body)
 
     @app.event("reaction_added")
-    async def on_reaction(event: dict[str, Any]) -> None:
+    async def on_reaction(event: dict[str, Any], body: dict[str, Any]) -> None:
         item = event.get("item") or {}
         if item.get("type") != "message":
             return
@@ -382,6 +405,7 @@ def register(app: AsyncApp, debates: SlackDebates) -> None:
             )
         except SlackApiError as error:
             await _tell_thread(channel, ts, _unreadable_thread(error, channel, ts))
+        await handled(body)
 
     @app.shortcut(blocks.SHORTCUT_DEBATE_THREAD)
     async def on_shortcut(ack: AsyncAck, shortcut: dict[str, Any], respond: AsyncRespond) -> None:

@@ -1,4 +1,9 @@
-"""The HTTP face of the bot: an ASGI app serving Slack at `/slack/events` and `/healthz`."""
+"""The HTTP face of the bot: an ASGI app serving Slack at `/slack/events` and `/healthz`.
+
+Before Bolt sees a request, the front door refuses with a 4xx what Bolt would answer with a
+traceback: a missing or non-numeric `X-Slack-Request-Timestamp`, a body that is not UTF-8 or is
+larger than Slack ever sends, and a `payload=` that is not a JSON object.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
+from urllib.parse import parse_qs
 
 from slack_bolt.adapter.asgi.async_handler import AsyncSlackRequestHandler
 from slack_bolt.async_app import AsyncApp
@@ -16,6 +22,9 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 HealthCheck = Callable[[], dict[str, Any]]
 
 EVENTS_PATH = "/slack/events"
+MAX_BODY_BYTES = 1_000_000
+"""Slack's requests are a few kilobytes; a command's text is at most 4,000 characters and an
+interaction payload carries at most a message's 50 blocks and a view's 100."""
 
 
 class BotASGI:
@@ -39,4 +48,66 @@ class BotASGI:
             )
             await send({"type": "http.response.body", "body": body})
             return
-        await self.slack(scope, receive, send)  # type: ignore[arg-type]
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.slack(scope, receive, send)  # type: ignore[arg-type]
+            return
+        body, refusal = await _read_checked(scope, receive)
+        if refusal is not None:
+            status, reason = refusal
+            await _answer(send, status, reason)
+            return
+        delivered = False
+
+        async def replay() -> MutableMapping[str, Any]:
+            nonlocal delivered
+            if delivered:
+                return await receive()
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.slack(scope, replay, send)  # type: ignore[arg-type]
+
+
+async def _read_checked(scope: Scope, receive: Receive) -> tuple[bytes, tuple[int, str] | None]:
+    """The whole body, and (status, reason) when the request must be refused before Bolt."""
+    headers = {k.decode("latin-1").lower(): v for k, v in scope.get("headers") or []}
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return b"", (413, f"the request is larger than {MAX_BODY_BYTES} bytes")
+        chunks.append(chunk)
+        if not message.get("more_body"):
+            break
+    body = b"".join(chunks)
+    timestamp = headers.get("x-slack-request-timestamp", b"").decode("latin-1")
+    if not timestamp.strip().isdigit():
+        return body, (401, "X-Slack-Request-Timestamp is missing or not a number")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return body, (400, "the request body is not UTF-8")
+    if b"application/x-www-form-urlencoded" in headers.get("content-type", b""):
+        payload = parse_qs(text).get("payload")
+        if payload is not None:
+            try:
+                parsed = json.loads(payload[0])
+            except ValueError:
+                return body, (400, "payload is not JSON")
+            if not isinstance(parsed, dict):
+                return body, (400, "payload is not a JSON object")
+    return body, None
+
+
+async def _answer(send: Send, status: int, reason: str) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"text/plain; charset=utf-8")],
+        }
+    )
+    await send({"type": "http.response.body", "body": reason.encode()})

@@ -17,7 +17,7 @@ from typing import Any
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.blocks import unescape
-from engine.models import ContextDocument
+from engine.models import ContextDocument, clean_text
 
 _DECORATION = re.compile(r"^[\s#*_>`~]+|[\s*_`~]+$")
 _TITLE = re.compile(r"^ADR(?:[\s-]*\d+)?(?:\s*[:.\-\u2013\u2014]|\s|$)")
@@ -53,7 +53,7 @@ def adr_question(text: str) -> str:
 
 def thread_question(messages: Sequence[dict[str, Any]]) -> str:
     first = next((m.get("text", "") for m in messages if m.get("text", "").strip()), "")
-    first = unescape(first)
+    first = clean_text(unescape(first))
     topic = " ".join(first.split())[:300] or "the decision in this thread"
     return f"Review the decision discussed in this Slack thread: {topic}"
 
@@ -66,7 +66,7 @@ def thread_document(messages: Sequence[dict[str, Any]]) -> ContextDocument:
     lines = []
     for message in messages:
         author = message.get("user") or message.get("bot_id") or "unknown"
-        text = unescape(message.get("text") or "").strip()
+        text = clean_text(unescape(message.get("text") or "")).strip()
         if text:
             lines.append(f"[{author} at {message.get('ts', '?')}]\n{text}")
     return ContextDocument(title="Slack thread", text="\n\n".join(lines) or "(empty thread)")

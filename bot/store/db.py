@@ -2,15 +2,23 @@
 
 SQLite runs in WAL mode with a busy timeout, and every transaction starts `BEGIN IMMEDIATE`: one
 writer at a time, waiting up to the timeout instead of failing on a read-to-write upgrade.
+
+A SQLite file is opened `mode=rw`: only `debatebot db upgrade` creates one. A file that
+disappears under a running bot (a deleted folder, a lost volume) is noticed on the next use and
+reported; an empty database is never silently created in its place, where it would hide that
+every earlier debate is gone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from alembic import command
 from alembic.config import Config
@@ -18,10 +26,15 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DataError, DisconnectionError, OperationalError
 from sqlmodel import Session
 
-from bot.store.errors import DatabaseUnavailableError, SchemaOutdatedError
+from bot.store.errors import (
+    DatabaseUnavailableError,
+    SchemaOutdatedError,
+    StoreError,
+    StoreRefusedError,
+)
 
 R = TypeVar("R")
 
@@ -33,15 +46,40 @@ def redacted(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
-def make_engine(url: str, *, busy_timeout_s: float = 10.0) -> Engine:
-    """An engine for `url`; creates the SQLite file's folder if needed."""
+def sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite URL (None for other databases and in-memory SQLite)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database).expanduser().absolute()
+
+
+def make_engine(url: str, *, busy_timeout_s: float = 10.0, create: bool = False) -> Engine:
+    """An engine for `url`. A SQLite file (and its folder) is created only with `create`
+    (migrations); otherwise a missing file is an error, never a new empty database."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
-        if parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(
-            url, connect_args={"timeout": busy_timeout_s, "check_same_thread": False}
-        )
+        path = sqlite_file(url)
+        if path is not None and create:
+            path.parent.mkdir(parents=True, exist_ok=True)
+
+        def connect() -> sqlite3.Connection:
+            target = ":memory:" if path is None else f"file:{quote(str(path))}?mode=rw"
+            if path is not None and create:
+                target += "c"
+            return sqlite3.connect(
+                target, uri=True, timeout=busy_timeout_s, check_same_thread=False
+            )
+
+        engine = create_engine(url, creator=connect)
+
+        if path is not None and not create:
+
+            @event.listens_for(engine, "checkout")
+            def _still_there(_dbapi: Any, _record: Any, _proxy: Any) -> None:
+                # A pooled connection would go on writing to a deleted file's inode.
+                if not path.exists():
+                    raise DisconnectionError(f"the SQLite file {path} is gone")
 
         @event.listens_for(engine, "connect")
         def _configure(dbapi_connection: Any, _record: Any) -> None:
@@ -96,6 +134,12 @@ def check_schema(engine: Engine) -> None:
     """Raise SchemaOutdatedError unless the database is at the migrations' head."""
     url = engine.url.render_as_string(hide_password=False)
     head = head_revision()
+    path = sqlite_file(url)
+    if path is not None and not path.exists():
+        raise SchemaOutdatedError(
+            f"the SQLite database {path} does not exist: run `debatebot db upgrade` to create"
+            " it (if it held debates, restore it from a backup instead)"
+        )
     try:
         with engine.connect() as connection:
             current = MigrationContext.configure(connection).get_current_revision()
@@ -110,13 +154,50 @@ def check_schema(engine: Engine) -> None:
 
 def unavailable(url: str, error: OperationalError) -> DatabaseUnavailableError:
     reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
+    path = sqlite_file(url)
     if "locked" in reason:
         advice = (
             "another process holds the SQLite write lock; retry, or use PostgreSQL for many writers"
         )
+    elif "readonly" in reason or "read-only" in reason or _read_only(path):
+        advice = (
+            f"the SQLite file {path} or its folder is read-only; give the bot's user write"
+            " access to both (SQLite writes a journal beside the file)"
+        )
+    elif path is not None and not path.exists():
+        advice = (
+            f"the SQLite file {path} does not exist (was it deleted?); restore it from a backup,"
+            " or run `debatebot db upgrade` to start an empty one"
+        )
     else:
         advice = "check that the server runs and DEBATEBOT_DATABASE_URL is right"
     return DatabaseUnavailableError(f"database {redacted(url)} unavailable ({reason}): {advice}")
+
+
+def _read_only(path: Path | None) -> bool:
+    """Whether a SQLite file exists but cannot be written (it or its folder, where SQLite keeps
+    its write-ahead log)."""
+    if path is None or not path.exists():
+        return False
+    return not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
+
+
+def health(engine: Engine) -> str | None:
+    """What is wrong with the database for serving (None when nothing is): a missing or
+    read-only SQLite file, an unreachable server, an old schema."""
+    path = sqlite_file(engine.url.render_as_string(hide_password=False))
+    if path is not None:
+        if not path.exists():
+            return "missing"
+        if _read_only(path):
+            return "read-only"
+    try:
+        check_schema(engine)
+    except SchemaOutdatedError:
+        return "schema outdated"
+    except StoreError:
+        return "unavailable"
+    return None
 
 
 @contextmanager
@@ -127,6 +208,11 @@ def session_scope(engine: Engine) -> Iterator[Session]:
             yield session
     except OperationalError as error:
         raise unavailable(engine.url.render_as_string(hide_password=False), error) from error
+    except DataError as error:
+        reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
+        raise StoreRefusedError(
+            f"the database refused the data ({reason}); nothing was stored"
+        ) from error
 
 
 async def in_session(engine: Engine, work: Callable[[Session], R]) -> R:

@@ -11,6 +11,10 @@ class DatabaseUnavailableError(StoreError):
     """The database cannot be reached or stayed locked past the timeout."""
 
 
+class StoreRefusedError(StoreError):
+    """The database refused what was to be stored (data it cannot hold); nothing was stored."""
+
+
 class SchemaOutdatedError(StoreError):
     """The database schema is not at the version this code needs."""
 

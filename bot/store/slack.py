@@ -64,6 +64,10 @@ def save_channel_settings(
     return row
 
 
+def was_processed(session: Session, *, key: str) -> bool:
+    return session.get(ProcessedTrigger, key) is not None
+
+
 def mark_processed(session: Session, *, key: str, debate_id: int | None = None) -> bool:
     """Remember a Slack event id (or other trigger key); False when it was seen before."""
     session.add(ProcessedTrigger(key=key, debate_id=debate_id))

@@ -1,0 +1,119 @@
+"""The shape every Slack request must have before a listener sees it.
+
+A correctly signed request can still be malformed (a proxy that mangles it, a replayed test
+payload, an attacker holding the signing secret). Each check here names what is missing, so
+the request gets a 400 with that reason instead of a listener crashing halfway (which, for an
+event, would also have marked it handled, so Slack's retry would be ignored).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from bot.slack import blocks
+from bot.store.tables import EscalationState
+
+REVIEW_ACTIONS = (blocks.ACTION_APPROVE, blocks.ACTION_REJECT, blocks.ACTION_ANOTHER_ROUND)
+NOTE_DECISIONS = (EscalationState.APPROVED.value, EscalationState.REJECTED.value)
+SLACK_ID = re.compile(r"^[A-Z0-9][A-Z0-9_-]{1,40}$")
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def _id(value: Any) -> bool:
+    return isinstance(value, str) and bool(SLACK_ID.match(value))
+
+
+def _get(body: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(body, dict):
+            return None
+        body = body.get(key)
+    return body
+
+
+def problem(body: Any) -> str | None:
+    """What is wrong with the shape of a parsed Slack request body, or None."""
+    if not isinstance(body, dict):
+        return "the request body is not a JSON object"
+    kind = body.get("type")
+    if body.get("command") is not None:
+        return _command(body)
+    if kind == "event_callback":
+        return _event(body.get("event"))
+    if kind == "block_actions":
+        return _actions(body)
+    if kind == "view_submission":
+        return _view(body)
+    if kind in ("message_action", "shortcut"):
+        return _shortcut(body)
+    return None
+
+
+def _command(body: dict[str, Any]) -> str | None:
+    for field in ("channel_id", "user_id", "trigger_id"):
+        if not _text(body.get(field)):
+            return f"the command has no {field}"
+    return None
+
+
+def _event(event: Any) -> str | None:
+    if not isinstance(event, dict) or not _text(event.get("type")):
+        return "the event callback carries no event"
+    located = _id(event.get("channel")) and _text(event.get("ts"))
+    if event["type"] == "message" and not event.get("subtype") and not located:
+        return "the message event has no channel or ts"
+    if event["type"] == "reaction_added":
+        item = event.get("item")
+        if not isinstance(item, dict) or not (_id(item.get("channel")) and _text(item.get("ts"))):
+            return "the reaction event's item has no channel or ts"
+        if not (_id(event.get("user")) and _text(event.get("reaction"))):
+            return "the reaction event has no user or reaction"
+    if event["type"] == "app_home_opened" and not _id(event.get("user")):
+        return "the App Home event has no user"
+    return None
+
+
+def _actions(body: dict[str, Any]) -> str | None:
+    if not _id(_get(body, "user", "id")):
+        return "the action has no user"
+    actions = body.get("actions")
+    if not isinstance(actions, list) or not actions or not isinstance(actions[0], dict):
+        return "the action list is empty"
+    action = actions[0]
+    if action.get("action_id") in REVIEW_ACTIONS:
+        if not str(action.get("value", "")).isdigit():
+            return "the review button's value is not a review request id"
+        if not _id(_get(body, "channel", "id")):
+            return "the review button was not clicked in a channel"
+    return None
+
+
+def _view(body: dict[str, Any]) -> str | None:
+    if not _id(_get(body, "user", "id")):
+        return "the form was submitted by no user"
+    view = body.get("view")
+    if not isinstance(view, dict) or not isinstance(_get(view, "state", "values"), dict):
+        return "the form has no state"
+    metadata = view.get("private_metadata")
+    callback = view.get("callback_id")
+    if callback == blocks.VIEW_REVIEW_NOTE:
+        raw_id, _, decision = str(metadata or "").partition(":")
+        if not raw_id.isdigit() or decision not in NOTE_DECISIONS:
+            return "the review form's metadata names no review request and decision"
+    elif callback in (blocks.VIEW_DEBATE, blocks.VIEW_CONFIG) and not _id(metadata):
+        return "the form's metadata names no channel"
+    if callback == blocks.VIEW_DEBATE and not _text(view.get("id")):
+        return "the form has no id"
+    return None
+
+
+def _shortcut(body: dict[str, Any]) -> str | None:
+    if not (_id(_get(body, "channel", "id")) and _text(_get(body, "message", "ts"))):
+        return "the shortcut names no message"
+    if not _id(_get(body, "user", "id")):
+        return "the shortcut has no user"
+    return None

@@ -1,0 +1,133 @@
+"""Storage faults never eat data: a SQLite file deleted under a running bot is reported, never
+silently re-created; a read-only file is reported as read-only with the right advice; data a
+database refuses becomes a clear error; and `/healthz` says which, without naming the database."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine
+from sqlmodel import Session
+
+from bot.app import health_report
+from bot.store import repository
+from bot.store.db import check_schema, make_engine, session_scope, upgrade
+from bot.store.errors import DatabaseUnavailableError, SchemaOutdatedError, StoreRefusedError
+from bot.store.tables import Debate
+from engine.models import DebateSpec, ModelSettings
+
+SPEC = DebateSpec(
+    question="Should we adopt ADR-042?",
+    default_model=ModelSettings(provider="fake", model="fake-model"),
+)
+
+
+def enqueue(engine: Engine, key: str) -> None:
+    with session_scope(engine) as session:
+        repository.enqueue_debate(session, trigger_key=key, spec=SPEC, source="test")
+
+
+def test_a_deleted_sqlite_file_is_reported_and_never_recreated(tmp_path: Path) -> None:
+    path = tmp_path / "data" / "bot.sqlite3"
+    url = f"sqlite:///{path}"
+    upgrade(url)
+    engine = make_engine(url)
+    enqueue(engine, "before")
+    assert health_report(engine, 1) == {"ok": True, "database": "ok", "workers": 1}
+
+    for leftover in path.parent.iterdir():
+        leftover.unlink()
+    path.parent.rmdir()
+
+    with pytest.raises(DatabaseUnavailableError, match="does not exist") as raised:
+        enqueue(engine, "after")
+    assert "restore it from a backup" in str(raised.value)
+    assert not path.exists(), "no empty database was created in its place"
+    assert health_report(engine, 1) == {"ok": False, "database": "missing", "workers": 1}
+    engine.dispose()
+    fresh = make_engine(url)
+    with pytest.raises(SchemaOutdatedError, match="does not exist"):
+        check_schema(fresh)
+    fresh.dispose()
+    assert not path.exists()
+
+
+@contextlib.contextmanager
+def read_only(path: Path) -> Iterator[None]:
+    """Make `path` and its folder really read-only: immutable for root (who ignores mode
+    bits), mode bits for anyone else."""
+    if os.geteuid() == 0:
+        for target in (path, path.parent):
+            subprocess.run(["chattr", "+i", str(target)], check=True)
+        try:
+            yield
+        finally:
+            for target in (path, path.parent):
+                subprocess.run(["chattr", "-i", str(target)], check=True)
+    else:
+        path.chmod(0o444)
+        path.parent.chmod(0o555)
+        try:
+            yield
+        finally:
+            path.parent.chmod(0o755)
+            path.chmod(0o644)
+
+
+def test_a_read_only_sqlite_file_is_reported_as_read_only(tmp_path: Path) -> None:
+    path = tmp_path / "ro" / "bot.sqlite3"
+    url = f"sqlite:///{path}"
+    upgrade(url)
+    seed = make_engine(url)
+    enqueue(seed, "before")
+    seed.dispose()  # the last connection to close folds the WAL into the file
+
+    with read_only(path):
+        engine = make_engine(url)
+        assert health_report(engine, 1)["database"] == "read-only"
+        with pytest.raises(DatabaseUnavailableError) as raised:
+            enqueue(engine, "after")
+        message = str(raised.value)
+        assert "read-only" in message
+        assert "write access" in message
+        assert "DEBATEBOT_DATABASE_URL" not in message, "no misleading advice"
+        engine.dispose()
+
+
+def test_data_postgresql_refuses_is_a_clear_store_error(postgres_url: str) -> None:
+    upgrade(postgres_url)
+    store = make_engine(postgres_url)
+    row = Debate(
+        trigger_key="nul",
+        source="test",
+        requested_by="U\x00SER",
+        question="q",
+        protocol="adversarial",
+        spec_json="{}",
+    )
+
+    def store_it() -> None:
+        with session_scope(store) as session:
+            session.add(row)
+            session.commit()
+
+    with pytest.raises(StoreRefusedError, match="refused the data") as raised:
+        store_it()
+    assert "nothing was stored" in str(raised.value)
+    with Session(store) as session:
+        assert session.get(Debate, 1) is None
+    store.dispose()
+
+
+def test_control_characters_are_cleaned_before_they_reach_the_store(store: Engine) -> None:
+    spec = DebateSpec.model_validate(
+        {**SPEC.model_dump(), "question": "Adopt\x00 ADR\x07-042?\r\nYes\tor no"}
+    )
+    with session_scope(store) as session:
+        debate, _ = repository.enqueue_debate(session, trigger_key="c", spec=spec, source="t")
+    assert debate.question == "Adopt ADR-042?\nYes\tor no"
