@@ -98,6 +98,8 @@ def _view(body: dict[str, Any]) -> str | None:
     view = body.get("view")
     if not isinstance(view, dict) or not isinstance(_get(view, "state", "values"), dict):
         return "the form has no state"
+    if not _text(view.get("type")):
+        return "the form has no type"
     metadata = view.get("private_metadata")
     callback = view.get("callback_id")
     if callback == blocks.VIEW_REVIEW_NOTE:

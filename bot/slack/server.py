@@ -2,13 +2,15 @@
 
 Before Bolt sees a request, the front door refuses with a 4xx what Bolt would answer with a
 traceback: a missing or non-numeric `X-Slack-Request-Timestamp`, a body that is not UTF-8 or is
-larger than Slack ever sends, and a `payload=` that is not a JSON object.
+larger than Slack ever sends, a `payload=` that is not a JSON object, and a payload whose shape
+no listener can use (`bot.slack.payloads`). Bolt still checks the signature of what passes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import parse_qs
@@ -16,11 +18,14 @@ from urllib.parse import parse_qs
 from slack_bolt.adapter.asgi.async_handler import AsyncSlackRequestHandler
 from slack_bolt.async_app import AsyncApp
 
+from bot.slack import payloads
+
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 HealthCheck = Callable[[], dict[str, Any]]
 
+log = logging.getLogger(__name__)
 EVENTS_PATH = "/slack/events"
 MAX_BODY_BYTES = 1_000_000
 """Slack's requests are a few kilobytes; a command's text is at most 4,000 characters and an
@@ -90,15 +95,27 @@ async def _read_checked(scope: Scope, receive: Receive) -> tuple[bytes, tuple[in
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         return body, (400, "the request body is not UTF-8")
-    if b"application/x-www-form-urlencoded" in headers.get("content-type", b""):
-        payload = parse_qs(text).get("payload")
-        if payload is not None:
+    parsed: Any
+    if b"application/json" in headers.get("content-type", b""):
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            return body, (400, "the body is not JSON")
+    else:
+        fields = parse_qs(text, keep_blank_values=True)
+        if "payload" in fields:
             try:
-                parsed = json.loads(payload[0])
+                parsed = json.loads(fields["payload"][0])
             except ValueError:
                 return body, (400, "payload is not JSON")
             if not isinstance(parsed, dict):
                 return body, (400, "payload is not a JSON object")
+        else:
+            parsed = {key: values[0] for key, values in fields.items()}
+    why = payloads.problem(parsed)
+    if why is not None:
+        log.warning("malformed Slack request refused: %s", why)
+        return body, (400, f"malformed request: {why}")
     return body, None
 
 
