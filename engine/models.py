@@ -79,6 +79,7 @@ class Decision(StrEnum):
 class DebateFlag(StrEnum):
     WEAK_CHALLENGE = "weak_challenge"
     FABRICATED_CITATION = "fabricated_citation"
+    DEGENERATE_OUTPUT = "degenerate_output"
 
 
 # --- what is asked -------------------------------------------------------------------------

@@ -119,6 +119,10 @@ class PromptLibrary:
             )
         return cls(templates)
 
+    def by_sha(self, sha256: str) -> PromptTemplate | None:
+        """The template a turn record names by its hash (None if this library has none)."""
+        return next((t for t in self._templates.values() if t.sha256 == sha256), None)
+
     def get(self, name: str) -> PromptTemplate:
         try:
             return self._templates[name]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from engine import quality
 from engine.events import (
     DebateFailed,
     DebateTruncated,
@@ -30,11 +31,12 @@ async def run_debate(
 
     Raises SpecError before any model call when the spec does not suit the protocol. Model
     failures do not raise: they end the debate as FAILED with the partial transcript, and so
-    does a `halt` check that answers with a reason before a model call.
+    does a `halt` check that answers with a reason before a model call. Degenerate model output
+    lowers the verdict's confidence and escalates it (`engine.quality`), whatever the protocol.
     """
     protocol = checked_protocol(spec)
     ledger = TurnLedger(spec=spec, resolve_llm=resolve_llm, sink=sink, recorded=recorded, halt=halt)
-    result = await protocol.run(spec, ledger=ledger, prompts=prompts)
+    result = quality.checked(await protocol.run(spec, ledger=ledger, prompts=prompts), prompts)
     if result.status is DebateStatus.COMPLETE:
         await ledger.emit(VerdictReached(result=result))
     elif result.status is DebateStatus.TRUNCATED_BUDGET:

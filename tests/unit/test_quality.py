@@ -1,0 +1,162 @@
+"""Degenerate model output cannot pass for a verdict: each check on outputs recorded from the
+local model (or shaped like them), and the penalties applied through the runner."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine import quality
+from engine.llm import LLMRequest, parse_json_lenient
+from engine.models import (
+    ConfidenceLevel,
+    DebateFlag,
+    DebateResult,
+    DebateSpec,
+    DebateStatus,
+    Decision,
+    ModelSettings,
+    Participant,
+    Role,
+    Verdict,
+    utcnow,
+)
+from engine.providers.fake import FunctionLLM
+from engine.runner import run_debate
+from tests.helpers import DebateScript, reply_for, shipped_prompts
+
+# Recorded from SmolLM2-135M under a JSON grammar.
+RECORDED_LOOP = (
+    "The decision is a decision that is not a decision that is not a decision that is not a"
+    " decision that is not a decision that is not a decision"
+)
+MODERATOR_FIELD_TEXT = (
+    "the decision and its reasons in a short paragraph, including any conditions."
+)
+FAKE = ModelSettings(provider="fake", model="fake-model")
+
+
+def test_a_turn_that_repeats_itself_is_caught_and_ordinary_prose_is_not() -> None:
+    assert quality.repeats_itself(RECORDED_LOOP)
+    assert not quality.repeats_itself(
+        "Cache-aside cuts p99 latency, but the 60 minute TTL lets a price change go unseen for"
+        " an hour, and the 503 on a Redis outage turns a cache failure into a checkout outage."
+    )
+
+
+def test_a_bare_number_is_no_synthesis() -> None:
+    for bare in ("1.0", " 0.85 ", "true", "N/A", "--", '"42"'):
+        assert quality.bare_value(bare), bare
+    assert not quality.bare_value("Reject: the TTL is unsafe.")
+
+
+def test_control_characters_inside_json_strings_are_accepted() -> None:
+    raw = '{"synthesis": "line one\nline two\tand a tab"}'
+    assert parse_json_lenient(raw) == {"synthesis": "line one\nline two\tand a tab"}
+
+
+async def test_a_bare_number_as_the_moderators_synthesis_lowers_confidence_and_escalates() -> None:
+    sure = reply_for(
+        "moderator",
+        synthesis="1.0",
+        confidence_level="HIGH",
+        unresolved_points=[],
+        decision="accept",
+    )
+    llm = DebateScript(moderator=[sure]).llm()
+
+    result = await run_debate(
+        DebateSpec(question="Adopt ADR-042?", default_model=FAKE),
+        resolve_llm=lambda _m: llm,
+        prompts=shipped_prompts(),
+    )
+
+    verdict = result.verdict
+    reasons = [step.reason for step in verdict.confidence_method]
+    assert any("bare value" in r and "'1.0'" in r for r in reasons)
+    assert verdict.confidence == 0.85 - quality.BARE_PENALTY
+    assert verdict.level is ConfidenceLevel.MODERATE
+    assert verdict.escalate
+    assert any("looks degenerate" in r for r in verdict.escalation_reasons)
+    assert DebateFlag.DEGENERATE_OUTPUT in result.flags
+
+
+async def test_a_repeating_critic_and_an_echoing_moderator_are_both_penalised() -> None:
+    critic = reply_for("critic", thesis=RECORDED_LOOP)
+    moderator = reply_for("moderator", synthesis=MODERATOR_FIELD_TEXT)
+    llm = DebateScript(critic=[critic], moderator=[moderator]).llm()
+
+    result = await run_debate(
+        DebateSpec(question="Adopt ADR-042?", default_model=FAKE),
+        resolve_llm=lambda _m: llm,
+        prompts=shipped_prompts(),
+    )
+
+    reasons = [step.reason for step in result.verdict.confidence_method]
+    assert any(r.startswith("output repeats itself (critic)") for r in reasons)
+    assert any("copies the prompt's field descriptions (moderator synthesis)" in r for r in reasons)
+
+
+def stances_spec() -> DebateSpec:
+    return DebateSpec(
+        question="Which database should the orders service use?",
+        protocol="stances",
+        max_rounds=1,
+        default_model=FAKE,
+        participants=[
+            Participant(role=Role.DEBATER, name=name, stance=stance, model=FAKE)
+            for name, stance in (("a", "keep PostgreSQL"), ("b", "move to DynamoDB"))
+        ],
+    )
+
+
+async def test_the_stances_judge_is_checked_too() -> None:
+    def script(request: LLMRequest) -> dict[str, Any]:
+        if request.schema_name == "StanceArgument":
+            return {"argument": "Transactions matter for orders.", "key_points": ["ACID"]}
+        return {
+            "verdict": "0",
+            "winner": None,
+            "reasoning": RECORDED_LOOP,
+            "confidence_level": "HIGH",
+        }
+
+    llm = FunctionLLM(script)
+    result = await run_debate(stances_spec(), resolve_llm=lambda _m: llm, prompts=shipped_prompts())
+
+    reasons = [step.reason for step in result.verdict.confidence_method]
+    assert any(r.startswith("output repeats itself (judge)") for r in reasons)
+    assert any("bare value" in r for r in reasons)
+    assert result.verdict.escalate
+
+
+def structured_result(decision: Decision, pro: float, con: float) -> DebateResult:
+    verdict = Verdict(
+        status=DebateStatus.COMPLETE,
+        decision=decision,
+        synthesis="The judge weighed the arguments (weighted side totals shown).",
+        confidence=0.70,
+        level=ConfidenceLevel.MODERATE,
+        escalate=False,
+    )
+    return DebateResult(
+        spec=DebateSpec(question="Adopt it?", protocol="structured", default_model=FAKE),
+        verdict=verdict,
+        report={"side_totals": {"PRO": pro, "CON": con}},
+        started_at=utcnow(),
+        finished_at=utcnow(),
+    )
+
+
+def test_a_structured_decision_against_tied_totals_is_penalised() -> None:
+    tied = quality.checked(structured_result(Decision.REJECT, 2.0, 2.0), shipped_prompts())
+
+    assert tied.verdict.confidence == 0.70 - quality.CONTRADICTION_PENALTY
+    assert "contradicts the weighted side totals (PRO 2.00, CON 2.00)" in str(
+        tied.verdict.confidence_method
+    )
+    assert tied.verdict.escalate
+    backed = quality.checked(structured_result(Decision.REJECT, 1.0, 3.0), shipped_prompts())
+    assert backed.verdict.confidence == 0.70
+    assert not backed.verdict.escalate
+    against = quality.checked(structured_result(Decision.ACCEPT, 1.0, 3.0), shipped_prompts())
+    assert against.verdict.escalate
