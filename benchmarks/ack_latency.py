@@ -42,6 +42,19 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
 
 
+async def wait_healthy(session: aiohttp.ClientSession, base: str, limit_s: float = 30) -> None:
+    """Wait until `debatebot serve` at `base` answers /healthz with 200."""
+    for _ in range(int(limit_s * 10)):
+        try:
+            async with session.get(f"{base}/healthz") as response:
+                if response.status == 200:
+                    return
+        except aiohttp.ClientConnectionError:
+            pass
+        await asyncio.sleep(0.1)
+    raise RuntimeError(f"debatebot serve at {base} did not become healthy in {limit_s:.0f}s")
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -94,13 +107,7 @@ async def main(burst: int, sequential: int) -> None:
     try:
         connector = aiohttp.TCPConnector(limit=0)
         async with aiohttp.ClientSession(connector=connector) as session:
-            for _ in range(300):
-                try:
-                    async with session.get(f"{base}/healthz") as response:
-                        if response.status == 200:
-                            break
-                except aiohttp.ClientConnectionError:
-                    await asyncio.sleep(0.1)
+            await wait_healthy(session, base)
             driver = SlackDriver(base, SIGNING_SECRET, f"{emulator.url}/response", session)
             await timed(driver, "Warm-up question?", "CWARM")
             alone = [

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import aiohttp
 
-from benchmarks.ack_latency import free_port
+from benchmarks.ack_latency import free_port, wait_healthy
 from bot.store.db import upgrade
 from tests.e2e.driver import SlackDriver
 from tests.e2e.slack_emulator import Fault, SlackEmulator
@@ -93,13 +93,7 @@ async def run(debates: int, outage_s: float, delay_s: float) -> None:
     try:
         async with aiohttp.ClientSession() as session:
             base = f"http://127.0.0.1:{port}"
-            for _ in range(300):
-                try:
-                    async with session.get(f"{base}/healthz") as response:
-                        if response.status == 200:
-                            break
-                except aiohttp.ClientConnectionError:
-                    await asyncio.sleep(0.1)
+            await wait_healthy(session, base)
             driver = SlackDriver(base, SIGNING_SECRET, f"{emulator.url}/response", session)
             for channel in channels:
                 await driver.command("Should we adopt ADR-042?", channel=channel)

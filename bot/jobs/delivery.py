@@ -29,7 +29,7 @@ from typing import TypeVar
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from bot.jobs.pause import OutagePause
+from bot.jobs.pause import OutagePause, idle
 from bot.slack import blocks
 from bot.slack.errors import PostError
 from bot.slack.notifier import full_question
@@ -104,7 +104,7 @@ class OutboxDelivery:
                     await outage.failed(error, stop, log)
                     continue
                 outage.succeeded(log)
-                await self._idle(stop)
+                await idle(stop, self._wake, self.config.poll_s)
         finally:
             await self.cancel_lanes()
 
@@ -128,17 +128,6 @@ class OutboxDelivery:
             task.cancel()
         await asyncio.gather(*self._lanes.values(), return_exceptions=True)
         self._lanes.clear()
-
-    async def _idle(self, stop: asyncio.Event) -> None:
-        waits = [asyncio.create_task(stop.wait()), asyncio.create_task(self._wake.wait())]
-        try:
-            await asyncio.wait(
-                waits, timeout=self.config.poll_s, return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            for task in waits:
-                task.cancel()
-        self._wake.clear()
 
     async def _run_lane(self, debate_id: int, action: str) -> None:
         try:

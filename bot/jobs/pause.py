@@ -1,4 +1,4 @@
-"""Waiting out a database outage without flooding the log.
+"""Waiting: for work or a stop signal, and out a database outage without flooding the log.
 
 A loop that meets the same failure every poll would log it every second (a read-only SQLite
 file gave 23 lines in 10 s). `OutagePause` waits longer after each consecutive failure (1 s,
@@ -37,3 +37,14 @@ class OutagePause:
             log.info("%s: the database answers again after %d failure(s)", self.what, self.failures)
         self.failures = 0
         self._last = ""
+
+
+async def idle(stop: asyncio.Event, wake: asyncio.Event, timeout_s: float) -> None:
+    """Wait until `stop` or `wake` is set, or `timeout_s` passes; then clear `wake`."""
+    waits = [asyncio.create_task(stop.wait()), asyncio.create_task(wake.wait())]
+    try:
+        await asyncio.wait(waits, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in waits:
+            task.cancel()
+    wake.clear()

@@ -28,7 +28,7 @@ from typing import Protocol, TypeVar
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from bot.jobs.pause import OutagePause
+from bot.jobs.pause import OutagePause, idle
 from bot.store import outbox, repository
 from bot.store.db import in_session
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError
@@ -241,15 +241,4 @@ class DebateWorker:
                 continue
             outage.succeeded(log)
             if not worked:
-                await self._idle(stop)
-
-    async def _idle(self, stop: asyncio.Event) -> None:
-        waits = [asyncio.create_task(stop.wait()), asyncio.create_task(self._wake.wait())]
-        try:
-            await asyncio.wait(
-                waits, timeout=self.config.poll_s, return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            for task in waits:
-                task.cancel()
-        self._wake.clear()
+                await idle(stop, self._wake, self.config.poll_s)

@@ -36,6 +36,20 @@ async def until(predicate: Any, what: str, limit_s: float = 30) -> Any:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def socket_settings(emulator: SlackEmulator, url: str, **extra: Any) -> Settings:
+    """Settings for `serve` over Socket Mode against the emulator, on a migrated store."""
+    upgrade(url)
+    return Settings(
+        slack_bot_token=BOT_TOKEN,
+        slack_app_token=APP_TOKEN,
+        slack_api_url=emulator.api_url,
+        database_url=url,
+        provider="fake",
+        shutdown_grace_s=0,
+        **extra,
+    )
+
+
 def command(text: str, n: int) -> dict[str, Any]:
     return {
         "token": "unused",
@@ -54,18 +68,13 @@ async def test_envelopes_over_the_socket_refresh_and_abrupt_close(tmp_path: Path
     emulator = SlackEmulator()
     await emulator.start()
     url = f"sqlite:///{tmp_path / 'socket.sqlite3'}"
-    upgrade(url)
-    settings = Settings(
-        slack_bot_token=BOT_TOKEN,
-        slack_app_token=APP_TOKEN,
-        slack_api_url=emulator.api_url,
-        database_url=url,
-        provider="fake",
+    settings = socket_settings(
+        emulator,
+        url,
         post_interval_s=0,
         worker_poll_s=0.05,
         outbox_poll_s=0.05,
         socket_ping_s=0.5,
-        shutdown_grace_s=0,
     )
     stop = asyncio.Event()
     serving = asyncio.create_task(serve(settings, stop))
@@ -146,16 +155,7 @@ async def test_envelopes_over_the_socket_refresh_and_abrupt_close(tmp_path: Path
 async def test_a_refused_app_token_ends_serve_with_a_clear_error(tmp_path: Path) -> None:
     emulator = SlackEmulator(app_token_error="invalid_auth")
     await emulator.start()
-    url = f"sqlite:///{tmp_path / 'refused.sqlite3'}"
-    upgrade(url)
-    settings = Settings(
-        slack_bot_token=BOT_TOKEN,
-        slack_app_token=APP_TOKEN,
-        slack_api_url=emulator.api_url,
-        database_url=url,
-        provider="fake",
-        shutdown_grace_s=0,
-    )
+    settings = socket_settings(emulator, f"sqlite:///{tmp_path / 'refused.sqlite3'}")
     try:
         with pytest.raises(
             SettingsError, match=r"refused DEBATEBOT_SLACK_APP_TOKEN \(invalid_auth\)"
