@@ -33,7 +33,7 @@ from bot.slack.commands import (
 from bot.slack.debates import SlackDebates
 from bot.slack.errors import CommandError, NotAllowedError, PostError
 from bot.store import slack as store
-from bot.store.errors import StoreError
+from bot.store.errors import StoreError, StoreRefusedError
 from bot.store.tables import ChannelSettings, EscalationState
 from engine.models import clean_text
 
@@ -42,6 +42,10 @@ log = logging.getLogger(__name__)
 NOTE_FORM_WINDOW_S = 10.0
 """A second click on Approve or Reject within this many seconds opens no second note form."""
 
+STORE_REFUSED = (
+    ":x: The debate store refused this request, so nothing was queued. Remove unusual"
+    " characters from it and try again; if it keeps happening, tell the bot's admin."
+)
 STORE_DOWN = (
     ":x: The debate store is unavailable, so nothing was queued. Try again in a minute; an admin"
     " should check the bot's DEBATEBOT_DATABASE_URL."
@@ -170,6 +174,9 @@ def register(app: AsyncApp, debates: SlackDebates) -> None:
                 )
         except (CommandError, NotAllowedError) as error:
             await respond(response_type="ephemeral", text=f":warning: {_said(error)}")
+        except StoreRefusedError:
+            log.exception("/debate in %s: the store refused the request", channel)
+            await respond(response_type="ephemeral", text=STORE_REFUSED)
         except StoreError:
             log.exception("/debate in %s: store failure", channel)
             await respond(response_type="ephemeral", text=STORE_DOWN)
