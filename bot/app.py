@@ -17,6 +17,7 @@ from typing import Any
 import uvicorn
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.authorization import AuthorizeResult
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import Engine
 
@@ -218,7 +219,11 @@ class BotRuntime:
         self._stop.clear()
         self._tasks = [asyncio.create_task(w.run_forever(self._stop)) for w in self.workers]
         self._delivering = asyncio.create_task(self.delivery.run_forever(self._stop))
+        self._tasks.append(asyncio.create_task(self._learn_bot_identity()))
         self.scheduler.start()
+
+    async def _learn_bot_identity(self) -> None:
+        await self.delivery.directory.bot_identity()
 
     async def stop(self) -> None:
         """Stop claiming, give running debates `grace_s` to finish, then cancel them (their
@@ -245,16 +250,17 @@ def build_bot(
 ) -> BotRuntime:
     """Wire the Slack app: client, poster, notifier, delivery loop, listeners, workers and
     scheduled jobs. Raises SettingsError when a Slack secret is missing or a placeholder."""
-    _, signing_secret, app_token = settings.slack_secrets()
+    token, signing_secret, app_token = settings.slack_secrets()
     client = client or slack_client(settings)
+    owner = process_name()
+    delivery = build_delivery(settings, engine, client, owner=owner)
     app = AsyncApp(
         client=client,
         signing_secret=signing_secret or "socket-mode-signs-nothing",
         request_verification_enabled=app_token is None,
         process_before_response=False,
+        authorize=local_authorize(token, delivery.directory),
     )
-    owner = process_name()
-    delivery = build_delivery(settings, engine, client, owner=owner)
     notifier = build_notifier(settings, engine, wake=delivery.wake)
     workers = [
         build_worker(services, engine, worker_id=f"{owner}/serve-{n}", reporter=notifier)
@@ -296,12 +302,33 @@ def build_bot(
     return runtime
 
 
+def local_authorize(token: str, directory: SlackDirectory) -> Callable[..., Any]:
+    """Bolt's authorization from what the bot already holds, with no Slack call per request.
+
+    Bolt's default asks Slack (`auth.test`) before the first request is handled, so while
+    Slack's Web API is down every `/debate` would be refused unqueued. The bot's user id comes
+    from an `auth.test` made in the background and cached.
+    """
+
+    async def authorize(
+        enterprise_id: str | None = None, team_id: str | None = None, **_: Any
+    ) -> AuthorizeResult:
+        return AuthorizeResult(
+            enterprise_id=enterprise_id,
+            team_id=team_id,
+            bot_token=token,
+            bot_user_id=directory.known_bot_user(),
+        )
+
+    return authorize
+
+
 def process_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def slack_client(settings: Settings) -> AsyncWebClient:
-    token, _, _ = settings.slack_secrets()
+    token = settings.slack_bot_token_value()
     return AsyncWebClient(
         token=token, base_url=settings.slack_api_url, timeout=int(max(1, settings.slack_timeout_s))
     )

@@ -212,9 +212,13 @@ class Settings(BaseSettings):
             )
         return None
 
+    def slack_bot_token_value(self) -> str:
+        """The bot token alone (a worker delivering messages needs no signing secret)."""
+        return _secret(self.slack_bot_token, "DEBATEBOT_SLACK_BOT_TOKEN", prefix="xoxb-")
+
     def slack_secrets(self) -> tuple[str, str | None, str | None]:
         """(bot token, signing secret, app token), refusing missing or placeholder values."""
-        token = _secret(self.slack_bot_token, "DEBATEBOT_SLACK_BOT_TOKEN", prefix="xoxb-")
+        token = self.slack_bot_token_value()
         app_token = (
             _secret(self.slack_app_token, "DEBATEBOT_SLACK_APP_TOKEN", prefix="xapp-")
             if self.slack_app_token is not None

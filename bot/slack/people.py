@@ -147,6 +147,10 @@ class SlackDirectory:
         self._dms[user] = channel
         return channel
 
+    def known_bot_user(self) -> str | None:
+        """The bot's user id if an `auth.test` has answered (never a call to Slack)."""
+        return self._bot[0] if self._bot is not None else None
+
     async def bot_identity(self) -> tuple[str | None, str]:
         """The bot's user id and name, for telling people how to `/invite` it."""
         if self._bot is None:

@@ -5,18 +5,21 @@ owed is lost once the fault clears."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import pytest
 from sqlmodel import select
 
+from bot.app import build_delivery
+from bot.settings import Settings
 from bot.slack import blocks
 from bot.store import outbox, repository
 from bot.store import slack as slack_store
 from bot.store.db import session_scope
 from bot.store.tables import Escalation, Outbox
 from engine.models import DebateResult
-from tests.e2e.conftest import ADMIN, CHANNEL, REVIEWER, Bot, BotFactory
+from tests.e2e.conftest import ADMIN, BOT_TOKEN, CHANNEL, REVIEWER, Bot, BotFactory
 from tests.e2e.slack_emulator import MAX_BLOCK_TEXT, Fault, block_chars
 from tests.helpers import DebateScript, reply_for
 
@@ -344,3 +347,33 @@ async def test_another_round_is_offered_only_where_it_can_run(start_bot: BotFact
 
     assert blocks.ACTION_ANOTHER_ROUND in buttons(adversarial)
     assert buttons(other) == [blocks.ACTION_APPROVE, blocks.ACTION_REJECT]
+
+
+async def test_a_new_process_delivers_what_a_stopped_one_still_owed(start_bot: BotFactory) -> None:
+    bot = await start_bot()
+    with_reviewer(bot)
+    # Slack is down for the whole life of the first process.
+    bot.emulator.fail_for("*", Fault(status=503, error="service_unavailable"), seconds=600)
+    await bot.driver.command("Should we adopt ADR-042?")
+    await bot.wait_for(
+        lambda: bot.debates() and bot.debates()[0].state == "finished", "the finished debate"
+    )
+    await bot.runtime.stop()
+    assert bot.emulator.posted(CHANNEL) == []
+    assert {row.key for row in bot.owed()} >= {"parent", "round:1", "verdict", "review"}
+
+    bot.emulator.heal()
+    settings = Settings(
+        slack_bot_token=BOT_TOKEN, slack_api_url=bot.emulator.api_url, post_interval_s=0
+    )
+    successor = build_delivery(settings, bot.engine, owner="successor")
+    stop = asyncio.Event()
+    delivering = asyncio.create_task(successor.run_forever(stop))
+
+    [debate] = await bot.finished()
+    stop.set()
+    await delivering
+    [parent] = [m for m in bot.emulator.posted(CHANNEL) if "thread_ts" not in m]
+    assert texts(bot.emulator.in_thread(CHANNEL, parent["ts"])) == THREAD_TEXTS
+    assert "Done" in str(parent["blocks"])
+    assert escalation_of(bot, debate.id).message_ts is not None
