@@ -160,14 +160,6 @@ def due_lanes(session: Session) -> list[tuple[int, str]]:
     return sorted((int(debate_id), str(action)) for debate_id, action in rows)
 
 
-def next_due_at(session: Session) -> datetime | None:
-    """When the earliest message waiting for a retry becomes due."""
-    value = session.exec(
-        select(func.min(Outbox.next_attempt_at)).where(Outbox.state == OutboxState.PENDING)
-    ).one()
-    return value
-
-
 def _claim(session: Session, row: Outbox, owner: str, claim_s: float) -> Outbox | None:
     now = utcnow()
     claimed = session.execute(
