@@ -119,7 +119,7 @@ class OutboxDelivery:
         return started
 
     async def drain(self) -> None:
-        """Deliver everything due now and wait for it (`worker --exit-when-idle`, before exiting)."""
+        """Deliver everything due now and wait for it (`worker --exit-when-idle` does, to end)."""
         while await self.start_due() or any(not t.done() for t in self._lanes.values()):
             await asyncio.gather(*self._lanes.values(), return_exceptions=True)
 
