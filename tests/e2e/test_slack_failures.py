@@ -377,3 +377,41 @@ async def test_a_new_process_delivers_what_a_stopped_one_still_owed(start_bot: B
     assert texts(bot.emulator.in_thread(CHANNEL, parent["ts"])) == THREAD_TEXTS
     assert "Done" in str(parent["blocks"])
     assert escalation_of(bot, debate.id).message_ts is not None
+
+
+async def test_the_dm_chain_reaches_the_admins_when_the_requester_cannot_be_reached(
+    start_bot: BotFactory,
+) -> None:
+    bot = await start_bot()
+    bot.llm.delay_s = 0.3
+    # conversations.open is down: DMs go to the user id itself; the requester's DM refuses.
+    bot.emulator.fail_for("conversations.open", Fault(status=500), seconds=600)
+    bot.emulator.outside.add("DUALICE")
+    await bot.driver.command("Should we adopt ADR-042?")
+    await bot.wait_for(lambda: bot.emulator.posted(CHANNEL), "the parent")
+    bot.emulator.archived.add(CHANNEL)
+
+    [debate] = await bot.finished(limit_s=60)
+
+    [request] = bot.emulator.dms(ADMIN)
+    assert "Review needed" in request["text"]
+    assert review_row(bot, debate.id).delivered_to == f"dm to workspace admins: {ADMIN}"
+    assert bot.emulator.dms("UALICE") == []
+    assert bot.emulator.calls_of("users.list")
+
+
+async def test_a_parent_is_posted_again_without_a_link_when_slack_gives_none(
+    start_bot: BotFactory,
+) -> None:
+    bot = await start_bot()
+    bot.llm.delay_s = 0.3
+    bot.emulator.fail_for("chat.getPermalink", Fault(status=200, error="internal_error"), 600)
+    await bot.driver.command("Should we adopt ADR-042?")
+    parent = await bot.wait_for(lambda: bot.emulator.posted(CHANNEL), "the parent")
+    bot.emulator.delete_message(CHANNEL, parent[0]["ts"])
+
+    await bot.finished(limit_s=60)
+
+    [new_parent] = [m for m in bot.emulator.posted(CHANNEL) if "thread_ts" not in m]
+    assert "stays in its thread" in str(new_parent["blocks"])
+    assert "https://" not in str(new_parent["blocks"])
