@@ -230,7 +230,13 @@ class OutboxDelivery:
             ("workspace admins", None),
         ]
         for label, people in chain:
-            users = people if people is not None else await self.directory.admins()
+            try:
+                users = people if people is not None else await self.directory.admins()
+            except PostError as error:
+                if error.retryable:
+                    await self._retry(row, error)
+                    return False
+                users = []
             if not users:
                 continue
             delivered = await self._direct(row, users, label, reason=reason)

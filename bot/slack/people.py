@@ -9,6 +9,7 @@ clicks does not hit Slack's rate limits. A lookup Slack cannot answer is logged 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -26,10 +27,12 @@ class SlackDirectory:
         client: AsyncWebClient,
         *,
         ttl_s: float = 60.0,
+        lookup_s: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.client = client
         self.ttl_s = ttl_s
+        self.lookup_s = lookup_s
         self._clock = clock
         self._admins: dict[str, tuple[float, bool]] = {}
         self._groups: dict[str, tuple[float, frozenset[str]]] = {}
@@ -113,15 +116,17 @@ class SlackDirectory:
 
     async def admins(self) -> list[str]:
         """Workspace admins and owners (people, not bots): the last resort for a review
-        request no one else could be sent."""
+        request no one else could be sent. Raises the classified PostError when Slack does not
+        answer, so the caller can try again rather than conclude there are none."""
         found: list[str] = []
         cursor = None
         while True:
             try:
                 response = await self.client.users_list(limit=200, cursor=cursor)
             except SLACK_FAILURES as error:
-                log.error("users.list failed: %s", classify(error, "users.list", "-"))
-                return found
+                refusal = classify(error, "users.list", "-")
+                log.error("users.list failed: %s", refusal)
+                raise refusal from error
             for member in response.get("members") or []:
                 if member.get("deleted") or member.get("is_bot"):
                     continue
@@ -165,9 +170,12 @@ class SlackDirectory:
     async def cannot_post_in(self, channel: str) -> str | None:
         """Why the bot cannot post in `channel` (`not_in_channel`, `channel_not_found`,
         `is_archived`), or None when it can, or when Slack cannot tell right now (the post
-        itself will find out, and the outbox deals with it)."""
+        itself will find out, and the outbox deals with it). The wait is short: a form's
+        submission is checked before its ack, inside Slack's three seconds."""
         try:
-            response = await self.client.conversations_info(channel=channel)
+            response = await asyncio.wait_for(
+                self.client.conversations_info(channel=channel), timeout=self.lookup_s
+            )
         except SLACK_FAILURES as error:
             refusal = classify(error, "conversations.info", channel)
             if refusal.code == "channel_not_found":

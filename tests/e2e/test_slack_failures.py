@@ -415,3 +415,99 @@ async def test_a_parent_is_posted_again_without_a_link_when_slack_gives_none(
     [new_parent] = [m for m in bot.emulator.posted(CHANNEL) if "thread_ts" not in m]
     assert "stays in its thread" in str(new_parent["blocks"])
     assert "https://" not in str(new_parent["blocks"])
+
+
+async def test_when_slack_cannot_say_whether_the_bot_is_in_the_channel_the_debate_goes_ahead(
+    start_bot: BotFactory,
+) -> None:
+    bot = await start_bot()
+    # conversations.info fails, then hangs past the check's short wait: neither blocks anyone.
+    bot.emulator.fail("conversations.info", Fault(status=500), Fault(status=500, hang_s=3))
+
+    await bot.driver.command("Should we adopt ADR-042?")
+    await bot.driver.command("")
+    view = await bot.wait_for(lambda: bot.emulator.views and bot.emulator.views[-1], "the form")
+
+    assert view["callback_id"] == blocks.VIEW_DEBATE
+    [debate] = await bot.finished()
+    assert texts(bot.emulator.in_thread(CHANNEL, debate.thread_ts)) == THREAD_TEXTS
+
+
+async def test_a_form_is_answered_in_time_while_conversations_info_hangs(
+    start_bot: BotFactory,
+) -> None:
+    bot = await start_bot()
+    await bot.driver.command("")
+    view = await bot.wait_for(lambda: bot.emulator.views and bot.emulator.views[-1], "the form")
+    bot.emulator.fail("conversations.info", Fault(status=500, hang_s=5))
+
+    submitted = await bot.driver.submit(
+        view,
+        {
+            "question": {"type": "plain_text_input", "value": "Adopt ADR-042?"},
+            "protocol": {"type": "static_select", "selected_option": {"value": "adversarial"}},
+            "rounds": {"type": "plain_text_input", "value": "1"},
+        },
+        user="UALICE",
+    )
+
+    # The check gave up after its short wait (2 s), inside Slack's 3 s, and the form closed.
+    assert submitted.status == 200
+    assert submitted.body == ""
+    [debate] = await bot.finished()
+    assert debate.source == "modal"
+
+
+async def test_review_dms_are_retried_through_a_slack_outage(start_bot: BotFactory) -> None:
+    bot = await start_bot()
+    with_reviewer(bot)
+    bot.llm.delay_s = 0.3
+    await bot.driver.command("Should we adopt ADR-042?")
+    await bot.wait_for(lambda: bot.emulator.posted(CHANNEL), "the parent")
+    bot.emulator.outside.add(CHANNEL)
+    await bot.wait_for(lambda: bot.emulator.dms("UALICE"), "the requester told by DM")
+    # From here every DM fails for a while: the review request waits, it is not lost.
+    bot.emulator.fail_for("chat.postMessage", Fault(status=500), seconds=3)
+
+    [debate] = await bot.finished(limit_s=60)
+
+    [request] = bot.emulator.dms(REVIEWER)
+    assert "Review needed" in request["text"]
+    row = review_row(bot, debate.id)
+    assert (row.state, row.delivered_to) == ("sent", f"dm to reviewers: {REVIEWER}")
+    assert row.attempts >= 1
+
+
+async def test_admins_are_asked_again_when_users_list_does_not_answer(
+    start_bot: BotFactory,
+) -> None:
+    bot = await start_bot()
+    bot.llm.delay_s = 0.3
+    bot.emulator.outside.add("DUALICE")  # the requester cannot be sent a DM
+    await bot.driver.command("Should we adopt ADR-042?")
+    await bot.wait_for(lambda: bot.emulator.posted(CHANNEL), "the parent")
+    bot.emulator.archived.add(CHANNEL)
+    bot.emulator.fail("users.list", Fault(status=503), Fault(status=503))
+
+    [debate] = await bot.finished(limit_s=60)
+
+    assert len(bot.emulator.calls_of("users.list", ok_only=False)) >= 3
+    [request] = bot.emulator.dms(ADMIN)
+    assert "Review needed" in request["text"]
+    assert review_row(bot, debate.id).delivered_to == f"dm to workspace admins: {ADMIN}"
+
+
+async def test_a_parent_that_cannot_be_posted_again_yet_is_retried(start_bot: BotFactory) -> None:
+    bot = await start_bot()
+    bot.llm.delay_s = 0.3
+    await bot.driver.command("Should we adopt ADR-042?")
+    parent = await bot.wait_for(lambda: bot.emulator.posted(CHANNEL), "the parent")
+    # The round meets the deleted thread; the parent's re-post then meets a 500, once.
+    bot.emulator.fail("chat.postMessage", None, Fault(status=500))
+    bot.emulator.delete_message(CHANNEL, parent[0]["ts"])
+
+    [debate] = await bot.finished(limit_s=60)
+
+    [new_parent] = [m for m in bot.emulator.posted(CHANNEL) if "thread_ts" not in m]
+    assert texts(bot.emulator.in_thread(CHANNEL, new_parent["ts"]))[:2] == THREAD_TEXTS[:2]
+    assert debate.thread_ts == new_parent["ts"]

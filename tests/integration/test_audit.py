@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from sqlalchemy import Engine, text
 from sqlmodel import Session, select
 
@@ -196,3 +197,18 @@ async def test_the_export_carries_the_seal_and_verifies_offline(
     assert main(["audit", "verify-export", str(path)]) == 1
     path.write_text(json.dumps(record), encoding="utf-8")
     assert main(["audit", "verify-export", str(path)]) == 0
+
+
+def test_verify_export_explains_a_file_it_cannot_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    garbage = tmp_path / "garbage.json"
+    garbage.write_text("{not json", encoding="utf-8")
+
+    assert main(["audit", "verify-export", str(tmp_path / "missing.json")]) == 1
+    assert main(["audit", "verify-export", str(garbage)]) == 1
+    assert main(["audit", "verify-export", str(tmp_path)]) == 1
+
+    err = capsys.readouterr().err
+    assert err.count("cannot read") == 3
+    assert "as an export" in err

@@ -4,17 +4,24 @@ database refuses becomes a clear error; and `/healthz` says which, without namin
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import Engine
 from sqlmodel import Session
 
 from bot.app import health_report
+from bot.jobs.delivery import DeliveryConfig, OutboxDelivery
+from bot.jobs.pause import OutagePause
+from bot.slack.people import SlackDirectory
+from bot.slack.poster import SlackPoster
 from bot.store import repository
 from bot.store.db import check_schema, make_engine, session_scope, upgrade
 from bot.store.errors import DatabaseUnavailableError, SchemaOutdatedError, StoreRefusedError
@@ -131,3 +138,57 @@ def test_control_characters_are_cleaned_before_they_reach_the_store(store: Engin
     with session_scope(store) as session:
         debate, _ = repository.enqueue_debate(session, trigger_key="c", spec=spec, source="t")
     assert debate.question == "Adopt ADR-042?\nYes\tor no"
+
+
+async def test_delivery_waits_out_a_lost_database_without_flooding_the_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "gone" / "bot.sqlite3"
+    url = f"sqlite:///{path}"
+    upgrade(url)
+    engine = make_engine(url)
+    for leftover in path.parent.iterdir():
+        leftover.unlink()
+    client = AsyncWebClient(token="xoxb-unused-0000", base_url="http://127.0.0.1:9/api/")
+    delivery = OutboxDelivery(
+        engine=engine,
+        poster=SlackPoster(client),
+        directory=SlackDirectory(client),
+        owner="lonely",
+        config=DeliveryConfig(poll_s=0.05),
+    )
+    stop = asyncio.Event()
+    caplog.set_level(logging.INFO, logger="bot.jobs.delivery")
+
+    running = asyncio.create_task(delivery.run_forever(stop))
+    await asyncio.sleep(3.5)
+    stop.set()
+    await asyncio.wait_for(running, 10)
+
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    # Tries at 0, 1 and 3 s (backing off), not one every 50 ms poll; each names the problem.
+    assert 2 <= len(errors) <= 3
+    assert all("does not exist" in e and "next try in" in e for e in errors)
+    assert not path.exists()
+    engine.dispose()
+
+
+async def test_an_outage_pause_backs_off_and_logs_a_repeated_failure_sparingly() -> None:
+    pause = OutagePause("worker w", base_s=0.001, max_s=0.004)
+    records: list[str] = []
+
+    class Log:
+        def error(self, message: str, *args: object) -> None:
+            records.append(message % args)
+
+        def info(self, message: str, *args: object) -> None:
+            records.append(message % args)
+
+    for _ in range(6):
+        await pause.failed(RuntimeError("database locked"), asyncio.Event(), Log())  # type: ignore[arg-type]
+    pause.succeeded(Log())  # type: ignore[arg-type]
+
+    # The 1 and 2 ms waits are logged; from the 4 ms cap on, the same failure is not.
+    assert records[:2] == ["worker w: database locked; next try in 0s"] * 2
+    assert len(records) == 3
+    assert records[-1] == "worker w: the database answers again after 6 failure(s)"
