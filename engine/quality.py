@@ -69,14 +69,16 @@ def bare_value(text: str) -> bool:
     return not re.search(r"[a-z]{2,}", stripped) or stripped in BARE_WORDS
 
 
-def _normal(text: str) -> str:
+def normalized(text: str) -> str:
+    """`text` as lower-case words joined by single spaces, for phrase comparison."""
     return " ".join(_words(text))
 
 
-def echoes(text: str, prompt: str, *, min_words: int = 5) -> bool:
-    """Whether `text`, a phrase of some length, is copied from the prompt it answers."""
+def echoes(text: str, prompt_words: str, *, min_words: int = 5) -> bool:
+    """Whether `text`, a phrase of some length, is copied from the prompt it answers
+    (`prompt_words`: the prompt `normalized` once)."""
     words = _words(text)
-    return len(words) >= min_words and " ".join(words) in _normal(prompt)
+    return len(words) >= min_words and " ".join(words) in prompt_words
 
 
 def _who(turn: TurnRecord) -> str:
@@ -115,19 +117,23 @@ def output_checks(result: DebateResult, prompts: PromptLibrary) -> list[Confiden
                 delta=-BARE_PENALTY,
             )
         )
-    echoed = sorted(
-        {
-            f"{_who(t)} {field}"
-            for t in deciding
-            if (template := prompts.by_sha(t.prompt_sha256)) is not None
-            for field, text in _strings(t.parsed)
-            if echoes(text, template.text)
-        }
-    )
+    echoed: set[str] = set()
+    for turn in deciding:
+        template = prompts.by_sha(turn.prompt_sha256)
+        if template is None:
+            continue
+        prompt_words = normalized(template.text)
+        echoed.update(
+            f"{_who(turn)} {field}"
+            for field, text in _strings(turn.parsed)
+            if echoes(text, prompt_words)
+        )
     if echoed:
         steps.append(
             ConfidenceAdjustment(
-                reason=f"output copies the prompt's field descriptions ({', '.join(echoed)})",
+                reason=(
+                    f"output copies the prompt's field descriptions ({', '.join(sorted(echoed))})"
+                ),
                 delta=-ECHO_PENALTY,
             )
         )

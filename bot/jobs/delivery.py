@@ -160,7 +160,6 @@ class OutboxDelivery:
             raise
 
     async def _post(self, row: Outbox, debate: Debate) -> bool:
-        message = blocks.Message(row.text, row.blocks)
         if row.target == "dm":
             delivered = await self._direct(row, list(row.recipients), "direct message")
             if delivered is False:
@@ -175,7 +174,10 @@ class OutboxDelivery:
                 return await self._unreachable(row, debate, "the debate's thread was never posted")
         try:
             posted = await self.poster.post(
-                channel=row.channel_id, message=message, thread_ts=thread_ts, attempts=1
+                channel=row.channel_id,
+                message=blocks.Message(row.text, row.blocks),
+                thread_ts=thread_ts,
+                attempts=1,
             )
         except PostError as error:
             return await self._post_failed(row, debate, error)
@@ -207,11 +209,19 @@ class OutboxDelivery:
         return True
 
     async def _move_thread(self, row: Outbox, debate: Debate, code: str) -> bool:
-        """The thread's root is gone: post the parent again and go on in its new thread."""
+        """The thread's root, or the parent an update changes, is gone: post the parent again,
+        and send `row` again there. A post whose re-post fails is handled as its own failure
+        (a lost channel halts the debate); an update is retried or given up."""
         try:
             moved = await self._repost_parent(debate, code)
         except PostError as error:
-            return await self._post_failed(row, debate, error)
+            if row.action == "post":
+                return await self._post_failed(row, debate, error)
+            if error.retryable:
+                await self._retry(row, error)
+                return False
+            await self._give_up(row, error.code)
+            return True
         if not moved:
             await self._give_up(row, code)
             return True
@@ -351,30 +361,15 @@ class OutboxDelivery:
                     return
                 self._recovered()
                 if error.code in THREAD_GONE and (row.target_key or "").startswith(PARENT):
-                    await self._parent_gone(row, error.code)
+                    debate = await self._db(lambda s: s.get(Debate, row.debate_id))
+                    assert debate is not None
+                    await self._move_thread(row, debate, error.code)
                     return
                 if len(target.deliveries) == 1:
                     await self._give_up(row, error.code)
                     return
                 log.warning("debate %s: update of one copy failed: %s", row.debate_id, error)
         await self._sent(row, [], "updated")
-
-    async def _parent_gone(self, row: Outbox, code: str) -> None:
-        """The parent this update changes was deleted: post it again, then update that one."""
-        debate = await self._db(lambda s: s.get(Debate, row.debate_id))
-        assert debate is not None
-        try:
-            moved = await self._repost_parent(debate, code)
-        except PostError as error:
-            if error.retryable:
-                await self._retry(row, error)
-            else:
-                await self._give_up(row, error.code)
-            return
-        if moved:
-            await self._release(row)
-        else:
-            await self._give_up(row, code)
 
     # --- bookkeeping -------------------------------------------------------------------------
 
