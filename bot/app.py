@@ -360,6 +360,7 @@ def build_delivery(
             poll_s=settings.outbox_poll_s,
             claim_s=settings.slack_timeout_s * 2 + 5,
             backoff_max_s=settings.outbox_backoff_max_s,
+            status_interval_s=settings.outbox_status_interval_s,
         ),
     )
 

@@ -19,7 +19,7 @@ from engine.llm import LLM
 from engine.models import ModelSettings
 from engine.pricing import FREE, PriceTable, Pricing
 from engine.providers.anthropic_messages import AnthropicLLM
-from engine.providers.fake import FunctionLLM, canned_debate_reply
+from engine.providers.fake import CANNED_DEBATE_REPLIES, SchemaFillingLLM
 from engine.providers.local import SMOLLM2_MODEL_NAME, LocalLlamaLLM
 from engine.providers.openai_chat import OpenAIChatLLM, StructuredMode
 from engine.providers.retry import RetryPolicy
@@ -184,7 +184,9 @@ class ProviderRegistry:
                 seed=s.local_seed,
             )
         if name == "fake":
-            return FunctionLLM(canned_debate_reply, delay_s=s.fake_delay_s)
+            return SchemaFillingLLM(
+                seed=s.fake_seed, script=CANNED_DEBATE_REPLIES, delay_s=s.fake_delay_s
+            )
         if name == "anthropic":
             return AnthropicLLM(
                 api_key=s.provider_key("anthropic") or "",

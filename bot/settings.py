@@ -107,6 +107,9 @@ class Settings(BaseSettings):
     worker_heartbeat_s: float = Field(default=15.0, gt=0.1)
     worker_poll_s: float = Field(default=1.0, gt=0.0)
 
+    fake_seed: int = Field(
+        default=0, description="seed of the fake provider's schema-filling replies"
+    )
     fake_delay_s: float = Field(
         default=0.0, ge=0.0, description="latency the fake provider adds to each call"
     )
@@ -159,6 +162,11 @@ class Settings(BaseSettings):
     )
     outbox_backoff_max_s: float = Field(
         default=30.0, gt=0, description="the longest wait between two tries of one message"
+    )
+    outbox_status_interval_s: float = Field(
+        default=2.0,
+        ge=0,
+        description="the shortest time between two live-status updates of one debate's parent",
     )
     shutdown_grace_s: float = Field(
         default=10.0, ge=0, description="on SIGTERM, how long running turns may take to finish"

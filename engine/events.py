@@ -8,7 +8,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from engine.models import AdversarialRound, DebateResult, Role, TurnRecord, utcnow
+from engine.models import DebateResult, Role, TurnRecord, utcnow
+from engine.rounds import RoundRecord
 
 
 class TurnStarted(BaseModel):
@@ -16,6 +17,8 @@ class TurnStarted(BaseModel):
     round: int
     role: Role
     speaker: str = ""
+    step: str = ""
+    """What the turn is for, when the role alone does not say (a consensus or structured phase)."""
     attempt: int
     provider: str
     model: str
@@ -31,8 +34,10 @@ class TurnFinished(BaseModel):
 
 
 class RoundFinished(BaseModel):
+    """A round (or, for consensus and structured debates, a phase) is over; posted once."""
+
     kind: Literal["round_finished"] = "round_finished"
-    record: AdversarialRound
+    record: RoundRecord
 
 
 class VerdictReached(BaseModel):

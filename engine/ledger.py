@@ -117,10 +117,12 @@ class TurnLedger:
         output_type: type[T],
         attempt: int = 1,
         speaker: str = "",
+        step: str = "",
     ) -> T:
         """One agent turn: replayed from the record if stored, otherwise asked of its model.
 
         `speaker` names the debater when the role has several; it selects the debater's model.
+        `step` says what the turn is for in the live status (a phase), when the role does not.
         """
         stored = self._recorded.get((round, role, speaker, attempt))
         if stored is not None:
@@ -140,6 +142,7 @@ class TurnLedger:
                 round=round,
                 role=role,
                 speaker=speaker,
+                step=step,
                 attempt=attempt,
                 provider=llm.provider,
                 model=settings.model,

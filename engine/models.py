@@ -10,7 +10,7 @@ from __future__ import annotations
 import unicodedata
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator, model_validator
 
@@ -299,6 +299,7 @@ class CitationCheck(BaseModel):
 
 
 class AdversarialRound(BaseModel):
+    kind: Literal["adversarial"] = "adversarial"
     round: int = Field(ge=1)
     proposer: ProposerTurn
     critic: CriticTurn
@@ -307,6 +308,11 @@ class AdversarialRound(BaseModel):
     moderator: ModeratorTurn
     usage_by_role: dict[Role, Usage]
     cost_usd: float = Field(ge=0)
+
+    @property
+    def slot(self) -> str:
+        """Names the round among the debate's round messages."""
+        return str(self.round)
 
 
 class ConfidenceAdjustment(BaseModel):

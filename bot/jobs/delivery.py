@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -57,6 +58,9 @@ class DeliveryConfig:
     claim_s: float = 30.0
     backoff_base_s: float = 1.0
     backoff_max_s: float = 30.0
+    status_interval_s: float = 2.0
+    """Updates of one debate go at most this often: a status per turn is coalesced to the
+    newest, and the channel's write budget (one a second) stays free for the rounds."""
 
 
 class OutboxDelivery:
@@ -81,6 +85,7 @@ class OutboxDelivery:
         self._wake = asyncio.Event()
         self._lanes: dict[tuple[int, str], asyncio.Task[None]] = {}
         self._failing = False
+        self._updated_at: dict[int, float] = {}
         self._background: set[asyncio.Task[None]] = set()
 
     async def _db(self, work: Callable[[Session], R]) -> R:
@@ -111,6 +116,8 @@ class OutboxDelivery:
     async def start_due(self) -> int:
         """Start a task for every lane with a due message that has none yet; returns how many."""
         self._lanes = {lane: task for lane, task in self._lanes.items() if not task.done()}
+        horizon = asyncio.get_running_loop().time() - self.config.status_interval_s
+        self._updated_at = {d: at for d, at in self._updated_at.items() if at > horizon}
         started = 0
         for lane in await self._db(outbox.due_lanes):
             if lane not in self._lanes:
@@ -333,6 +340,11 @@ class OutboxDelivery:
     # --- updates -----------------------------------------------------------------------------
 
     async def _updates(self, debate_id: int) -> None:
+        loop = asyncio.get_running_loop()
+        wait = self._updated_at.get(debate_id, -math.inf) + self.config.status_interval_s
+        if wait > loop.time():
+            # Rows written while this lane waits coalesce, so the newest status goes out.
+            await asyncio.sleep(wait - loop.time())
         claimed = await self._db(
             lambda s: outbox.claim_updates(
                 s, debate_id=debate_id, owner=self.owner, claim_s=self.config.claim_s
@@ -340,6 +352,8 @@ class OutboxDelivery:
         )
         for row, target in claimed:
             await self._update(row, target)
+        if claimed:
+            self._updated_at[debate_id] = loop.time()
 
     async def _update(self, row: Outbox, target: Outbox | None) -> None:
         if target is None or target.state in ("failed", "split"):

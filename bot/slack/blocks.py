@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.store.tables import ChannelSettings
-from engine.models import AdversarialRound, ArgumentQuality, DebateResult, Verdict
+from engine.models import DebateResult, Verdict
 
 MAX_BLOCKS = 50
 MAX_VIEW_BLOCKS = 100
@@ -237,53 +237,16 @@ def material_messages(title: str, text: str) -> list[Message]:
     return paginate(escape(title), blocks)
 
 
-def _quality(label: str, quality: ArgumentQuality) -> str:
-    return (
-        f"{label}: logic {quality.logic}, evidence {quality.evidence},"
-        f" completeness {quality.completeness}, consistency {quality.consistency}"
-        f" (mean {quality.mean:.1f})"
-    )
-
-
-def round_messages(record: AdversarialRound, *, max_rounds: int) -> list[Message]:
-    """One round of an adversarial debate as one threaded message (more only if it is huge)."""
-    p, c, r, m = record.proposer, record.critic, record.rebuttal, record.moderator
-    blocks: list[Block] = [header(f"Round {record.round} of {max_rounds}")]
-    blocks += sections(
-        f"*:large_blue_circle: Proposer*\n{escape(p.thesis)}\n{bullets(p.supporting_arguments)}"
-    )
-    critic_note = f" (asked {record.critic_attempts}\u00d7)" if record.critic_attempts > 1 else ""
-    blocks += sections(
-        f"*:red_circle: Critic* \u2014 challenge strength {c.challenge_strength}/10{critic_note}\n"
-        f"{escape(c.thesis)}\n{bullets(c.counter_arguments)}"
-    )
-    rebuttal = f"*:large_blue_circle: Rebuttal*\n{escape(r.thesis)}\n{bullets(r.rebuttals)}"
-    if r.concessions:
-        rebuttal += f"\n_Concedes:_\n{bullets(r.concessions)}"
-    blocks += sections(rebuttal)
-    moderation = (
-        f"*:scales: Moderator* \u2014 `{m.decision.value}`, {m.confidence_level.value}\n"
-        f"{escape(m.synthesis)}"
-    )
-    if m.unresolved_points:
-        moderation += f"\n_Unresolved:_\n{bullets(m.unresolved_points)}"
-    blocks += sections(moderation)
-    blocks.append(
-        context(
-            escape(_quality("proposer", m.proposer_quality))
-            + " \u00b7 "
-            + escape(_quality("critic", m.critic_quality))
-            + f" \u00b7 round cost ${record.cost_usd:.4f}"
-        )
-    )
-    return paginate(f"Round {record.round} of {max_rounds}", blocks)
-
-
 def verdict_messages(
-    result: DebateResult, *, debate_id: int, seal: str | None = None
+    result: DebateResult,
+    *,
+    debate_id: int,
+    seal: str | None = None,
+    outcome: Sequence[Block] = (),
 ) -> list[Message]:
-    """The verdict in the thread: synthesis, confidence and its method, open points, cost, and
-    the start of the audit seal, so a copy of it lives outside the database."""
+    """The verdict in the thread: synthesis, the protocol's own `outcome`, confidence and its
+    method, open points, cost, and the start of the audit seal, so a copy of it lives outside
+    the database."""
     v = result.verdict
     blocks: list[Block] = [header(f"Verdict of debate #{debate_id}")]
     blocks += sections(status_line(v.status.value, result.error or ""))
@@ -291,6 +254,7 @@ def verdict_messages(
         f"*Decision:* `{v.decision.value}`\n*Confidence:* {v.confidence:.2f} ({v.level.value})"
     )
     blocks += sections(f"*Synthesis*\n{escape(v.synthesis)}")
+    blocks += outcome
     if v.confidence_method:
         steps = [f"{step.delta:+.2f} {step.reason}" for step in v.confidence_method]
         blocks += sections(f"*How the confidence was reached*\n{bullets(steps)}")

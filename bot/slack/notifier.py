@@ -19,13 +19,13 @@ from typing import TypeVar
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from bot.slack import blocks
+from bot.slack import blocks, rounds
 from bot.store import outbox
 from bot.store.db import in_session
 from bot.store.outbox import PARENT, PARENT_UPDATE, REVIEW, Draft
 from bot.store.tables import Debate, Escalation, Review
 from engine.events import DebateEvent, EventSink, RoundFinished, TurnStarted
-from engine.models import DebateResult, DebateSpec, Role
+from engine.models import DebateResult, DebateSpec
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -91,11 +91,12 @@ class DebateNotifier:
         return _draft(PARENT_UPDATE, message, action="update", target_key=PARENT)
 
     def round(self, event: RoundFinished, spec: DebateSpec) -> list[Draft]:
-        number = event.record.round
+        """A round's (or phase's) message, keyed by its slot so a replay owes nothing new."""
+        slot = event.record.slot
         return [
-            _draft(f"round:{number}" if n == 0 else f"round:{number}:{n}", part)
+            _draft(f"round:{slot}" if n == 0 else f"round:{slot}:{n}", part)
             for n, part in enumerate(
-                blocks.round_messages(event.record, max_rounds=spec.max_rounds)
+                rounds.round_messages(event.record, max_rounds=spec.max_rounds)
             )
         ]
 
@@ -110,7 +111,12 @@ class DebateNotifier:
         drafts = [
             _draft("verdict" if n == 0 else f"verdict:{n}", part)
             for n, part in enumerate(
-                blocks.verdict_messages(result, debate_id=debate.id, seal=debate.chain_head)
+                blocks.verdict_messages(
+                    result,
+                    debate_id=debate.id,
+                    seal=debate.chain_head,
+                    outcome=rounds.outcome_sections(result),
+                )
             )
         ]
         status = result.verdict.status.value
@@ -187,7 +193,7 @@ class DebateNotifier:
             if run.debate.channel_id is None:
                 return
             if isinstance(event, TurnStarted):
-                progress = _progress(event, run.spec.max_rounds)
+                progress = rounds.progress(event, run.spec)
                 if progress != run.progress:
                     run.progress = progress
                     await self.owe(run.debate, [self.status(run.debate, run.spec, *progress)])
@@ -225,11 +231,3 @@ def full_question(spec: DebateSpec) -> str:
         if doc.title == LONG_QUESTION_TITLE:
             return doc.text
     return spec.question
-
-
-def _progress(event: TurnStarted, max_rounds: int) -> tuple[str, str]:
-    if event.role is Role.FRAMING:
-        return "running", "framing the question"
-    if event.role is Role.MODERATOR:
-        return "moderating", f"round {event.round} of {max_rounds}"
-    return "running", f"round {event.round} of {max_rounds}"

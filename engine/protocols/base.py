@@ -109,6 +109,7 @@ class Asker:
         output_type: type[T],
         values: dict[str, str] | None = None,
         speaker: str = "",
+        step: str = "",
         attempt: int = 1,
         extra: str = "",
     ) -> T:
@@ -123,6 +124,7 @@ class Asker:
             round=round,
             role=role,
             speaker=speaker,
+            step=step,
             attempt=attempt,
             template=prompt,
             messages=[

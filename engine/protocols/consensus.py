@@ -22,6 +22,7 @@ from enum import Enum
 from pydantic import BaseModel, Field, create_model, field_validator, model_validator
 
 from engine.errors import LLMError, SpecError
+from engine.events import RoundFinished
 from engine.ledger import BudgetExhausted, TurnLedger
 from engine.models import (
     ConfidenceAdjustment,
@@ -44,6 +45,9 @@ from engine.protocols.base import (
     no_verdict,
     options_for,
 )
+from engine.rounds import ConsensusEntry, ConsensusPhase
+
+__all__ = ["ConsensusEntry", "ConsensusProtocol"]
 
 PHASES = ("proposal", "critique", "revision", "consensus")
 LATER_ROUND_PHASES = PHASES[1:]
@@ -84,15 +88,6 @@ def turn_type(votes: list[str]) -> type[ConsensusTurnBase]:
     """The turn schema with `vote` restricted to the configured vote set."""
     vote_enum = Enum("Vote", {v: v for v in votes}, type=str)  # type: ignore[misc]
     return create_model("ConsensusTurn", __base__=ConsensusTurnBase, vote=(vote_enum, ...))
-
-
-class ConsensusEntry(BaseModel):
-    speaker: str
-    round: int
-    phase: str
-    stance: str
-    rationale: str
-    vote: str
 
 
 class ConsensusReport(BaseModel):
@@ -196,6 +191,7 @@ class ConsensusProtocol:
                             round=number,
                             role=Role.DEBATER,
                             speaker=speaker,
+                            step=f"speaking in the {phase} phase",
                             output_type=output_type,
                             values={
                                 "speaker": speaker,
@@ -219,6 +215,23 @@ class ConsensusProtocol:
                         )
                     tally = tally_votes(entries, options.votes)
                     winner = next((v for v, n in tally.items() if n >= threshold), None)
+                    await ledger.emit(
+                        RoundFinished(
+                            record=ConsensusPhase(
+                                round=number,
+                                max_rounds=spec.max_rounds,
+                                phase=phase,
+                                contributions=[
+                                    e for e in entries if e.round == number and e.phase == phase
+                                ],
+                                votes=options.votes,
+                                tally=tally,
+                                threshold=threshold,
+                                debaters=len(schedule),
+                                reached=winner,
+                            )
+                        )
+                    )
                     if winner is not None:
                         break
                 if winner is not None:

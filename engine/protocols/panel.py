@@ -23,17 +23,18 @@ from __future__ import annotations
 import asyncio
 import re
 from collections import Counter
+from enum import Enum
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
 from engine.errors import LLMError, StructuredOutputError
+from engine.events import RoundFinished
 from engine.ledger import BudgetExhausted, TurnLedger
 from engine.models import (
     ConfidenceAdjustment,
     DebateResult,
     DebateSpec,
-    Decision,
     LongText,
     Participant,
     Role,
@@ -51,6 +52,9 @@ from engine.protocols.base import (
     no_verdict,
     options_for,
 )
+from engine.rounds import PanelAnswer, PanelRound, PanelSpoken
+
+__all__ = ["PanelAnswer", "PanelProtocol"]
 
 _WORD = re.compile(r"[a-z0-9']+")
 
@@ -61,12 +65,6 @@ class PanelOptions(BaseModel):
     convergence_threshold: float = Field(default=0.8, gt=0.0, le=1.0)
     escalate_below: float = Field(default=0.5, ge=0.0, le=1.0)
     route_confidence: float = Field(default=0.85, ge=0.0, le=1.0)
-
-
-class PanelAnswer(BaseModel):
-    decision: Decision
-    answer: LongText
-    confidence: float = Field(ge=0.0, le=1.0)
 
 
 class PeerCritique(BaseModel):
@@ -87,13 +85,22 @@ class PanelRevision(PanelAnswer):
 
 
 def revision_type(peers: list[str]) -> type[PanelRevision]:
-    """The revision schema, rejecting a reply that skips a peer's critique."""
+    """The revision schema, rejecting a reply that skips a peer's critique. The peers' names are
+    an enum and the list as long as the panel, so a constrained decoder names each peer."""
     expected = set(peers)
+    peer_enum = Enum("Peer", {p: p for p in peers}, type=str)  # type: ignore[misc]
+
+    class NamedCritique(PeerCritique):
+        peer: peer_enum  # type: ignore[assignment]
 
     class PeerRevision(PanelRevision):
+        critiques: list[NamedCritique] = Field(  # type: ignore[assignment]
+            min_length=len(peers), max_length=max(len(peers), 12)
+        )
+
         @model_validator(mode="after")
         def _every_peer(self) -> PeerRevision:
-            missing = expected - {c.peer for c in self.critiques}
+            missing = expected - {str(getattr(c.peer, "value", c.peer)) for c in self.critiques}
             if missing:
                 raise ValueError(f"critique every panelist; missing: {', '.join(sorted(missing))}")
             return self
@@ -173,18 +180,37 @@ class PanelProtocol:
                         report=report,
                     )
             for number in range(1, spec.max_rounds + 1):
+                previous = answers
                 answers = await self._round(asker, debaters, number, answers)
                 names = [d.name or "" for d in debaters]
                 clusters = cluster([answers[n].answer for n in names], options.similarity)
                 score = convergence(clusters, len(names))
-                history.append(
-                    {
-                        "round": number,
-                        "clusters": [[names[i] for i in c] for c in clusters],
-                        "convergence": score,
-                    }
+                grouped = [[names[i] for i in c] for c in clusters]
+                history.append({"round": number, "clusters": grouped, "convergence": score})
+                converged = score >= options.convergence_threshold
+                await ledger.emit(
+                    RoundFinished(
+                        record=PanelRound(
+                            round=number,
+                            max_rounds=spec.max_rounds,
+                            answers=[
+                                PanelSpoken(
+                                    speaker=n,
+                                    answer=answers[n],
+                                    changed=answers[n].answer != previous[n].answer
+                                    if n in previous
+                                    else None,
+                                )
+                                for n in names
+                            ],
+                            clusters=grouped,
+                            convergence=score,
+                            threshold=options.convergence_threshold,
+                            early_stop=converged and number < spec.max_rounds,
+                        )
+                    )
                 )
-                if score >= options.convergence_threshold:
+                if converged:
                     break
             chosen = await self._aggregate(asker, spec, options, debaters, answers, report)
         except (BudgetExhausted, LLMError) as stop:
@@ -208,6 +234,7 @@ class PanelProtocol:
             round=number,
             role=role,
             speaker=who.name or "" if role is Role.DEBATER else "",
+            step="answering on its own",
             output_type=PanelAnswer,
             values={"speaker": who.name or role.value, "role_hint": who.role_hint or ""},
         )
@@ -231,6 +258,7 @@ class PanelProtocol:
                 round=number,
                 role=Role.DEBATER,
                 speaker=name,
+                step="revising after the peers' critique",
                 output_type=revision_type(peers),
                 values={
                     "speaker": name,

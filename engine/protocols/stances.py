@@ -23,9 +23,10 @@ import random
 from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, create_model
 
 from engine.errors import LLMError, SpecError
+from engine.events import RoundFinished
 from engine.ledger import BudgetExhausted, TurnLedger
 from engine.models import (
     ConfidenceAdjustment,
@@ -36,7 +37,6 @@ from engine.models import (
     LongText,
     Participant,
     Role,
-    ShortText,
     Verdict,
     utcnow,
 )
@@ -51,6 +51,9 @@ from engine.protocols.base import (
     no_verdict,
     options_for,
 )
+from engine.rounds import StanceArgument, StanceSpoken, StancesRound
+
+__all__ = ["StanceArgument", "StancesProtocol"]
 
 log = logging.getLogger("debatebot.engine")
 
@@ -65,11 +68,6 @@ class StancesOptions(BaseModel):
     seed: int | None = None
     synthesizer: bool = False
     output_schema: dict[str, Any] | None = None
-
-
-class StanceArgument(BaseModel):
-    argument: LongText
-    key_points: list[ShortText] = Field(min_length=1, max_length=5)
 
 
 class JudgeDecisionBase(BaseModel):
@@ -186,6 +184,7 @@ class StancesProtocol:
                         round=number,
                         role=Role.DEBATER,
                         speaker=name,
+                        step=f"arguing \u201c{stance_of[name]}\u201d",
                         output_type=StanceArgument,
                         values={
                             "round": str(number),
@@ -195,6 +194,19 @@ class StancesProtocol:
                         },
                     )
                     spoken.append((number, name, argument))
+                await ledger.emit(
+                    RoundFinished(
+                        record=StancesRound(
+                            round=number,
+                            max_rounds=spec.max_rounds,
+                            arguments=[
+                                StanceSpoken(speaker=n, stance=stance_of[n], argument=a)
+                                for r, n, a in spoken
+                                if r == number
+                            ],
+                        )
+                    )
+                )
             judge_view = render_judge_view(spoken, stance_of, labels, options.shuffle, rng)
             judgment = await asker.ask(
                 "stances/judge.md",

@@ -20,12 +20,13 @@ per fallacy found (at most 0.15).
 
 from __future__ import annotations
 
-from enum import Enum, StrEnum
-from typing import Any, Literal, TypeVar
+from enum import Enum
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from engine.errors import LLMError, SpecError
+from engine.events import RoundFinished
 from engine.ledger import BudgetExhausted, TurnLedger
 from engine.models import (
     ConfidenceAdjustment,
@@ -35,17 +36,40 @@ from engine.models import (
     Decision,
     LongText,
     Role,
-    Score,
     ShortText,
     Verdict,
     utcnow,
 )
 from engine.prompts import PromptLibrary
 from engine.protocols.base import LEVEL_BASE, Asker, Ending, common_verdict, finish, no_verdict
+from engine.rounds import (
+    CLOSING_MAX_WORDS,
+    WEIGHTS,
+    Argument,
+    Closing,
+    Dimensions,
+    Fallacy,
+    FallacyFinding,
+    Response,
+    ScoredJudgment,
+    StructuredPhase,
+    TraceEntry,
+)
+
+__all__ = [
+    "CLOSING_MAX_WORDS",
+    "WEIGHTS",
+    "Argument",
+    "Closing",
+    "Dimensions",
+    "Fallacy",
+    "FallacyFinding",
+    "Response",
+    "StructuredProtocol",
+    "TraceEntry",
+]
 
 T = TypeVar("T", bound=BaseModel)
-WEIGHTS = {"logic": 0.30, "evidence": 0.30, "responsiveness": 0.25, "honesty": 0.15}
-CLOSING_MAX_WORDS = 200
 FALLACY_PENALTY = 0.05
 FALLACY_PENALTY_CAP = 0.15
 SIDES = ("PRO", "CON")
@@ -55,79 +79,12 @@ SIDE_MEANING = {
 }
 
 
-class Fallacy(StrEnum):
-    STRAW_MAN = "straw_man"
-    APPEAL_TO_AUTHORITY = "appeal_to_authority"
-    SLIPPERY_SLOPE = "slippery_slope"
-    FALSE_DILEMMA = "false_dilemma"
-    ANECDOTAL_EVIDENCE = "anecdotal_evidence"
-    CIRCULAR_REASONING = "circular_reasoning"
-    AD_HOMINEM = "ad_hominem"
-
-
-class Argument(BaseModel):
-    id: str
-    claim: str = Field(min_length=15, max_length=600)
-    reasoning: str = Field(min_length=40, max_length=2_000)
-    evidence: str = Field(min_length=3, max_length=600)
-
-
 class Opening(BaseModel):
     arguments: list[Argument] = Field(min_length=3, max_length=5)
 
 
-class Response(BaseModel):
-    target: str
-    response: Literal["refute", "challenge", "concede", "partial"]
-    explanation: LongText
-    follow_up_question: ShortText
-
-
 class CrossExamination(BaseModel):
     responses: list[Response] = Field(min_length=1, max_length=5)
-
-
-class Closing(BaseModel):
-    concessions: list[ShortText] = Field(default_factory=list, max_length=5)
-    unrebutted: list[str] = Field(default_factory=list, max_length=5)
-    final_position: LongText
-
-    @model_validator(mode="after")
-    def _within_limit(self) -> Closing:
-        text = " ".join([*self.concessions, *self.unrebutted, self.final_position])
-        count = len(text.split())
-        if count > CLOSING_MAX_WORDS:
-            raise ValueError(f"the closing has {count} words; at most {CLOSING_MAX_WORDS}")
-        return self
-
-
-class Dimensions(BaseModel):
-    """One argument's scores; the weighted score is computed here, never asked of the model."""
-
-    logic: Score
-    evidence: Score
-    responsiveness: Score
-    honesty: Score
-
-    @property
-    def weighted(self) -> float:
-        return (
-            self.logic * WEIGHTS["logic"]
-            + self.evidence * WEIGHTS["evidence"]
-            + self.responsiveness * WEIGHTS["responsiveness"]
-            + self.honesty * WEIGHTS["honesty"]
-        )
-
-
-class FallacyFinding(BaseModel):
-    argument: str
-    fallacy: Fallacy
-    explanation: ShortText
-
-
-class TraceEntry(BaseModel):
-    status: Literal["UPHELD", "PARTIALLY_UPHELD", "REFUTED", "UNCERTAIN"]
-    note: ShortText
 
 
 class Judgment(BaseModel):
@@ -251,6 +208,32 @@ def side_totals(scores: dict[str, Dimensions]) -> dict[str, float]:
     return totals
 
 
+def scored(judgment: Judgment) -> ScoredJudgment:
+    """The judgment with the weighted scores and side totals computed here, never by the model."""
+    scores = keyed_rows(judgment.scores, Dimensions)
+    totals = side_totals(scores)
+    return ScoredJudgment(
+        decision=judgment.decision,
+        confidence_level=judgment.confidence_level,
+        scores=scores,
+        weighted={a: d.weighted for a, d in scores.items()},
+        totals=totals,
+        leading_side=max(totals, key=lambda side: totals[side])
+        if totals["PRO"] != totals["CON"]
+        else None,
+        fallacies=_plain(judgment.fallacies, FallacyFinding),
+        trace=keyed_rows(judgment.trace, TraceEntry),
+        unresolved_questions=list(judgment.unresolved_questions),
+        recommendation=judgment.recommendation,
+    )
+
+
+def _plain(items: list[Any], model: type[T] | None = None) -> list[Any]:
+    """Schema-specific subclasses (enum-typed ids) as plain records, for the round record."""
+    dumped = [item.model_dump(mode="json") for item in items]
+    return [model.model_validate(row) for row in dumped] if model else dumped
+
+
 def render_arguments(opening: Opening) -> str:
     return "\n".join(
         f"{a.id}: {a.claim}\n   reasoning: {a.reasoning}\n   evidence: {a.evidence}"
@@ -300,6 +283,10 @@ class StructuredProtocol:
         def sided(side: str) -> dict[str, str]:
             return {"side": side, "side_meaning": SIDE_MEANING[side], "prefix": side}
 
+        async def posted(**phase: Any) -> None:
+            record = StructuredPhase.model_validate({"speakers": speakers, **phase})
+            await ledger.emit(RoundFinished(record=record))
+
         try:
             for side in SIDES:
                 openings[side] = await asker.ask(
@@ -307,15 +294,21 @@ class StructuredProtocol:
                     round=1,
                     role=Role.DEBATER,
                     speaker=speakers[side],
+                    step="making the opening",
                     output_type=opening_type(side),
                     values=sided(side),
                 )
+            await posted(
+                phase="openings",
+                openings={s: _plain(o.arguments) for s, o in openings.items()},
+            )
             for side, other in zip(SIDES, reversed(SIDES), strict=True):
                 crosses[side] = await asker.ask(
                     "structured/cross_exam.md",
                     round=2,
                     role=Role.DEBATER,
                     speaker=speakers[side],
+                    step="cross-examining",
                     output_type=cross_type([a.id for a in openings[other].arguments]),
                     values={
                         **sided(side),
@@ -323,12 +316,17 @@ class StructuredProtocol:
                         "opposing": render_arguments(openings[other]),
                     },
                 )
+            await posted(
+                phase="cross_examination",
+                answers={s: _plain(c.responses) for s, c in crosses.items()},
+            )
             for side, other in zip(SIDES, reversed(SIDES), strict=True):
                 closings[side] = await asker.ask(
                     "structured/closing.md",
                     round=3,
                     role=Role.DEBATER,
                     speaker=speakers[side],
+                    step="closing",
                     output_type=Closing,
                     values={
                         **sided(side),
@@ -336,11 +334,13 @@ class StructuredProtocol:
                         "answers_to_you": render_cross(other, crosses[other]),
                     },
                 )
+            await posted(phase="closings", closings=closings)
             ids = [a.id for side in SIDES for a in openings[side].arguments]
             judgment = await asker.ask(
                 "structured/judge.md",
                 round=4,
                 role=Role.JUDGE,
+                step="scoring",
                 output_type=judgment_type(ids),
                 values={
                     "pro": render_arguments(openings["PRO"]),
@@ -352,6 +352,7 @@ class StructuredProtocol:
                     ),
                 },
             )
+            await posted(phase="judgment", judgment=scored(judgment))
         except (BudgetExhausted, LLMError) as stop:
             ending.record(stop)
         report = self._report(openings, crosses, closings, judgment)
@@ -377,19 +378,17 @@ class StructuredProtocol:
             "closings": {s: c.model_dump(mode="json") for s, c in closings.items()},
         }
         if judgment is not None:
-            scores = keyed_rows(judgment.scores, Dimensions)
-            trace = keyed_rows(judgment.trace, TraceEntry)
-            totals = side_totals(scores)
+            judged = scored(judgment)
             report |= {
-                "weighted_scores": {a: round(d.weighted, 4) for a, d in scores.items()},
-                "side_totals": {side: round(total, 4) for side, total in totals.items()},
-                "leading_side": max(totals, key=lambda side: totals[side])
-                if totals["PRO"] != totals["CON"]
-                else None,
-                "fallacies": [f.model_dump(mode="json") for f in judgment.fallacies],
-                "trace": [{"argument": a} | t.model_dump(mode="json") for a, t in trace.items()],
-                "unresolved_questions": judgment.unresolved_questions,
-                "recommendation": judgment.recommendation,
+                "weighted_scores": {a: round(w, 4) for a, w in judged.weighted.items()},
+                "side_totals": {side: round(t, 4) for side, t in judged.totals.items()},
+                "leading_side": judged.leading_side,
+                "fallacies": [f.model_dump(mode="json") for f in judged.fallacies],
+                "trace": [
+                    {"argument": a} | t.model_dump(mode="json") for a, t in judged.trace.items()
+                ],
+                "unresolved_questions": judged.unresolved_questions,
+                "recommendation": judged.recommendation,
             }
         return report
 

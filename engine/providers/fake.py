@@ -1,14 +1,18 @@
-"""Fake models for tests and demos: a scripted one and a function-driven one.
+"""Fake models for tests and demos: a scripted one, a function-driven one, and one that fills any
+output schema (`SchemaFillingLLM`, the `--provider fake` model).
 
-Both record every request they receive (`calls`), count tokens roughly (4 characters a token,
+All record every request they receive (`calls`), count tokens roughly (4 characters a token,
 or exactly as a test dictates) and price them, so budget and audit logic run unchanged.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import inspect
 import json
+import random
+import re
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
@@ -132,6 +136,190 @@ class FunctionLLM(_RecordingLLM):
         reply = self.function(request)
         if inspect.isawaitable(reply):
             reply = await reply
+        return self._completion(request, reply)
+
+
+_WORDS = [
+    "latency",
+    "rollback",
+    "owner",
+    "budget",
+    "schema",
+    "audit",
+    "fallback",
+    "migration",
+    "quota",
+    "retention",
+    "cache",
+    "failover",
+    "tenant",
+    "review",
+    "threshold",
+    "contract",
+    "incident",
+    "alert",
+    "capacity",
+    "vendor",
+]
+_PATTERN_ATOM = re.compile(r"\\[dw.\-\\^$]|\[[^\]]+\]|[^\\\[(){}*+?|]")
+_QUANTIFIER = re.compile(r"\{(\d+)(?:,(\d*))?\}|[?*+]")
+
+
+def _class_members(atom: str) -> list[str]:
+    if atom == "\\d":
+        return list("0123456789")
+    if atom == "\\w":
+        return list("abcdefghijklmnopqrstuvwxyz")
+    if atom.startswith("\\"):
+        return [atom[1]]
+    if not atom.startswith("["):
+        return [atom]
+    body, members = atom[1:-1], []
+    if body.startswith("^"):
+        raise LLMError(f"the fake model cannot fill negated character classes ({atom})")
+    i = 0
+    while i < len(body):
+        if i + 2 < len(body) and body[i + 1] == "-":
+            members += [chr(c) for c in range(ord(body[i]), ord(body[i + 2]) + 1)]
+            i += 3
+        else:
+            members.append(body[i])
+            i += 1
+    return members
+
+
+def text_for_pattern(pattern: str, index: int) -> str:
+    """A string matching `pattern` (literals, escapes, classes, quantifiers; no groups or
+    alternation), its classes picking member `index`, so list items come out numbered in order:
+    `^PRO-[1-5]$` gives PRO-1, PRO-2, ... for indexes 0, 1, ..."""
+    body = pattern.removeprefix("^").removesuffix("$")
+    out, position = [], 0
+    while position < len(body):
+        atom = _PATTERN_ATOM.match(body, position)
+        if atom is None:
+            raise LLMError(
+                f"the fake model cannot fill the pattern {pattern!r}; give the test a"
+                " FunctionLLM reply for this schema instead"
+            )
+        position = atom.end()
+        repeat = 1
+        quantifier = _QUANTIFIER.match(body, position)
+        if quantifier is not None:
+            position = quantifier.end()
+            token = quantifier.group(0)
+            repeat = 0 if token in "?*" else 1 if token == "+" else int(quantifier.group(1))
+        members = _class_members(atom.group(0))
+        out.append(members[index % len(members)] * repeat)
+    return "".join(out)
+
+
+class _Filler:
+    """Walks an (inlined) JSON schema and builds a value every bound, enum and pattern of it
+    accepts. Array items get their index, so enum-typed ids within a list come out distinct."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+
+    def value(
+        self, node: dict[str, Any], name: str, index: int | None = None, offset: int = 0
+    ) -> Any:
+        """A value for `node`; `index` is the position within the enclosing list, if any."""
+        if "const" in node:
+            return node["const"]
+        if "enum" in node:
+            choices = node["enum"]
+            if index is None:
+                return self.rng.choice(choices)
+            return choices[(offset + index) % len(choices)]
+        options = node.get("anyOf") or node.get("oneOf")
+        if options:
+            real = [o for o in options if o.get("type") != "null"] or options
+            return self.value(real[0], name, index, offset)
+        kind = node.get("type")
+        if isinstance(kind, list):
+            kind = next((k for k in kind if k != "null"), "null")
+        if kind == "object":
+            return {
+                key: self.value(sub, key, index, offset)
+                for key, sub in node.get("properties", {}).items()
+            }
+        if kind == "array":
+            return self.array(node, name)
+        if kind == "string":
+            if "pattern" in node:
+                return text_for_pattern(node["pattern"], index or 0)
+            return self.string(node, name)
+        if kind == "integer":
+            low = int(node.get("minimum", node.get("exclusiveMinimum", -1) + 1))
+            high = int(node.get("maximum", node.get("exclusiveMaximum", low + 1) - 1))
+            return self.rng.randint(low, max(low, high))
+        if kind == "number":
+            bottom = float(node.get("minimum", node.get("exclusiveMinimum", 0.0)))
+            top = float(node.get("maximum", node.get("exclusiveMaximum", bottom + 1.0)))
+            return round(self.rng.uniform(bottom, top), 2)
+        if kind == "boolean":
+            return self.rng.random() < 0.5
+        if kind == "null":
+            return None
+        raise LLMError(f"the fake model cannot fill field {name!r} of schema {node}")
+
+    def array(self, node: dict[str, Any], name: str) -> list[Any]:
+        low = int(node.get("minItems", 0))
+        high = int(node.get("maxItems", max(low, 3)))
+        count = min(high, max(low, self.rng.randint(1, 2)))
+        items = node.get("items", {"type": "string"})
+        offset = self.rng.randrange(97)
+        return [self.value(items, name, i, offset) for i in range(count)]
+
+    def string(self, node: dict[str, Any], name: str) -> str:
+        low, high = int(node.get("minLength", 1)), int(node.get("maxLength", 400))
+        words = [self.rng.choice(_WORDS) for _ in range(self.rng.randint(3, 6))]
+        text = f"[fake] {name.replace('_', ' ')}: {' '.join(words)}"
+        while len(text) < low:
+            text += f" {self.rng.choice(_WORDS)}"
+        return text[:high].rstrip() or text[:high]
+
+
+def fill_schema(schema: dict[str, Any], *, seed: str | int = 0) -> Any:
+    """A value valid against `schema`, the same for the same seed."""
+    return _Filler(random.Random(str(seed))).value(schema, "root")
+
+
+class SchemaFillingLLM(_RecordingLLM):
+    """Answers every structured request with a value built from its JSON schema, like
+    pydantic-ai's `TestModel`: deterministic for a seed and a request, valid against every
+    protocol's output types, clearly fake ("[fake] ..."). `script` maps schema names to fixed
+    replies (the readable canned adversarial debate) that take precedence over filling."""
+
+    def __init__(
+        self,
+        *,
+        seed: int = 0,
+        script: dict[str, Any] | None = None,
+        provider: str = "fake",
+        model: str = "fake-model",
+        pricing: Pricing = FREE,
+        delay_s: float = 0.0,
+        usage: Usage | None = None,
+    ) -> None:
+        super().__init__(
+            provider=provider, model=model, pricing=pricing, delay_s=delay_s, usage=usage
+        )
+        self.seed = seed
+        self.script = dict(script or {})
+
+    async def complete(self, request: LLMRequest) -> Completion:
+        self.calls.append(request)
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        if request.schema_name in self.script:
+            return self._completion(request, self.script[request.schema_name or ""])
+        if request.output_schema is None:
+            raise LLMError("the schema-filling fake model answers structured requests only")
+        digest = hashlib.sha256(
+            "\n".join(m.content for m in request.messages).encode()
+        ).hexdigest()[:16]
+        reply = fill_schema(request.output_schema, seed=f"{self.seed}:{digest}")
         return self._completion(request, reply)
 
 

@@ -20,7 +20,7 @@ from bot.app import BotRuntime, build_bot, build_services
 from bot.settings import Settings
 from bot.store.db import make_engine, session_scope, upgrade
 from bot.store.tables import Debate, Outbox
-from engine.providers.fake import FunctionLLM
+from engine.providers.fake import FunctionLLM, SchemaFillingLLM
 from tests.e2e.driver import SlackDriver
 from tests.e2e.slack_emulator import SlackEmulator
 from tests.helpers import DebateScript
@@ -30,6 +30,7 @@ BOT_TOKEN = "xoxb-1234-5678-emulatedtoken"
 ADMIN = "UADMIN"
 REVIEWER = "UREVIEW"
 CHANNEL = "CDEBATE"
+FakeLLM = FunctionLLM | SchemaFillingLLM
 
 
 @dataclass
@@ -38,7 +39,7 @@ class Bot:
     driver: SlackDriver
     runtime: BotRuntime
     engine: Engine
-    llm: FunctionLLM
+    llm: FakeLLM
 
     async def wait_for(self, predicate: Callable[[], Any], what: str, limit_s: float = 60) -> Any:
         """Poll until `predicate()` is truthy; a generous deadline, not a speed assertion."""
@@ -91,7 +92,9 @@ async def start_bot(tmp_path: Path) -> AsyncIterator[BotFactory]:
         ]
     ] = []
 
-    async def start(script: DebateScript | None = None, **overrides: Any) -> Bot:
+    async def start(
+        script: DebateScript | None = None, llm: FakeLLM | None = None, **overrides: Any
+    ) -> Bot:
         emulator = SlackEmulator(admins={ADMIN})
         await emulator.start()
         url = f"sqlite:///{tmp_path / f'bot{len(started)}.sqlite3'}"
@@ -106,13 +109,14 @@ async def start_bot(tmp_path: Path) -> AsyncIterator[BotFactory]:
             "post_interval_s": 0.0,
             "worker_poll_s": 0.05,
             "outbox_poll_s": 0.05,
+            "outbox_status_interval_s": 0.2,
             "outbox_backoff_max_s": 1.0,
             "slack_timeout_s": 2.0,
             "shutdown_grace_s": 0.0,
         }
         values.update(overrides)
         settings = Settings(**values)
-        llm = (script or DebateScript()).llm()
+        llm = llm or (script or DebateScript()).llm()
         services = build_services(settings)
         services.resolve_llm = lambda _model: llm
         engine = make_engine(url)

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.slack import blocks
+from bot.slack import blocks, rounds
 from bot.store.tables import ChannelSettings
 from engine.models import (
     AdversarialRound,
@@ -92,7 +92,7 @@ def huge_round() -> AdversarialRound:
 
 
 def test_a_huge_round_fits_the_limits_across_messages() -> None:
-    messages = blocks.round_messages(huge_round(), max_rounds=3)
+    messages = rounds.round_messages(huge_round(), max_rounds=3)
     for message in messages:
         within_limits(message)
     assert messages[0].text == "Round 1 of 3"

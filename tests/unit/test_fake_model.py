@@ -1,0 +1,163 @@
+"""The schema-filling fake model: valid output for every protocol's types with no re-ask,
+deterministic per seed, and one round record per round or phase, of the protocol's own kind."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, Field
+
+from engine.errors import LLMError
+from engine.events import DebateEvent, RoundFinished
+from engine.llm import output_schema
+from engine.models import DebateResult, DebateSpec, DebateStatus, ModelSettings, Participant, Role
+from engine.protocols.structured import cross_type, judgment_type, opening_type
+from engine.providers.fake import CANNED_DEBATE_REPLIES, SchemaFillingLLM, fill_schema
+from engine.runner import run_debate
+from tests.helpers import shipped_prompts
+
+FAKE = ModelSettings(provider="fake", model="fake-model")
+
+
+def debaters(*names: str, stances: bool = False) -> list[Participant]:
+    return [
+        Participant(
+            role=Role.DEBATER,
+            name=name,
+            stance=f"{name} is right" if stances else None,
+            model=FAKE,
+        )
+        for name in names
+    ]
+
+
+SPECS: dict[str, dict[str, Any]] = {
+    "adversarial": {"max_rounds": 2},
+    "stances": {"max_rounds": 2, "participants": debaters("ana", "ben", stances=True)},
+    "consensus": {"max_rounds": 2, "participants": debaters("ana", "ben", "cy")},
+    "structured": {"max_rounds": 1},
+    "panel": {"max_rounds": 3, "participants": debaters("ana", "ben", "cy")},
+    "panel-judge": {
+        "protocol": "panel",
+        "max_rounds": 2,
+        "participants": [*debaters("ana", "ben"), Participant(role=Role.JUDGE, model=FAKE)],
+        "options": {"aggregation": "judge"},
+    },
+}
+
+
+def spec_for(name: str) -> DebateSpec:
+    fields = {"protocol": name, **SPECS[name]}
+    return DebateSpec(question="Adopt a queue for billing retries?", default_model=FAKE, **fields)
+
+
+async def run(name: str, seed: int, **llm: Any) -> tuple[DebateResult, list[RoundFinished]]:
+    rounds: list[RoundFinished] = []
+
+    async def sink(event: DebateEvent) -> None:
+        if isinstance(event, RoundFinished):
+            rounds.append(event)
+
+    model = SchemaFillingLLM(seed=seed, **llm)
+    result = await run_debate(
+        spec_for(name), resolve_llm=lambda _: model, prompts=shipped_prompts(), sink=sink
+    )
+    return result, rounds
+
+
+@pytest.mark.parametrize("name", list(SPECS))
+@pytest.mark.parametrize("seed", range(4))
+async def test_every_protocol_completes_on_filled_schemas_without_a_reask(
+    name: str, seed: int
+) -> None:
+    result, rounds = await run(name, seed)
+    assert result.status is DebateStatus.COMPLETE, result.error
+    assert result.transcript
+    assert all(turn.reasks == 0 for turn in result.transcript)
+    assert rounds, "every protocol reports its rounds"
+    assert {event.record.kind for event in rounds} == {spec_for(name).protocol}
+
+
+@pytest.mark.parametrize("name", ["stances", "consensus", "structured", "panel"])
+async def test_round_records_follow_the_protocol(name: str) -> None:
+    result, rounds = await run(name, seed=3)
+    records = [event.record for event in rounds]
+    report = result.report or {}
+    if name == "stances":
+        assert [r.round for r in records] == [1, 2]
+        assert all([a.speaker for a in r.arguments] == ["ana", "ben"] for r in records)
+    elif name == "consensus":
+        assert [r.phase for r in records] == report["phase_sequence"]
+        assert records[-1].tally == report["tally"]
+    elif name == "structured":
+        assert [r.phase for r in records] == [
+            "openings",
+            "cross_examination",
+            "closings",
+            "judgment",
+        ]
+        judged = records[-1].judgment
+        assert judged is not None
+        assert judged.totals == pytest.approx(report["side_totals"], abs=1e-4)
+    else:
+        assert [r.round for r in records] == [h["round"] for h in report["rounds"]]
+        assert records[-1].convergence == report["rounds"][-1]["convergence"]
+    assert len({r.slot for r in records}) == len(records), "each record has its own slot"
+
+
+async def test_the_same_seed_gives_the_same_debate_and_another_seed_another() -> None:
+    first, _ = await run("consensus", seed=11)
+    again, _ = await run("consensus", seed=11)
+    other, _ = await run("consensus", seed=12)
+    assert [t.parsed for t in first.transcript] == [t.parsed for t in again.transcript]
+    assert [t.parsed for t in first.transcript] != [t.parsed for t in other.transcript]
+
+
+async def test_the_script_takes_precedence_for_its_schemas() -> None:
+    result, _ = await run("adversarial", seed=0, script=CANNED_DEBATE_REPLIES)
+    assert result.verdict.synthesis == CANNED_DEBATE_REPLIES["ModeratorTurn"]["synthesis"]
+
+
+def test_patterns_number_list_items_in_order() -> None:
+    opening = opening_type("CON")
+    value = opening.model_validate(fill_schema(output_schema(opening), seed=5))
+    ids = [a.id for a in value.arguments]
+    assert ids == [f"CON-{n}" for n in range(1, len(ids) + 1)]
+
+
+def test_enum_typed_lists_name_every_member_once() -> None:
+    opposing = ["PRO-1", "PRO-2", "PRO-3", "PRO-4"]
+    cross = cross_type(opposing)
+    for seed in range(10):
+        value = cross.model_validate(fill_schema(output_schema(cross), seed=seed))
+        assert (
+            sorted(str(getattr(r.target, "value", r.target)) for r in value.responses) == opposing
+        )
+
+
+def test_keyed_objects_get_every_key() -> None:
+    ids = ["PRO-1", "PRO-2", "PRO-3", "CON-1", "CON-2", "CON-3"]
+    judgment = judgment_type(ids)
+    value = judgment.model_validate(fill_schema(output_schema(judgment), seed=1))
+    assert set(value.scores.model_dump(by_alias=True)) == set(ids)
+
+
+def test_bounds_are_respected() -> None:
+    class Bounded(BaseModel):
+        code: str = Field(pattern=r"^[A-Z]{3}-\d{2}$")
+        short: str = Field(min_length=50, max_length=60)
+        score: int = Field(ge=3, le=4)
+        share: float = Field(ge=0.2, le=0.3)
+        items: list[int] = Field(min_length=4, max_length=4)
+
+    for seed in range(20):
+        Bounded.model_validate(fill_schema(output_schema(Bounded), seed=seed))
+
+
+def test_an_unsupported_pattern_is_a_clear_error() -> None:
+    class Grouped(BaseModel):
+        code: str = Field(pattern=r"^(ab|cd)$")
+
+    with pytest.raises(LLMError, match="cannot fill the pattern"):
+        fill_schema(output_schema(Grouped))
