@@ -43,6 +43,7 @@ from engine.models import (
     ModelSettings,
     Participant,
     Role,
+    fit_question,
 )
 from engine.prompts import PromptLibrary
 
@@ -71,6 +72,7 @@ class DebateServices:
         context: list[ContextDocument] | None = None,
         protocol: str = "adversarial",
         rounds: int | None = None,
+        default_rounds: int | None = None,
         budget_usd: float | None = None,
         threshold: float | None = None,
         provider: str | None = None,
@@ -78,11 +80,14 @@ class DebateServices:
         overrides: Mapping[str, RoleModel] | None = None,
         stances_for: Sequence[str] = (),
         stances_against: Sequence[str] = (),
+        route: bool = False,
         options: Mapping[str, Any] | None = None,
     ) -> DebateSpec:
         """A spec with the configured defaults and each role's model written into it (so the
-        record says who spoke on what). Raises pydantic's ValidationError on bad input and
-        SettingsError on a bad model configuration."""
+        record says who spoke on what). An overlong question becomes the first document
+        (`fit_question`). `default_rounds` is the channel's adversarial round count; `route`
+        gives a panel its fast-model router (the framing model). Raises pydantic's
+        ValidationError on bad input and SettingsError on a bad model configuration."""
         models = self.models(provider, model, overrides)
         debaters = [
             Participant(
@@ -94,13 +99,13 @@ class DebateServices:
             )
             for name, stance, hint in default_debaters(protocol, stances_for, stances_against)
         ]
-        if rounds is None:
-            rounds = self.settings.rounds if protocol == "adversarial" else None
+        router = [Participant(role=Role.ROUTER, model=models["framing"])] if route else []
+        question, documents = fit_question(question, list(context or []))
         return DebateSpec(
             question=question,
             protocol=protocol,
-            context=context or [],
-            max_rounds=rounds or DEFAULT_ROUNDS.get(protocol, 1),
+            context=documents,
+            max_rounds=rounds_for(protocol, rounds, default_rounds or self.settings.rounds),
             options=dict(options or {}),
             budget_usd=budget_usd if budget_usd is not None else self.settings.budget_usd,
             escalation_threshold=(
@@ -111,12 +116,26 @@ class DebateServices:
                 Participant(role=Role.JUDGE, model=models["judge"]),
                 Participant(role=Role.SYNTHESIZER, model=models["judge"]),
                 *debaters,
+                *router,
             ],
             default_model=models["debaters"],
         )
 
 
 DEFAULT_ROUNDS = {"adversarial": 1, "stances": 2, "consensus": 2, "structured": 1, "panel": 3}
+
+
+def rounds_for(protocol: str, asked: int | None, configured: int) -> int:
+    """The one place a debate's round count is decided: as asked, else the configured count
+    (the channel's or the deployment's) for adversarial debates, else the protocol's default.
+    The configured count is an adversarial one; the other protocols end by their own rule."""
+    if asked is not None:
+        return asked
+    if protocol == "adversarial":
+        return configured
+    return DEFAULT_ROUNDS.get(protocol, 1)
+
+
 DEFAULT_DEBATERS: dict[str, list[tuple[str, str | None, str | None]]] = {
     "consensus": [
         ("planner", None, "You plan the change and own its delivery."),

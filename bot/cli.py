@@ -206,6 +206,9 @@ def _read_context(paths: Sequence[str]) -> list[ContextDocument]:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    if args.route and args.protocol != "panel":
+        print("debatebot: --route works with --protocol panel", file=sys.stderr)
+        return 2
     settings = Settings()
     services = build_services(settings)
     try:
@@ -220,6 +223,7 @@ async def _run(args: argparse.Namespace) -> int:
             overrides=_role_overrides(args),
             stances_for=args.stance_for,
             stances_against=args.stance_against,
+            route=args.route,
             options=_options(args.option),
         )
     except ValidationError as error:
@@ -542,6 +546,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _model_options(run)
     run.add_argument("--budget", type=float, metavar="USD", help="cost ceiling in USD")
+    run.add_argument(
+        "--route",
+        action="store_true",
+        help="panel protocol: a fast model (the framing model) answers first; when it is sure,"
+        " no panel is convened",
+    )
     run.add_argument("--json", metavar="OUT", help="write the full record as JSON to OUT")
     run.set_defaults(handler=_run, is_async=True)
 

@@ -15,6 +15,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator, model_validator
 
 MAX_QUESTION_CHARS = 4_000
+LONG_QUESTION_TITLE = "The question as asked (full text)"
+QUESTION_HEAD_CHARS = 300
 MAX_CONTEXT_CHARS = 200_000
 ADVERSARIAL_MAX_ROUNDS = 3
 
@@ -123,6 +125,20 @@ class ContextDocument(BaseModel):
         return clean_text(value)
 
 
+def fit_question(
+    question: str, context: list[ContextDocument]
+) -> tuple[str, list[ContextDocument]]:
+    """A question longer than `MAX_QUESTION_CHARS` becomes the first context document, whole
+    (nothing is dropped: the debate reads and cites it), and the question its first words."""
+    if len(question) <= MAX_QUESTION_CHARS:
+        return question, context
+    head = " ".join(question[:QUESTION_HEAD_CHARS].split())
+    return (
+        f"{head}\u2026 (the full question is the first document)",
+        [ContextDocument(title=LONG_QUESTION_TITLE, text=question), *context],
+    )
+
+
 class DebateSpec(BaseModel):
     """Everything a protocol needs to run one debate; validated before any model is called."""
 
@@ -175,6 +191,14 @@ class DebateSpec(BaseModel):
             if participant.role == role and (not name or participant.name == name):
                 return participant
         return Participant(role=role, name=name or None, model=self.default_model)
+
+    @property
+    def full_question(self) -> str:
+        """The question as the user wrote it: an overlong one travels as the first document."""
+        for doc in self.context:
+            if doc.title == LONG_QUESTION_TITLE:
+                return doc.text
+        return self.question
 
     def debaters(self) -> list[Participant]:
         """The debaters in declared order (the speaking order of the protocols that use them)."""

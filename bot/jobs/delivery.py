@@ -33,7 +33,6 @@ from sqlmodel import Session
 from bot.jobs.pause import OutagePause, idle
 from bot.slack import blocks
 from bot.slack.errors import PostError
-from bot.slack.notifier import full_question
 from bot.slack.people import SlackDirectory
 from bot.slack.poster import SLACK_FAILURES, Posted, SlackPoster
 from bot.store import outbox
@@ -304,7 +303,7 @@ class OutboxDelivery:
         spec = DebateSpec.model_validate_json(debate.spec_json)
         message = blocks.parent_message(
             debate_id=debate_id,
-            question=full_question(spec),
+            question=spec.full_question,
             requested_by=debate.requested_by,
             protocol=spec.protocol,
             max_rounds=spec.max_rounds,

@@ -49,7 +49,7 @@ class DebateReporter(Protocol):
     """What a worker tells people through (the Slack notifier): events of a run as owed
     messages, and the messages its ending owes."""
 
-    def sink_for(self, debate: Debate) -> EventSink: ...
+    def sink_for(self, debate: Debate, spec: DebateSpec) -> EventSink: ...
 
     def closing(
         self, debate: Debate, result: DebateResult, escalation: Escalation | None
@@ -135,7 +135,7 @@ class DebateWorker:
 
         extras = [make(debate) for make in (self.sinks,) if make is not None]
         if self.reporter is not None:
-            extras.append(self.reporter.sink_for(debate))
+            extras.append(self.reporter.sink_for(debate, spec))
         # Protocols with concurrent turns (panel) finish several at once; the chain links each
         # turn to the previous one, so they are appended one at a time.
         chain = asyncio.Lock()

@@ -32,6 +32,8 @@ Block = dict[str, Any]
 ACTION_APPROVE = "review_approve"
 ACTION_REJECT = "review_reject"
 ACTION_ANOTHER_ROUND = "review_another_round"
+ACTION_FEEDBACK = "verdict_feedback"
+ACTION_DEBATE_ANYWAY = "debate_anyway"
 VIEW_DEBATE = "debate_modal"
 VIEW_CONFIG = "config_modal"
 VIEW_REVIEW_NOTE = "review_note_modal"
@@ -276,7 +278,34 @@ def verdict_messages(
             + (f" \u00b7 audit seal `{seal[:16]}`" if seal else "")
         )
     )
-    return paginate(f"Verdict: {v.decision.value} ({v.confidence:.2f})", blocks)
+    pages = paginate(f"Verdict: {v.decision.value} ({v.confidence:.2f})", blocks)
+    last = pages[-1]
+    pages[-1] = Message(last.text, [*last.blocks, feedback_buttons(debate_id)])
+    return pages
+
+
+def feedback_buttons(debate_id: int) -> Block:
+    """Slack's thumbs up and down under a verdict; each person's click is stored (once per
+    person, a change of mind overwrites it) and counted per protocol."""
+
+    def button(label: str, value: str, meaning: str) -> dict[str, Any]:
+        return {
+            "text": _plain(label),
+            "value": f"{value}:{debate_id}",
+            "accessibility_label": f"{meaning} the verdict of debate #{debate_id}",
+        }
+
+    return {
+        "type": "context_actions",
+        "elements": [
+            {
+                "type": "feedback_buttons",
+                "action_id": ACTION_FEEDBACK,
+                "positive_button": button("Good verdict", "positive", "Mark as helpful"),
+                "negative_button": button("Bad verdict", "negative", "Mark as not helpful"),
+            }
+        ],
+    }
 
 
 def notice(text: str) -> Message:
@@ -564,6 +593,16 @@ class HomeDebate:
     state: str
     outcome: str | None
     confidence: float | None
+    positive: int = 0
+    negative: int = 0
+
+
+@dataclass(frozen=True)
+class HomeStats:
+    protocol: str
+    debates: int
+    positive: int
+    negative: int
 
 
 def home_view(
@@ -573,8 +612,10 @@ def home_view(
     spend_mine: float,
     spend_all: float,
     month: str,
+    stats: Sequence[HomeStats] = (),
 ) -> dict[str, Any]:
-    """App Home: reviews waiting for this user, recent debates in their channels, spend."""
+    """App Home: reviews waiting for this user, recent debates in their channels with their
+    feedback, spend, and how each protocol's verdicts were received."""
     blocks: list[Block] = [header("Reviews waiting for you")]
     blocks += [_home_line(item) for item in pending[:20]] or sections("_Nothing waiting._")
     blocks += [divider(), header("Recent debates in your channels")]
@@ -584,6 +625,13 @@ def home_view(
         header(f"Spend in {month}"),
         *sections(f"Debates you started: *${spend_mine:.4f}*\nWhole workspace: *${spend_all:.4f}*"),
     ]
+    if stats:
+        lines = [
+            f"`{s.protocol}` \u00b7 {s.debates} debate(s) \u00b7 :+1: {s.positive}"
+            f" \u00b7 :-1: {s.negative}"
+            for s in stats
+        ]
+        blocks += [divider(), header("Verdict feedback by protocol"), *sections("\n".join(lines))]
     return {"type": "home", "blocks": blocks[:MAX_VIEW_BLOCKS]}
 
 
@@ -592,5 +640,7 @@ def _home_line(item: HomeDebate) -> Block:
     state = item.state
     if item.outcome:
         state = f"{item.outcome}, confidence {item.confidence or 0:.2f}"
+    if item.positive or item.negative:
+        state += f" \u00b7 :+1: {item.positive} :-1: {item.negative}"
     text = f"*#{item.debate_id}*{where} \u2014 {escape(clip(item.question, 300))}\n_{state}_"
     return {"type": "section", "text": {"type": "mrkdwn", "text": text}}

@@ -1,4 +1,5 @@
-"""Parsing `/debate` text and channel-settings values. Pure: no Slack calls, no database.
+"""Parsing `/debate` text, the debate and settings forms, and channel-settings values. Pure: no
+Slack calls, no database.
 
 Grammar: `/debate [help | config [show | set KEY VALUE...] | QUESTION [--flag VALUE]...]`.
 Flags may appear anywhere; everything that is not a flag is the question, kept verbatim (so
@@ -13,10 +14,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.slack.errors import CommandError
+from bot.slack.errors import CommandError, FormError
+from engine.models import clean_text
 from engine.protocols import MAX_ROUNDS
 
-FLAGS = ("protocol", "rounds", "for", "against", "budget")
+FLAGS = ("protocol", "rounds", "for", "against", "budget", "route")
+SWITCHES = ("route",)
+"""Flags that take no value."""
 MAX_BUDGET_USD = 100.0
 
 _FLAG = re.compile(
@@ -56,6 +60,8 @@ class DebateCommand:
     stances_for: tuple[str, ...] = ()
     stances_against: tuple[str, ...] = ()
     budget_usd: float | None = None
+    route: bool = False
+    """Panel only: let a fast model answer first and skip the panel when it is sure."""
 
 
 Command = HelpCommand | OpenDebateModal | ConfigCommand | DebateCommand
@@ -153,9 +159,11 @@ def parse_setting(key: str, raw: str, *, protocols: tuple[str, ...]) -> tuple[st
         return "adr_watch", parse_switch(raw)
     if key in ("reaction", "trigger_reaction"):
         return "trigger_reaction", parse_reaction(raw)
+    if key in ("triage", "route"):
+        return key, parse_switch(raw)
     raise CommandError(
         f"unknown setting `{key}`; settings are protocol, rounds, threshold, reviewers, owners,"
-        " budget, adr, reaction"
+        " budget, adr, reaction, triage, route"
     )
 
 
@@ -204,11 +212,16 @@ def parse_command(text: str, *, protocols: tuple[str, ...]) -> Command:
                 + ", ".join(f"--{flag}" for flag in FLAGS)
                 + ". `/debate help` explains them"
             )
+        if name in SWITCHES:
+            if match["eq"]:
+                raise CommandError(f"--{name} takes no value; write just `--{name}`")
+            values.setdefault(name, []).append("on")
+            continue
         raw = match["eq"] or match["value"]
         if raw is None or not _unquote(raw):
             raise CommandError(f"--{name} needs a value, e.g. `{_example(name)}`")
         values.setdefault(name, []).append(_unquote(raw))
-    question = re.sub(r"[ \t]{2,}", " ", _FLAG.sub(" ", stripped)).strip()
+    question = re.sub(r"[ \t]{2,}", " ", _strip_flags(stripped)).strip()
     if not question:
         raise CommandError(
             "there is no question: write it after /debate, e.g."
@@ -224,6 +237,11 @@ def parse_command(text: str, *, protocols: tuple[str, ...]) -> Command:
         raise CommandError(
             "--for and --against give debaters their stances; they need `--protocol stances`"
         )
+    route = "route" in values
+    if route and protocol != "panel":
+        raise CommandError(
+            "--route lets a fast model answer before a panel; add `--protocol panel`"
+        )
     return DebateCommand(
         question=question,
         protocol=protocol,
@@ -231,7 +249,104 @@ def parse_command(text: str, *, protocols: tuple[str, ...]) -> Command:
         stances_for=stances_for,
         stances_against=stances_against,
         budget_usd=parse_budget(values["budget"][0]) if "budget" in values else None,
+        route=route,
     )
+
+
+def _strip_flags(text: str) -> str:
+    """`text` without its flags; a switch keeps the word after it, which is the question's."""
+
+    def drop(match: re.Match[str]) -> str:
+        if match["name"].lower() in SWITCHES and match["value"]:
+            return f" {match['value']} "
+        return " "
+
+    return _FLAG.sub(drop, text)
+
+
+# --- forms --------------------------------------------------------------------------------------
+
+
+def form_value(view: dict[str, Any], block_id: str) -> Any:
+    """One input of a submitted form: the selected value, the checked values, or clean text."""
+    action = view["state"]["values"].get(block_id, {}).get("value", {})
+    if action.get("type") == "static_select":
+        return (action.get("selected_option") or {}).get("value")
+    if action.get("type") == "checkboxes":
+        return [o["value"] for o in action.get("selected_options") or []]
+    return clean_text(action.get("value") or "").strip()
+
+
+def _lines(text: str) -> tuple[str, ...]:
+    """The non-blank lines of a multi-line input (one stance per line)."""
+    return tuple(line.strip() for line in text.splitlines() if line.strip())
+
+
+def parse_debate_form(view: dict[str, Any], *, protocols: tuple[str, ...]) -> DebateCommand:
+    """The debate the form asks for; FormError names every field to fix."""
+    errors: dict[str, str] = {}
+
+    def read(block_id: str, parse: Any, default: str = "") -> Any:
+        raw = form_value(view, block_id) or default
+        if not raw:
+            return None
+        try:
+            return parse(raw)
+        except CommandError as error:
+            errors[block_id] = str(error)
+            return None
+
+    question = form_value(view, "question")
+    protocol = read("protocol", lambda raw: parse_protocol(raw, protocols))
+    rounds = read("rounds", parse_rounds, "1")
+    budget = read("budget", parse_budget)
+    stances_for = _lines(form_value(view, "stances_for"))
+    stances_against = _lines(form_value(view, "stances_against"))
+    route = "on" in (form_value(view, "route") or [])
+    if (stances_for or stances_against) and protocol != "stances":
+        errors["stances_for"] = "stances need the stances protocol"
+    if route and protocol != "panel":
+        errors["route"] = "the fast-model router works with the panel protocol"
+    if not question:
+        errors["question"] = "write the question the debate should decide"
+    if errors:
+        raise FormError(errors)
+    return DebateCommand(
+        question=question,
+        protocol=protocol,
+        rounds=rounds,
+        budget_usd=budget,
+        stances_for=stances_for,
+        stances_against=stances_against,
+        route=route,
+    )
+
+
+def parse_config_form(view: dict[str, Any], *, protocols: tuple[str, ...]) -> dict[str, Any]:
+    """The channel settings the form sets; FormError names every field to fix."""
+    readers: dict[str, tuple[str, Any]] = {
+        "protocol": ("protocol", lambda raw: parse_protocol(raw, protocols)),
+        "rounds": ("rounds", parse_rounds),
+        "threshold": ("threshold", parse_threshold),
+        "reviewers": ("reviewers", parse_people),
+        "owners": ("owners", parse_people),
+        "budget": ("budget_usd", lambda raw: parse_budget(raw) if raw else None),
+        "reaction": ("trigger_reaction", parse_reaction),
+    }
+    errors: dict[str, str] = {}
+    values: dict[str, Any] = {}
+    for block_id, (name, read) in readers.items():
+        try:
+            values[name] = read(form_value(view, block_id) or "")
+        except CommandError as error:
+            errors[block_id] = str(error)
+    switches = form_value(view, "adr") or []
+    values["adr_watch"] = "on" in switches
+    values["triage"] = "triage" in switches
+    values["route"] = "route" in switches
+    if errors:
+        raise FormError(errors)
+    return values
 
 
 def _example(name: str) -> str:
@@ -241,4 +356,5 @@ def _example(name: str) -> str:
         "for": '--for "keep Postgres"',
         "against": '--against "move to DynamoDB"',
         "budget": "--budget 0.50",
+        "route": "--route",
     }[name]

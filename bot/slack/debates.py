@@ -6,10 +6,10 @@ build App Home.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pydantic import ValidationError
 from sqlalchemy import Engine
@@ -19,10 +19,10 @@ from bot.settings import SettingsError
 from bot.slack import blocks, triggers
 from bot.slack.commands import DebateCommand
 from bot.slack.errors import CommandError, NotAllowedError
-from bot.slack.notifier import LONG_QUESTION_TITLE, DebateNotifier
+from bot.slack.notifier import DebateNotifier
 from bot.slack.people import SlackDirectory
 from bot.slack.poster import SlackPoster
-from bot.store import repository
+from bot.store import outbox, repository
 from bot.store import slack as store
 from bot.store.db import in_session
 from bot.store.errors import InFlightLimitError
@@ -30,19 +30,37 @@ from bot.store.outbox import Draft
 from bot.store.repository import InFlightLimits
 from bot.store.tables import ChannelSettings, Debate, Escalation, EscalationState, Review
 from engine.errors import SpecError
-from engine.models import MAX_QUESTION_CHARS, ContextDocument, DebateResult, DebateSpec
+from engine.models import ContextDocument, DebateResult, DebateSpec
 from engine.protocols import PROTOCOL_NAMES, checked_protocol
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
-
-QUESTION_HEAD_CHARS = 300
 
 
 @dataclass(frozen=True)
 class Started:
     debate: Debate
     created: bool
+
+
+class NewSpec(Protocol):
+    """Builds a debate's spec from what was asked and the deployment's defaults (the
+    composition root's `DebateServices.new_spec`)."""
+
+    def __call__(
+        self,
+        question: str,
+        *,
+        context: list[ContextDocument] | None = ...,
+        protocol: str = ...,
+        rounds: int | None = ...,
+        default_rounds: int | None = ...,
+        budget_usd: float | None = ...,
+        threshold: float | None = ...,
+        stances_for: Sequence[str] = ...,
+        stances_against: Sequence[str] = ...,
+        route: bool = ...,
+    ) -> DebateSpec: ...
 
 
 class SlackDebates:
@@ -52,7 +70,7 @@ class SlackDebates:
         self,
         *,
         engine: Engine,
-        new_spec: Callable[..., DebateSpec],
+        new_spec: NewSpec,
         notifier: DebateNotifier,
         poster: SlackPoster,
         directory: SlackDirectory,
@@ -88,29 +106,22 @@ class SlackDebates:
         budget_usd: float | None = None,
         stances_for: tuple[str, ...] = (),
         stances_against: tuple[str, ...] = (),
+        route: bool | None = None,
     ) -> DebateSpec:
         """A validated spec with the channel's defaults; CommandError says what to change."""
-        documents = list(context or [])
-        if len(question) > MAX_QUESTION_CHARS:
-            # Nothing is dropped: the whole text becomes material the debate reads and cites.
-            documents.insert(0, ContextDocument(title=LONG_QUESTION_TITLE, text=question))
-            question = (
-                " ".join(question[:QUESTION_HEAD_CHARS].split())
-                + "\u2026 (the full question is the first document)"
-            )
         protocol = protocol or settings.protocol
-        # The channel's round count is the adversarial one; other protocols have their own.
-        rounds = rounds or (settings.rounds if protocol == "adversarial" else None)
         try:
             spec = self.new_spec(
                 question,
-                context=documents,
+                context=list(context or []),
                 protocol=protocol,
                 rounds=rounds,
+                default_rounds=settings.rounds,
                 budget_usd=budget_usd if budget_usd is not None else settings.budget_usd,
                 threshold=settings.threshold,
                 stances_for=stances_for,
                 stances_against=stances_against,
+                route=settings.route and protocol == "panel" if route is None else route,
             )
             checked_protocol(spec)
         except ValidationError as error:
@@ -190,6 +201,7 @@ class SlackDebates:
             budget_usd=command.budget_usd,
             stances_for=command.stances_for,
             stances_against=command.stances_against,
+            route=command.route or None,
         )
         return await self._start(
             trigger_key=trigger_key, spec=spec, source=source, channel=channel, user=user
@@ -350,6 +362,35 @@ class SlackDebates:
                 ],
             )
 
+    # --- feedback --------------------------------------------------------------------------------
+
+    async def record_feedback(
+        self, *, value: str, user: str, channel: str, message_ts: str | None
+    ) -> tuple[int, bool]:
+        """Store a thumbs up or down from a verdict's feedback buttons: (debate id, changed).
+        The click must come from the verdict message of the debate it names, so a forged
+        payload cannot vote on another debate; NotAllowedError otherwise."""
+        kind, _, raw_id = value.partition(":")
+        if kind not in store.FEEDBACK_VALUES or not raw_id.isdigit():
+            raise NotAllowedError("This feedback button is not one of mine; nothing was recorded.")
+        debate_id = int(raw_id)
+        rows = await self.db(lambda s: outbox.rows_of(s, debate_id=debate_id))
+        verdicts = {
+            (c, ts)
+            for row in rows
+            if row.key.split(":")[0] == "verdict"
+            for c, ts in row.deliveries
+        }
+        if (channel, message_ts) not in verdicts:
+            log.warning("feedback for debate %s from a message that is not its verdict", raw_id)
+            raise NotAllowedError(
+                "This feedback does not belong to a verdict of mine; nothing was recorded."
+            )
+        _, changed = await self.db(
+            lambda s: store.record_feedback(s, debate_id=debate_id, user_id=user, value=kind)
+        )
+        return debate_id, changed
+
     # --- settings and home -------------------------------------------------------------------
 
     async def configure(
@@ -380,14 +421,23 @@ class SlackDebates:
             if reviewers and await self.directory.is_one_of(user, reviewers):
                 pending.append(_home_item(debate))
         recent = await self.db(lambda s: store.recent_debates(s, channel_ids=channels))
+        ids = [d.id for d in recent if d.id is not None]
+        votes = await self.db(lambda s: store.feedback_counts(s, debate_ids=ids))
+        stats = await self.db(store.protocol_stats)
         mine = await self.db(lambda s: store.spend_since(s, since=month_start, requested_by=user))
         everyone = await self.db(lambda s: store.spend_since(s, since=month_start))
         return blocks.home_view(
             pending=pending,
-            recent=[_home_item(d) for d in recent],
+            recent=[_home_item(d, votes.get(d.id or 0)) for d in recent],
             spend_mine=mine,
             spend_all=everyone,
             month=now.strftime("%B %Y"),
+            stats=[
+                blocks.HomeStats(
+                    protocol=s.protocol, debates=s.debates, positive=s.positive, negative=s.negative
+                )
+                for s in stats
+            ],
         )
 
 
@@ -411,7 +461,7 @@ def _reviewers(settings: ChannelSettings, escalation: Escalation) -> list[str]:
     return list(settings.reviewers) or list(escalation.reviewers)
 
 
-def _home_item(debate: Debate) -> blocks.HomeDebate:
+def _home_item(debate: Debate, votes: dict[str, int] | None = None) -> blocks.HomeDebate:
     return blocks.HomeDebate(
         debate_id=debate.id or 0,
         channel_id=debate.channel_id,
@@ -419,4 +469,6 @@ def _home_item(debate: Debate) -> blocks.HomeDebate:
         state=debate.state,
         outcome=debate.outcome,
         confidence=debate.confidence,
+        positive=(votes or {}).get("positive", 0),
+        negative=(votes or {}).get("negative", 0),
     )

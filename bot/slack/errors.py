@@ -11,6 +11,14 @@ class CommandError(SlackLayerError):
     """A `/debate` invocation or a settings value that cannot be used; shown to the user as is."""
 
 
+class FormError(SlackLayerError):
+    """A submitted form has fields to fix: block id -> what to fix, shown under each field."""
+
+    def __init__(self, errors: dict[str, str]) -> None:
+        super().__init__("; ".join(f"{field}: {why}" for field, why in errors.items()))
+        self.errors = errors
+
+
 class NotAllowedError(SlackLayerError):
     """The user may not do this (not a reviewer, not a channel owner or admin)."""
 

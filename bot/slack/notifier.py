@@ -31,7 +31,6 @@ log = logging.getLogger(__name__)
 R = TypeVar("R")
 
 THREADED_SOURCES = ("adr", "reaction", "shortcut", "another_round")
-LONG_QUESTION_TITLE = "The question as asked (full text)"
 REVIEWERS = "reviewers"
 
 
@@ -79,7 +78,7 @@ class DebateNotifier:
         parent = self._parent(debate, spec, "queued")
         threaded = debate.source in THREADED_SOURCES
         drafts = [_draft(PARENT, parent, target="thread" if threaded else "channel")]
-        full = full_question(spec)
+        full = spec.full_question
         if full != spec.question:
             for n, part in enumerate(blocks.material_messages("The full question", full)):
                 drafts.append(_draft(f"material:{n}", part))
@@ -173,7 +172,7 @@ class DebateNotifier:
         assert debate.id is not None
         return blocks.parent_message(
             debate_id=debate.id,
-            question=full_question(spec),
+            question=spec.full_question,
             requested_by=debate.requested_by,
             protocol=spec.protocol,
             max_rounds=spec.max_rounds,
@@ -185,9 +184,9 @@ class DebateNotifier:
 
     # --- following a run -----------------------------------------------------------------------
 
-    def sink_for(self, debate: Debate) -> EventSink:
+    def sink_for(self, debate: Debate, spec: DebateSpec) -> EventSink:
         """The event sink a worker runs this debate with: rounds and live status as owed rows."""
-        run = _Run(debate=debate, spec=DebateSpec.model_validate_json(debate.spec_json))
+        run = _Run(debate=debate, spec=spec)
 
         async def sink(event: DebateEvent) -> None:
             if run.debate.channel_id is None:
@@ -223,11 +222,3 @@ def _draft(
         fallback=fallback,
         recipients=tuple(recipients or ()),
     )
-
-
-def full_question(spec: DebateSpec) -> str:
-    """The question as the user wrote it: an overlong one travels as the first context document."""
-    for doc in spec.context:
-        if doc.title == LONG_QUESTION_TITLE:
-            return doc.text
-    return spec.question

@@ -16,6 +16,7 @@ from bot.store.tables import EscalationState
 
 REVIEW_ACTIONS = (blocks.ACTION_APPROVE, blocks.ACTION_REJECT, blocks.ACTION_ANOTHER_ROUND)
 NOTE_DECISIONS = (EscalationState.APPROVED.value, EscalationState.REJECTED.value)
+FEEDBACK_VALUE = re.compile(r"^(?:positive|negative):[0-9]{1,12}$")
 SLACK_ID = re.compile(r"^[A-Z0-9][A-Z0-9_-]{1,40}$")
 
 
@@ -89,6 +90,16 @@ def _actions(body: dict[str, Any]) -> str | None:
             return "the review button's value is not a review request id"
         if not _id(_get(body, "channel", "id")):
             return "the review button was not clicked in a channel"
+    if action.get("action_id") == blocks.ACTION_FEEDBACK:
+        if not FEEDBACK_VALUE.match(str(action.get("value", ""))):
+            return "the feedback button's value is not positive:ID or negative:ID"
+        if not _id(_get(body, "channel", "id")):
+            return "the feedback button was not clicked in a channel"
+    if action.get("action_id") == blocks.ACTION_DEBATE_ANYWAY:
+        if not str(action.get("value", "")).isdigit():
+            return "the Debate anyway button's value is not a debate id"
+        if not _id(_get(body, "channel", "id")):
+            return "the Debate anyway button was not clicked in a channel"
     return None
 
 

@@ -5,6 +5,7 @@ reviews, forked debates and the App Home queries. Keyword-only, one unit of work
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -20,6 +21,7 @@ from bot.store.tables import (
     Debate,
     Escalation,
     EscalationState,
+    Feedback,
     Outbox,
     OutboxState,
     ProcessedTrigger,
@@ -37,6 +39,8 @@ CHANNEL_SETTING_FIELDS = (
     "budget_usd",
     "adr_watch",
     "trigger_reaction",
+    "triage",
+    "route",
 )
 
 
@@ -230,3 +234,113 @@ def spend_since(session: Session, *, since: datetime, requested_by: str | None =
     if requested_by is not None:
         query = query.where(Debate.requested_by == requested_by)
     return float(session.exec(query).one())
+
+
+# --- feedback on verdicts ------------------------------------------------------------------------
+
+FEEDBACK_VALUES = ("positive", "negative")
+
+
+def record_feedback(
+    session: Session, *, debate_id: int, user_id: str, value: str
+) -> tuple[Feedback, bool]:
+    """Store one person's thumbs up or down on a debate; a second click overwrites their row.
+    Returns the row and whether it changed anything."""
+    if value not in FEEDBACK_VALUES:
+        raise ValueError(f"feedback is one of {FEEDBACK_VALUES}; got {value!r}")
+    for _ in range(2):
+        row = session.exec(
+            select(Feedback).where(Feedback.debate_id == debate_id, Feedback.user_id == user_id)
+        ).one_or_none()
+        if row is not None:
+            changed = row.value != value
+            row.value, row.updated_at = value, utcnow()
+            session.add(row)
+            session.commit()
+            return row, changed
+        row = Feedback(debate_id=debate_id, user_id=user_id, value=value)
+        session.add(row)
+        try:
+            session.commit()
+        except IntegrityError:
+            # The same person's other click won the insert; update that row instead.
+            session.rollback()
+            continue
+        return row, True
+    raise AssertionError("a feedback row neither existed nor could be inserted")
+
+
+def feedback_counts(session: Session, *, debate_ids: list[int]) -> dict[int, dict[str, int]]:
+    """Thumbs up and down per debate: {debate_id: {"positive": n, "negative": m}}."""
+    if not debate_ids:
+        return {}
+    counts: dict[int, dict[str, int]] = {d: {v: 0 for v in FEEDBACK_VALUES} for d in debate_ids}
+    rows = session.exec(
+        select(Feedback.debate_id, Feedback.value, func.count())
+        .where(col(Feedback.debate_id).in_(debate_ids))
+        .group_by(col(Feedback.debate_id), col(Feedback.value))
+    )
+    for debate_id, value, count in rows:
+        counts[debate_id][value] = count
+    return counts
+
+
+@dataclass(frozen=True)
+class ProtocolStats:
+    """How one protocol is doing: debates, how they ended, and what people thought."""
+
+    protocol: str
+    debates: int
+    finished: int
+    escalated: int
+    answered_without_debate: int
+    positive: int
+    negative: int
+
+
+def protocol_stats(session: Session) -> list[ProtocolStats]:
+    """Per-protocol counts, read by `debatebot stats` and the metrics endpoint."""
+    debates = dict(
+        session.exec(select(Debate.protocol, func.count()).group_by(col(Debate.protocol))).all()
+    )
+    finished = dict(
+        session.exec(
+            select(Debate.protocol, func.count())
+            .where(Debate.state == "finished")
+            .group_by(col(Debate.protocol))
+        ).all()
+    )
+    escalated = dict(
+        session.exec(
+            select(Debate.protocol, func.count())
+            .join(Escalation, col(Escalation.debate_id) == col(Debate.id))
+            .group_by(col(Debate.protocol))
+        ).all()
+    )
+    answered = dict(
+        session.exec(
+            select(Debate.protocol, func.count())
+            .where(Debate.triage == "answered")
+            .group_by(col(Debate.protocol))
+        ).all()
+    )
+    votes: dict[tuple[str, str], int] = {
+        (protocol, value): count
+        for protocol, value, count in session.exec(
+            select(Debate.protocol, Feedback.value, func.count())
+            .join(Feedback, col(Feedback.debate_id) == col(Debate.id))
+            .group_by(col(Debate.protocol), col(Feedback.value))
+        )
+    }
+    return [
+        ProtocolStats(
+            protocol=protocol,
+            debates=count,
+            finished=finished.get(protocol, 0),
+            escalated=escalated.get(protocol, 0),
+            answered_without_debate=answered.get(protocol, 0),
+            positive=votes.get((protocol, "positive"), 0),
+            negative=votes.get((protocol, "negative"), 0),
+        )
+        for protocol, count in sorted(debates.items())
+    ]

@@ -47,6 +47,13 @@ class Debate(SQLModel, table=True):
     halt_reason: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     chain_head: str | None = Field(default=None, max_length=64)
     chain_turns: int | None = None
+    triage: str | None = Field(default=None, max_length=20)
+    """`pending`: one cheap call decides first whether to debate at all; then `debate` or
+    `answered` (the single answer was posted with a Debate anyway button)."""
+    triage_reason: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    review_channel_id: str | None = Field(default=None, max_length=40)
+    """Where the review request goes when not in the debate's thread (an assistant thread's
+    debate escalates to a channel)."""
     """Set when the debate's Slack thread became unreachable: its worker stops at the next turn
     instead of spending on a debate nobody can read."""
     created_at: datetime = Field(default_factory=utcnow)
@@ -140,6 +147,19 @@ class Review(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class Feedback(SQLModel, table=True):
+    """One person's thumbs up or down on a debate's verdict; a changed mind overwrites it."""
+
+    __table_args__ = (UniqueConstraint("debate_id", "user_id", name="uq_feedback_person"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    debate_id: int = Field(foreign_key="debate.id", index=True)
+    user_id: str = Field(max_length=40)
+    value: str = Field(max_length=10)
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
 class ChannelSettings(SQLModel, table=True):
     __tablename__ = "channel_settings"
 
@@ -152,6 +172,10 @@ class ChannelSettings(SQLModel, table=True):
     budget_usd: float | None = None
     adr_watch: bool = Field(default=False)
     trigger_reaction: str = Field(default="scales", max_length=80)
+    triage: bool = Field(default=False)
+    """ADR posts and review reactions ask one cheap call first whether a debate is warranted."""
+    route: bool = Field(default=False)
+    """Panel debates let a fast model answer first and skip the panel when it is sure."""
     updated_by: str | None = Field(default=None, max_length=80)
     updated_at: datetime = Field(default_factory=utcnow)
 

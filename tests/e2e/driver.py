@@ -129,6 +129,43 @@ class SlackDriver:
             }
         )
 
+    async def feedback(
+        self,
+        message: dict[str, Any],
+        positive: bool,
+        *,
+        user: str,
+        channel: str = "CDEBATE",
+        value: str | None = None,
+    ) -> Reply:
+        """Press the thumbs up (or down) of a message's feedback buttons, as Slack sends it;
+        `value` replaces the button's value (a forged click)."""
+        row = next(b for b in message["blocks"] if b["type"] == "context_actions")
+        element = next(e for e in row["elements"] if e["type"] == "feedback_buttons")
+        button = element["positive_button" if positive else "negative_button"]
+        return await self.interaction(
+            {
+                "type": "block_actions",
+                "team": {"id": "T1"},
+                "user": {"id": user},
+                "api_app_id": "A1",
+                "trigger_id": f"trigger.{next(self._ids)}",
+                "channel": {"id": channel},
+                "container": {"type": "message", "message_ts": message["ts"]},
+                "message": message,
+                "response_url": f"{self.response_base}/act-{next(self._ids)}",
+                "actions": [
+                    {
+                        "type": "feedback_buttons",
+                        "action_id": element["action_id"],
+                        "block_id": row.get("block_id", "fb"),
+                        "value": value if value is not None else button["value"],
+                        "action_ts": str(time.time()),
+                    }
+                ],
+            }
+        )
+
     async def submit(
         self, view: dict[str, Any], values: dict[str, dict[str, Any]], *, user: str
     ) -> Reply:
