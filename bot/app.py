@@ -115,6 +115,7 @@ class DebateServices:
                 *(Participant(role=role, model=models[role.value]) for role in ADVERSARIAL_ROLES),
                 Participant(role=Role.JUDGE, model=models["judge"]),
                 Participant(role=Role.SYNTHESIZER, model=models["judge"]),
+                Participant(role=Role.TRIAGE, model=models["framing"]),
                 *debaters,
                 *router,
             ],

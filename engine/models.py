@@ -53,6 +53,7 @@ class Role(StrEnum):
     JUDGE = "judge"
     SYNTHESIZER = "synthesizer"
     ROUTER = "router"
+    TRIAGE = "triage"
 
 
 ADVERSARIAL_ROLES = (Role.FRAMING, Role.PROPOSER, Role.CRITIC, Role.REBUTTAL, Role.MODERATOR)

@@ -33,9 +33,11 @@ from bot.store import outbox, repository
 from bot.store.db import in_session
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError
 from bot.store.tables import Debate, Escalation
+from engine import triage
+from engine.errors import LLMError
 from engine.events import DebateEvent, EventSink, TurnFinished
-from engine.ledger import LLMResolver
-from engine.models import DebateResult, DebateSpec
+from engine.ledger import BudgetExhausted, HaltCheck, LLMResolver
+from engine.models import DebateResult, DebateSpec, TurnRecord
 from engine.prompts import PromptLibrary
 from engine.runner import run_debate
 
@@ -155,16 +157,25 @@ class DebateWorker:
         async def halted() -> str | None:
             return await self._db(lambda s: outbox.halt_reason(s, debate_id=debate_id))
 
-        runner = asyncio.create_task(
-            run_debate(
+        halt = halted if debate.channel_id is not None else None
+
+        async def run() -> DebateResult:
+            outcome = None
+            if debate.triage == "pending":
+                outcome = await self._triage(debate_id, spec, persist, recorded, halt)
+                if outcome is not None and not outcome.gate.debate:
+                    return triage.answered(spec, outcome)
+            result = await run_debate(
                 spec,
                 resolve_llm=self.resolve_llm,
                 prompts=self.prompts,
                 sink=persist,
                 recorded=recorded,
-                halt=halted if debate.channel_id is not None else None,
+                halt=halt,
             )
-        )
+            return triage.debated(result, outcome) if outcome is not None else result
+
+        runner = asyncio.create_task(run())
         heartbeat = asyncio.create_task(self._heartbeat(debate_id, runner))
         try:
             result = await runner
@@ -201,6 +212,29 @@ class DebateWorker:
         if self.reporter is not None:
             self.reporter.wake()
         return result
+
+    async def _triage(
+        self,
+        debate_id: int,
+        spec: DebateSpec,
+        sink: EventSink,
+        recorded: list[TurnRecord],
+        halt: HaltCheck | None,
+    ) -> triage.Triage | None:
+        """The triage's decision (replayed on resume); None when it failed, so the debate runs:
+        when in doubt, debate."""
+        try:
+            return await triage.triage(
+                spec,
+                resolve_llm=self.resolve_llm,
+                prompts=self.prompts,
+                sink=sink,
+                recorded=recorded,
+                halt=halt,
+            )
+        except (LLMError, BudgetExhausted) as error:
+            log.warning("debate %s: triage failed (%s); debating", debate_id, error)
+            return None
 
     async def _hand_back(self, debate_id: int) -> None:
         """Shutdown: release the lease so another worker resumes now, not when it expires."""

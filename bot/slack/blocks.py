@@ -308,6 +308,38 @@ def feedback_buttons(debate_id: int) -> Block:
     }
 
 
+def answer_message(result: DebateResult, *, debate_id: int, taken: str | None = None) -> Message:
+    """A triage's single answer, with why no debate was held and a *Debate anyway* button
+    (replaced by `taken`, who started the debate, once someone has)."""
+    v = result.verdict
+    triaged = (result.report or {}).get("triage") or {}
+    blocks: list[Block] = [header(f"Answered without a debate (#{debate_id})")]
+    blocks += sections(
+        f"*Answer:* `{v.decision.value}` \u00b7 *confidence* {v.confidence:.2f}\n"
+        f"{escape(v.synthesis)}"
+    )
+    blocks += sections(
+        f"*Why no debate:* {escape(str(triaged.get('reason', '')))}\n"
+        f"task `{escape(str(triaged.get('task_type', 'other')))}` \u00b7 downside if wrong"
+        f" {float(triaged.get('downside', 0.0)):.2f} \u2014"
+        f" {escape(str(triaged.get('rationale', '')))}"
+    )
+    if taken is None:
+        blocks.append(
+            {
+                "type": "actions",
+                "elements": [
+                    _button("Debate anyway", ACTION_DEBATE_ANYWAY, str(debate_id), "primary")
+                ],
+            }
+        )
+    else:
+        blocks.append(context(taken))
+    blocks.append(context(f"cost ${result.cost_usd:.4f} \u00b7 one call, no debate"))
+    # Bounded parts (an answer of at most 2,000 characters): always one message.
+    return Message(f"Answered without a debate: {v.decision.value}", blocks)
+
+
 def notice(text: str) -> Message:
     """A short message from the bot itself (an error the thread should know about)."""
     return Message(clip(text, MAX_FALLBACK_CHARS), sections(text))

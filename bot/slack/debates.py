@@ -140,6 +140,9 @@ class SlackDebates:
         channel: str,
         user: str | None,
         thread_ts: str | None = None,
+        triage: bool = False,
+        parent_debate_id: int | None = None,
+        review_channel_id: str | None = None,
     ) -> Started:
         try:
             debate, created = await self.db(
@@ -153,6 +156,9 @@ class SlackDebates:
                     requested_by=user,
                     messages=self.notifier.opening,
                     limits=self.limits,
+                    triage=triage,
+                    parent_debate_id=parent_debate_id,
+                    review_channel_id=review_channel_id,
                 )
             )
         except InFlightLimitError as error:
@@ -227,6 +233,7 @@ class SlackDebates:
             channel=channel,
             user=user,
             thread_ts=ts,
+            triage=settings.triage,
         )
 
     async def start_from_reaction(
@@ -236,10 +243,15 @@ class SlackDebates:
         settings = await self.settings_of(channel)
         if reaction != settings.trigger_reaction:
             return None
-        return await self.start_from_thread(channel=channel, ts=ts, user=user, source="reaction")
+        return await self.start_from_thread(
+            channel=channel, ts=ts, user=user, source="reaction", triage=settings.triage
+        )
 
-    async def start_from_thread(self, *, channel: str, ts: str, user: str, source: str) -> Started:
-        """Debate the whole thread `ts` belongs to, read from Slack, in that thread."""
+    async def start_from_thread(
+        self, *, channel: str, ts: str, user: str, source: str, triage: bool = False
+    ) -> Started:
+        """Debate the whole thread `ts` belongs to, read from Slack, in that thread (after a
+        triage, when `triage`)."""
         settings = await self.settings_of(channel)
         await self.check_reachable(channel)
         client = self.poster.client
@@ -259,6 +271,7 @@ class SlackDebates:
             channel=channel,
             user=user,
             thread_ts=root,
+            triage=triage,
         )
 
     # --- reviews -----------------------------------------------------------------------------
@@ -361,6 +374,35 @@ class SlackDebates:
                     )
                 ],
             )
+
+    async def debate_anyway(self, *, debate_id: int, user: str) -> Started:
+        """Start the debate a triage decided against, in the same thread, exactly once however
+        often the button is clicked; it owes the answer message an update saying who did."""
+        original = await self.db(lambda s: repository.get_debate(s, debate_id=debate_id))
+        if original.triage != "answered" or original.channel_id is None:
+            raise CommandError(f"debate #{debate_id} was not answered without a debate")
+        spec = DebateSpec.model_validate_json(original.spec_json)
+        record = await self.db(lambda s: repository.verdict_for(s, debate_id=debate_id))
+        assert record is not None
+        answered = DebateResult.model_validate_json(record.result_json)
+        started = await self._start(
+            trigger_key=f"anyway:{debate_id}",
+            spec=spec,
+            source="debate_anyway",
+            channel=original.channel_id,
+            user=user,
+            thread_ts=original.thread_ts,
+            parent_debate_id=debate_id,
+        )
+        if started.created:
+            text = (
+                f":speaking_head_in_silhouette: {blocks.mention(user)} asked for the debate"
+                f" anyway: debate #{started.debate.id}, in this thread."
+            )
+            await self.notifier.owe(
+                original, [self.notifier.answer_taken(original, answered, text)]
+            )
+        return started
 
     # --- feedback --------------------------------------------------------------------------------
 

@@ -77,6 +77,7 @@ def register(app: AsyncApp, debates: SlackDebates) -> None:
         app.action(action_id)(on_review_button)
     app.view(blocks.VIEW_REVIEW_NOTE)(on_review_note)
     app.action(blocks.ACTION_FEEDBACK)(on_feedback)
+    app.action(blocks.ACTION_DEBATE_ANYWAY)(on_debate_anyway)
     app.event("message")(on_message)
     app.event("reaction_added")(on_reaction)
     app.shortcut(blocks.SHORTCUT_DEBATE_THREAD)(on_shortcut)
@@ -424,6 +425,29 @@ async def on_feedback(
         thread_ts=thread_ts,
         text=f":memo: {thanks}: your feedback on the verdict of debate #{debate_id}.",
     )
+
+
+async def on_debate_anyway(
+    ack: AsyncAck, body: dict[str, Any], action: dict[str, Any], debates: SlackDebates
+) -> None:
+    """*Debate anyway* under a triage's single answer: exactly one debate, however many clicks."""
+    await ack()
+    user, channel = body["user"]["id"], body["channel"]["id"]
+    thread_ts = (body.get("message") or {}).get("thread_ts")
+    try:
+        started = await debates.debate_anyway(debate_id=int(action["value"]), user=user)
+    except CommandError as error:
+        await debates.poster.ephemeral(
+            channel=channel, user=user, text=f":warning: {_said(error)}", thread_ts=thread_ts
+        )
+        return
+    if not started.created:
+        await debates.poster.ephemeral(
+            channel=channel,
+            user=user,
+            thread_ts=thread_ts,
+            text=f"The debate was already started: debate #{started.debate.id}, in this thread.",
+        )
 
 
 # --- triggers ------------------------------------------------------------------------------------

@@ -30,7 +30,8 @@ from engine.models import DebateResult, DebateSpec
 log = logging.getLogger(__name__)
 R = TypeVar("R")
 
-THREADED_SOURCES = ("adr", "reaction", "shortcut", "another_round")
+THREADED_SOURCES = ("adr", "reaction", "shortcut", "another_round", "debate_anyway", "assistant")
+ANSWER = "answer"
 REVIEWERS = "reviewers"
 
 
@@ -107,6 +108,13 @@ class DebateNotifier:
         assert debate.id is not None
         if debate.channel_id is None:
             return []
+        if not ((result.report or {}).get("triage") or {}).get("debated", True):
+            answer = blocks.answer_message(result, debate_id=debate.id)
+            summary = self._parent(debate, result.spec, "complete", result=result)
+            return [
+                _draft(ANSWER, answer),
+                _draft(PARENT_UPDATE, summary, action="update", target_key=PARENT),
+            ]
         drafts = [
             _draft("verdict" if n == 0 else f"verdict:{n}", part)
             for n, part in enumerate(
@@ -135,6 +143,12 @@ class DebateNotifier:
                 _draft(REVIEW, request, fallback=REVIEWERS, recipients=escalation.reviewers)
             )
         return drafts
+
+    def answer_taken(self, debate: Debate, result: DebateResult, taken: str) -> Draft:
+        """The single answer shown with who started the debate anyway, instead of the button."""
+        assert debate.id is not None
+        message = blocks.answer_message(result, debate_id=debate.id, taken=taken)
+        return _draft(f"update:{ANSWER}", message, action="update", target_key=ANSWER)
 
     def decided(self, escalation: Escalation, review: Review, debate: Debate) -> list[Draft]:
         """The review request shown decided: who, what, when, the note; no buttons."""

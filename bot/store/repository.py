@@ -101,8 +101,12 @@ def enqueue_debate(
     requested_by: str | None = None,
     messages: OpeningMessages | None = None,
     limits: InFlightLimits | None = None,
+    triage: bool = False,
+    parent_debate_id: int | None = None,
+    review_channel_id: str | None = None,
 ) -> tuple[Debate, bool]:
-    """Insert a queued debate, or return the one already made for `trigger_key`.
+    """Insert a queued debate, or return the one already made for `trigger_key`; with `triage`
+    its worker first asks whether a debate is warranted at all.
 
     Returns (debate, created). The unique key, not a prior lookup, decides: two concurrent
     requests with one key yield one debate. The `messages` it owes are written in the same
@@ -120,9 +124,12 @@ def enqueue_debate(
         channel_id=channel_id,
         thread_ts=thread_ts,
         requested_by=requested_by,
+        parent_debate_id=parent_debate_id,
+        review_channel_id=review_channel_id,
         question=spec.question,
         protocol=spec.protocol,
         spec_json=spec.model_dump_json(),
+        triage="pending" if triage else None,
     )
     session.add(debate)
     try:
@@ -337,6 +344,10 @@ def finish_debate(
     debate.confidence = verdict.confidence
     debate.cost_usd = result.cost_usd
     debate.error = result.error
+    triaged = (result.report or {}).get("triage")
+    if isinstance(triaged, dict):
+        debate.triage = "debate" if triaged.get("debated") else "answered"
+        debate.triage_reason = str(triaged.get("reason") or "")
     debate.lease_owner = None
     debate.lease_expires_at = None
     debate.finished_at = now
