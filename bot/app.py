@@ -301,6 +301,7 @@ def build_bot(
                 per_user=settings.max_debates_per_user,
                 per_channel=settings.max_debates_per_channel,
             ),
+            review_channel=settings.review_channel,
         ),
         notifier=notifier,
         delivery=delivery,

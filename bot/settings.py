@@ -146,6 +146,12 @@ class Settings(BaseSettings):
     post_interval_s: float = Field(
         default=1.0, ge=0.0, description="minimum gap between bot messages in one channel"
     )
+    review_channel: str | None = Field(
+        default=None,
+        pattern=r"^[CG][A-Z0-9]{6,}$",
+        description="the channel id (C…) where debates from the assistant post their review"
+        " requests when the person names none with --review-in",
+    )
     review_reminder_h: float = Field(
         default=24.0, gt=0, description="remind reviewers of an open review after this long"
     )

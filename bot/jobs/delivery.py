@@ -33,6 +33,7 @@ from sqlmodel import Session
 from bot.jobs.pause import OutagePause, idle
 from bot.slack import blocks
 from bot.slack.errors import PostError
+from bot.slack.notifier import ASSISTANT_STATUS
 from bot.slack.people import SlackDirectory
 from bot.slack.poster import SLACK_FAILURES, Posted, SlackPoster
 from bot.store import outbox
@@ -361,6 +362,9 @@ class OutboxDelivery:
         if not target.deliveries:
             await self._retry_quietly(row)
             return
+        if row.key == ASSISTANT_STATUS:
+            await self._assistant_status(row)
+            return
         message = blocks.Message(row.text, row.blocks)
         if target.key.startswith(f"{PARENT}:"):
             # A re-posted parent keeps its note about the deleted original through updates.
@@ -383,6 +387,26 @@ class OutboxDelivery:
                     return
                 log.warning("debate %s: update of one copy failed: %s", row.debate_id, error)
         await self._sent(row, [], "updated")
+
+    async def _assistant_status(self, row: Outbox) -> None:
+        """The assistant thread's status line; it is a nicety, so a refusal is only logged."""
+        debate = await self._db(lambda s: s.get(Debate, row.debate_id))
+        assert debate is not None
+        try:
+            await self.poster.assistant_status(
+                channel=row.channel_id,
+                thread_ts=debate.thread_ts or "",
+                status=row.text,
+                attempts=1,
+            )
+        except PostError as error:
+            if error.retryable:
+                await self._retry(row, error)
+                return
+            self._recovered()
+            await self._fail(row, f"refused by Slack: {error.code}")
+            return
+        await self._sent(row, [], "assistant status")
 
     # --- bookkeeping -------------------------------------------------------------------------
 

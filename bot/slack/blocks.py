@@ -72,6 +72,13 @@ def clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
+def fit(escaped: str, limit: int) -> str:
+    """Escaped text cut to `limit` characters at a break, never inside an escape sequence;
+    for a message that must stay one message (its buttons are updated in place)."""
+    pieces = split_text(escaped, limit - 1)
+    return pieces[0] + "\u2026" if len(pieces) > 1 else escaped
+
+
 def split_text(text: str, limit: int = MAX_SECTION_CHARS) -> list[str]:
     """`text` in pieces of at most `limit` characters, cut at paragraph, line or word breaks."""
     pieces: list[str] = []
@@ -356,9 +363,12 @@ def escalation_message(
     reviewers: Sequence[str],
     confidence: float,
     another_round: bool = True,
+    question: str | None = None,
+    synthesis: str | None = None,
 ) -> Message:
     """The review request: who is asked, why, and the buttons (*Another round* only where the
-    protocol can run one more round)."""
+    protocol can run one more round). Posted away from the debate's thread (a review channel),
+    it carries the `question` and the verdict's `synthesis`, since the thread is not beside it."""
     who = " ".join(mention(person) for person in reviewers) or (
         "_No reviewers are configured for this channel; a workspace admin can decide, and"
         " `/debate config` sets reviewers._"
@@ -369,7 +379,15 @@ def escalation_message(
             f":rotating_light: *Review needed* for debate #{debate_id} (confidence"
             f" {confidence:.2f})\n{who}"
         ),
-        *sections(f"*Why*\n{bullets(reasons)}"),
+        *sections(f"*Why*\n{fit(bullets(reasons), 2_500)}"),
+        *(
+            [
+                *sections(f"*Question*\n>{fit(escape(question), 2_500)}"),
+                *sections(f"*Synthesis*\n{fit(escape(synthesis or ''), 2_500)}"),
+            ]
+            if question
+            else []
+        ),
         {
             "type": "actions",
             "block_id": f"review:{escalation_id}",
@@ -434,10 +452,10 @@ def escalation_decided_message(
     label = DECISION_LABEL.get(decision, decision)
     text = f"{label} by {mention(reviewer)} at {decided_at}"
     if note:
-        text += f"\n>{escape(note)}"
+        text += f"\n>{fit(escape(note), 6_000)}"
     blocks = [
         *sections(f":rotating_light: *Review of debate #{debate_id}*"),
-        *sections(f"*Why it was escalated*\n{bullets(reasons)}"),
+        *sections(f"*Why it was escalated*\n{fit(bullets(reasons), 2_500)}"),
         *sections(text),
     ]
     return Message(f"Debate #{debate_id}: {label}", blocks)
@@ -451,12 +469,33 @@ Options:
 \u2022 `--rounds N` at most N rounds (adversarial: 1 to 3)
 \u2022 `--for "STANCE"` / `--against "STANCE"` debater stances (stances protocol)
 \u2022 `--budget USD` cost ceiling for this debate, e.g. `--budget 0.50`
+\u2022 `--route` let a fast model answer first (panel protocol)
+\u2022 `--review-in #channel` post the review request there instead of in the thread
 Other forms:
 \u2022 `/debate` alone opens a form
 \u2022 `/debate config` opens this channel's settings; `/debate config show`;\
  `/debate config set threshold 0.7` (owners and admins)
 \u2022 React with :{reaction}: on a message to debate its thread
-\u2022 In channels watching ADRs, a new top-level ADR post starts a debate in its thread"""
+\u2022 In channels watching ADRs, a new top-level ADR post starts a debate in its thread
+\u2022 In the assistant (the debatebot icon at the top of Slack), paste a decision or an ADR"""
+
+PROTOCOL_ADVICE = "\n".join(
+    [
+        "*Which protocol should I use?*",
+        "\u2022 `adversarial` (the default): a proposal against a critic that must disagree,"
+        " judged by a moderator. For a yes/no decision such as an ADR.",
+        "\u2022 `stances`: debaters defend stances you name (`--for`, `--against`), one judge"
+        " decides. For choosing between known options.",
+        "\u2022 `consensus`: three debaters propose, critique and revise, then vote; code counts"
+        " the vote. For a team that needs agreement, not a winner.",
+        "\u2022 `structured`: numbered PRO and CON arguments, cross-examination, closings, a judge"
+        " who scores every argument. For a decision someone must audit argument by argument.",
+        "\u2022 `panel`: independent answers from several perspectives, peer critique, measured"
+        " convergence. For open questions; add `--route` to let a fast model answer the easy"
+        " ones.",
+        "Add the protocol to your message, e.g. `--protocol structured`.",
+    ]
+)
 
 
 def help_text(*, protocols: Sequence[str], reaction: str) -> str:
@@ -541,6 +580,21 @@ def debate_modal(
             hint="one per line; stances protocol only",
         ),
         _input("budget", "Budget (USD)", _text_input("value", max_length=10), optional=True),
+        _input(
+            "route",
+            "Fast-model router",
+            {
+                "type": "checkboxes",
+                "action_id": "value",
+                "options": [
+                    {
+                        "text": _plain("Let a fast model answer first (panel protocol only)"),
+                        "value": "on",
+                    }
+                ],
+            },
+            optional=True,
+        ),
     ]
     return _modal(VIEW_DEBATE, "Start a debate", blocks, channel_id, "Debate")
 
@@ -548,10 +602,27 @@ def debate_modal(
 def config_modal(*, settings: ChannelSettings, protocols: Sequence[str]) -> dict[str, Any]:
     """The channel settings form; people are given as mentions or ids, as in `config set`."""
     people = " ".join
-    adr_option = {"text": _plain("Start a debate on new ADR posts"), "value": "on"}
-    adr: dict[str, Any] = {"type": "checkboxes", "action_id": "value", "options": [adr_option]}
-    if settings.adr_watch:
-        adr["initial_options"] = [adr_option]
+    switches = [
+        ({"text": _plain("Start a debate on new ADR posts"), "value": "on"}, settings.adr_watch),
+        (
+            {
+                "text": _plain("Triage first: answer low-stakes ADRs and reactions directly"),
+                "value": "triage",
+            },
+            settings.triage,
+        ),
+        (
+            {"text": _plain("Panel: let a fast model answer first"), "value": "route"},
+            settings.route,
+        ),
+    ]
+    adr: dict[str, Any] = {
+        "type": "checkboxes",
+        "action_id": "value",
+        "options": [option for option, _ in switches],
+    }
+    if any(on for _, on in switches):
+        adr["initial_options"] = [option for option, on in switches if on]
     blocks = [
         _input("protocol", "Protocol", _select("value", protocols, settings.protocol)),
         _input(
@@ -591,7 +662,7 @@ def config_modal(*, settings: ChannelSettings, protocols: Sequence[str]) -> dict
             ),
             optional=True,
         ),
-        _input("adr", "ADR watching", adr, optional=True),
+        _input("adr", "ADR watching and triage", adr, optional=True),
         _input(
             "reaction",
             "Review reaction",

@@ -18,7 +18,7 @@ from bot.slack.errors import CommandError, FormError
 from engine.models import clean_text
 from engine.protocols import MAX_ROUNDS
 
-FLAGS = ("protocol", "rounds", "for", "against", "budget", "route")
+FLAGS = ("protocol", "rounds", "for", "against", "budget", "route", "review-in")
 SWITCHES = ("route",)
 """Flags that take no value."""
 MAX_BUDGET_USD = 100.0
@@ -62,6 +62,8 @@ class DebateCommand:
     budget_usd: float | None = None
     route: bool = False
     """Panel only: let a fast model answer first and skip the panel when it is sure."""
+    review_in: str | None = None
+    """The channel the review request goes to, instead of the debate's thread."""
 
 
 Command = HelpCommand | OpenDebateModal | ConfigCommand | DebateCommand
@@ -227,7 +229,7 @@ def parse_command(text: str, *, protocols: tuple[str, ...]) -> Command:
             "there is no question: write it after /debate, e.g."
             " `/debate Should we move sessions to Redis? --rounds 2`"
         )
-    for name in ("protocol", "rounds", "budget"):
+    for name in ("protocol", "rounds", "budget", "review-in"):
         if len(values.get(name, [])) > 1:
             raise CommandError(f"--{name} is given more than once")
     protocol = parse_protocol(values["protocol"][0], protocols) if "protocol" in values else None
@@ -250,7 +252,21 @@ def parse_command(text: str, *, protocols: tuple[str, ...]) -> Command:
         stances_against=stances_against,
         budget_usd=parse_budget(values["budget"][0]) if "budget" in values else None,
         route=route,
+        review_in=parse_channel(values["review-in"][0]) if "review-in" in values else None,
     )
+
+
+_CHANNEL = re.compile(r"^(?:<#([CG][A-Z0-9]+)(?:\|[^>]*)?>|([CG][A-Z0-9]{6,}))$")
+
+
+def parse_channel(raw: str) -> str:
+    """A channel id from a channel mention (`<#C123|name>`, as Slack escapes `#name`) or an id."""
+    match = _CHANNEL.match(raw.strip())
+    if match is None:
+        raise CommandError(
+            f"`{raw}` is not a channel: write it as #channel-name (Slack turns it into a link)"
+        )
+    return match.group(1) or match.group(2)
 
 
 def _strip_flags(text: str) -> str:
@@ -357,4 +373,5 @@ def _example(name: str) -> str:
         "against": '--against "move to DynamoDB"',
         "budget": "--budget 0.50",
         "route": "--route",
+        "review-in": "--review-in #arch-reviews",
     }[name]

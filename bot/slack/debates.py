@@ -17,7 +17,7 @@ from sqlmodel import Session
 
 from bot.settings import SettingsError
 from bot.slack import blocks, triggers
-from bot.slack.commands import DebateCommand
+from bot.slack.commands import DebateCommand, parse_command
 from bot.slack.errors import CommandError, NotAllowedError
 from bot.slack.notifier import DebateNotifier
 from bot.slack.people import SlackDirectory
@@ -77,6 +77,7 @@ class SlackDebates:
         wake_workers: Callable[[], None],
         protocols: tuple[str, ...] = PROTOCOL_NAMES,
         limits: InFlightLimits | None = None,
+        review_channel: str | None = None,
     ) -> None:
         self.engine = engine
         self.new_spec = new_spec
@@ -86,6 +87,7 @@ class SlackDebates:
         self.wake_workers = wake_workers
         self.protocols = protocols
         self.limits = limits
+        self.review_channel = review_channel
 
     async def db(self, work: Callable[[Session], R]) -> R:
         return await in_session(self.engine, work)
@@ -199,6 +201,8 @@ class SlackDebates:
         settings = await self.settings_of(channel)
         if not reachable:
             await self.check_reachable(channel)
+        if command.review_in:
+            await self.check_reachable(command.review_in)
         spec = self._spec(
             settings,
             command.question,
@@ -210,7 +214,12 @@ class SlackDebates:
             route=command.route or None,
         )
         return await self._start(
-            trigger_key=trigger_key, spec=spec, source=source, channel=channel, user=user
+            trigger_key=trigger_key,
+            spec=spec,
+            source=source,
+            channel=channel,
+            user=user,
+            review_channel_id=command.review_in,
         )
 
     async def start_from_adr(
@@ -274,6 +283,53 @@ class SlackDebates:
             triage=triage,
         )
 
+    async def start_from_assistant(
+        self, *, channel: str, thread_ts: str, user: str, text: str, ts: str
+    ) -> Started:
+        """A message in an assistant thread debates itself there. Options are read from its
+        first line only (pasted material may hold anything); an ADR is framed like an ADR
+        post, other long text is the debate's material under its first line as the question.
+        The review request goes to `--review-in`, else the workspace's review channel."""
+        first, _, rest = text.partition("\n")
+        parsed = parse_command(first, protocols=self.protocols)
+        if not isinstance(parsed, DebateCommand):
+            raise CommandError(
+                "tell me what to debate: paste the decision, the design or the ADR (`/debate`'s"
+                " options go on the first line)"
+            )
+        body = f"{parsed.question}\n{rest}".strip() if rest.strip() else parsed.question
+        context: list[ContextDocument] = []
+        question = parsed.question
+        if triggers.is_adr(body):
+            question = triggers.adr_question(body)
+            context = [ContextDocument(title=triggers.adr_title(body), text=body)]
+        elif rest.strip():
+            context = [ContextDocument(title="Pasted in the assistant", text=body)]
+        review_in = parsed.review_in or self.review_channel
+        if review_in:
+            await self.check_reachable(review_in)
+        settings = await self.settings_of(channel)
+        spec = self._spec(
+            settings,
+            question,
+            context=context,
+            protocol=parsed.protocol,
+            rounds=parsed.rounds,
+            budget_usd=parsed.budget_usd,
+            stances_for=parsed.stances_for,
+            stances_against=parsed.stances_against,
+            route=parsed.route or None,
+        )
+        return await self._start(
+            trigger_key=f"assistant:{channel}:{ts}",
+            spec=spec,
+            source="assistant",
+            channel=channel,
+            user=user,
+            thread_ts=thread_ts,
+            review_channel_id=review_in,
+        )
+
     # --- reviews -----------------------------------------------------------------------------
 
     async def _escalation(self, escalation_id: int) -> tuple[Escalation, Debate]:
@@ -288,7 +344,7 @@ class SlackDebates:
         """The escalation, if `user` may decide it; NotAllowedError otherwise."""
         escalation, debate = await self._escalation(escalation_id)
         assert debate.channel_id is not None
-        settings = await self.settings_of(debate.channel_id)
+        settings = await self.settings_of(debate.review_channel_id or debate.channel_id)
         reviewers = _reviewers(settings, escalation)
         if not await self.directory.may_review(user, reviewers):
             who = ", ".join(blocks.mention(p) for p in reviewers) or "workspace admins"
@@ -458,7 +514,7 @@ class SlackDebates:
         pending: list[blocks.HomeDebate] = []
         for escalation, debate in open_items:
             assert debate.channel_id is not None
-            settings = await self.settings_of(debate.channel_id)
+            settings = await self.settings_of(debate.review_channel_id or debate.channel_id)
             reviewers = _reviewers(settings, escalation)
             if reviewers and await self.directory.is_one_of(user, reviewers):
                 pending.append(_home_item(debate))

@@ -20,6 +20,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack import blocks, payloads
+from bot.slack.assistant import build_assistant
 from bot.slack.blocks import clip
 from bot.slack.commands import (
     ConfigCommand,
@@ -69,6 +70,7 @@ def register(app: AsyncApp, debates: SlackDebates) -> None:
     app.middleware(reject_malformed)
     app.middleware(provide_debates)
     app.middleware(drop_redeliveries)
+    app.use(build_assistant())
     app.error(on_error)
     app.command("/debate")(on_debate_command)
     app.view(blocks.VIEW_DEBATE)(on_debate_form)

@@ -32,6 +32,8 @@ R = TypeVar("R")
 
 THREADED_SOURCES = ("adr", "reaction", "shortcut", "another_round", "debate_anyway", "assistant")
 ANSWER = "answer"
+ASSISTANT_STATUS = "status:assistant"
+"""The assistant thread's status line, sent with `assistant.threads.setStatus`."""
 REVIEWERS = "reviewers"
 
 
@@ -129,6 +131,8 @@ class DebateNotifier:
         status = result.verdict.status.value
         summary = self._parent(debate, result.spec, status, result=result)
         drafts.append(_draft(PARENT_UPDATE, summary, action="update", target_key=PARENT))
+        if debate.source == "assistant":
+            drafts.append(assistant_status(""))
         if escalation is not None:
             assert escalation.id is not None
             request = blocks.escalation_message(
@@ -138,9 +142,18 @@ class DebateNotifier:
                 reviewers=escalation.reviewers,
                 confidence=result.verdict.confidence,
                 another_round=result.spec.protocol == "adversarial",
+                question=result.spec.full_question if debate.review_channel_id else None,
+                synthesis=result.verdict.synthesis,
             )
             drafts.append(
-                _draft(REVIEW, request, fallback=REVIEWERS, recipients=escalation.reviewers)
+                _draft(
+                    REVIEW,
+                    request,
+                    fallback=REVIEWERS,
+                    recipients=escalation.reviewers,
+                    target="channel" if debate.review_channel_id else "thread",
+                    channel=debate.review_channel_id,
+                )
             )
         return drafts
 
@@ -209,11 +222,19 @@ class DebateNotifier:
                 progress = rounds.progress(event, run.spec)
                 if progress != run.progress:
                     run.progress = progress
-                    await self.owe(run.debate, [self.status(run.debate, run.spec, *progress)])
+                    drafts = [self.status(run.debate, run.spec, *progress)]
+                    if run.debate.source == "assistant":
+                        drafts.append(assistant_status(progress[1]))
+                    await self.owe(run.debate, drafts)
             elif isinstance(event, RoundFinished):
                 await self.owe(run.debate, self.round(event, run.spec))
 
         return sink
+
+
+def assistant_status(text: str) -> Draft:
+    """The assistant thread's status: who is speaking, or "" to clear it at the end."""
+    return Draft(key=ASSISTANT_STATUS, text=text, blocks=[], action="update", target_key=PARENT)
 
 
 def _draft(
@@ -225,6 +246,7 @@ def _draft(
     target_key: str | None = None,
     fallback: str = "none",
     recipients: list[str] | None = None,
+    channel: str | None = None,
 ) -> Draft:
     return Draft(
         key=key,
@@ -235,4 +257,5 @@ def _draft(
         target_key=target_key,
         fallback=fallback,
         recipients=tuple(recipients or ()),
+        channel=channel,
     )

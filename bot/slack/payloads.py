@@ -75,6 +75,16 @@ def _event(event: Any) -> str | None:
             return "the reaction event has no user or reaction"
     if event["type"] == "app_home_opened" and not _id(event.get("user")):
         return "the App Home event has no user"
+    if event["type"] == "assistant_thread_started":
+        thread = event.get("assistant_thread")
+        if not isinstance(thread, dict) or not (
+            _id(thread.get("channel_id")) and _text(thread.get("thread_ts"))
+        ):
+            return "the assistant thread event has no channel or thread"
+    in_assistant = event["type"] == "message" and event.get("channel_type") == "im"
+    from_person = not event.get("bot_id") and not event.get("subtype")
+    if in_assistant and event.get("thread_ts") and from_person and not _id(event.get("user")):
+        return "the assistant message has no user"
     return None
 
 

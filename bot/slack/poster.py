@@ -149,10 +149,16 @@ class SlackPoster:
         self._next_at: dict[str, float] = {}
 
     async def _call(
-        self, method: str, channel: str, attempts: int | None = None, **kwargs: Any
+        self,
+        method: str,
+        channel: str,
+        attempts: int | None = None,
+        *,
+        channel_param: str = "channel",
+        **kwargs: Any,
     ) -> AsyncSlackResponse:
-        """Call `method` in `channel`; a 429 is waited out and retried while `attempts` last,
-        every other failure raises its classified `PostError` at once."""
+        """Call `method` in `channel` (passed as `channel_param`); a 429 is waited out and
+        retried while `attempts` last, every other failure raises its classified `PostError`."""
         api = getattr(self.client, method)
         tries = attempts or self.max_attempts
         async with self._locks[channel]:
@@ -161,7 +167,7 @@ class SlackPoster:
                 if wait > 0:
                     await self._sleep(wait)
                 try:
-                    response: AsyncSlackResponse = await api(channel=channel, **kwargs)
+                    response: AsyncSlackResponse = await api(**{channel_param: channel}, **kwargs)
                 except SLACK_FAILURES as raised:
                     error = classify(raised, method, channel)
                     if error.code == "ratelimited":
@@ -219,6 +225,19 @@ class SlackPoster:
     ) -> None:
         await self._call(
             "chat_update", channel, attempts, ts=ts, text=message.text, blocks=message.blocks
+        )
+
+    async def assistant_status(
+        self, *, channel: str, thread_ts: str, status: str, attempts: int | None = None
+    ) -> None:
+        """The assistant thread's status line ("critic is challenging…"); empty clears it."""
+        await self._call(
+            "assistant_threads_setStatus",
+            channel,
+            attempts,
+            channel_param="channel_id",
+            thread_ts=thread_ts,
+            status=status,
         )
 
     async def ephemeral(

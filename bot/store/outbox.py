@@ -39,6 +39,8 @@ class Draft:
     target_key: str | None = None
     recipients: tuple[str, ...] = ()
     fallback: str = "none"
+    channel: str | None = None
+    """Where a `channel` post goes when not in the debate's own channel (a review channel)."""
 
 
 def _current_parent(rows: dict[str, Outbox]) -> str:
@@ -97,7 +99,7 @@ def stage(
             target_key=draft.target_key,
             recipients=list(draft.recipients),
             fallback=draft.fallback,
-            channel_id=debate.channel_id or "",
+            channel_id=draft.channel or debate.channel_id or "",
             text=draft.text,
             blocks=draft.blocks,
             next_attempt_at=now,

@@ -360,7 +360,9 @@ def finish_debate(
             select(Escalation).where(Escalation.debate_id == debate_id)
         ).one_or_none()
         if escalation is None:
-            channel = session.get(ChannelSettings, debate.channel_id or "")
+            # A debate reviewed elsewhere (an assistant thread's) takes that channel's reviewers.
+            where = debate.review_channel_id or debate.channel_id or ""
+            channel = session.get(ChannelSettings, where)
             escalation = Escalation(
                 debate_id=debate_id,
                 reasons=verdict.escalation_reasons or ["the verdict asks for a human decision"],

@@ -98,6 +98,38 @@ class SlackDriver:
             headers = {"X-Slack-Retry-Num": str(retry_num), "X-Slack-Retry-Reason": "http_timeout"}
         return await self.send(body, "application/json", headers=headers)
 
+    async def assistant_opened(self, *, channel: str, thread_ts: str, user: str) -> Reply:
+        """The person opened the assistant pane: Slack's `assistant_thread_started`."""
+        return await self.event(
+            {
+                "type": "assistant_thread_started",
+                "assistant_thread": {
+                    "user_id": user,
+                    "context": {"channel_id": "CDEBATE", "team_id": "T1"},
+                    "channel_id": channel,
+                    "thread_ts": thread_ts,
+                },
+                "event_ts": thread_ts,
+            }
+        )
+
+    async def assistant_message(
+        self, text: str, *, channel: str, thread_ts: str, ts: str, user: str
+    ) -> Reply:
+        """A message the person typed in the assistant thread (an `im` message in a thread)."""
+        return await self.event(
+            {
+                "type": "message",
+                "channel": channel,
+                "channel_type": "im",
+                "user": user,
+                "text": text,
+                "ts": ts,
+                "thread_ts": thread_ts,
+                "event_ts": ts,
+            }
+        )
+
     async def interaction(self, payload: dict[str, Any]) -> Reply:
         body = urlencode({"payload": json.dumps(payload)})
         return await self.send(body, "application/x-www-form-urlencoded")

@@ -9,11 +9,16 @@ a 429 with Retry-After, a hang past the client's timeout, or a refusal by size, 
 calls or for a window of time. Channels can lose the bot (`not_in_channel`) or be archived;
 messages can be deleted; a user id as channel is a DM. It also serves Socket Mode: a WebSocket
 at the URL `apps.connections.open` hands out, through which tests push envelopes.
+
+The `assistant.threads.*` methods check their arguments against `slack_sdk`'s own signatures
+(every required one present, nothing it would not send), so a request the real client could not
+make is refused here as Slack refuses it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 import json
 import time
@@ -22,6 +27,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from aiohttp import web
+from slack_sdk.web.async_client import AsyncWebClient
 
 BOT_USER = "UBOT"
 BOT_ID = "BBOT"
@@ -90,6 +96,8 @@ class SlackEmulator:
     users: dict[str, dict[str, Any]] = field(default_factory=dict)
     app_token_error: str | None = None
     """When set, `apps.connections.open` answers with this error (a revoked app token)."""
+    assistant: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    """Every accepted `assistant.threads.*` call: (method, arguments)."""
     sockets: list[web.WebSocketResponse] = field(default_factory=list)
     socket_acks: list[dict[str, Any]] = field(default_factory=list)
     socket_connections: int = 0
@@ -192,7 +200,7 @@ class SlackEmulator:
                 params.update(json.loads(raw))
             elif raw:
                 params.update(dict(parse_qsl(raw, keep_blank_values=True)))
-        for key in ("blocks", "view"):
+        for key in ("blocks", "view", "prompts"):
             if isinstance(params.get(key), str):
                 params[key] = json.loads(params[key])
         return params
@@ -460,6 +468,38 @@ class SlackEmulator:
             "response_metadata": {"next_cursor": ""},
         }
 
+    def _assistant_call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        required, allowed = sdk_arguments(method)
+        missing = sorted(required - set(params))
+        # The client itself adds its token and, for a workspace it was built for, team_id.
+        unknown = sorted(set(params) - allowed - {"token", "team_id"})
+        if missing or unknown:
+            return {
+                "ok": False,
+                "error": "invalid_arguments",
+                "response_metadata": {"messages": [f"missing {missing}, unknown {unknown}"]},
+            }
+        if method.endswith("setSuggestedPrompts"):
+            prompts = params.get("prompts")
+            if not isinstance(prompts, list) or not 1 <= len(prompts) <= 4:
+                return {"ok": False, "error": "invalid_arguments"}
+            if any(not {"title", "message"} <= set(p) for p in prompts):
+                return {"ok": False, "error": "invalid_arguments"}
+        self.assistant.append((method, params))
+        return {"ok": True}
+
+    def _assistant_threads_setStatus(self, params: dict[str, Any]) -> dict[str, Any]:
+        return self._assistant_call("assistant.threads.setStatus", params)
+
+    def _assistant_threads_setTitle(self, params: dict[str, Any]) -> dict[str, Any]:
+        return self._assistant_call("assistant.threads.setTitle", params)
+
+    def _assistant_threads_setSuggestedPrompts(self, params: dict[str, Any]) -> dict[str, Any]:
+        return self._assistant_call("assistant.threads.setSuggestedPrompts", params)
+
+    def assistant_calls(self, method: str) -> list[dict[str, Any]]:
+        return [params for called, params in self.assistant if called == method]
+
     def _views_open(self, params: dict[str, Any]) -> dict[str, Any]:
         view = params.get("view") or {}
         if not params.get("trigger_id"):
@@ -476,3 +516,15 @@ class SlackEmulator:
             return {"ok": False, "error": "invalid_arguments"}
         self.published.append({"user_id": params.get("user_id"), "view": view})
         return {"ok": True, "view": view}
+
+
+def sdk_arguments(method: str) -> tuple[set[str], set[str]]:
+    """The arguments `slack_sdk` sends for `method`: (required, allowed)."""
+    signature = inspect.signature(getattr(AsyncWebClient, method.replace(".", "_")))
+    keywords = {
+        name: parameter
+        for name, parameter in signature.parameters.items()
+        if parameter.kind is inspect.Parameter.KEYWORD_ONLY
+    }
+    required = {n for n, p in keywords.items() if p.default is inspect.Parameter.empty}
+    return required, set(keywords)

@@ -8,6 +8,7 @@ from pathlib import Path
 import yaml
 
 from bot.slack import blocks
+from bot.slack.assistant import SUGGESTED_PROMPTS
 
 ROOT = Path(__file__).resolve().parents[2]
 SCOPE_OF_METHOD = {
@@ -21,7 +22,9 @@ SCOPE_OF_METHOD = {
     "conversations_info": "channels:read",
     "users_list": "users:read",
     "conversations_open": "im:write",
+    "assistant_threads_setStatus": "assistant:write",
 }
+ASSISTANT_EVENTS = {"assistant_thread_started", "assistant_thread_context_changed"}
 
 
 def source() -> str:
@@ -36,11 +39,19 @@ def test_manifest_matches_the_listeners_and_the_api_calls() -> None:
     subscribed = {
         e.split(".")[0] for e in manifest["settings"]["event_subscriptions"]["bot_events"]
     }
-    assert subscribed == events
+    # Bolt's Assistant middleware listens for the assistant events and the thread's messages.
+    assert "AsyncAssistant()" in code
+    assert "app.use(build_assistant())" in code
+    assert subscribed == events | ASSISTANT_EVENTS
+    assert "message.im" in manifest["settings"]["event_subscriptions"]["bot_events"]
+    prompts = manifest["features"]["assistant_view"]["suggested_prompts"]
+    assert [(p["title"], p["message"]) for p in prompts] == [
+        (p["title"], p["message"]) for p in SUGGESTED_PROMPTS
+    ]
 
     [command] = manifest["features"]["slash_commands"]
     assert command["command"] == "/debate"
-    assert '@app.command("/debate")' in code
+    assert 'app.command("/debate")' in code
     assert command["should_escape"] is True
     [shortcut] = manifest["features"]["shortcuts"]
     assert shortcut["callback_id"] == blocks.SHORTCUT_DEBATE_THREAD
@@ -52,7 +63,7 @@ def test_manifest_matches_the_listeners_and_the_api_calls() -> None:
     scopes = set(manifest["oauth_config"]["scopes"]["bot"])
     called = {m for m in SCOPE_OF_METHOD if re.search(rf'\b{m}\b|"{m}"', code)}
     assert called == set(SCOPE_OF_METHOD)
-    needed = {SCOPE_OF_METHOD[m] for m in called} | {"commands", "reactions:read"}
+    needed = {SCOPE_OF_METHOD[m] for m in called} | {"commands", "reactions:read", "im:history"}
     assert needed <= scopes
     # Private channels need the group twins of the channel scopes; nothing more is asked for.
     assert scopes == needed | {"groups:history", "groups:read"}

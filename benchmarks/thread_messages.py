@@ -1,0 +1,135 @@
+"""What one debate of each protocol posts in Slack, and how often its parent is updated.
+
+Starts `debatebot serve` as its own process (HTTP mode, the schema-filling fake model with a
+per-call delay, Slack's pacing of one write a second per channel, the default status interval)
+against the Slack emulator on 127.0.0.1, runs one `/debate` per protocol, each in its own
+channel, and prints per protocol: the messages posted (parent, rounds, verdict, review request),
+their total characters (notification text plus block text), the biggest message, and the
+parent's updates per second while the debate ran, beside the goal (Slack allows about one write
+a second per channel; the status shares it with the rounds, so at most one update every two
+seconds).
+
+    .venv/bin/python -m benchmarks.thread_messages --delay 0.3
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+import tempfile
+from pathlib import Path
+
+import aiohttp
+
+from benchmarks.ack_latency import free_port, wait_healthy
+from benchmarks.outage_recovery import wait_until
+from bot.slack.blocks import block_chars
+from bot.store.db import upgrade
+from tests.e2e.driver import SlackDriver
+from tests.e2e.slack_emulator import SlackEmulator
+
+SIGNING_SECRET = "benchmark0signing0secret0value01"
+TOKEN = "xoxb-1234-5678-benchmarktoken"
+QUESTION = "Should we move billing retries from cron jobs to a message queue?"
+OPTIONS = {
+    "adversarial": "--protocol adversarial --rounds 2",
+    "stances": '--protocol stances --for "adopt it now" --against "wait a quarter"',
+    "consensus": "--protocol consensus",
+    "structured": "--protocol structured",
+    "panel": "--protocol panel",
+}
+UPDATE_GOAL_PER_S = 0.5
+
+
+def finished(emulator: SlackEmulator, channel: str) -> bool:
+    posted = emulator.posted(channel)
+    return any(m["text"].startswith("Verdict") for m in posted) and any(
+        "thread_ts" not in m and "*Done*" in str(m["blocks"]) for m in posted
+    )
+
+
+async def run(delay_s: float) -> None:
+    emulator = SlackEmulator()
+    await emulator.start()
+    workdir = Path(tempfile.mkdtemp(prefix="debatebot-threads-"))
+    url = f"sqlite:///{workdir / 'bench.sqlite3'}"
+    upgrade(url)
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEBATEBOT_")}
+    env.update(
+        {
+            "DEBATEBOT_SLACK_BOT_TOKEN": TOKEN,
+            "DEBATEBOT_SLACK_SIGNING_SECRET": SIGNING_SECRET,
+            "DEBATEBOT_SLACK_API_URL": emulator.api_url,
+            "DEBATEBOT_DATABASE_URL": url,
+            "DEBATEBOT_PROVIDER": "fake",
+            "DEBATEBOT_FAKE_DELAY_S": str(delay_s),
+            "DEBATEBOT_HTTP_HOST": "127.0.0.1",
+            "DEBATEBOT_HTTP_PORT": str(port),
+            "DEBATEBOT_SERVE_WORKERS": str(len(OPTIONS)),
+            "DEBATEBOT_LOG_LEVEL": "ERROR",
+        }
+    )
+    process = await asyncio.create_subprocess_exec(
+        Path(sys.executable).with_name("debatebot"),
+        "serve",
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    channels = {protocol: f"CTHREAD{n}" for n, protocol in enumerate(OPTIONS)}
+    try:
+        async with aiohttp.ClientSession() as session:
+            base = f"http://127.0.0.1:{port}"
+            await wait_healthy(session, base)
+            driver = SlackDriver(base, SIGNING_SECRET, f"{emulator.url}/response", session)
+            for protocol, channel in channels.items():
+                await driver.command(f"{QUESTION} {OPTIONS[protocol]}", channel=channel)
+            await wait_until(
+                lambda: all(finished(emulator, c) for c in channels.values()),
+                600,
+                "every debate's verdict and final status",
+            )
+    finally:
+        process.send_signal(signal.SIGTERM)
+        await process.wait()
+        await emulator.stop()
+
+    print(f"one debate per protocol, fake model {delay_s}s per call, Slack pacing 1 write/s")
+    print(
+        f"{'protocol':<12} {'messages':>8} {'characters':>11} {'biggest':>8}"
+        f" {'updates':>8} {'seconds':>8} {'updates/s':>10}  goal"
+    )
+    for protocol, channel in channels.items():
+        posted = emulator.posted(channel)
+        sizes = [len(m["text"]) + block_chars(m["blocks"]) for m in posted]
+        parent = next(m for m in posted if "thread_ts" not in m)
+        calls = [
+            c
+            for c in emulator.calls
+            if c.params.get("channel") == channel
+            and c.method in ("chat.postMessage", "chat.update")
+        ]
+        updates = [
+            c for c in calls if c.method == "chat.update" and c.params.get("ts") == parent["ts"]
+        ]
+        span = max(c.at for c in calls) - min(c.at for c in calls)
+        rate = len(updates) / span if span else 0.0
+        print(
+            f"{protocol:<12} {len(posted):>8} {sum(sizes):>11,} {max(sizes):>8,}"
+            f" {len(updates):>8} {span:>8.1f} {rate:>10.2f}  <= {UPDATE_GOAL_PER_S}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--delay", type=float, default=0.3, help="fake model seconds per call")
+    args = parser.parse_args()
+    asyncio.run(run(args.delay))
+
+
+if __name__ == "__main__":
+    main()

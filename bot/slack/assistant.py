@@ -1,0 +1,94 @@
+"""The Agents & AI Apps surface: debatebot in Slack's assistant pane, on Bolt's `AsyncAssistant`.
+
+- Opening the assistant greets the person and offers suggested prompts.
+- A message in the assistant thread starts a debate there, the pasted text (an ADR, a design, a
+  clause) as its material; `/debate`'s options work in it. The thread is titled after the
+  question, and while the debate runs `assistant.threads.setStatus` shows who is speaking (an
+  owed status the delivery loop sends, paced like every write).
+- Rounds and the verdict are posted in the assistant thread exactly as in a channel.
+- The review request goes to the channel named with `--review-in #channel`, else to the
+  workspace's review channel (`DEBATEBOT_REVIEW_CHANNEL`), else by DM to the person who asked.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from slack_bolt.async_app import AsyncAssistant, AsyncSay, AsyncSetSuggestedPrompts
+from slack_bolt.context.set_title.async_set_title import AsyncSetTitle
+from slack_sdk.errors import SlackApiError
+
+from bot.slack import blocks
+from bot.slack.debates import SlackDebates
+from bot.slack.errors import CommandError, NotAllowedError
+from engine.models import clean_text
+
+log = logging.getLogger(__name__)
+
+GREETING = (
+    "Hi! Paste a decision, a design or an ADR and I will run a structured debate on it right"
+    " here, then post the verdict with its confidence. Options such as `--protocol structured`"
+    " or `--review-in #arch-reviews` work as in `/debate`."
+)
+PROTOCOL_QUESTION = "Which protocol should I use?"
+ADR_REQUEST = "I want to review an ADR; I will paste it in my next message."
+PASTE_THE_ADR = (
+    "Paste the ADR as your next message: its title line (`# ADR-NNN: …`) and its Context,"
+    " Decision and Consequences sections. I will debate the decision it records."
+)
+SUGGESTED_PROMPTS = [
+    {
+        "title": "Debate this decision",
+        "message": "Should we move billing retries from cron jobs to a message queue?",
+    },
+    {"title": "Review an ADR (paste it)", "message": ADR_REQUEST},
+    {"title": PROTOCOL_QUESTION, "message": PROTOCOL_QUESTION},
+]
+TITLE_CHARS = 80
+
+
+def build_assistant() -> AsyncAssistant:
+    """The assistant middleware with debatebot's listeners; `app.use` it after the middleware
+    that provides `debates`."""
+    assistant = AsyncAssistant()
+    assistant.thread_started(on_thread_started)
+    assistant.user_message(on_user_message)
+    return assistant
+
+
+async def on_thread_started(say: AsyncSay, set_suggested_prompts: AsyncSetSuggestedPrompts) -> None:
+    """The assistant was opened: greet, and offer what people come for."""
+    await say(GREETING)
+    await set_suggested_prompts(prompts=SUGGESTED_PROMPTS, title="Try one of these")
+
+
+async def on_user_message(
+    payload: dict[str, Any],
+    say: AsyncSay,
+    set_title: AsyncSetTitle,
+    debates: SlackDebates,
+) -> None:
+    """A message in the assistant thread: protocol advice, or a debate in this thread."""
+    text = clean_text(blocks.unescape(payload.get("text") or "")).strip()
+    channel, thread_ts, user = payload["channel"], payload["thread_ts"], payload["user"]
+    if text.rstrip("?").lower() == PROTOCOL_QUESTION.rstrip("?").lower():
+        await say(blocks.PROTOCOL_ADVICE)
+        return
+    if text == ADR_REQUEST:
+        await say(PASTE_THE_ADR)
+        return
+    try:
+        started = await debates.start_from_assistant(
+            channel=channel, thread_ts=thread_ts, user=user, text=text, ts=payload["ts"]
+        )
+    except (CommandError, NotAllowedError) as error:
+        await say(f":warning: {blocks.escape(str(error))}")
+        return
+    if not started.created:
+        return
+    try:
+        await set_title(blocks.clip(started.debate.question, TITLE_CHARS))
+    except SlackApiError as error:
+        # A title is a nicety: the debate goes on without one.
+        log.warning("assistant thread title not set: %s", error.response.get("error"))
