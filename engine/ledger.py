@@ -117,6 +117,7 @@ class TurnLedger:
         output_type: type[T],
         attempt: int = 1,
         speaker: str = "",
+        phase: str = "",
         step: str = "",
     ) -> T:
         """One agent turn: replayed from the record if stored, otherwise asked of its model.
@@ -124,7 +125,7 @@ class TurnLedger:
         `speaker` names the debater when the role has several; it selects the debater's model.
         `step` says what the turn is for in the live status (a phase), when the role does not.
         """
-        stored = self._recorded.get((round, role, speaker, attempt))
+        stored = self._recorded.get((round, role, speaker, phase, attempt))
         if stored is not None:
             value = output_type.model_validate(stored.parsed)
             self.meter.add(stored.cost_usd, calls=stored.reasks + 1)
@@ -160,6 +161,7 @@ class TurnLedger:
             round=round,
             role=role,
             speaker=speaker,
+            phase=phase,
             attempt=attempt,
             provider=llm.provider,
             model=settings.model,

@@ -288,12 +288,14 @@ class Usage(BaseModel):
 
 
 class TurnRecord(BaseModel):
-    """One agent output as the audit trail keeps it; (round, role, speaker, attempt) identifies
-    it. `speaker` names the debater when a role has several (empty otherwise)."""
+    """One agent output as the audit trail keeps it; (round, role, speaker, phase, attempt)
+    identifies it. `speaker` names the debater when a role has several, `phase` the phase of a
+    round when a debater speaks more than once in it (consensus); both empty otherwise."""
 
     round: int = Field(ge=0)
     role: Role
     speaker: str = ""
+    phase: str = ""
     attempt: int = Field(default=1, ge=1)
     provider: str
     model: str
@@ -308,8 +310,8 @@ class TurnRecord(BaseModel):
     created_at: datetime = Field(default_factory=utcnow)
 
     @property
-    def key(self) -> tuple[int, Role, str, int]:
-        return (self.round, self.role, self.speaker, self.attempt)
+    def key(self) -> tuple[int, Role, str, str, int]:
+        return (self.round, self.role, self.speaker, self.phase, self.attempt)
 
 
 class CitationCheck(BaseModel):

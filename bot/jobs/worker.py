@@ -31,7 +31,7 @@ from sqlmodel import Session
 from bot.jobs.pause import OutagePause, idle
 from bot.store import outbox, repository
 from bot.store.db import in_session
-from bot.store.errors import DatabaseUnavailableError, LeaseLostError
+from bot.store.errors import DatabaseUnavailableError, LeaseLostError, StoreRefusedError
 from bot.store.tables import Debate, Escalation
 from engine import triage
 from engine.errors import LLMError
@@ -272,6 +272,10 @@ class DebateWorker:
                 worked = await self.run_once()
             except DatabaseUnavailableError as error:
                 await outage.failed(error, stop, log)
+                continue
+            except StoreRefusedError:
+                # The debate's lease expires and it is resumed; this worker goes on working.
+                log.exception("worker %s: the store refused a debate's write", self.worker_id)
                 continue
             outage.succeeded(log)
             if not worked:

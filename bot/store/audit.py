@@ -47,11 +47,13 @@ def turn_digest(turn: Turn, prev_hash: str) -> str:
         "parsed_json": turn.parsed_json,
         "created_at": turn.created_at.astimezone(UTC).isoformat(timespec="microseconds"),
     }
-    # Added in schemas 0003 and 0004: hashed only when set, so chains written before verify.
+    # Added in schemas 0003, 0004 and 0007: hashed only when set, so older chains verify.
     if turn.cache_write_input_tokens:
         payload["cache_write_input_tokens"] = turn.cache_write_input_tokens
     if turn.speaker:
         payload["speaker"] = turn.speaker
+    if turn.phase:
+        payload["phase"] = turn.phase
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(f"{prev_hash}\n{canonical}".encode()).hexdigest()
 

@@ -18,7 +18,12 @@ from sqlmodel import Session, col, select
 
 from bot.store import outbox
 from bot.store.audit import GENESIS_HASH, ChainReport, audit, seal, turn_digest
-from bot.store.errors import DebateNotFoundError, InFlightLimitError, LeaseLostError
+from bot.store.errors import (
+    DebateNotFoundError,
+    InFlightLimitError,
+    LeaseLostError,
+    StoreRefusedError,
+)
 from bot.store.tables import (
     ChannelSettings,
     Debate,
@@ -232,6 +237,7 @@ def _to_record(row: Turn) -> TurnRecord:
         round=row.round,
         role=Role(row.role),
         speaker=row.speaker,
+        phase=row.phase,
         attempt=row.attempt,
         provider=row.provider,
         model=row.model,
@@ -280,6 +286,7 @@ def append_turn(session: Session, *, debate_id: int, worker_id: str, turn: TurnR
         round=turn.round,
         role=turn.role.value,
         speaker=turn.speaker,
+        phase=turn.phase,
         attempt=turn.attempt,
         provider=turn.provider,
         model=turn.model,
@@ -300,7 +307,14 @@ def append_turn(session: Session, *, debate_id: int, worker_id: str, turn: TurnR
     )
     row.hash = turn_digest(row, row.prev_hash)
     session.add(row)
-    session.commit()
+    try:
+        session.commit()
+    except IntegrityError as error:
+        session.rollback()
+        raise StoreRefusedError(
+            f"debate {debate_id} already has a turn {turn.key} (or turn {row.seq}); the turn was"
+            " not stored twice. A protocol that asks one key twice is a bug to report"
+        ) from error
     session.refresh(row)
     return row
 

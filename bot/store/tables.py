@@ -65,7 +65,9 @@ class Turn(SQLModel, table=True):
     """One agent output. Append-only; `hash` chains it to the previous turn of its debate."""
 
     __table_args__ = (
-        UniqueConstraint("debate_id", "round", "role", "speaker", "attempt", name="uq_turn_key"),
+        UniqueConstraint(
+            "debate_id", "round", "role", "speaker", "phase", "attempt", name="uq_turn_key"
+        ),
         UniqueConstraint("debate_id", "seq", name="uq_turn_seq"),
     )
 
@@ -75,6 +77,7 @@ class Turn(SQLModel, table=True):
     round: int
     role: str = Field(max_length=40)
     speaker: str = Field(default="", max_length=60)
+    phase: str = Field(default="", max_length=40)
     attempt: int
     provider: str = Field(max_length=80)
     model: str = Field(max_length=200)

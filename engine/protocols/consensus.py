@@ -191,6 +191,7 @@ class ConsensusProtocol:
                             round=number,
                             role=Role.DEBATER,
                             speaker=speaker,
+                            phase=phase,
                             step=f"speaking in the {phase} phase",
                             output_type=output_type,
                             values={

@@ -1,6 +1,7 @@
-"""triage before debate, feedback on verdicts, and assistant threads' review channel: the
-debate's triage state and reason and review channel, the channel's triage and route switches,
-and one feedback row per person and debate
+"""triage before debate, feedback on verdicts, assistant threads' review channel, and turn
+phases: the debate's triage state and reason and review channel, the channel's triage and route
+switches, one feedback row per person and debate, and the phase in a turn's key (a consensus
+debater speaks once per phase of a round)
 
 Revision ID: 0007
 Revises: 0006
@@ -24,6 +25,12 @@ def _text(length: int) -> sqlmodel.sql.sqltypes.AutoString:
 
 
 def upgrade() -> None:
+    with op.batch_alter_table("turn") as batch:
+        batch.add_column(sa.Column("phase", _text(40), nullable=False, server_default=""))
+        batch.drop_constraint("uq_turn_key", type_="unique")
+        batch.create_unique_constraint(
+            "uq_turn_key", ["debate_id", "round", "role", "speaker", "phase", "attempt"]
+        )
     with op.batch_alter_table("debate") as batch:
         batch.add_column(sa.Column("triage", _text(20), nullable=True))
         batch.add_column(sa.Column("triage_reason", sa.Text(), nullable=True))
@@ -58,3 +65,9 @@ def downgrade() -> None:
         batch.drop_column("review_channel_id")
         batch.drop_column("triage_reason")
         batch.drop_column("triage")
+    with op.batch_alter_table("turn") as batch:
+        batch.drop_constraint("uq_turn_key", type_="unique")
+        batch.create_unique_constraint(
+            "uq_turn_key", ["debate_id", "round", "role", "speaker", "attempt"]
+        )
+        batch.drop_column("phase")

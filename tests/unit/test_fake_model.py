@@ -10,10 +10,16 @@ from pydantic import BaseModel, Field
 
 from engine.errors import LLMError
 from engine.events import DebateEvent, RoundFinished
-from engine.llm import output_schema
+from engine.llm import LLMRequest, output_schema
 from engine.models import DebateResult, DebateSpec, DebateStatus, ModelSettings, Participant, Role
+from engine.protocols.consensus import PHASES
 from engine.protocols.structured import cross_type, judgment_type, opening_type
-from engine.providers.fake import CANNED_DEBATE_REPLIES, SchemaFillingLLM, fill_schema
+from engine.providers.fake import (
+    CANNED_DEBATE_REPLIES,
+    FunctionLLM,
+    SchemaFillingLLM,
+    fill_schema,
+)
 from engine.runner import run_debate
 from tests.helpers import shipped_prompts
 
@@ -75,6 +81,8 @@ async def test_every_protocol_completes_on_filled_schemas_without_a_reask(
     assert result.status is DebateStatus.COMPLETE, result.error
     assert result.transcript
     assert all(turn.reasks == 0 for turn in result.transcript)
+    keys = [turn.key for turn in result.transcript]
+    assert len(set(keys)) == len(keys), "every turn has its own key, so a resume replays it"
     assert rounds, "every protocol reports its rounds"
     assert {event.record.kind for event in rounds} == {spec_for(name).protocol}
 
@@ -161,3 +169,21 @@ def test_an_unsupported_pattern_is_a_clear_error() -> None:
 
     with pytest.raises(LLMError, match="cannot fill the pattern"):
         fill_schema(output_schema(Grouped))
+
+
+async def test_a_consensus_debater_speaks_once_per_phase_under_distinct_keys() -> None:
+    """Every phase of a round is its own turn: a key shared across phases would make a resumed
+    debate replay the proposal as the critique (and the store refuse the second write)."""
+    votes = {"ana": "release", "ben": "revise", "cy": "escalate"}
+
+    def split_panel(request: LLMRequest) -> dict[str, Any]:
+        speaker = next(name for name in votes if f'"{name}"' in request.messages[-1].content)
+        return {"stance": f"{speaker} holds", "rationale": "because", "vote": votes[speaker]}
+
+    spec = spec_for("consensus")
+    result = await run_debate(
+        spec, resolve_llm=lambda _: FunctionLLM(split_panel), prompts=shipped_prompts()
+    )
+    phases = [turn.phase for turn in result.transcript]
+    assert phases[:12] == [p for p in PHASES for _ in range(3)]
+    assert len({turn.key for turn in result.transcript}) == len(result.transcript) == 21

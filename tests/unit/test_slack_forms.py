@@ -107,7 +107,8 @@ def test_the_settings_form_reads_its_switches() -> None:
     assert (values["adr_watch"], values["triage"], values["route"]) == (True, True, False)
     with pytest.raises(FormError) as raised:
         parse_config_form(
-            form(protocol="nope", rounds="0", threshold="high", reaction="no way"), protocols=PROTOCOLS
+            form(protocol="nope", rounds="0", threshold="high", reaction="no way"),
+            protocols=PROTOCOLS,
         )
     assert set(raised.value.errors) == {"protocol", "rounds", "threshold", "reaction"}
 
