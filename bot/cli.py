@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -33,6 +34,7 @@ from bot.app import (
 from bot.providers import KEY_VARIABLES, PROVIDERS
 from bot.settings import ROLE_SLOTS, RoleModel, Settings, SettingsError
 from bot.store import repository
+from bot.store import slack as slack_store
 from bot.store.audit import ChainReport
 from bot.store.db import redacted, session_scope, upgrade
 from bot.store.errors import StoreError
@@ -441,6 +443,29 @@ def _audit(args: argparse.Namespace) -> int:
     return print_audit(report)
 
 
+def _stats(args: argparse.Namespace) -> int:
+    """Per-protocol counts: debates, finished, escalated, answered without a debate, and the
+    thumbs up and down people gave the verdicts."""
+    settings = Settings()
+    with open_store(settings) as engine, session_scope(engine) as session:
+        stats = slack_store.protocol_stats(session)
+    if args.json:
+        print(json.dumps([dataclasses.asdict(s) for s in stats], indent=2))
+        return 0
+    print(
+        f"{'protocol':<12} {'debates':>8} {'finished':>9} {'escalated':>10} {'answered':>9}"
+        f" {'thumbs up':>10} {'thumbs down':>12}"
+    )
+    for s in stats:
+        print(
+            f"{s.protocol:<12} {s.debates:>8} {s.finished:>9} {s.escalated:>10}"
+            f" {s.answered_without_debate:>9} {s.positive:>10} {s.negative:>12}"
+        )
+    if not stats:
+        print("(no debates yet)")
+    return 0
+
+
 def print_audit(report: ChainReport) -> int:
     """Say what verifying found; 0 when nothing is wrong, 1 when something is."""
     where = f"debate {report.debate_id}"
@@ -590,6 +615,12 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--format", choices=("json", "md"), default="json")
     export.add_argument("--out", metavar="FILE", help="write here instead of stdout")
     export.set_defaults(handler=_export, is_async=False)
+
+    stats = commands.add_parser(
+        "stats", help="per-protocol counts: outcomes, escalations and verdict feedback"
+    )
+    stats.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    stats.set_defaults(handler=_stats, is_async=False)
 
     prompts = commands.add_parser("prompts", help="pin or verify the prompt files")
     prompts.add_argument("action", choices=("lock", "verify"))

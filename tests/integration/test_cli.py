@@ -96,7 +96,6 @@ def test_unknown_debate_and_old_schema_say_what_to_do(
     ("argv", "message"),
     [
         (["run", "   "], "the question is empty"),
-        (["run", "x" * 40_000], "at most 4000 characters"),
         (["run", "Ship it?", "--rounds", "5"], "at most 3 rounds"),
         (["run", "Ship it?", "--context", "/nonexistent/adr.md"], "cannot read context file"),
         (["run", "Ship it?", "--budget", "-1"], "budget_usd"),
@@ -118,3 +117,44 @@ def test_bad_input_gets_an_actionable_error(
 def test_prompts_verify_passes_on_the_shipped_prompts(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["prompts", "verify"]) == 0
     assert "match the lock" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("protocol", "extra"),
+    [
+        ("stances", ["--for", "adopt it now", "--against", "wait a quarter"]),
+        ("consensus", []),
+        ("structured", []),
+        ("panel", ["--route"]),
+    ],
+)
+def test_the_fake_provider_runs_every_protocol_and_stats_counts_them(
+    protocol: str, extra: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        ["run", "Should we adopt ADR-007?", "--provider", "fake", "--protocol", protocol, *extra]
+    )
+    assert code == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert main(["stats", "--json"]) == 0
+    [row] = json.loads(capsys.readouterr().out)
+    assert (row["protocol"], row["debates"], row["finished"]) == (protocol, 1, 1)
+
+
+def test_route_needs_the_panel(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "Adopt it?", "--provider", "fake", "--route"]) == 2
+    assert "--protocol panel" in capsys.readouterr().err
+
+
+def test_a_question_past_the_limit_is_debated_whole_as_its_first_document(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same rule as in Slack (`engine.models.fit_question`): nothing is cut."""
+    question = "Should we adopt this? " + "word " * 8_000
+    out = tmp_path / "record.json"
+    assert main(["run", question, "--provider", "fake", "--json", str(out)]) == 0
+    spec = DebateResult.model_validate(json.loads(out.read_text())).spec
+    assert spec.full_question == question
+    assert spec.context[0].title == "The question as asked (full text)"
+    assert len(spec.question) < 4_000
+    capsys.readouterr()
