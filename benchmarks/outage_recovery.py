@@ -60,13 +60,16 @@ async def wait_until(predicate: object, limit_s: float, what: str) -> float:
     raise RuntimeError(f"timed out after {limit_s:.0f}s waiting for {what}")
 
 
-async def run(debates: int, outage_s: float, delay_s: float) -> None:
-    emulator = SlackEmulator()
-    await emulator.start()
-    workdir = Path(tempfile.mkdtemp(prefix="debatebot-outage-"))
-    url = f"sqlite:///{workdir / 'bench.sqlite3'}"
-    upgrade(url)
-    port = free_port()
+async def start_serve(
+    emulator: SlackEmulator,
+    url: str,
+    port: int,
+    extra: dict[str, str],
+    *,
+    stderr: int | None = asyncio.subprocess.DEVNULL,
+) -> asyncio.subprocess.Process:
+    """`debatebot serve` as its own process: HTTP on `port`, the fake provider, the store at
+    `url`, Slack at the emulator; `extra` settings on top."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEBATEBOT_")}
     env.update(
         {
@@ -75,19 +78,33 @@ async def run(debates: int, outage_s: float, delay_s: float) -> None:
             "DEBATEBOT_SLACK_API_URL": emulator.api_url,
             "DEBATEBOT_DATABASE_URL": url,
             "DEBATEBOT_PROVIDER": "fake",
-            "DEBATEBOT_FAKE_DELAY_S": str(delay_s),
             "DEBATEBOT_HTTP_HOST": "127.0.0.1",
             "DEBATEBOT_HTTP_PORT": str(port),
-            "DEBATEBOT_SERVE_WORKERS": str(debates),
             "DEBATEBOT_LOG_LEVEL": "ERROR",
+            **extra,
         }
     )
-    process = await asyncio.create_subprocess_exec(
+    return await asyncio.create_subprocess_exec(
         Path(sys.executable).with_name("debatebot"),
         "serve",
         env=env,
         stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
+        stderr=stderr,
+    )
+
+
+async def run(debates: int, outage_s: float, delay_s: float) -> None:
+    emulator = SlackEmulator()
+    await emulator.start()
+    workdir = Path(tempfile.mkdtemp(prefix="debatebot-outage-"))
+    url = f"sqlite:///{workdir / 'bench.sqlite3'}"
+    upgrade(url)
+    port = free_port()
+    process = await start_serve(
+        emulator,
+        url,
+        port,
+        {"DEBATEBOT_FAKE_DELAY_S": str(delay_s), "DEBATEBOT_SERVE_WORKERS": str(debates)},
     )
     channels = [f"CBENCH{n:02d}" for n in range(debates)]
     try:

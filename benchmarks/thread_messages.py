@@ -26,14 +26,12 @@ from pathlib import Path
 import aiohttp
 
 from benchmarks.ack_latency import free_port, wait_healthy
-from benchmarks.outage_recovery import wait_until
+from benchmarks.outage_recovery import SIGNING_SECRET, start_serve, wait_until
 from bot.slack.blocks import block_chars
 from bot.store.db import upgrade
 from tests.e2e.driver import SlackDriver
 from tests.e2e.slack_emulator import SlackEmulator
 
-SIGNING_SECRET = "benchmark0signing0secret0value01"
-TOKEN = "xoxb-1234-5678-benchmarktoken"
 QUESTION = "Should we move billing retries from cron jobs to a message queue?"
 OPTIONS = {
     "adversarial": "--protocol adversarial --rounds 2",
@@ -60,29 +58,17 @@ async def run(delay_s: float) -> None:
     url = f"sqlite:///{workdir / 'bench.sqlite3'}"
     upgrade(url)
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DEBATEBOT_")}
-    env.update(
-        {
-            "DEBATEBOT_SLACK_BOT_TOKEN": TOKEN,
-            "DEBATEBOT_SLACK_SIGNING_SECRET": SIGNING_SECRET,
-            "DEBATEBOT_SLACK_API_URL": emulator.api_url,
-            "DEBATEBOT_DATABASE_URL": url,
-            "DEBATEBOT_PROVIDER": "fake",
-            "DEBATEBOT_FAKE_DELAY_S": str(delay_s),
-            "DEBATEBOT_HTTP_HOST": "127.0.0.1",
-            "DEBATEBOT_HTTP_PORT": str(port),
-            "DEBATEBOT_SERVE_WORKERS": str(len(OPTIONS)),
-            # One person asks all five at once, past the default of three in flight.
-            "DEBATEBOT_MAX_DEBATES_PER_USER": str(len(OPTIONS)),
-            "DEBATEBOT_LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "ERROR"),
-        }
-    )
-    process = await asyncio.create_subprocess_exec(
-        Path(sys.executable).with_name("debatebot"),
-        "serve",
-        env=env,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=None if os.environ.get("BENCH_LOG_LEVEL") else asyncio.subprocess.DEVNULL,
+    log_level = os.environ.get("BENCH_LOG_LEVEL")
+    extra = {
+        "DEBATEBOT_FAKE_DELAY_S": str(delay_s),
+        "DEBATEBOT_SERVE_WORKERS": str(len(OPTIONS)),
+        # One person asks all five at once, past the default of three in flight.
+        "DEBATEBOT_MAX_DEBATES_PER_USER": str(len(OPTIONS)),
+    }
+    if log_level:
+        extra["DEBATEBOT_LOG_LEVEL"] = log_level
+    process = await start_serve(
+        emulator, url, port, extra, stderr=None if log_level else asyncio.subprocess.DEVNULL
     )
     channels = {protocol: f"CTHREAD{n}" for n, protocol in enumerate(OPTIONS)}
     try:

@@ -300,30 +300,15 @@ class ProtocolStats:
 
 def protocol_stats(session: Session) -> list[ProtocolStats]:
     """Per-protocol counts, read by `debatebot stats` and the metrics endpoint."""
-    debates = dict(
-        session.exec(select(Debate.protocol, func.count()).group_by(col(Debate.protocol))).all()
-    )
-    finished = dict(
-        session.exec(
-            select(Debate.protocol, func.count())
-            .where(Debate.state == "finished")
-            .group_by(col(Debate.protocol))
-        ).all()
-    )
-    escalated = dict(
-        session.exec(
-            select(Debate.protocol, func.count())
-            .join(Escalation, col(Escalation.debate_id) == col(Debate.id))
-            .group_by(col(Debate.protocol))
-        ).all()
-    )
-    answered = dict(
-        session.exec(
-            select(Debate.protocol, func.count())
-            .where(Debate.triage == "answered")
-            .group_by(col(Debate.protocol))
-        ).all()
-    )
+    per_protocol = select(Debate.protocol, func.count()).group_by(col(Debate.protocol))
+
+    def counted(query: Any) -> dict[str, int]:
+        return {protocol: count for protocol, count in session.exec(query)}
+
+    debates = counted(per_protocol)
+    finished = counted(per_protocol.where(Debate.state == "finished"))
+    escalated = counted(per_protocol.join(Escalation, col(Escalation.debate_id) == col(Debate.id)))
+    answered = counted(per_protocol.where(Debate.triage == "answered"))
     votes: dict[tuple[str, str], int] = {
         (protocol, value): count
         for protocol, value, count in session.exec(

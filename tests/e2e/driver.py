@@ -140,6 +140,13 @@ class SlackDriver:
         """Press the button `action_id` on a posted message, as Slack sends it."""
         actions = next(b for b in message["blocks"] if b["type"] == "actions")
         button = next(e for e in actions["elements"] if e["action_id"] == action_id)
+        action = {**button, "block_id": actions.get("block_id", "b")}
+        return await self.block_action(message, action, user=user, channel=channel)
+
+    async def block_action(
+        self, message: dict[str, Any], action: dict[str, Any], *, user: str, channel: str
+    ) -> Reply:
+        """A `block_actions` payload for `action` on `message`, as Slack sends it."""
         return await self.interaction(
             {
                 "type": "block_actions",
@@ -151,13 +158,7 @@ class SlackDriver:
                 "container": {"type": "message", "message_ts": message["ts"]},
                 "message": message,
                 "response_url": f"{self.response_base}/act-{next(self._ids)}",
-                "actions": [
-                    {
-                        **button,
-                        "block_id": actions.get("block_id", "b"),
-                        "action_ts": str(time.time()),
-                    }
-                ],
+                "actions": [{**action, "action_ts": str(time.time())}],
             }
         )
 
@@ -175,28 +176,13 @@ class SlackDriver:
         row = next(b for b in message["blocks"] if b["type"] == "context_actions")
         element = next(e for e in row["elements"] if e["type"] == "feedback_buttons")
         button = element["positive_button" if positive else "negative_button"]
-        return await self.interaction(
-            {
-                "type": "block_actions",
-                "team": {"id": "T1"},
-                "user": {"id": user},
-                "api_app_id": "A1",
-                "trigger_id": f"trigger.{next(self._ids)}",
-                "channel": {"id": channel},
-                "container": {"type": "message", "message_ts": message["ts"]},
-                "message": message,
-                "response_url": f"{self.response_base}/act-{next(self._ids)}",
-                "actions": [
-                    {
-                        "type": "feedback_buttons",
-                        "action_id": element["action_id"],
-                        "block_id": row.get("block_id", "fb"),
-                        "value": value if value is not None else button["value"],
-                        "action_ts": str(time.time()),
-                    }
-                ],
-            }
-        )
+        action = {
+            "type": "feedback_buttons",
+            "action_id": element["action_id"],
+            "block_id": row.get("block_id", "fb"),
+            "value": value if value is not None else button["value"],
+        }
+        return await self.block_action(message, action, user=user, channel=channel)
 
     async def submit(
         self, view: dict[str, Any], values: dict[str, dict[str, Any]], *, user: str
