@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from slack_bolt.async_app import AsyncAssistant, AsyncSay, AsyncSetSuggestedPrompts
@@ -46,14 +47,18 @@ SUGGESTED_PROMPTS = [
     {"title": PROTOCOL_QUESTION, "message": PROTOCOL_QUESTION},
 ]
 TITLE_CHARS = 80
+Listener = Callable[..., Awaitable[None]]
 
 
-def build_assistant() -> AsyncAssistant:
-    """The assistant middleware with debatebot's listeners; `app.use` it after the middleware
-    that provides `debates`."""
+def build_assistant(
+    wrap: Callable[[Listener], Listener] = lambda listener: listener,
+) -> AsyncAssistant:
+    """The assistant middleware with debatebot's listeners, each passed through `wrap` (the
+    listeners' store-failure answer); `app.use` it after the middleware that provides
+    `debates`."""
     assistant = AsyncAssistant()
-    assistant.thread_started(on_thread_started)
-    assistant.user_message(on_user_message)
+    assistant.thread_started(wrap(on_thread_started))
+    assistant.user_message(wrap(on_user_message))
     return assistant
 
 

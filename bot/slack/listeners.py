@@ -10,6 +10,8 @@ the same clear answer when the store is down or refuses a request.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -58,6 +60,7 @@ REVIEW_DECISIONS = {
     blocks.ACTION_ANOTHER_ROUND: EscalationState.ANOTHER_ROUND,
 }
 Next = Callable[[], Awaitable[None]]
+Listener = Callable[..., Awaitable[None]]
 
 
 def register(app: AsyncApp, debates: SlackDebates) -> None:
@@ -70,20 +73,57 @@ def register(app: AsyncApp, debates: SlackDebates) -> None:
     app.middleware(reject_malformed)
     app.middleware(provide_debates)
     app.middleware(drop_redeliveries)
-    app.use(build_assistant())
+    app.use(build_assistant(wrap=answers_store_failures))
     app.error(on_error)
-    app.command("/debate")(on_debate_command)
-    app.view(blocks.VIEW_DEBATE)(on_debate_form)
-    app.view(blocks.VIEW_CONFIG)(on_config_form)
+    listen = answers_store_failures
+    app.command("/debate")(listen(on_debate_command))
+    app.view(blocks.VIEW_DEBATE)(listen(on_debate_form))
+    app.view(blocks.VIEW_CONFIG)(listen(on_config_form))
     for action_id in REVIEW_DECISIONS:
-        app.action(action_id)(on_review_button)
-    app.view(blocks.VIEW_REVIEW_NOTE)(on_review_note)
-    app.action(blocks.ACTION_FEEDBACK)(on_feedback)
-    app.action(blocks.ACTION_DEBATE_ANYWAY)(on_debate_anyway)
-    app.event("message")(on_message)
-    app.event("reaction_added")(on_reaction)
-    app.shortcut(blocks.SHORTCUT_DEBATE_THREAD)(on_shortcut)
-    app.event("app_home_opened")(on_home)
+        app.action(action_id)(listen(on_review_button))
+    app.view(blocks.VIEW_REVIEW_NOTE)(listen(on_review_note))
+    app.action(blocks.ACTION_FEEDBACK)(listen(on_feedback))
+    app.action(blocks.ACTION_DEBATE_ANYWAY)(listen(on_debate_anyway))
+    app.event("message")(listen(on_message))
+    app.event("reaction_added")(listen(on_reaction))
+    app.shortcut(blocks.SHORTCUT_DEBATE_THREAD)(listen(on_shortcut))
+    app.event("app_home_opened")(listen(on_home))
+
+
+def answers_store_failures(listener: Listener) -> Listener:
+    """`listener`, with a store failure answered by `on_error` inside it.
+
+    Bolt's own error handler is the rule for everything else, but a listener that fails after
+    `ack()` races Bolt's runner: the runner resets the acknowledgement to nothing, and Slack may
+    then get a 404 for a request that was answered. So store failures, the common case, are
+    caught where they happen and given the same answer."""
+    wanted = inspect.getfullargspec(listener).args
+
+    @functools.wraps(listener)
+    async def guarded(**kwargs: Any) -> None:
+        try:
+            await listener(**{name: kwargs[name] for name in wanted})
+        except StoreError as error:
+            await on_error(error, kwargs["body"], kwargs["context"], kwargs.get("respond"))
+
+    # Bolt injects the arguments the wrapped function names, plus what `on_error` needs.
+    guarded.__wrapped__ = _with_arguments(wanted)
+    return guarded
+
+
+def _with_arguments(names: list[str]) -> Callable[..., Any]:
+    """A stand-in whose signature names `names` and what the store answer needs, for Bolt's
+    argument injection (which reads the unwrapped signature)."""
+    every = list(dict.fromkeys([*names, "body", "context", "respond"]))
+    parameters = [
+        inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in every
+    ]
+
+    def stand_in(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("only its signature is read")
+
+    stand_in.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    return stand_in
 
 
 # --- middleware and errors -----------------------------------------------------------------------

@@ -41,7 +41,7 @@ def test_manifest_matches_the_listeners_and_the_api_calls() -> None:
     }
     # Bolt's Assistant middleware listens for the assistant events and the thread's messages.
     assert "AsyncAssistant()" in code
-    assert "app.use(build_assistant())" in code
+    assert "app.use(build_assistant(" in code
     assert subscribed == events | ASSISTANT_EVENTS
     assert "message.im" in manifest["settings"]["event_subscriptions"]["bot_events"]
     prompts = manifest["features"]["assistant_view"]["suggested_prompts"]

@@ -1,0 +1,80 @@
+"""A store that is down answers the same clear way from every entry point (Bolt's error
+handler): the command through its response_url, the form by an ephemeral message in its
+channel, an ADR post in its thread; nothing is queued, and the bot keeps serving."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bot.slack import listeners
+from bot.store import slack as slack_store
+from bot.store.errors import DatabaseUnavailableError
+from bot.store.tables import ChannelSettings
+from tests.e2e.conftest import ADMIN, CHANNEL, BotFactory
+from tests.e2e.test_triggers import ADR_TEXT, message_event
+
+
+@pytest.fixture
+def store_down(monkeypatch: pytest.MonkeyPatch) -> dict[str, bool]:
+    """Channel settings (read by every entry point) fail while `down["now"]` is true."""
+    down = {"now": False}
+    real = slack_store.channel_settings
+
+    def settings(session: Any, *, channel_id: str) -> ChannelSettings:
+        if down["now"]:
+            raise DatabaseUnavailableError("the database at sqlite:///… is unavailable")
+        return real(session, channel_id=channel_id)
+
+    monkeypatch.setattr(slack_store, "channel_settings", settings)
+    return down
+
+
+async def test_every_entry_point_says_the_store_is_down(
+    start_bot: BotFactory, store_down: dict[str, bool]
+) -> None:
+    bot = await start_bot()
+    await bot.runtime.debates.db(
+        lambda s: slack_store.save_channel_settings(
+            s, channel_id=CHANNEL, updated_by=ADMIN, values={"adr_watch": True}
+        )
+    )
+    store_down["now"] = True
+
+    # Acknowledged, not a 404: the failure comes after the ack and must not undo it.
+    assert (await bot.driver.command("Should we adopt ADR-042?")).status == 200
+    [answer] = await bot.wait_for(lambda: bot.emulator.responses, "the command's answer")
+    assert answer["text"] == listeners.STORE_DOWN
+
+    view = {"id": "V1", "type": "modal", "callback_id": "debate_modal", "private_metadata": CHANNEL}
+    submitted = await bot.driver.submit(
+        view,
+        {
+            "question": {"type": "plain_text_input", "value": "Should we adopt ADR-042?"},
+            "protocol": {
+                "type": "static_select",
+                "selected_option": {"value": "adversarial"},
+            },
+            "rounds": {"type": "plain_text_input", "value": "1"},
+        },
+        user="UALICE",
+    )
+    assert submitted.status == 200
+    told = await bot.wait_for(
+        lambda: [e for e in bot.emulator.ephemeral if e["text"] == listeners.STORE_DOWN],
+        "the form's answer",
+    )
+    assert told[0]["user"] == "UALICE"
+
+    ts = bot.emulator.seed_message(CHANNEL, ADR_TEXT)
+    await bot.driver.event(message_event(ts, ADR_TEXT))
+    notice = await bot.wait_for(
+        lambda: [m for m in bot.emulator.in_thread(CHANNEL, ts) if m["ts"] != ts], "the notice"
+    )
+    assert listeners.STORE_DOWN in str(notice[0]["blocks"])
+    assert bot.debates() == []
+
+    store_down["now"] = False
+    await bot.driver.command("Should we adopt ADR-042 now?")
+    await bot.finished()
