@@ -202,13 +202,14 @@ def build_worker(
     )
 
 
-def build_services(settings: Settings) -> DebateServices:
-    """Load and verify the prompts and set up the providers; fails fast on tampered prompts."""
+def build_services(settings: Settings, *, resolve_llm: LLMResolver | None = None) -> DebateServices:
+    """Load and verify the prompts and set up the providers; fails fast on tampered prompts.
+    `resolve_llm` replaces the providers (tests and benchmarks pass their fakes here)."""
     registry = ProviderRegistry(settings)
     return DebateServices(
         settings=settings,
         prompts=PromptLibrary.load(settings.prompts_dir),
-        resolve_llm=registry.resolve,
+        resolve_llm=resolve_llm or registry.resolve,
         registry=registry,
     )
 

@@ -117,8 +117,7 @@ async def start_bot(tmp_path: Path) -> AsyncIterator[BotFactory]:
         values.update(overrides)
         settings = Settings(**values)
         llm = llm or (script or DebateScript()).llm()
-        services = build_services(settings)
-        services.resolve_llm = lambda _model: llm
+        services = build_services(settings, resolve_llm=lambda _model: llm)
         engine = make_engine(url)
         runtime = build_bot(settings, services, engine)
         await runtime.start()

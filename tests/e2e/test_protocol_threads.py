@@ -168,8 +168,7 @@ async def test_a_worker_that_dies_mid_debate_posts_no_round_twice(
     bot = await start_bot(llm=fake(delay_s=0.3), serve_workers=0)
     await bot.driver.command(f"Should we move billing retries to a queue? {COMMANDS[protocol]}")
     await bot.wait_for(bot.debates, "the queued debate")
-    services = build_services(Settings(provider="fake"))
-    services.resolve_llm = lambda _model: bot.llm
+    services = build_services(Settings(provider="fake"), resolve_llm=lambda _model: bot.llm)
     first = build_worker(services, bot.engine, worker_id="first", reporter=bot.runtime.notifier)
     running = asyncio.create_task(first.run_once())
 

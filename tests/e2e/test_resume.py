@@ -23,8 +23,7 @@ async def test_a_resumed_debate_posts_each_message_once(start_bot: BotFactory) -
     bot.llm.delay_s = 0.1
     await bot.driver.command("Should we adopt ADR-042? --rounds 2")
     await bot.wait_for(bot.debates, "the queued debate")
-    debate_services = build_services(Settings(provider="fake"))
-    debate_services.resolve_llm = lambda _model: bot.llm
+    debate_services = build_services(Settings(provider="fake"), resolve_llm=lambda _model: bot.llm)
     first = build_worker(
         debate_services, bot.engine, worker_id="first", reporter=bot.runtime.notifier
     )
