@@ -313,6 +313,8 @@ def progress(event: TurnStarted, spec: DebateSpec) -> tuple[str, str]:
         doing = "judge is scoring the arguments"
     elif event.role is Role.ROUTER:
         doing = "the fast model is answering first"
+    elif event.role is Role.TRIAGE:
+        return status, "checking whether this needs a debate"
     elif event.role is Role.SYNTHESIZER:
         doing = "synthesizer is writing the answer in the requested shape"
     else:

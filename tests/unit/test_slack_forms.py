@@ -146,6 +146,7 @@ def test_rounds_are_decided_in_one_place() -> None:
             "pro is cross-examining \u00b7 phase 1 of 4",
         ),
         ("panel", Role.JUDGE, "", "", "judge is scoring the arguments \u00b7 round 1 of 2"),
+        ("adversarial", Role.TRIAGE, "", "", "checking whether this needs a debate"),
     ],
 )
 def test_the_parent_says_who_is_speaking(
