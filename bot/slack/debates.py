@@ -133,6 +133,28 @@ class SlackDebates:
             raise CommandError(f"cannot start this debate: {error}") from error
         return spec
 
+    def _command_spec(
+        self,
+        settings: ChannelSettings,
+        command: DebateCommand,
+        *,
+        question: str | None = None,
+        context: list[ContextDocument] | None = None,
+    ) -> DebateSpec:
+        """The spec a `/debate`-style command asks for (its question, or `question` when the
+        caller framed it, e.g. an ADR pasted in the assistant)."""
+        return self._spec(
+            settings,
+            question or command.question,
+            context=context,
+            protocol=command.protocol,
+            rounds=command.rounds,
+            budget_usd=command.budget_usd,
+            stances_for=command.stances_for,
+            stances_against=command.stances_against,
+            route=command.route or None,
+        )
+
     async def _start(
         self,
         *,
@@ -203,16 +225,7 @@ class SlackDebates:
             await self.check_reachable(channel)
         if command.review_in:
             await self.check_reachable(command.review_in)
-        spec = self._spec(
-            settings,
-            command.question,
-            protocol=command.protocol,
-            rounds=command.rounds,
-            budget_usd=command.budget_usd,
-            stances_for=command.stances_for,
-            stances_against=command.stances_against,
-            route=command.route or None,
-        )
+        spec = self._command_spec(settings, command)
         return await self._start(
             trigger_key=trigger_key,
             spec=spec,
@@ -309,17 +322,7 @@ class SlackDebates:
         if review_in:
             await self.check_reachable(review_in)
         settings = await self.settings_of(channel)
-        spec = self._spec(
-            settings,
-            question,
-            context=context,
-            protocol=parsed.protocol,
-            rounds=parsed.rounds,
-            budget_usd=parsed.budget_usd,
-            stances_for=parsed.stances_for,
-            stances_against=parsed.stances_against,
-            route=parsed.route or None,
-        )
+        spec = self._command_spec(settings, parsed, question=question, context=context)
         return await self._start(
             trigger_key=f"assistant:{channel}:{ts}",
             spec=spec,

@@ -62,6 +62,12 @@ class _RecordingLLM:
     def provider(self) -> str:
         return self._provider
 
+    async def _received(self, request: LLMRequest) -> None:
+        """Record the request and take the configured latency."""
+        self.calls.append(request)
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+
     def _completion(self, request: LLMRequest, reply: Reply) -> Completion:
         if isinstance(reply, Exception):
             raise reply
@@ -100,9 +106,7 @@ class ScriptedLLM(_RecordingLLM):
         self.replies: deque[Reply] = deque(replies)
 
     async def complete(self, request: LLMRequest) -> Completion:
-        self.calls.append(request)
-        if self.delay_s:
-            await asyncio.sleep(self.delay_s)
+        await self._received(request)
         if not self.replies:
             raise LLMError(
                 f"ScriptedLLM ran out of replies after {len(self.calls) - 1} calls;"
@@ -130,9 +134,7 @@ class FunctionLLM(_RecordingLLM):
         self.function = function
 
     async def complete(self, request: LLMRequest) -> Completion:
-        self.calls.append(request)
-        if self.delay_s:
-            await asyncio.sleep(self.delay_s)
+        await self._received(request)
         reply = self.function(request)
         if inspect.isawaitable(reply):
             reply = await reply
@@ -309,9 +311,7 @@ class SchemaFillingLLM(_RecordingLLM):
         self.script = dict(script or {})
 
     async def complete(self, request: LLMRequest) -> Completion:
-        self.calls.append(request)
-        if self.delay_s:
-            await asyncio.sleep(self.delay_s)
+        await self._received(request)
         if request.schema_name in self.script:
             return self._completion(request, self.script[request.schema_name or ""])
         if request.output_schema is None:
