@@ -35,7 +35,7 @@ from bot.slack.commands import (
     parse_debate_form,
 )
 from bot.slack.debates import SlackDebates
-from bot.slack.errors import CommandError, FormError, NotAllowedError, PostError
+from bot.slack.errors import CommandError, FormError, NotAllowedError, PostError, SlackLayerError
 from bot.store import slack as store
 from bot.store.errors import StoreError, StoreRefusedError
 from bot.store.tables import ChannelSettings, EscalationState
@@ -73,9 +73,9 @@ def register(app: AsyncApp, debates: SlackDebates) -> None:
     app.middleware(reject_malformed)
     app.middleware(provide_debates)
     app.middleware(drop_redeliveries)
-    app.use(build_assistant(wrap=answers_store_failures))
+    app.use(build_assistant(wrap=answers_failures))
     app.error(on_error)
-    listen = answers_store_failures
+    listen = answers_failures
     app.command("/debate")(listen(on_debate_command))
     app.view(blocks.VIEW_DEBATE)(listen(on_debate_form))
     app.view(blocks.VIEW_CONFIG)(listen(on_config_form))
@@ -90,20 +90,18 @@ def register(app: AsyncApp, debates: SlackDebates) -> None:
     app.event("app_home_opened")(listen(on_home))
 
 
-def answers_store_failures(listener: Listener) -> Listener:
-    """`listener`, with a store failure answered by `on_error` inside it.
-
-    Bolt's own error handler is the rule for everything else, but a listener that fails after
-    `ack()` races Bolt's runner: the runner resets the acknowledgement to nothing, and Slack may
-    then get a 404 for a request that was answered. So store failures, the common case, are
-    caught where they happen and given the same answer."""
+def answers_failures(listener: Listener) -> Listener:
+    """`listener`, with a failure of the outside (the store, Slack) handed to `on_error` inside
+    it: a listener that fails after `ack()` races Bolt's runner, which resets the
+    acknowledgement to nothing, so Slack could get a 404 for a request that was answered. Bugs
+    (anything else) still reach Bolt's error handler, which is the same `on_error`."""
     wanted = inspect.getfullargspec(listener).args
 
     @functools.wraps(listener)
     async def guarded(**kwargs: Any) -> None:
         try:
             await listener(**{name: kwargs[name] for name in wanted})
-        except StoreError as error:
+        except (StoreError, SlackLayerError, SlackApiError) as error:
             await on_error(error, kwargs["body"], kwargs["context"], kwargs.get("respond"))
 
     # Bolt injects the arguments the wrapped function names, plus what `on_error` needs.

@@ -6,12 +6,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from sqlmodel import select
 
+from bot.slack import listeners
 from bot.store import slack as store
 from bot.store.db import session_scope
+from bot.store.errors import DatabaseUnavailableError
 from bot.store.tables import Feedback
 from tests.e2e.conftest import CHANNEL, Bot, BotFactory
+from tests.e2e.slack_emulator import Fault
 
 
 async def verdict_message(bot: Bot) -> dict[str, Any]:
@@ -81,4 +85,34 @@ async def test_a_forged_or_misplaced_click_records_nothing(start_bot: BotFactory
     # A value that is no feedback at all is refused before any listener runs.
     refused = await bot.driver.feedback(verdict, True, user="UMALLORY", value="positive:1;drop")
     assert refused.status == 400
+    assert stored(bot) == []
+
+
+async def test_a_click_is_stored_when_its_thanks_cannot_be_sent(start_bot: BotFactory) -> None:
+    """Slack answering 500 to the ephemeral thanks: the click is acknowledged and stored."""
+    bot = await start_bot()
+    await bot.driver.command("Should we adopt ADR-042?")
+    verdict = await verdict_message(bot)
+    bot.emulator.fail("chat.postEphemeral", Fault(status=500))
+    reply = await bot.driver.feedback(verdict, True, user="UALICE")
+    assert reply.status == 200
+    await bot.wait_for(lambda: stored(bot) == [("UALICE", "positive")], "the stored click")
+
+
+async def test_a_click_while_the_store_is_down_is_told_so(
+    start_bot: BotFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bot = await start_bot()
+    await bot.driver.command("Should we adopt ADR-042?")
+    verdict = await verdict_message(bot)
+
+    def down(*_: Any, **__: Any) -> None:
+        raise DatabaseUnavailableError("the database is unavailable")
+
+    monkeypatch.setattr(store, "record_feedback", down)
+    reply = await bot.driver.feedback(verdict, True, user="UALICE")
+    assert reply.status == 200
+    # The click's response_url carries the answer, as for a command.
+    [answer] = await bot.wait_for(lambda: bot.emulator.responses, "the answer")
+    assert answer["text"] == listeners.STORE_DOWN
     assert stored(bot) == []

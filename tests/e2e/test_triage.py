@@ -10,6 +10,7 @@ from typing import Any
 from bot.slack import blocks
 from bot.store import slack as store
 from bot.store.db import session_scope
+from engine.errors import LLMError
 from engine.llm import LLMRequest
 from engine.providers.fake import FunctionLLM
 from tests.e2e.conftest import ADMIN, CHANNEL, Bot, BotFactory
@@ -113,3 +114,29 @@ async def test_triage_off_debates_without_asking(start_bot: BotFactory) -> None:
     [debate] = await bot.finished()
     assert debate.triage is None
     assert "TriageEstimate" not in schemas(bot)
+
+
+async def test_a_triage_model_that_fails_means_a_debate(start_bot: BotFactory) -> None:
+    """When in doubt, debate: a triage call that errors (the model is down) runs the debate."""
+    script = DebateScript()
+
+    def reply(request: LLMRequest) -> Any:
+        if request.schema_name == "TriageEstimate":
+            return LLMError("the model server answered 503")
+        return script(request)
+
+    bot = await start_bot(llm=FunctionLLM(reply))
+    with session_scope(bot.engine) as session:
+        store.save_channel_settings(
+            session,
+            channel_id=CHANNEL,
+            updated_by=ADMIN,
+            values={"adr_watch": True, "triage": True},
+        )
+    ts = bot.emulator.seed_message(CHANNEL, ADR_TEXT)
+    await bot.driver.event(message_event(ts, ADR_TEXT))
+    [debate] = await bot.finished()
+    assert debate.outcome == "COMPLETE"
+    assert debate.triage == "pending", "no triage decision was recorded"
+    thread = [m["text"] for m in bot.emulator.in_thread(CHANNEL, ts)]
+    assert any(t.startswith("Verdict") for t in thread)
