@@ -1,7 +1,14 @@
-"""Audit-store speed: per-turn write latency (SQLite, PostgreSQL) and claim throughput.
+"""Audit-store speed: per-turn write latency, two designs for concurrent turn writes, and claim
+throughput (SQLite and PostgreSQL).
 
-- Write latency: the worker's path for one turn (session, lease check, chain lookup, insert,
-  commit), timed per call for `--turns` turns; median and p95 per backend, in one run.
+- Write latency: the worker's path for one turn (one `append_turns` transaction with the chain
+  head in memory), timed per call for `--turns` turns; median and p95 per backend.
+- Concurrent writes, the choice issue 14 asked to measure: `--debates` debates (200) each storing
+  5 turns one after another, all at once, as a worker with that concurrency does. Design A is
+  the group-commit writer the worker uses (`bot.store.writer.TurnWriter`: the store's own
+  threads, every turn that arrives while a batch commits goes in the next). Design B is an async
+  driver through SQLAlchemy's asyncio extension (aiosqlite; psycopg's async API), one
+  transaction per turn. Turns per second for each, in one run.
 - Claims: `--debates` queued debates taken by 4 claimer processes on PostgreSQL; claims/s.
 
     DEBATEBOT_TEST_POSTGRES_URL=$(scripts/postgres) .venv/bin/python -m benchmarks.store_bench
@@ -10,6 +17,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import statistics
 import subprocess
@@ -17,14 +25,17 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, insert, select, text
 from sqlalchemy.engine import make_url
 from sqlmodel import Session
 
 from bot.store import repository
 from bot.store.db import make_engine, upgrade
+from bot.store.tables import Debate, Turn
+from bot.store.writer import TurnWriter
 from engine.models import DebateSpec, Role, TurnRecord, Usage
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,17 +73,103 @@ def write_latencies(url: str, turns: int) -> list[float]:
     engine = make_engine(url)
     with Session(engine) as session:
         debate, _ = repository.enqueue_debate(session, trigger_key="bench", spec=SPEC, source="b")
+        debate_id = debate.id
         repository.claim_debate(session, worker_id="bench", lease_s=600)
-    assert debate.id is not None
+    assert debate_id is not None
     samples = []
+    head = repository.ChainHead()
     for index in range(turns):
-        record = turn(index)
+        write = repository.TurnWrite(debate_id, "bench", turn(index), head)
         started = time.perf_counter()
         with Session(engine) as session:
-            repository.append_turn(session, debate_id=debate.id, worker_id="bench", turn=record)
+            (outcome,) = repository.append_turns(session, writes=[write])
         samples.append(time.perf_counter() - started)
+        assert isinstance(outcome, repository.ChainHead)
+        head = outcome
     engine.dispose()
     return samples
+
+
+def claimed_debates(url: str, debates: int) -> list[int]:
+    """`debates` fresh debates in a migrated database at `url`, each claimed by "bench"."""
+    upgrade(url)
+    engine = make_engine(url)
+    ids = []
+    with Session(engine) as session:
+        for index in range(debates):
+            debate, _ = repository.enqueue_debate(
+                session, trigger_key=f"w{index}", spec=SPEC, source="b"
+            )
+            assert debate.id is not None
+            ids.append(debate.id)
+        while repository.claim_debate(session, worker_id="bench", lease_s=600):
+            pass
+    engine.dispose()
+    return ids
+
+
+async def group_commit(url: str, ids: list[int], turns: int) -> float:
+    """Design A: seconds for every debate to store `turns` turns through one TurnWriter."""
+    engine = make_engine(url)
+    writer = TurnWriter(engine)
+
+    async def debate(debate_id: int) -> None:
+        head = repository.ChainHead()
+        for index in range(turns):
+            head = await writer.append(repository.TurnWrite(debate_id, "bench", turn(index), head))
+
+    started = time.perf_counter()
+    await asyncio.gather(*(debate(i) for i in ids))
+    elapsed = time.perf_counter() - started
+    engine.dispose()
+    return elapsed
+
+
+async def async_driver(url: str, ids: list[int], turns: int) -> float:
+    """Design B: the same writes through SQLAlchemy's asyncio extension, one transaction each
+    (lease check, insert, commit), as the worker's old path did on a thread."""
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        parsed = parsed.set(drivername="sqlite+aiosqlite")
+    engine = create_async_engine(
+        parsed, connect_args={"timeout": 30} if parsed.get_backend_name() == "sqlite" else {}
+    )
+
+    async def debate(debate_id: int) -> None:
+        head = repository.ChainHead()
+        for index in range(turns):
+            row = repository._turn_row(repository.TurnWrite(debate_id, "bench", turn(index), head))
+            async with engine.begin() as connection:
+                owner = (
+                    await connection.execute(
+                        select(Debate.lease_owner).where(Debate.id == debate_id).with_for_update()
+                    )
+                ).scalar_one()
+                assert owner == "bench"
+                await connection.execute(insert(Turn), [row])
+            head = repository.ChainHead(seq=row["seq"], hash=row["hash"])
+
+    started = time.perf_counter()
+    await asyncio.gather(*(debate(i) for i in ids))
+    elapsed = time.perf_counter() - started
+    await engine.dispose()
+    return elapsed
+
+
+def concurrent_writes(url_for: Callable[[], str], debates: int, turns: int) -> str:
+    """Turns/s of both designs on fresh databases from `url_for`, in one run."""
+    rates = []
+    for design in (group_commit, async_driver):
+        url = url_for()
+        ids = claimed_debates(url, debates)
+        elapsed = asyncio.run(design(url, ids, turns))
+        rates.append(debates * turns / elapsed)
+    return (
+        f"{debates} debates x {turns} turns at once: group-commit writer {rates[0]:.0f} turns/s,"
+        f" async driver {rates[1]:.0f} turns/s (writer / driver {rates[0] / rates[1]:.1f}x)"
+    )
 
 
 def claimer(url: str) -> None:
@@ -124,6 +221,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--debates", type=int, default=400)
+    parser.add_argument("--writers", type=int, default=200, help="debates writing at once")
     parser.add_argument("--claimer")
     args = parser.parse_args()
     if args.claimer:
@@ -134,9 +232,16 @@ def main() -> None:
         raise SystemExit("set DEBATEBOT_TEST_POSTGRES_URL (scripts/postgres prints one)")
     with tempfile.TemporaryDirectory() as tmp:
         sqlite = write_latencies(f"sqlite:///{tmp}/bench.sqlite3", args.turns)
+        files = iter(range(100))
+        sqlite_writes = concurrent_writes(
+            lambda: f"sqlite:///{tmp}/writes-{next(files)}.sqlite3", args.writers, 5
+        )
     postgres = write_latencies(fresh_postgres(base), args.turns)
+    postgres_writes = concurrent_writes(lambda: fresh_postgres(base), args.writers, 5)
     print(describe("sqlite", sqlite))
     print(describe("postgres", postgres))
+    print(f"sqlite:   {sqlite_writes}")
+    print(f"postgres: {postgres_writes}")
     print(
         f"postgres / sqlite median write ratio:"
         f" {statistics.median(postgres) / statistics.median(sqlite):.2f}"

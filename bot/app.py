@@ -35,6 +35,7 @@ from bot.slack.server import BotASGI
 from bot.slack.socket_mode import GuardedSocketModeHandler
 from bot.store.db import check_schema, health, make_engine
 from bot.store.repository import InFlightLimits
+from bot.store.writer import TurnWriter
 from engine.ledger import LLMResolver
 from engine.models import (
     ADVERSARIAL_ROLES,
@@ -184,7 +185,10 @@ def build_worker(
     worker_id: str | None = None,
     reporter: DebateReporter | None = None,
     sinks: SinkFactory | None = None,
+    turns: TurnWriter | None = None,
 ) -> DebateWorker:
+    """A worker on `engine`; workers of one process share `turns`, so their turns are committed
+    together (see bot.store.writer)."""
     settings = services.settings
     return DebateWorker(
         engine=engine,
@@ -199,6 +203,7 @@ def build_worker(
         ),
         reporter=reporter,
         sinks=sinks,
+        turns=turns,
     )
 
 
@@ -283,8 +288,11 @@ def build_bot(
         authorize=local_authorize(token, delivery.directory),
     )
     notifier = build_notifier(settings, engine, wake=delivery.wake)
+    turns = TurnWriter(engine)
     workers = [
-        build_worker(services, engine, worker_id=f"{owner}/serve-{n}", reporter=notifier)
+        build_worker(
+            services, engine, worker_id=f"{owner}/serve-{n}", reporter=notifier, turns=turns
+        )
         for n in range(settings.serve_workers)
     ]
     scheduler = AsyncIOScheduler(timezone="UTC")

@@ -39,6 +39,7 @@ from bot.store.audit import ChainReport
 from bot.store.db import redacted, session_scope, upgrade
 from bot.store.errors import StoreError
 from bot.store.export import export_record, render_markdown, verify_export
+from bot.store.writer import TurnWriter
 from engine.errors import EngineError
 from engine.events import DebateEvent, TurnFinished, TurnStarted
 from engine.models import (
@@ -359,9 +360,11 @@ async def _worker(args: argparse.Namespace) -> int:
             settings, engine, wake=delivery.wake if delivery else (lambda: None)
         )
 
+        turns = TurnWriter(engine)
+
         async def work(index: int) -> None:
             worker = build_worker(
-                services, engine, worker_id=f"{args.name}/{index}", reporter=notifier
+                services, engine, worker_id=f"{args.name}/{index}", reporter=notifier, turns=turns
             )
             if args.exit_when_idle:
                 while not stop.is_set() and await worker.run_once():

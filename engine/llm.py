@@ -8,6 +8,7 @@ errors a bounded number of times, and otherwise raises `StructuredOutputError`.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -88,11 +89,14 @@ class StructuredResult(Generic[T]):
         return sum(c.latency_s for c in self.completions)
 
 
+@functools.lru_cache(maxsize=256)
 def output_schema(output_type: type[BaseModel]) -> dict[str, Any]:
     """The JSON schema sent to providers: pydantic's, with `$ref`s inlined and no extra keys.
 
     Inlining matters because several constrained decoders (llama.cpp grammars, some
-    OpenAI-compatible servers) handle local references poorly or not at all.
+    OpenAI-compatible servers) handle local references poorly or not at all. Built once per
+    type: generating it costs more CPU than the rest of a turn, so callers share one dict and
+    must not change it (providers derive their variants as copies).
     """
     schema = output_type.model_json_schema()
     defs = schema.pop("$defs", {})
@@ -141,6 +145,12 @@ def describe_schema(schema: dict[str, Any]) -> str:
     return "\n".join(
         f'- "{name}": {kind(sub)}' for name, sub in schema.get("properties", {}).items()
     )
+
+
+@functools.lru_cache(maxsize=256)
+def describe_output(output_type: type[BaseModel]) -> str:
+    """`describe_schema` of `output_type`'s schema, built once per type."""
+    return describe_schema(output_schema(output_type))
 
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)

@@ -1,7 +1,9 @@
 """The durable debate worker: claim a queued debate with a lease, run it, store every turn.
 
 - Every finished turn is written (hash-chained) before the next one starts: the engine awaits the
-  event sink, and the sink writes the turn.
+  event sink, and the sink writes the turn. The run keeps its debate's chain head in memory, and
+  the process's `TurnWriter` commits the turns of all its debates that finish together in one
+  transaction.
 - A heartbeat renews the lease while the debate runs. A worker that dies stops renewing; once the
   lease expires another worker claims the debate and resumes it from its stored turns, which the
   engine replays without calling a model.
@@ -33,6 +35,7 @@ from bot.store import outbox, repository
 from bot.store.db import in_session
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError, StoreRefusedError
 from bot.store.tables import Debate, Escalation
+from bot.store.writer import TurnWriter
 from engine import triage
 from engine.errors import LLMError
 from engine.events import DebateEvent, EventSink, TurnFinished
@@ -86,8 +89,10 @@ class DebateWorker:
         config: WorkerConfig | None = None,
         sinks: SinkFactory | None = None,
         reporter: DebateReporter | None = None,
+        turns: TurnWriter | None = None,
     ) -> None:
         self.engine = engine
+        self.turns = turns or TurnWriter(engine)
         self.resolve_llm = resolve_llm
         self.prompts = prompts
         self.worker_id = worker_id or default_worker_id()
@@ -131,7 +136,12 @@ class DebateWorker:
         assert debate.id is not None
         debate_id = debate.id
         spec = DebateSpec.model_validate_json(debate.spec_json)
-        recorded = await self._db(lambda s: repository.stored_turns(s, debate_id=debate_id))
+        recorded, head = await self._db(
+            lambda s: (
+                repository.stored_turns(s, debate_id=debate_id),
+                repository.chain_head(s, debate_id=debate_id),
+            )
+        )
         if recorded:
             log.info("debate %s: resuming after %d stored turns", debate_id, len(recorded))
 
@@ -143,13 +153,11 @@ class DebateWorker:
         chain = asyncio.Lock()
 
         async def persist(event: DebateEvent) -> None:
+            nonlocal head
             if isinstance(event, TurnFinished) and not event.replayed:
-                turn = event.turn
                 async with chain:
-                    await self._db(
-                        lambda s: repository.append_turn(
-                            s, debate_id=debate_id, worker_id=self.worker_id, turn=turn
-                        )
+                    head = await self.turns.append(
+                        repository.TurnWrite(debate_id, self.worker_id, event.turn, head)
                     )
             for extra in extras:
                 await extra(event)

@@ -16,44 +16,52 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC
+from typing import Any
 
 from bot.store.tables import Turn, VerdictRecord
 
 GENESIS_HASH = "0" * 64
 
 
-def turn_digest(turn: Turn, prev_hash: str) -> str:
-    """sha256 over the previous hash and a canonical JSON of every audited field of `turn`."""
+_TURN_FIELDS = tuple(Turn.model_fields)
+
+
+def turn_digest(turn: Turn | Mapping[str, Any], prev_hash: str) -> str:
+    """sha256 over the previous hash and a canonical JSON of every audited field of `turn` (a
+    stored row, or the column values of one about to be inserted)."""
+    values: Mapping[str, Any] = (
+        turn if isinstance(turn, Mapping) else {name: getattr(turn, name) for name in _TURN_FIELDS}
+    )
     payload = {
-        "debate_id": turn.debate_id,
-        "seq": turn.seq,
-        "round": turn.round,
-        "role": turn.role,
-        "attempt": turn.attempt,
-        "provider": turn.provider,
-        "model": turn.model,
-        "prompt_sha256": turn.prompt_sha256,
-        "request_sha256": turn.request_sha256,
-        "input_tokens": turn.input_tokens,
-        "output_tokens": turn.output_tokens,
-        "cached_input_tokens": turn.cached_input_tokens,
-        "cost_usd": repr(float(turn.cost_usd)),
-        "latency_s": repr(float(turn.latency_s)),
-        "reasks": turn.reasks,
-        "raw_text": turn.raw_text,
-        "parsed_json": turn.parsed_json,
-        "created_at": turn.created_at.astimezone(UTC).isoformat(timespec="microseconds"),
+        name: values[name]
+        for name in (
+            "debate_id",
+            "seq",
+            "round",
+            "role",
+            "attempt",
+            "provider",
+            "model",
+            "prompt_sha256",
+            "request_sha256",
+            "input_tokens",
+            "output_tokens",
+            "cached_input_tokens",
+            "reasks",
+            "raw_text",
+            "parsed_json",
+        )
     }
+    payload["cost_usd"] = repr(float(values["cost_usd"]))
+    payload["latency_s"] = repr(float(values["latency_s"]))
+    payload["created_at"] = values["created_at"].astimezone(UTC).isoformat(timespec="microseconds")
     # Added in schemas 0003, 0004 and 0007: hashed only when set, so older chains verify.
-    if turn.cache_write_input_tokens:
-        payload["cache_write_input_tokens"] = turn.cache_write_input_tokens
-    if turn.speaker:
-        payload["speaker"] = turn.speaker
-    if turn.phase:
-        payload["phase"] = turn.phase
+    for name in ("cache_write_input_tokens", "speaker", "phase"):
+        if values.get(name):
+            payload[name] = values[name]
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(f"{prev_hash}\n{canonical}".encode()).hexdigest()
 
@@ -85,15 +93,15 @@ def signature_of(key: bytes, *, debate_id: int, turns: int, tail: str, head: str
     return hmac.new(key, message, hashlib.sha256).hexdigest()
 
 
-def seal(record: VerdictRecord, rows: Sequence[Turn], key: bytes | None) -> None:
-    """Seal the chain onto the verdict row: tail, head, turn count, and the signature."""
-    tail = rows[-1].hash if rows else GENESIS_HASH
-    record.chain_turns = len(rows)
+def seal(record: VerdictRecord, turns: int, tail: str, key: bytes | None) -> None:
+    """Seal the chain onto the verdict row: tail (the last turn's hash), head, turn count, and
+    the signature."""
+    record.chain_turns = turns
     record.chain_tail = tail
     record.chain_head = head_of(tail, record)
     record.chain_signature = (
         signature_of(
-            key, debate_id=record.debate_id, turns=len(rows), tail=tail, head=record.chain_head
+            key, debate_id=record.debate_id, turns=turns, tail=tail, head=record.chain_head
         )
         if key
         else None

@@ -7,12 +7,12 @@ a write transaction (and, on SQLite, the write lock) across a model call.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from sqlalchemy import func, or_, text, update
+from sqlalchemy import func, insert, or_, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -181,7 +181,7 @@ def claim_debate(
         .with_for_update(skip_locked=True)
         .scalar_subquery()
     )
-    claimed = session.execute(
+    claimed = session.scalars(
         update(Debate)
         .where(col(Debate.id) == locked)
         .values(
@@ -191,12 +191,11 @@ def claim_debate(
             claims=col(Debate.claims) + 1,
             updated_at=now,
         )
-        .returning(col(Debate.id))
-    ).scalar_one_or_none()
+        .returning(Debate)
+        .execution_options(synchronize_session=False)
+    ).one_or_none()
     session.commit()
-    if claimed is None:
-        return None
-    return get_debate(session, debate_id=claimed)
+    return claimed
 
 
 def renew_lease(session: Session, *, debate_id: int, worker_id: str, lease_s: float) -> None:
@@ -269,54 +268,128 @@ def stored_turns(session: Session, *, debate_id: int) -> list[TurnRecord]:
     return [_to_record(row) for row in turn_rows(session, debate_id=debate_id)]
 
 
-def append_turn(session: Session, *, debate_id: int, worker_id: str, turn: TurnRecord) -> Turn:
-    """Store one finished turn, chained to the previous one; only the lease holder may write."""
-    owner = session.exec(
-        select(Debate.lease_owner).where(Debate.id == debate_id).with_for_update()
-    ).one_or_none()
-    if owner != worker_id:
-        session.rollback()
-        raise LeaseLostError(f"worker {worker_id} no longer holds debate {debate_id}")
+@dataclass(frozen=True)
+class ChainHead:
+    """The last stored turn of a debate: its seq and hash, which the next turn links to.
+
+    The run holding a debate's lease keeps it in memory (only the lease holder writes), so
+    storing a turn needs no read of the previous one.
+    """
+
+    seq: int = -1
+    hash: str = GENESIS_HASH
+
+
+@dataclass(frozen=True)
+class TurnWrite:
+    """One finished turn to store after `head`, by the worker that holds the debate's lease."""
+
+    debate_id: int
+    worker_id: str
+    turn: TurnRecord
+    head: ChainHead
+
+
+def chain_head(session: Session, *, debate_id: int) -> ChainHead:
+    """The debate's last stored turn (`ChainHead()` when it has none)."""
     last = session.exec(
-        select(Turn).where(Turn.debate_id == debate_id).order_by(col(Turn.seq).desc()).limit(1)
+        select(Turn.seq, Turn.hash)
+        .where(Turn.debate_id == debate_id)
+        .order_by(col(Turn.seq).desc())
+        .limit(1)
     ).one_or_none()
-    row = Turn(
-        debate_id=debate_id,
-        seq=0 if last is None else last.seq + 1,
-        round=turn.round,
-        role=turn.role.value,
-        speaker=turn.speaker,
-        phase=turn.phase,
-        attempt=turn.attempt,
-        provider=turn.provider,
-        model=turn.model,
-        prompt_sha256=turn.prompt_sha256,
-        request_sha256=turn.request_sha256,
-        input_tokens=turn.usage.input_tokens,
-        output_tokens=turn.usage.output_tokens,
-        cached_input_tokens=turn.usage.cached_input_tokens,
-        cache_write_input_tokens=turn.usage.cache_write_input_tokens,
-        cost_usd=turn.cost_usd,
-        latency_s=turn.latency_s,
-        reasks=turn.reasks,
-        raw_text=turn.raw_text,
-        parsed_json=json.dumps(turn.parsed, sort_keys=True),
-        created_at=turn.created_at.astimezone(UTC),
-        prev_hash=GENESIS_HASH if last is None else last.hash,
-        hash="",
-    )
-    row.hash = turn_digest(row, row.prev_hash)
-    session.add(row)
+    return ChainHead() if last is None else ChainHead(seq=last[0], hash=last[1])
+
+
+def _turn_row(write: TurnWrite) -> dict[str, Any]:
+    """The row of `write`'s turn, hashed onto its head, as column values (a plain dict:
+    building a table model per turn cost more than inserting it)."""
+    turn = write.turn
+    row: dict[str, Any] = {
+        "debate_id": write.debate_id,
+        "seq": write.head.seq + 1,
+        "round": turn.round,
+        "role": turn.role.value,
+        "speaker": turn.speaker,
+        "phase": turn.phase,
+        "attempt": turn.attempt,
+        "provider": turn.provider,
+        "model": turn.model,
+        "prompt_sha256": turn.prompt_sha256,
+        "request_sha256": turn.request_sha256,
+        "input_tokens": turn.usage.input_tokens,
+        "output_tokens": turn.usage.output_tokens,
+        "cached_input_tokens": turn.usage.cached_input_tokens,
+        "cache_write_input_tokens": turn.usage.cache_write_input_tokens,
+        "cost_usd": turn.cost_usd,
+        "latency_s": turn.latency_s,
+        "reasks": turn.reasks,
+        "raw_text": turn.raw_text,
+        "parsed_json": json.dumps(turn.parsed, sort_keys=True),
+        "created_at": turn.created_at.astimezone(UTC),
+        "prev_hash": write.head.hash,
+    }
+    row["hash"] = turn_digest(row, write.head.hash)
+    return row
+
+
+def append_turns(
+    session: Session, *, writes: Sequence[TurnWrite]
+) -> list[ChainHead | LeaseLostError | StoreRefusedError]:
+    """Store finished turns of one or many debates in one transaction (a group commit), each
+    chained to its debate's head; returns, per write, its new head or why it was refused.
+
+    Only a debate's lease holder may write: the leases of every debate in the batch are read
+    (and on PostgreSQL locked) in one statement, so a worker that lost its lease cannot append
+    after the new holder. The unique keys refuse a turn stored twice or a stale head; when one
+    write of a batch is refused, each is retried alone so only that one fails.
+    """
+    ids = sorted({write.debate_id for write in writes})
+    leases = session.exec(
+        select(Debate.id, Debate.lease_owner)
+        .where(col(Debate.id).in_(ids))
+        .order_by(col(Debate.id))
+        .with_for_update()
+    ).all()
+    owners = {debate_id: owner for debate_id, owner in leases}
+    results: list[ChainHead | LeaseLostError | StoreRefusedError] = []
+    rows: list[dict[str, Any]] = []
+    for write in writes:
+        if owners.get(write.debate_id) != write.worker_id:
+            results.append(
+                LeaseLostError(f"worker {write.worker_id} no longer holds debate {write.debate_id}")
+            )
+            continue
+        row = _turn_row(write)
+        rows.append(row)
+        results.append(ChainHead(seq=row["seq"], hash=row["hash"]))
+    if not rows:
+        session.rollback()
+        return results
     try:
+        session.execute(insert(Turn), rows)
         session.commit()
     except IntegrityError as error:
         session.rollback()
-        raise StoreRefusedError(
-            f"debate {debate_id} already has a turn {turn.key} (or turn {row.seq}); the turn was"
-            " not stored twice. A protocol that asks one key twice is a bug to report"
-        ) from error
-    session.refresh(row)
-    return row
+        if len(writes) > 1:
+            return [
+                outcome for write in writes for outcome in append_turns(session, writes=[write])
+            ]
+        write = writes[0]
+        return [
+            StoreRefusedError(
+                f"debate {write.debate_id} already has a turn {write.turn.key} (or turn"
+                f" {write.head.seq + 1}); the turn was not stored twice. A protocol that asks"
+                f" one key twice is a bug to report ({error.orig})"
+            )
+        ]
+    return results
+
+
+def _chain_tail(session: Session, *, debate_id: int) -> tuple[int, str]:
+    """(turn count, last turn's hash) of the debate's chain."""
+    count = int(session.exec(select(func.count()).where(Turn.debate_id == debate_id)).one())
+    return count, chain_head(session, debate_id=debate_id).hash
 
 
 def finish_debate(
@@ -349,7 +422,7 @@ def finish_debate(
         synthesis=verdict.synthesis,
         result_json=result.model_dump_json(exclude={"transcript"}),
     )
-    seal(record, turn_rows(session, debate_id=debate_id), audit_key)
+    seal(record, *_chain_tail(session, debate_id=debate_id), audit_key)
     debate.chain_head, debate.chain_turns = record.chain_head, record.chain_turns
     now = utcnow()
     debate.state = DebateState.FINISHED

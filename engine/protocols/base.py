@@ -10,7 +10,7 @@ from pydantic import BaseModel, ValidationError
 
 from engine.errors import LLMError, SpecError
 from engine.ledger import BudgetExhausted, TurnLedger
-from engine.llm import Message, describe_schema, output_schema
+from engine.llm import Message, describe_output
 from engine.models import (
     ConfidenceAdjustment,
     ConfidenceLevel,
@@ -117,7 +117,7 @@ class Asker:
         """One turn: `template` filled with `values` and the output's fields (+ `extra`)."""
         prompt = self.prompts.get(template)
         user = prompt.render(
-            output_format=describe_schema(output_schema(output_type)), **(values or {})
+            output_format=describe_output(output_type), **(values or {})
         )
         if extra:
             user = f"{user}\n\n{extra}"

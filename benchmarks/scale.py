@@ -1,0 +1,135 @@
+"""Many debates at once: N queued debates run by one `debatebot worker --concurrency N`, divided
+by one debate run the same way, in one run of this script. Goal: ≤ 1.2.
+
+Each measurement runs in its own process (so its peak RSS is its own): a fresh database gets the
+debates queued, then the worker command runs in-process until the queue is empty; the time is
+that command's wall time, start-up included for both N and 1. The model is the fake provider
+with a fixed latency per call (`--delay`, 0.2 s by default), so the ratio shows what the bot
+itself costs when many debates wait on their models at once.
+
+    .venv/bin/python -m benchmarks.scale [--debates 200] [--delay 0.2] [--backend sqlite|both]
+
+PostgreSQL needs DEBATEBOT_TEST_POSTGRES_URL (scripts/postgres prints one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+GOAL = 1.2
+
+
+def child(url: str, debates: int) -> None:
+    """Queue `debates` debates in the migrated database at `url`, then time the worker command
+    on them; prints a JSON line."""
+    from bot.app import build_services
+    from bot.cli import main
+    from bot.settings import Settings
+    from bot.store import repository
+    from bot.store.db import make_engine, session_scope
+
+    settings = Settings()
+    services = build_services(settings)
+    engine = make_engine(url)
+    with session_scope(engine) as session:
+        for index in range(debates):
+            spec = services.new_spec(f"Benchmark question {index}: should we adopt plan {index}?")
+            repository.enqueue_debate(
+                session, trigger_key=f"bench:{uuid.uuid4()}", spec=spec, source="cli"
+            )
+    started = time.perf_counter()
+    code = main(["worker", "--concurrency", str(debates), "--exit-when-idle", "--name", "bench"])
+    elapsed = time.perf_counter() - started
+    with session_scope(engine) as session:
+        finished = repository.count_debates(session, state=repository.DebateState.FINISHED)
+    engine.dispose()
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"elapsed": elapsed, "finished": finished, "code": code, "rss": peak_mib}))
+
+
+def fresh_database(backend: str, workdir: Path) -> str:
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    from bot.store.db import upgrade
+
+    if backend == "sqlite":
+        url = f"sqlite:///{workdir / f'scale-{uuid.uuid4().hex[:6]}.sqlite3'}"
+    else:
+        base = os.environ.get("DEBATEBOT_TEST_POSTGRES_URL")
+        if not base:
+            raise SystemExit("set DEBATEBOT_TEST_POSTGRES_URL (scripts/postgres prints one)")
+        name = f"debatebot_scale_{uuid.uuid4().hex[:8]}"
+        admin = create_engine(base, isolation_level="AUTOCOMMIT")
+        with admin.connect() as connection:
+            connection.execute(text(f'CREATE DATABASE "{name}"'))
+        admin.dispose()
+        url = make_url(base).set(database=name).render_as_string(hide_password=False)
+    upgrade(url)
+    return url
+
+
+def measure(backend: str, debates: int, delay: float, workdir: Path) -> tuple[float, float]:
+    """(seconds, peak RSS in MiB) of one worker run over `debates` queued debates."""
+    url = fresh_database(backend, workdir)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEBATEBOT_")}
+    env.update(
+        DEBATEBOT_DATABASE_URL=url,
+        DEBATEBOT_PROVIDER="fake",
+        DEBATEBOT_FAKE_DELAY_S=str(delay),
+        DEBATEBOT_LOG_LEVEL="WARNING",
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.scale", "--child", url, "--debates", str(debates)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out, err = process.communicate()
+    if process.returncode != 0:
+        raise SystemExit(f"the {backend} run failed:\n{err[-3000:]}")
+    report = json.loads(out.strip().splitlines()[-1])
+    if report["finished"] != debates:
+        raise SystemExit(f"only {report['finished']} of {debates} debates finished:\n{err[-3000:]}")
+    return float(report["elapsed"]), float(report["rss"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--debates", type=int, default=200)
+    parser.add_argument("--delay", type=float, default=0.2)
+    parser.add_argument("--backend", choices=["sqlite", "postgresql", "both"], default="both")
+    parser.add_argument("--child", metavar="URL", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.debates)
+        return
+    backends = ["sqlite", "postgresql"] if args.backend == "both" else [args.backend]
+    with tempfile.TemporaryDirectory() as folder:
+        for backend in backends:
+            one, one_rss = measure(backend, 1, args.delay, Path(folder))
+            many, many_rss = measure(backend, args.debates, args.delay, Path(folder))
+            print(
+                f"{backend:<10} 1 debate {one:6.2f} s (peak RSS {one_rss:.0f} MiB);"
+                f" {args.debates} debates {many:6.2f} s (peak RSS {many_rss:.0f} MiB)"
+            )
+            print(
+                f"{backend:<10} {args.debates} debates ÷ 1 debate: goal ≤ {GOAL},"
+                f" measured {many / one:.2f}"
+            )
+
+
+if __name__ == "__main__":
+    main()
