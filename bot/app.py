@@ -1,7 +1,9 @@
 """The composition root: the one place that turns settings into working objects.
 
 Nothing here runs at import time; `build_services(settings)` is called by the CLI (and later by
-the Slack app and the workers), and tests pass their own fakes instead.
+the Slack app and the workers), and tests pass their own fakes instead. Slack, uvicorn and
+APScheduler are imported by the functions that build them, so a command that needs none of them
+(`run`, `worker`, `audit`, `--help`) starts without paying for them.
 """
 
 from __future__ import annotations
@@ -12,27 +14,14 @@ import socket
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import uvicorn
-from apscheduler.schedulers.asyncio import AsyncIOScheduler
-from slack_bolt.async_app import AsyncApp
-from slack_bolt.authorization import AuthorizeResult
-from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import Engine
 
-from bot.jobs.delivery import DeliveryConfig, OutboxDelivery
-from bot.jobs.reminders import remind_reviewers
 from bot.jobs.worker import DebateReporter, DebateWorker, SinkFactory, WorkerConfig
 from bot.providers import ProviderRegistry, role_models
 from bot.settings import RoleModel, Settings, SettingsError
-from bot.slack.debates import SlackDebates
-from bot.slack.listeners import register as register_listeners
 from bot.slack.notifier import DebateNotifier
-from bot.slack.people import SlackDirectory
-from bot.slack.poster import SlackPoster
-from bot.slack.server import BotASGI
-from bot.slack.socket_mode import GuardedSocketModeHandler
 from bot.store.db import check_schema, health, make_engine
 from bot.store.repository import InFlightLimits
 from bot.store.writer import TurnWriter
@@ -47,6 +36,16 @@ from engine.models import (
     fit_question,
 )
 from engine.prompts import PromptLibrary
+
+if TYPE_CHECKING:
+    from apscheduler.schedulers.asyncio import AsyncIOScheduler
+    from slack_bolt.async_app import AsyncApp
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    from bot.jobs.delivery import OutboxDelivery
+    from bot.slack.debates import SlackDebates
+    from bot.slack.people import SlackDirectory
+    from bot.slack.server import BotASGI
 
 
 @dataclass
@@ -276,6 +275,14 @@ def build_bot(
 ) -> BotRuntime:
     """Wire the Slack app: client, poster, notifier, delivery loop, listeners, workers and
     scheduled jobs. Raises SettingsError when a Slack secret is missing or a placeholder."""
+    from apscheduler.schedulers.asyncio import AsyncIOScheduler
+    from slack_bolt.async_app import AsyncApp
+
+    from bot.jobs.reminders import remind_reviewers
+    from bot.slack.debates import SlackDebates
+    from bot.slack.listeners import register as register_listeners
+    from bot.slack.server import BotASGI
+
     token, signing_secret, app_token = settings.slack_secrets()
     client = client or slack_client(settings)
     owner = process_name()
@@ -339,6 +346,7 @@ def local_authorize(token: str, directory: SlackDirectory) -> Callable[..., Any]
     Slack's Web API is down every `/debate` would be refused unqueued. The bot's user id comes
     from an `auth.test` made in the background and cached.
     """
+    from slack_bolt.authorization import AuthorizeResult
 
     async def authorize(
         enterprise_id: str | None = None, team_id: str | None = None, **_: Any
@@ -358,6 +366,8 @@ def process_name() -> str:
 
 
 def slack_client(settings: Settings) -> AsyncWebClient:
+    from slack_sdk.web.async_client import AsyncWebClient
+
     token = settings.slack_bot_token_value()
     return AsyncWebClient(
         token=token, base_url=settings.slack_api_url, timeout=int(max(1, settings.slack_timeout_s))
@@ -380,6 +390,10 @@ def build_delivery(
     owner: str | None = None,
 ) -> OutboxDelivery:
     """The loop that sends owed messages to Slack (needs the bot token)."""
+    from bot.jobs.delivery import DeliveryConfig, OutboxDelivery
+    from bot.slack.people import SlackDirectory
+    from bot.slack.poster import SlackPoster
+
     client = client or slack_client(settings)
     return OutboxDelivery(
         engine=engine,
@@ -417,6 +431,8 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
 
 
 async def _serve_socket_mode(settings: Settings, runtime: BotRuntime, stop: asyncio.Event) -> None:
+    from bot.slack.socket_mode import GuardedSocketModeHandler
+
     _, _, app_token = settings.slack_secrets()
     assert app_token is not None
     handler = GuardedSocketModeHandler(
@@ -442,6 +458,8 @@ async def _serve_socket_mode(settings: Settings, runtime: BotRuntime, stop: asyn
 
 
 async def _serve_http(settings: Settings, runtime: BotRuntime, stop: asyncio.Event) -> None:
+    import uvicorn
+
     server = uvicorn.Server(
         uvicorn.Config(
             runtime.asgi,

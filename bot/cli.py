@@ -1,519 +1,25 @@
 """`debatebot` command line: run debates, run workers, manage the database, audit and export.
 
-`run` exit codes: 0 debate complete, 1 debate failed or bad input, 2 usage error, 3 cut short by
-the budget ceiling. Other commands: 0 success, 1 failure (with the reason on stderr).
+This module only parses; `bot.commands` does the work and is imported once a command is chosen,
+so `--help` and a mistyped option answer at once (a test keeps the provider SDKs, Slack and
+uvicorn out of `import bot.cli`).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import dataclasses
-import json
-import logging
 import os
-import signal
 import sys
-import time
-import uuid
 from collections.abc import Sequence
-from pathlib import Path
-from typing import TextIO
 
 from pydantic import ValidationError
 
-from bot.app import (
-    build_delivery,
-    build_notifier,
-    build_services,
-    build_worker,
-    open_store,
-    serve,
-)
-from bot.providers import KEY_VARIABLES, PROVIDERS
-from bot.settings import ROLE_SLOTS, RoleModel, Settings, SettingsError
-from bot.store import repository
-from bot.store import slack as slack_store
-from bot.store.audit import ChainReport
-from bot.store.db import redacted, session_scope, upgrade
+from bot.providers import PROVIDERS
+from bot.settings import ROLE_SLOTS, Settings, SettingsError
 from bot.store.errors import StoreError
-from bot.store.export import export_record, render_markdown, verify_export
-from bot.store.writer import TurnWriter
 from engine.errors import EngineError
-from engine.events import DebateEvent, TurnFinished, TurnStarted
-from engine.models import (
-    ADVERSARIAL_ROLES,
-    ContextDocument,
-    CriticTurn,
-    DebateResult,
-    DebateStatus,
-    ModeratorTurn,
-    ProposerTurn,
-    Proposition,
-    RebuttalTurn,
-    Role,
-    TurnRecord,
-)
-from engine.prompts import PromptLibrary, default_prompt_dir, write_lock
 from engine.protocols import PROTOCOL_NAMES
-
-EXIT_CODES = {DebateStatus.COMPLETE: 0, DebateStatus.FAILED: 1, DebateStatus.TRUNCATED_BUDGET: 3}
-SPINNER = "|/-\\"
-
-
-def _clip(text: str, limit: int = 160) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def summarize_turn(turn: TurnRecord) -> list[str]:
-    """A few readable lines about one turn, for the terminal."""
-    if turn.role not in ADVERSARIAL_ROLES:
-        return [
-            f"{key}: {_clip(value if isinstance(value, str) else json.dumps(value))}"
-            for key, value in list(turn.parsed.items())[:4]
-        ]
-    if turn.role is Role.FRAMING:
-        p = Proposition.model_validate(turn.parsed)
-        return [f"thesis: {_clip(p.thesis)}", f"criteria: {_clip('; '.join(p.criteria))}"]
-    if turn.role is Role.PROPOSER:
-        pr = ProposerTurn.model_validate(turn.parsed)
-        lines = [f"thesis: {_clip(pr.thesis)}"]
-        return lines + [f"+ {_clip(arg)}" for arg in pr.supporting_arguments[:3]]
-    if turn.role is Role.CRITIC:
-        c = CriticTurn.model_validate(turn.parsed)
-        lines = [f"thesis: {_clip(c.thesis)}", f"challenge strength: {c.challenge_strength}/10"]
-        return lines + [f"- {_clip(arg)}" for arg in c.counter_arguments[:3]]
-    if turn.role is Role.REBUTTAL:
-        r = RebuttalTurn.model_validate(turn.parsed)
-        lines = [f"thesis: {_clip(r.thesis)}"]
-        return lines + [f"concedes: {_clip(c)}" for c in r.concessions[:2]]
-    m = ModeratorTurn.model_validate(turn.parsed)
-    return [
-        f"decision: {m.decision.value} ({m.confidence_level.value})",
-        f"argument quality: proposer {m.proposer_quality.mean:.1f}/10,"
-        f" critic {m.critic_quality.mean:.1f}/10",
-        f"synthesis: {_clip(m.synthesis, 300)}",
-        f"another round recommended: {'yes' if m.recommend_another_round else 'no'}",
-    ]
-
-
-class ConsoleEvents:
-    """Prints each turn as it finishes, with a spinner on a terminal while a model generates."""
-
-    def __init__(self, out: TextIO, err: TextIO) -> None:
-        self.out = out
-        self.err = err
-        self.started = time.perf_counter()
-        self._spinner: asyncio.Task[None] | None = None
-
-    async def _spin(self, label: str) -> None:
-        began = time.perf_counter()
-        for frame in iter(int, 1):
-            elapsed = time.perf_counter() - began
-            self.err.write(f"\r{SPINNER[frame % 4]} {label} {elapsed:5.1f}s")
-            self.err.flush()
-            await asyncio.sleep(0.2)
-
-    async def _stop_spinner(self) -> None:
-        if self._spinner is None:
-            return
-        self._spinner.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._spinner
-        self._spinner = None
-        self.err.write("\r\033[K")
-        self.err.flush()
-
-    async def __call__(self, event: DebateEvent) -> None:
-        if isinstance(event, TurnStarted):
-            label = (
-                f"{event.role.value} (round {event.round}, attempt {event.attempt})"
-                f" generating on {event.provider}:{event.model}"
-            )
-            if self.err.isatty():
-                self._spinner = asyncio.create_task(self._spin(label))
-            else:
-                self.err.write(f"… {label}\n")
-        elif isinstance(event, TurnFinished):
-            await self._stop_spinner()
-            turn = event.turn
-            attempt = f" attempt {turn.attempt}" if turn.attempt > 1 else ""
-            source = " [replayed]" if event.replayed else ""
-            self.out.write(
-                f"\n[round {turn.round}] {turn.role.value}{attempt}{source} ·"
-                f" {turn.usage.input_tokens:,} in / {turn.usage.output_tokens:,} out tokens ·"
-                f" {turn.latency_s:.1f}s · elapsed {time.perf_counter() - self.started:.1f}s\n"
-            )
-            for line in summarize_turn(turn):
-                self.out.write(f"    {line}\n")
-        else:
-            await self._stop_spinner()
-        self.out.flush()
-
-
-def print_verdict(result: DebateResult, out: TextIO) -> None:
-    v = result.verdict
-    usage = result.usage
-    out.write("\n" + "=" * 72 + "\n")
-    out.write(f"STATUS      {v.status.value}\n")
-    out.write(f"DECISION    {v.decision.value}\n")
-    out.write(f"CONFIDENCE  {v.confidence:.2f} ({v.level.value})\n")
-    for step in v.confidence_method:
-        out.write(f"              {step.delta:+.2f}  {step.reason}\n")
-    out.write(f"SYNTHESIS   {v.synthesis}\n")
-    if v.unresolved_points:
-        out.write("UNRESOLVED\n" + "".join(f"  - {p}\n" for p in v.unresolved_points))
-    if v.uncertainties:
-        out.write("UNCERTAIN\n" + "".join(f"  - {p}\n" for p in v.uncertainties))
-    if result.flags:
-        out.write(f"FLAGS       {', '.join(f.value for f in result.flags)}\n")
-    fabricated = [c for c in result.citations if not c.verified]
-    if fabricated:
-        out.write("UNVERIFIED CITATIONS\n")
-        out.write("".join(f"  - {c.role.value} r{c.round}: {_clip(c.quote)}\n" for c in fabricated))
-    if v.escalate:
-        out.write("ESCALATE    " + "; ".join(v.escalation_reasons) + "\n")
-    report = result.report or {}
-    if "lines" in report:
-        out.write("REPORT\n" + "".join(f"  {line}\n" for line in report["lines"]))
-    for key in ("winner", "side_totals", "routing", "aggregation_fallback", "warnings"):
-        if report.get(key):
-            out.write(f"{key.upper():<12}{report[key]}\n")
-    if result.error:
-        out.write(f"ERROR       {result.error}\n")
-    seconds = (result.finished_at - result.started_at).total_seconds()
-    out.write(
-        f"COST        ${result.cost_usd:.4f} · {usage.input_tokens:,} in /"
-        f" {usage.output_tokens:,} out tokens · {len(result.transcript)} turns · {seconds:.1f}s\n"
-    )
-    out.flush()
-
-
-def _read_context(paths: Sequence[str]) -> list[ContextDocument]:
-    documents = []
-    for name in paths:
-        if name == "-":
-            documents.append(ContextDocument(title="stdin", text=sys.stdin.read()))
-            continue
-        path = Path(name)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as error:
-            raise SystemExit(f"debatebot: cannot read context file {name}: {error}") from None
-        if not text.strip():
-            raise SystemExit(f"debatebot: context file {name} is empty")
-        documents.append(ContextDocument(title=path.name, text=text))
-    return documents
-
-
-async def _run(args: argparse.Namespace) -> int:
-    if args.route and args.protocol != "panel":
-        print("debatebot: --route works with --protocol panel", file=sys.stderr)
-        return 2
-    settings = Settings()
-    services = build_services(settings)
-    try:
-        spec = services.new_spec(
-            args.question,
-            context=_read_context(args.context),
-            protocol=args.protocol,
-            rounds=args.rounds,
-            budget_usd=args.budget,
-            provider=args.provider,
-            model=args.model,
-            overrides=_role_overrides(args),
-            stances_for=args.stance_for,
-            stances_against=args.stance_against,
-            route=args.route,
-            options=_options(args.option),
-        )
-    except ValidationError as error:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
-        print(f"debatebot: invalid debate request: {problems}", file=sys.stderr)
-        return 1
-    services.registry.check({p.role.value: p.model for p in spec.participants})
-    with open_store(settings) as engine:
-        console = ConsoleEvents(sys.stdout, sys.stderr)
-        worker = build_worker(
-            services,
-            engine,
-            worker_id=f"cli:{uuid.uuid4().hex[:8]}",
-            sinks=lambda _debate: console,
-        )
-        with session_scope(engine) as session:
-            queued, _ = repository.enqueue_debate(
-                session, trigger_key=f"cli:{uuid.uuid4()}", spec=spec, source="cli"
-            )
-        assert queued.id is not None
-        claimed = await worker.claim(debate_id=queued.id)
-        if claimed is None:
-            print(f"debatebot: debate {queued.id} was taken by another worker", file=sys.stderr)
-            return 1
-        result = await worker.execute(claimed)
-    if result is None:
-        print(f"debatebot: debate {queued.id} was taken over by another worker", file=sys.stderr)
-        return 1
-    print_verdict(result, sys.stdout)
-    print(f"recorded as debate {queued.id} in {redacted(settings.database_url)}")
-    if args.json:
-        await asyncio.to_thread(
-            Path(args.json).write_text, result.model_dump_json(indent=2), encoding="utf-8"
-        )
-        print(f"full record written to {args.json}")
-    return EXIT_CODES[result.status]
-
-
-def _options(pairs: Sequence[str]) -> dict[str, object]:
-    """`key=value` protocol options; values are JSON when they parse as JSON, else text."""
-    options: dict[str, object] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise SystemExit(f"debatebot: --option takes key=value, got {pair!r}")
-        try:
-            options[key.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            options[key.strip()] = value
-    return options
-
-
-def _role_overrides(args: argparse.Namespace) -> dict[str, RoleModel]:
-    return {
-        role: RoleModel.parse(value)
-        for role in ROLE_SLOTS
-        if (value := getattr(args, f"role_{role}", None))
-    }
-
-
-def _models(args: argparse.Namespace) -> int:
-    """Print every role's model, its price and whether its provider's key is present."""
-    settings = Settings()
-    services = build_services(settings)
-    models = services.models(args.provider, args.model, _role_overrides(args))
-    registry = services.registry
-    print(f"{'role':<10} {'provider:model':<44} {'temp':>4} {'max tok':>7}  price in/out USD/MTok")
-    for role, chosen in models.items():
-        try:
-            price = registry.pricing(chosen.provider, chosen.model)
-            priced = f"{price.input_per_mtok:g} / {price.output_per_mtok:g}"
-        except EngineError:
-            priced = "NO PRICE (add to DEBATEBOT_PRICES)"
-        name = f"{chosen.provider}:{chosen.model}"
-        print(f"{role:<10} {name:<44} {chosen.temperature:>4g} {chosen.max_tokens:>7}  {priced}")
-    print()
-    missing = False
-    for provider in dict.fromkeys(m.provider for m in models.values()):
-        variable = KEY_VARIABLES.get(provider)
-        if provider == "openai-compatible":
-            state = f"base URL {settings.openai_compatible_base_url or 'NOT SET'}"
-        elif variable is None:
-            state = "no key needed"
-        else:
-            try:
-                settings.provider_key(provider)
-                state = f"key present ({variable})"
-            except SettingsError as error:
-                missing = True
-                state = f"KEY MISSING: {error}"
-        print(f"{provider:<18} {state}")
-    return 1 if missing else 0
-
-
-def configure_logging(settings: Settings) -> None:
-    """Logs for the long-running commands: INFO by default (`DEBATEBOT_LOG_LEVEL`), so Socket
-    Mode reconnects and delivery retries are visible; warns when seals will go unsigned."""
-    level = logging.getLevelName(settings.log_level.upper())
-    if not isinstance(level, int):
-        raise SettingsError(
-            f"DEBATEBOT_LOG_LEVEL={settings.log_level!r} is not a level: use DEBUG, INFO,"
-            " WARNING or ERROR"
-        )
-    logging.basicConfig(
-        level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True
-    )
-    if settings.audit_key_bytes() is None:
-        logging.getLogger("bot.audit").warning(
-            "DEBATEBOT_AUDIT_KEY is not set: finished debates are sealed but not signed, so"
-            " someone who can write to the database could rewrite a debate and re-hash it"
-            " unnoticed. Set a long random secret (and keep it out of the database)."
-        )
-
-
-async def _worker(args: argparse.Namespace) -> int:
-    settings = Settings()
-    configure_logging(settings)
-    services = build_services(settings)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
-
-    print(
-        f"{args.concurrency} worker(s) on {redacted(settings.database_url)}",
-        file=sys.stderr,
-    )
-    with open_store(settings) as engine:
-        delivery = build_delivery(settings, engine) if settings.slack_bot_token else None
-        notifier = build_notifier(
-            settings, engine, wake=delivery.wake if delivery else (lambda: None)
-        )
-
-        turns = TurnWriter(engine)
-
-        async def work(index: int) -> None:
-            worker = build_worker(
-                services, engine, worker_id=f"{args.name}/{index}", reporter=notifier, turns=turns
-            )
-            if args.exit_when_idle:
-                while not stop.is_set() and await worker.run_once():
-                    pass
-            else:
-                await worker.run_forever(stop)
-
-        workers = [asyncio.create_task(work(i)) for i in range(args.concurrency)]
-        delivering = (
-            asyncio.create_task(delivery.run_forever(stop)) if delivery is not None else None
-        )
-        stopping: asyncio.Future[object] = asyncio.ensure_future(stop.wait())
-        all_done: asyncio.Future[object] = asyncio.ensure_future(
-            asyncio.gather(*workers, return_exceptions=True)
-        )
-        await asyncio.wait([stopping, all_done], return_when=asyncio.FIRST_COMPLETED)
-        if args.exit_when_idle and delivery is not None:
-            await delivery.drain()
-        stop.set()
-        _, running = await asyncio.wait(workers, timeout=settings.shutdown_grace_s)
-        for task in running:
-            task.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
-        if delivering is not None:
-            await asyncio.gather(delivering, return_exceptions=True)
-        stopping.cancel()
-    return 0
-
-
-async def _serve(args: argparse.Namespace) -> int:
-    settings = Settings()
-    settings.slack_secrets()
-    configure_logging(settings)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
-    mode = (
-        "Socket Mode"
-        if settings.slack_app_token is not None
-        else (f"HTTP on {settings.http_host}:{settings.http_port} (/slack/events, /healthz)")
-    )
-    print(
-        f"debatebot serving over {mode}; {settings.serve_workers} worker(s) on"
-        f" {redacted(settings.database_url)}",
-        file=sys.stderr,
-    )
-    await serve(settings, stop)
-    return 0
-
-
-def _db(args: argparse.Namespace) -> int:
-    settings = Settings()
-    revision = upgrade(settings.database_url)
-    print(f"database {redacted(settings.database_url)} is at schema {revision}")
-    return 0
-
-
-def _audit(args: argparse.Namespace) -> int:
-    settings = Settings()
-    key = settings.audit_key_bytes()
-    if args.action == "verify-export":
-        try:
-            record = json.loads(Path(args.target).read_text(encoding="utf-8"))
-            report = verify_export(record, key=key)
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            print(f"debatebot: cannot read {args.target} as an export: {error}", file=sys.stderr)
-            return 1
-    else:
-        try:
-            debate_id = int(args.target)
-        except ValueError:
-            print(
-                f"debatebot: audit verify takes a debate id; got {args.target!r}", file=sys.stderr
-            )
-            return 2
-        with open_store(settings) as engine, session_scope(engine) as session:
-            report = repository.verify_chain(session, debate_id=debate_id, key=key)
-    return print_audit(report)
-
-
-def _stats(args: argparse.Namespace) -> int:
-    """Per-protocol counts: debates, finished, escalated, answered without a debate, and the
-    thumbs up and down people gave the verdicts."""
-    settings = Settings()
-    with open_store(settings) as engine, session_scope(engine) as session:
-        stats = slack_store.protocol_stats(session)
-    if args.json:
-        print(json.dumps([dataclasses.asdict(s) for s in stats], indent=2))
-        return 0
-    print(
-        f"{'protocol':<12} {'debates':>8} {'finished':>9} {'escalated':>10} {'answered':>9}"
-        f" {'thumbs up':>10} {'thumbs down':>12}"
-    )
-    for s in stats:
-        print(
-            f"{s.protocol:<12} {s.debates:>8} {s.finished:>9} {s.escalated:>10}"
-            f" {s.answered_without_debate:>9} {s.positive:>10} {s.negative:>12}"
-        )
-    if not stats:
-        print("(no debates yet)")
-    return 0
-
-
-def print_audit(report: ChainReport) -> int:
-    """Say what verifying found; 0 when nothing is wrong, 1 when something is."""
-    where = f"debate {report.debate_id}"
-    if not report.ok:
-        print(
-            f"{where}: {report.kind.upper() if report.kind else 'BROKEN'}: {report.problem}",
-            file=sys.stderr,
-        )
-        return 1
-    if report.sealed:
-        print(
-            f"{where}: verified ({report.turns_checked} turns and the verdict, sealed head"
-            f" {(report.head or '')[:12]}); signature {report.signature}"
-        )
-    else:
-        print(f"{where}: turn chain verified ({report.turns_checked} turns); not sealed yet")
-    return 0
-
-
-def _export(args: argparse.Namespace) -> int:
-    settings = Settings()
-    with open_store(settings) as engine, session_scope(engine) as session:
-        record = export_record(session, debate_id=args.debate_id, key=settings.audit_key_bytes())
-    text = (
-        json.dumps(record, indent=2, ensure_ascii=False)
-        if args.format == "json"
-        else render_markdown(record)
-    )
-    if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
-        print(f"debate {args.debate_id} exported to {args.out}")
-    else:
-        sys.stdout.write(text)
-    return 0
-
-
-def _prompts(args: argparse.Namespace) -> int:
-    directory = Path(args.dir) if args.dir else default_prompt_dir()
-    if args.action == "lock":
-        lock = write_lock(directory)
-        print(f"pinned {len(lock)} prompt files in {directory}")
-        return 0
-    PromptLibrary.load(directory)
-    print(f"all prompt files in {directory} match the lock")
-    return 0
 
 
 def _model_options(parser: argparse.ArgumentParser) -> None:
@@ -581,13 +87,13 @@ def build_parser() -> argparse.ArgumentParser:
         " no panel is convened",
     )
     run.add_argument("--json", metavar="OUT", help="write the full record as JSON to OUT")
-    run.set_defaults(handler=_run, is_async=True)
+    run.set_defaults(handler="_run", is_async=True)
 
     models = commands.add_parser(
         "models", help="list each role's model, its price and whether its key is present"
     )
     _model_options(models)
-    models.set_defaults(handler=_models, is_async=False)
+    models.set_defaults(handler="_models", is_async=False)
 
     worker = commands.add_parser("worker", help="run debate workers against the database")
     worker.add_argument("--concurrency", type=int, default=1, help="debates run at once")
@@ -595,50 +101,53 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument(
         "--exit-when-idle", action="store_true", help="stop once no debate is waiting"
     )
-    worker.set_defaults(handler=_worker, is_async=True)
+    worker.set_defaults(handler="_worker", is_async=True)
 
     serve_cmd = commands.add_parser(
         "serve", help="run the Slack bot (Socket Mode with an app token, else HTTP)"
     )
-    serve_cmd.set_defaults(handler=_serve, is_async=True)
+    serve_cmd.set_defaults(handler="_serve", is_async=True)
 
     db = commands.add_parser("db", help="database schema")
     db.add_argument("action", choices=("upgrade",))
-    db.set_defaults(handler=_db, is_async=False)
+    db.set_defaults(handler="_db", is_async=False)
 
     audit = commands.add_parser(
         "audit", help="verify a debate's audit chain, seal and signature (or an exported file)"
     )
     audit.add_argument("action", choices=("verify", "verify-export"))
     audit.add_argument("target", metavar="DEBATE_ID|FILE", help="a debate id, or an export file")
-    audit.set_defaults(handler=_audit, is_async=False)
+    audit.set_defaults(handler="_audit", is_async=False)
 
     export = commands.add_parser("export", help="export a whole debate record")
     export.add_argument("debate_id", type=int)
     export.add_argument("--format", choices=("json", "md"), default="json")
     export.add_argument("--out", metavar="FILE", help="write here instead of stdout")
-    export.set_defaults(handler=_export, is_async=False)
+    export.set_defaults(handler="_export", is_async=False)
 
     stats = commands.add_parser(
         "stats", help="per-protocol counts: outcomes, escalations and verdict feedback"
     )
     stats.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    stats.set_defaults(handler=_stats, is_async=False)
+    stats.set_defaults(handler="_stats", is_async=False)
 
     prompts = commands.add_parser("prompts", help="pin or verify the prompt files")
     prompts.add_argument("action", choices=("lock", "verify"))
     prompts.add_argument("--dir", help="prompt directory (default: the shipped prompts/)")
-    prompts.set_defaults(handler=_prompts, is_async=False)
+    prompts.set_defaults(handler="_prompts", is_async=False)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from bot import commands
+
+    handler = getattr(commands, args.handler)
     try:
         if args.is_async:
-            code: int = asyncio.run(args.handler(args))
+            code: int = asyncio.run(handler(args))
         else:
-            code = args.handler(args)
+            code = handler(args)
     except (EngineError, StoreError, SettingsError) as error:
         print(f"debatebot: {error}", file=sys.stderr)
         return 1

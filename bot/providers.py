@@ -18,11 +18,9 @@ from engine.errors import ProviderUnavailableError
 from engine.llm import LLM
 from engine.models import ModelSettings
 from engine.pricing import FREE, PriceTable, Pricing
-from engine.providers.anthropic_messages import AnthropicLLM
-from engine.providers.fake import CANNED_DEBATE_REPLIES, SchemaFillingLLM
-from engine.providers.local import SMOLLM2_MODEL_NAME, LocalLlamaLLM
-from engine.providers.openai_chat import OpenAIChatLLM, StructuredMode
+from engine.providers.local import SMOLLM2_MODEL_NAME
 from engine.providers.retry import RetryPolicy
+from engine.providers.schemas import StructuredMode
 
 PROVIDERS = ("local", "openai", "anthropic", "openai-compatible", "fake")
 DEFAULT_MODELS: dict[str, dict[str, str]] = {
@@ -175,8 +173,12 @@ class ProviderRegistry:
             ) from None
 
     def _build(self, name: str) -> LLM:
+        """The provider `name`. Its SDK is imported here, on first use, not when the CLI starts:
+        the Anthropic and OpenAI SDKs alone took 1.6–2 s to import."""
         s = self.settings
         if name == "local":
+            from engine.providers.local import LocalLlamaLLM
+
             return LocalLlamaLLM(
                 model_path=s.local_model_path,
                 n_ctx=s.local_n_ctx,
@@ -184,10 +186,14 @@ class ProviderRegistry:
                 seed=s.local_seed,
             )
         if name == "fake":
+            from engine.providers.fake import CANNED_DEBATE_REPLIES, SchemaFillingLLM
+
             return SchemaFillingLLM(
                 seed=s.fake_seed, script=CANNED_DEBATE_REPLIES, delay_s=s.fake_delay_s
             )
         if name == "anthropic":
+            from engine.providers.anthropic_messages import AnthropicLLM
+
             return AnthropicLLM(
                 api_key=s.provider_key("anthropic") or "",
                 base_url=s.anthropic_base_url,
@@ -197,6 +203,8 @@ class ProviderRegistry:
                 prompt_caching=s.anthropic_prompt_caching,
             )
         if name == "openai":
+            from engine.providers.openai_chat import OpenAIChatLLM
+
             return OpenAIChatLLM(
                 provider="openai",
                 api_key=s.provider_key("openai") or "",
@@ -214,6 +222,8 @@ class ProviderRegistry:
                     "DEBATEBOT_OPENAI_COMPATIBLE_BASE_URL is not set: give your server's"
                     " OpenAI-style base URL, e.g. http://127.0.0.1:8080/v1"
                 )
+            from engine.providers.openai_chat import OpenAIChatLLM
+
             return OpenAIChatLLM(
                 provider="openai-compatible",
                 # The SDK insists on a key; servers without authentication ignore it.

@@ -116,9 +116,7 @@ class Asker:
     ) -> T:
         """One turn: `template` filled with `values` and the output's fields (+ `extra`)."""
         prompt = self.prompts.get(template)
-        user = prompt.render(
-            output_format=describe_output(output_type), **(values or {})
-        )
+        user = prompt.render(output_format=describe_output(output_type), **(values or {}))
         if extra:
             user = f"{user}\n\n{extra}"
         return await self.ledger.call(

@@ -9,7 +9,19 @@ server). What is sent drops those keywords; pydantic still enforces every bound 
 from __future__ import annotations
 
 from collections.abc import Collection
+from enum import StrEnum
 from typing import Any
+
+
+class StructuredMode(StrEnum):
+    """How an OpenAI-style server is asked for JSON, strictest first (here, not beside the
+    adapter, so settings can name modes without importing the SDK)."""
+
+    JSON_SCHEMA = "json_schema"
+    JSON_OBJECT_SCHEMA = "json_object_schema"
+    JSON_OBJECT = "json_object"
+    PROMPT = "prompt"
+
 
 STRICT_UNSUPPORTED = frozenset({"minLength", "maxLength", "minItems", "maxItems", "default"})
 UPPER_BOUNDS = frozenset({"maxLength", "maxItems", "default"})

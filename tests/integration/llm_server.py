@@ -2,14 +2,21 @@
 Messages API, for fault injection against the real SDKs.
 
 Each endpoint answers from a queue of `Step`s (a status, headers, a hang, or a reply text);
-when the queue is empty it answers correctly with the canned debate reply for the requested
-schema. Every request is recorded with its headers and JSON body.
+when the queue is empty it answers correctly: the canned debate reply for a schema that has one,
+else a reply filled from the requested schema (`fill_schema`), so every protocol can run against
+it. `delay_s` adds a fixed latency to every answer, like a hosted model's. Every request is
+recorded with its headers and JSON body.
+
+Run alone (benchmarks do, so the server's work stays out of the measured process):
+
+    python -m tests.integration.llm_server --delay 0.2     # prints its URL, serves until killed
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
@@ -17,7 +24,7 @@ from typing import Any
 
 from aiohttp import web
 
-from engine.providers.fake import CANNED_DEBATE_REPLIES
+from engine.providers.fake import CANNED_DEBATE_REPLIES, fill_schema
 
 
 @dataclass
@@ -58,10 +65,29 @@ def schema_name(api: str, body: dict[str, Any]) -> str:
     return ""
 
 
+def requested_schema(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The JSON schema an OpenAI-style request asks its reply to follow, if any."""
+    fmt = body.get("response_format") or {}
+    if "json_schema" in fmt:
+        return dict(fmt["json_schema"].get("schema") or {})
+    return fmt.get("schema")
+
+
+def reply_for(name: str, schema: dict[str, Any] | None) -> dict[str, Any]:
+    """The canned reply of the output type `name`, else one filled from `schema`."""
+    if name in CANNED_DEBATE_REPLIES:
+        return dict(CANNED_DEBATE_REPLIES[name])
+    if schema is None:
+        return {}
+    filled: dict[str, Any] = fill_schema(schema, seed=name)
+    return filled
+
+
 class ModelServer:
     """The server; `script(api, *steps)` queues answers, `requests` lists what arrived."""
 
-    def __init__(self) -> None:
+    def __init__(self, delay_s: float = 0.0) -> None:
+        self.delay_s = delay_s
         self.queues: dict[str, deque[Step]] = {"openai": deque(), "anthropic": deque()}
         self.requests: list[Recorded] = []
         self.fail_schema: dict[str, Step] = {}
@@ -93,6 +119,8 @@ class ModelServer:
 
     async def _next(self, api: str, request: web.Request) -> tuple[dict[str, Any], Step]:
         body = await request.json()
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
         headers = {k.lower(): v for k, v in request.headers.items()}
         self.requests.append(Recorded(api=api, headers=headers, body=body))
         name = schema_name(api, body)
@@ -120,7 +148,7 @@ class ModelServer:
             return failure
         text = step.text
         if text is None:
-            text = json.dumps(CANNED_DEBATE_REPLIES[schema_name("openai", body)])
+            text = json.dumps(reply_for(schema_name("openai", body), requested_schema(body)))
         usage = OPENAI_USAGE
         return web.json_response(
             {
@@ -156,7 +184,7 @@ class ModelServer:
                     "type": "tool_use",
                     "id": f"toolu_{uuid.uuid4().hex[:20]}",
                     "name": name,
-                    "input": CANNED_DEBATE_REPLIES[name],
+                    "input": reply_for(name, body["tools"][0].get("input_schema")),
                 }
             ]
         else:
@@ -179,3 +207,18 @@ class ModelServer:
                 },
             }
         )
+
+
+async def _serve_forever(delay_s: float) -> None:
+    server = ModelServer(delay_s=delay_s)
+    sys.stdout.write(await server.start() + "\n")
+    sys.stdout.flush()
+    await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="the loopback model server, alone")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds added to every answer")
+    asyncio.run(_serve_forever(parser.parse_args().delay))

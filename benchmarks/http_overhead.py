@@ -1,0 +1,102 @@
+"""What the bot adds to a debate's model time over HTTP: one adversarial debate through the openai
+SDK against a loopback OpenAI-compatible server that answers every call after a fixed delay
+(tests/integration/llm_server.py, run as its own process so its work is not counted here).
+Goal: debate wall time ÷ (calls × delay) ≤ 1.05.
+
+The debate runs as `debatebot run` runs it (the worker's path: store, audit chain, events), in
+this process, after the provider is built; the ratio is taken per run and the median printed.
+
+    .venv/bin/python -m benchmarks.http_overhead [--delay 0.2] [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+GOAL = 1.05
+
+
+async def one_debate(folder: Path) -> tuple[float, int, float]:
+    """(wall seconds, model calls, seconds inside the SDK's calls) of one adversarial debate on a
+    fresh SQLite store."""
+    from bot.app import build_services, build_worker, open_store
+    from bot.settings import Settings
+    from bot.store import repository
+    from bot.store.db import session_scope, upgrade
+
+    url = f"sqlite:///{folder / f'http-{uuid.uuid4().hex[:6]}.sqlite3'}"
+    upgrade(url)
+    settings = Settings(database_url=url)
+    services = build_services(settings)
+    spec = services.new_spec("Should we move the session store to Redis?", rounds=1)
+    services.registry.check({p.role.value: p.model for p in spec.participants})
+    with open_store(settings) as engine:
+        worker = build_worker(services, engine, worker_id="bench")
+        with session_scope(engine) as session:
+            queued, _ = repository.enqueue_debate(
+                session, trigger_key=f"bench:{uuid.uuid4()}", spec=spec, source="cli"
+            )
+        assert queued.id is not None
+        started = time.perf_counter()
+        claimed = await worker.claim(debate_id=queued.id)
+        assert claimed is not None
+        result = await worker.execute(claimed)
+        elapsed = time.perf_counter() - started
+    assert result is not None
+    assert result.status.value == "COMPLETE", result.error
+    calls = sum(1 + turn.reasks for turn in result.transcript)
+    return elapsed, calls, sum(turn.latency_s for turn in result.transcript)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--delay", type=float, default=0.2, help="server latency per call (s)")
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tests.integration.llm_server", "--delay", str(args.delay)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        base = server.stdout.readline().strip()
+        os.environ.update(
+            DEBATEBOT_PROVIDER="openai-compatible",
+            DEBATEBOT_OPENAI_COMPATIBLE_BASE_URL=f"{base}/v1",
+            DEBATEBOT_OPENAI_COMPATIBLE_MODEL="loopback",
+        )
+        ratios = []
+        with tempfile.TemporaryDirectory() as folder:
+            for _ in range(args.runs):
+                elapsed, calls, in_calls = asyncio.run(one_debate(Path(folder)))
+                model_time = calls * args.delay
+                ratios.append(elapsed / model_time)
+                print(
+                    f"debate {elapsed:.3f} s for {calls} calls x {args.delay} s ="
+                    f" {model_time:.2f} s of model time: ratio {ratios[-1]:.3f}"
+                    f" ({in_calls - model_time:.3f} s in HTTP and the SDK,"
+                    f" {elapsed - in_calls:.3f} s in the bot between calls)"
+                )
+        print(
+            f"HTTP debate ÷ its model latencies: goal ≤ {GOAL}, measured"
+            f" {statistics.median(ratios):.3f} (median of {args.runs})"
+        )
+    finally:
+        server.terminate()
+        server.wait()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""Start-up stays light: the command line loads no provider SDK, Slack or web server until a
+command that uses one runs (issue 14: `debatebot --help` took 3.4–5.2 s when it did)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("anthropic", "openai", "slack_bolt", "slack_sdk", "uvicorn", "apscheduler", "llama_cpp")
+
+
+def imported_by(statement: str) -> set[str]:
+    """The modules `python -X importtime -c statement` imports, by name."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", statement],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+
+
+def top_level(modules: set[str]) -> set[str]:
+    return {name.split(".", 1)[0] for name in modules}
+
+
+def test_importing_the_cli_loads_no_sdk_slack_or_server() -> None:
+    loaded = top_level(imported_by("import bot.cli"))
+    assert "bot" in loaded
+    assert loaded.isdisjoint(HEAVY), sorted(loaded & set(HEAVY))
+
+
+def test_the_parser_alone_loads_no_database_layer() -> None:
+    loaded = top_level(imported_by("import bot.cli; bot.cli.build_parser()"))
+    assert loaded.isdisjoint({"sqlalchemy", "sqlmodel", "alembic"}), sorted(loaded)
+
+
+@pytest.mark.parametrize(
+    ("statement", "expected"),
+    [
+        ("from bot.providers import ProviderRegistry", set()),
+        ("import bot.commands", set()),
+        ("import engine.providers.openai_chat", {"openai"}),
+        ("import bot.slack.listeners", {"slack_bolt", "slack_sdk"}),
+    ],
+)
+def test_sdks_load_only_with_the_module_that_uses_them(statement: str, expected: set[str]) -> None:
+    heavy = top_level(imported_by(statement)) & set(HEAVY)
+    assert heavy == expected
