@@ -132,7 +132,11 @@ def describe_schema(schema: dict[str, Any]) -> str:
         if node.get("type") == "array":
             return f"a list of {kind(node.get('items', {}))}"
         if node.get("type") == "object":
-            inner = ", ".join(f"{name}: {kind(sub)}" for name, sub in node["properties"].items())
+            kinds = {name: kind(sub) for name, sub in node["properties"].items()}
+            if len(kinds) > 1 and len(set(kinds.values())) == 1:
+                # Said once for all: every role's prompt carries this text on every turn.
+                return f"an object {{{', '.join(kinds)}: each {next(iter(kinds.values()))}}}"
+            inner = ", ".join(f"{name}: {text}" for name, text in kinds.items())
             return f"an object {{{inner}}}"
         if node.get("type") == "integer" and "minimum" in node and "maximum" in node:
             return f"an integer from {node['minimum']} to {node['maximum']}"

@@ -54,6 +54,8 @@ class Role(StrEnum):
     SYNTHESIZER = "synthesizer"
     ROUTER = "router"
     TRIAGE = "triage"
+    REVIEWER = "reviewer"
+    """A single agent reviewing alone: the baseline a debate is measured against."""
 
 
 ADVERSARIAL_ROLES = (Role.FRAMING, Role.PROPOSER, Role.CRITIC, Role.REBUTTAL, Role.MODERATOR)

@@ -1,1 +1,20 @@
-"""Prompt templates (data): one file per role and protocol, pinned in `prompts.lock`."""
+"""Prompt templates (data): one file per role and protocol, pinned in `prompts.lock`.
+
+How a turn's prompt is laid out, and what each role sees (adversarial protocol):
+
+1. System message, the same for every turn of a debate: `common/preamble.md` (the rules, then
+   the question and documents as delimited, untrusted material).
+2. User message: first *the debate so far* (`engine.protocols.adversarial.DebateSoFar`, the one
+   place the compaction rule lives), then the role's own template from this folder.
+   - The proposition, in full.
+   - Earlier rounds, condensed: each round's proposer, critic and rebuttal theses, the
+     moderator's synthesis and unresolved points.
+   - The current round's turns so far, in full: the critic sees the proposer's argument, the
+     rebuttal sees both, the moderator sees all three.
+   The framing turn comes first and sees only the material.
+
+What turns share comes first and only grows within a round, so every turn's prompt begins with
+the previous turn's prompt up to its instructions, and providers serve that prefix from their
+prompt cache (`benchmarks/tokens.py` measures the share per role). The other protocols' templates
+carry their own sections, filled by their protocol module.
+"""

@@ -103,7 +103,7 @@ def render_rebuttal(turn: RebuttalTurn) -> str:
 def render_history(rounds: list[AdversarialRound]) -> str:
     """Earlier rounds, condensed to what later speakers need: theses and the moderator's view."""
     if not rounds:
-        return "This is the first round."
+        return "none: this is the first round."
     parts = []
     for past in rounds:
         parts.append(
@@ -113,7 +113,31 @@ def render_history(rounds: list[AdversarialRound]) -> str:
             f"moderator synthesis: {past.moderator.synthesis}\n"
             f"moderator's unresolved points:\n{_bullets(past.moderator.unresolved_points)}"
         )
-    return "Earlier rounds:\n" + "\n\n".join(parts)
+    return "\n\n".join(parts)
+
+
+class DebateSoFar:
+    """What a turn of round `number` is shown before its instructions: the one compaction rule.
+
+    The proposition in full; each earlier round condensed by `render_history` (theses, the
+    moderator's synthesis and unresolved points); this round's turns so far in full. The text
+    only grows within a round, so each turn's prompt starts with everything the previous turn's
+    prompt held before its instructions, and providers can serve that prefix from their cache.
+    """
+
+    def __init__(self, proposition: Proposition, rounds: list[AdversarialRound], number: int):
+        self.number = number
+        self.parts = [
+            "THE DEBATE SO FAR",
+            f"PROPOSITION:\n{render_proposition(proposition)}",
+            f"EARLIER ROUNDS:\n{render_history(rounds)}",
+        ]
+
+    def add(self, label: str, text: str) -> None:
+        self.parts.append(f"{label} (round {self.number}):\n{text}")
+
+    def text(self) -> str:
+        return "\n\n".join(self.parts)
 
 
 @dataclass
@@ -183,16 +207,13 @@ class AdversarialProtocol:
         ledger: TurnLedger,
     ) -> AdversarialRound:
         assert state.proposition is not None
-        shared = {
-            "proposition": render_proposition(state.proposition),
-            "history": render_history(state.rounds),
-        }
-        proposer = await turns.ask(Role.PROPOSER, number, ProposerTurn, shared)
+        so_far = DebateSoFar(state.proposition, state.rounds, number)
+        proposer = await turns.ask(Role.PROPOSER, number, ProposerTurn, so_far.text())
         state.citations += checker.check_all(
             proposer.evidence_cited, round=number, role=Role.PROPOSER
         )
-        shared["proposer"] = render_proposer(proposer)
-        critic, attempts = await turns.critic(number, shared)
+        so_far.add("PROPOSER'S ARGUMENT", render_proposer(proposer))
+        critic, attempts = await turns.critic(number, so_far.text())
         state.citations += checker.check_all(critic.evidence_cited, round=number, role=Role.CRITIC)
         if state.weakest_final_challenge is None:
             state.weakest_final_challenge = critic.challenge_strength
@@ -200,10 +221,10 @@ class AdversarialProtocol:
             state.weakest_final_challenge = min(
                 state.weakest_final_challenge, critic.challenge_strength
             )
-        shared["critic"] = render_critic(critic)
-        rebuttal = await turns.ask(Role.REBUTTAL, number, RebuttalTurn, shared)
-        shared["rebuttal"] = render_rebuttal(rebuttal)
-        moderator = await turns.ask(Role.MODERATOR, number, ModeratorTurn, shared)
+        so_far.add("CRITIC'S ARGUMENT", render_critic(critic))
+        rebuttal = await turns.ask(Role.REBUTTAL, number, RebuttalTurn, so_far.text())
+        so_far.add("REBUTTAL", render_rebuttal(rebuttal))
+        moderator = await turns.ask(Role.MODERATOR, number, ModeratorTurn, so_far.text())
         usage_by_role: dict[Role, Usage] = {}
         cost = 0.0
         for turn in ledger.transcript:
@@ -246,25 +267,26 @@ class _Turns:
         role: Role,
         number: int,
         output_type: type[T],
-        values: dict[str, str] | None = None,
+        so_far: str = "",
         *,
         attempt: int = 1,
         extra: str = "",
     ) -> T:
-        """One turn of `role` in round `number`, its prompt filled with `values` (+ `extra`)."""
+        """One turn of `role` in round `number`: the debate so far, then the role's prompt
+        (+ `extra`)."""
         return await self.asker.ask(
             f"adversarial/{role.value}.md",
             round=number,
             role=role,
             output_type=output_type,
-            values=values,
+            so_far=so_far,
             attempt=attempt,
             extra=extra,
         )
 
-    async def critic(self, number: int, values: dict[str, str]) -> tuple[CriticTurn, int]:
+    async def critic(self, number: int, so_far: str) -> tuple[CriticTurn, int]:
         """The critique, re-asked once with a stronger instruction when it rates itself weak."""
-        critique = await self.ask(Role.CRITIC, number, CriticTurn, values)
+        critique = await self.ask(Role.CRITIC, number, CriticTurn, so_far)
         if critique.challenge_strength >= CRITIC_RETRY_BELOW:
             return critique, 1
         escalation = self.prompts.get("adversarial/critic_escalation.md").render(
@@ -272,7 +294,7 @@ class _Turns:
             previous_critique=render_critic(critique),
         )
         stronger = await self.ask(
-            Role.CRITIC, number, CriticTurn, values, attempt=2, extra=escalation
+            Role.CRITIC, number, CriticTurn, so_far, attempt=2, extra=escalation
         )
         return stronger, 2
 

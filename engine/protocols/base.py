@@ -113,10 +113,16 @@ class Asker:
         step: str = "",
         attempt: int = 1,
         extra: str = "",
+        so_far: str = "",
     ) -> T:
-        """One turn: `template` filled with `values` and the output's fields (+ `extra`)."""
+        """One turn: `so_far` (what the debate has said, the same for every turn of a round up
+        to this one), then `template` filled with `values` and the output's fields (+ `extra`).
+        Putting what turns share first, and the role's own instructions last, lets providers
+        serve the shared part from their prompt cache."""
         prompt = self.prompts.get(template)
         user = prompt.render(output_format=describe_output(output_type), **(values or {}))
+        if so_far:
+            user = f"{so_far}\n\n{user}"
         if extra:
             user = f"{user}\n\n{extra}"
         return await self.ledger.call(

@@ -1,0 +1,155 @@
+"""Tokens a one-round adversarial debate spends, against a single agent reviewing the same case
+alone (`engine.single`), and how much of each role's prompt is cacheable. In one run.
+
+- Tokens: input and output as the provider reports them (the local model counts real tokens;
+  the fake provider estimates four characters a token). Goal: debate ÷ single ≤ 4. Also the
+  tokens a prefix cache cannot serve (each call's prompt beyond what an earlier call sent).
+- Cacheable share of a call: the longest prefix its prompt (the messages in order, as sent)
+  shares with another call of the same debate, which a provider's prefix cache can serve once
+  the first of them has run; per role, shared characters over prompt characters.
+  Goal: ≥ 70 % for every role.
+
+The case comes from examples/review_cases.jsonl (`--case` picks it by id).
+
+    .venv/bin/python -m benchmarks.tokens [--provider local|fake] [--case adr-001]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.llm import LLM, Completion, LLMRequest
+from engine.models import ContextDocument, ModelSettings, Usage
+
+ROOT = Path(__file__).resolve().parents[1]
+CASES = ROOT / "examples" / "review_cases.jsonl"
+TOKEN_GOAL = 4.0
+SHARE_GOAL = 0.70
+
+
+@dataclass
+class Recorder:
+    """Wraps each provider to keep every request it is sent, in order."""
+
+    resolve: object
+    requests: list[LLMRequest] = field(default_factory=list)
+
+    def __call__(self, model: ModelSettings) -> LLM:
+        inner: LLM = self.resolve(model)  # type: ignore[operator]
+        recorder = self
+
+        class Recording:
+            provider = inner.provider
+
+            async def complete(self, request: LLMRequest) -> Completion:
+                recorder.requests.append(request)
+                return await inner.complete(request)
+
+        return Recording()
+
+
+def prompt_text(request: LLMRequest) -> str:
+    return "".join(f"<{m.role}>\n{m.content}\n" for m in request.messages)
+
+
+def common_prefix(a: str, b: str) -> int:
+    limit = min(len(a), len(b))
+    index = 0
+    while index < limit and a[index] == b[index]:
+        index += 1
+    return index
+
+
+def uncached_input(requests: list[LLMRequest], input_tokens: list[int]) -> int:
+    """Input tokens a prefix cache could not serve: each call's prompt beyond the longest prefix
+    it shares with an *earlier* call, pro rata to its characters."""
+    texts = [prompt_text(r) for r in requests]
+    total = 0.0
+    for index, text in enumerate(texts):
+        seen = max((common_prefix(text, other) for other in texts[:index]), default=0)
+        total += input_tokens[index] * (len(text) - seen) / len(text)
+    return round(total)
+
+
+def shares(requests: list[LLMRequest], roles: list[str]) -> dict[str, tuple[int, int]]:
+    """Per role: (cacheable characters, prompt characters)."""
+    texts = [prompt_text(r) for r in requests]
+    totals: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for index, text in enumerate(texts):
+        shared = max(
+            (common_prefix(text, other) for j, other in enumerate(texts) if j != index),
+            default=0,
+        )
+        totals[roles[index]][0] += shared
+        totals[roles[index]][1] += len(text)
+    return {role: (values[0], values[1]) for role, values in totals.items()}
+
+
+async def measure(provider: str, case: dict[str, str]) -> None:
+    from bot.app import build_services
+    from bot.settings import Settings
+    from engine.runner import run_debate
+    from engine.single import single_review
+
+    services = build_services(Settings(provider=provider))
+    context = [ContextDocument(title=case["title"], text=case["context"])]
+    spec = services.new_spec(case["question"], context=context, rounds=1)
+    recorder = Recorder(services.resolve_llm)
+    result = await run_debate(spec, resolve_llm=recorder, prompts=services.prompts)
+    debate_requests = list(recorder.requests)
+    roles = [turn.role.value for turn in result.transcript]
+    _, single_turn = await single_review(spec, resolve_llm=recorder, prompts=services.prompts)
+
+    debate = sum((turn.usage for turn in result.transcript), Usage())
+    single = single_turn.usage
+    print(f"case {case['id']} on {provider}: debate {result.status.value}, {len(roles)} calls")
+    print(f"{'':<10} {'input':>7} {'output':>7} {'total':>7}")
+    for name, usage in (("debate", debate), ("single", single)):
+        print(
+            f"{name:<10} {usage.input_tokens:>7} {usage.output_tokens:>7} {usage.total_tokens:>7}"
+        )
+    print(
+        f"input {debate.input_tokens / single.input_tokens:.2f}x, output"
+        f" {debate.output_tokens / single.output_tokens:.2f}x"
+    )
+    print(
+        f"tokens, one-round debate ÷ single answer: goal ≤ {TOKEN_GOAL:g}, measured"
+        f" {debate.total_tokens / single.total_tokens:.2f}"
+    )
+    fresh = uncached_input(debate_requests, [t.usage.input_tokens for t in result.transcript])
+    print(
+        f"tokens a prompt cache cannot serve (uncached input + output): debate"
+        f" {fresh + debate.output_tokens}, single {single.total_tokens}:"
+        f" {(fresh + debate.output_tokens) / single.total_tokens:.2f}x"
+    )
+    per_role = shares(debate_requests, roles)
+    overall = [sum(v[0] for v in per_role.values()), sum(v[1] for v in per_role.values())]
+    for role, (shared, total) in per_role.items():
+        print(
+            f"cacheable share, {role:<9}: goal ≥ {SHARE_GOAL:.0%}, measured {shared / total:.1%}"
+            f" ({shared:,} of {total:,} characters)"
+        )
+    print(f"cacheable share, all roles: {overall[0] / overall[1]:.1%}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--provider", choices=["local", "fake"], default="local")
+    parser.add_argument("--case", default="adr-001")
+    args = parser.parse_args()
+    os.environ.pop("DEBATEBOT_PROVIDER", None)
+    cases = [json.loads(line) for line in CASES.read_text(encoding="utf-8").splitlines() if line]
+    chosen = [c for c in cases if c["id"] == args.case]
+    if not chosen:
+        raise SystemExit(f"no case {args.case!r} in {CASES}")
+    asyncio.run(measure(args.provider, chosen[0]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""One model, one call: the single-agent review a debate is measured against.
+
+The reviewer gets the same preamble as every debate turn (rules, question, documents) and
+answers with a decision, its reasons, the risks it finds and its confidence. The token benchmark
+divides a debate's tokens by this call's; the evaluation's `single` arm is this call.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from engine.events import EventSink, discard_events
+from engine.ledger import LLMResolver, TurnLedger
+from engine.models import (
+    ConfidenceLevel,
+    DebateSpec,
+    Decision,
+    LongText,
+    Role,
+    ShortText,
+    TurnRecord,
+)
+from engine.prompts import PromptLibrary
+from engine.protocols.base import Asker
+
+
+class SingleReview(BaseModel):
+    decision: Decision
+    synthesis: LongText
+    risks: list[ShortText] = Field(default_factory=list, max_length=8)
+    evidence_cited: list[ShortText] = Field(default_factory=list, max_length=6)
+    confidence_level: ConfidenceLevel
+
+
+async def single_review(
+    spec: DebateSpec,
+    *,
+    resolve_llm: LLMResolver,
+    prompts: PromptLibrary,
+    sink: EventSink = discard_events,
+) -> tuple[SingleReview, TurnRecord]:
+    """The reviewer's answer to `spec` (on the spec's default model) and the turn it took."""
+    ledger = TurnLedger(spec=spec, resolve_llm=resolve_llm, sink=sink)
+    review = await Asker(spec=spec, ledger=ledger, prompts=prompts).ask(
+        "single/review.md",
+        round=1,
+        role=Role.REVIEWER,
+        step="reviewing alone",
+        output_type=SingleReview,
+    )
+    return review, ledger.transcript[-1]
