@@ -23,6 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ROOT / "examples" / "review_cases.jsonl"
+GOAL_S = 60.0
 
 
 def load_seconds() -> float:
@@ -110,6 +111,7 @@ def main() -> None:
         f" ({model / wall:.0%} of wall), GGUF load alone {load:.2f}s"
         f" ({load / wall:.1%} of wall), output {out_tokens / model:.1f} tokens/s of model time"
     )
+    print(f"one-round debate on the local model: goal < {GOAL_S:g} s, measured {wall:.1f} s")
 
 
 if __name__ == "__main__":

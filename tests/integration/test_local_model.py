@@ -22,7 +22,7 @@ pytestmark = pytest.mark.local_model
 
 @pytest.fixture(scope="module")
 def local_llm() -> LocalLlamaLLM:
-    return LocalLlamaLLM(n_threads=2)
+    return LocalLlamaLLM()
 
 
 @pytest.fixture(scope="module")

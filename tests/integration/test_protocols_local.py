@@ -17,7 +17,7 @@ QUESTION = "Should we move our nightly batch jobs from cron to Kubernetes CronJo
 
 @pytest.fixture(scope="module")
 def services():  # type: ignore[no-untyped-def]
-    return build_services(Settings(provider="local", local_threads=2))
+    return build_services(Settings(provider="local"))
 
 
 CASES = {
