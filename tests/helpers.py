@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,18 @@ from engine.providers.fake import CANNED_DEBATE_REPLIES, FunctionLLM
 REPO_ROOT = Path(__file__).resolve().parents[1]
 REVIEW_CASES = REPO_ROOT / "examples" / "review_cases.jsonl"
 """The project's own copy of the decision cases (planted flaws and clean controls)."""
+
+LLAMA_GROUP = "llama"
+"""The xdist group of every test that runs SmolLM2: one worker runs them one after another."""
+
+
+def local_threads() -> int:
+    """llama.cpp threads for a test: every core alone, one when pytest-xdist runs other tests
+    beside it (llama.cpp's threads spin while they wait, so sharing cores slows both sides)."""
+    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+        return 1
+    return max(1, len(os.sched_getaffinity(0)))
+
 
 SCHEMA_BY_ROLE = {
     "framing": "Proposition",

@@ -16,9 +16,17 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
 from bot.store.db import make_engine, upgrade
+from tests.helpers import LLAMA_GROUP
 from tests.integration.llm_server import ModelServer
 
 BACKENDS = ["sqlite", "postgres"]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every SmolLM2 test goes to one xdist worker, so two never share the two cores."""
+    for item in items:
+        if item.get_closest_marker("local_model"):
+            item.add_marker(pytest.mark.xdist_group(LLAMA_GROUP))
 
 
 def postgres_base_url() -> str:

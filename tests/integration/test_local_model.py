@@ -15,14 +15,14 @@ from engine.models import ContextDocument, CriticTurn, DebateResult, DebateSpec,
 from engine.prompts import PromptLibrary
 from engine.providers.local import LocalLlamaLLM, smollm2_path
 from engine.runner import run_debate
-from tests.helpers import REVIEW_CASES
+from tests.helpers import REVIEW_CASES, local_threads
 
 pytestmark = pytest.mark.local_model
 
 
 @pytest.fixture(scope="module")
 def local_llm() -> LocalLlamaLLM:
-    return LocalLlamaLLM()
+    return LocalLlamaLLM(n_threads=local_threads())
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +42,7 @@ async def test_schema_constrained_generation_validates(local_llm: LocalLlamaLLM)
     request = LLMRequest(
         messages=[Message(role="user", content="Criticise: we should store passwords in MD5.")],
         model="smollm2-135m-instruct",
+        max_tokens=512,
     )
     result = await complete_structured(local_llm, request, CriticTurn)
 
@@ -79,6 +80,7 @@ def test_cli_runs_on_the_local_model_by_default(tmp_path: Path, case: dict[str, 
     record = tmp_path / "record.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEBATEBOT_")}
     env["DEBATEBOT_DATABASE_URL"] = f"sqlite:///{tmp_path / 'local.sqlite3'}"
+    env["DEBATEBOT_LOCAL_THREADS"] = str(local_threads())
     subprocess.run(
         [sys.executable, "-m", "bot.cli", "db", "upgrade"], env=env, check=True, timeout=120
     )

@@ -9,6 +9,7 @@ from bot.app import build_services
 from bot.settings import RoleModel, Settings
 from engine.models import DebateStatus, Role
 from engine.runner import run_debate
+from tests.helpers import local_threads
 
 pytestmark = pytest.mark.local_model
 
@@ -17,7 +18,10 @@ QUESTION = "Should we move our nightly batch jobs from cron to Kubernetes CronJo
 
 @pytest.fixture(scope="module")
 def services():  # type: ignore[no-untyped-def]
-    return build_services(Settings(provider="local"))
+    # The pipeline is under test, not the prose: 512 tokens hold any reply the grammar allows
+    # except the structured judge's, which gets its own budget below.
+    settings = Settings(provider="local", local_threads=local_threads(), max_tokens=512)
+    return build_services(settings)
 
 
 CASES = {

@@ -31,6 +31,10 @@ from engine.pricing import Pricing
 from engine.providers.local import smollm2_path
 from engine.providers.openai_chat import OpenAIChatLLM, StructuredMode
 from engine.runner import run_debate
+from tests.helpers import LLAMA_GROUP, local_threads
+
+# The llama.cpp server and the LiteLLM proxy in front of it run SmolLM2: with the other llama tests.
+pytestmark = pytest.mark.xdist_group(LLAMA_GROUP)
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "smollm2"
@@ -94,6 +98,8 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 "8192",
                 "--seed",
                 "7",
+                "--n_threads",
+                str(local_threads()),
             ],
             stdout=sink,
             stderr=subprocess.STDOUT,
