@@ -24,7 +24,7 @@ from bot.settings import RoleModel, Settings, SettingsError
 from bot.slack.notifier import DebateNotifier
 from bot.store.db import check_schema, health, make_engine
 from bot.store.repository import InFlightLimits
-from bot.store.writer import TurnWriter
+from bot.store.writer import FinishWriter, TurnWriter
 from engine.ledger import LLMResolver
 from engine.models import (
     ADVERSARIAL_ROLES,
@@ -185,9 +185,10 @@ def build_worker(
     reporter: DebateReporter | None = None,
     sinks: SinkFactory | None = None,
     turns: TurnWriter | None = None,
+    endings: FinishWriter | None = None,
 ) -> DebateWorker:
-    """A worker on `engine`; workers of one process share `turns`, so their turns are committed
-    together (see bot.store.writer)."""
+    """A worker on `engine`; workers of one process share `turns` and `endings`, so their
+    writes are committed together (see bot.store.writer)."""
     settings = services.settings
     return DebateWorker(
         engine=engine,
@@ -203,6 +204,7 @@ def build_worker(
         reporter=reporter,
         sinks=sinks,
         turns=turns,
+        endings=endings,
     )
 
 
@@ -295,10 +297,15 @@ def build_bot(
         authorize=local_authorize(token, delivery.directory),
     )
     notifier = build_notifier(settings, engine, wake=delivery.wake)
-    turns = TurnWriter(engine)
+    turns, endings = TurnWriter(engine), FinishWriter(engine)
     workers = [
         build_worker(
-            services, engine, worker_id=f"{owner}/serve-{n}", reporter=notifier, turns=turns
+            services,
+            engine,
+            worker_id=f"{owner}/serve-{n}",
+            reporter=notifier,
+            turns=turns,
+            endings=endings,
         )
         for n in range(settings.serve_workers)
     ]

@@ -38,7 +38,6 @@ from bot.store import slack as slack_store
 from bot.store.audit import ChainReport
 from bot.store.db import redacted, session_scope, upgrade
 from bot.store.export import export_record, render_markdown, verify_export
-from bot.store.writer import TurnWriter
 from engine.errors import EngineError
 from engine.events import DebateEvent, TurnFinished, TurnStarted
 from engine.models import (
@@ -349,7 +348,8 @@ async def _worker(args: argparse.Namespace) -> int:
         loop.add_signal_handler(signum, stop.set)
 
     print(
-        f"{args.concurrency} worker(s) on {redacted(settings.database_url)}",
+        f"worker {args.name}: up to {args.concurrency} debate(s) at once on"
+        f" {redacted(settings.database_url)}",
         file=sys.stderr,
     )
     with open_store(settings) as engine:
@@ -358,19 +358,14 @@ async def _worker(args: argparse.Namespace) -> int:
             settings, engine, wake=delivery.wake if delivery else (lambda: None)
         )
 
-        turns = TurnWriter(engine)
-
-        async def work(index: int) -> None:
-            worker = build_worker(
-                services, engine, worker_id=f"{args.name}/{index}", reporter=notifier, turns=turns
+        worker = build_worker(services, engine, worker_id=args.name, reporter=notifier)
+        workers = [
+            asyncio.create_task(
+                worker.run_pool(
+                    stop, concurrency=args.concurrency, exit_when_idle=args.exit_when_idle
+                )
             )
-            if args.exit_when_idle:
-                while not stop.is_set() and await worker.run_once():
-                    pass
-            else:
-                await worker.run_forever(stop)
-
-        workers = [asyncio.create_task(work(i)) for i in range(args.concurrency)]
+        ]
         delivering = (
             asyncio.create_task(delivery.run_forever(stop)) if delivery is not None else None
         )

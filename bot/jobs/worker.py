@@ -3,7 +3,7 @@
 - Every finished turn is written (hash-chained) before the next one starts: the engine awaits the
   event sink, and the sink writes the turn. The run keeps its debate's chain head in memory, and
   the process's `TurnWriter` commits the turns of all its debates that finish together in one
-  transaction.
+  transaction (its `FinishWriter` does the same for endings).
 - A heartbeat renews the lease while the debate runs. A worker that dies stops renewing; once the
   lease expires another worker claims the debate and resumes it from its stored turns, which the
   engine replays without calling a model.
@@ -35,7 +35,7 @@ from bot.store import outbox, repository
 from bot.store.db import in_session
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError, StoreRefusedError
 from bot.store.tables import Debate, Escalation
-from bot.store.writer import TurnWriter
+from bot.store.writer import FinishWriter, TurnWriter
 from engine import triage
 from engine.errors import LLMError
 from engine.events import DebateEvent, EventSink, TurnFinished
@@ -90,9 +90,11 @@ class DebateWorker:
         sinks: SinkFactory | None = None,
         reporter: DebateReporter | None = None,
         turns: TurnWriter | None = None,
+        endings: FinishWriter | None = None,
     ) -> None:
         self.engine = engine
         self.turns = turns or TurnWriter(engine)
+        self.endings = endings or FinishWriter(engine)
         self.resolve_llm = resolve_llm
         self.prompts = prompts
         self.worker_id = worker_id or default_worker_id()
@@ -109,6 +111,14 @@ class DebateWorker:
         return await self._db(
             lambda s: repository.claim_debate(
                 s, worker_id=self.worker_id, lease_s=self.config.lease_s, debate_id=debate_id
+            )
+        )
+
+    async def claim_many(self, limit: int) -> list[Debate]:
+        """Claim up to `limit` claimable debates in one statement."""
+        return await self._db(
+            lambda s: repository.claim_debates(
+                s, worker_id=self.worker_id, lease_s=self.config.lease_s, limit=limit
             )
         )
 
@@ -136,6 +146,8 @@ class DebateWorker:
         assert debate.id is not None
         debate_id = debate.id
         spec = DebateSpec.model_validate_json(debate.spec_json)
+        # Read even on a first claim: a reviewer's "another round" starts a debate that carries
+        # its parent's turns.
         recorded, head = await self._db(
             lambda s: (
                 repository.stored_turns(s, debate_id=debate_id),
@@ -204,14 +216,14 @@ class DebateWorker:
                 await heartbeat
         closing = self.reporter.closing if self.reporter is not None else None
         try:
-            await self._db(
-                lambda s: repository.finish_debate(
-                    s,
-                    debate_id=debate_id,
-                    worker_id=self.worker_id,
-                    result=result,
+            await self.endings.finish(
+                repository.Finish(
+                    debate_id,
+                    self.worker_id,
+                    result,
                     messages=closing,
                     audit_key=self.config.audit_key,
+                    head=head,
                 )
             )
         except LeaseLostError:
@@ -270,6 +282,86 @@ class DebateWorker:
     def wake(self) -> None:
         """Look for work now instead of at the next poll (a debate was just queued here)."""
         self._wake.set()
+
+    async def run_pool(
+        self, stop: asyncio.Event, *, concurrency: int, exit_when_idle: bool = False
+    ) -> None:
+        """Run up to `concurrency` debates at once on this event loop until `stop` is set (or,
+        with `exit_when_idle`, until nothing is running or waiting).
+
+        Free slots are filled by one claim of as many debates as are free, not one claim per
+        slot: at 200 slots, 200 claims each waiting for the database's write lock cost more
+        than the debates' own store work. A database outage pauses claiming; running debates
+        go on. When cancelled (shutdown past its grace), every running debate is cancelled and
+        hands its lease back.
+        """
+        outage = OutagePause(f"worker {self.worker_id}")
+        running: set[asyncio.Task[DebateResult | None]] = set()
+        try:
+            while not stop.is_set():
+                free = concurrency - len(running)
+                claimed: list[Debate] = []
+                if free > 0:
+                    try:
+                        claimed = await self.claim_many(free)
+                    except DatabaseUnavailableError as error:
+                        await outage.failed(error, stop, log)
+                        continue
+                    outage.succeeded(log)
+                for debate in claimed:
+                    task = asyncio.create_task(self._run_claimed(debate))
+                    running.add(task)
+                    task.add_done_callback(running.discard)
+                if not running and not claimed and exit_when_idle:
+                    return
+                if claimed and len(claimed) == free:
+                    await self._until_slot_frees(running, stop)
+                elif not claimed:
+                    await self._until_work(running, stop)
+            if running:
+                await asyncio.gather(*running, return_exceptions=True)
+        finally:
+            for task in running:
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+
+    async def _run_claimed(self, debate: Debate) -> DebateResult | None:
+        try:
+            return await self.execute(debate)
+        except StoreRefusedError:
+            # The debate's lease expires and it is resumed; this worker goes on working.
+            log.exception("worker %s: the store refused a debate's write", self.worker_id)
+            return None
+        except DatabaseUnavailableError as error:
+            log.error(
+                "debate %s: stopped by a database outage (%s); resumed later", debate.id, error
+            )
+            return None
+
+    async def _until_slot_frees(
+        self, running: set[asyncio.Task[DebateResult | None]], stop: asyncio.Event
+    ) -> None:
+        stopping = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait([*running, stopping], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+
+    async def _until_work(
+        self, running: set[asyncio.Task[DebateResult | None]], stop: asyncio.Event
+    ) -> None:
+        """Wait for a poll, a wake-up, a stop, or a running debate to end (its slot frees)."""
+        waits = [asyncio.create_task(stop.wait()), asyncio.create_task(self._wake.wait())]
+        try:
+            await asyncio.wait(
+                [*running, *waits],
+                timeout=self.config.poll_s,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            for task in waits:
+                task.cancel()
+        self._wake.clear()
 
     async def run_forever(self, stop: asyncio.Event) -> None:
         """Work until `stop` is set; a database outage pauses the loop (backing off, logging

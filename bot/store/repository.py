@@ -156,34 +156,33 @@ def get_debate(session: Session, *, debate_id: int) -> Debate:
     return debate
 
 
-def claim_debate(
-    session: Session, *, worker_id: str, lease_s: float, debate_id: int | None = None
-) -> Debate | None:
-    """Take the oldest queued debate, or one whose worker's lease expired; None if there is none.
+def claim_debates(
+    session: Session,
+    *,
+    worker_id: str,
+    lease_s: float,
+    limit: int = 1,
+    debate_id: int | None = None,
+) -> list[Debate]:
+    """Take up to `limit` of the oldest queued debates, or ones whose worker's lease expired,
+    in one statement; with `debate_id`, that debate only (the CLI runs the debate it queued).
 
-    With `debate_id`, take that debate only (the CLI runs the debate it just queued).
-
-    On PostgreSQL the candidate row is locked `FOR UPDATE SKIP LOCKED`, so concurrent workers
+    On PostgreSQL the candidate rows are locked `FOR UPDATE SKIP LOCKED`, so concurrent workers
     never wait on or take the same debate; SQLite has one writer at a time anyway.
     """
     now = utcnow()
-    candidate = select(Debate.id).where(
+    candidates = select(Debate.id).where(
         or_(
             col(Debate.state) == DebateState.QUEUED,
             (col(Debate.state) == DebateState.RUNNING) & (col(Debate.lease_expires_at) < now),
         )
     )
     if debate_id is not None:
-        candidate = candidate.where(col(Debate.id) == debate_id)
-    locked = (
-        candidate.order_by(col(Debate.id))
-        .limit(1)
-        .with_for_update(skip_locked=True)
-        .scalar_subquery()
-    )
+        candidates = candidates.where(col(Debate.id) == debate_id)
+    locked = candidates.order_by(col(Debate.id)).limit(limit).with_for_update(skip_locked=True)
     claimed = session.scalars(
         update(Debate)
-        .where(col(Debate.id) == locked)
+        .where(col(Debate.id).in_(locked.scalar_subquery()))
         .values(
             state=DebateState.RUNNING,
             lease_owner=worker_id,
@@ -193,9 +192,17 @@ def claim_debate(
         )
         .returning(Debate)
         .execution_options(synchronize_session=False)
-    ).one_or_none()
+    ).all()
     session.commit()
-    return claimed
+    return sorted(claimed, key=lambda debate: debate.id or 0)
+
+
+def claim_debate(
+    session: Session, *, worker_id: str, lease_s: float, debate_id: int | None = None
+) -> Debate | None:
+    """Take the oldest claimable debate (or only `debate_id`); None if there is none."""
+    claimed = claim_debates(session, worker_id=worker_id, lease_s=lease_s, debate_id=debate_id)
+    return claimed[0] if claimed else None
 
 
 def renew_lease(session: Session, *, debate_id: int, worker_id: str, lease_s: float) -> None:
@@ -392,6 +399,19 @@ def _chain_tail(session: Session, *, debate_id: int) -> tuple[int, str]:
     return count, chain_head(session, debate_id=debate_id).hash
 
 
+@dataclass(frozen=True)
+class Finish:
+    """A finished run to record: its result, the messages its ending owes, the key that signs
+    its seal, and its chain head when the run knows it (else it is read)."""
+
+    debate_id: int
+    worker_id: str
+    result: DebateResult
+    messages: ClosingMessages | None = None
+    audit_key: bytes | None = None
+    head: ChainHead | None = None
+
+
 def finish_debate(
     session: Session,
     *,
@@ -408,6 +428,41 @@ def finish_debate(
     verdict can never exist without its escalation row and its review request. The verdict
     seals the turn chain (signed with `audit_key` when there is one).
     """
+    (outcome,) = finish_debates(
+        session,
+        finishes=[Finish(debate_id, worker_id, result, messages, audit_key)],
+    )
+    if isinstance(outcome, Exception):
+        raise outcome
+    return outcome
+
+
+def finish_debates(
+    session: Session, *, finishes: Sequence[Finish]
+) -> list[VerdictRecord | LeaseLostError | StoreRefusedError]:
+    """`finish_debate` for several debates in one transaction (a group commit): each in a
+    savepoint of its own, so one refused (its lease lost, its verdict already stored) is rolled
+    back alone and returned as its error while the others commit."""
+    outcomes: list[VerdictRecord | LeaseLostError | StoreRefusedError] = []
+    for finish in finishes:
+        try:
+            with session.begin_nested():
+                outcomes.append(_close(session, finish))
+        except LeaseLostError as lost:
+            outcomes.append(lost)
+        except IntegrityError as error:
+            outcomes.append(
+                StoreRefusedError(
+                    f"debate {finish.debate_id} already has a verdict; it was not stored twice"
+                    f" ({error.orig})"
+                )
+            )
+    session.commit()
+    return outcomes
+
+
+def _close(session: Session, finish: Finish) -> VerdictRecord:
+    debate_id, worker_id, result = finish.debate_id, finish.worker_id, finish.result
     debate = get_debate(session, debate_id=debate_id)
     if debate.lease_owner != worker_id or debate.state != DebateState.RUNNING:
         raise LeaseLostError(f"worker {worker_id} no longer holds debate {debate_id}")
@@ -422,7 +477,11 @@ def finish_debate(
         synthesis=verdict.synthesis,
         result_json=result.model_dump_json(exclude={"transcript"}),
     )
-    seal(record, *_chain_tail(session, debate_id=debate_id), audit_key)
+    if finish.head is not None:
+        turns, tail = finish.head.seq + 1, finish.head.hash
+    else:
+        turns, tail = _chain_tail(session, debate_id=debate_id)
+    seal(record, turns, tail, finish.audit_key)
     debate.chain_head, debate.chain_turns = record.chain_head, record.chain_turns
     now = utcnow()
     debate.state = DebateState.FINISHED
@@ -456,11 +515,9 @@ def finish_debate(
                 reviewers=list(channel.reviewers) if channel is not None else [],
             )
             session.add(escalation)
-        session.flush()
-    if messages is not None:
-        outbox.stage(session, debate=debate, drafts=messages(debate, result, escalation))
-    session.commit()
-    session.refresh(record)
+    session.flush()
+    if finish.messages is not None:
+        outbox.stage(session, debate=debate, drafts=finish.messages(debate, result, escalation))
     return record
 
 

@@ -1,0 +1,227 @@
+"""Turns of many debates committed together, claims in batches, one worker running many
+debates: cheaper, with the same guarantees (issue 14). On SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from sqlalchemy import Engine, event
+from sqlmodel import Session
+
+from bot.jobs.worker import DebateWorker, WorkerConfig
+from bot.store import repository
+from bot.store.errors import DatabaseUnavailableError, LeaseLostError, StoreRefusedError
+from bot.store.repository import ChainHead, TurnWrite
+from bot.store.tables import DebateState, VerdictRecord
+from bot.store.writer import FinishWriter, TurnWriter
+from engine.models import DebateSpec, ModelSettings, Role, TurnRecord, Usage
+from engine.runner import run_debate
+from tests.helpers import DebateScript, shipped_prompts
+
+SPEC = DebateSpec(
+    question="Should we adopt ADR-042?",
+    default_model=ModelSettings(provider="fake", model="fake-model"),
+)
+
+
+def queued(engine: Engine, count: int) -> list[int]:
+    ids = []
+    with Session(engine) as session:
+        for index in range(count):
+            debate, _ = repository.enqueue_debate(
+                session, trigger_key=f"gc:{index}", spec=SPEC, source="test"
+            )
+            assert debate.id is not None
+            ids.append(debate.id)
+    return ids
+
+
+def claimed(engine: Engine, count: int, worker: str = "w1") -> list[int]:
+    ids = queued(engine, count)
+    with Session(engine, expire_on_commit=False) as session:
+        taken = repository.claim_debates(session, worker_id=worker, lease_s=600, limit=count)
+    assert sorted(d.id for d in taken) == ids
+    return ids
+
+
+def turn(index: int, role: Role = Role.PROPOSER) -> TurnRecord:
+    return TurnRecord(
+        round=1,
+        role=role,
+        attempt=index + 1,
+        provider="fake",
+        model="fake-model",
+        prompt_sha256="a" * 64,
+        request_sha256="b" * 64,
+        usage=Usage(input_tokens=10, output_tokens=5),
+        cost_usd=0.0,
+        latency_s=0.1,
+        raw_text=f'{{"n": {index}}}',
+        parsed={"n": index},
+    )
+
+
+def commits(engine: Engine) -> list[int]:
+    """A list that grows by one at every commit on `engine`."""
+    seen: list[int] = []
+    event.listen(engine, "commit", lambda _connection: seen.append(1))
+    return seen
+
+
+def verified(engine: Engine, debate_id: int) -> int:
+    with Session(engine) as session:
+        report = repository.verify_chain(session, debate_id=debate_id)
+    assert report.ok, report.problem
+    return report.turns_checked
+
+
+async def test_turns_of_many_debates_arriving_together_share_commits(store: Engine) -> None:
+    ids = claimed(store, 30)
+    writer = TurnWriter(store)
+    seen = commits(store)
+
+    async def debate(debate_id: int) -> ChainHead:
+        head = ChainHead()
+        for index in range(4):
+            head = await writer.append(TurnWrite(debate_id, "w1", turn(index), head))
+        return head
+
+    heads = await asyncio.gather(*(debate(i) for i in ids))
+
+    assert [head.seq for head in heads] == [3] * 30
+    assert len(seen) < 30 * 4 / 3, f"{len(seen)} commits for 120 turns"
+    assert all(verified(store, debate_id) == 4 for debate_id in ids)
+
+
+def test_a_refused_write_in_a_batch_fails_alone(store: Engine) -> None:
+    first, second, third = claimed(store, 3)
+    with Session(store) as session:
+        (head,) = repository.append_turns(
+            session, writes=[TurnWrite(second, "w1", turn(0), ChainHead())]
+        )
+    assert isinstance(head, ChainHead)
+
+    with Session(store) as session:
+        outcomes = repository.append_turns(
+            session,
+            writes=[
+                TurnWrite(first, "w1", turn(0), ChainHead()),
+                # A stale head: seq 0 is taken, so the unique key refuses it.
+                TurnWrite(second, "w1", turn(1), ChainHead()),
+                TurnWrite(third, "someone-else", turn(0), ChainHead()),
+            ],
+        )
+
+    assert isinstance(outcomes[0], ChainHead)
+    assert isinstance(outcomes[1], StoreRefusedError)
+    assert "not stored twice" in str(outcomes[1])
+    assert isinstance(outcomes[2], LeaseLostError)
+    assert verified(store, first) == 1
+    assert verified(store, second) == 1
+    with Session(store) as session:
+        assert repository.chain_head(session, debate_id=third) == ChainHead()
+
+
+async def test_a_database_failure_reaches_every_waiting_turn(store: Engine) -> None:
+    ids = claimed(store, 3)
+    writer = TurnWriter(store)
+
+    def refuse(*_args: object) -> None:
+        raise DatabaseUnavailableError("database down (test)")
+
+    event.listen(store, "begin", refuse)
+    outcomes = await asyncio.gather(
+        *(writer.append(TurnWrite(i, "w1", turn(0), ChainHead())) for i in ids),
+        return_exceptions=True,
+    )
+    event.remove(store, "begin", refuse)
+
+    assert all(isinstance(outcome, DatabaseUnavailableError) for outcome in outcomes)
+    head = await writer.append(TurnWrite(ids[0], "w1", turn(0), ChainHead()))
+    assert head.seq == 0
+
+
+def test_batch_claims_take_each_debate_once(store: Engine) -> None:
+    ids = queued(store, 7)
+    with Session(store, expire_on_commit=False) as session:
+        first = repository.claim_debates(session, worker_id="a", lease_s=600, limit=4)
+        second = repository.claim_debates(session, worker_id="b", lease_s=600, limit=4)
+        third = repository.claim_debates(session, worker_id="c", lease_s=600, limit=4)
+
+    assert [d.id for d in first] == ids[:4]
+    assert [d.id for d in second] == ids[4:]
+    assert third == []
+    assert {d.lease_owner for d in first} == {"a"}
+    assert all(d.state == DebateState.RUNNING and d.claims == 1 for d in [*first, *second])
+
+
+async def test_one_worker_runs_many_debates_at_once_and_stops_when_idle(store: Engine) -> None:
+    ids = queued(store, 12)
+    llm = DebateScript().llm()
+    worker = DebateWorker(
+        engine=store,
+        resolve_llm=lambda _s: llm,
+        prompts=shipped_prompts(),
+        worker_id="pool",
+        config=WorkerConfig(poll_s=0.05),
+    )
+
+    await asyncio.wait_for(
+        worker.run_pool(asyncio.Event(), concurrency=5, exit_when_idle=True), timeout=60
+    )
+
+    with Session(store) as session:
+        assert repository.count_debates(session, state=DebateState.FINISHED) == 12
+    assert all(verified(store, debate_id) == 5 for debate_id in ids)
+
+
+async def test_a_cancelled_pool_hands_every_lease_back(store: Engine) -> None:
+    queued(store, 3)
+    started = asyncio.Event()
+
+    async def slow(_request: object) -> str:
+        started.set()
+        await asyncio.sleep(30)
+        return "{}"
+
+    llm = DebateScript(framing=[slow, slow, slow]).llm()
+    worker = DebateWorker(
+        engine=store, resolve_llm=lambda _s: llm, prompts=shipped_prompts(), worker_id="pool"
+    )
+    pool = asyncio.create_task(worker.run_pool(asyncio.Event(), concurrency=3))
+    await asyncio.wait_for(started.wait(), timeout=10)
+    await asyncio.sleep(0.2)
+    pool.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await pool
+
+    with Session(store) as session:
+        taken = repository.claim_debates(session, worker_id="next", lease_s=600, limit=3)
+    assert len(taken) == 3, "every lease was handed back, so the debates are claimable now"
+
+
+async def test_endings_of_many_debates_share_commits_and_one_refused_fails_alone(
+    store: Engine,
+) -> None:
+    ids = claimed(store, 6)
+    llm = DebateScript().llm()
+    result = await run_debate(SPEC, resolve_llm=lambda _m: llm, prompts=shipped_prompts())
+    endings = FinishWriter(store)
+    seen = commits(store)
+
+    outcomes = await asyncio.gather(
+        *(
+            endings.finish(repository.Finish(i, "w1" if i != ids[2] else "intruder", result))
+            for i in ids
+        ),
+        return_exceptions=True,
+    )
+
+    assert isinstance(outcomes[2], LeaseLostError)
+    assert all(isinstance(o, VerdictRecord) for n, o in enumerate(outcomes) if n != 2)
+    assert len(seen) < 6, f"{len(seen)} commits for 6 endings"
+    with Session(store) as session:
+        states = [repository.get_debate(session, debate_id=i).state for i in ids]
+    assert states == [DebateState.FINISHED] * 2 + [DebateState.RUNNING] + [DebateState.FINISHED] * 3
+    assert all(verified(store, i) == 0 for n, i in enumerate(ids) if n != 2)

@@ -1,0 +1,115 @@
+"""How an adversarial turn's prompt is laid out (issue 14): what turns share comes first and only
+grows within a round, so providers can cache it; each role still sees what its prompt says."""
+
+from __future__ import annotations
+
+import itertools
+
+from engine.llm import LLMRequest, describe_output
+from engine.models import (
+    ContextDocument,
+    DebateSpec,
+    Decision,
+    ModelSettings,
+    ModeratorTurn,
+    Role,
+)
+from engine.providers.fake import SchemaFillingLLM
+from engine.runner import run_debate
+from engine.single import SingleReview, single_review
+from tests.helpers import SCHEMA_BY_ROLE, DebateScript, calls_for, reply_for, shipped_prompts
+
+SO_FAR = "THE DEBATE SO FAR"
+SPEC = DebateSpec(
+    question="Should we adopt ADR-042?",
+    context=[ContextDocument(title="ADR-042", text="Every key has a fixed TTL of 60 minutes.")],
+    default_model=ModelSettings(provider="fake", model="fake-model"),
+    max_rounds=2,
+)
+
+
+def prompt(request: LLMRequest) -> str:
+    return "".join(f"<{m.role}>{m.content}" for m in request.messages)
+
+
+def shared_part(request: LLMRequest) -> str:
+    """The prompt up to where the role's own instructions begin."""
+    text = prompt(request)
+    return text[: text.index("ROLE: ")]
+
+
+async def two_rounds() -> list[LLMRequest]:
+    script = DebateScript(
+        moderator=[reply_for("moderator", recommend_another_round=True), reply_for("moderator")]
+    )
+    llm = script.llm()
+    await run_debate(SPEC, resolve_llm=lambda _m: llm, prompts=shipped_prompts())
+    return llm.calls
+
+
+async def test_each_turn_starts_with_everything_the_previous_turn_shared() -> None:
+    calls = await two_rounds()
+    assert [c.schema_name for c in calls[:5]] == [
+        "Proposition",
+        "ProposerTurn",
+        "CriticTurn",
+        "RebuttalTurn",
+        "ModeratorTurn",
+    ]
+    round_one = calls[1:5]
+    for earlier, later in itertools.pairwise(round_one):
+        assert prompt(later).startswith(shared_part(earlier))
+        assert len(shared_part(later)) > len(shared_part(earlier))
+    system = {c.messages[0].content for c in calls}
+    assert len(system) == 1, "the preamble is the same for every turn"
+
+
+async def test_each_role_sees_what_its_prompt_says_it_sees() -> None:
+    calls = await two_rounds()
+    script_roles = {"proposer", "critic", "rebuttal", "moderator"}
+    first = {role: calls_for_round(calls, role, 0) for role in script_roles}
+
+    assert SO_FAR not in prompt(calls[0]), "the framing turn sees only the material"
+    assert "PROPOSITION:" in shared_part(first["proposer"])
+    assert "PROPOSER'S ARGUMENT" not in prompt(first["proposer"])
+    assert "PROPOSER'S ARGUMENT (round 1)" in shared_part(first["critic"])
+    assert "CRITIC'S ARGUMENT" not in prompt(first["critic"])
+    assert "CRITIC'S ARGUMENT (round 1)" in shared_part(first["rebuttal"])
+    moderator = shared_part(first["moderator"])
+    for section in ("PROPOSER'S ARGUMENT", "CRITIC'S ARGUMENT", "REBUTTAL"):
+        assert f"{section} (round 1)" in moderator
+
+
+async def test_later_rounds_see_earlier_rounds_condensed() -> None:
+    calls = await two_rounds()
+    proposer_two = shared_part(calls_for_round(calls, "proposer", 1))
+
+    assert "EARLIER ROUNDS:\nRound 1: proposer argued:" in proposer_two
+    assert "moderator synthesis:" in proposer_two
+    assert "(round 1):" not in proposer_two, "round 1's arguments are not resent in full"
+
+
+def calls_for_round(calls: list[LLMRequest], role: str, index: int) -> LLMRequest:
+    return [c for c in calls if c.schema_name == SCHEMA_BY_ROLE[role]][index]
+
+
+def test_an_object_whose_fields_share_a_kind_is_described_once() -> None:
+    text = describe_output(ModeratorTurn)
+    assert (
+        '"proposer_quality": an object {logic, evidence, completeness, consistency: each an'
+        " integer from 1 to 10}" in text
+    )
+    assert text.count("an integer from 1 to 10") == 2
+
+
+async def test_the_single_reviewer_answers_alone_with_the_same_preamble() -> None:
+    llm = SchemaFillingLLM(seed=3)
+    review, turn = await single_review(SPEC, resolve_llm=lambda _m: llm, prompts=shipped_prompts())
+
+    assert isinstance(review, SingleReview)
+    assert isinstance(review.decision, Decision)
+    assert turn.role is Role.REVIEWER
+    assert len(llm.calls) == 1
+    debate = DebateScript().llm()
+    await run_debate(SPEC, resolve_llm=lambda _m: debate, prompts=shipped_prompts())
+    assert llm.calls[0].messages[0] == calls_for(debate, "framing")[0].messages[0]
