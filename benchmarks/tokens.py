@@ -108,7 +108,8 @@ async def measure(provider: str, case: dict[str, str]) -> None:
 
     debate = sum((turn.usage for turn in result.transcript), Usage())
     single = single_turn.usage
-    print(f"case {case['id']} on {provider}: debate {result.status.value}, {len(roles)} calls")
+    calls = sum(1 + turn.reasks for turn in result.transcript)
+    print(f"case {case['id']} on {provider}: debate {result.status.value}, {calls} calls")
     print(f"{'':<10} {'input':>7} {'output':>7} {'total':>7}")
     for name, usage in (("debate", debate), ("single", single)):
         print(

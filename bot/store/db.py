@@ -42,7 +42,11 @@ from bot.store.errors import (
 R = TypeVar("R")
 
 POSTGRES_CONNECTIONS = 10
-"""Connections (and store threads) per PostgreSQL engine: half kept open, half on demand."""
+"""Connections per PostgreSQL engine: half kept open, half on demand."""
+POSTGRES_STORE_THREADS = 3
+"""Threads doing a PostgreSQL engine's store work. Its writes come in batches (bot.store.writer),
+so a few threads keep the server busy; at 200 debates, 10 threads measured slower than 3
+(benchmarks/scale.py: 2.5–2.8 against 1.9–2.4), their Python work taking turns on one GIL."""
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 
 
@@ -230,13 +234,13 @@ def store_executor(engine: Engine) -> ThreadPoolExecutor:
     SQLite takes one writer at a time, and a second thread waiting for its lock sleeps in
     SQLite's busy handler (1 ms, 2 ms, … 100 ms): with the default executor's threads contending,
     a 1 ms write waited a second at 200 debates. One thread per SQLite engine queues the work in
-    order instead. PostgreSQL has row locks, so its work runs on as many threads as the
-    connection pool holds; asyncio's shared default executor is left to everything else.
+    order instead. PostgreSQL has row locks, so its work runs on a few threads
+    (`POSTGRES_STORE_THREADS`); asyncio's shared default executor is left to everything else.
     """
     with _executors_lock:
         executor = _executors.get(engine)
         if executor is None:
-            threads = 1 if engine.dialect.name == "sqlite" else POSTGRES_CONNECTIONS
+            threads = 1 if engine.dialect.name == "sqlite" else POSTGRES_STORE_THREADS
             executor = ThreadPoolExecutor(threads, thread_name_prefix="debatebot-store")
             _executors[engine] = executor
             weakref.finalize(engine, executor.shutdown, wait=False)

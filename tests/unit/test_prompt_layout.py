@@ -4,6 +4,7 @@ grows within a round, so providers can cache it; each role still sees what its p
 from __future__ import annotations
 
 import itertools
+from enum import Enum
 
 from engine.llm import LLMRequest, describe_output
 from engine.models import (
@@ -113,3 +114,23 @@ async def test_the_single_reviewer_answers_alone_with_the_same_preamble() -> Non
     debate = DebateScript().llm()
     await run_debate(SPEC, resolve_llm=lambda _m: debate, prompts=shipped_prompts())
     assert llm.calls[0].messages[0] == calls_for(debate, "framing")[0].messages[0]
+
+
+def test_a_template_that_states_its_fields_itself_names_every_field_and_value() -> None:
+    """The moderator's template lists its output fields with their types instead of the
+    generated description (the list was said twice, on the turn no later turn shares); so it
+    must keep up with the schema."""
+    text = shipped_prompts().get("adversarial/moderator.md").text
+    assert "$output_format" not in text
+    for name, field in ModeratorTurn.model_fields.items():
+        assert f'"{name}"' in text, name
+        annotation = field.annotation
+        values = (
+            [m.value for m in annotation]
+            if isinstance(annotation, type) and issubclass(annotation, Enum)
+            else []
+        )
+        for value in values:
+            assert f'"{value}"' in text, (name, value)
+    for part in ("logic", "evidence", "completeness", "consistency"):
+        assert part in text
