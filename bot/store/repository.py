@@ -444,10 +444,11 @@ def finish_debates(
     savepoint of its own, so one refused (its lease lost, its verdict already stored) is rolled
     back alone and returned as its error while the others commit."""
     outcomes: list[VerdictRecord | LeaseLostError | StoreRefusedError] = []
+    known = _Closing.load(session, [finish.debate_id for finish in finishes])
     for finish in finishes:
         try:
             with session.begin_nested():
-                outcomes.append(_close(session, finish))
+                outcomes.append(_close(session, finish, known))
         except LeaseLostError as lost:
             outcomes.append(lost)
         except IntegrityError as error:
@@ -461,7 +462,29 @@ def finish_debates(
     return outcomes
 
 
-def _close(session: Session, finish: Finish) -> VerdictRecord:
+@dataclass(frozen=True)
+class _Closing:
+    """What a batch of endings reads, loaded in three queries rather than three per ending: the
+    debates (into the session), the escalations some already have, the reviewers' channels."""
+
+    escalations: dict[int, Escalation]
+    channels: dict[str, ChannelSettings]
+
+    @staticmethod
+    def load(session: Session, debate_ids: list[int]) -> _Closing:
+        debates = session.exec(select(Debate).where(col(Debate.id).in_(debate_ids))).all()
+        where = sorted({d.review_channel_id or d.channel_id or "" for d in debates})
+        channels = session.exec(
+            select(ChannelSettings).where(col(ChannelSettings.channel_id).in_(where))
+        )
+        existing = session.exec(select(Escalation).where(col(Escalation.debate_id).in_(debate_ids)))
+        return _Closing(
+            escalations={e.debate_id: e for e in existing},
+            channels={c.channel_id: c for c in channels},
+        )
+
+
+def _close(session: Session, finish: Finish, known: _Closing) -> VerdictRecord:
     debate_id, worker_id, result = finish.debate_id, finish.worker_id, finish.result
     debate = get_debate(session, debate_id=debate_id)
     if debate.lease_owner != worker_id or debate.state != DebateState.RUNNING:
@@ -500,21 +523,16 @@ def _close(session: Session, finish: Finish) -> VerdictRecord:
     debate.updated_at = now
     session.add(debate)
     session.add(record)
-    escalation = None
-    if verdict.escalate:
-        escalation = session.exec(
-            select(Escalation).where(Escalation.debate_id == debate_id)
-        ).one_or_none()
-        if escalation is None:
-            # A debate reviewed elsewhere (an assistant thread's) takes that channel's reviewers.
-            where = debate.review_channel_id or debate.channel_id or ""
-            channel = session.get(ChannelSettings, where)
-            escalation = Escalation(
-                debate_id=debate_id,
-                reasons=verdict.escalation_reasons or ["the verdict asks for a human decision"],
-                reviewers=list(channel.reviewers) if channel is not None else [],
-            )
-            session.add(escalation)
+    escalation = known.escalations.get(debate_id) if verdict.escalate else None
+    if verdict.escalate and escalation is None:
+        # A debate reviewed elsewhere (an assistant thread's) takes that channel's reviewers.
+        channel = known.channels.get(debate.review_channel_id or debate.channel_id or "")
+        escalation = Escalation(
+            debate_id=debate_id,
+            reasons=verdict.escalation_reasons or ["the verdict asks for a human decision"],
+            reviewers=list(channel.reviewers) if channel is not None else [],
+        )
+        session.add(escalation)
     session.flush()
     if finish.messages is not None:
         outbox.stage(session, debate=debate, drafts=finish.messages(debate, result, escalation))
