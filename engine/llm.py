@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
@@ -197,10 +198,15 @@ def parse_json_lenient(text: str) -> Any:
         raise ValueError("the reply contains no JSON object")
     candidate = candidate[start:]
     end = candidate.rfind("}")
-    attempts = [candidate[: end + 1]] if end != -1 else []
-    attempts.append(_close_truncated(candidate))
+
+    def attempts() -> Iterator[str]:
+        # The repair of a cut-off reply is built only when the reply as it stands fails.
+        if end != -1:
+            yield candidate[: end + 1]
+        yield _close_truncated(candidate)
+
     last_error: json.JSONDecodeError | None = None
-    for attempt in attempts:
+    for attempt in attempts():
         for variant in (attempt, _TRAILING_COMMA.sub(r"\1", attempt)):
             try:
                 # strict=False: grammar-constrained decoders emit raw control characters

@@ -46,6 +46,8 @@ from engine.runner import run_debate
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
+StoredRun = tuple[list[TurnRecord], repository.ChainHead]
+"""A debate's stored turns and the head of its chain."""
 SinkFactory = Callable[[Debate], EventSink]
 """Builds an extra event sink for one debate (the console)."""
 
@@ -141,19 +143,21 @@ class DebateWorker:
             except DatabaseUnavailableError as error:
                 log.warning("debate %s: heartbeat failed (%s); will retry", debate_id, error)
 
-    async def execute(self, debate: Debate) -> DebateResult | None:
-        """Run (or resume) a claimed debate to its end; None if the lease was lost on the way."""
+    async def execute(
+        self, debate: Debate, *, stored: StoredRun | None = None
+    ) -> DebateResult | None:
+        """Run (or resume) a claimed debate to its end; None if the lease was lost on the way.
+        `stored` is its turns and chain head when the caller read them (for a whole batch)."""
         assert debate.id is not None
         debate_id = debate.id
         spec = DebateSpec.model_validate_json(debate.spec_json)
         # Read even on a first claim: a reviewer's "another round" starts a debate that carries
         # its parent's turns.
-        recorded, head = await self._db(
-            lambda s: (
-                repository.stored_turns(s, debate_id=debate_id),
-                repository.chain_head(s, debate_id=debate_id),
+        if stored is None:
+            stored = await self._db(
+                lambda s: repository.stored_runs(s, debate_ids=[debate_id])[debate_id]
             )
-        )
+        recorded, head = stored
         if recorded:
             log.info("debate %s: resuming after %d stored turns", debate_id, len(recorded))
 
@@ -308,8 +312,9 @@ class DebateWorker:
                         await outage.failed(error, stop, log)
                         continue
                     outage.succeeded(log)
+                stored = await self._stored(claimed)
                 for debate in claimed:
-                    task = asyncio.create_task(self._run_claimed(debate))
+                    task = asyncio.create_task(self._run_claimed(debate, stored.get(debate.id)))
                     running.add(task)
                     task.add_done_callback(running.discard)
                 if not running and not claimed and exit_when_idle:
@@ -325,9 +330,21 @@ class DebateWorker:
                 task.cancel()
             await asyncio.gather(*running, return_exceptions=True)
 
-    async def _run_claimed(self, debate: Debate) -> DebateResult | None:
+    async def _stored(self, claimed: list[Debate]) -> dict[int | None, StoredRun]:
+        """The stored turns of a batch of claimed debates in one read; {} when it fails (each
+        debate then reads its own)."""
+        if not claimed:
+            return {}
+        ids = [debate.id for debate in claimed if debate.id is not None]
         try:
-            return await self.execute(debate)
+            runs = await self._db(lambda s: repository.stored_runs(s, debate_ids=ids))
+        except DatabaseUnavailableError:
+            return {}
+        return dict(runs.items())
+
+    async def _run_claimed(self, debate: Debate, stored: StoredRun | None) -> DebateResult | None:
+        try:
+            return await self.execute(debate, stored=stored)
         except StoreRefusedError:
             # The debate's lease expires and it is resumed; this worker goes on working.
             log.exception("worker %s: the store refused a debate's write", self.worker_id)

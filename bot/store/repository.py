@@ -287,6 +287,26 @@ class ChainHead:
     hash: str = GENESIS_HASH
 
 
+def stored_runs(
+    session: Session, *, debate_ids: Sequence[int]
+) -> dict[int, tuple[list[TurnRecord], ChainHead]]:
+    """Each debate's stored turns (as the engine replays them) and chain head, in one query:
+    what a worker reads for a batch of debates it has just claimed."""
+    runs: dict[int, tuple[list[TurnRecord], ChainHead]] = {
+        debate_id: ([], ChainHead()) for debate_id in debate_ids
+    }
+    rows = session.exec(
+        select(Turn)
+        .where(col(Turn.debate_id).in_(list(debate_ids)))
+        .order_by(col(Turn.debate_id), col(Turn.seq))
+    )
+    for row in rows:
+        turns, _ = runs[row.debate_id]
+        turns.append(_to_record(row))
+        runs[row.debate_id] = (turns, ChainHead(seq=row.seq, hash=row.hash))
+    return runs
+
+
 @dataclass(frozen=True)
 class TurnWrite:
     """One finished turn to store after `head`, by the worker that holds the debate's lease."""
@@ -440,15 +460,54 @@ def finish_debate(
 def finish_debates(
     session: Session, *, finishes: Sequence[Finish]
 ) -> list[VerdictRecord | LeaseLostError | StoreRefusedError]:
-    """`finish_debate` for several debates in one transaction (a group commit): each in a
-    savepoint of its own, so one refused (its lease lost, its verdict already stored) is rolled
-    back alone and returned as its error while the others commit."""
-    outcomes: list[VerdictRecord | LeaseLostError | StoreRefusedError] = []
+    """`finish_debate` for several debates in one transaction (a group commit).
+
+    All of them are written with one flush; when the database refuses that (a verdict already
+    stored), the batch is rolled back and each ending is written again in a savepoint of its
+    own, so only the refused one fails. An ending whose run lost its lease is returned as
+    LeaseLostError and writes nothing.
+    """
     known = _Closing.load(session, [finish.debate_id for finish in finishes])
+    try:
+        outcomes = _finish_together(session, finishes, known)
+        session.commit()
+        return outcomes
+    except IntegrityError:
+        session.rollback()
+    return _finish_one_by_one(session, finishes, known)
+
+
+def _finish_together(
+    session: Session, finishes: Sequence[Finish], known: _Closing
+) -> list[VerdictRecord | LeaseLostError | StoreRefusedError]:
+    outcomes: list[VerdictRecord | LeaseLostError | StoreRefusedError] = []
+    closed: list[tuple[Finish, _Closed]] = []
+    for finish in finishes:
+        try:
+            rows = _close(session, finish, known)
+        except LeaseLostError as lost:
+            outcomes.append(lost)
+            continue
+        outcomes.append(rows.record)
+        closed.append((finish, rows))
+    session.flush()
+    for finish, rows in closed:
+        _stage_closing(session, finish, rows)
+    session.flush()
+    return outcomes
+
+
+def _finish_one_by_one(
+    session: Session, finishes: Sequence[Finish], known: _Closing
+) -> list[VerdictRecord | LeaseLostError | StoreRefusedError]:
+    outcomes: list[VerdictRecord | LeaseLostError | StoreRefusedError] = []
     for finish in finishes:
         try:
             with session.begin_nested():
-                outcomes.append(_close(session, finish, known))
+                rows = _close(session, finish, known)
+                session.flush()
+                _stage_closing(session, finish, rows)
+            outcomes.append(rows.record)
         except LeaseLostError as lost:
             outcomes.append(lost)
         except IntegrityError as error:
@@ -484,7 +543,23 @@ class _Closing:
         )
 
 
-def _close(session: Session, finish: Finish, known: _Closing) -> VerdictRecord:
+@dataclass(frozen=True)
+class _Closed:
+    debate: Debate
+    record: VerdictRecord
+    escalation: Escalation | None
+
+
+def _stage_closing(session: Session, finish: Finish, rows: _Closed) -> None:
+    """Stage the messages the ending owes (after a flush: they name the escalation's id)."""
+    if finish.messages is not None:
+        drafts = finish.messages(rows.debate, finish.result, rows.escalation)
+        outbox.stage(session, debate=rows.debate, drafts=drafts)
+
+
+def _close(session: Session, finish: Finish, known: _Closing) -> _Closed:
+    """Close the debate and add its verdict (and escalation) to the session, unflushed; raises
+    LeaseLostError, having changed nothing, when the run no longer holds the debate."""
     debate_id, worker_id, result = finish.debate_id, finish.worker_id, finish.result
     debate = get_debate(session, debate_id=debate_id)
     if debate.lease_owner != worker_id or debate.state != DebateState.RUNNING:
@@ -533,10 +608,7 @@ def _close(session: Session, finish: Finish, known: _Closing) -> VerdictRecord:
             reviewers=list(channel.reviewers) if channel is not None else [],
         )
         session.add(escalation)
-    session.flush()
-    if finish.messages is not None:
-        outbox.stage(session, debate=debate, drafts=finish.messages(debate, result, escalation))
-    return record
+    return _Closed(debate=debate, record=record, escalation=escalation)
 
 
 def verdict_for(session: Session, *, debate_id: int) -> VerdictRecord | None:

@@ -201,12 +201,27 @@ async def test_a_cancelled_pool_hands_every_lease_back(store: Engine) -> None:
     assert len(taken) == 3, "every lease was handed back, so the debates are claimable now"
 
 
-async def test_endings_of_many_debates_share_commits_and_one_refused_fails_alone(
+async def test_endings_of_many_debates_share_commits_and_refused_ones_fail_alone(
     store: Engine,
 ) -> None:
     ids = claimed(store, 6)
     llm = DebateScript().llm()
     result = await run_debate(SPEC, resolve_llm=lambda _m: llm, prompts=shipped_prompts())
+    with Session(store) as session:
+        # A verdict already stored (as by a run that lost the race): the unique key refuses it.
+        session.add(
+            VerdictRecord(
+                debate_id=ids[4],
+                status="COMPLETE",
+                decision="accept",
+                confidence=0.9,
+                level="HIGH",
+                escalate=False,
+                synthesis="earlier",
+                result_json="{}",
+            )
+        )
+        session.commit()
     endings = FinishWriter(store)
     seen = commits(store)
 
@@ -219,9 +234,12 @@ async def test_endings_of_many_debates_share_commits_and_one_refused_fails_alone
     )
 
     assert isinstance(outcomes[2], LeaseLostError)
-    assert all(isinstance(o, VerdictRecord) for n, o in enumerate(outcomes) if n != 2)
+    assert isinstance(outcomes[4], StoreRefusedError)
+    assert "already has a verdict" in str(outcomes[4])
+    assert all(isinstance(o, VerdictRecord) for n, o in enumerate(outcomes) if n not in (2, 4))
     assert len(seen) < 6, f"{len(seen)} commits for 6 endings"
     with Session(store) as session:
         states = [repository.get_debate(session, debate_id=i).state for i in ids]
-    assert states == [DebateState.FINISHED] * 2 + [DebateState.RUNNING] + [DebateState.FINISHED] * 3
-    assert all(verified(store, i) == 0 for n, i in enumerate(ids) if n != 2)
+    finished, running = DebateState.FINISHED, DebateState.RUNNING
+    assert states == [finished, finished, running, finished, running, finished]
+    assert all(verified(store, i) == 0 for n, i in enumerate(ids) if n not in (2, 4))
