@@ -24,6 +24,7 @@ from typing import TextIO
 from pydantic import ValidationError
 
 from bot.app import (
+    DebateServices,
     build_delivery,
     build_notifier,
     build_services,
@@ -212,6 +213,15 @@ async def _run(args: argparse.Namespace) -> int:
     settings = Settings()
     services = build_services(settings)
     try:
+        return await _run_debate(args, settings, services)
+    finally:
+        await services.registry.aclose()
+
+
+async def _run_debate(
+    args: argparse.Namespace, settings: Settings, services: DebateServices
+) -> int:
+    try:
         spec = services.new_spec(
             args.question,
             context=_read_context(args.context),
@@ -384,6 +394,7 @@ async def _worker(args: argparse.Namespace) -> int:
         if delivering is not None:
             await asyncio.gather(delivering, return_exceptions=True)
         stopping.cancel()
+    await services.registry.aclose()
     return 0
 
 

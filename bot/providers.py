@@ -249,6 +249,14 @@ class ProviderRegistry:
                 raise ProviderUnavailableError(str(error)) from error
         return self._instances[model.provider]
 
+    async def aclose(self) -> None:
+        """Close the providers that hold connections (the SDK clients), in their event loop."""
+        for llm in self._instances.values():
+            close = getattr(llm, "aclose", None)
+            if close is not None:
+                await close()
+        self._instances.clear()
+
     def check(self, models: Mapping[str, ModelSettings]) -> None:
         """Build every provider `models` needs and price every model, before a debate starts."""
         for chosen in models.values():

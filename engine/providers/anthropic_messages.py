@@ -120,6 +120,10 @@ class AnthropicLLM:
             api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0
         )
 
+    async def aclose(self) -> None:
+        """Close the SDK client's connections (inside the event loop that used them)."""
+        await self._client.close()
+
     @property
     def provider(self) -> str:
         return "anthropic"

@@ -115,6 +115,10 @@ class OpenAIChatLLM:
         )
         _warm(self._client)
 
+    async def aclose(self) -> None:
+        """Close the SDK client's connections (inside the event loop that used them)."""
+        await self._client.close()
+
     @property
     def provider(self) -> str:
         return self._provider

@@ -4,8 +4,8 @@ Messages API, for fault injection against the real SDKs.
 Each endpoint answers from a queue of `Step`s (a status, headers, a hang, or a reply text);
 when the queue is empty it answers correctly: the canned debate reply for a schema that has one,
 else a reply filled from the requested schema (`fill_schema`), so every protocol can run against
-it. `delay_s` adds a fixed latency to every answer, like a hosted model's. Every request is
-recorded with its headers and JSON body.
+it. `delay_s` adds a fixed latency to every answer, like a hosted model's; `busy_s` (and GET
+/stats) sums the time spent answering. Every request is recorded with its headers and JSON body.
 
 Run alone (benchmarks do, so the server's work stays out of the measured process):
 
@@ -17,12 +17,14 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from engine.providers.fake import CANNED_DEBATE_REPLIES, fill_schema
 
@@ -88,6 +90,9 @@ class ModelServer:
 
     def __init__(self, delay_s: float = 0.0) -> None:
         self.delay_s = delay_s
+        self.busy_s = 0.0
+        """Seconds spent answering model requests (the delay and the server's own work): the
+        model's latency as the server saw it."""
         self.queues: dict[str, deque[Step]] = {"openai": deque(), "anthropic": deque()}
         self.requests: list[Recorded] = []
         self.fail_schema: dict[str, Step] = {}
@@ -102,9 +107,10 @@ class ModelServer:
         self.fail_schema[schema] = step
 
     async def start(self) -> str:
-        app = web.Application()
+        app = web.Application(middlewares=[self._timed])
         app.router.add_post("/v1/chat/completions", self._openai)
         app.router.add_post("/v1/messages", self._anthropic)
+        app.router.add_get("/stats", self._stats)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -116,6 +122,18 @@ class ModelServer:
     async def stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
+
+    @web.middleware
+    async def _timed(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        started = time.perf_counter()
+        try:
+            return await handler(request)
+        finally:
+            if request.path.startswith("/v1/"):
+                self.busy_s += time.perf_counter() - started
+
+    async def _stats(self, _request: web.Request) -> web.Response:
+        return web.json_response({"requests": len(self.requests), "busy_s": self.busy_s})
 
     async def _next(self, api: str, request: web.Request) -> tuple[dict[str, Any], Step]:
         body = await request.json()
