@@ -243,3 +243,60 @@ async def test_endings_of_many_debates_share_commits_and_refused_ones_fail_alone
     finished, running = DebateState.FINISHED, DebateState.RUNNING
     assert states == [finished, finished, running, finished, running, finished]
     assert all(verified(store, i) == 0 for n, i in enumerate(ids) if n not in (2, 4))
+
+
+async def test_a_pool_waits_out_a_database_outage_and_then_runs_everything(store: Engine) -> None:
+    ids = queued(store, 4)
+    llm = DebateScript().llm()
+    worker = DebateWorker(
+        engine=store,
+        resolve_llm=lambda _s: llm,
+        prompts=shipped_prompts(),
+        worker_id="pool",
+        config=WorkerConfig(poll_s=0.05),
+    )
+    failures = {"left": 2}
+
+    def down_for_a_while(*_args: object) -> None:
+        if failures["left"]:
+            failures["left"] -= 1
+            raise DatabaseUnavailableError("database down (test)")
+
+    event.listen(store, "begin", down_for_a_while)
+    try:
+        await asyncio.wait_for(
+            worker.run_pool(asyncio.Event(), concurrency=4, exit_when_idle=True), timeout=60
+        )
+    finally:
+        event.remove(store, "begin", down_for_a_while)
+
+    assert failures["left"] == 0, "the claims met the outage"
+    with Session(store) as session:
+        assert repository.count_debates(session, state=DebateState.FINISHED) == 4
+    assert all(verified(store, debate_id) == 5 for debate_id in ids)
+
+
+async def test_a_failed_batch_read_leaves_each_debate_to_read_its_own(store: Engine) -> None:
+    queued(store, 3)
+    llm = DebateScript().llm()
+    worker = DebateWorker(
+        engine=store, resolve_llm=lambda _s: llm, prompts=shipped_prompts(), worker_id="pool"
+    )
+    claimed_now = await worker.claim_many(3)
+    failed: list[str] = []
+
+    def fail_the_batch_read(_conn: object, _cursor: object, statement: str, *_rest: object) -> None:
+        if "FROM turn" in statement and not failed:
+            failed.append(statement)
+            raise DatabaseUnavailableError("database down (test)")
+
+    event.listen(store, "before_cursor_execute", fail_the_batch_read)
+    try:
+        stored = await worker._stored(claimed_now)
+    finally:
+        event.remove(store, "before_cursor_execute", fail_the_batch_read)
+    assert failed
+    assert stored == {}
+
+    results = await asyncio.gather(*(worker.execute(debate) for debate in claimed_now))
+    assert all(result is not None for result in results)
