@@ -69,6 +69,18 @@ def commits(engine: Engine) -> list[int]:
     return seen
 
 
+def pool_worker(engine: Engine) -> DebateWorker:
+    """A worker on the canned debate, polling often."""
+    llm = DebateScript().llm()
+    return DebateWorker(
+        engine=engine,
+        resolve_llm=lambda _s: llm,
+        prompts=shipped_prompts(),
+        worker_id="pool",
+        config=WorkerConfig(poll_s=0.05),
+    )
+
+
 def verified(engine: Engine, debate_id: int) -> int:
     with Session(engine) as session:
         report = repository.verify_chain(session, debate_id=debate_id)
@@ -158,14 +170,7 @@ def test_batch_claims_take_each_debate_once(store: Engine) -> None:
 
 async def test_one_worker_runs_many_debates_at_once_and_stops_when_idle(store: Engine) -> None:
     ids = queued(store, 12)
-    llm = DebateScript().llm()
-    worker = DebateWorker(
-        engine=store,
-        resolve_llm=lambda _s: llm,
-        prompts=shipped_prompts(),
-        worker_id="pool",
-        config=WorkerConfig(poll_s=0.05),
-    )
+    worker = pool_worker(store)
 
     await asyncio.wait_for(
         worker.run_pool(asyncio.Event(), concurrency=5, exit_when_idle=True), timeout=60
@@ -247,14 +252,7 @@ async def test_endings_of_many_debates_share_commits_and_refused_ones_fail_alone
 
 async def test_a_pool_waits_out_a_database_outage_and_then_runs_everything(store: Engine) -> None:
     ids = queued(store, 4)
-    llm = DebateScript().llm()
-    worker = DebateWorker(
-        engine=store,
-        resolve_llm=lambda _s: llm,
-        prompts=shipped_prompts(),
-        worker_id="pool",
-        config=WorkerConfig(poll_s=0.05),
-    )
+    worker = pool_worker(store)
     failures = {"left": 2}
 
     def down_for_a_while(*_args: object) -> None:
