@@ -3,7 +3,7 @@
 Nothing here calls Slack. A new debate owes its parent (and, for a long question, the full text);
 each round owes one threaded message; each turn refreshes the parent's live status; the ending
 owes the verdict, the parent's summary and, when the verdict escalates, the review request. The
-rows are written with the state that creates them (`enqueue_debate`, `finish_debate`,
+rows are written with the state that creates them (`enqueue_debate`, `finish_debates`,
 `record_review`) or, for rounds and status, as the engine reports them; replayed events owe
 nothing new, since every message has a key. `bot.jobs.delivery` sends them.
 """

@@ -272,7 +272,8 @@ def turn_rows(session: Session, *, debate_id: int) -> list[Turn]:
 
 def stored_turns(session: Session, *, debate_id: int) -> list[TurnRecord]:
     """The debate's turns in order, as the engine replays them on resume."""
-    return [_to_record(row) for row in turn_rows(session, debate_id=debate_id)]
+    turns, _ = stored_runs(session, debate_ids=[debate_id])[debate_id]
+    return turns
 
 
 @dataclass(frozen=True)
@@ -432,35 +433,16 @@ class Finish:
     head: ChainHead | None = None
 
 
-def finish_debate(
-    session: Session,
-    *,
-    debate_id: int,
-    worker_id: str,
-    result: DebateResult,
-    messages: ClosingMessages | None = None,
-    audit_key: bytes | None = None,
-) -> VerdictRecord:
-    """Record the verdict and close the debate; only the lease holder may finish it.
-
-    One transaction writes the verdict, the escalation when the verdict asks for one (with the
-    channel's reviewers at this moment) and every message the ending owes, so an escalating
-    verdict can never exist without its escalation row and its review request. The verdict
-    seals the turn chain (signed with `audit_key` when there is one).
-    """
-    (outcome,) = finish_debates(
-        session,
-        finishes=[Finish(debate_id, worker_id, result, messages, audit_key)],
-    )
-    if isinstance(outcome, Exception):
-        raise outcome
-    return outcome
-
-
 def finish_debates(
     session: Session, *, finishes: Sequence[Finish]
 ) -> list[VerdictRecord | LeaseLostError | StoreRefusedError]:
-    """`finish_debate` for several debates in one transaction (a group commit).
+    """Record the verdicts and close the debates, in one transaction (a group commit); only
+    each debate's lease holder may finish it.
+
+    For each, the verdict, the escalation when the verdict asks for one (with the channel's
+    reviewers at this moment) and every message the ending owes are written together, so an
+    escalating verdict can never exist without its escalation row and its review request. The
+    verdict seals the turn chain (signed with the finish's `audit_key` when there is one).
 
     All of them are written with one flush; when the database refuses that (a verdict already
     stored), the batch is rolled back and each ending is written again in a savepoint of its
