@@ -2,7 +2,7 @@
 
 The reviewer gets the same preamble as every debate turn (rules, question, documents) and
 answers with a decision, its reasons, the risks it finds and its confidence. The token benchmark
-divides a debate's tokens by this call's; the evaluation's `single` arm is this call.
+(`benchmarks/tokens.py`) divides a debate's tokens by this call's.
 """
 
 from __future__ import annotations
