@@ -30,7 +30,7 @@ from typing import Protocol, TypeVar
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from bot.jobs.pause import OutagePause, idle
+from bot.jobs.pause import OutagePause
 from bot.store import outbox, repository
 from bot.store.db import in_session
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError, StoreRefusedError
@@ -381,19 +381,6 @@ class DebateWorker:
         self._wake.clear()
 
     async def run_forever(self, stop: asyncio.Event) -> None:
-        """Work until `stop` is set; a database outage pauses the loop (backing off, logging
-        sparingly) instead of ending it."""
-        outage = OutagePause(f"worker {self.worker_id}")
-        while not stop.is_set():
-            try:
-                worked = await self.run_once()
-            except DatabaseUnavailableError as error:
-                await outage.failed(error, stop, log)
-                continue
-            except StoreRefusedError:
-                # The debate's lease expires and it is resumed; this worker goes on working.
-                log.exception("worker %s: the store refused a debate's write", self.worker_id)
-                continue
-            outage.succeeded(log)
-            if not worked:
-                await idle(stop, self._wake, self.config.poll_s)
+        """Work on one debate at a time until `stop` is set; a database outage pauses the loop
+        (backing off, logging sparingly) instead of ending it."""
+        await self.run_pool(stop, concurrency=1)
