@@ -58,9 +58,7 @@ def child(url: str, debates: int) -> None:
 
 
 def fresh_database(backend: str, workdir: Path) -> str:
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
-
+    from benchmarks.store_bench import fresh_postgres
     from bot.store.db import upgrade
 
     if backend == "sqlite":
@@ -69,12 +67,7 @@ def fresh_database(backend: str, workdir: Path) -> str:
         base = os.environ.get("DEBATEBOT_TEST_POSTGRES_URL")
         if not base:
             raise SystemExit("set DEBATEBOT_TEST_POSTGRES_URL (scripts/postgres prints one)")
-        name = f"debatebot_scale_{uuid.uuid4().hex[:8]}"
-        admin = create_engine(base, isolation_level="AUTOCOMMIT")
-        with admin.connect() as connection:
-            connection.execute(text(f'CREATE DATABASE "{name}"'))
-        admin.dispose()
-        url = make_url(base).set(database=name).render_as_string(hide_password=False)
+        url = fresh_postgres(base)
     upgrade(url)
     return url
 
