@@ -22,7 +22,7 @@ from bot.jobs.worker import DebateReporter, DebateWorker, SinkFactory, WorkerCon
 from bot.providers import ProviderRegistry, role_models
 from bot.settings import RoleModel, Settings, SettingsError
 from bot.slack.notifier import DebateNotifier
-from bot.store.db import check_schema, health, make_engine
+from bot.store.db import ensure_schema, health, make_engine
 from bot.store.repository import InFlightLimits
 from bot.store.writer import FinishWriter, TurnWriter
 from engine.ledger import LLMResolver
@@ -167,11 +167,11 @@ def default_debaters(
 
 @contextmanager
 def open_store(settings: Settings) -> Iterator[Engine]:
-    """The database engine, checked to be at the current schema (else: `debatebot db upgrade`),
-    disposed of when the block ends."""
+    """The database engine at the current schema (SQLite migrates itself; PostgreSQL must have
+    had `debatebot db upgrade`), disposed of when the block ends."""
     engine = make_engine(settings.database_url)
     try:
-        check_schema(engine)
+        ensure_schema(engine)
         yield engine
     finally:
         engine.dispose()

@@ -3,15 +3,18 @@
 SQLite runs in WAL mode with a busy timeout, and every transaction starts `BEGIN IMMEDIATE`: one
 writer at a time, waiting up to the timeout instead of failing on a read-to-write upgrade.
 
-A SQLite file is opened `mode=rw`: only `debatebot db upgrade` creates one. A file that
-disappears under a running bot (a deleted folder, a lost volume) is noticed on the next use and
-reported; an empty database is never silently created in its place, where it would hide that
-every earlier debate is gone.
+A SQLite database is the embedded default of one process, so it migrates itself when a command
+opens it (`ensure_schema`), creating the file on first use; PostgreSQL, shared by replicas, is
+migrated by an explicit `debatebot db upgrade` (compose's one-shot `migrate` service). Once open,
+a SQLite file is used `mode=rw`: one that disappears under a running bot (a deleted folder, a
+lost volume) is noticed on the next use and reported; an empty database is never silently
+created in its place, where it would hide that every earlier debate is gone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sqlite3
 import threading
@@ -40,6 +43,7 @@ from bot.store.errors import (
 )
 
 R = TypeVar("R")
+log = logging.getLogger(__name__)
 
 POSTGRES_CONNECTIONS = 10
 """Connections per PostgreSQL engine: half kept open, half on demand."""
@@ -47,7 +51,8 @@ POSTGRES_STORE_THREADS = 3
 """Threads doing a PostgreSQL engine's store work. Its writes come in batches (bot.store.writer),
 so a few threads keep the server busy; at 200 debates, 10 threads measured slower than 3
 (benchmarks/scale.py: 2.5–2.8 against 1.9–2.4), their Python work taking turns on one GIL."""
-MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+MIGRATIONS_DIR = Path(__file__).resolve().parents[1] / "migrations"
+"""Alembic's scripts, shipped inside the package so a plain wheel install can migrate."""
 
 
 def redacted(url: str) -> str:
@@ -115,7 +120,7 @@ def make_engine(url: str, *, busy_timeout_s: float = 10.0, create: bool = False)
 
 
 def alembic_config(url: str | None = None) -> Config:
-    """Alembic's config for `migrations/`; with `url`, pointed at that database."""
+    """Alembic's config for `bot/migrations/`; with `url`, pointed at that database."""
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     if url is not None:
@@ -133,9 +138,9 @@ def upgrade(url: str) -> str:
 
 
 def head_revision() -> str:
-    """The newest revision in `migrations/`: the schema this code needs."""
+    """The newest revision in `bot/migrations/`: the schema this code needs."""
     head = ScriptDirectory.from_config(alembic_config()).get_current_head()
-    assert head is not None, "migrations/ has no revisions"
+    assert head is not None, "bot/migrations/ has no revisions"
     return head
 
 
@@ -159,6 +164,20 @@ def check_schema(engine: Engine) -> None:
             f"the database {redacted(url)} is at schema {current or '(empty)'} but this debatebot"
             f" needs {head}: run `debatebot db upgrade`"
         )
+
+
+def ensure_schema(engine: Engine) -> None:
+    """Bring a SQLite database to the migrations' head (creating its file on first use), and
+    check any other database, which `debatebot db upgrade` migrates (SchemaOutdatedError)."""
+    url = engine.url.render_as_string(hide_password=False)
+    if engine.dialect.name == "sqlite" and sqlite_file(url) is not None:
+        try:
+            check_schema(engine)
+        except SchemaOutdatedError:
+            log.info(
+                "migrating the SQLite database %s to schema %s", sqlite_file(url), upgrade(url)
+            )
+    check_schema(engine)
 
 
 def unavailable(url: str, error: OperationalError) -> DatabaseUnavailableError:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.cli import main
+from bot.store.db import check_schema, make_engine
 from engine.models import DebateResult, DebateStatus
 
 
@@ -81,15 +82,23 @@ def test_audit_and_export_of_a_recorded_debate(
     assert "| 4 | 1 | moderator | 1 |" in markdown
 
 
-def test_unknown_debate_and_old_schema_say_what_to_do(
+def test_an_unknown_debate_says_what_to_do(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["audit", "verify", "42"]) == 1
     assert "no debate with id 42" in capsys.readouterr().err
 
-    monkeypatch.setenv("DEBATEBOT_DATABASE_URL", f"sqlite:///{tmp_path / 'empty.sqlite3'}")
-    assert main(["run", "Ship it?", "--provider", "fake"]) == 1
-    assert "run `debatebot db upgrade`" in capsys.readouterr().err
+
+def test_the_embedded_sqlite_database_migrates_itself_on_first_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "new" / "debatebot.sqlite3"
+    monkeypatch.setenv("DEBATEBOT_DATABASE_URL", f"sqlite:///{path}")
+    assert main(["run", "Ship it?", "--provider", "fake"]) == 0
+    assert "recorded as debate 1 in" in capsys.readouterr().out
+    engine = make_engine(f"sqlite:///{path}")
+    check_schema(engine)
+    engine.dispose()
 
 
 @pytest.mark.parametrize(
