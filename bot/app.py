@@ -24,7 +24,6 @@ from bot.settings import RoleModel, Settings, SettingsError
 from bot.slack.notifier import DebateNotifier
 from bot.store.db import ensure_schema, health, make_engine
 from bot.store.repository import InFlightLimits
-from bot.store.writer import FinishWriter, TurnWriter
 from engine.ledger import LLMResolver
 from engine.models import (
     ADVERSARIAL_ROLES,
@@ -184,11 +183,9 @@ def build_worker(
     worker_id: str | None = None,
     reporter: DebateReporter | None = None,
     sinks: SinkFactory | None = None,
-    turns: TurnWriter | None = None,
-    endings: FinishWriter | None = None,
 ) -> DebateWorker:
-    """A worker on `engine`; workers of one process share `turns` and `endings`, so their
-    writes are committed together (see bot.store.writer)."""
+    """A worker on `engine`; its pool's turns and endings are committed in groups (see
+    bot.store.writer)."""
     settings = services.settings
     return DebateWorker(
         engine=engine,
@@ -203,8 +200,6 @@ def build_worker(
         ),
         reporter=reporter,
         sinks=sinks,
-        turns=turns,
-        endings=endings,
     )
 
 
@@ -222,15 +217,16 @@ def build_services(settings: Settings, *, resolve_llm: LLMResolver | None = None
 
 @dataclass
 class BotRuntime:
-    """Everything `debatebot serve` runs in one process: Bolt app, workers, the delivery loop
-    and the scheduler."""
+    """Everything `debatebot serve` runs in one process: Bolt app, the debate worker pool, the
+    delivery loop and the scheduler."""
 
     app: AsyncApp
     asgi: BotASGI
     debates: SlackDebates
     notifier: DebateNotifier
     delivery: OutboxDelivery
-    workers: list[DebateWorker]
+    worker: DebateWorker
+    concurrency: int
     scheduler: AsyncIOScheduler
     grace_s: float = 10.0
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
@@ -238,13 +234,16 @@ class BotRuntime:
     _delivering: asyncio.Task[None] | None = None
 
     def wake_workers(self) -> None:
-        for worker in self.workers:
-            worker.wake()
+        self.worker.wake()
 
     async def start(self) -> None:
-        """Start the in-process workers, the delivery loop and the scheduler (inside the loop)."""
+        """Start the worker pool (`concurrency` debates at once; none at 0), the delivery loop
+        and the scheduler (inside the loop)."""
         self._stop.clear()
-        self._tasks = [asyncio.create_task(w.run_forever(self._stop)) for w in self.workers]
+        self._tasks = []
+        if self.concurrency > 0:
+            pool = self.worker.run_pool(self._stop, concurrency=self.concurrency)
+            self._tasks.append(asyncio.create_task(pool))
         self._delivering = asyncio.create_task(self.delivery.run_forever(self._stop))
         self._tasks.append(asyncio.create_task(self._learn_bot_identity()))
         self.scheduler.start()
@@ -253,9 +252,9 @@ class BotRuntime:
         await self.delivery.directory.bot_identity()
 
     async def stop(self) -> None:
-        """Stop claiming, give running debates `grace_s` to finish, then cancel them (their
-        leases are handed back so another process resumes at once); owed messages stay in the
-        outbox for the next process."""
+        """Stop claiming, give running turns `grace_s` to finish (each debate then hands its
+        lease back, so another process resumes it at once), then cancel what still runs; owed
+        messages stay in the outbox for the next process."""
         self._stop.set()
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)
@@ -297,22 +296,12 @@ def build_bot(
         authorize=local_authorize(token, delivery.directory),
     )
     notifier = build_notifier(settings, engine, wake=delivery.wake)
-    turns, endings = TurnWriter(engine), FinishWriter(engine)
-    workers = [
-        build_worker(
-            services,
-            engine,
-            worker_id=f"{owner}/serve-{n}",
-            reporter=notifier,
-            turns=turns,
-            endings=endings,
-        )
-        for n in range(settings.serve_workers)
-    ]
+    worker = build_worker(services, engine, worker_id=f"{owner}/serve", reporter=notifier)
+    concurrency = settings.worker_concurrency
     scheduler = AsyncIOScheduler(timezone="UTC")
     runtime = BotRuntime(
         app=app,
-        asgi=BotASGI(app, health=lambda: health_report(engine, len(workers))),
+        asgi=BotASGI(app, health=lambda: health_report(engine, concurrency)),
         debates=SlackDebates(
             engine=engine,
             new_spec=services.new_spec,
@@ -328,7 +317,8 @@ def build_bot(
         ),
         notifier=notifier,
         delivery=delivery,
-        workers=workers,
+        worker=worker,
+        concurrency=concurrency,
         scheduler=scheduler,
         grace_s=settings.shutdown_grace_s,
     )
@@ -484,9 +474,9 @@ async def _serve_http(settings: Settings, runtime: BotRuntime, stop: asyncio.Eve
     await serving
 
 
-def health_report(engine: Engine, workers: int) -> dict[str, object]:
+def health_report(engine: Engine, concurrency: int) -> dict[str, object]:
     """What `/healthz` answers anyone: whether the database is usable (a missing or read-only
-    SQLite file, an unreachable server or an old schema is not) and the worker count, with no
-    names, hosts or users in it."""
+    SQLite file, an unreachable server or an old schema is not) and how many debates this
+    process runs at once, with no names, hosts or users in it."""
     problem = health(engine)
-    return {"ok": problem is None, "database": problem or "ok", "workers": workers}
+    return {"ok": problem is None, "database": problem or "ok", "concurrency": concurrency}

@@ -22,6 +22,13 @@ from engine.errors import EngineError
 from engine.protocols import PROTOCOL_NAMES
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def _model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--provider", choices=PROVIDERS, help="model provider (default: local)")
     parser.add_argument("--model", help="model name for every role of --provider")
@@ -96,7 +103,11 @@ def build_parser() -> argparse.ArgumentParser:
     models.set_defaults(handler="_models", is_async=False)
 
     worker = commands.add_parser("worker", help="run debate workers against the database")
-    worker.add_argument("--concurrency", type=int, default=1, help="debates run at once")
+    worker.add_argument(
+        "--concurrency",
+        type=_positive,
+        help="debates run at once (default: DEBATEBOT_WORKER_CONCURRENCY, 16)",
+    )
     worker.add_argument("--name", default=f"worker:{os.getpid()}", help="worker id prefix")
     worker.add_argument(
         "--exit-when-idle", action="store_true", help="stop once no debate is waiting"

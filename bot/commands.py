@@ -357,8 +357,9 @@ async def _worker(args: argparse.Namespace) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
 
+    concurrency = args.concurrency or settings.worker_concurrency
     print(
-        f"worker {args.name}: up to {args.concurrency} debate(s) at once on"
+        f"worker {args.name}: up to {concurrency} debate(s) at once on"
         f" {redacted(settings.database_url)}",
         file=sys.stderr,
     )
@@ -371,9 +372,7 @@ async def _worker(args: argparse.Namespace) -> int:
         worker = build_worker(services, engine, worker_id=args.name, reporter=notifier)
         workers = [
             asyncio.create_task(
-                worker.run_pool(
-                    stop, concurrency=args.concurrency, exit_when_idle=args.exit_when_idle
-                )
+                worker.run_pool(stop, concurrency=concurrency, exit_when_idle=args.exit_when_idle)
             )
         ]
         delivering = (
@@ -412,7 +411,7 @@ async def _serve(args: argparse.Namespace) -> int:
         else (f"HTTP on {settings.http_host}:{settings.http_port} (/slack/events, /healthz)")
     )
     print(
-        f"debatebot serving over {mode}; {settings.serve_workers} worker(s) on"
+        f"debatebot serving over {mode}; up to {settings.worker_concurrency} debate(s) at once on"
         f" {redacted(settings.database_url)}",
         file=sys.stderr,
     )

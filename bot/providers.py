@@ -10,12 +10,13 @@ debaters' blind spots.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from bot.settings import ROLE_SLOTS, RoleModel, Settings, SettingsError
 from engine.errors import ProviderUnavailableError
-from engine.llm import LLM
+from engine.llm import LLM, Completion, LLMRequest
 from engine.models import ModelSettings
 from engine.pricing import FREE, PriceTable, Pricing
 from engine.providers.local import SMOLLM2_MODEL_NAME
@@ -132,12 +133,49 @@ def role_models(
     return resolved
 
 
+class LimitedLLM:
+    """A provider whose calls are at most `limit` in flight per model; the rest wait in a
+    first-come queue. A burst of debates then meets a vendor's rate limit as a queue in the
+    process instead of as a storm of 429s and retries. `limit=None` leaves calls unbounded."""
+
+    def __init__(self, inner: LLM, limit: int | None) -> None:
+        self.inner = inner
+        self.limit = limit
+        self._gates: dict[str, asyncio.Semaphore] = {}
+        self.waiting = 0
+        """Calls queued behind the limit now, across models (a metric)."""
+
+    @property
+    def provider(self) -> str:
+        return self.inner.provider
+
+    async def complete(self, request: LLMRequest) -> Completion:
+        if self.limit is None:
+            return await self.inner.complete(request)
+        gate = self._gates.setdefault(request.model, asyncio.Semaphore(self.limit))
+        self.waiting += 1
+        try:
+            await gate.acquire()
+        finally:
+            self.waiting -= 1
+        try:
+            return await self.inner.complete(request)
+        finally:
+            gate.release()
+
+    async def aclose(self) -> None:
+        close = getattr(self.inner, "aclose", None)
+        if close is not None:
+            await close()
+
+
 @dataclass
 class ProviderRegistry:
-    """Builds each provider once, on first use, from settings."""
+    """Builds each provider once, on first use, from settings, behind its concurrency limit
+    (`DEBATEBOT_PROVIDER_CONCURRENCY__<provider>`)."""
 
     settings: Settings
-    _instances: dict[str, LLM] = field(default_factory=dict)
+    _instances: dict[str, LimitedLLM] = field(default_factory=dict)
     _prices: PriceTable | None = None
 
     @property
@@ -244,17 +282,21 @@ class ProviderRegistry:
         """The provider object for `model`; a configuration problem fails the debate, named."""
         if model.provider not in self._instances:
             try:
-                self._instances[model.provider] = self._build(model.provider)
+                built = self._build(model.provider)
             except SettingsError as error:
                 raise ProviderUnavailableError(str(error)) from error
+            limit = self.settings.provider_concurrency.get(model.provider)
+            self._instances[model.provider] = LimitedLLM(built, limit)
         return self._instances[model.provider]
+
+    def waiting(self) -> dict[str, int]:
+        """Model calls queued behind each provider's concurrency limit now."""
+        return {name: llm.waiting for name, llm in self._instances.items()}
 
     async def aclose(self) -> None:
         """Close the providers that hold connections (the SDK clients), in their event loop."""
         for llm in self._instances.values():
-            close = getattr(llm, "aclose", None)
-            if close is not None:
-                await close()
+            await llm.aclose()
         self._instances.clear()
 
     def check(self, models: Mapping[str, ModelSettings]) -> None:

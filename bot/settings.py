@@ -5,10 +5,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pydantic import AliasChoices, BaseModel, Field, SecretStr
+from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from engine.pricing import Pricing
+
+DEFAULT_PROVIDER_CONCURRENCY = {"openai": 8, "anthropic": 8, "openai-compatible": 4}
+"""Calls in flight per model by default: under the request rate of the vendors' entry tiers at a
+debate turn's typical length. The local model runs one call at a time (one CPU context)."""
 
 ROLE_SLOTS = ("framing", "proposer", "critic", "rebuttal", "moderator", "judge", "debaters")
 
@@ -144,7 +148,17 @@ class Settings(BaseSettings):
     )
     http_host: str = "0.0.0.0"
     http_port: int = Field(default=3000, ge=1, le=65535)
-    serve_workers: int = Field(default=2, ge=0, description="in-process debate workers of serve")
+    worker_concurrency: int = Field(
+        default=16,
+        ge=0,
+        description="debates one process (`worker`, or `serve` with 0 for none) runs at once",
+    )
+    provider_concurrency: dict[str, int] = Field(
+        default_factory=lambda: dict(DEFAULT_PROVIDER_CONCURRENCY),
+        description="model calls in flight per provider and model, e.g."
+        " DEBATEBOT_PROVIDER_CONCURRENCY__OPENAI=8 (openai_compatible for openai-compatible);"
+        " more wait their turn in a queue instead of meeting the vendor's rate limit",
+    )
     post_interval_s: float = Field(
         default=1.0, ge=0.0, description="minimum gap between bot messages in one channel"
     )
@@ -183,6 +197,17 @@ class Settings(BaseSettings):
         default=10.0, gt=0, description="Socket Mode: ping and dead-connection check interval"
     )
     log_level: str = Field(default="INFO", description="DEBUG, INFO, WARNING or ERROR")
+
+    @field_validator("provider_concurrency", mode="after")
+    @classmethod
+    def _provider_names(cls, limits: dict[str, int]) -> dict[str, int]:
+        """Environment variables cannot hold a hyphen portably: openai_compatible names
+        openai-compatible. Every limit must let at least one call through."""
+        named = {name.lower().replace("_", "-"): limit for name, limit in limits.items()}
+        for name, limit in named.items():
+            if limit < 1:
+                raise ValueError(f"{name}: at least 1 call at a time, got {limit}")
+        return {**DEFAULT_PROVIDER_CONCURRENCY, **named}
 
     def audit_key_bytes(self) -> bytes | None:
         """The audit key, refusing a placeholder or one too short to be secret; None when

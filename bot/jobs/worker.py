@@ -9,8 +9,10 @@
   engine replays without calling a model.
 - A worker that finds its lease taken (it stalled past the lease) stops at once; the unique turn
   key in the database would refuse its writes anyway.
-- A worker stopped from outside (shutdown) hands its lease back at once, so another worker
-  resumes the debate without waiting for the lease to expire.
+- A worker stopped from outside (SIGTERM) stops claiming, lets each running debate finish the
+  turn it is in (so the tokens it paid for are stored), and hands the lease back before the next
+  model call, so another worker resumes the debate at once instead of when the lease expires.
+  A turn still running when the grace period ends is cancelled, and its lease handed back too.
 - A Slack debate whose thread became unreachable (`debate.halt_reason`) stops before its next
   model call and ends FAILED with that reason.
 - The ending is stored in one transaction with the messages it owes (`reporter.closing`).
@@ -52,6 +54,11 @@ SinkFactory = Callable[[Debate], EventSink]
 """Builds an extra event sink for one debate (the console)."""
 
 
+class ShuttingDown(Exception):
+    """Raised at a turn boundary once the worker drains: the run stops and hands its lease
+    back; it is never stored as the debate's failure."""
+
+
 class DebateReporter(Protocol):
     """What a worker tells people through (the Slack notifier): events of a run as owed
     messages, and the messages its ending owes."""
@@ -79,7 +86,7 @@ class WorkerConfig:
 
 
 class DebateWorker:
-    """Runs queued debates from the store, one at a time per worker."""
+    """Runs queued debates from the store, as many at once as `run_pool` is given slots."""
 
     def __init__(
         self,
@@ -104,6 +111,7 @@ class DebateWorker:
         self.sinks = sinks
         self.reporter = reporter
         self._wake = asyncio.Event()
+        self._draining = False
 
     async def _db(self, work: Callable[[Session], R]) -> R:
         return await in_session(self.engine, work)
@@ -178,10 +186,12 @@ class DebateWorker:
             for extra in extras:
                 await extra(event)
 
-        async def halted() -> str | None:
+        async def halt() -> str | None:
+            if self._draining:
+                raise ShuttingDown(f"debate {debate_id}: worker {self.worker_id} is stopping")
+            if debate.channel_id is None:
+                return None
             return await self._db(lambda s: outbox.halt_reason(s, debate_id=debate_id))
-
-        halt = halted if debate.channel_id is not None else None
 
         async def run() -> DebateResult:
             outcome = None
@@ -203,6 +213,9 @@ class DebateWorker:
         heartbeat = asyncio.create_task(self._heartbeat(debate_id, runner))
         try:
             result = await runner
+        except ShuttingDown:
+            await self._hand_back(debate_id)
+            return None
         except LeaseLostError:
             log.warning("debate %s: abandoned by %s (lease lost)", debate_id, self.worker_id)
             return None
@@ -291,7 +304,8 @@ class DebateWorker:
         self, stop: asyncio.Event, *, concurrency: int, exit_when_idle: bool = False
     ) -> None:
         """Run up to `concurrency` debates at once on this event loop until `stop` is set (or,
-        with `exit_when_idle`, until nothing is running or waiting).
+        with `exit_when_idle`, until nothing is running or waiting). Once `stop` is set, each
+        running debate ends at its next turn boundary and hands its lease back (`ShuttingDown`).
 
         Free slots are filled by one claim of as many debates as are free, not one claim per
         slot: at 200 slots, 200 claims each waiting for the database's write lock cost more
@@ -299,6 +313,7 @@ class DebateWorker:
         go on. When cancelled (shutdown past its grace), every running debate is cancelled and
         hands its lease back.
         """
+        self._draining = False
         outage = OutagePause(f"worker {self.worker_id}")
         running: set[asyncio.Task[DebateResult | None]] = set()
         try:
@@ -323,6 +338,7 @@ class DebateWorker:
                     await self._until_slot_frees(running, stop)
                 elif not claimed:
                     await self._until_work(running, stop)
+            self._draining = True
             if running:
                 await asyncio.gather(*running, return_exceptions=True)
         finally:

@@ -105,7 +105,7 @@ async def start_bot(tmp_path: Path) -> AsyncIterator[BotFactory]:
             "slack_api_url": emulator.api_url,
             "database_url": url,
             "provider": "fake",
-            "serve_workers": 1,
+            "worker_concurrency": 1,
             "post_interval_s": 0.0,
             "worker_poll_s": 0.05,
             "outbox_poll_s": 0.05,

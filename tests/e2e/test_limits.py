@@ -35,7 +35,7 @@ async def test_an_absurd_round_count_is_refused_for_every_protocol(start_bot: Bo
 
 
 async def test_one_person_cannot_hold_every_worker(start_bot: BotFactory) -> None:
-    bot = await start_bot(serve_workers=0, max_debates_per_user=2)
+    bot = await start_bot(worker_concurrency=0, max_debates_per_user=2)
 
     for n in range(3):
         await bot.driver.command(f"Question {n}?", user="UGREEDY")
@@ -50,7 +50,7 @@ async def test_one_person_cannot_hold_every_worker(start_bot: BotFactory) -> Non
 
 
 async def test_one_channel_cannot_hold_every_worker(start_bot: BotFactory) -> None:
-    bot = await start_bot(serve_workers=0, max_debates_per_channel=2)
+    bot = await start_bot(worker_concurrency=0, max_debates_per_channel=2)
 
     for n in range(3):
         await bot.driver.command(f"Question {n}?", user=f"UUSER{n}")

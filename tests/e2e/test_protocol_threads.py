@@ -165,7 +165,7 @@ def said_by_models(result: DebateResult) -> list[str]:
 async def test_a_worker_that_dies_mid_debate_posts_no_round_twice(
     start_bot: BotFactory, protocol: str
 ) -> None:
-    bot = await start_bot(llm=fake(delay_s=0.3), serve_workers=0)
+    bot = await start_bot(llm=fake(delay_s=0.3), worker_concurrency=0)
     await bot.driver.command(f"Should we move billing retries to a queue? {COMMANDS[protocol]}")
     await bot.wait_for(bot.debates, "the queued debate")
     services = build_services(Settings(provider="fake"), resolve_llm=lambda _model: bot.llm)

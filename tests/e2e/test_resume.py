@@ -19,7 +19,7 @@ ANOTHER = reply_for("moderator", recommend_another_round=True)
 
 async def test_a_resumed_debate_posts_each_message_once(start_bot: BotFactory) -> None:
     # No in-process workers: the test runs its own two, one after the other.
-    bot = await start_bot(DebateScript(moderator=[ANOTHER, ANOTHER]), serve_workers=0)
+    bot = await start_bot(DebateScript(moderator=[ANOTHER, ANOTHER]), worker_concurrency=0)
     bot.llm.delay_s = 0.1
     await bot.driver.command("Should we adopt ADR-042? --rounds 2")
     await bot.wait_for(bot.debates, "the queued debate")

@@ -66,7 +66,7 @@ async def test_serve_answers_health_and_runs_a_debate_over_http(tmp_path: Path) 
                         break
                 except aiohttp.ClientConnectionError:
                     await asyncio.sleep(0.1)
-            assert health == (200, {"ok": True, "database": "ok", "workers": 2})
+            assert health == (200, {"ok": True, "database": "ok", "concurrency": 16})
 
             driver = SlackDriver(base, SIGNING_SECRET, f"{emulator.url}/response", session)
             reply = await driver.command("Should we adopt ADR-042?")

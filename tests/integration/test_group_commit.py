@@ -15,9 +15,10 @@ from bot.store.errors import DatabaseUnavailableError, LeaseLostError, StoreRefu
 from bot.store.repository import ChainHead, TurnWrite
 from bot.store.tables import DebateState, VerdictRecord
 from bot.store.writer import FinishWriter, TurnWriter
+from engine.llm import LLMRequest
 from engine.models import DebateSpec, ModelSettings, Role, TurnRecord, Usage
 from engine.runner import run_debate
-from tests.helpers import DebateScript, shipped_prompts
+from tests.helpers import DebateScript, reply_for, shipped_prompts
 
 SPEC = DebateSpec(
     question="Should we adopt ADR-042?",
@@ -204,6 +205,41 @@ async def test_a_cancelled_pool_hands_every_lease_back(store: Engine) -> None:
     with Session(store) as session:
         taken = repository.claim_debates(session, worker_id="next", lease_s=600, limit=3)
     assert len(taken) == 3, "every lease was handed back, so the debates are claimable now"
+
+
+async def test_a_stopped_pool_lets_each_turn_in_flight_finish_then_hands_leases_back(
+    store: Engine,
+) -> None:
+    ids = queued(store, 3)
+    in_flight = asyncio.Event()
+    release = asyncio.Event()
+
+    async def framing(request: LLMRequest) -> dict[str, object]:
+        in_flight.set()
+        await release.wait()
+        return reply_for("framing")
+
+    llm = DebateScript(framing=[framing]).llm()
+    worker = DebateWorker(
+        engine=store, resolve_llm=lambda _s: llm, prompts=shipped_prompts(), worker_id="pool"
+    )
+    stop = asyncio.Event()
+    pool = asyncio.create_task(worker.run_pool(stop, concurrency=3))
+    await asyncio.wait_for(in_flight.wait(), timeout=10)
+    while len(llm.calls) < 3:  # noqa: ASYNC110 (the fake records calls, it signals nothing)
+        await asyncio.sleep(0.01)
+    stop.set()
+    await asyncio.sleep(0.1)
+    assert not pool.done(), "the turns in flight are waited for"
+    release.set()
+    await asyncio.wait_for(pool, timeout=10)
+
+    assert len(llm.calls) == 3, "no model call starts once the pool is stopping"
+    with Session(store) as session:
+        for debate_id in ids:
+            assert len(repository.turn_rows(session, debate_id=debate_id)) == 1
+        taken = repository.claim_debates(session, worker_id="next", lease_s=600, limit=3)
+    assert len(taken) == 3, "each debate was handed back after its turn was stored"
 
 
 async def test_endings_of_many_debates_share_commits_and_refused_ones_fail_alone(

@@ -45,7 +45,7 @@ def test_a_deleted_sqlite_file_is_reported_and_never_recreated(tmp_path: Path) -
     upgrade(url)
     engine = make_engine(url)
     enqueue(engine, "before")
-    assert health_report(engine, 1) == {"ok": True, "database": "ok", "workers": 1}
+    assert health_report(engine, 1) == {"ok": True, "database": "ok", "concurrency": 1}
 
     for leftover in path.parent.iterdir():
         leftover.unlink()
@@ -55,7 +55,7 @@ def test_a_deleted_sqlite_file_is_reported_and_never_recreated(tmp_path: Path) -
         enqueue(engine, "after")
     assert "restore it from a backup" in str(raised.value)
     assert not path.exists(), "no empty database was created in its place"
-    assert health_report(engine, 1) == {"ok": False, "database": "missing", "workers": 1}
+    assert health_report(engine, 1) == {"ok": False, "database": "missing", "concurrency": 1}
     engine.dispose()
     fresh = make_engine(url)
     with pytest.raises(SchemaOutdatedError, match="does not exist"):

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
+from collections.abc import Awaitable
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
-from bot.providers import ProviderRegistry, role_models
+from bot.providers import LimitedLLM, ProviderRegistry, role_models
 from bot.settings import RoleModel, Settings, SettingsError
 from engine.errors import LLMError, ProviderUnavailableError, RetriesExhaustedError
-from engine.llm import LLMRequest, Message
+from engine.llm import Completion, LLMRequest, Message
 from engine.models import ModelSettings, Usage
 from engine.pricing import PriceTable, Pricing, PricingError
 from engine.providers.anthropic_messages import build_params
+from engine.providers.fake import FunctionLLM
 from engine.providers.openai_chat import StructuredMode, response_format
 from engine.providers.retry import RetryPolicy, parse_retry_after, with_retries
 from engine.providers.schemas import strict_schema, tool_input_schema
@@ -256,3 +260,45 @@ def test_role_model_errors_say_what_to_fix() -> None:
         role_models(Settings(provider="openai-compatible"))
     assert RoleModel.parse("gpt-4.1") == RoleModel(model="gpt-4.1")
     assert RoleModel.parse("local:") == RoleModel(provider="local")
+
+
+# --- concurrency limits ------------------------------------------------------------------
+
+
+def test_provider_concurrency_comes_from_the_environment_with_defaults_for_the_rest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DEBATEBOT_PROVIDER_CONCURRENCY__OPENAI_COMPATIBLE", "3")
+    monkeypatch.setenv("DEBATEBOT_PROVIDER_CONCURRENCY__ANTHROPIC", "2")
+    limits = Settings().provider_concurrency
+    assert limits == {"openai": 8, "anthropic": 2, "openai-compatible": 3}
+    monkeypatch.setenv("DEBATEBOT_PROVIDER_CONCURRENCY__OPENAI", "0")
+    with pytest.raises(ValidationError, match="at least 1 call at a time"):
+        Settings()
+
+
+async def test_calls_beyond_a_providers_limit_wait_per_model_in_arrival_order() -> None:
+    in_flight: dict[str, int] = {}
+    peak: dict[str, int] = {}
+    order: list[str] = []
+
+    async def reply(request: LLMRequest) -> str:
+        in_flight[request.model] = in_flight.get(request.model, 0) + 1
+        peak[request.model] = max(peak.get(request.model, 0), in_flight[request.model])
+        order.append(request.messages[0].content)
+        await asyncio.sleep(0.01)
+        in_flight[request.model] -= 1
+        return "{}"
+
+    limited = LimitedLLM(FunctionLLM(reply), limit=2)
+
+    def call(model: str, n: int) -> Awaitable[Completion]:
+        request = LLMRequest(messages=[Message(role="user", content=f"{model}-{n}")], model=model)
+        return limited.complete(request)
+
+    calls = [call(model, n) for n in range(6) for model in ("a", "b")]
+    await asyncio.sleep(0)
+    await asyncio.gather(*calls)
+    assert peak == {"a": 2, "b": 2}, "two at a time per model, the models independent"
+    assert [c for c in order if c.startswith("a")] == [f"a-{n}" for n in range(6)]
+    assert limited.waiting == 0
