@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-import logging
 import signal
 import sys
 import time
@@ -32,6 +31,7 @@ from bot.app import (
     open_store,
     serve,
 )
+from bot.logs import configure_logging
 from bot.providers import KEY_VARIABLES
 from bot.settings import ROLE_SLOTS, RoleModel, Settings, SettingsError
 from bot.store import repository
@@ -326,26 +326,6 @@ def _models(args: argparse.Namespace) -> int:
                 state = f"KEY MISSING: {error}"
         print(f"{provider:<18} {state}")
     return 1 if missing else 0
-
-
-def configure_logging(settings: Settings) -> None:
-    """Logs for the long-running commands: INFO by default (`DEBATEBOT_LOG_LEVEL`), so Socket
-    Mode reconnects and delivery retries are visible; warns when seals will go unsigned."""
-    level = logging.getLevelName(settings.log_level.upper())
-    if not isinstance(level, int):
-        raise SettingsError(
-            f"DEBATEBOT_LOG_LEVEL={settings.log_level!r} is not a level: use DEBUG, INFO,"
-            " WARNING or ERROR"
-        )
-    logging.basicConfig(
-        level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True
-    )
-    if settings.audit_key_bytes() is None:
-        logging.getLogger("bot.audit").warning(
-            "DEBATEBOT_AUDIT_KEY is not set: finished debates are sealed but not signed, so"
-            " someone who can write to the database could rewrite a debate and re-hash it"
-            " unnoticed. Set a long random secret (and keep it out of the database)."
-        )
 
 
 async def _worker(args: argparse.Namespace) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -197,6 +198,9 @@ class Settings(BaseSettings):
         default=10.0, gt=0, description="Socket Mode: ping and dead-connection check interval"
     )
     log_level: str = Field(default="INFO", description="DEBUG, INFO, WARNING or ERROR")
+    log_format: Literal["text", "json"] = Field(
+        default="text", description="text, or json: one object per line with debate and worker ids"
+    )
 
     @field_validator("provider_concurrency", mode="after")
     @classmethod

@@ -33,6 +33,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from bot.jobs.pause import OutagePause
+from bot.logs import debate_context
 from bot.store import outbox, repository
 from bot.store.db import in_session
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError, StoreRefusedError
@@ -155,7 +156,12 @@ class DebateWorker:
         self, debate: Debate, *, stored: StoredRun | None = None
     ) -> DebateResult | None:
         """Run (or resume) a claimed debate to its end; None if the lease was lost on the way.
-        `stored` is its turns and chain head when the caller read them (for a whole batch)."""
+        `stored` is its turns and chain head when the caller read them (for a whole batch).
+        Everything logged meanwhile names the debate and this worker (bot.logs)."""
+        with debate_context(debate.id, self.worker_id):
+            return await self._execute(debate, stored)
+
+    async def _execute(self, debate: Debate, stored: StoredRun | None) -> DebateResult | None:
         assert debate.id is not None
         debate_id = debate.id
         spec = DebateSpec.model_validate_json(debate.spec_json)
@@ -168,6 +174,8 @@ class DebateWorker:
         recorded, head = stored
         if recorded:
             log.info("debate %s: resuming after %d stored turns", debate_id, len(recorded))
+        else:
+            log.info("debate %s: starting (%s)", debate_id, spec.protocol)
 
         extras = [make(debate) for make in (self.sinks,) if make is not None]
         if self.reporter is not None:
@@ -248,6 +256,15 @@ class DebateWorker:
             return None
         if self.reporter is not None:
             self.reporter.wake()
+        log.info(
+            "debate %s: %s, %s at confidence %.2f%s, $%.4f",
+            debate_id,
+            result.verdict.status.value,
+            result.verdict.decision.value,
+            result.verdict.confidence,
+            ", escalated" if result.verdict.escalate else "",
+            result.cost_usd,
+        )
         return result
 
     async def _triage(

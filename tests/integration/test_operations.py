@@ -1,0 +1,58 @@
+"""What an operator reads: JSON logs naming the debate and the worker (issue 15)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from sqlmodel import Session
+
+from bot.store import repository
+from bot.store.db import make_engine, upgrade
+from engine.models import DebateSpec, ModelSettings
+
+SPEC = DebateSpec(
+    question="Should we adopt ADR-042?",
+    default_model=ModelSettings(provider="fake", model="fake-model"),
+)
+DEBATEBOT = str(Path(sys.executable).with_name("debatebot"))
+
+
+def queue(url: str, count: int) -> list[int]:
+    engine = make_engine(url)
+    ids = []
+    with Session(engine) as session:
+        for n in range(count):
+            debate, _ = repository.enqueue_debate(
+                session, trigger_key=f"ops:{n}", spec=SPEC, source="cli"
+            )
+            assert debate.id is not None
+            ids.append(debate.id)
+    engine.dispose()
+    return ids
+
+
+def test_worker_logs_json_lines_that_name_the_debate_and_the_worker(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'logs.sqlite3'}"
+    upgrade(url)
+    ids = queue(url, 2)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEBATEBOT_")}
+    env.update(DEBATEBOT_DATABASE_URL=url, DEBATEBOT_PROVIDER="fake", DEBATEBOT_LOG_FORMAT="json")
+    done = subprocess.run(
+        [DEBATEBOT, "worker", "--name", "w-json", "--exit-when-idle"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    assert lines, done.stderr
+    assert all({"time", "level", "logger", "message"} <= set(line) for line in lines)
+    finished = [line for line in lines if "at confidence" in line["message"]]
+    assert sorted(line["debate_id"] for line in finished) == ids
+    assert {line["worker_id"] for line in finished} == {"w-json"}
+    assert all(line["level"] == "INFO" for line in finished), "INFO is the default level"
