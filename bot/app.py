@@ -9,6 +9,7 @@ APScheduler are imported by the functions that build them, so a command that nee
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import socket
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -19,11 +20,12 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Engine
 
 from bot.jobs.worker import DebateReporter, DebateWorker, SinkFactory, WorkerConfig
+from bot.metrics import Metrics
 from bot.providers import ProviderRegistry, role_models
 from bot.settings import RoleModel, Settings, SettingsError
 from bot.slack.notifier import DebateNotifier
 from bot.store.db import ensure_schema, health, make_engine
-from bot.store.repository import InFlightLimits
+from bot.store.repository import InFlightLimits, SpendCaps
 from engine.ledger import LLMResolver
 from engine.models import (
     ADVERSARIAL_ROLES,
@@ -36,14 +38,20 @@ from engine.models import (
 )
 from engine.prompts import PromptLibrary
 
+log = logging.getLogger(__name__)
+
 if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
     from apscheduler.schedulers.asyncio import AsyncIOScheduler
     from slack_bolt.async_app import AsyncApp
     from slack_sdk.web.async_client import AsyncWebClient
 
     from bot.jobs.delivery import OutboxDelivery
+    from bot.jobs.scheduled import ScheduledJobs
     from bot.slack.debates import SlackDebates
     from bot.slack.people import SlackDirectory
+    from bot.slack.poster import SlackPoster
     from bot.slack.server import BotASGI
 
 
@@ -183,6 +191,7 @@ def build_worker(
     worker_id: str | None = None,
     reporter: DebateReporter | None = None,
     sinks: SinkFactory | None = None,
+    metrics: Metrics | None = None,
 ) -> DebateWorker:
     """A worker on `engine`; its pool's turns and endings are committed in groups (see
     bot.store.writer)."""
@@ -200,6 +209,7 @@ def build_worker(
         ),
         reporter=reporter,
         sinks=sinks,
+        metrics=metrics,
     )
 
 
@@ -227,6 +237,8 @@ class BotRuntime:
     delivery: OutboxDelivery
     worker: DebateWorker
     concurrency: int
+    metrics: Metrics
+    jobs: ScheduledJobs
     scheduler: AsyncIOScheduler
     grace_s: float = 10.0
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
@@ -279,13 +291,13 @@ def build_bot(
     from apscheduler.schedulers.asyncio import AsyncIOScheduler
     from slack_bolt.async_app import AsyncApp
 
-    from bot.jobs.reminders import remind_reviewers
     from bot.slack.debates import SlackDebates
     from bot.slack.listeners import register as register_listeners
     from bot.slack.server import BotASGI
 
     token, signing_secret, app_token = settings.slack_secrets()
-    client = client or slack_client(settings)
+    metrics = Metrics()
+    client = client or slack_client(settings, metrics)
     owner = process_name()
     delivery = build_delivery(settings, engine, client, owner=owner)
     app = AsyncApp(
@@ -296,12 +308,14 @@ def build_bot(
         authorize=local_authorize(token, delivery.directory),
     )
     notifier = build_notifier(settings, engine, wake=delivery.wake)
-    worker = build_worker(services, engine, worker_id=f"{owner}/serve", reporter=notifier)
+    worker = build_worker(
+        services, engine, worker_id=f"{owner}/serve", reporter=notifier, metrics=metrics
+    )
     concurrency = settings.worker_concurrency
     scheduler = AsyncIOScheduler(timezone="UTC")
     runtime = BotRuntime(
         app=app,
-        asgi=BotASGI(app, health=lambda: health_report(engine, concurrency)),
+        asgi=BotASGI(app, health=lambda: health_report(engine, concurrency), metrics=metrics),
         debates=SlackDebates(
             engine=engine,
             new_spec=services.new_spec,
@@ -313,27 +327,47 @@ def build_bot(
                 per_user=settings.max_debates_per_user,
                 per_channel=settings.max_debates_per_channel,
             ),
+            caps=SpendCaps(workspace_usd=settings.workspace_monthly_budget_usd),
             review_channel=settings.review_channel,
+            metrics=metrics,
         ),
         notifier=notifier,
         delivery=delivery,
         worker=worker,
         concurrency=concurrency,
+        metrics=metrics,
+        jobs=build_jobs(
+            settings, engine, notifier, runner=owner, poster=delivery.poster, metrics=metrics
+        ),
         scheduler=scheduler,
         grace_s=settings.shutdown_grace_s,
     )
-    period_s = settings.review_reminder_h * 3600
-    scheduler.add_job(
-        remind_reviewers,
-        "interval",
-        seconds=min(period_s, 3600.0),
-        kwargs={"engine": engine, "notifier": notifier, "period_s": period_s},
-        id="review-reminders",
-        coalesce=True,
-        max_instances=1,
-    )
+    runtime.jobs.schedule(scheduler)
     register_listeners(app, runtime.debates)
     return runtime
+
+
+def build_jobs(
+    settings: Settings,
+    engine: Engine,
+    notifier: DebateNotifier,
+    *,
+    runner: str,
+    poster: SlackPoster | None = None,
+    metrics: Metrics | None = None,
+) -> ScheduledJobs:
+    """The scheduled jobs of a `serve` or `worker` process (see bot.jobs.scheduled); the
+    digest needs `poster`, so only processes with the bot token send it."""
+    from bot.jobs.scheduled import ScheduledJobs
+
+    return ScheduledJobs(
+        engine=engine,
+        settings=settings,
+        notifier=notifier,
+        runner=runner,
+        poster=poster,
+        metrics=metrics,
+    )
 
 
 def local_authorize(token: str, directory: SlackDirectory) -> Callable[..., Any]:
@@ -362,13 +396,21 @@ def process_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def slack_client(settings: Settings) -> AsyncWebClient:
+def slack_client(settings: Settings, metrics: Metrics | None = None) -> AsyncWebClient:
+    """The Web API client; with `metrics`, every failed call is counted by method and code."""
     from slack_sdk.web.async_client import AsyncWebClient
 
-    token = settings.slack_bot_token_value()
-    return AsyncWebClient(
-        token=token, base_url=settings.slack_api_url, timeout=int(max(1, settings.slack_timeout_s))
-    )
+    from bot.slack.poster import MeteredWebClient
+
+    options: dict[str, Any] = {
+        "token": settings.slack_bot_token_value(),
+        "base_url": settings.slack_api_url,
+        "timeout": int(max(1, settings.slack_timeout_s)),
+    }
+    if metrics is None:
+        return AsyncWebClient(**options)
+    errors = metrics.slack_errors
+    return MeteredWebClient(on_error=lambda m, code: errors.labels(m, code).inc(), **options)
 
 
 def build_notifier(
@@ -385,13 +427,14 @@ def build_delivery(
     client: AsyncWebClient | None = None,
     *,
     owner: str | None = None,
+    metrics: Metrics | None = None,
 ) -> OutboxDelivery:
     """The loop that sends owed messages to Slack (needs the bot token)."""
     from bot.jobs.delivery import DeliveryConfig, OutboxDelivery
     from bot.slack.people import SlackDirectory
     from bot.slack.poster import SlackPoster
 
-    client = client or slack_client(settings)
+    client = client or slack_client(settings, metrics)
     return OutboxDelivery(
         engine=engine,
         poster=SlackPoster(client, interval_s=settings.post_interval_s),
@@ -417,6 +460,9 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     services = build_services(settings)
     with open_store(settings) as engine:
         runtime = build_bot(settings, services, engine)
+        exporter = None
+        if settings.metrics_port is not None:
+            exporter = serve_metrics(runtime.metrics, settings.http_host, settings.metrics_port)
         await runtime.start()
         try:
             if transport(settings) == "socket":
@@ -425,6 +471,8 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
                 await _serve_http(settings, runtime, stop)
         finally:
             await runtime.stop()
+            if exporter is not None:
+                exporter.shutdown()
 
 
 async def _serve_socket_mode(settings: Settings, runtime: BotRuntime, stop: asyncio.Event) -> None:
@@ -472,6 +520,16 @@ async def _serve_http(settings: Settings, runtime: BotRuntime, stop: asyncio.Eve
     stopped.cancel()
     server.should_exit = True
     await serving
+
+
+def serve_metrics(metrics: Metrics, host: str, port: int) -> WSGIServer:
+    """Prometheus' exposition of `metrics` on `host:port` (`/metrics`), in a thread of its own
+    so a slow scrape never holds up the event loop."""
+    from prometheus_client import start_http_server
+
+    server, _thread = start_http_server(port, addr=host, registry=metrics.registry)
+    log.info("metrics on http://%s:%d/metrics", host, port)
+    return server
 
 
 def health_report(engine: Engine, concurrency: int) -> dict[str, object]:

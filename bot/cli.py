@@ -110,6 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     worker.add_argument("--name", default=f"worker:{os.getpid()}", help="worker id prefix")
     worker.add_argument(
+        "--metrics-port",
+        type=_positive,
+        help="serve Prometheus /metrics on this port (default: DEBATEBOT_METRICS_PORT, none)",
+    )
+    worker.add_argument(
         "--exit-when-idle", action="store_true", help="stop once no debate is waiting"
     )
     worker.set_defaults(handler="_worker", is_async=True)

@@ -25,13 +25,16 @@ from pydantic import ValidationError
 from bot.app import (
     DebateServices,
     build_delivery,
+    build_jobs,
     build_notifier,
     build_services,
     build_worker,
     open_store,
     serve,
+    serve_metrics,
 )
 from bot.logs import configure_logging
+from bot.metrics import Metrics
 from bot.providers import KEY_VARIABLES
 from bot.settings import ROLE_SLOTS, RoleModel, Settings, SettingsError
 from bot.store import repository
@@ -329,6 +332,8 @@ def _models(args: argparse.Namespace) -> int:
 
 
 async def _worker(args: argparse.Namespace) -> int:
+    from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
     settings = Settings()
     configure_logging(settings)
     services = build_services(settings)
@@ -343,13 +348,28 @@ async def _worker(args: argparse.Namespace) -> int:
         f" {redacted(settings.database_url)}",
         file=sys.stderr,
     )
+    metrics = Metrics()
+    metrics_port = args.metrics_port or settings.metrics_port
+    exporter = serve_metrics(metrics, settings.http_host, metrics_port) if metrics_port else None
     with open_store(settings) as engine:
-        delivery = build_delivery(settings, engine) if settings.slack_bot_token else None
+        delivery = (
+            build_delivery(settings, engine, metrics=metrics) if settings.slack_bot_token else None
+        )
         notifier = build_notifier(
             settings, engine, wake=delivery.wake if delivery else (lambda: None)
         )
-
-        worker = build_worker(services, engine, worker_id=args.name, reporter=notifier)
+        worker = build_worker(
+            services, engine, worker_id=args.name, reporter=notifier, metrics=metrics
+        )
+        scheduler = None
+        if not args.exit_when_idle:
+            scheduler = AsyncIOScheduler(timezone="UTC")
+            poster = delivery.poster if delivery is not None else None
+            jobs = build_jobs(
+                settings, engine, notifier, runner=args.name, poster=poster, metrics=metrics
+            )
+            jobs.schedule(scheduler)
+            scheduler.start()
         workers = [
             asyncio.create_task(
                 worker.run_pool(stop, concurrency=concurrency, exit_when_idle=args.exit_when_idle)
@@ -366,6 +386,8 @@ async def _worker(args: argparse.Namespace) -> int:
         if args.exit_when_idle and delivery is not None:
             await delivery.drain()
         stop.set()
+        if scheduler is not None:
+            scheduler.shutdown(wait=False)
         _, running = await asyncio.wait(workers, timeout=settings.shutdown_grace_s)
         for task in running:
             task.cancel()
@@ -373,6 +395,8 @@ async def _worker(args: argparse.Namespace) -> int:
         if delivering is not None:
             await asyncio.gather(delivering, return_exceptions=True)
         stopping.cancel()
+    if exporter is not None:
+        exporter.shutdown()
     await services.registry.aclose()
     return 0
 

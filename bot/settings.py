@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator
+from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from engine.pricing import Pricing
@@ -172,6 +172,36 @@ class Settings(BaseSettings):
     review_reminder_h: float = Field(
         default=24.0, gt=0, description="remind reviewers of an open review after this long"
     )
+    review_sla_h: float = Field(
+        default=48.0,
+        gt=0,
+        description="a review open this long expires, is announced in its thread and sent to the"
+        " channel's owners (a channel's own `review_sla` wins)",
+    )
+    workspace_monthly_budget_usd: float | None = Field(
+        default=None,
+        gt=0,
+        description="spending cap of all channels together per calendar month (UTC); none: no cap",
+    )
+    retention_days: int | None = Field(
+        default=None,
+        ge=1,
+        description="remove ended debates older than this, after exporting and verifying each"
+        " (off by default; needs DEBATEBOT_RETENTION_DIR)",
+    )
+    retention_dir: Path | None = Field(
+        default=None, description="where retention writes the verified archive of each debate"
+    )
+    queue_warn_s: float = Field(
+        default=300.0, gt=0, description="warn when a debate has waited this long for a worker"
+    )
+    metrics_port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="serve Prometheus /metrics on this port (worker, and serve in Socket Mode;"
+        " serve over HTTP answers /metrics on its own port)",
+    )
     slack_timeout_s: float = Field(
         default=10.0, gt=0, description="how long one Slack API call may take before it is retried"
     )
@@ -212,6 +242,15 @@ class Settings(BaseSettings):
             if limit < 1:
                 raise ValueError(f"{name}: at least 1 call at a time, got {limit}")
         return {**DEFAULT_PROVIDER_CONCURRENCY, **named}
+
+    @model_validator(mode="after")
+    def _retention_has_an_archive(self) -> Settings:
+        if self.retention_days is not None and self.retention_dir is None:
+            raise ValueError(
+                "DEBATEBOT_RETENTION_DAYS is set but DEBATEBOT_RETENTION_DIR is not: name the"
+                " folder where each debate is archived (and verified) before it is removed"
+            )
+        return self
 
     def audit_key_bytes(self) -> bytes | None:
         """The audit key, refusing a placeholder or one too short to be secret; None when

@@ -34,6 +34,7 @@ from sqlmodel import Session
 
 from bot.jobs.pause import OutagePause
 from bot.logs import debate_context
+from bot.metrics import Metrics
 from bot.store import outbox, repository
 from bot.store.db import in_session
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError, StoreRefusedError
@@ -101,8 +102,10 @@ class DebateWorker:
         reporter: DebateReporter | None = None,
         turns: TurnWriter | None = None,
         endings: FinishWriter | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.engine = engine
+        self.metrics = metrics
         self.turns = turns or TurnWriter(engine)
         self.endings = endings or FinishWriter(engine)
         self.resolve_llm = resolve_llm
@@ -147,6 +150,7 @@ class DebateWorker:
                 )
             except LeaseLostError:
                 log.warning("debate %s: lease lost, stopping this worker's run", debate_id)
+                self._lease_lost()
                 runner.cancel()
                 return
             except DatabaseUnavailableError as error:
@@ -180,6 +184,8 @@ class DebateWorker:
         extras = [make(debate) for make in (self.sinks,) if make is not None]
         if self.reporter is not None:
             extras.append(self.reporter.sink_for(debate, spec))
+        if self.metrics is not None:
+            extras.append(self.metrics.observe)
         # Protocols with concurrent turns (panel) finish several at once; the chain links each
         # turn to the previous one, so they are appended one at a time.
         chain = asyncio.Lock()
@@ -226,6 +232,7 @@ class DebateWorker:
             return None
         except LeaseLostError:
             log.warning("debate %s: abandoned by %s (lease lost)", debate_id, self.worker_id)
+            self._lease_lost()
             return None
         except asyncio.CancelledError:
             current = asyncio.current_task()
@@ -253,9 +260,12 @@ class DebateWorker:
             )
         except LeaseLostError:
             log.warning("debate %s: finished after losing the lease; result dropped", debate_id)
+            self._lease_lost()
             return None
         if self.reporter is not None:
             self.reporter.wake()
+        if self.metrics is not None:
+            self.metrics.debate_ended(result)
         log.info(
             "debate %s: %s, %s at confidence %.2f%s, $%.4f",
             debate_id,
@@ -266,6 +276,10 @@ class DebateWorker:
             result.cost_usd,
         )
         return result
+
+    def _lease_lost(self) -> None:
+        if self.metrics is not None:
+            self.metrics.lease_losses.inc()
 
     async def _triage(
         self,

@@ -475,6 +475,8 @@ Other forms:
 \u2022 `/debate` alone opens a form
 \u2022 `/debate config` opens this channel's settings; `/debate config show`;\
  `/debate config set threshold 0.7` (owners and admins)
+\u2022 `/debate config set monthly_budget 50`, `review_sla 24`, `digest 09:00`,\
+ `timezone Europe/Berlin`: spending cap, review expiry, daily digest (`off` turns one off)
 \u2022 React with :{reaction}: on a message to debate its thread
 \u2022 In channels watching ADRs, a new top-level ADR post starts a debate in its thread
 \u2022 In the assistant (the debatebot icon at the top of Slack), paste a decision or an ADR"""

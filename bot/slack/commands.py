@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from bot.slack.errors import CommandError, FormError
 from engine.models import clean_text
@@ -163,10 +164,58 @@ def parse_setting(key: str, raw: str, *, protocols: tuple[str, ...]) -> tuple[st
         return "trigger_reaction", parse_reaction(raw)
     if key in ("triage", "route"):
         return key, parse_switch(raw)
+    off = raw.strip().lower() in ("none", "off")
+    if key in ("monthly_budget", "monthly_budget_usd"):
+        return "monthly_budget_usd", None if off else parse_money(raw, "monthly_budget")
+    if key in ("review_sla", "review_sla_h"):
+        return "review_sla_h", None if off else parse_hours(raw)
+    if key in ("digest", "digest_time"):
+        return "digest_time", None if off else parse_clock(raw)
+    if key in ("timezone", "tz"):
+        return "timezone", parse_timezone(raw)
     raise CommandError(
         f"unknown setting `{key}`; settings are protocol, rounds, threshold, reviewers, owners,"
-        " budget, adr, reaction, triage, route"
+        " budget, adr, reaction, triage, route, monthly_budget, review_sla, digest, timezone"
     )
+
+
+def parse_money(raw: str, name: str) -> float:
+    try:
+        value = float(raw.strip().lstrip("$"))
+    except ValueError:
+        raise CommandError(f"{name} is in US dollars, like `50` or `$12.50`; got `{raw}`") from None
+    if not 0 < value <= 1_000_000:
+        raise CommandError(f"{name} must be more than $0 and at most $1,000,000; got `{raw}`")
+    return value
+
+
+def parse_hours(raw: str) -> float:
+    text = raw.strip().lower().removesuffix("h").strip()
+    try:
+        value = float(text)
+    except ValueError:
+        raise CommandError(f"review_sla is in hours, like `48` or `24h`; got `{raw}`") from None
+    if not 1 <= value <= 24 * 90:
+        raise CommandError(f"review_sla must be between 1 and 2160 hours; got `{raw}`")
+    return value
+
+
+def parse_clock(raw: str) -> str:
+    match = re.fullmatch(r"([01]?\d|2[0-3]):([0-5]\d)", raw.strip())
+    if match is None:
+        raise CommandError(f"digest takes a local time like `09:00` (24-hour), or off; got `{raw}`")
+    return f"{int(match.group(1)):02d}:{match.group(2)}"
+
+
+def parse_timezone(raw: str) -> str:
+    name = raw.strip()
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise CommandError(
+            f"`{raw}` is not a time zone; use an IANA name like `Europe/Berlin` or `UTC`"
+        ) from None
+    return name
 
 
 def parse_protocol(raw: str, protocols: tuple[str, ...]) -> str:

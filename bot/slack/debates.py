@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from sqlalchemy import Engine
 from sqlmodel import Session
 
+from bot.metrics import Metrics
 from bot.settings import SettingsError
 from bot.slack import blocks, triggers
 from bot.slack.commands import DebateCommand, parse_command
@@ -25,9 +26,9 @@ from bot.slack.poster import SlackPoster
 from bot.store import outbox, repository
 from bot.store import slack as store
 from bot.store.db import in_session
-from bot.store.errors import InFlightLimitError
+from bot.store.errors import BudgetExceededError, InFlightLimitError
 from bot.store.outbox import Draft
-from bot.store.repository import InFlightLimits
+from bot.store.repository import InFlightLimits, SpendCaps
 from bot.store.tables import ChannelSettings, Debate, Escalation, EscalationState, Review
 from engine.errors import SpecError
 from engine.models import ContextDocument, DebateResult, DebateSpec
@@ -77,7 +78,9 @@ class SlackDebates:
         wake_workers: Callable[[], None],
         protocols: tuple[str, ...] = PROTOCOL_NAMES,
         limits: InFlightLimits | None = None,
+        caps: SpendCaps | None = None,
         review_channel: str | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.engine = engine
         self.new_spec = new_spec
@@ -87,7 +90,9 @@ class SlackDebates:
         self.wake_workers = wake_workers
         self.protocols = protocols
         self.limits = limits
+        self.caps = caps or SpendCaps()
         self.review_channel = review_channel
+        self.metrics = metrics
 
     async def db(self, work: Callable[[Session], R]) -> R:
         return await in_session(self.engine, work)
@@ -180,6 +185,7 @@ class SlackDebates:
                     requested_by=user,
                     messages=self.notifier.opening,
                     limits=self.limits,
+                    caps=self.caps,
                     triage=triage,
                     parent_debate_id=parent_debate_id,
                     review_channel_id=review_channel_id,
@@ -187,6 +193,8 @@ class SlackDebates:
             )
         except InFlightLimitError as error:
             raise CommandError(_limit_text(error)) from error
+        except BudgetExceededError as error:
+            raise CommandError(_budget_text(error)) from error
         if created:
             self.wake_workers()
             self.notifier.wake()
@@ -382,6 +390,9 @@ class SlackDebates:
         if not created:
             return review, False
         self.notifier.wake()
+        if self.metrics is not None:
+            waited = (review.created_at - escalation.created_at).total_seconds()
+            self.metrics.review_turnaround.observe(max(0.0, waited))
         if more is not None:
             await self._another_round(debate, escalation_id, *more)
         return review, True
@@ -554,6 +565,26 @@ def _limit_text(error: InFlightLimitError) -> str:
         f"this channel already has {error.count} debates queued or running, the most it may"
         f" have at once (DEBATEBOT_MAX_DEBATES_PER_CHANNEL={error.limit}); wait for one to"
         " finish, or ask the bot's admin to raise that setting"
+    )
+
+
+def _budget_text(error: BudgetExceededError) -> str:
+    """A budget refusal: the cap, this month's spend, and who can change what."""
+    ceiling = f"up to ${error.ceiling:.2f}" if error.ceiling else "more"
+    if error.scope == "channel":
+        where, fix = (
+            "This channel",
+            "a channel owner can raise it with `/debate config set monthly_budget 50`",
+        )
+    else:
+        where, fix = (
+            "The workspace",
+            "the bot's admin can raise DEBATEBOT_WORKSPACE_MONTHLY_BUDGET_USD",
+        )
+    return (
+        f"{where} has spent ${error.spent:.2f} of its ${error.cap:.2f} monthly budget this month,"
+        f" and this debate could cost {ceiling}, so nothing was queued. Spending resets on the 1st"
+        f" (UTC); {fix}, or a smaller `--budget` may fit"
     )
 
 

@@ -206,6 +206,9 @@ def _people(ids: list[str]) -> str:
 
 def settings_text(settings: ChannelSettings) -> str:
     budget = "none" if settings.budget_usd is None else f"${settings.budget_usd:g}"
+    monthly = "none" if settings.monthly_budget_usd is None else f"${settings.monthly_budget_usd:g}"
+    sla = "default" if settings.review_sla_h is None else f"{settings.review_sla_h:g} h"
+    digest = settings.digest_time or "off"
 
     def onoff(value: bool) -> str:
         return "on" if value else "off"
@@ -216,6 +219,8 @@ def settings_text(settings: ChannelSettings) -> str:
         f" {settings.threshold:g} \u00b7 budget {budget} \u00b7 adr {onoff(settings.adr_watch)}"
         f" \u00b7 triage {onoff(settings.triage)} \u00b7 route {onoff(settings.route)}"
         f" \u00b7 reaction :{settings.trigger_reaction}:\n"
+        f"monthly_budget {monthly} \u00b7 review_sla {sla} \u00b7 digest {digest}"
+        f" \u00b7 timezone {settings.timezone}\n"
         f"reviewers: {_people(settings.reviewers)}\nowners: {_people(settings.owners)}"
     )
 

@@ -188,6 +188,25 @@ class DebateNotifier:
             recipients=escalation.reviewers,
         )
 
+    def expired(
+        self, escalation: Escalation, debate: Debate, owners: list[str], sla_h: float
+    ) -> list[Draft]:
+        """A review past its SLA: said in the thread (by DM to the reviewers when the thread is
+        gone), and sent to the channel's owners."""
+        reviewers = " ".join(blocks.mention(p) for p in escalation.reviewers) or "No reviewer"
+        text = (
+            f":hourglass: The review of debate #{debate.id} expired: nobody decided it within"
+            f" {sla_h:g} h. The verdict stands unreviewed; {reviewers} can still decide it with"
+            " the buttons on the review request."
+        )
+        announce = blocks.notice(text)
+        drafts = [_draft("expired", announce, fallback=REVIEWERS, recipients=escalation.reviewers)]
+        if owners:
+            link = f"<#{debate.channel_id}>" if debate.channel_id else "its channel"
+            note = blocks.notice(f"{text}\nYou get this as an owner of {link}'s debate settings.")
+            drafts.append(_draft("expired:owners", note, target="dm", recipients=owners))
+        return drafts
+
     def _parent(
         self,
         debate: Debate,

@@ -118,6 +118,22 @@ SLACK_FAILURES = (SlackApiError, SlackClientError, aiohttp.ClientError, TimeoutE
 JSON)."""
 
 
+class MeteredWebClient(AsyncWebClient):
+    """Slack's Web API client, telling `on_error(method, code)` of every call that fails: the
+    one place every Slack call (the bot's, and Bolt's own) passes through."""
+
+    def __init__(self, *, on_error: Callable[[str, str], None], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.on_error = on_error
+
+    async def api_call(self, api_method: str, **kwargs: Any) -> AsyncSlackResponse:
+        try:
+            return await super().api_call(api_method, **kwargs)
+        except SLACK_FAILURES as raised:
+            self.on_error(api_method, classify(raised, api_method, "-").code)
+            raise
+
+
 @dataclass(frozen=True)
 class Posted:
     """Where Slack put a message: the channel it answered with (a DM's `D…` id) and the ts."""

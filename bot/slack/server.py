@@ -18,6 +18,7 @@ from urllib.parse import parse_qs
 from slack_bolt.adapter.asgi.async_handler import AsyncSlackRequestHandler
 from slack_bolt.async_app import AsyncApp
 
+from bot.metrics import CONTENT_TYPE, Metrics
 from bot.slack import payloads
 
 Scope = MutableMapping[str, Any]
@@ -33,13 +34,30 @@ interaction payload carries at most a message's 50 blocks and a view's 100."""
 
 
 class BotASGI:
-    """Routes `/healthz` to the health check and everything else to Bolt's request handler."""
+    """Routes `/healthz` to the health check, `GET /metrics` to Prometheus' exposition and
+    everything else to Bolt's request handler."""
 
-    def __init__(self, app: AsyncApp, health: HealthCheck) -> None:
+    def __init__(self, app: AsyncApp, health: HealthCheck, metrics: Metrics | None = None) -> None:
         self.slack = AsyncSlackRequestHandler(app, path=EVENTS_PATH)
         self.health = health
+        self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            self.metrics is not None
+            and scope["type"] == "http"
+            and scope["path"] == "/metrics"
+            and scope.get("method") == "GET"
+        ):
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [(b"content-type", CONTENT_TYPE.encode())],
+                }
+            )
+            await send({"type": "http.response.body", "body": self.metrics.exposition()})
+            return
         if scope["type"] == "http" and scope["path"] == "/healthz":
             report = await asyncio.to_thread(self.health)
             body = json.dumps(report).encode()

@@ -35,3 +35,16 @@ class InFlightLimitError(StoreError):
         self.scope = scope
         self.count = count
         self.limit = limit
+
+
+class BudgetExceededError(StoreError):
+    """A new debate could pass a monthly spending cap (`scope`: channel or workspace)."""
+
+    def __init__(
+        self, message: str, *, scope: str, cap: float, spent: float, ceiling: float
+    ) -> None:
+        super().__init__(message)
+        self.scope = scope
+        self.cap = cap
+        self.spent = spent
+        self.ceiling = ceiling

@@ -16,9 +16,10 @@ from sqlalchemy import func, insert, or_, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from bot.store import outbox
+from bot.store import operations, outbox
 from bot.store.audit import GENESIS_HASH, ChainReport, audit, seal, turn_digest
 from bot.store.errors import (
+    BudgetExceededError,
     DebateNotFoundError,
     InFlightLimitError,
     LeaseLostError,
@@ -95,6 +96,39 @@ def _within_limits(
             )
 
 
+@dataclass(frozen=True)
+class SpendCaps:
+    """Monthly spending caps (calendar month, UTC): the workspace's, and each channel's own
+    (its `monthly_budget_usd` setting)."""
+
+    workspace_usd: float | None = None
+
+
+def _within_budget(
+    session: Session, *, caps: SpendCaps, channel_id: str | None, ceiling: float
+) -> None:
+    """Refuse a debate whose cost ceiling, added to this month's spend (from the stored
+    turns), could pass the channel's or the workspace's cap."""
+    since = operations.month_start(utcnow())
+    channel = session.get(ChannelSettings, channel_id) if channel_id else None
+    checks: list[tuple[str, float | None, str | None]] = [("workspace", caps.workspace_usd, None)]
+    if channel is not None and channel.monthly_budget_usd is not None:
+        checks.insert(0, ("channel", channel.monthly_budget_usd, channel_id))
+    for scope, cap, where in checks:
+        if cap is None:
+            continue
+        spent = operations.spend_since(session, since=since, channel_id=where)
+        if spent + ceiling > cap or spent >= cap:
+            session.rollback()
+            raise BudgetExceededError(
+                f"the {scope} has spent ${spent:.2f} of its ${cap:.2f} monthly cap",
+                scope=scope,
+                cap=cap,
+                spent=spent,
+                ceiling=ceiling,
+            )
+
+
 def enqueue_debate(
     session: Session,
     *,
@@ -106,6 +140,7 @@ def enqueue_debate(
     requested_by: str | None = None,
     messages: OpeningMessages | None = None,
     limits: InFlightLimits | None = None,
+    caps: SpendCaps | None = None,
     triage: bool = False,
     parent_debate_id: int | None = None,
     review_channel_id: str | None = None,
@@ -116,13 +151,16 @@ def enqueue_debate(
     Returns (debate, created). The unique key, not a prior lookup, decides: two concurrent
     requests with one key yield one debate. The `messages` it owes are written in the same
     transaction, so a queued debate never lacks its parent message. With `limits`, a new
-    debate past the person's or channel's debates in flight raises InFlightLimitError.
+    debate past the person's or channel's debates in flight raises InFlightLimitError; with
+    `caps`, one whose cost ceiling could pass a monthly cap raises BudgetExceededError.
     """
     existing = session.exec(select(Debate).where(Debate.trigger_key == trigger_key)).one_or_none()
     if existing is not None:
         return existing, False
     if limits is not None:
         _within_limits(session, limits=limits, requested_by=requested_by, channel_id=channel_id)
+    if caps is not None:
+        _within_budget(session, caps=caps, channel_id=channel_id, ceiling=spec.budget_usd or 0.0)
     debate = Debate(
         trigger_key=trigger_key,
         source=source,

@@ -41,6 +41,10 @@ CHANNEL_SETTING_FIELDS = (
     "trigger_reaction",
     "triage",
     "route",
+    "monthly_budget_usd",
+    "review_sla_h",
+    "digest_time",
+    "timezone",
 )
 
 

@@ -124,6 +124,8 @@ class EscalationState(StrEnum):
     APPROVED = "approved"
     REJECTED = "rejected"
     ANOTHER_ROUND = "another_round"
+    EXPIRED = "expired"
+    """Open past the channel's review SLA; a reviewer may still decide it."""
 
 
 class Escalation(SQLModel, table=True):
@@ -179,6 +181,14 @@ class ChannelSettings(SQLModel, table=True):
     """ADR posts and review reactions ask one cheap call first whether a debate is warranted."""
     route: bool = Field(default=False)
     """Panel debates let a fast model answer first and skip the panel when it is sure."""
+    monthly_budget_usd: float | None = None
+    """This channel's spending cap per calendar month (UTC); None: only the workspace's."""
+    review_sla_h: float | None = None
+    """Hours a review may stay open before it expires; None: the deployment's default."""
+    digest_time: str | None = Field(default=None, max_length=5)
+    """`HH:MM` local time of the daily digest; None: no digest (opt-in)."""
+    timezone: str = Field(default="UTC", max_length=64)
+    """IANA name of the channel's time zone, for the digest."""
     updated_by: str | None = Field(default=None, max_length=80)
     updated_at: datetime = Field(default_factory=utcnow)
 
@@ -252,4 +262,41 @@ class ProcessedTrigger(SQLModel, table=True):
 
     key: str = Field(primary_key=True, max_length=255)
     debate_id: int | None = Field(default=None, foreign_key="debate.id")
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class ScheduledRun(SQLModel, table=True):
+    """One run of a scheduled job per slot (its aligned fire time): the row makes a job fire
+    once per slot across replicas, and tells operators when each job last ran and how."""
+
+    __tablename__ = "scheduled_run"
+
+    job: str = Field(primary_key=True, max_length=40)
+    slot: str = Field(primary_key=True, max_length=40)
+    runner: str = Field(max_length=120)
+    outcome: str = Field(default="running", max_length=20)
+    detail: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    started_at: datetime = Field(default_factory=utcnow)
+    finished_at: datetime | None = None
+
+
+class ChannelNotice(SQLModel, table=True):
+    """A message owed to a channel rather than to a debate's thread (the daily digest), kept
+    until Slack takes it or its deadline passes. `key` makes it owed once (`digest:C1:date`)."""
+
+    __tablename__ = "channel_notice"
+
+    id: int | None = Field(default=None, primary_key=True)
+    key: str = Field(max_length=120, unique=True)
+    channel_id: str = Field(max_length=40)
+    text: str = Field(sa_column=Column(Text, nullable=False))
+    blocks: list[dict[str, Any]] = Field(
+        default_factory=list, sa_column=Column(JSON, nullable=False)
+    )
+    state: str = Field(default=OutboxState.PENDING.value, max_length=20, index=True)
+    attempts: int = Field(default=0)
+    next_attempt_at: datetime = Field(default_factory=utcnow)
+    deadline_at: datetime
+    last_error: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    ts: str | None = Field(default=None, max_length=40)
     created_at: datetime = Field(default_factory=utcnow)

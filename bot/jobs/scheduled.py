@@ -1,0 +1,462 @@
+"""Scheduled jobs of `serve` and `worker`, each fired once per slot across any number of replicas.
+
+Every job runs on an interval aligned to the epoch, so all replicas fire at the same instants
+and agree on the slot (the fire time). A run first takes the job's lock, a PostgreSQL advisory
+lock (SQLite serves one process, so an in-process lock does), then records the slot in
+`scheduled_run`; a replica that finds the lock taken or the slot recorded skips it. The row also
+tells operators when each job last ran and how (`debatebot stats`). What the jobs change is
+idempotent besides (a conditional update, a keyed message), so a crash mid-run loses nothing
+that the next slot does not redo.
+
+- review SLA: open reviews past their channel's SLA expire, announced in the thread and sent to
+  the channel's owners;
+- digest: channels that opted in get one message a local day, at their set time;
+- retention (opt-in): ended debates older than N days are exported, the file read back and
+  verified, and only then removed;
+- stale leases: debates whose worker stopped renewing go back to the queue, and outbox rows a
+  dead delivery loop held are released;
+- queue depth: warns when a debate has waited longer than `DEBATEBOT_QUEUE_WARN_S`;
+- review reminders.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from sqlalchemy import Connection, Engine, text
+from sqlalchemy.exc import SQLAlchemyError
+from sqlmodel import Session
+
+from bot.jobs.reminders import remind_reviewers
+from bot.metrics import Metrics
+from bot.settings import Settings
+from bot.slack import blocks
+from bot.slack.errors import PostError
+from bot.slack.notifier import DebateNotifier
+from bot.store import operations
+from bot.store.db import in_session, store_executor
+from bot.store.errors import StoreError
+from bot.store.export import export_record, verify_export
+from engine.models import utcnow
+
+if TYPE_CHECKING:
+    from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+    from bot.slack.poster import SlackPoster
+
+log = logging.getLogger(__name__)
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+RETENTION_BATCH = 100
+NOTICE_DEADLINE_S = 6 * 3600.0
+
+
+def slot_of(now: datetime, period_s: float) -> str:
+    """The aligned fire time `now` belongs to: the same on every replica."""
+    elapsed = (now - EPOCH).total_seconds()
+    start = EPOCH + timedelta(seconds=(elapsed // period_s) * period_s)
+    return start.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def advisory_key(job: str) -> int:
+    """A stable 64-bit PostgreSQL advisory lock key for `job`."""
+    digest = hashlib.sha256(f"debatebot:{job}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+class JobLock:
+    """Whether this process may run a job now: PostgreSQL's advisory lock, held on a connection
+    of its own for the run (a crashed holder's lock goes with its connection); on SQLite, one
+    process, an asyncio lock."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._local: dict[str, asyncio.Lock] = {}
+
+    async def _in_store(self, work: Callable[[], Any]) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(store_executor(self.engine), work)
+
+    async def acquire(self, job: str) -> Connection | bool:
+        """A token to `release`, or False when another holder runs the job."""
+        if self.engine.dialect.name != "postgresql":
+            lock = self._local.setdefault(job, asyncio.Lock())
+            if lock.locked():
+                return False
+            await lock.acquire()
+            return True
+
+        def take() -> Connection | bool:
+            connection = self.engine.connect()
+            got = connection.execute(
+                text("SELECT pg_try_advisory_lock(:key)"), {"key": advisory_key(job)}
+            ).scalar()
+            connection.commit()
+            if got:
+                return connection
+            connection.close()
+            return False
+
+        taken: Connection | bool = await self._in_store(take)
+        return taken
+
+    async def release(self, job: str, token: Connection | bool) -> None:
+        if not isinstance(token, Connection):
+            self._local[job].release()
+            return
+
+        def give_back() -> None:
+            try:
+                token.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": advisory_key(job)})
+                token.commit()
+            except SQLAlchemyError:
+                token.invalidate()
+            finally:
+                token.close()
+
+        await self._in_store(give_back)
+
+
+Job = Callable[[], Awaitable[str]]
+
+
+@dataclass
+class ScheduledJobs:
+    """The jobs of one process, and the once-per-slot rule they run under."""
+
+    engine: Engine
+    settings: Settings
+    notifier: DebateNotifier
+    runner: str
+    poster: SlackPoster | None = None
+    metrics: Metrics | None = None
+    clock: Callable[[], datetime] = utcnow
+    lock: JobLock = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.lock = JobLock(self.engine)
+
+    def periods(self) -> dict[str, float]:
+        """Each job's period in seconds; the digest only where Slack can be written to."""
+        s = self.settings
+        periods = {
+            "review-sla": 600.0,
+            "stale-leases": 60.0,
+            "queue-depth": 60.0,
+            "review-reminders": min(s.review_reminder_h * 3600, 3600.0),
+        }
+        if self.poster is not None:
+            periods["digest"] = 300.0
+        if s.retention_days is not None:
+            periods["retention"] = 3600.0
+        return periods
+
+    def jobs(self) -> dict[str, Job]:
+        return {
+            "review-sla": self.review_sla,
+            "stale-leases": self.stale_leases,
+            "queue-depth": self.queue_depth,
+            "review-reminders": self.review_reminders,
+            "digest": self.digest,
+            "retention": self.retention,
+        }
+
+    def schedule(self, scheduler: AsyncIOScheduler) -> None:
+        """Add every job to `scheduler` on an epoch-aligned interval, plus (with metrics) a
+        refresh of the queue gauges that every replica runs for its own scrape."""
+        from apscheduler.triggers.interval import IntervalTrigger
+
+        jobs = self.jobs()
+        for name, period in self.periods().items():
+            scheduler.add_job(
+                self.fire,
+                IntervalTrigger(seconds=period, start_date=EPOCH),
+                args=[name, jobs[name], period],
+                id=name,
+                coalesce=True,
+                max_instances=1,
+                misfire_grace_time=int(period),
+            )
+        if self.metrics is not None:
+            scheduler.add_job(
+                self.refresh_gauges,
+                IntervalTrigger(seconds=15, start_date=EPOCH),
+                id="metrics-refresh",
+                coalesce=True,
+                max_instances=1,
+            )
+
+    async def fire(self, name: str, job: Job, period_s: float) -> str | None:
+        """Run `job` for the current slot unless another replica holds or has done it; returns
+        its outcome detail, or None when skipped."""
+        slot = slot_of(self.clock(), period_s)
+        try:
+            token = await self.lock.acquire(name)
+        except SQLAlchemyError as error:
+            log.warning("job %s: lock unavailable (%s); skipped this slot", name, error)
+            return None
+        if token is False:
+            return None
+        try:
+            claimed = await in_session(
+                self.engine,
+                lambda s: operations.claim_slot(s, job=name, slot=slot, runner=self.runner),
+            )
+            if not claimed:
+                return None
+            try:
+                detail = await job()
+                outcome = "ok"
+            except (StoreError, PostError, OSError, ValueError) as error:
+                detail, outcome = f"{type(error).__name__}: {error}", "failed"
+                log.error("job %s failed for slot %s: %s", name, slot, detail)
+            await in_session(
+                self.engine,
+                lambda s: operations.finish_slot(
+                    s, job=name, slot=slot, outcome=outcome, detail=detail
+                ),
+            )
+            if self.metrics is not None:
+                self.metrics.jobs.labels(name, outcome).inc()
+            return detail
+        except StoreError as error:
+            log.warning("job %s: the store failed (%s); the next slot retries", name, error)
+            return None
+        finally:
+            await self.lock.release(name, token)
+
+    # --- the jobs ------------------------------------------------------------------------------
+
+    async def review_sla(self) -> str:
+        now = self.clock()
+        overdue = await in_session(
+            self.engine,
+            lambda s: operations.overdue_reviews(
+                s, default_sla_h=self.settings.review_sla_h, now=now
+            ),
+        )
+        expired = 0
+        for escalation, debate, channel, sla_h in overdue:
+            owners = list(channel.owners) if channel is not None else []
+            drafts = self.notifier.expired(escalation, debate, owners, sla_h)
+            escalation_id = escalation.id or 0
+            if await in_session(
+                self.engine,
+                partial(operations.expire_review, escalation_id=escalation_id, drafts=drafts),
+            ):
+                expired += 1
+                log.info(
+                    "review %s of debate %s expired after %g h", escalation.id, debate.id, sla_h
+                )
+        if expired:
+            self.notifier.wake()
+        return f"{expired} review(s) expired"
+
+    async def digest(self) -> str:
+        if self.poster is None:
+            return "no Slack token: digests are sent by a process that has one"
+        now = self.clock()
+        channels = await in_session(self.engine, operations.digest_channels)
+        owed = 0
+        for channel in channels:
+            local_day = due_day(channel.digest_time, channel.timezone, now)
+            if local_day is None:
+                continue
+            day = await in_session(
+                self.engine,
+                partial(
+                    operations.channel_day, channel=channel, since=now - timedelta(days=1), now=now
+                ),
+            )
+            message = digest_message(channel.channel_id, local_day, day)
+            key = f"digest:{channel.channel_id}:{local_day}"
+            if await in_session(
+                self.engine,
+                partial(
+                    operations.owe_notice,
+                    key=key,
+                    channel_id=channel.channel_id,
+                    text=message.text,
+                    blocks=message.blocks,
+                    deadline_s=NOTICE_DEADLINE_S,
+                ),
+            ):
+                owed += 1
+        sent, failed = await self.deliver_notices()
+        return f"{owed} digest(s) owed, {sent} sent, {failed} given up"
+
+    async def deliver_notices(self) -> tuple[int, int]:
+        """Post the channel notices that are due; a transient failure is retried later (next
+        run), a refusal or a passed deadline gives the notice up, logged."""
+        assert self.poster is not None
+        now = self.clock()
+        due = await in_session(self.engine, lambda s: operations.due_notices(s, now=now))
+        sent = failed = 0
+        for notice in due:
+            notice_id = notice.id or 0
+            try:
+                posted = await self.poster.post(
+                    channel=notice.channel_id,
+                    message=blocks.Message(notice.text, notice.blocks),
+                    attempts=1,
+                )
+            except PostError as error:
+                retry_at = now + timedelta(minutes=5) if error.retryable else None
+                await in_session(
+                    self.engine,
+                    partial(
+                        operations.notice_outcome,
+                        notice_id=notice_id,
+                        error=f"{error.code}: {error}",
+                        retry_at=retry_at,
+                    ),
+                )
+                if retry_at is None:
+                    failed += 1
+                    log.error("notice %s to %s given up: %s", notice.key, notice.channel_id, error)
+                continue
+            await in_session(
+                self.engine,
+                partial(operations.notice_outcome, notice_id=notice_id, ts=posted.ts),
+            )
+            sent += 1
+        return sent, failed
+
+    async def retention(self) -> str:
+        days, folder = self.settings.retention_days, self.settings.retention_dir
+        if days is None or folder is None:
+            return "retention is off"
+        before = self.clock() - timedelta(days=days)
+        ids = await in_session(
+            self.engine,
+            lambda s: operations.expired_debates(s, before=before, limit=RETENTION_BATCH),
+        )
+        key = self.settings.audit_key_bytes()
+        removed, kept = 0, []
+        for debate_id in ids:
+            problem = await in_session(
+                self.engine, partial(archive, debate_id=debate_id, folder=folder, key=key)
+            )
+            if problem is not None:
+                kept.append(debate_id)
+                log.error("debate %s kept: %s", debate_id, problem)
+                continue
+            await in_session(self.engine, partial(operations.remove_debate, debate_id=debate_id))
+            removed += 1
+        detail = f"{removed} debate(s) archived to {folder} and removed"
+        return detail + (f"; kept {kept} (archive not verified)" if kept else "")
+
+    async def stale_leases(self) -> str:
+        now = self.clock()
+        older_than = now - timedelta(seconds=self.settings.worker_lease_s)
+        requeued = await in_session(
+            self.engine, lambda s: operations.requeue_stale(s, older_than=older_than)
+        )
+        for debate_id, owner in requeued:
+            log.warning(
+                "debate %s: worker %s stopped renewing its lease; back in the queue",
+                debate_id,
+                owner,
+            )
+        released = await in_session(
+            self.engine, lambda s: operations.release_stale_sends(s, now=now)
+        )
+        return f"{len(requeued)} debate(s) requeued, {released} message(s) released"
+
+    async def queue_depth(self) -> str:
+        depth = await in_session(self.engine, lambda s: operations.queue_depth(s, now=self.clock()))
+        self._set_gauges(depth)
+        if depth.oldest_wait_s > self.settings.queue_warn_s:
+            log.warning(
+                "%d debate(s) waiting for a worker, the oldest for %.0f s (over"
+                " DEBATEBOT_QUEUE_WARN_S=%g): add workers or raise DEBATEBOT_WORKER_CONCURRENCY",
+                depth.waiting,
+                depth.oldest_wait_s,
+                self.settings.queue_warn_s,
+            )
+        return f"{depth.waiting} waiting, oldest {depth.oldest_wait_s:.0f} s"
+
+    async def review_reminders(self) -> str:
+        period_s = self.settings.review_reminder_h * 3600
+        due = await remind_reviewers(engine=self.engine, notifier=self.notifier, period_s=period_s)
+        return f"{due} reminder(s) due"
+
+    async def refresh_gauges(self) -> None:
+        try:
+            depth = await in_session(
+                self.engine, lambda s: operations.queue_depth(s, now=self.clock())
+            )
+        except StoreError as error:
+            log.warning("queue gauges not refreshed: %s", error)
+            return
+        self._set_gauges(depth)
+
+    def _set_gauges(self, depth: operations.QueueDepth) -> None:
+        if self.metrics is not None:
+            self.metrics.queue_depth.set(depth.waiting)
+            self.metrics.queue_oldest.set(depth.oldest_wait_s)
+
+
+def due_day(digest_time: str | None, timezone: str, now: datetime) -> str | None:
+    """The channel's local date when its digest time has passed today, else None."""
+    if not digest_time:
+        return None
+    try:
+        local = now.astimezone(ZoneInfo(timezone))
+    except (ZoneInfoNotFoundError, ValueError):
+        local = now
+    hour, minute = (int(part) for part in digest_time.split(":"))
+    if (local.hour, local.minute) < (hour, minute):
+        return None
+    return local.date().isoformat()
+
+
+def digest_message(channel_id: str, day: str, figures: operations.ChannelDay) -> blocks.Message:
+    """The digest as people read it."""
+    decided = ", ".join(f"{n} {decision}" for decision, n in sorted(figures.decisions.items()))
+    budget = (
+        f" of the ${figures.budget_usd:,.2f} monthly budget"
+        if figures.budget_usd is not None
+        else " (no monthly budget set)"
+    )
+    text = (
+        f":bar_chart: Debate digest for <#{channel_id}>, {day} (last 24 h)\n"
+        f"• Debates started: {figures.debates}\n"
+        f"• Verdicts: {decided or 'none'}\n"
+        f"• Sent to review: {figures.escalated} · open reviews now: {figures.open_reviews}\n"
+        f"• Spend this month: ${figures.month_spend_usd:,.2f}{budget}"
+    )
+    return blocks.notice(text)
+
+
+def archive(session: Session, *, debate_id: int, folder: Path, key: bytes | None) -> str | None:
+    """Export the debate to `folder`, read the file back and verify its chain and seal; None
+    when the archive is good (the debate may then be removed), else what is wrong."""
+    record = export_record(session, debate_id=debate_id, key=key)
+    if not record["audit"]["chain_ok"]:
+        return f"its audit chain does not verify ({record['audit']['problem']})"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"debate-{debate_id}.json"
+    partial = path.with_suffix(".json.partial")
+    with partial.open("w", encoding="utf-8") as out:
+        json.dump(record, out, ensure_ascii=False, indent=1, default=str)
+        out.flush()
+        os.fsync(out.fileno())
+    partial.replace(path)
+    written = json.loads(path.read_text(encoding="utf-8"))
+    report = verify_export(written, key=key)
+    if not report.ok:
+        return f"the archive {path} does not verify ({report.problem})"
+    if report.turns_checked != len(record.get("turn_rows") or []):
+        return f"the archive {path} holds {report.turns_checked} verified turns, not all"
+    return None

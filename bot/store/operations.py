@@ -1,0 +1,358 @@
+"""Store work of the scheduled jobs and of budgets: job slots, spend, the queue, expired
+reviews, stale leases, channel notices and retention. Keyword-only, like the repository."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import delete, func, or_, update
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
+
+from bot.store import outbox
+from bot.store.tables import (
+    ChannelNotice,
+    ChannelSettings,
+    Debate,
+    DebateState,
+    Escalation,
+    EscalationState,
+    Feedback,
+    Outbox,
+    OutboxState,
+    ProcessedTrigger,
+    Review,
+    ScheduledRun,
+    Turn,
+    VerdictRecord,
+)
+from engine.models import utcnow
+
+# --- job slots -------------------------------------------------------------------------------
+
+
+def claim_slot(session: Session, *, job: str, slot: str, runner: str) -> bool:
+    """Record that `runner` runs `job` for `slot`; False when some replica already did."""
+    session.add(ScheduledRun(job=job, slot=slot, runner=runner))
+    try:
+        session.commit()
+    except IntegrityError:
+        session.rollback()
+        return False
+    return True
+
+
+def finish_slot(session: Session, *, job: str, slot: str, outcome: str, detail: str) -> None:
+    session.execute(
+        update(ScheduledRun)
+        .where(col(ScheduledRun.job) == job, col(ScheduledRun.slot) == slot)
+        .values(outcome=outcome, detail=detail[:4000], finished_at=utcnow())
+    )
+    session.commit()
+
+
+def last_runs(session: Session) -> list[ScheduledRun]:
+    """The newest run of each job."""
+    newest = (
+        select(ScheduledRun.job, func.max(ScheduledRun.started_at).label("at"))
+        .group_by(col(ScheduledRun.job))
+        .subquery()
+    )
+    return list(
+        session.exec(
+            select(ScheduledRun).join(
+                newest,
+                (col(ScheduledRun.job) == newest.c.job)
+                & (col(ScheduledRun.started_at) == newest.c.at),
+            )
+        )
+    )
+
+
+# --- spend -----------------------------------------------------------------------------------
+
+
+def month_start(now: datetime) -> datetime:
+    return now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+def spend_since(session: Session, *, since: datetime, channel_id: str | None = None) -> float:
+    """Model spend of the turns stored since `since`, in one channel or the whole workspace."""
+    query = select(func.coalesce(func.sum(Turn.cost_usd), 0.0)).where(col(Turn.created_at) >= since)
+    if channel_id is not None:
+        query = query.join(Debate, col(Debate.id) == col(Turn.debate_id)).where(
+            col(Debate.channel_id) == channel_id
+        )
+    return float(session.exec(query).one())
+
+
+# --- the queue -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueueDepth:
+    waiting: int
+    oldest_wait_s: float
+
+
+def queue_depth(session: Session, *, now: datetime | None = None) -> QueueDepth:
+    """Debates a worker could claim now (queued, or running under an expired lease), and how
+    long the longest-waiting one has waited (since it was queued, or since its lease ran out)."""
+    now = now or utcnow()
+    rows = session.exec(
+        select(Debate.state, Debate.created_at, Debate.lease_expires_at).where(
+            or_(
+                col(Debate.state) == DebateState.QUEUED,
+                (col(Debate.state) == DebateState.RUNNING) & (col(Debate.lease_expires_at) < now),
+            )
+        )
+    ).all()
+    waits = [
+        (now - (created if state == DebateState.QUEUED or expires is None else expires))
+        for state, created, expires in rows
+    ]
+    oldest = max((w.total_seconds() for w in waits), default=0.0)
+    return QueueDepth(waiting=len(rows), oldest_wait_s=max(0.0, oldest))
+
+
+def requeue_stale(session: Session, *, older_than: datetime) -> list[tuple[int, str | None]]:
+    """Debates whose worker stopped renewing its lease before `older_than`: back to the queue,
+    their owner cleared. Returns (debate id, the worker that held it)."""
+    stale = session.exec(
+        select(Debate.id, Debate.lease_owner).where(
+            col(Debate.state) == DebateState.RUNNING, col(Debate.lease_expires_at) < older_than
+        )
+    ).all()
+    if stale:
+        session.execute(
+            update(Debate)
+            .where(
+                col(Debate.id).in_([debate_id for debate_id, _ in stale]),
+                col(Debate.state) == DebateState.RUNNING,
+                col(Debate.lease_expires_at) < older_than,
+            )
+            .values(state=DebateState.QUEUED, lease_owner=None, lease_expires_at=None)
+        )
+        session.commit()
+    return [(int(debate_id), owner) for debate_id, owner in stale if debate_id is not None]
+
+
+def release_stale_sends(session: Session, *, now: datetime) -> int:
+    """Outbox rows claimed by a delivery loop that died: pending again."""
+    released = session.execute(
+        update(Outbox)
+        .where(col(Outbox.state) == OutboxState.SENDING, col(Outbox.claimed_until) < now)
+        .values(state=OutboxState.PENDING, claimed_by=None, claimed_until=None)
+    )
+    session.commit()
+    return int(released.rowcount)  # type: ignore[attr-defined]
+
+
+# --- review SLA ------------------------------------------------------------------------------
+
+
+def overdue_reviews(
+    session: Session, *, default_sla_h: float, now: datetime
+) -> list[tuple[Escalation, Debate, ChannelSettings | None, float]]:
+    """Open reviews older than their channel's SLA, with the SLA (hours) that applies."""
+    rows = session.exec(
+        select(Escalation, Debate, ChannelSettings)
+        .join(Debate, col(Debate.id) == col(Escalation.debate_id))
+        .join(
+            ChannelSettings,
+            col(ChannelSettings.channel_id) == col(Debate.channel_id),
+            isouter=True,
+        )
+        .where(col(Escalation.state) == EscalationState.OPEN, col(Debate.channel_id).is_not(None))
+    ).all()
+    overdue: list[tuple[Escalation, Debate, ChannelSettings | None, float]] = []
+    for escalation, debate, channel in rows:
+        sla_h = channel.review_sla_h if channel and channel.review_sla_h else default_sla_h
+        if now - escalation.created_at >= timedelta(hours=sla_h):
+            overdue.append((escalation, debate, channel, sla_h))
+    return overdue
+
+
+def expire_review(session: Session, *, escalation_id: int, drafts: Sequence[outbox.Draft]) -> bool:
+    """Mark an open review expired with the messages that announce it, in one transaction;
+    False when it was decided (or expired by another replica) meanwhile."""
+    changed = session.execute(
+        update(Escalation)
+        .where(col(Escalation.id) == escalation_id, col(Escalation.state) == EscalationState.OPEN)
+        .values(state=EscalationState.EXPIRED)
+    )
+    if not changed.rowcount:  # type: ignore[attr-defined]
+        session.rollback()
+        return False
+    escalation = session.get(Escalation, escalation_id)
+    assert escalation is not None
+    debate = session.get(Debate, escalation.debate_id)
+    assert debate is not None
+    outbox.stage(session, debate=debate, drafts=drafts)
+    session.commit()
+    return True
+
+
+# --- the daily digest ------------------------------------------------------------------------
+
+
+def digest_channels(session: Session) -> list[ChannelSettings]:
+    return list(
+        session.exec(select(ChannelSettings).where(col(ChannelSettings.digest_time).is_not(None)))
+    )
+
+
+@dataclass(frozen=True)
+class ChannelDay:
+    """What a channel's digest says."""
+
+    debates: int
+    decisions: dict[str, int]
+    escalated: int
+    open_reviews: int
+    month_spend_usd: float
+    budget_usd: float | None
+
+
+def channel_day(
+    session: Session, *, channel: ChannelSettings, since: datetime, now: datetime
+) -> ChannelDay:
+    cid = channel.channel_id
+    debates = session.exec(
+        select(func.count()).where(col(Debate.channel_id) == cid, col(Debate.created_at) >= since)
+    ).one()
+    decided = session.exec(
+        select(VerdictRecord.decision, func.count())
+        .join(Debate, col(Debate.id) == col(VerdictRecord.debate_id))
+        .where(col(Debate.channel_id) == cid, col(VerdictRecord.created_at) >= since)
+        .group_by(col(VerdictRecord.decision))
+    ).all()
+    escalated = session.exec(
+        select(func.count())
+        .select_from(Escalation)
+        .join(Debate, col(Debate.id) == col(Escalation.debate_id))
+        .where(col(Debate.channel_id) == cid, col(Escalation.created_at) >= since)
+    ).one()
+    open_reviews = session.exec(
+        select(func.count())
+        .select_from(Escalation)
+        .join(Debate, col(Debate.id) == col(Escalation.debate_id))
+        .where(col(Debate.channel_id) == cid, col(Escalation.state) == EscalationState.OPEN)
+    ).one()
+    return ChannelDay(
+        debates=int(debates),
+        decisions={str(decision): int(n) for decision, n in decided},
+        escalated=int(escalated),
+        open_reviews=int(open_reviews),
+        month_spend_usd=spend_since(session, since=month_start(now), channel_id=cid),
+        budget_usd=channel.monthly_budget_usd,
+    )
+
+
+def owe_notice(
+    session: Session,
+    *,
+    key: str,
+    channel_id: str,
+    text: str,
+    blocks: list[dict[str, Any]],
+    deadline_s: float,
+) -> bool:
+    """Owe a channel a message once per `key`; False when it was owed before."""
+    now = utcnow()
+    session.add(
+        ChannelNotice(
+            key=key,
+            channel_id=channel_id,
+            text=text,
+            blocks=blocks,
+            next_attempt_at=now,
+            deadline_at=now + timedelta(seconds=deadline_s),
+        )
+    )
+    try:
+        session.commit()
+    except IntegrityError:
+        session.rollback()
+        return False
+    return True
+
+
+def due_notices(session: Session, *, now: datetime, limit: int = 50) -> list[ChannelNotice]:
+    return list(
+        session.exec(
+            select(ChannelNotice)
+            .where(
+                col(ChannelNotice.state) == OutboxState.PENDING,
+                col(ChannelNotice.next_attempt_at) <= now,
+            )
+            .order_by(col(ChannelNotice.id))
+            .limit(limit)
+        )
+    )
+
+
+def notice_outcome(
+    session: Session,
+    *,
+    notice_id: int,
+    ts: str | None = None,
+    error: str | None = None,
+    retry_at: datetime | None = None,
+) -> None:
+    """Record a delivery try: sent (`ts`), to retry at `retry_at`, or failed for good."""
+    notice = session.get(ChannelNotice, notice_id)
+    assert notice is not None
+    notice.attempts += 1
+    notice.last_error = error
+    if ts is not None:
+        notice.state, notice.ts = OutboxState.SENT.value, ts
+    elif retry_at is not None and retry_at < notice.deadline_at:
+        notice.next_attempt_at = retry_at
+    else:
+        notice.state = OutboxState.FAILED.value
+    session.add(notice)
+    session.commit()
+
+
+# --- retention -------------------------------------------------------------------------------
+
+
+def expired_debates(session: Session, *, before: datetime, limit: int) -> list[int]:
+    """Ended debates last changed before `before` that nothing newer still points to (a
+    follow-up round carries its parent's id, so a parent goes with or after its follow-ups)."""
+    child = select(Debate.parent_debate_id).where(col(Debate.parent_debate_id).is_not(None))
+    rows = session.exec(
+        select(Debate.id)
+        .where(
+            col(Debate.state) == DebateState.FINISHED,
+            col(Debate.updated_at) < before,
+            col(Debate.id).not_in(child),
+        )
+        .order_by(col(Debate.id))
+        .limit(limit)
+    ).all()
+    return [int(debate_id) for debate_id in rows if debate_id is not None]
+
+
+def remove_debate(session: Session, *, debate_id: int) -> None:
+    """Delete a debate and everything that hangs off it, in one transaction."""
+    escalations = select(Escalation.id).where(col(Escalation.debate_id) == debate_id)
+    for statement in (
+        delete(Review).where(col(Review.escalation_id).in_(escalations)),
+        delete(Review).where(col(Review.debate_id) == debate_id),
+        delete(Escalation).where(col(Escalation.debate_id) == debate_id),
+        delete(Feedback).where(col(Feedback.debate_id) == debate_id),
+        delete(Outbox).where(col(Outbox.debate_id) == debate_id),
+        delete(VerdictRecord).where(col(VerdictRecord.debate_id) == debate_id),
+        delete(Turn).where(col(Turn.debate_id) == debate_id),
+        update(ProcessedTrigger)
+        .where(col(ProcessedTrigger.debate_id) == debate_id)
+        .values(debate_id=None),
+        delete(Debate).where(col(Debate.id) == debate_id),
+    ):
+        session.execute(statement)
+    session.commit()
