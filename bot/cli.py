@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import sys
 from collections.abc import Sequence
+from datetime import timedelta
 
 from pydantic import ValidationError
 
@@ -20,6 +22,16 @@ from bot.settings import ROLE_SLOTS, Settings, SettingsError
 from bot.store.errors import StoreError
 from engine.errors import EngineError
 from engine.protocols import PROTOCOL_NAMES
+
+
+def _duration(text: str) -> timedelta:
+    match = re.fullmatch(r"\s*(\d+)\s*([dhm])\s*", text.lower())
+    if match is None:
+        raise argparse.ArgumentTypeError(
+            f"use a number of days, hours or minutes: 30d, 12h, 45m; got {text!r}"
+        )
+    unit = {"d": "days", "h": "hours", "m": "minutes"}[match.group(2)]
+    return timedelta(**{unit: int(match.group(1))})
 
 
 def _positive(text: str) -> int:
@@ -142,9 +154,15 @@ def build_parser() -> argparse.ArgumentParser:
     export.set_defaults(handler="_export", is_async=False)
 
     stats = commands.add_parser(
-        "stats", help="per-protocol counts: outcomes, escalations and verdict feedback"
+        "stats",
+        help="outcomes, escalations, confidence, critic strength, tokens, cost, latency,"
+        " reviews and feedback, from the database",
     )
     stats.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    stats.add_argument(
+        "--since", type=_duration, help="only debates started this long ago or later: 30d, 12h"
+    )
+    stats.add_argument("--channel", help="only debates of this channel id (C…)")
     stats.set_defaults(handler="_stats", is_async=False)
 
     prompts = commands.add_parser("prompts", help="pin or verify the prompt files")

@@ -3,12 +3,14 @@ reviews, stale leases, channel notices and retention. Keyword-only, like the rep
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import delete, func, or_, update
+from sqlalchemy import select as sa_select
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -356,3 +358,161 @@ def remove_debate(session: Session, *, debate_id: int) -> None:
     ):
         session.execute(statement)
     session.commit()
+
+
+# --- the dashboard (`debatebot stats`) -------------------------------------------------------
+
+
+@dataclass
+class Dashboard:
+    """What `debatebot stats` prints beside the per-protocol counts, over one period."""
+
+    since: str | None
+    channel: str | None
+    verdict_levels: dict[str, int]
+    low_confidence_share: float | None
+    escalation_rate: float | None
+    critic_strength: dict[int, int]
+    by_role: dict[str, dict[str, float]]
+    latency_by_model: dict[str, dict[str, float]]
+    cost_by_task_type: dict[str, dict[str, float]]
+    reviews: dict[str, float | int | None]
+    feedback: dict[str, int]
+    queue: dict[str, float]
+    jobs: dict[str, dict[str, str | None]]
+
+
+def _debates_in(since: datetime | None, channel_id: str | None) -> Any:
+    query = select(Debate.id)
+    if since is not None:
+        query = query.where(col(Debate.created_at) >= since)
+    if channel_id is not None:
+        query = query.where(col(Debate.channel_id) == channel_id)
+    return query
+
+
+def _share(part: int, whole: int) -> float | None:
+    return round(part / whole, 4) if whole else None
+
+
+def dashboard(
+    session: Session, *, since: datetime | None = None, channel_id: str | None = None
+) -> Dashboard:
+    """The operator's dashboard from the stored rows: verdict confidence, escalation rate,
+    the critic's challenge strength, tokens, cost and latency, reviews, feedback, the queue."""
+    ids = _debates_in(since, channel_id)
+    levels = {
+        str(level): int(n)
+        for level, n in session.exec(
+            select(VerdictRecord.level, func.count())
+            .where(col(VerdictRecord.debate_id).in_(ids))
+            .group_by(col(VerdictRecord.level))
+        )
+    }
+    verdicts = sum(levels.values())
+    escalated = int(
+        session.exec(
+            select(func.count()).select_from(Escalation).where(col(Escalation.debate_id).in_(ids))
+        ).one()
+    )
+    strength: dict[int, int] = {}
+    by_role: dict[str, dict[str, float]] = {}
+    latency: dict[str, list[float]] = {}
+    # sqlmodel's select types at most four columns; SQLAlchemy's takes any number.
+    turns = session.execute(
+        sa_select(
+            col(Turn.role),
+            col(Turn.provider),
+            col(Turn.model),
+            col(Turn.input_tokens),
+            col(Turn.cached_input_tokens),
+            col(Turn.output_tokens),
+            col(Turn.cost_usd),
+            col(Turn.latency_s),
+            col(Turn.parsed_json),
+        ).where(col(Turn.debate_id).in_(ids))
+    )
+    for role, provider, model, tokens_in, cached, tokens_out, cost, seconds, parsed in turns:
+        row = by_role.setdefault(
+            role, {"turns": 0, "input": 0, "cached_input": 0, "output": 0, "cost_usd": 0.0}
+        )
+        row["turns"] += 1
+        row["input"] += tokens_in
+        row["cached_input"] += cached
+        row["output"] += tokens_out
+        row["cost_usd"] += cost
+        latency.setdefault(f"{provider}:{model}", []).append(seconds)
+        if role == "critic":
+            value = json.loads(parsed).get("challenge_strength")
+            if isinstance(value, int):
+                strength[value] = strength.get(value, 0) + 1
+    per_task: dict[str, dict[str, float]] = {}
+    for spec_json, cost in session.exec(
+        select(Debate.spec_json, Debate.cost_usd).where(col(Debate.id).in_(ids))
+    ):
+        task = json.loads(spec_json).get("task_type") or "unspecified"
+        entry = per_task.setdefault(task, {"debates": 0, "cost_usd": 0.0})
+        entry["debates"] += 1
+        entry["cost_usd"] += cost
+    for entry in per_task.values():
+        entry["cost_per_debate_usd"] = entry["cost_usd"] / entry["debates"]
+    waits = sorted(
+        (review_at - asked_at).total_seconds() / 3600
+        for review_at, asked_at in session.exec(
+            select(Review.created_at, Escalation.created_at)
+            .join(Escalation, col(Escalation.id) == col(Review.escalation_id))
+            .where(col(Escalation.debate_id).in_(ids))
+        )
+    )
+    states = {
+        str(state): int(n)
+        for state, n in session.exec(
+            select(Escalation.state, func.count())
+            .where(col(Escalation.debate_id).in_(ids))
+            .group_by(col(Escalation.state))
+        )
+    }
+    feedback = {
+        str(value): int(n)
+        for value, n in session.exec(
+            select(Feedback.value, func.count())
+            .where(col(Feedback.debate_id).in_(ids))
+            .group_by(col(Feedback.value))
+        )
+    }
+    depth = queue_depth(session)
+    return Dashboard(
+        since=since.isoformat() if since else None,
+        channel=channel_id,
+        verdict_levels=levels,
+        low_confidence_share=_share(levels.get("LOW", 0), verdicts),
+        escalation_rate=_share(escalated, verdicts),
+        critic_strength=dict(sorted(strength.items())),
+        by_role=by_role,
+        latency_by_model={
+            name: {
+                "turns": len(values),
+                "mean_s": sum(values) / len(values),
+                "p95_s": sorted(values)[max(0, int(len(values) * 0.95) - 1)],
+            }
+            for name, values in sorted(latency.items())
+        },
+        cost_by_task_type=per_task,
+        reviews={
+            "decided": len(waits),
+            "median_turnaround_h": waits[len(waits) // 2] if waits else None,
+            "open": states.get(EscalationState.OPEN.value, 0),
+            "expired": states.get(EscalationState.EXPIRED.value, 0),
+        },
+        feedback=feedback,
+        queue={"waiting": depth.waiting, "oldest_wait_s": depth.oldest_wait_s},
+        jobs={
+            run.job: {
+                "slot": run.slot,
+                "outcome": run.outcome,
+                "detail": run.detail,
+                "runner": run.runner,
+            }
+            for run in last_runs(session)
+        },
+    )

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, update
+from sqlalchemy import func, true, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -302,9 +302,16 @@ class ProtocolStats:
     negative: int
 
 
-def protocol_stats(session: Session) -> list[ProtocolStats]:
-    """Per-protocol counts, read by `debatebot stats` and the metrics endpoint."""
+def protocol_stats(
+    session: Session, *, since: datetime | None = None, channel_id: str | None = None
+) -> list[ProtocolStats]:
+    """Per-protocol counts of the debates started since `since` (in one channel), read by
+    `debatebot stats` and App Home."""
     per_protocol = select(Debate.protocol, func.count()).group_by(col(Debate.protocol))
+    if since is not None:
+        per_protocol = per_protocol.where(col(Debate.created_at) >= since)
+    if channel_id is not None:
+        per_protocol = per_protocol.where(col(Debate.channel_id) == channel_id)
 
     def counted(query: Any) -> dict[str, int]:
         return {protocol: count for protocol, count in session.exec(query)}
@@ -318,6 +325,10 @@ def protocol_stats(session: Session) -> list[ProtocolStats]:
         for protocol, value, count in session.exec(
             select(Debate.protocol, Feedback.value, func.count())
             .join(Feedback, col(Feedback.debate_id) == col(Debate.id))
+            .where(
+                col(Debate.created_at) >= since if since is not None else true(),
+                col(Debate.channel_id) == channel_id if channel_id is not None else true(),
+            )
             .group_by(col(Debate.protocol), col(Feedback.value))
         )
     }

@@ -146,8 +146,39 @@ def test_the_fake_provider_runs_every_protocol_and_stats_counts_them(
     assert code == 0, capsys.readouterr().err
     capsys.readouterr()
     assert main(["stats", "--json"]) == 0
-    [row] = json.loads(capsys.readouterr().out)
+    [row] = json.loads(capsys.readouterr().out)["protocols"]
     assert (row["protocol"], row["debates"], row["finished"]) == (protocol, 1, 1)
+
+
+def test_stats_prints_the_dashboard_over_a_period_and_a_channel(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for _ in range(2):
+        assert main(["run", "Should we adopt ADR-007?", "--provider", "fake"]) == 0
+    capsys.readouterr()
+
+    assert main(["stats", "--since", "30d"]) == 0
+    out = capsys.readouterr().out
+    assert "debatebot stats, since " in out
+    assert "adversarial         2         2          2" in out
+    assert "LOW confidence 0% \u00b7 escalation rate 100%" in out
+    assert "critic challenge strength (1-10: count):" in out
+    assert "fake:fake-model" in out
+    assert "reviews: 0 decided (median n/a), 2 open, 0 expired" in out
+
+    assert main(["stats", "--json", "--since", "1d"]) == 0
+    board = json.loads(capsys.readouterr().out)
+    assert board["by_role"]["critic"]["turns"] == 2
+    assert sum(board["critic_strength"].values()) == 2
+    assert board["cost_by_task_type"]["unspecified"]["debates"] == 2
+    assert board["latency_by_model"]["fake:fake-model"]["turns"] == 10
+
+    assert main(["stats", "--json", "--channel", "CNONE"]) == 0
+    assert json.loads(capsys.readouterr().out)["protocols"] == []
+    with pytest.raises(SystemExit) as bad:
+        main(["stats", "--since", "soon"])
+    assert bad.value.code == 2
+    assert "30d, 12h, 45m" in capsys.readouterr().err
 
 
 def test_route_needs_the_panel(capsys: pytest.CaptureFixture[str]) -> None:
