@@ -12,7 +12,7 @@ import asyncio
 import logging
 import os
 import socket
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
+    import uvicorn
     from apscheduler.schedulers.asyncio import AsyncIOScheduler
     from slack_bolt.async_app import AsyncApp
     from slack_sdk.web.async_client import AsyncWebClient
@@ -247,6 +248,10 @@ class BotRuntime:
 
     def wake_workers(self) -> None:
         self.worker.wake()
+
+    def background(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run `work` beside the runtime; `stop` waits for it like for the worker pool."""
+        self._tasks.append(asyncio.create_task(work))
 
     async def start(self) -> None:
         """Start the worker pool (`concurrency` debates at once; none at 0), the delivery loop
@@ -466,7 +471,12 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         await runtime.start()
         try:
             if transport(settings) == "socket":
-                await _serve_socket_mode(settings, runtime, stop)
+                ops = _ops_server(settings, runtime)
+                try:
+                    await _serve_socket_mode(settings, runtime, stop)
+                finally:
+                    if ops is not None:
+                        ops.should_exit = True
             else:
                 await _serve_http(settings, runtime, stop)
         finally:
@@ -500,6 +510,35 @@ async def _serve_socket_mode(settings: Settings, runtime: BotRuntime, stop: asyn
             " token with the connections:write scope (Basic Information -> App-Level Tokens)"
             " and set it, or unset it to serve over HTTP"
         )
+
+
+def _ops_server(settings: Settings, runtime: BotRuntime) -> uvicorn.Server | None:
+    """In Socket Mode, `/healthz` and `/metrics` on the HTTP port (for a container's health
+    check and Prometheus), without the Slack route. A port already taken is logged, not fatal:
+    the bot itself needs no port in Socket Mode."""
+    import uvicorn
+
+    from bot.slack.server import OpsASGI
+
+    listener = socket.socket(socket.AF_INET6 if ":" in settings.http_host else socket.AF_INET)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((settings.http_host, settings.http_port))
+    except OSError as error:
+        listener.close()
+        log.warning(
+            "no /healthz or /metrics: port %s:%d is taken (%s); set DEBATEBOT_HTTP_PORT",
+            settings.http_host,
+            settings.http_port,
+            error,
+        )
+        return None
+    health = runtime.asgi.health
+    server = uvicorn.Server(
+        uvicorn.Config(OpsASGI(health, runtime.metrics), lifespan="off", log_level="warning")
+    )
+    runtime.background(server.serve(sockets=[listener]))
+    return server
 
 
 async def _serve_http(settings: Settings, runtime: BotRuntime, stop: asyncio.Event) -> None:

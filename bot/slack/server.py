@@ -33,6 +33,48 @@ MAX_BODY_BYTES = 1_000_000
 interaction payload carries at most a message's 50 blocks and a view's 100."""
 
 
+class OpsASGI:
+    """`/healthz` and `GET /metrics` alone, with no Slack route: what `serve` answers on its HTTP
+    port in Socket Mode, where Slack's events arrive over the socket and are not signed, so
+    `/slack/events` must not be reachable over HTTP."""
+
+    def __init__(self, health: HealthCheck, metrics: Metrics | None = None) -> None:
+        self.health = health
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        if not await answer_ops(scope, send, self.health, self.metrics):
+            await _answer(send, 404, "not found: this port serves /healthz and /metrics")
+
+
+async def answer_ops(
+    scope: Scope, send: Send, health: HealthCheck, metrics: Metrics | None
+) -> bool:
+    """Answer `/healthz` or `GET /metrics`; False for any other request."""
+    if scope["path"] == "/healthz":
+        report = await asyncio.to_thread(health)
+        status = 200 if report.get("ok") else 503
+        await _send(send, status, "application/json", json.dumps(report).encode())
+        return True
+    if metrics is not None and scope["path"] == "/metrics" and scope.get("method") == "GET":
+        await _send(send, 200, CONTENT_TYPE, metrics.exposition())
+        return True
+    return False
+
+
+async def _send(send: Send, status: int, content_type: str, body: bytes) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", content_type.encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
 class BotASGI:
     """Routes `/healthz` to the health check, `GET /metrics` to Prometheus' exposition and
     everything else to Bolt's request handler."""
@@ -43,33 +85,7 @@ class BotASGI:
         self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (
-            self.metrics is not None
-            and scope["type"] == "http"
-            and scope["path"] == "/metrics"
-            and scope.get("method") == "GET"
-        ):
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 200,
-                    "headers": [(b"content-type", CONTENT_TYPE.encode())],
-                }
-            )
-            await send({"type": "http.response.body", "body": self.metrics.exposition()})
-            return
-        if scope["type"] == "http" and scope["path"] == "/healthz":
-            report = await asyncio.to_thread(self.health)
-            body = json.dumps(report).encode()
-            status = 200 if report.get("ok") else 503
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": status,
-                    "headers": [(b"content-type", b"application/json")],
-                }
-            )
-            await send({"type": "http.response.body", "body": body})
+        if scope["type"] == "http" and await answer_ops(scope, send, self.health, self.metrics):
             return
         if scope["type"] != "http" or scope.get("method") != "POST":
             await self.slack(scope, receive, send)  # type: ignore[arg-type]
@@ -138,11 +154,4 @@ async def _read_checked(scope: Scope, receive: Receive) -> tuple[bytes, tuple[in
 
 
 async def _answer(send: Send, status: int, reason: str) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [(b"content-type", b"text/plain; charset=utf-8")],
-        }
-    )
-    await send({"type": "http.response.body", "body": reason.encode()})
+    await _send(send, status, "text/plain; charset=utf-8", reason.encode())

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from sqlmodel import select
 
@@ -249,3 +250,50 @@ async def test_serve_stops_on_a_signal_in_every_state(
         assert debate.lease_expires_at is not None
         assert debate.lease_expires_at.timestamp() <= time.time()
     engine.dispose()
+
+
+async def test_socket_mode_answers_health_and_metrics_on_its_port_but_never_slack_events(
+    tmp_path: Path,
+) -> None:
+    """Events over the socket are not signed, so the HTTP port must not take them."""
+    emulator = SlackEmulator()
+    await emulator.start()
+    url = f"sqlite:///{tmp_path / 'ops.sqlite3'}"
+    upgrade(url)
+    port = free_port()
+    env = {**serve_env(emulator, url, port), "DEBATEBOT_SLACK_APP_TOKEN": APP_TOKEN}
+    process = await start_serve(env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        await until(lambda: emulator.sockets, "the socket connection")
+        async with aiohttp.ClientSession() as session:
+
+            async def get(path: str) -> tuple[int, str] | None:
+                try:
+                    async with session.get(f"{base}{path}") as response:
+                        return response.status, await response.text()
+                except aiohttp.ClientConnectionError:
+                    return None
+
+            health = None
+            for _ in range(600):
+                health = await get("/healthz")
+                if health is not None:
+                    break
+                await asyncio.sleep(0.05)
+            assert health is not None, "the ops port never answered"
+            assert health[0] == 200
+            assert '"ok": true' in health[1]
+            metrics = await get("/metrics")
+            assert metrics is not None
+            assert metrics[0] == 200
+            assert "debatebot_queue_depth" in metrics[1]
+            async with session.post(f"{base}/slack/events", data="command=%2Fdebate") as refused:
+                assert refused.status == 404
+        process.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(process.communicate(), 30)
+    finally:
+        if process.returncode is None:
+            process.kill()
+        await emulator.stop()
+    assert process.returncode == 0
