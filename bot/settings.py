@@ -38,8 +38,10 @@ class RoleModel(BaseModel):
 class Settings(BaseSettings):
     """Everything configurable. The defaults run with no key and no network (local model)."""
 
+    # An empty variable counts as unset: `.env.example` leaves its secrets empty, and compose
+    # passes them on as "".
     model_config = SettingsConfigDict(
-        env_prefix="DEBATEBOT_", extra="ignore", env_nested_delimiter="__"
+        env_prefix="DEBATEBOT_", extra="ignore", env_nested_delimiter="__", env_ignore_empty=True
     )
 
     provider: str = Field(
@@ -199,8 +201,8 @@ class Settings(BaseSettings):
         default=None,
         ge=1,
         le=65535,
-        description="serve Prometheus /metrics on this port (worker, and serve in Socket Mode;"
-        " serve over HTTP answers /metrics on its own port)",
+        description="serve Prometheus /metrics on this port too (`worker` has no other; `serve`"
+        " answers /metrics on its HTTP port in both modes)",
     )
     slack_timeout_s: float = Field(
         default=10.0, gt=0, description="how long one Slack API call may take before it is retried"
