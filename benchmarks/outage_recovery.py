@@ -104,7 +104,7 @@ async def run(debates: int, outage_s: float, delay_s: float) -> None:
         emulator,
         url,
         port,
-        {"DEBATEBOT_FAKE_DELAY_S": str(delay_s), "DEBATEBOT_SERVE_WORKERS": str(debates)},
+        {"DEBATEBOT_FAKE_DELAY_S": str(delay_s), "DEBATEBOT_WORKER_CONCURRENCY": str(debates)},
     )
     channels = [f"CBENCH{n:02d}" for n in range(debates)]
     try:

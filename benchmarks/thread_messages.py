@@ -61,7 +61,7 @@ async def run(delay_s: float) -> None:
     log_level = os.environ.get("BENCH_LOG_LEVEL")
     extra = {
         "DEBATEBOT_FAKE_DELAY_S": str(delay_s),
-        "DEBATEBOT_SERVE_WORKERS": str(len(OPTIONS)),
+        "DEBATEBOT_WORKER_CONCURRENCY": str(len(OPTIONS)),
         # One person asks all five at once, past the default of three in flight.
         "DEBATEBOT_MAX_DEBATES_PER_USER": str(len(OPTIONS)),
     }

@@ -344,6 +344,11 @@ async def _worker(args: argparse.Namespace) -> int:
         loop.add_signal_handler(signum, stop.set)
 
     concurrency = args.concurrency or settings.worker_concurrency
+    if concurrency < 1:
+        raise SettingsError(
+            "DEBATEBOT_WORKER_CONCURRENCY=0 runs no debates (it is for a serve that leaves them"
+            " to workers); a worker needs at least 1: set it, or pass --concurrency"
+        )
     print(
         f"worker {args.name}: up to {concurrency} debate(s) at once on"
         f" {redacted(settings.database_url)}",

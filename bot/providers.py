@@ -142,8 +142,6 @@ class LimitedLLM:
         self.inner = inner
         self.limit = limit
         self._gates: dict[str, asyncio.Semaphore] = {}
-        self.waiting = 0
-        """Calls queued behind the limit now, across models (a metric)."""
 
     @property
     def provider(self) -> str:
@@ -153,15 +151,8 @@ class LimitedLLM:
         if self.limit is None:
             return await self.inner.complete(request)
         gate = self._gates.setdefault(request.model, asyncio.Semaphore(self.limit))
-        self.waiting += 1
-        try:
-            await gate.acquire()
-        finally:
-            self.waiting -= 1
-        try:
+        async with gate:
             return await self.inner.complete(request)
-        finally:
-            gate.release()
 
     async def aclose(self) -> None:
         close = getattr(self.inner, "aclose", None)
@@ -288,10 +279,6 @@ class ProviderRegistry:
             limit = self.settings.provider_concurrency.get(model.provider)
             self._instances[model.provider] = LimitedLLM(built, limit)
         return self._instances[model.provider]
-
-    def waiting(self) -> dict[str, int]:
-        """Model calls queued behind each provider's concurrency limit now."""
-        return {name: llm.waiting for name, llm in self._instances.items()}
 
     async def aclose(self) -> None:
         """Close the providers that hold connections (the SDK clients), in their event loop."""

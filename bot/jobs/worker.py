@@ -305,19 +305,31 @@ class DebateWorker:
             return None
 
     async def _hand_back(self, debate_id: int) -> None:
-        """Shutdown: release the lease so another worker resumes now, not when it expires."""
-        try:
-            await asyncio.shield(
-                self._db(
-                    lambda s: repository.release_lease(
-                        s, debate_id=debate_id, worker_id=self.worker_id
-                    )
-                )
+        """Shutdown: release the lease so another worker resumes now, not when it expires.
+
+        The release runs to its end even when this task is cancelled meanwhile (shutdown past
+        its grace cancels what still runs): a half-done hand-back would leave the debate to wait
+        out its lease. A cancellation that arrived is raised once the release is done.
+        """
+        release = asyncio.ensure_future(
+            self._db(
+                lambda s: repository.release_lease(s, debate_id=debate_id, worker_id=self.worker_id)
             )
-        except DatabaseUnavailableError as error:
+        )
+        cancelled = False
+        while not release.done():
+            try:
+                # Unlike awaiting it, waiting for it never cancels the release.
+                await asyncio.wait({release})
+            except asyncio.CancelledError:
+                cancelled = True
+        error = release.exception()
+        if error is not None:
             log.warning("debate %s: lease not handed back (%s); it expires", debate_id, error)
         else:
             log.info("debate %s: handed back by %s for another worker", debate_id, self.worker_id)
+        if cancelled:
+            raise asyncio.CancelledError
 
     async def run_once(self) -> bool:
         """Claim and run one debate; False when none was waiting."""
@@ -374,7 +386,9 @@ class DebateWorker:
                 await asyncio.gather(*running, return_exceptions=True)
         finally:
             for task in running:
-                task.cancel()
+                # A task already cancelled (by the gather above) is handing its lease back.
+                if not task.cancelling():
+                    task.cancel()
             await asyncio.gather(*running, return_exceptions=True)
 
     async def _stored(self, claimed: list[Debate]) -> dict[int | None, StoredRun]:
@@ -426,8 +440,3 @@ class DebateWorker:
             for task in waits:
                 task.cancel()
         self._wake.clear()
-
-    async def run_forever(self, stop: asyncio.Event) -> None:
-        """Work on one debate at a time until `stop` is set; a database outage pauses the loop
-        (backing off, logging sparingly) instead of ending it."""
-        await self.run_pool(stop, concurrency=1)

@@ -36,15 +36,20 @@ from engine.models import utcnow
 # --- job slots -------------------------------------------------------------------------------
 
 
-def claim_slot(session: Session, *, job: str, slot: str, runner: str) -> bool:
-    """Record that `runner` runs `job` for `slot`; False when some replica already did."""
-    session.add(ScheduledRun(job=job, slot=slot, runner=runner))
+def _insert_once(session: Session, row: ScheduledRun | ChannelNotice) -> bool:
+    """Insert a row whose key makes it unique; False when it was there already."""
+    session.add(row)
     try:
         session.commit()
     except IntegrityError:
         session.rollback()
         return False
     return True
+
+
+def claim_slot(session: Session, *, job: str, slot: str, runner: str) -> bool:
+    """Record that `runner` runs `job` for `slot`; False when some replica already did."""
+    return _insert_once(session, ScheduledRun(job=job, slot=slot, runner=runner))
 
 
 def finish_slot(session: Session, *, job: str, slot: str, outcome: str, detail: str) -> None:
@@ -265,22 +270,15 @@ def owe_notice(
 ) -> bool:
     """Owe a channel a message once per `key`; False when it was owed before."""
     now = utcnow()
-    session.add(
-        ChannelNotice(
-            key=key,
-            channel_id=channel_id,
-            text=text,
-            blocks=blocks,
-            next_attempt_at=now,
-            deadline_at=now + timedelta(seconds=deadline_s),
-        )
+    notice = ChannelNotice(
+        key=key,
+        channel_id=channel_id,
+        text=text,
+        blocks=blocks,
+        next_attempt_at=now,
+        deadline_at=now + timedelta(seconds=deadline_s),
     )
-    try:
-        session.commit()
-    except IntegrityError:
-        session.rollback()
-        return False
-    return True
+    return _insert_once(session, notice)
 
 
 def due_notices(session: Session, *, now: datetime, limit: int = 50) -> list[ChannelNotice]:

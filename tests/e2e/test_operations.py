@@ -3,27 +3,39 @@ SLA expiry, the daily digest, monthly budgets, and /metrics."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-from datetime import timedelta
+import random
+from datetime import datetime, timedelta
 
 import aiohttp
+import pytest
 from sqlmodel import select
 
+from bot.jobs.scheduled import ScheduledJobs
+from bot.slack import blocks
 from bot.store.db import session_scope
 from bot.store.tables import ChannelNotice, Escalation, ScheduledRun
+from engine.llm import LLMRequest
 from engine.models import Usage, utcnow
 from engine.pricing import Pricing
+from engine.providers.fake import FunctionLLM
 from tests.e2e.conftest import ADMIN, CHANNEL, REVIEWER, Bot, BotFactory
 from tests.e2e.slack_emulator import Fault
-from tests.e2e.test_reviews import escalated
+from tests.e2e.test_fault_schedules import random_fault
+from tests.e2e.test_reviews import NOTE, escalated
 from tests.helpers import DebateScript
 
 OWNER = "UOWNER"
 
 
-def later(bot: Bot, hours: float) -> object:
+def later(bot: Bot, hours: float) -> ScheduledJobs:
     """The bot's scheduled jobs with their clock `hours` ahead."""
-    moment = utcnow() + timedelta(hours=hours)
+    return at(bot, utcnow() + timedelta(hours=hours))
+
+
+def at(bot: Bot, moment: datetime) -> ScheduledJobs:
+    """The bot's scheduled jobs with their clock at `moment`."""
     return dataclasses.replace(bot.runtime.jobs, clock=lambda: moment)
 
 
@@ -172,3 +184,74 @@ async def test_metrics_count_debates_turns_tokens_and_slack_errors(start_bot: Bo
     assert errors[0] == (
         'debatebot_slack_api_errors_total{code="internal_error",method="chat.postMessage"} 1.0'
     )
+
+
+@pytest.mark.parametrize("seed", range(3))
+async def test_expiry_and_digest_are_delivered_once_under_random_slack_faults(
+    start_bot: BotFactory, seed: int
+) -> None:
+    """Invariants under a seeded schedule of transient Slack faults while the jobs run in
+    slot after slot: an expired review is announced once in its thread and once to each
+    owner, and a channel gets one digest a local day, once Slack recovers."""
+    rng = random.Random(seed)
+    bot = await start_bot(slack_timeout_s=1.0)
+    await bot.driver.command(f"config set owners <@{OWNER}>", user=ADMIN)
+    await bot.driver.command("config set digest 00:00", user=ADMIN)
+    await escalated(bot)
+    [debate] = bot.debates()
+
+    # Past the 48 h SLA, at 06:00 UTC: the slots below stay within one local day.
+    morning = (utcnow() + timedelta(days=3)).replace(hour=6, minute=0, second=0, microsecond=0)
+    for slot in range(6):
+        method = rng.choice(["chat.postMessage", "conversations.open", "*"])
+        bot.emulator.fail(method, *([random_fault(rng)] * rng.randint(1, 3)))
+        jobs = at(bot, morning + timedelta(minutes=12 * slot))
+        await jobs.fire("review-sla", jobs.review_sla, 600)
+        await jobs.fire("digest", jobs.digest, 300)
+    bot.emulator.heal()
+    final = at(bot, morning + timedelta(minutes=12 * 6))
+    await final.fire("digest", final.digest, 300)
+    await bot.finished()
+
+    thread = bot.emulator.in_thread(CHANNEL, debate.thread_ts)
+    assert len([m for m in thread if "review of debate" in m["text"]]) == 1
+    assert len([m for m in bot.emulator.dms(OWNER) if "expired" in m["text"]]) == 1
+    digests = [m for m in bot.emulator.posted(CHANNEL) if "Debate digest" in m["text"]]
+    assert len(digests) == 1
+    assert escalation_state(bot) == "expired"
+
+
+async def test_serve_runs_as_many_debates_at_once_as_its_concurrency(
+    start_bot: BotFactory,
+) -> None:
+    in_flight = 0
+    peak = 0
+    script = DebateScript()
+
+    async def slow(request: LLMRequest) -> object:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await asyncio.sleep(0.3)
+        in_flight -= 1
+        return script(request)
+
+    bot = await start_bot(llm=FunctionLLM(slow), worker_concurrency=4)
+    for n in range(6):
+        await bot.driver.command(f"Should we adopt ADR-{n}?", user=f"UUSER{n}")
+    await bot.finished(6)
+    assert peak == 4, "four debates at once, never more"
+
+
+async def test_metrics_time_a_review_from_request_to_decision(start_bot: BotFactory) -> None:
+    bot = await start_bot()
+    request = await escalated(bot)
+    await bot.driver.click(request, blocks.ACTION_APPROVE, user=REVIEWER)
+    view = await bot.wait_for(lambda: bot.emulator.views and bot.emulator.views[-1], "note modal")
+    await bot.driver.submit(view, NOTE, user=REVIEWER)
+    timed = "debatebot_review_turnaround_seconds_count 1.0"
+    await bot.wait_for(lambda: timed in bot.runtime.metrics.exposition().decode(), "the timing")
+    text = bot.runtime.metrics.exposition().decode()
+    assert escalation_state(bot) == "approved"
+    assert "debatebot_escalations_total 1.0" in text
+    assert 'debatebot_verdicts_total{level="LOW"} 1.0' in text

@@ -10,6 +10,7 @@ from sqlalchemy import Engine, event
 from sqlmodel import Session
 
 from bot.jobs.worker import DebateWorker, WorkerConfig
+from bot.metrics import Metrics
 from bot.store import repository
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError, StoreRefusedError
 from bot.store.repository import ChainHead, TurnWrite
@@ -334,3 +335,35 @@ async def test_a_failed_batch_read_leaves_each_debate_to_read_its_own(store: Eng
 
     results = await asyncio.gather(*(worker.execute(debate) for debate in claimed_now))
     assert all(result is not None for result in results)
+
+
+async def test_a_run_that_lost_its_lease_stops_and_is_counted(store: Engine) -> None:
+    [debate_id] = queued(store, 1)
+    taken = asyncio.Event()
+
+    async def framing(request: LLMRequest) -> dict[str, object]:
+        await taken.wait()
+        return reply_for("framing")
+
+    llm = DebateScript(framing=[framing]).llm()
+    metrics = Metrics()
+    worker = DebateWorker(
+        engine=store,
+        resolve_llm=lambda _s: llm,
+        prompts=shipped_prompts(),
+        worker_id="slow",
+        config=WorkerConfig(lease_s=0.2, heartbeat_s=30),
+        metrics=metrics,
+    )
+    [claimed] = await worker.claim_many(1)
+    running = asyncio.create_task(worker.execute(claimed))
+    await asyncio.sleep(0.4)
+    with Session(store, expire_on_commit=False) as session:
+        [stolen] = repository.claim_debates(session, worker_id="other", lease_s=600, limit=1)
+    assert stolen.id == debate_id
+    taken.set()
+
+    assert await running is None
+    assert metrics.registry.get_sample_value("debatebot_lease_losses_total") == 1
+    with Session(store) as session:
+        assert repository.turn_rows(session, debate_id=debate_id) == []

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from bot.app import build_services
+from bot.providers import LimitedLLM
 from bot.settings import Settings
 from engine.errors import LLMError
 from engine.llm import LLMRequest, Message, complete_structured
@@ -188,7 +189,10 @@ async def test_openai_sdk_runs_a_real_debate_against_llama_cpp_server(
     assert roles[-2:] == [Role.REBUTTAL, Role.MODERATOR]
     assert {turn.provider for turn in result.transcript} == {"openai-compatible"}
     assert all(turn.usage.input_tokens > 0 for turn in result.transcript)
-    adapter = services.resolve_llm(spec.default_model)
+    limited = services.resolve_llm(spec.default_model)
+    assert isinstance(limited, LimitedLLM)
+    assert limited.limit == 4, "openai-compatible calls are limited to 4 in flight by default"
+    adapter = limited.inner
     assert isinstance(adapter, OpenAIChatLLM)
     assert adapter.mode_for(MODEL) is StructuredMode.JSON_OBJECT_SCHEMA
     assert "refused structured output mode json_schema" in caplog.text

@@ -1,6 +1,6 @@
 """The built wheel carries what a plain install needs: migrations, prompts and prices.
 
-The wheel is built offline from the files git tracks and installed, without its dependencies,
+The wheel is built offline from a copy of the sources and installed, without its dependencies,
 into a fresh virtual environment; the dependencies come from the test's own environment, added
 after the fresh one's site-packages, so `bot` and `engine` can only be the wheel's copies.
 """
@@ -8,11 +8,11 @@ after the fresh one's site-packages, so `bot` and `engine` can only be the wheel
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
 import sysconfig
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -30,19 +30,16 @@ def run(*argv: str | Path, cwd: Path, env: dict[str, str] | None = None) -> str:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The wheel built from a copy of the tracked sources (the repository stays untouched)."""
+    """The wheel built from a copy of the sources (the repository stays untouched; CI's copy
+    of it is no git checkout)."""
     root = tmp_path_factory.mktemp("wheel")
     source = root / "source"
     source.mkdir()
-    tracked = run(
-        "git", "ls-files", "pyproject.toml", "README.md", "bot", "engine", "prompts", cwd=REPO
-    )
-    archive = root / "source.tar"
-    with tarfile.open(archive, "w") as tar:
-        for name in tracked.splitlines():
-            tar.add(REPO / name, arcname=name)
-    with tarfile.open(archive) as tar:
-        tar.extractall(source, filter="data")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO / name, source / name)
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for package in ("bot", "engine", "prompts"):
+        shutil.copytree(REPO / package, source / package, ignore=skip)
     dist = root / "dist"
     run(
         sys.executable,

@@ -301,4 +301,3 @@ async def test_calls_beyond_a_providers_limit_wait_per_model_in_arrival_order() 
     await asyncio.gather(*calls)
     assert peak == {"a": 2, "b": 2}, "two at a time per model, the models independent"
     assert [c for c in order if c.startswith("a")] == [f"a-{n}" for n in range(6)]
-    assert limited.waiting == 0
