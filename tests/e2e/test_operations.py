@@ -254,4 +254,4 @@ async def test_metrics_time_a_review_from_request_to_decision(start_bot: BotFact
     text = bot.runtime.metrics.exposition().decode()
     assert escalation_state(bot) == "approved"
     assert "debatebot_escalations_total 1.0" in text
-    assert 'debatebot_verdicts_total{level="LOW"} 1.0' in text
+    assert 'debatebot_verdicts_total{level="MODERATE"} 1.0' in text
