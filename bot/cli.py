@@ -23,6 +23,8 @@ from bot.store.errors import StoreError
 from engine.errors import EngineError
 from engine.protocols import PROTOCOL_NAMES
 
+EVAL_ARMS = ("single", "vote", "best_of_n", *PROTOCOL_NAMES)
+
 
 def _duration(text: str) -> timedelta:
     match = re.fullmatch(r"\s*(\d+)\s*([dhm])\s*", text.lower())
@@ -32,6 +34,16 @@ def _duration(text: str) -> timedelta:
         )
     unit = {"d": "days", "h": "hours", "m": "minutes"}[match.group(2)]
     return timedelta(**{unit: int(match.group(1))})
+
+
+def _arms(text: str) -> list[str]:
+    arms = [a.strip() for a in text.split(",") if a.strip()]
+    unknown = [a for a in arms if a not in EVAL_ARMS]
+    if unknown or not arms:
+        raise argparse.ArgumentTypeError(
+            f"unknown arm(s) {', '.join(unknown) or '(none)'}; arms are {', '.join(EVAL_ARMS)}"
+        )
+    return arms
 
 
 def _positive(text: str) -> int:
@@ -164,6 +176,40 @@ def build_parser() -> argparse.ArgumentParser:
     )
     stats.add_argument("--channel", help="only debates of this channel id (C…)")
     stats.set_defaults(handler="_stats", is_async=False)
+
+    evaluation = commands.add_parser(
+        "eval",
+        help="compare the debate protocols with a single answer, a majority vote and best-of-n"
+        " on cases with planted flaws, at the same budget",
+    )
+    evaluation.add_argument(
+        "--cases", required=True, metavar="FILE.jsonl", help="decision cases (examples/README.md)"
+    )
+    evaluation.add_argument(
+        "--arms",
+        type=_arms,
+        default=list(EVAL_ARMS),
+        help=f"comma-separated, of {','.join(EVAL_ARMS)} (default: all)",
+    )
+    _model_options(evaluation)
+    evaluation.add_argument("--concurrency", type=_positive, default=2, help="cases at once")
+    evaluation.add_argument(
+        "--out", default="eval-out", metavar="DIR", help="results, report and chart (resumable)"
+    )
+    evaluation.add_argument(
+        "--max-cost", type=float, metavar="USD", help="stop before the spend would pass this"
+    )
+    evaluation.add_argument(
+        "--yes", action="store_true", help="run on hosted providers without asking (paid)"
+    )
+    evaluation.add_argument(
+        "--vote-k", type=_positive, help="samples of vote and best_of_n (default: matched tokens)"
+    )
+    evaluation.add_argument(
+        "--no-controls", action="store_true", help="skip the clean control documents"
+    )
+    evaluation.add_argument("--limit", type=_positive, help="only the first N cases")
+    evaluation.set_defaults(handler="_eval", is_async=True)
 
     prompts = commands.add_parser("prompts", help="pin or verify the prompt files")
     prompts.add_argument("action", choices=("lock", "verify"))

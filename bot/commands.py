@@ -49,6 +49,7 @@ from engine.models import (
     ContextDocument,
     CriticTurn,
     DebateResult,
+    DebateSpec,
     DebateStatus,
     ModeratorTurn,
     ProposerTurn,
@@ -56,6 +57,7 @@ from engine.models import (
     RebuttalTurn,
     Role,
     TurnRecord,
+    Usage,
     utcnow,
 )
 from engine.prompts import PromptLibrary, default_prompt_dir, write_lock
@@ -427,6 +429,99 @@ async def _serve(args: argparse.Namespace) -> int:
     )
     await serve(settings, stop)
     return 0
+
+
+async def _eval(args: argparse.Namespace) -> int:
+    """`debatebot eval`: see bot.evaluation."""
+    from bot import evaluation
+    from engine.evaluation.arms import ArmRunner
+    from engine.evaluation.cases import load_cases
+
+    settings = Settings()
+    services = build_services(settings)
+    cases = load_cases(Path(args.cases))[: args.limit]
+    plan = evaluation.EvalPlan(
+        cases=cases,
+        arms=args.arms,
+        out=Path(args.out),
+        concurrency=args.concurrency,
+        controls=not args.no_controls,
+        vote_k=args.vote_k,
+        max_cost_usd=args.max_cost,
+    )
+    overrides = _role_overrides(args)
+    models = services.models(args.provider, args.model, overrides)
+    services.registry.check(models)
+
+    def spec_for(question: str, documents: list[ContextDocument], protocol: str) -> DebateSpec:
+        return services.new_spec(
+            question,
+            context=documents,
+            protocol="adversarial" if protocol == "single" else protocol,
+            provider=args.provider,
+            model=args.model,
+            overrides=overrides,
+        )
+
+    def price(tokens_in: int, tokens_out: int) -> float:
+        """At the dearest of the roles' models, so the estimate errs high."""
+        return max(
+            services.registry.pricing(m.provider, m.model).cost(
+                Usage(input_tokens=tokens_in, output_tokens=tokens_out)
+            )
+            for m in models.values()
+        )
+
+    run = evaluation.EvalRun(
+        plan=plan,
+        runner=ArmRunner(
+            resolve_llm=services.resolve_llm,
+            prompts=services.prompts,
+            spec_for=spec_for,
+            run_id=evaluation.new_run_id(),
+        ),
+        price=price,
+    )
+    label = ", ".join(sorted({f"{m.provider}:{m.model}" for m in models.values()}))
+    done = run.done()
+    guess = evaluation.estimate(plan, done, price)
+    print(
+        f"eval: {len(cases)} case(s) x {len(plan.arms)} arm(s) on {label}; {len(done)} run(s)"
+        f" already in {plan.out}, {guess.runs} to go: about {guess.calls} model calls,"
+        f" {guess.input_tokens + guess.output_tokens:,} tokens, ${guess.cost_usd:.2f} (estimate)",
+        file=sys.stderr,
+    )
+    hosted = {m.provider for m in models.values()} & {"openai", "anthropic"}
+    if (hosted or guess.cost_usd > 0) and not args.yes and guess.runs:
+        print(
+            f"debatebot: this eval spends money on {', '.join(sorted(hosted)) or 'a priced model'}"
+            " (estimate above); run it again with --yes to go ahead, and --max-cost USD to cap it",
+            file=sys.stderr,
+        )
+        return 2
+    if args.max_cost is not None and guess.cost_usd > args.max_cost:
+        print(
+            f"note: the estimate passes --max-cost {args.max_cost:g}; the eval stops before the"
+            " run that would pass it",
+            file=sys.stderr,
+        )
+    progress = evaluation.Progress(total=guess.runs, concurrency=plan.concurrency)
+    try:
+        results = await run.run(progress)
+    finally:
+        progress.close()
+        await services.registry.aclose()
+    written = evaluation.write_report(results, plan, label, run.stopped)
+    if run.stopped:
+        print(f"eval {run.stopped}", file=sys.stderr)
+    failed = [r for r in results if not r.ok]
+    for result in failed:
+        print(
+            f"failed: {result.case_id}/{result.arm} ({result.variant}): {result.error}",
+            file=sys.stderr,
+        )
+    print("\n".join(str(path) for path in written))
+    return 3 if run.stopped else 0
 
 
 def _db(args: argparse.Namespace) -> int:

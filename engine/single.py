@@ -1,4 +1,5 @@
-"""One model, one call: the single-agent review a debate is measured against.
+"""One model, one call: the single-agent review a debate is measured against, and the judge
+that picks the best of several such reviews (best-of-n).
 
 The reviewer gets the same preamble as every debate turn (rules, question, documents) and
 answers with a decision, its reasons, the risks it finds and its confidence. The token benchmark
@@ -22,6 +23,11 @@ from engine.models import (
 )
 from engine.prompts import PromptLibrary
 from engine.protocols.base import Asker
+
+
+class PickedReview(BaseModel):
+    best: int = Field(ge=1)
+    reason: ShortText
 
 
 class SingleReview(BaseModel):
@@ -49,3 +55,29 @@ async def single_review(
         output_type=SingleReview,
     )
     return review, ledger.transcript[-1]
+
+
+async def pick_best(
+    spec: DebateSpec,
+    reviews: list[SingleReview],
+    *,
+    resolve_llm: LLMResolver,
+    prompts: PromptLibrary,
+    sink: EventSink = discard_events,
+) -> tuple[int, TurnRecord]:
+    """The index of the review a judge (the spec's judge model) finds best, and its turn; the
+    best-of-n arm of `debatebot eval`. A number out of range picks the first review."""
+    candidates = "\n\n".join(
+        f"Review {n}:\n{review.model_dump_json(indent=1)}" for n, review in enumerate(reviews, 1)
+    )
+    ledger = TurnLedger(spec=spec, resolve_llm=resolve_llm, sink=sink)
+    picked = await Asker(spec=spec, ledger=ledger, prompts=prompts).ask(
+        "single/pick.md",
+        round=1,
+        role=Role.JUDGE,
+        step="picking the best review",
+        output_type=PickedReview,
+        values={"candidates": candidates},
+    )
+    index = picked.best - 1 if picked.best <= len(reviews) else 0
+    return index, ledger.transcript[-1]

@@ -1,0 +1,175 @@
+"""Scores of eval outputs: planted-flaw recall, false alarms, verdict agreement, fabricated
+citations, escalation calibration, flips, and cost. Pure functions over `ArmResult`s."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from pydantic import BaseModel, Field
+
+from engine.citations import normalize
+from engine.evaluation.cases import EvalCase, PlantedFlaw
+
+PLANTED = "planted"
+CLEAN = "clean"
+PROBE_OVERLAP = 0.6
+"""Share of the probe's words a cited quote must contain, in order, to count as citing it."""
+
+
+class ArmResult(BaseModel):
+    """One arm on one case (its planted document, or the clean control), as stored in
+    `results.jsonl`: what it concluded, what it found, and what it cost."""
+
+    case_id: str
+    task_type: str
+    arm: str
+    variant: str = PLANTED
+    run_id: str = ""
+    ok: bool = True
+    error: str | None = None
+    decision: str | None = None
+    expected: str | None = None
+    confidence: float | None = None
+    escalated: bool | None = None
+    output_text: str = ""
+    flaws_found: list[str] = Field(default_factory=list)
+    flaws_planted: int = 0
+    round_decisions: list[str] = Field(default_factory=list)
+    probe_cited: bool | None = None
+    probe_flagged: bool | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    wall_s: float = 0.0
+    calls: int = 0
+    samples: list[str] = Field(default_factory=list)
+    """Each sample's output (vote), kept so best-of-n judges the very same samples."""
+    sample_tokens: int = 0
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.case_id, self.arm, self.variant)
+
+
+def mentions(text: str, phrase: str) -> bool:
+    """Whether `text` holds `phrase` as a whole phrase, ignoring case."""
+    pattern = rf"(?<!\w){re.escape(phrase.strip().lower())}(?!\w)"
+    return re.search(pattern, text.lower()) is not None
+
+
+def flaws_in(text: str, flaws: Sequence[PlantedFlaw]) -> list[str]:
+    """The ids of the flaws one of whose keyword phrases `text` holds."""
+    return [flaw.id for flaw in flaws if any(mentions(text, k) for k in flaw.keywords)]
+
+
+def majority_flaws(samples: Sequence[str], flaws: Sequence[PlantedFlaw]) -> list[str]:
+    """Flaws named by more than half of the samples (the vote's rule)."""
+    counts = {flaw.id: 0 for flaw in flaws}
+    for sample in samples:
+        for found in flaws_in(sample, flaws):
+            counts[found] += 1
+    return [flaw for flaw, n in counts.items() if n * 2 > len(samples)]
+
+
+def cites_probe(quote: str, probe: str) -> bool:
+    """Whether a cited quote reproduces the probe: most of the probe's words, in order."""
+    probe_words = normalize(probe).split()
+    quote_words = normalize(quote).split()
+    if not probe_words or not quote_words:
+        return False
+    matched, position = 0, 0
+    for word in probe_words:
+        try:
+            position = quote_words.index(word, position) + 1
+        except ValueError:
+            continue
+        matched += 1
+    return matched / len(probe_words) >= PROBE_OVERLAP
+
+
+def decision_of(votes: Iterable[str]) -> str | None:
+    """The most common decision; a tie goes to the most cautious (reject before revise…)."""
+    order = ["reject", "revise", "escalate", "accept_with_conditions", "accept"]
+    counts: dict[str, int] = {}
+    for vote in votes:
+        counts[vote] = counts.get(vote, 0) + 1
+    if not counts:
+        return None
+    best = max(counts.values())
+    tied = [d for d, n in counts.items() if n == best]
+    return min(tied, key=lambda d: order.index(d) if d in order else len(order))
+
+
+def flipped(result: ArmResult) -> bool | None:
+    """Right after round 1 and wrong at the end; None when it cannot tell (one round, no
+    per-round decision, or no expected verdict)."""
+    if result.expected is None or len(result.round_decisions) < 2:
+        return None
+    return result.round_decisions[0] == result.expected and result.decision != result.expected
+
+
+@dataclass
+class Scores:
+    """One arm's scores over a set of results."""
+
+    runs: int
+    failed: int
+    recall: float | None
+    flaws_found: int
+    flaws_planted: int
+    false_alarms: int
+    clean_runs: int
+    agreement: float | None
+    probe_cited: float | None
+    probe_flagged_when_cited: float | None
+    escalated_when_wrong: float | None
+    escalated_when_right: float | None
+    flip_rate: float | None
+    tokens_per_case: float
+    cost_per_case: float
+    wall_s_per_case: float
+
+
+def _share(part: int, whole: int) -> float | None:
+    return part / whole if whole else None
+
+
+def score(results: Sequence[ArmResult]) -> Scores:
+    """Scores of one arm's results (planted and clean), failures counted apart."""
+    done = [r for r in results if r.ok]
+    planted = [r for r in done if r.variant == PLANTED]
+    clean = [r for r in done if r.variant == CLEAN]
+    found = sum(len(r.flaws_found) for r in planted)
+    total = sum(r.flaws_planted for r in planted)
+    judged = [r for r in done if r.expected is not None and r.decision is not None]
+    right = [r for r in judged if r.decision == r.expected]
+    wrong = [r for r in judged if r.decision != r.expected]
+    probed = [r for r in planted if r.probe_cited is not None]
+    cited = [r for r in probed if r.probe_cited]
+    flips = [f for f in (flipped(r) for r in planted) if f is not None]
+    cases = max(1, len({r.case_id for r in done}))
+    return Scores(
+        runs=len(results),
+        failed=len(results) - len(done),
+        recall=_share(found, total),
+        flaws_found=found,
+        flaws_planted=total,
+        false_alarms=sum(len(r.flaws_found) for r in clean),
+        clean_runs=len(clean),
+        agreement=_share(len(right), len(judged)),
+        probe_cited=_share(len(cited), len(probed)),
+        probe_flagged_when_cited=_share(sum(1 for r in cited if r.probe_flagged), len(cited)),
+        escalated_when_wrong=_share(sum(1 for r in wrong if r.escalated), len(wrong)),
+        escalated_when_right=_share(sum(1 for r in right if r.escalated), len(right)),
+        flip_rate=_share(sum(flips), len(flips)),
+        tokens_per_case=sum(r.input_tokens + r.output_tokens for r in done) / cases,
+        cost_per_case=sum(r.cost_usd for r in done) / cases,
+        wall_s_per_case=sum(r.wall_s for r in done) / cases,
+    )
+
+
+def expected_for(case: EvalCase, variant: str) -> str | None:
+    verdict = case.expected_verdict if variant == PLANTED else case.clean_expected_verdict
+    return verdict.value if verdict is not None else None
