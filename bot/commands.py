@@ -431,6 +431,10 @@ async def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+EVAL_STANCES = (["adopt it as proposed"], ["do not adopt it as proposed"])
+"""The stances protocol's two sides in an eval, where no one names them."""
+
+
 async def _eval(args: argparse.Namespace) -> int:
     """`debatebot eval`: see bot.evaluation."""
     from bot import evaluation
@@ -454,6 +458,7 @@ async def _eval(args: argparse.Namespace) -> int:
     services.registry.check(models)
 
     def spec_for(question: str, documents: list[ContextDocument], protocol: str) -> DebateSpec:
+        stances = protocol == "stances"
         return services.new_spec(
             question,
             context=documents,
@@ -461,6 +466,8 @@ async def _eval(args: argparse.Namespace) -> int:
             provider=args.provider,
             model=args.model,
             overrides=overrides,
+            stances_for=EVAL_STANCES[0] if stances else (),
+            stances_against=EVAL_STANCES[1] if stances else (),
         )
 
     def price(tokens_in: int, tokens_out: int) -> float:

@@ -84,6 +84,12 @@ class ResultStore:
         folder.mkdir(parents=True, exist_ok=True)
         self.path = folder / RESULTS
         self._lock = asyncio.Lock()
+        # A kill mid-write leaves a cut line: end it, so the next result starts a line.
+        if self.path.exists() and self.path.stat().st_size:
+            with self.path.open("rb+") as existing:
+                existing.seek(-1, os.SEEK_END)
+                if existing.read(1) != b"\n":
+                    existing.write(b"\n")
 
     def load(self) -> dict[tuple[str, str, str], ArmResult]:
         """The latest result of each run; a line cut off by a kill is ignored."""
@@ -183,16 +189,19 @@ class Progress:
         filled = round(width * self.done / max(1, self.total))
         bar = "#" * filled + "-" * (width - filled)
         status = "ok" if result.ok else "FAILED"
-        self.out.write(
-            f"\r[{bar}] {self.done}/{self.total} · ${self.spent_usd:.4f} spent ·"
+        line = (
+            f"[{bar}] {self.done}/{self.total} · ${self.spent_usd:.4f} spent ·"
             f" ~{_clock(left)} left · {result.case_id}/{result.arm}"
-            f"{'' if result.variant == PLANTED else ' (clean)'} {status}   "
+            f"{'' if result.variant == PLANTED else ' (clean)'} {status}"
         )
+        # A terminal redraws one line; a log file gets one line per run.
+        self.out.write(f"\r{line}   " if self.out.isatty() else f"{line}\n")
         self.out.flush()
 
     def close(self) -> None:
-        self.out.write("\n")
-        self.out.flush()
+        if self.out.isatty():
+            self.out.write("\n")
+            self.out.flush()
 
 
 def _clock(seconds: float) -> str:
@@ -368,10 +377,13 @@ def meaning(by_arm: dict[str, Scores]) -> list[str]:
         return ["No arm finished a case with planted flaws, so there is nothing to compare."]
     sentences = []
     best = max(scored, key=lambda a: (scored[a].recall or 0.0, -scored[a].tokens_per_case))
-    sentences.append(
-        f"- Highest recall: `{best}`, {_pct(scored[best].recall)} of the planted flaws at"
-        f" {scored[best].tokens_per_case:,.0f} tokens a case."
-    )
+    if scored[best].recall:
+        sentences.append(
+            f"- Highest recall: `{best}`, {_pct(scored[best].recall)} of the planted flaws at"
+            f" {scored[best].tokens_per_case:,.0f} tokens a case."
+        )
+    else:
+        sentences.append("- No arm named a planted flaw.")
     debates = [a for a in scored if a not in SINGLE_ARMS]
     for cheaper in ("vote", "single"):
         if cheaper not in scored or not debates:
@@ -379,14 +391,14 @@ def meaning(by_arm: dict[str, Scores]) -> list[str]:
         base = scored[cheaper]
         top = max(debates, key=lambda a: scored[a].recall or 0.0)
         mine = scored[top]
+        cost = f"{mine.tokens_per_case / base.tokens_per_case:.1f}× the tokens"
         if base.recall:
-            ratio = f"{(mine.recall or 0.0) / base.recall:.1f}×"
+            found = f"found {(mine.recall or 0.0) / base.recall:.1f}× the flaws of `{cheaper}`"
+        elif mine.recall:
+            found = f"found {_pct(mine.recall)} of the flaws where `{cheaper}` found none"
         else:
-            ratio = "more than" if mine.recall else "as many as"
-        sentences.append(
-            f"- `{top}` found {ratio} the flaws of `{cheaper}` at"
-            f" {mine.tokens_per_case / base.tokens_per_case:.1f}× the tokens."
-        )
+            found = f"found no flaw, like `{cheaper}`,"
+        sentences.append(f"- `{top}` {found} at {cost}.")
         break
     alarms = {a: s.false_alarms / s.clean_runs for a, s in scored.items() if s.clean_runs}
     if alarms:
@@ -421,18 +433,15 @@ def write_chart(by_arm: dict[str, Scores], folder: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(figsize=(7, 4.5), dpi=120)
-    for arm, s in by_arm.items():
-        if s.recall is None:
-            continue
+    plotted = [(arm, s) for arm, s in by_arm.items() if s.recall is not None]
+    for arm, s in plotted:
         marker = "o" if arm in SINGLE_ARMS else "s"
-        axes.scatter(s.tokens_per_case, s.recall * 100, marker=marker, s=60)
-        axes.annotate(
-            arm,
-            (s.tokens_per_case, s.recall * 100),
-            textcoords="offset points",
-            xytext=(6, 4),
-            fontsize=9,
-        )
+        axes.scatter(s.tokens_per_case, (s.recall or 0.0) * 100, marker=marker, s=60, label=arm)
+    if plotted:
+        # Arms often sit close together; a legend stays readable where labels would overlap.
+        axes.legend(title="arm (circle: one model; square: debate)", fontsize=8, loc="best")
+    else:
+        axes.text(0.5, 0.5, "no arm finished a case yet", ha="center", transform=axes.transAxes)
     axes.set_xlabel("tokens per case")
     axes.set_ylabel("planted flaws found (%)")
     axes.set_title("Cost-quality frontier: recall against tokens")
