@@ -308,6 +308,15 @@ def scores_by_arm(results: Sequence[ArmResult], arms: Sequence[str]) -> dict[str
     return {arm: score([r for r in results if r.arm == arm]) for arm in arms}
 
 
+def scores_by_task_type(
+    results: Sequence[ArmResult], arms: Sequence[str]
+) -> dict[str, dict[str, Scores]]:
+    tasks = sorted({r.task_type for r in results})
+    return {
+        task: scores_by_arm([r for r in results if r.task_type == task], arms) for task in tasks
+    }
+
+
 def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.0%}"
 
@@ -347,16 +356,19 @@ def report_markdown(
     task_types = sorted({case.task_type for case in plan.cases})
     lines += [
         "",
-        "## Recall per task type",
+        "## Per task type",
+        "",
+        "Each cell: recall · verdict agreement · false alarms · tokens per case.",
         "",
         "| arm | " + " | ".join(task_types) + " |",
         "| --- |" + " ---: |" * len(task_types),
     ]
+    per_task = scores_by_task_type(results, arms)
     for arm in arms:
-        cells = []
-        for task in task_types:
-            s = score([r for r in results if r.arm == arm and r.task_type == task])
-            cells.append(_pct(s.recall))
+        cells = [
+            f"{_pct(t.recall)} · {_pct(t.agreement)} · {t.false_alarms} · {t.tokens_per_case:,.0f}"
+            for t in (per_task[task][arm] for task in task_types)
+        ]
         lines.append(f"| {arm} | " + " | ".join(cells) + " |")
     lines += ["", "## What this means", "", *meaning(by_arm)]
     lines += [
@@ -470,6 +482,10 @@ def write_report(
                 "models": models,
                 "stopped": stopped,
                 "scores": {arm: asdict(s) for arm, s in by_arm.items()},
+                "scores_by_task_type": {
+                    task: {arm: asdict(s) for arm, s in scores.items()}
+                    for task, scores in scores_by_task_type(results, arms).items()
+                },
                 "results": [r.model_dump(mode="json", exclude={"samples"}) for r in results],
             },
             indent=1,

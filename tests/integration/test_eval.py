@@ -56,6 +56,9 @@ def test_every_arm_runs_on_three_cases_and_the_report_is_written(
     raw = json.loads((out / "results.json").read_text())
     assert set(raw["scores"]) == set(EVAL_ARMS)
     assert all(raw["scores"][arm]["flaws_planted"] == 9 for arm in EVAL_ARMS)
+    by_task = raw["scores_by_task_type"]
+    assert set(by_task) == {"architecture"}
+    assert by_task["architecture"]["vote"]["runs"] == 6
     report = (out / "report.md").read_text()
     for arm in EVAL_ARMS:
         assert f"\n| {arm} | " in report

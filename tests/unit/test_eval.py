@@ -173,7 +173,8 @@ def test_the_estimate_and_the_report(tmp_path: Path) -> None:
     )
     assert "| single | 33% | 1 / 3 |" in report
     assert "**Incomplete:** stopped before case-1/adversarial." in report
-    assert "## Recall per task type" in report
+    assert "## Per task type" in report
+    assert "| single | 33% · n/a · 0 · 10 |" in report
 
 
 def test_progress_writes_a_line_per_run_to_a_log() -> None:
