@@ -13,8 +13,9 @@ from sqlalchemy import Engine, text
 from sqlmodel import Session, SQLModel
 
 from bot.jobs.worker import DebateWorker, WorkerConfig
+from bot.migrations import SCHEMA_HEAD
 from bot.store import repository
-from bot.store.db import check_schema, make_engine, session_scope, upgrade
+from bot.store.db import alembic_config, check_schema, make_engine, session_scope, upgrade
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError, SchemaOutdatedError
 from bot.store.tables import DebateState
 from engine.models import DebateSpec, DebateStatus, ModelSettings
@@ -222,3 +223,10 @@ def test_sqlite_locked_past_the_timeout_says_what_to_do(tmp_path: Path) -> None:
     assert debate.state == DebateState.QUEUED
     holder.dispose()
     impatient.dispose()
+
+
+def test_the_schema_head_the_code_checks_is_alembics_head() -> None:
+    """`bot.migrations.SCHEMA_HEAD` spares start-up alembic's import; it must not drift."""
+    from alembic.script import ScriptDirectory
+
+    assert ScriptDirectory.from_config(alembic_config()).get_current_head() == SCHEMA_HEAD
