@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from bot.adr import TitlePatternError, compile_title_pattern
 from bot.slack.errors import CommandError, FormError
 from engine.models import clean_text
 from engine.protocols import MAX_ROUNDS
@@ -173,9 +174,12 @@ def parse_setting(key: str, raw: str, *, protocols: tuple[str, ...]) -> tuple[st
         return "digest_time", None if off else parse_clock(raw)
     if key in ("timezone", "tz"):
         return "timezone", parse_timezone(raw)
+    if key in ("adr_pattern", "adr_title"):
+        return "adr_pattern", None if off else parse_title_pattern(raw)
     raise CommandError(
         f"unknown setting `{key}`; settings are protocol, rounds, threshold, reviewers, owners,"
-        " budget, adr, reaction, triage, route, monthly_budget, review_sla, digest, timezone"
+        " budget, adr, reaction, triage, route, monthly_budget, review_sla, digest, timezone,"
+        " adr_pattern"
     )
 
 
@@ -205,6 +209,15 @@ def parse_clock(raw: str) -> str:
     if match is None:
         raise CommandError(f"digest takes a local time like `09:00` (24-hour), or off; got `{raw}`")
     return f"{int(match.group(1)):02d}:{match.group(2)}"
+
+
+def parse_title_pattern(raw: str) -> str:
+    pattern = raw.strip().strip("`")
+    try:
+        compile_title_pattern(pattern)
+    except TitlePatternError as error:
+        raise CommandError(f"{error}; for example `RFC-\\d+`") from None
+    return pattern
 
 
 def parse_timezone(raw: str) -> str:

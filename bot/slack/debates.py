@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from sqlalchemy import Engine
 from sqlmodel import Session
 
+from bot.adr import adr_title, is_adr
 from bot.metrics import Metrics
 from bot.settings import SettingsError
 from bot.slack import blocks, triggers
@@ -248,12 +249,12 @@ class SlackDebates:
     ) -> Started | None:
         """A top-level ADR post in a watching channel debates itself in its thread."""
         settings = await self.settings_of(channel)
-        if not settings.adr_watch or not triggers.is_adr(text):
+        if not settings.adr_watch or not is_adr(text, settings.adr_pattern):
             return None
         spec = self._spec(
             settings,
             triggers.adr_question(text),
-            context=[ContextDocument(title=triggers.adr_title(text), text=text)],
+            context=[ContextDocument(title=adr_title(text), text=text)],
             protocol="adversarial",
         )
         return await self._start(
@@ -321,9 +322,9 @@ class SlackDebates:
         body = f"{parsed.question}\n{rest}".strip() if rest.strip() else parsed.question
         context: list[ContextDocument] = []
         question = parsed.question
-        if triggers.is_adr(body):
+        if is_adr(body):
             question = triggers.adr_question(body)
-            context = [ContextDocument(title=triggers.adr_title(body), text=body)]
+            context = [ContextDocument(title=adr_title(body), text=body)]
         elif rest.strip():
             context = [ContextDocument(title="Pasted in the assistant", text=body)]
         review_in = parsed.review_in or self.review_channel

@@ -220,7 +220,8 @@ def settings_text(settings: ChannelSettings) -> str:
         f" \u00b7 triage {onoff(settings.triage)} \u00b7 route {onoff(settings.route)}"
         f" \u00b7 reaction :{settings.trigger_reaction}:\n"
         f"monthly_budget {monthly} \u00b7 review_sla {sla} \u00b7 digest {digest}"
-        f" \u00b7 timezone {settings.timezone}\n"
+        f" \u00b7 timezone {settings.timezone} \u00b7 adr_pattern"
+        f" {('`' + settings.adr_pattern + '`') if settings.adr_pattern else 'none'}\n"
         f"reviewers: {_people(settings.reviewers)}\nowners: {_people(settings.owners)}"
     )
 

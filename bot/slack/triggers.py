@@ -1,50 +1,19 @@
 """What starts a debate besides `/debate`: ADR posts and review reactions on threads. Pure helpers
-plus the paginated thread reader.
-
-ADR rule: a message is an ADR when, after stripping Markdown decoration (`#`, `*`, `_`, `>`,
-backticks), either its first non-blank line starts with `ADR` as a word, optionally numbered
-(`ADR-012: Use Kafka`, `ADR 7 - ...`, `ADR: ...`), or it has the three section headings of
-Nygard's template, `Context`, `Decision` and `Consequences`, each on a line of its own (an
-optional trailing colon; any case).
+plus the paginated thread reader. Which messages are ADRs is `bot.adr`'s rule.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.adr import adr_title
 from bot.slack.blocks import unescape
 from engine.models import ContextDocument, clean_text
 
-_DECORATION = re.compile(r"^[\s#*_>`~]+|[\s*_`~]+$")
-_TITLE = re.compile(r"^ADR(?:[\s-]*\d+)?(?:\s*[:.\-\u2013\u2014]|\s|$)")
-_SECTIONS = ("context", "decision", "consequences")
 MAX_THREAD_MESSAGES = 1000
-
-
-def _clean(line: str) -> str:
-    return _DECORATION.sub("", line)
-
-
-def is_adr(text: str) -> bool:
-    lines = [_clean(line) for line in text.splitlines() if line.strip()]
-    if not lines:
-        return False
-    if _TITLE.match(lines[0]):
-        return True
-    headings = {line.rstrip(":").strip().lower() for line in lines}
-    return all(section in headings for section in _SECTIONS)
-
-
-def adr_title(text: str) -> str:
-    """The first non-blank line, without decoration, as the ADR's title."""
-    for line in text.splitlines():
-        if line.strip():
-            return _clean(line)[:200] or "ADR"
-    return "ADR"
 
 
 def adr_question(text: str) -> str:

@@ -45,6 +45,7 @@ CHANNEL_SETTING_FIELDS = (
     "review_sla_h",
     "digest_time",
     "timezone",
+    "adr_pattern",
 )
 
 

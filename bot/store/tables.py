@@ -189,6 +189,9 @@ class ChannelSettings(SQLModel, table=True):
     """`HH:MM` local time of the daily digest; None: no digest (opt-in)."""
     timezone: str = Field(default="UTC", max_length=64)
     """IANA name of the channel's time zone, for the digest."""
+    adr_pattern: str | None = Field(default=None, max_length=200)
+    """A regular expression the first line of this channel's own ADR titles matches (`RFC-\\d+`),
+    beside the formats `bot.adr` knows."""
     updated_by: str | None = Field(default=None, max_length=80)
     updated_at: datetime = Field(default_factory=utcnow)
 

@@ -7,7 +7,7 @@ from bot.store.db import session_scope
 from engine.llm import LLMRequest
 from engine.protocols.base import MATERIAL_CLOSE, MATERIAL_OPEN
 from tests.e2e.conftest import ADMIN, CHANNEL, BotFactory
-from tests.helpers import DebateScript, reply_for
+from tests.helpers import REPO_ROOT, DebateScript, reply_for
 
 ADR_TEXT = """# ADR-042: Redis cache-aside for pricing-service
 
@@ -228,3 +228,31 @@ async def test_the_message_shortcut_debates_the_thread_once(start_bot: BotFactor
     assert debate.source == "shortcut"
     assert "queue lag is 2 s at peak" in debate.spec_json
     assert all(m.get("thread_ts") == root for m in bot.emulator.posted(CHANNEL))
+
+
+async def test_each_adr_format_and_the_channels_own_title_pattern_start_a_debate(
+    start_bot: BotFactory,
+) -> None:
+    corpus = REPO_ROOT / "tests" / "data" / "adr_corpus"
+    posts = [
+        (corpus / "madr" / "madr4-front-matter-db.md").read_text(),
+        (corpus / "nygard-inline" / "inline-bold-labels.md").read_text(),
+        (corpus / "y-statement" / "y-classic.md").read_text(),
+        (corpus / "channel-pattern" / "rfc-title.md").read_text(),
+        (corpus / "not-adr" / "meeting-notes-1.md").read_text(),
+    ]
+    bot = await start_bot()
+    watch_adrs(bot)
+    refused = await bot.driver.command("config set adr_pattern (unclosed", user=ADMIN)
+    assert "is not a regular expression" in refused.json()["text"]
+    await bot.driver.command(r"config set adr_pattern RFC-\d+", user=ADMIN)
+    await bot.wait_for(lambda: bot.emulator.responses, "the confirmation")
+    assert "Saved" in bot.emulator.responses[-1]["text"]
+
+    for n, text in enumerate(posts):
+        ts = bot.emulator.seed_message(CHANNEL, text)
+        await bot.driver.event(message_event(ts, text, user=f"UPOST{n}"), event_id=f"EvF{n}")
+    debates = await bot.finished(4)
+    assert [d.source for d in debates] == ["adr"] * 4, "the meeting notes started nothing"
+    assert "Move analytics off the OLTP primary" in debates[0].question
+    assert "RFC-0031: Deprecate the v1 webhooks" in debates[3].question

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr
 
+from bot.adr import adr_title, is_adr
 from bot.settings import Settings, SettingsError
 from bot.slack.commands import (
     ConfigCommand,
@@ -16,7 +17,6 @@ from bot.slack.commands import (
     parse_threshold,
 )
 from bot.slack.errors import CommandError
-from bot.slack.triggers import adr_title, is_adr
 
 PROTOCOLS = ("adversarial", "stances")
 
