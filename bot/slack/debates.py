@@ -21,6 +21,7 @@ from bot.settings import SettingsError
 from bot.slack import blocks, triggers
 from bot.slack.commands import DebateCommand, parse_command
 from bot.slack.errors import CommandError, NotAllowedError
+from bot.slack.files import UploadRefusedError, is_document_upload, read_upload
 from bot.slack.notifier import DebateNotifier
 from bot.slack.people import SlackDirectory
 from bot.slack.poster import SlackPoster
@@ -261,6 +262,43 @@ class SlackDebates:
             trigger_key=f"adr:{channel}:{ts}",
             spec=spec,
             source="adr",
+            channel=channel,
+            user=user,
+            thread_ts=ts,
+            triage=settings.triage,
+        )
+
+    async def start_from_upload(
+        self, *, channel: str, ts: str, user: str | None, text: str, files: list[dict[str, Any]]
+    ) -> Started | None:
+        """A top-level post with an uploaded ADR (a Markdown file or a snippet) in a watching
+        channel: the file is read with the bot token and debated as the context. A file that
+        cannot be read raises CommandError saying why (too large, binary, no access)."""
+        settings = await self.settings_of(channel)
+        uploads = [f for f in files if is_document_upload(f)]
+        if not settings.adr_watch or not uploads:
+            return None
+        documents = []
+        for file in uploads:
+            try:
+                documents.append(await read_upload(self.poster.client, str(file.get("id"))))
+            except UploadRefusedError as error:
+                raise CommandError(str(error)) from error
+        pattern = settings.adr_pattern
+        adr = next((d for d in documents if is_adr(d.text, pattern)), None)
+        if adr is None and not is_adr(text, pattern):
+            return None
+        lead = adr or documents[0]
+        context = [lead, *(d for d in documents if d is not lead)]
+        if text.strip():
+            context.append(ContextDocument(title="The message the file came with", text=text))
+        spec = self._spec(
+            settings, triggers.adr_question(lead.text), context=context, protocol="adversarial"
+        )
+        return await self._start(
+            trigger_key=f"adr:{channel}:{ts}",
+            spec=spec,
+            source="upload",
             channel=channel,
             user=user,
             thread_ts=ts,

@@ -500,19 +500,21 @@ async def on_debate_anyway(
 
 
 async def on_message(event: dict[str, Any], body: dict[str, Any], debates: SlackDebates) -> None:
-    """A top-level post in a channel that watches for ADRs."""
-    if event.get("subtype") or event.get("bot_id"):
+    """A top-level post in a channel that watches for ADRs: its text, or a file it shares."""
+    if event.get("subtype") not in (None, "file_share") or event.get("bot_id"):
         return
     if event.get("thread_ts") and event["thread_ts"] != event.get("ts"):
         return
     channel, ts = event["channel"], event["ts"]
+    text = clean_text(blocks.unescape(event.get("text") or ""))
+    files = [f for f in event.get("files") or [] if isinstance(f, dict)]
     try:
-        await debates.start_from_adr(
-            channel=channel,
-            ts=ts,
-            user=event.get("user"),
-            text=clean_text(blocks.unescape(event.get("text") or "")),
-        )
+        if files:
+            await debates.start_from_upload(
+                channel=channel, ts=ts, user=event.get("user"), text=text, files=files
+            )
+        else:
+            await debates.start_from_adr(channel=channel, ts=ts, user=event.get("user"), text=text)
     except CommandError as error:
         await _tell_thread(
             debates,

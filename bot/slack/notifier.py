@@ -30,7 +30,15 @@ from engine.models import DebateResult, DebateSpec
 log = logging.getLogger(__name__)
 R = TypeVar("R")
 
-THREADED_SOURCES = ("adr", "reaction", "shortcut", "another_round", "debate_anyway", "assistant")
+THREADED_SOURCES = (
+    "adr",
+    "upload",
+    "reaction",
+    "shortcut",
+    "another_round",
+    "debate_anyway",
+    "assistant",
+)
 ANSWER = "answer"
 ASSISTANT_STATUS = "status:assistant"
 """The assistant thread's status line, sent with `assistant.threads.setStatus`."""

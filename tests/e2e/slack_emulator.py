@@ -102,6 +102,10 @@ class SlackEmulator:
     socket_acks: list[dict[str, Any]] = field(default_factory=list)
     socket_connections: int = 0
     transports: dict[int, Any] = field(default_factory=dict)
+    files: dict[str, tuple[dict[str, Any], bytes]] = field(default_factory=dict)
+    """Uploaded files: id -> (files.info's file object, content served at its url_private)."""
+    downloads: list[tuple[str, str]] = field(default_factory=list)
+    """Every file download: (file id, the Authorization header it came with)."""
     url: str = ""
     _runner: web.AppRunner | None = None
     _ts: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -114,6 +118,8 @@ class SlackEmulator:
         app.router.add_get("/api/{method}", self._api)
         app.router.add_post("/response/{key}", self._response_url)
         app.router.add_get("/socket", self._socket)
+        app.router.add_get("/files-pri/{file_id}/{name}", self._download)
+        app.router.add_get("/files-pri/{file_id}/download/{name}", self._download)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -191,6 +197,45 @@ class SlackEmulator:
         return [m for m in self.posted(channel) if m.get("thread_ts") == thread_ts]
 
     # --- HTTP ------------------------------------------------------------------------------
+
+    def upload(
+        self, name: str, content: bytes, *, filetype: str = "markdown", mode: str = "hosted"
+    ) -> dict[str, Any]:
+        """A file someone uploaded: the object Slack puts in the message event's `files`."""
+        file_id = f"F{len(self.files) + 1:08d}"
+        info = {
+            "id": file_id,
+            "name": name,
+            "title": name,
+            "mimetype": "text/markdown" if filetype == "markdown" else "application/octet-stream",
+            "filetype": filetype,
+            "mode": mode,
+            "size": len(content),
+            "url_private": f"{self.url}/files-pri/{file_id}/{name}",
+            "url_private_download": f"{self.url}/files-pri/{file_id}/download/{name}",
+        }
+        self.files[file_id] = (info, content)
+        return {"id": file_id, "name": name, "filetype": filetype, "mode": mode}
+
+    def _files_info(self, params: dict[str, Any]) -> dict[str, Any]:
+        found = self.files.get(str(params.get("file")))
+        if found is None:
+            return {"ok": False, "error": "file_not_found"}
+        return {"ok": True, "file": found[0]}
+
+    async def _download(self, request: web.Request) -> web.Response:
+        file_id = request.match_info["file_id"]
+        authorization = request.headers.get("Authorization", "")
+        self.downloads.append((file_id, authorization))
+        fault = self._fault_for("files.download", {})
+        if fault is not None:
+            if fault.hang_s:
+                await asyncio.sleep(fault.hang_s)
+            return web.Response(status=fault.status or 500, text="error")
+        if not authorization.startswith("Bearer xoxb-") or file_id not in self.files:
+            # Slack answers an unauthenticated download with its sign-in page, not a 401.
+            return web.Response(text="<html>Sign in to Slack</html>", content_type="text/html")
+        return web.Response(body=self.files[file_id][1], content_type="application/octet-stream")
 
     async def _params(self, request: web.Request) -> dict[str, Any]:
         params: dict[str, Any] = dict(request.query)

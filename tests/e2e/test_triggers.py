@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 from bot.store import slack as store
 from bot.store.db import session_scope
 from engine.llm import LLMRequest
 from engine.protocols.base import MATERIAL_CLOSE, MATERIAL_OPEN
-from tests.e2e.conftest import ADMIN, CHANNEL, BotFactory
+from tests.e2e.conftest import ADMIN, BOT_TOKEN, CHANNEL, BotFactory
+from tests.e2e.slack_emulator import Fault
 from tests.helpers import REPO_ROOT, DebateScript, reply_for
 
 ADR_TEXT = """# ADR-042: Redis cache-aside for pricing-service
@@ -256,3 +259,77 @@ async def test_each_adr_format_and_the_channels_own_title_pattern_start_a_debate
     assert [d.source for d in debates] == ["adr"] * 4, "the meeting notes started nothing"
     assert "Move analytics off the OLTP primary" in debates[0].question
     assert "RFC-0031: Deprecate the v1 webhooks" in debates[3].question
+
+
+def file_share(bot, ts: str, text: str, *files: dict) -> dict:  # type: ignore[no-untyped-def]
+    return message_event(ts, text, subtype="file_share", files=list(files))
+
+
+async def test_an_uploaded_markdown_adr_is_read_with_the_bot_token_and_debated(
+    start_bot: BotFactory,
+) -> None:
+    bot = await start_bot()
+    watch_adrs(bot)
+    adr = (REPO_ROOT / "tests" / "data" / "adr_corpus" / "madr" / "madr3-auth.md").read_bytes()
+    shared = bot.emulator.upload("0012-mtls.md", adr)
+    ts = bot.emulator.seed_message(CHANNEL, "New ADR for review")
+    await bot.driver.event(file_share(bot, ts, "New ADR for review", shared))
+
+    [debate] = await bot.finished()
+    assert debate.source == "upload"
+    assert debate.thread_ts == ts
+    assert "Authenticate internal services with mTLS" in debate.question
+    spec = json.loads(debate.spec_json)
+    assert spec["context"][0]["title"] == "0012-mtls.md"
+    assert "mTLS through the service mesh" in spec["context"][0]["text"]
+    assert [auth for _, auth in bot.emulator.downloads] == [f"Bearer {BOT_TOKEN}"]
+
+
+async def test_a_snippet_works_and_oversized_or_binary_uploads_are_refused_in_the_thread(
+    start_bot: BotFactory,
+) -> None:
+    bot = await start_bot()
+    watch_adrs(bot)
+    snippet = bot.emulator.upload("Untitled", ADR_TEXT.encode(), filetype="text", mode="snippet")
+    huge = bot.emulator.upload("big.md", b"# ADR-1: x\n" + b"a" * 600_000)
+    binary = bot.emulator.upload("adr.md", b"\x89PNG\r\n\x1a\n\x00\x00binary")
+    picture = bot.emulator.upload("diagram.png", b"\x89PNG\x00", filetype="png")
+
+    posts = []
+    for n, shared in enumerate((snippet, huge, binary, picture)):
+        ts = bot.emulator.seed_message(CHANNEL, "")
+        posts.append(ts)
+        await bot.driver.event(file_share(bot, ts, "", shared), event_id=f"EvU{n}")
+    [debate] = await bot.finished()
+    assert debate.thread_ts == posts[0]
+
+    def said(ts: str) -> list[str]:
+        return [m["text"] for m in bot.emulator.in_thread(CHANNEL, ts)]
+
+    too_big = await bot.wait_for(lambda: said(posts[1]), "the size refusal")
+    assert "`big.md` is 585 KB and I read at most 500 KB" in too_big[-1]
+    not_text = await bot.wait_for(lambda: said(posts[2]), "the binary refusal")
+    assert "`adr.md` is a binary file, not text" in not_text[-1]
+    assert said(posts[3]) == [], "a picture is not an ADR upload: nothing is said"
+    assert len(bot.debates()) == 1
+
+
+async def test_an_upload_slack_will_not_hand_over_is_refused_with_the_fix(
+    start_bot: BotFactory,
+) -> None:
+    bot = await start_bot()
+    watch_adrs(bot)
+    shared = bot.emulator.upload("adr.md", ADR_TEXT.encode())
+    bot.emulator.fail("files.info", Fault(error="missing_scope"))
+    ts = bot.emulator.seed_message(CHANNEL, "")
+    await bot.driver.event(file_share(bot, ts, "", shared))
+    refusal = await bot.wait_for(
+        lambda: bot.emulator.in_thread(CHANNEL, ts), "the refusal", limit_s=30
+    )
+    assert "reinstall the app with the `files:read` scope" in refusal[-1]["text"]
+
+    bot.emulator.fail("files.download", Fault(status=503), Fault(status=503))
+    ts = bot.emulator.seed_message(CHANNEL, "")
+    await bot.driver.event(file_share(bot, ts, "", shared), event_id="EvRetry")
+    [debate] = await bot.finished()
+    assert debate.thread_ts == ts, "two 503s on the download were retried"

@@ -23,6 +23,7 @@ SCOPE_OF_METHOD = {
     "users_list": "users:read",
     "conversations_open": "im:write",
     "assistant_threads_setStatus": "assistant:write",
+    "files_info": "files:read",
 }
 ASSISTANT_EVENTS = {"assistant_thread_started", "assistant_thread_context_changed"}
 
