@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 
+from bot.hosts import HostClients, HostConfig
+from bot.jobs.pr_comments import PullRequestComments
 from bot.jobs.worker import DebateReporter, DebateWorker, SinkFactory, WorkerConfig
 from bot.metrics import Metrics
 from bot.providers import ProviderRegistry, role_models
@@ -63,6 +65,7 @@ class DebateServices:
     resolve_llm: LLMResolver
 
     registry: ProviderRegistry
+    hosts: HostClients
 
     def models(
         self,
@@ -211,6 +214,7 @@ def build_worker(
         reporter=reporter,
         sinks=sinks,
         metrics=metrics,
+        followers=[PullRequestComments(engine, services.hosts).after_finish],
     )
 
 
@@ -223,6 +227,17 @@ def build_services(settings: Settings, *, resolve_llm: LLMResolver | None = None
         prompts=PromptLibrary.load(settings.prompts_dir),
         resolve_llm=resolve_llm or registry.resolve,
         registry=registry,
+        hosts=HostClients(host_config(settings)),
+    )
+
+
+def host_config(settings: Settings) -> HostConfig:
+    """Where linked ADRs are fetched from, with which tokens (placeholders refused)."""
+    return HostConfig(
+        github_url=settings.github_url,
+        github_token=settings.host_token("github"),
+        gitlab_url=settings.gitlab_url,
+        gitlab_token=settings.host_token("gitlab"),
     )
 
 
@@ -335,6 +350,8 @@ def build_bot(
             caps=SpendCaps(workspace_usd=settings.workspace_monthly_budget_usd),
             review_channel=settings.review_channel,
             metrics=metrics,
+            hosts=services.hosts,
+            after_review=PullRequestComments(engine, services.hosts).after_review,
         ),
         notifier=notifier,
         delivery=delivery,

@@ -204,6 +204,18 @@ class Settings(BaseSettings):
         description="serve Prometheus /metrics on this port too (`worker` has no other; `serve`"
         " answers /metrics on its HTTP port in both modes)",
     )
+    github_token: SecretStr | None = Field(
+        default=None, description="reads linked ADRs and pull requests, and comments the verdict"
+    )
+    github_url: str = Field(
+        default="https://github.com", description="GitHub, or your GitHub Enterprise's address"
+    )
+    gitlab_token: SecretStr | None = Field(
+        default=None, description="reads linked ADRs and merge requests, and comments the verdict"
+    )
+    gitlab_url: str = Field(
+        default="https://gitlab.com", description="GitLab, or your self-hosted GitLab's address"
+    )
     slack_timeout_s: float = Field(
         default=10.0, gt=0, description="how long one Slack API call may take before it is retried"
     )
@@ -297,6 +309,15 @@ class Settings(BaseSettings):
                 where="your server's configuration",
             )
         return None
+
+    def host_token(self, host: str) -> str | None:
+        """The GitHub or GitLab token, refusing a placeholder; None when unset (public
+        repositories only)."""
+        value = self.github_token if host == "github" else self.gitlab_token
+        if value is None:
+            return None
+        variable = "DEBATEBOT_GITHUB_TOKEN" if host == "github" else "DEBATEBOT_GITLAB_TOKEN"
+        return _secret(value, variable, prefix="", where=f"your {host} account's token settings")
 
     def slack_bot_token_value(self) -> str:
         """The bot token alone (a worker delivering messages needs no signing secret)."""

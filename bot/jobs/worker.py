@@ -25,7 +25,7 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -54,6 +54,8 @@ StoredRun = tuple[list[TurnRecord], repository.ChainHead]
 """A debate's stored turns and the head of its chain."""
 SinkFactory = Callable[[Debate], EventSink]
 """Builds an extra event sink for one debate (the console)."""
+Follower = Callable[[Debate, DebateResult], Awaitable[None]]
+"""Told of each debate stored as finished (the pull request comment); handles its own errors."""
 
 
 class ShuttingDown(Exception):
@@ -103,9 +105,11 @@ class DebateWorker:
         turns: TurnWriter | None = None,
         endings: FinishWriter | None = None,
         metrics: Metrics | None = None,
+        followers: Sequence[Follower] = (),
     ) -> None:
         self.engine = engine
         self.metrics = metrics
+        self.followers = tuple(followers)
         self.turns = turns or TurnWriter(engine)
         self.endings = endings or FinishWriter(engine)
         self.resolve_llm = resolve_llm
@@ -266,6 +270,8 @@ class DebateWorker:
             self.reporter.wake()
         if self.metrics is not None:
             self.metrics.debate_ended(result)
+        for follow in self.followers:
+            await follow(debate, result)
         log.info(
             "debate %s: %s, %s at confidence %.2f%s, $%.4f",
             debate_id,

@@ -20,7 +20,7 @@ from bot.slack.errors import CommandError, FormError
 from engine.models import clean_text
 from engine.protocols import MAX_ROUNDS
 
-FLAGS = ("protocol", "rounds", "for", "against", "budget", "route", "review-in")
+FLAGS = ("protocol", "rounds", "for", "against", "budget", "route", "review-in", "adr")
 SWITCHES = ("route",)
 """Flags that take no value."""
 MAX_BUDGET_USD = 100.0
@@ -66,9 +66,13 @@ class DebateCommand:
     """Panel only: let a fast model answer first and skip the panel when it is sure."""
     review_in: str | None = None
     """The channel the review request goes to, instead of the debate's thread."""
+    adr_url: str | None = None
+    """A GitHub or GitLab link to the ADR file or the pull request that proposes it."""
 
 
 Command = HelpCommand | OpenDebateModal | ConfigCommand | DebateCommand
+LINKED_QUESTION = "Should the team accept the linked architecture decision record?"
+"""The question of `/debate --adr URL` with none of its own (the ADR's title replaces it)."""
 
 
 def _unquote(value: str) -> str:
@@ -163,7 +167,7 @@ def parse_setting(key: str, raw: str, *, protocols: tuple[str, ...]) -> tuple[st
         return "adr_watch", parse_switch(raw)
     if key in ("reaction", "trigger_reaction"):
         return "trigger_reaction", parse_reaction(raw)
-    if key in ("triage", "route"):
+    if key in ("triage", "route", "pr_comment"):
         return key, parse_switch(raw)
     off = raw.strip().lower() in ("none", "off")
     if key in ("monthly_budget", "monthly_budget_usd"):
@@ -179,7 +183,7 @@ def parse_setting(key: str, raw: str, *, protocols: tuple[str, ...]) -> tuple[st
     raise CommandError(
         f"unknown setting `{key}`; settings are protocol, rounds, threshold, reviewers, owners,"
         " budget, adr, reaction, triage, route, monthly_budget, review_sla, digest, timezone,"
-        " adr_pattern"
+        " adr_pattern, pr_comment"
     )
 
 
@@ -286,14 +290,17 @@ def parse_command(text: str, *, protocols: tuple[str, ...]) -> Command:
             raise CommandError(f"--{name} needs a value, e.g. `{_example(name)}`")
         values.setdefault(name, []).append(_unquote(raw))
     question = re.sub(r"[ \t]{2,}", " ", _strip_flags(stripped)).strip()
+    for name in ("protocol", "rounds", "budget", "review-in", "adr"):
+        if len(values.get(name, [])) > 1:
+            raise CommandError(f"--{name} is given more than once")
+    adr_url = parse_link(values["adr"][0]) if "adr" in values else None
+    if not question and adr_url:
+        question = LINKED_QUESTION
     if not question:
         raise CommandError(
             "there is no question: write it after /debate, e.g."
             " `/debate Should we move sessions to Redis? --rounds 2`"
         )
-    for name in ("protocol", "rounds", "budget", "review-in"):
-        if len(values.get(name, [])) > 1:
-            raise CommandError(f"--{name} is given more than once")
     protocol = parse_protocol(values["protocol"][0], protocols) if "protocol" in values else None
     stances_for = tuple(values.get("for", []))
     stances_against = tuple(values.get("against", []))
@@ -315,7 +322,19 @@ def parse_command(text: str, *, protocols: tuple[str, ...]) -> Command:
         budget_usd=parse_budget(values["budget"][0]) if "budget" in values else None,
         route=route,
         review_in=parse_channel(values["review-in"][0]) if "review-in" in values else None,
+        adr_url=adr_url,
     )
+
+
+def parse_link(raw: str) -> str:
+    """A URL as typed, or as Slack escapes it (`<https://…>` or `<https://…|label>`)."""
+    url = raw.strip().strip("<>").split("|", 1)[0]
+    if not re.match(r"^https?://\S+$", url):
+        raise CommandError(
+            "--adr takes a link to the ADR on GitHub or GitLab (a file or a pull request);"
+            f" got `{raw}`"
+        )
+    return url
 
 
 _CHANNEL = re.compile(r"^(?:<#([CG][A-Z0-9]+)(?:\|[^>]*)?>|([CG][A-Z0-9]{6,}))$")
@@ -436,4 +455,5 @@ def _example(name: str) -> str:
         "budget": "--budget 0.50",
         "route": "--route",
         "review-in": "--review-in #arch-reviews",
+        "adr": "--adr https://github.com/acme/app/pull/42",
     }[name]

@@ -6,7 +6,7 @@ build App Home.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
@@ -16,10 +16,11 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from bot.adr import adr_title, is_adr
+from bot.hosts import Fetched, HostClients, HostLink, LinkError, fetch, find_link
 from bot.metrics import Metrics
 from bot.settings import SettingsError
 from bot.slack import blocks, triggers
-from bot.slack.commands import DebateCommand, parse_command
+from bot.slack.commands import LINKED_QUESTION, DebateCommand, parse_command
 from bot.slack.errors import CommandError, NotAllowedError
 from bot.slack.files import UploadRefusedError, is_document_upload, read_upload
 from bot.slack.notifier import DebateNotifier
@@ -66,6 +67,10 @@ class NewSpec(Protocol):
     ) -> DebateSpec: ...
 
 
+ReviewFollower = Callable[[Debate, Review], Awaitable[None]]
+"""Told of each review decision (the pull request comment shows it)."""
+
+
 class SlackDebates:
     """The bot's use cases, on the store, the notifier and Slack's directory."""
 
@@ -83,6 +88,8 @@ class SlackDebates:
         caps: SpendCaps | None = None,
         review_channel: str | None = None,
         metrics: Metrics | None = None,
+        hosts: HostClients | None = None,
+        after_review: ReviewFollower | None = None,
     ) -> None:
         self.engine = engine
         self.new_spec = new_spec
@@ -95,6 +102,8 @@ class SlackDebates:
         self.caps = caps or SpendCaps()
         self.review_channel = review_channel
         self.metrics = metrics
+        self.hosts = hosts
+        self.after_review = after_review
 
     async def db(self, work: Callable[[Session], R]) -> R:
         return await in_session(self.engine, work)
@@ -174,6 +183,7 @@ class SlackDebates:
         triage: bool = False,
         parent_debate_id: int | None = None,
         review_channel_id: str | None = None,
+        link: str | None = None,
     ) -> Started:
         try:
             debate, created = await self.db(
@@ -191,6 +201,7 @@ class SlackDebates:
                     triage=triage,
                     parent_debate_id=parent_debate_id,
                     review_channel_id=review_channel_id,
+                    link=link,
                 )
             )
         except InFlightLimitError as error:
@@ -235,7 +246,15 @@ class SlackDebates:
             await self.check_reachable(channel)
         if command.review_in:
             await self.check_reachable(command.review_in)
-        spec = self._command_spec(settings, command)
+        context, question, link = None, None, None
+        if command.adr_url:
+            link, fetched = await self.linked(command.adr_url, must=True)
+            context = fetched.documents
+            if command.question == LINKED_QUESTION:
+                question = (
+                    f"Should the team accept this architecture decision record: {fetched.title}?"
+                )
+        spec = self._command_spec(settings, command, question=question, context=context)
         return await self._start(
             trigger_key=trigger_key,
             spec=spec,
@@ -243,14 +262,34 @@ class SlackDebates:
             channel=channel,
             user=user,
             review_channel_id=command.review_in,
+            link=link.url if link else None,
         )
+
+    async def linked(self, text: str, *, must: bool = False) -> tuple[HostLink, Fetched]:
+        """The ADR a GitHub or GitLab link in `text` points to, fetched; CommandError says why
+        it cannot be (no such link when `must`, a private repository, a rate limit, a file too
+        large)."""
+        link = find_link(text, self.hosts.config) if self.hosts is not None else None
+        if link is None or self.hosts is None:
+            raise CommandError(
+                "that is not a link to a file or a pull request on the configured GitHub or"
+                " GitLab (DEBATEBOT_GITHUB_URL, DEBATEBOT_GITLAB_URL)"
+            )
+        try:
+            return link, await fetch(link, self.hosts)
+        except LinkError as error:
+            raise CommandError(str(error)) from error
 
     async def start_from_adr(
         self, *, channel: str, ts: str, user: str | None, text: str
     ) -> Started | None:
         """A top-level ADR post in a watching channel debates itself in its thread."""
         settings = await self.settings_of(channel)
-        if not settings.adr_watch or not is_adr(text, settings.adr_pattern):
+        if not settings.adr_watch:
+            return None
+        if self.hosts is not None and find_link(text, self.hosts.config) is not None:
+            return await self._start_linked(settings, channel=channel, ts=ts, user=user, text=text)
+        if not is_adr(text, settings.adr_pattern):
             return None
         spec = self._spec(
             settings,
@@ -266,6 +305,30 @@ class SlackDebates:
             user=user,
             thread_ts=ts,
             triage=settings.triage,
+        )
+
+    async def _start_linked(
+        self, settings: ChannelSettings, *, channel: str, ts: str, user: str | None, text: str
+    ) -> Started:
+        link, fetched = await self.linked(text)
+        documents = list(fetched.documents)
+        if text.strip():
+            documents.append(ContextDocument(title="The Slack message with the link", text=text))
+        spec = self._spec(
+            settings,
+            f"Should the team accept this architecture decision record: {fetched.title}?",
+            context=documents,
+            protocol="adversarial",
+        )
+        return await self._start(
+            trigger_key=f"adr:{channel}:{ts}",
+            spec=spec,
+            source="link",
+            channel=channel,
+            user=user,
+            thread_ts=ts,
+            triage=settings.triage,
+            link=link.url,
         )
 
     async def start_from_upload(
@@ -432,6 +495,8 @@ class SlackDebates:
         if self.metrics is not None:
             waited = (review.created_at - escalation.created_at).total_seconds()
             self.metrics.review_turnaround.observe(max(0.0, waited))
+        if self.after_review is not None:
+            await self.after_review(debate, review)
         if more is not None:
             await self._another_round(debate, escalation_id, *more)
         return review, True

@@ -33,6 +33,7 @@ R = TypeVar("R")
 THREADED_SOURCES = (
     "adr",
     "upload",
+    "link",
     "reaction",
     "shortcut",
     "another_round",

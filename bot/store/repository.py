@@ -144,6 +144,7 @@ def enqueue_debate(
     triage: bool = False,
     parent_debate_id: int | None = None,
     review_channel_id: str | None = None,
+    link: str | None = None,
 ) -> tuple[Debate, bool]:
     """Insert a queued debate, or return the one already made for `trigger_key`; with `triage`
     its worker first asks whether a debate is warranted at all.
@@ -169,6 +170,7 @@ def enqueue_debate(
         requested_by=requested_by,
         parent_debate_id=parent_debate_id,
         review_channel_id=review_channel_id,
+        link=link,
         question=spec.question,
         protocol=spec.protocol,
         spec_json=spec.model_dump_json(),

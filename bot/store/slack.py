@@ -46,6 +46,7 @@ CHANNEL_SETTING_FIELDS = (
     "digest_time",
     "timezone",
     "adr_pattern",
+    "pr_comment",
 )
 
 

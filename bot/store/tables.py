@@ -52,6 +52,8 @@ class Debate(SQLModel, table=True):
     `answered` (the single answer was posted with a Debate anyway button)."""
     triage_reason: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     review_channel_id: str | None = Field(default=None, max_length=40)
+    link: str | None = Field(default=None, max_length=500)
+    """The GitHub or GitLab link the ADR came from (its pull request gets the verdict)."""
     """Where the review request goes when not in the debate's thread (an assistant thread's
     debate escalates to a channel)."""
     """Set when the debate's Slack thread became unreachable: its worker stops at the next turn
@@ -189,6 +191,8 @@ class ChannelSettings(SQLModel, table=True):
     """`HH:MM` local time of the daily digest; None: no digest (opt-in)."""
     timezone: str = Field(default="UTC", max_length=64)
     """IANA name of the channel's time zone, for the digest."""
+    pr_comment: bool = Field(default=False)
+    """Post the verdict on a linked pull (merge) request as one comment, updated by reviews."""
     adr_pattern: str | None = Field(default=None, max_length=200)
     """A regular expression the first line of this channel's own ADR titles matches (`RFC-\\d+`),
     beside the formats `bot.adr` knows."""

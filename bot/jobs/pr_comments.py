@@ -1,0 +1,117 @@
+"""The verdict of a debate whose ADR came from a pull (merge) request, posted there as one
+comment linking the Slack thread, and updated when a reviewer decides. Opt-in per channel
+(`/debate config set pr_comment on`).
+
+The comment carries a marker naming the debate (`bot.hosts.upsert_comment`), so a retried
+ending, a resumed run or a second worker updates the one comment and never adds another.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from sqlalchemy import Engine
+from sqlmodel import Session
+
+from bot.hosts import HostClients, LinkError, parse_link, upsert_comment
+from bot.store import repository
+from bot.store import slack as store
+from bot.store.db import in_session
+from bot.store.errors import StoreError
+from bot.store.tables import Debate, Review, VerdictRecord
+from engine.models import DebateResult
+
+log = logging.getLogger(__name__)
+MAX_SYNTHESIS_CHARS = 1500
+
+
+def thread_url(channel: str, ts: str) -> str:
+    """Slack's link to a message, which opens it in whichever workspace holds the channel."""
+    return f"https://slack.com/archives/{channel}/p{ts.replace('.', '')}"
+
+
+def comment_body(debate: Debate, verdict: VerdictRecord, review: Review | None) -> str:
+    """What the pull request reads: the verdict, why, what is open, who decided, the thread."""
+    result = DebateResult.model_validate_json(verdict.result_json)
+    synthesis = verdict.synthesis
+    if len(synthesis) > MAX_SYNTHESIS_CHARS:
+        synthesis = synthesis[: MAX_SYNTHESIS_CHARS - 1].rstrip() + "…"
+    escalated = ", sent to human review" if verdict.escalate else ""
+    lines = [
+        f"**debatebot verdict: {verdict.decision}** (confidence {verdict.confidence:.2f},"
+        f" {verdict.level}{escalated})",
+        "",
+        synthesis,
+    ]
+    unresolved = result.verdict.unresolved_points
+    if unresolved:
+        lines += ["", "Unresolved:", *(f"- {point}" for point in unresolved[:8])]
+    if review is not None:
+        note = f": {review.note}" if review.note else ""
+        lines += ["", f"**Review: {review.decision.replace('_', ' ')}** by a reviewer{note}"]
+    elif verdict.escalate:
+        lines += ["", "Waiting for a human review in Slack."]
+    where = (
+        f"[the Slack thread]({thread_url(debate.channel_id, debate.thread_ts)})"
+        if debate.channel_id and debate.thread_ts
+        else "Slack"
+    )
+    lines += ["", f"Debate #{debate.id} · {debate.protocol} · see {where}"]
+    return "\n".join(lines)
+
+
+class PullRequestComments:
+    """Keeps each linked pull request's verdict comment up to date."""
+
+    def __init__(self, engine: Engine, clients: HostClients) -> None:
+        self.engine = engine
+        self.clients = clients
+
+    async def after_finish(self, debate: Debate, _result: DebateResult) -> None:
+        await self.sync(debate.id or 0)
+
+    async def after_review(self, debate: Debate, _review: Review) -> None:
+        await self.sync(debate.id or 0)
+
+    async def sync(self, debate_id: int) -> str | None:
+        """Post or update the comment; the comment's id, or None when none is wanted (no pull
+        request link, the channel's switch off) or the host refused (logged)."""
+        try:
+            loaded = await in_session(self.engine, lambda s: _load(s, debate_id))
+        except StoreError as error:
+            log.warning("debate %s: pull request comment not synced: %s", debate_id, error)
+            return None
+        if loaded is None:
+            return None
+        debate, verdict, review = loaded
+        link = parse_link(debate.link or "", self.clients.config)
+        if link is None or link.kind != "pull":
+            return None
+        try:
+            return await upsert_comment(
+                link,
+                self.clients,
+                debate_id=debate_id,
+                body=comment_body(debate, verdict, review),
+            )
+        except LinkError as error:
+            log.warning("debate %s: no comment on %s: %s", debate_id, link.label, error)
+            return None
+
+
+def _load(session: Session, debate_id: int) -> tuple[Debate, VerdictRecord, Review | None] | None:
+    debate = repository.get_debate(session, debate_id=debate_id)
+    if not debate.link or not debate.channel_id:
+        return None
+    if not store.channel_settings(session, channel_id=debate.channel_id).pr_comment:
+        return None
+    verdict = repository.verdict_for(session, debate_id=debate_id)
+    if verdict is None:
+        return None
+    escalation = repository.escalation_for(session, debate_id=debate_id)
+    review = (
+        store.review_of(session, escalation_id=escalation.id)
+        if escalation is not None and escalation.id is not None
+        else None
+    )
+    return debate, verdict, review

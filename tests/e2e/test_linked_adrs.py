@@ -1,0 +1,216 @@
+"""ADRs linked from GitHub and GitLab, debated end to end through the Slack emulator against
+loopback host APIs: every link shape, the verdict comment once on the pull request (across
+retries and resumes, updated by the review), and the failures people are told about."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from bot.jobs.pr_comments import PullRequestComments
+from bot.slack import blocks
+from bot.store import slack as store
+from bot.store.db import session_scope
+from tests.e2e.conftest import ADMIN, CHANNEL, REVIEWER, Bot, BotFactory
+from tests.e2e.host_emulators import (
+    GitHubEmulator,
+    GitLabEmulator,
+    rate_limited_github,
+    rate_limited_gitlab,
+)
+from tests.e2e.test_reviews import NOTE
+from tests.e2e.test_triggers import message_event
+from tests.helpers import REPO_ROOT
+
+ADR = (REPO_ROOT / "tests" / "data" / "adr_corpus" / "nygard" / "nygard-numbered.md").read_text()
+ADR_TITLE = "12. Use PostgreSQL for the order service"
+HEAD = "9f2c1e7"
+
+
+@pytest.fixture
+async def hosts() -> AsyncIterator[tuple[GitHubEmulator, GitLabEmulator]]:
+    github, gitlab = GitHubEmulator(), GitLabEmulator()
+    await github.start()
+    await gitlab.start()
+    for host, repo in ((github, "acme/orders"), (gitlab, "acme/platform/orders")):
+        host.add_file(repo, "abc1234", "docs/adr/0012-postgres.md", ADR)
+        host.add_file(repo, HEAD, "docs/adr/0012-postgres.md", ADR)
+        host.add_pull(
+            repo,
+            7,
+            title="ADR 12: move orders to Postgres",
+            body="Proposing ADR 12; migration plan in the ADR.",
+            head=HEAD,
+            files={"docs/adr/0012-postgres.md": "added", "README.md": "modified"},
+        )
+    yield github, gitlab
+    await github.stop()
+    await gitlab.stop()
+
+
+async def linked_bot(
+    start_bot: BotFactory, github: GitHubEmulator, gitlab: GitLabEmulator, **overrides: Any
+) -> Bot:
+    hosts: dict[str, Any] = {
+        "github_url": github.url,
+        "github_token": github.token,
+        "gitlab_url": gitlab.url,
+        "gitlab_token": gitlab.token,
+    }
+    bot = await start_bot(**(hosts | overrides))
+    with session_scope(bot.engine) as session:
+        store.save_channel_settings(
+            session,
+            channel_id=CHANNEL,
+            updated_by=ADMIN,
+            values={"adr_watch": True, "pr_comment": True, "reviewers": [REVIEWER]},
+        )
+    return bot
+
+
+async def post(bot: Bot, text: str, n: int) -> str:
+    ts = bot.emulator.seed_message(CHANNEL, text)
+    await bot.driver.event(message_event(ts, text, user=f"ULINK{n}"), event_id=f"EvL{n}")
+    return ts
+
+
+def context_of(bot: Bot, index: int = -1) -> list[dict[str, str]]:
+    return json.loads(bot.debates()[index].spec_json)["context"]
+
+
+async def test_every_link_shape_is_fetched_and_debated_in_its_thread(
+    start_bot: BotFactory, hosts: tuple[GitHubEmulator, GitLabEmulator]
+) -> None:
+    github, gitlab = hosts
+    bot = await linked_bot(start_bot, github, gitlab)
+    links = [
+        f"{github.url}/acme/orders/blob/abc1234/docs/adr/0012-postgres.md",
+        f"{github.url}/acme/orders/pull/7",
+        f"{gitlab.url}/acme/platform/orders/-/blob/abc1234/docs/adr/0012-postgres.md",
+        f"{gitlab.url}/acme/platform/orders/-/merge_requests/7",
+    ]
+    threads = [await post(bot, f"Please review <{link}>", n) for n, link in enumerate(links)]
+    debates = await bot.finished(4)
+
+    assert [d.thread_ts for d in debates] == threads
+    assert [d.source for d in debates] == ["link"] * 4
+    assert [d.link for d in debates] == links
+    assert ADR_TITLE in debates[0].question
+    for n, debate in enumerate(debates):
+        context = json.loads(debate.spec_json)["context"]
+        assert (
+            context[0]["title"]
+            == f"docs/adr/0012-postgres.md @ {'abc1234' if n % 2 == 0 else HEAD}"
+        )
+        assert "logical replication" in context[0]["text"]
+        titles = [doc["title"] for doc in context]
+        assert not any("README" in t for t in titles), "only ADR files of the pull request"
+    assert "Proposing ADR 12" in context_of(bot, 1)[1]["text"], "the description comes along"
+    assert "ADR 12: move orders to Postgres" in debates[1].question
+    assert any("PRIVATE" not in r for r in gitlab.requests)
+
+
+async def test_the_verdict_is_commented_once_and_updated_by_the_review(
+    start_bot: BotFactory, hosts: tuple[GitHubEmulator, GitLabEmulator]
+) -> None:
+    github, gitlab = hosts
+    bot = await linked_bot(start_bot, github, gitlab)
+    await post(bot, f"ADR up for review: {github.url}/acme/orders/pull/7", 1)
+    await post(bot, f"and on GitLab: {gitlab.url}/acme/platform/orders/-/merge_requests/7", 2)
+    first, second = await bot.finished(2)
+
+    def comments(host: GitHubEmulator | GitLabEmulator, repo: str) -> list[dict[str, Any]]:
+        return host.comments.get((repo, 7), [])
+
+    await bot.wait_for(lambda: comments(github, "acme/orders"), "the GitHub comment")
+    await bot.wait_for(lambda: comments(gitlab, "acme/platform/orders"), "the GitLab note")
+    [comment] = comments(github, "acme/orders")
+    assert f"<!-- debatebot:debate-{first.id} -->" in comment["body"]
+    assert "**debatebot verdict: revise**" in comment["body"]
+    assert (
+        f"https://slack.com/archives/{CHANNEL}/p{first.thread_ts.replace('.', '')}"
+        in (comment["body"])
+    )
+    assert "Waiting for a human review in Slack." in comment["body"]
+
+    # A retried ending or a resumed run syncs again: still one comment, on both hosts.
+    follower = PullRequestComments(bot.engine, bot.runtime.debates.hosts)  # type: ignore[arg-type]
+    assert await follower.sync(first.id or 0) == str(comment["id"])
+    await follower.sync(second.id or 0)
+    assert len(comments(github, "acme/orders")) == 1
+    assert len(comments(gitlab, "acme/platform/orders")) == 1
+
+    request = await bot.wait_for(
+        lambda: next(
+            (
+                m
+                for m in bot.emulator.in_thread(CHANNEL, first.thread_ts)
+                if "Review needed" in m["text"]
+            ),
+            None,
+        ),
+        "the review request",
+    )
+    await bot.driver.click(request, blocks.ACTION_APPROVE, user=REVIEWER)
+    view = await bot.wait_for(lambda: bot.emulator.views and bot.emulator.views[-1], "note modal")
+    await bot.driver.submit(view, NOTE, user=REVIEWER)
+    await bot.wait_for(
+        lambda: "**Review: approved**" in comments(github, "acme/orders")[0]["body"],
+        "the updated comment",
+    )
+    assert "Fallback owner agreed offline." in comments(github, "acme/orders")[0]["body"]
+    assert len(comments(github, "acme/orders")) == 1
+
+
+async def test_private_repositories_rate_limits_and_large_files_are_answered_in_the_thread(
+    start_bot: BotFactory, hosts: tuple[GitHubEmulator, GitLabEmulator]
+) -> None:
+    github, gitlab = hosts
+    bot = await linked_bot(start_bot, github, gitlab, github_token=None)
+    github.private.add("acme/secret")
+    github.add_file("acme/orders", "abc1234", "docs/adr/0099-huge.md", "# ADR-99\n" + "x" * 600_000)
+
+    private = await post(bot, f"{github.url}/acme/secret/blob/abc1234/docs/adr/1.md", 1)
+    huge = await post(bot, f"{github.url}/acme/orders/blob/abc1234/docs/adr/0099-huge.md", 2)
+
+    def said(ts: str) -> list[str]:
+        return [m["text"] for m in bot.emulator.in_thread(CHANNEL, ts)]
+
+    refusal = await bot.wait_for(lambda: said(private), "the private-repository answer")
+    assert "I cannot see `acme/secret/docs/adr/1.md@abc1234` on GitHub" in refusal[-1]
+    assert "DEBATEBOT_GITHUB_TOKEN" in refusal[-1]
+    too_big = await bot.wait_for(lambda: said(huge), "the size answer")
+    assert "`docs/adr/0099-huge.md` is 585 KB and I read at most 500 KB" in too_big[-1]
+
+    github.fail(rate_limited_github(reset_in_s=1))
+    gitlab.fail(rate_limited_gitlab(retry_after_s=1))
+    await post(bot, f"{github.url}/acme/orders/blob/abc1234/docs/adr/0012-postgres.md", 3)
+    await post(
+        bot, f"{gitlab.url}/acme/platform/orders/-/blob/abc1234/docs/adr/0012-postgres.md", 4
+    )
+    debates = await bot.finished(2)
+    assert len(debates) == 2, "both rate limits were waited out, then the files were read"
+
+    github.fail(rate_limited_github(reset_in_s=3600))
+    later = await post(bot, f"{github.url}/acme/orders/pull/7", 5)
+    limited = await bot.wait_for(lambda: said(later), "the rate-limit answer")
+    assert "GitHub's rate limit is used up; ask again after" in limited[-1]
+
+
+async def test_debate_dash_adr_takes_a_link(
+    start_bot: BotFactory, hosts: tuple[GitHubEmulator, GitLabEmulator]
+) -> None:
+    github, gitlab = hosts
+    bot = await linked_bot(start_bot, github, gitlab)
+    await bot.driver.command(f"--adr <{gitlab.url}/acme/platform/orders/-/merge_requests/7>")
+    [debate] = await bot.finished()
+    assert "ADR 12: move orders to Postgres" in debate.question
+    assert context_of(bot)[0]["title"] == f"docs/adr/0012-postgres.md @ {HEAD}"
+    seen = len(bot.emulator.responses)
+    await bot.driver.command("Adopt it? --adr https://example.com/adr.md")
+    answers = await bot.wait_for(lambda: bot.emulator.responses[seen:], "the refusal")
+    assert "not a link to a file or a pull request" in answers[-1]["text"]
+    assert len(bot.debates()) == 1
