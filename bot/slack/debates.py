@@ -391,11 +391,16 @@ class SlackDebates:
         messages = await triggers.read_thread(client, channel=channel, thread_ts=root)
         bot_id, _ = await self.directory.bot_identity()
         people = [m for m in messages if m.get("user") != bot_id and not m.get("bot_id")]
-        spec = self._spec(
-            settings,
-            triggers.thread_question(people),
-            context=[triggers.thread_document(people)],
-        )
+        context = [triggers.thread_document(people)]
+        question = triggers.thread_question(people)
+        link = None
+        opening = blocks.unescape(people[0].get("text") or "") if people else ""
+        if self.hosts is not None and find_link(opening, self.hosts.config) is not None:
+            # The thread discusses a linked ADR: the ADR itself is the material first.
+            link, fetched = await self.linked(opening)
+            context = [*fetched.documents, *context]
+            question = f"Should the team accept this architecture decision record: {fetched.title}?"
+        spec = self._spec(settings, question, context=context)
         return await self._start(
             trigger_key=f"thread:{channel}:{root}",
             spec=spec,
@@ -404,6 +409,7 @@ class SlackDebates:
             user=user,
             thread_ts=root,
             triage=triage,
+            link=link.url if link else None,
         )
 
     async def start_from_assistant(

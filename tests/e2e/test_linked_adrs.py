@@ -214,3 +214,31 @@ async def test_debate_dash_adr_takes_a_link(
     answers = await bot.wait_for(lambda: bot.emulator.responses[seen:], "the refusal")
     assert "not a link to a file or a pull request" in answers[-1]["text"]
     assert len(bot.debates()) == 1
+
+
+async def test_the_review_reaction_on_a_thread_about_a_pull_request_debates_its_adr(
+    start_bot: BotFactory, hosts: tuple[GitHubEmulator, GitLabEmulator]
+) -> None:
+    github, gitlab = hosts
+    bot = await linked_bot(start_bot, github, gitlab)
+    root = bot.emulator.seed_message(CHANNEL, f"Thoughts on <{github.url}/acme/orders/pull/7>?")
+    reply = bot.emulator.seed_message(CHANNEL, "Replication lag worries me.", thread_ts=root)
+    await bot.driver.event(
+        {
+            "type": "reaction_added",
+            "user": "UBOB",
+            "reaction": "scales",
+            "item": {"type": "message", "channel": CHANNEL, "ts": reply},
+            "event_ts": "2.0",
+        }
+    )
+    [debate] = await bot.finished()
+    assert (debate.source, debate.thread_ts) == ("reaction", root)
+    titles = [doc["title"] for doc in context_of(bot)]
+    assert titles == [
+        f"docs/adr/0012-postgres.md @ {HEAD}",
+        "Pull request acme/orders#7: description",
+        "Slack thread",
+    ]
+    assert "Replication lag worries me." in context_of(bot)[2]["text"]
+    await bot.wait_for(lambda: github.comments.get(("acme/orders", 7)), "the comment")
