@@ -309,9 +309,9 @@ def scores_by_arm(results: Sequence[ArmResult], arms: Sequence[str]) -> dict[str
 
 
 def scores_by_task_type(
-    results: Sequence[ArmResult], arms: Sequence[str]
+    results: Sequence[ArmResult], arms: Sequence[str], tasks: Sequence[str]
 ) -> dict[str, dict[str, Scores]]:
-    tasks = sorted({r.task_type for r in results})
+    """Each arm's scores per task type (empty scores where nothing of that type ran yet)."""
     return {
         task: scores_by_arm([r for r in results if r.task_type == task], arms) for task in tasks
     }
@@ -363,7 +363,7 @@ def report_markdown(
         "| arm | " + " | ".join(task_types) + " |",
         "| --- |" + " ---: |" * len(task_types),
     ]
-    per_task = scores_by_task_type(results, arms)
+    per_task = scores_by_task_type(results, arms, task_types)
     for arm in arms:
         cells = [
             f"{_pct(t.recall)} · {_pct(t.agreement)} · {t.false_alarms} · {t.tokens_per_case:,.0f}"
@@ -484,7 +484,9 @@ def write_report(
                 "scores": {arm: asdict(s) for arm, s in by_arm.items()},
                 "scores_by_task_type": {
                     task: {arm: asdict(s) for arm, s in scores.items()}
-                    for task, scores in scores_by_task_type(results, arms).items()
+                    for task, scores in scores_by_task_type(
+                        results, arms, sorted({case.task_type for case in plan.cases})
+                    ).items()
                 },
                 "results": [r.model_dump(mode="json", exclude={"samples"}) for r in results],
             },

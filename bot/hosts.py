@@ -235,11 +235,15 @@ def _reset_in(headers: dict[str, str]) -> float | None:
     return None
 
 
-def _text_of(raw: bytes, name: str) -> str:
-    if len(raw) > MAX_FILE_BYTES:
+def _check_size(name: str, size: int) -> None:
+    if size > MAX_FILE_BYTES:
         raise LinkError(
-            f"`{name}` is {len(raw) // 1024:,} KB and I read at most {MAX_FILE_BYTES // 1024:,} KB"
+            f"`{name}` is {size // 1024:,} KB and I read at most {MAX_FILE_BYTES // 1024:,} KB"
         )
+
+
+def _text_of(raw: bytes, name: str) -> str:
+    _check_size(name, len(raw))
     if b"\x00" in raw:
         raise LinkError(f"`{name}` is a binary file, not an ADR")
     try:
@@ -262,11 +266,7 @@ async def _fetch_github(link: HostLink, clients: HostClients) -> Fetched:
         content = repo.get_contents(path, ref=ref)
         if isinstance(content, list):
             raise LinkError(f"`{path}` is a folder; link the ADR file itself")
-        if content.size and content.size > MAX_FILE_BYTES:
-            raise LinkError(
-                f"`{path}` is {content.size // 1024:,} KB and I read at most"
-                f" {MAX_FILE_BYTES // 1024:,} KB"
-            )
+        _check_size(path, int(content.size or 0))
         return ContextDocument(
             title=f"{path} @ {ref[:12]}", text=_text_of(content.decoded_content, path)
         )
@@ -304,11 +304,7 @@ async def _fetch_gitlab(link: HostLink, clients: HostClients) -> Fetched:
 
     def file_at(path: str, ref: str) -> ContextDocument:
         found = project().files.get(file_path=path, ref=ref)
-        if int(getattr(found, "size", 0) or 0) > MAX_FILE_BYTES:
-            raise LinkError(
-                f"`{path}` is {int(found.size) // 1024:,} KB and I read at most"
-                f" {MAX_FILE_BYTES // 1024:,} KB"
-            )
+        _check_size(path, int(getattr(found, "size", 0) or 0))
         return ContextDocument(title=f"{path} @ {ref[:12]}", text=_text_of(found.decode(), path))
 
     if link.kind == "file":

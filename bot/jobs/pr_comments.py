@@ -68,10 +68,12 @@ class PullRequestComments:
         self.clients = clients
 
     async def after_finish(self, debate: Debate, _result: DebateResult) -> None:
-        await self.sync(debate.id or 0)
+        if debate.link:
+            await self.sync(debate.id or 0)
 
     async def after_review(self, debate: Debate, _review: Review) -> None:
-        await self.sync(debate.id or 0)
+        if debate.link:
+            await self.sync(debate.id or 0)
 
     async def sync(self, debate_id: int) -> str | None:
         """Post or update the comment; the comment's id, or None when none is wanted (no pull
