@@ -583,7 +583,13 @@ def serve_metrics(metrics: Metrics, host: str, port: int) -> WSGIServer:
     so a slow scrape never holds up the event loop."""
     from prometheus_client import start_http_server
 
-    server, _thread = start_http_server(port, addr=host, registry=metrics.registry)
+    try:
+        server, _thread = start_http_server(port, addr=host, registry=metrics.registry)
+    except OSError as error:
+        raise SettingsError(
+            f"cannot serve /metrics on {host}:{port} ({error.strerror}): choose a free port with"
+            " --metrics-port or DEBATEBOT_METRICS_PORT"
+        ) from error
     log.info("metrics on http://%s:%d/metrics", host, port)
     return server
 

@@ -8,9 +8,11 @@ addresses: the bot parses them and calls the API, as against the real hosts.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import itertools
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
@@ -23,6 +25,8 @@ class HostFault:
     status: int
     headers: dict[str, str] = field(default_factory=dict)
     body: dict[str, Any] = field(default_factory=lambda: {"message": "error"})
+    hang_s: float = 0.0
+    """Wait this long before answering (a host that hangs past the client's timeout)."""
 
 
 def rate_limited_github(reset_in_s: float = 1.0) -> HostFault:
@@ -49,7 +53,7 @@ class PullRequest:
 
 
 @dataclass
-class HostEmulator:
+class HostEmulator(ABC):
     """What both hosts share: files per (repo, ref), pull requests, comments, faults."""
 
     token: str = "host-token-12345678"
@@ -89,13 +93,16 @@ class HostEmulator:
         if self._runner is not None:
             await self._runner.cleanup()
 
+    @abstractmethod
     def routes(self, app: web.Application) -> None:
-        raise NotImplementedError
+        """Add the host's API routes."""
 
-    def _gate(self, request: web.Request, repo: str, authorized: bool) -> web.Response | None:
+    async def _gate(self, request: web.Request, repo: str, authorized: bool) -> web.Response | None:
         self.requests.append(f"{request.method} {request.path_qs}")
         if self.faults:
             fault = self.faults.pop(0)
+            if fault.hang_s:
+                await asyncio.sleep(fault.hang_s)
             return web.json_response(fault.body, status=fault.status, headers=fault.headers)
         if repo in self.private and not authorized:
             return web.json_response({"message": "Not Found"}, status=404)
@@ -131,7 +138,7 @@ class GitHubEmulator(HostEmulator):
 
     async def _contents(self, request: web.Request) -> web.Response:
         repo = self._repo(request)
-        refused = self._gate(request, repo, self._authorized(request))
+        refused = await self._gate(request, repo, self._authorized(request))
         if refused is not None:
             return refused
         path, ref = request.match_info["path"], request.query.get("ref", "main")
@@ -157,7 +164,7 @@ class GitHubEmulator(HostEmulator):
 
     async def _pull(self, request: web.Request) -> web.Response:
         repo, pull = self._pull_or_404(request)
-        refused = self._gate(request, repo, self._authorized(request))
+        refused = await self._gate(request, repo, self._authorized(request))
         if refused is not None:
             return refused
         if pull is None:
@@ -174,7 +181,7 @@ class GitHubEmulator(HostEmulator):
 
     async def _pull_files(self, request: web.Request) -> web.Response:
         repo, pull = self._pull_or_404(request)
-        refused = self._gate(request, repo, self._authorized(request))
+        refused = await self._gate(request, repo, self._authorized(request))
         if refused is not None:
             return refused
         if pull is None:
@@ -185,7 +192,7 @@ class GitHubEmulator(HostEmulator):
 
     async def _issue(self, request: web.Request) -> web.Response:
         repo = self._repo(request)
-        refused = self._gate(request, repo, self._authorized(request))
+        refused = await self._gate(request, repo, self._authorized(request))
         if refused is not None:
             return refused
         number = int(request.match_info["number"])
@@ -195,7 +202,7 @@ class GitHubEmulator(HostEmulator):
 
     async def _comments(self, request: web.Request) -> web.Response:
         repo = self._repo(request)
-        refused = self._gate(request, repo, self._authorized(request))
+        refused = await self._gate(request, repo, self._authorized(request))
         if refused is not None:
             return refused
         number = int(request.match_info["number"])
@@ -208,7 +215,7 @@ class GitHubEmulator(HostEmulator):
 
     async def _create_comment(self, request: web.Request) -> web.Response:
         repo = self._repo(request)
-        refused = self._gate(request, repo, self._authorized(request))
+        refused = await self._gate(request, repo, self._authorized(request))
         if refused is not None:
             return refused
         body = (await request.json())["body"]
@@ -220,7 +227,7 @@ class GitHubEmulator(HostEmulator):
 
     async def _edit_comment(self, request: web.Request) -> web.Response:
         repo = self._repo(request)
-        refused = self._gate(request, repo, self._authorized(request))
+        refused = await self._gate(request, repo, self._authorized(request))
         if refused is not None:
             return refused
         comment_id = int(request.match_info["id"])
@@ -248,12 +255,12 @@ class GitLabEmulator(HostEmulator):
     def _repo(self, request: web.Request) -> str:
         return unquote(request.match_info["project"])
 
-    def _gated(self, request: web.Request) -> tuple[str, web.Response | None]:
+    async def _gated(self, request: web.Request) -> tuple[str, web.Response | None]:
         repo = self._repo(request)
-        return repo, self._gate(request, repo, self._authorized(request))
+        return repo, await self._gate(request, repo, self._authorized(request))
 
     async def _file_at(self, request: web.Request) -> web.Response:
-        repo, refused = self._gated(request)
+        repo, refused = await self._gated(request)
         if refused is not None:
             return refused
         path, ref = unquote(request.match_info["path"]), request.query.get("ref", "main")
@@ -278,7 +285,7 @@ class GitLabEmulator(HostEmulator):
         return self.pulls.get((repo, int(request.match_info["iid"])))
 
     async def _merge_request(self, request: web.Request) -> web.Response:
-        repo, refused = self._gated(request)
+        repo, refused = await self._gated(request)
         if refused is not None:
             return refused
         mr = self._mr(request, repo)
@@ -296,7 +303,7 @@ class GitLabEmulator(HostEmulator):
         )
 
     async def _changes(self, request: web.Request) -> web.Response:
-        repo, refused = self._gated(request)
+        repo, refused = await self._gated(request)
         if refused is not None:
             return refused
         mr = self._mr(request, repo)
@@ -309,13 +316,13 @@ class GitLabEmulator(HostEmulator):
         return web.json_response({"iid": mr.number, "changes": changes})
 
     async def _notes(self, request: web.Request) -> web.Response:
-        repo, refused = self._gated(request)
+        repo, refused = await self._gated(request)
         if refused is not None:
             return refused
         return web.json_response(self.comments.get((repo, int(request.match_info["iid"])), []))
 
     async def _create_note(self, request: web.Request) -> web.Response:
-        repo, refused = self._gated(request)
+        repo, refused = await self._gated(request)
         if refused is not None:
             return refused
         body = (await request.json())["body"]
@@ -323,7 +330,7 @@ class GitLabEmulator(HostEmulator):
         return web.json_response(note, status=201)
 
     async def _edit_note(self, request: web.Request) -> web.Response:
-        repo, refused = self._gated(request)
+        repo, refused = await self._gated(request)
         if refused is not None:
             return refused
         for note in self.comments.get((repo, int(request.match_info["iid"])), []):

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from bot.hosts import HostClients, HostConfig, LinkError, fetch, parse_link, upsert_comment
 from bot.jobs.pr_comments import PullRequestComments
 from bot.slack import blocks
 from bot.store import slack as store
@@ -18,6 +19,7 @@ from tests.e2e.conftest import ADMIN, CHANNEL, REVIEWER, Bot, BotFactory
 from tests.e2e.host_emulators import (
     GitHubEmulator,
     GitLabEmulator,
+    HostFault,
     rate_limited_github,
     rate_limited_gitlab,
 )
@@ -242,3 +244,36 @@ async def test_the_review_reaction_on_a_thread_about_a_pull_request_debates_its_
     ]
     assert "Replication lag worries me." in context_of(bot)[2]["text"]
     await bot.wait_for(lambda: github.comments.get(("acme/orders", 7)), "the comment")
+
+
+async def test_a_host_that_fails_or_hangs_is_answered_not_waited_on_forever(
+    hosts: tuple[GitHubEmulator, GitLabEmulator],
+) -> None:
+    github, gitlab = hosts
+    clients = HostClients(
+        HostConfig(
+            github_url=github.url,
+            github_token=github.token,
+            gitlab_url=gitlab.url,
+            gitlab_token=gitlab.token,
+            timeout_s=1,
+        )
+    )
+    file_link = parse_link(
+        f"{gitlab.url}/acme/platform/orders/-/blob/abc1234/docs/adr/0012-postgres.md",
+        clients.config,
+    )
+    assert file_link is not None
+    gitlab.fail(HostFault(502))
+    with pytest.raises(LinkError, match=r"GitLab answered HTTP 502 for `acme/platform/orders/"):
+        await fetch(file_link, clients)
+    pull = parse_link(f"{github.url}/acme/orders/pull/7", clients.config)
+    assert pull is not None
+    github.fail(HostFault(200, hang_s=3))
+    with pytest.raises(LinkError, match=r"I could not reach GitHub \(\w*Timeout\w*\); try later"):
+        await fetch(pull, clients)
+    # The comment sync meets a host that is down: logged, nothing raised, nothing posted.
+    github.fail(HostFault(503), HostFault(503))
+    with pytest.raises(LinkError, match="GitHub answered HTTP 503"):
+        await upsert_comment(pull, clients, debate_id=1, body="verdict")
+    assert github.comments.get(("acme/orders", 7)) is None

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 
+import pytest
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.slack.files import UploadRefusedError, read_upload
 from bot.store import slack as store
 from bot.store.db import session_scope
 from engine.llm import LLMRequest
 from engine.protocols.base import MATERIAL_CLOSE, MATERIAL_OPEN
 from tests.e2e.conftest import ADMIN, BOT_TOKEN, CHANNEL, BotFactory
-from tests.e2e.slack_emulator import Fault
+from tests.e2e.slack_emulator import Fault, SlackEmulator
 from tests.helpers import REPO_ROOT, DebateScript, reply_for
 
 ADR_TEXT = """# ADR-042: Redis cache-aside for pricing-service
@@ -333,3 +337,17 @@ async def test_an_upload_slack_will_not_hand_over_is_refused_with_the_fix(
     await bot.driver.event(file_share(bot, ts, "", shared), event_id="EvRetry")
     [debate] = await bot.finished()
     assert debate.thread_ts == ts, "two 503s on the download were retried"
+
+
+async def test_a_download_that_hangs_is_given_up_with_a_clear_answer() -> None:
+    emulator = SlackEmulator()
+    await emulator.start()
+    try:
+        client = AsyncWebClient(token=BOT_TOKEN, base_url=emulator.api_url)
+        shared = emulator.upload("adr.md", ADR_TEXT.encode())
+        emulator.fail("files.download", *[Fault(status=200, hang_s=2)] * 3)
+        with pytest.raises(UploadRefusedError, match=r"could not download `adr.md` from Slack"):
+            await read_upload(client, shared["id"], timeout_s=0.3)
+        assert len(emulator.downloads) == 3, "tried three times"
+    finally:
+        await emulator.stop()

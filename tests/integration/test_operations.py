@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
+import pytest
 from sqlmodel import Session
 
+from bot.app import serve_metrics
+from bot.cli import main
+from bot.metrics import Metrics
 from bot.store import repository
 from bot.store.db import make_engine, upgrade
 from engine.models import DebateSpec, ModelSettings
@@ -56,3 +62,35 @@ def test_worker_logs_json_lines_that_name_the_debate_and_the_worker(tmp_path: Pa
     assert sorted(line["debate_id"] for line in finished) == ids
     assert {line["worker_id"] for line in finished} == {"w-json"}
     assert all(line["level"] == "INFO" for line in finished), "INFO is the default level"
+
+
+def test_the_workers_metrics_port_serves_prometheus_text() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    metrics = Metrics()
+    metrics.lease_losses.inc()
+    server = serve_metrics(metrics, "127.0.0.1", port)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            text = response.read().decode()
+    finally:
+        server.shutdown()
+    assert "debatebot_lease_losses_total 1.0" in text
+
+
+def test_a_taken_metrics_port_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'metrics.sqlite3'}"
+    upgrade(url)
+    monkeypatch.setenv("DEBATEBOT_DATABASE_URL", url)
+    monkeypatch.setenv("DEBATEBOT_PROVIDER", "fake")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        monkeypatch.setenv("DEBATEBOT_HTTP_HOST", "127.0.0.1")
+        code = main(["worker", "--metrics-port", str(port), "--exit-when-idle"])
+    assert code == 1
+    assert f"cannot serve /metrics on 127.0.0.1:{port}" in capsys.readouterr().err

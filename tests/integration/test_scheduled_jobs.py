@@ -19,6 +19,7 @@ from bot.settings import Settings
 from bot.slack.notifier import DebateNotifier
 from bot.store import repository
 from bot.store.db import make_engine
+from bot.store.errors import DatabaseUnavailableError
 from bot.store.export import verify_export
 from bot.store.tables import Debate, DebateState, ScheduledRun, Turn
 from engine.models import DebateSpec, ModelSettings, utcnow
@@ -198,3 +199,44 @@ async def test_a_dead_workers_debate_goes_back_to_the_queue_and_a_long_wait_is_l
     assert (row.state, row.lease_owner) == (DebateState.QUEUED, None)
     assert f"debate {held.id}: worker dead-worker stopped renewing its lease" in caplog.text
     assert "2 debate(s) waiting for a worker, the oldest for 120 s" in caplog.text
+
+
+async def test_a_job_that_fails_is_recorded_and_the_next_slot_runs_it_again(store: Engine) -> None:
+    jobs = jobs_on(store, "r")
+    moments = iter([utcnow(), utcnow() + timedelta(minutes=2)])
+    jobs.clock = lambda: next(moments)
+
+    async def broken() -> str:
+        raise DatabaseUnavailableError("database x unavailable (gone): start it")
+
+    assert await jobs.fire("flaky", broken, 60) == (
+        "DatabaseUnavailableError: database x unavailable (gone): start it"
+    )
+
+    async def fine() -> str:
+        return "done"
+
+    assert await jobs.fire("flaky", fine, 60) == "done"
+    with Session(store) as session:
+        runs = session.exec(select(ScheduledRun).order_by(col(ScheduledRun.slot))).all()
+    assert [run.outcome for run in runs] == ["failed", "ok"]
+
+
+async def test_retention_that_cannot_write_its_archive_removes_nothing(
+    store: Engine, tmp_path: Path
+) -> None:
+    [debate_id] = await finished(store, 1)
+    with Session(store) as session:
+        session.execute(update(Debate).values(updated_at=utcnow() - timedelta(days=40)))
+        session.commit()
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    jobs = jobs_on(store, "r", retention_days=30, retention_dir=blocked / "archive")
+
+    detail = await jobs.fire("retention", jobs.retention, 3600)
+
+    assert detail is not None
+    assert detail.startswith(("NotADirectoryError", "FileExistsError"))
+    with Session(store) as session:
+        assert repository.get_debate(session, debate_id=debate_id).state == DebateState.FINISHED
+        assert len(repository.turn_rows(session, debate_id=debate_id)) == 5
