@@ -44,6 +44,10 @@ class LinkError(SlackLayerError):
     """A linked ADR that cannot be fetched; the message says why and what to do."""
 
 
+class NoAdrError(LinkError):
+    """The pull request adds or changes no ADR file: a link posted in passing, not a request."""
+
+
 @dataclass(frozen=True)
 class HostLink:
     """A parsed link: which host, which repository, and a file at a ref or a pull request."""
@@ -284,7 +288,7 @@ async def _fetch_github(link: HostLink, clients: HostClients) -> Fetched:
             if f.status != "removed" and is_adr_path(f.filename)
         ][:MAX_FILES]
         if not paths:
-            raise LinkError(
+            raise NoAdrError(
                 f"pull request {link.label} adds or changes no ADR file (Markdown under an"
                 " `adr/` or `decisions/` folder); link the ADR file instead"
             )
@@ -320,7 +324,7 @@ async def _fetch_gitlab(link: HostLink, clients: HostClients) -> Fetched:
             if not change.get("deleted_file") and is_adr_path(change["new_path"])
         ][:MAX_FILES]
         if not paths:
-            raise LinkError(
+            raise NoAdrError(
                 f"merge request {link.label} adds or changes no ADR file (Markdown under an"
                 " `adr/` or `decisions/` folder); link the ADR file instead"
             )

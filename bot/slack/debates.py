@@ -16,7 +16,16 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from bot.adr import adr_title, is_adr
-from bot.hosts import Fetched, HostClients, HostLink, LinkError, fetch, find_link
+from bot.hosts import (
+    Fetched,
+    HostClients,
+    HostLink,
+    LinkError,
+    NoAdrError,
+    fetch,
+    find_link,
+    is_adr_path,
+)
 from bot.metrics import Metrics
 from bot.settings import SettingsError
 from bot.slack import blocks, triggers
@@ -248,7 +257,7 @@ class SlackDebates:
             await self.check_reachable(command.review_in)
         context, question, link = None, None, None
         if command.adr_url:
-            link, fetched = await self.linked(command.adr_url, must=True)
+            link, fetched = await self.linked(command.adr_url)
             context = fetched.documents
             if command.question == LINKED_QUESTION:
                 question = (
@@ -265,10 +274,27 @@ class SlackDebates:
             link=link.url if link else None,
         )
 
-    async def linked(self, text: str, *, must: bool = False) -> tuple[HostLink, Fetched]:
+    async def linked_adr(
+        self, text: str, settings: ChannelSettings
+    ) -> tuple[HostLink, Fetched] | None:
+        """The ADR behind a link in `text`, or None when the link leads to no ADR (a source
+        file, a pull request without ADR files). CommandError when the host refuses."""
+        try:
+            link, fetched = await self.linked(text)
+        except CommandError as error:
+            if isinstance(error.__cause__, NoAdrError):
+                return None
+            raise
+        lead = fetched.documents[0].text
+        if link.kind == "file" and not (
+            is_adr_path(link.path) or is_adr(lead, settings.adr_pattern)
+        ):
+            return None
+        return link, fetched
+
+    async def linked(self, text: str) -> tuple[HostLink, Fetched]:
         """The ADR a GitHub or GitLab link in `text` points to, fetched; CommandError says why
-        it cannot be (no such link when `must`, a private repository, a rate limit, a file too
-        large)."""
+        it cannot be (no such link, a private repository, a rate limit, a file too large)."""
         link = find_link(text, self.hosts.config) if self.hosts is not None else None
         if link is None or self.hosts is None:
             raise CommandError(
@@ -309,8 +335,13 @@ class SlackDebates:
 
     async def _start_linked(
         self, settings: ChannelSettings, *, channel: str, ts: str, user: str | None, text: str
-    ) -> Started:
-        link, fetched = await self.linked(text)
+    ) -> Started | None:
+        """A post linking an ADR on GitHub or GitLab. A link posted in passing (a source file,
+        a pull request without ADR files) starts nothing and is not answered."""
+        found = await self.linked_adr(text, settings)
+        if found is None:
+            return None
+        link, fetched = found
         documents = list(fetched.documents)
         if text.strip():
             documents.append(ContextDocument(title="The Slack message with the link", text=text))
@@ -395,9 +426,12 @@ class SlackDebates:
         question = triggers.thread_question(people)
         link = None
         opening = blocks.unescape(people[0].get("text") or "") if people else ""
+        found = None
         if self.hosts is not None and find_link(opening, self.hosts.config) is not None:
+            found = await self.linked_adr(opening, settings)
+        if found is not None:
             # The thread discusses a linked ADR: the ADR itself is the material first.
-            link, fetched = await self.linked(opening)
+            link, fetched = found
             context = [*fetched.documents, *context]
             question = f"Should the team accept this architecture decision record: {fetched.title}?"
         spec = self._spec(settings, question, context=context)

@@ -261,8 +261,9 @@ async def test_each_adr_format_and_the_channels_own_title_pattern_start_a_debate
         await bot.driver.event(message_event(ts, text, user=f"UPOST{n}"), event_id=f"EvF{n}")
     debates = await bot.finished(4)
     assert [d.source for d in debates] == ["adr"] * 4, "the meeting notes started nothing"
-    assert "Move analytics off the OLTP primary" in debates[0].question
-    assert "RFC-0031: Deprecate the v1 webhooks" in debates[3].question
+    questions = " | ".join(d.question for d in debates)
+    assert "Move analytics off the OLTP primary" in questions
+    assert "RFC-0031: Deprecate the v1 webhooks" in questions
 
 
 def file_share(bot, ts: str, text: str, *files: dict) -> dict:  # type: ignore[no-untyped-def]
