@@ -471,6 +471,7 @@ Options:
 \u2022 `--budget USD` cost ceiling for this debate, e.g. `--budget 0.50`
 \u2022 `--route` let a fast model answer first (panel protocol)
 \u2022 `--review-in #channel` post the review request there instead of in the thread
+\u2022 `--adr URL` debate the ADR a GitHub or GitLab link points to (a file or a pull request)
 Other forms:
 \u2022 `/debate` alone opens a form
 \u2022 `/debate config` opens this channel's settings; `/debate config show`;\
