@@ -1,7 +1,7 @@
 """The deployment files say what the code does: `.env.example` lists every setting with no
 secret in it, compose runs migrate before serve and the workers, and the Dockerfile builds a
-non-root image whose health check is /healthz. (No Docker engine runs here: the image itself is
-not built by the tests; see the README.)"""
+non-root image whose health check is /healthz. (CI has no Docker engine: the image itself is built
+and run by scripts/docker-smoke; see the README.)"""
 
 from __future__ import annotations
 
@@ -81,6 +81,9 @@ def test_dockerfile_builds_llama_once_and_runs_as_a_non_root_user() -> None:
     assert 'pip wheel --wheel-dir /wheels "llama-cpp-python' in builder
     assert "--find-links /wheels" in builder
     assert "build-essential" not in runtime, "no compiler in the runtime image"
+    assert "pip uninstall --yes --quiet pip setuptools" in builder, "no pip in the runtime venv"
+    assert not text.startswith("# syntax="), "the built-in frontend: nothing to pull"
+    assert text.count("--mount=type=secret,id=ca,required=false") == 2, "pip's CA, never a layer"
     assert re.search(r"^USER debatebot$", runtime, flags=re.MULTILINE)
     assert "/healthz" in runtime.split("HEALTHCHECK", 1)[1].split("\n\n")[0]
     assert 'ENTRYPOINT ["debatebot"]' in runtime
