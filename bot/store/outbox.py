@@ -8,7 +8,7 @@ are coalesced per message (a newer status replaces a pending one).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -60,15 +60,17 @@ def stage(
     debate: Debate,
     drafts: Iterable[Draft],
     deadline_s: float = DEFAULT_DEADLINE_S,
+    owed: Mapping[str, Outbox] | None = None,
 ) -> list[Outbox]:
     """Add `drafts` to the debate's outbox in the caller's transaction (no commit).
 
     A post whose key is already owed is left as it is (replayed events owe nothing new); an
     update replaces the content of its pending row, or reopens a delivered one, so only the
-    newest status goes out.
+    newest status goes out. `owed` is the debate's outbox by key when the caller has read it
+    already (a batch of endings reads all of theirs in one query).
     """
     assert debate.id is not None
-    existing = _rows(session, debate.id)
+    existing = dict(owed) if owed is not None else _rows(session, debate.id)
     top = max((row.seq for row in existing.values()), default=0)
     now = utcnow()
     staged: list[Outbox] = []

@@ -30,6 +30,7 @@ from bot.store.tables import (
     Debate,
     DebateState,
     Escalation,
+    Outbox,
     Review,
     Turn,
     VerdictRecord,
@@ -514,7 +515,7 @@ def _finish_together(
         closed.append((finish, rows))
     session.flush()
     for finish, rows in closed:
-        _stage_closing(session, finish, rows)
+        _stage_closing(session, finish, rows, known.outboxes.get(finish.debate_id, {}))
     session.flush()
     return outcomes
 
@@ -528,7 +529,7 @@ def _finish_one_by_one(
             with session.begin_nested():
                 rows = _close(session, finish, known)
                 session.flush()
-                _stage_closing(session, finish, rows)
+                _stage_closing(session, finish, rows, None)
             outcomes.append(rows.record)
         except LeaseLostError as lost:
             outcomes.append(lost)
@@ -545,11 +546,16 @@ def _finish_one_by_one(
 
 @dataclass(frozen=True)
 class _Closing:
-    """What a batch of endings reads, loaded in three queries rather than three per ending: the
-    debates (into the session), the escalations some already have, the reviewers' channels."""
+    """What a batch of endings reads, loaded in four queries rather than four per ending: the
+    debates, the escalations some already have, the reviewers' channels, the outbox rows.
 
+    It holds the debates itself: the session's identity map keeps only weak references, so a
+    debate nobody holds would be dropped and read again, one query (and one autoflush) each."""
+
+    debates: dict[int, Debate]
     escalations: dict[int, Escalation]
     channels: dict[str, ChannelSettings]
+    outboxes: dict[int, dict[str, Outbox]]
 
     @staticmethod
     def load(session: Session, debate_ids: list[int]) -> _Closing:
@@ -559,9 +565,14 @@ class _Closing:
             select(ChannelSettings).where(col(ChannelSettings.channel_id).in_(where))
         )
         existing = session.exec(select(Escalation).where(col(Escalation.debate_id).in_(debate_ids)))
+        outboxes: dict[int, dict[str, Outbox]] = {}
+        for row in session.exec(select(Outbox).where(col(Outbox.debate_id).in_(debate_ids))):
+            outboxes.setdefault(row.debate_id, {})[row.key] = row
         return _Closing(
+            debates={d.id: d for d in debates if d.id is not None},
             escalations={e.debate_id: e for e in existing},
             channels={c.channel_id: c for c in channels},
+            outboxes=outboxes,
         )
 
 
@@ -572,18 +583,21 @@ class _Closed:
     escalation: Escalation | None
 
 
-def _stage_closing(session: Session, finish: Finish, rows: _Closed) -> None:
-    """Stage the messages the ending owes (after a flush: they name the escalation's id)."""
+def _stage_closing(
+    session: Session, finish: Finish, rows: _Closed, owed: dict[str, Outbox] | None
+) -> None:
+    """Stage the messages the ending owes (after a flush: they name the escalation's id);
+    `owed` is the debate's outbox as the batch read it, None to read it now."""
     if finish.messages is not None:
         drafts = finish.messages(rows.debate, finish.result, rows.escalation)
-        outbox.stage(session, debate=rows.debate, drafts=drafts)
+        outbox.stage(session, debate=rows.debate, drafts=drafts, owed=owed)
 
 
 def _close(session: Session, finish: Finish, known: _Closing) -> _Closed:
     """Close the debate and add its verdict (and escalation) to the session, unflushed; raises
     LeaseLostError, having changed nothing, when the run no longer holds the debate."""
     debate_id, worker_id, result = finish.debate_id, finish.worker_id, finish.result
-    debate = get_debate(session, debate_id=debate_id)
+    debate = known.debates.get(debate_id) or get_debate(session, debate_id=debate_id)
     if debate.lease_owner != worker_id or debate.state != DebateState.RUNNING:
         raise LeaseLostError(f"worker {worker_id} no longer holds debate {debate_id}")
     verdict = result.verdict
