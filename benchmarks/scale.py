@@ -5,7 +5,8 @@ Each measurement runs in its own process (so its peak RSS is its own): a fresh d
 debates queued, then the worker command runs in-process until the queue is empty; the time is
 that command's wall time, start-up included for both N and 1. The model is the fake provider
 with a fixed latency per call (`--delay`, 0.2 s by default), so the ratio shows what the bot
-itself costs when many debates wait on their models at once.
+itself costs when many debates wait on their models at once. Both runs serve `--metrics-port`
+and are scraped four times a second; the N run's scrape times are printed.
 
     .venv/bin/python -m benchmarks.scale [--debates 200] [--delay 0.2] [--backend sqlite|both]
 
@@ -18,10 +19,14 @@ import argparse
 import json
 import os
 import resource
+import socket
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -47,14 +52,72 @@ def child(url: str, debates: int) -> None:
             repository.enqueue_debate(
                 session, trigger_key=f"bench:{uuid.uuid4()}", spec=spec, source="cli"
             )
+    port = free_port()
+    scraper = Scraper(f"http://127.0.0.1:{port}/metrics")
+    scraper.start()
     started = time.perf_counter()
-    code = main(["worker", "--concurrency", str(debates), "--exit-when-idle", "--name", "bench"])
+    code = main(
+        [
+            "worker",
+            "--concurrency",
+            str(debates),
+            "--exit-when-idle",
+            "--name",
+            "bench",
+            "--metrics-port",
+            str(port),
+        ]
+    )
     elapsed = time.perf_counter() - started
+    scraper.stop.set()
+    scraper.join()
     with session_scope(engine) as session:
         finished = repository.count_debates(session, state=repository.DebateState.FINISHED)
     engine.dispose()
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"elapsed": elapsed, "finished": finished, "code": code, "rss": peak_mib}))
+    scrapes = scraper.timings or [float("nan")]
+    print(
+        json.dumps(
+            {
+                "elapsed": elapsed,
+                "finished": finished,
+                "code": code,
+                "rss": peak_mib,
+                "scrape_ms": statistics.median(scrapes) * 1000,
+                "scrape_max_ms": max(scrapes) * 1000,
+                "scrape_bytes": scraper.size,
+            }
+        )
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class Scraper(threading.Thread):
+    """Scrapes the worker's /metrics four times a second while it runs, as Prometheus would;
+    both runs are scraped alike, so the ratio carries the cost of being watched."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(daemon=True)
+        self.url = url
+        self.stop = threading.Event()
+        self.timings: list[float] = []
+        self.size = 0
+
+    def run(self) -> None:
+        while not self.stop.wait(0.25):
+            started = time.perf_counter()
+            try:
+                with urllib.request.urlopen(self.url, timeout=2) as response:
+                    body = response.read()
+            except OSError:
+                continue
+            self.timings.append(time.perf_counter() - started)
+            self.size = len(body)
 
 
 def fresh_database(backend: str, workdir: Path) -> str:
@@ -72,8 +135,9 @@ def fresh_database(backend: str, workdir: Path) -> str:
     return url
 
 
-def measure(backend: str, debates: int, delay: float, workdir: Path) -> tuple[float, float]:
-    """(seconds, peak RSS in MiB) of one worker run over `debates` queued debates."""
+def measure(backend: str, debates: int, delay: float, workdir: Path) -> dict[str, float]:
+    """The child's report (seconds, peak RSS in MiB, /metrics scrapes) of one worker run over
+    `debates` queued debates."""
     url = fresh_database(backend, workdir)
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEBATEBOT_")}
     env.update(
@@ -96,7 +160,7 @@ def measure(backend: str, debates: int, delay: float, workdir: Path) -> tuple[fl
     report = json.loads(out.strip().splitlines()[-1])
     if report["finished"] != debates:
         raise SystemExit(f"only {report['finished']} of {debates} debates finished:\n{err[-3000:]}")
-    return float(report["elapsed"]), float(report["rss"])
+    return {key: float(value) for key, value in report.items()}
 
 
 def main() -> None:
@@ -112,15 +176,21 @@ def main() -> None:
     backends = ["sqlite", "postgresql"] if args.backend == "both" else [args.backend]
     with tempfile.TemporaryDirectory() as folder:
         for backend in backends:
-            one, one_rss = measure(backend, 1, args.delay, Path(folder))
-            many, many_rss = measure(backend, args.debates, args.delay, Path(folder))
+            one = measure(backend, 1, args.delay, Path(folder))
+            many = measure(backend, args.debates, args.delay, Path(folder))
             print(
-                f"{backend:<10} 1 debate {one:6.2f} s (peak RSS {one_rss:.0f} MiB);"
-                f" {args.debates} debates {many:6.2f} s (peak RSS {many_rss:.0f} MiB)"
+                f"{backend:<10} 1 debate {one['elapsed']:6.2f} s (peak RSS {one['rss']:.0f} MiB);"
+                f" {args.debates} debates {many['elapsed']:6.2f} s"
+                f" (peak RSS {many['rss']:.0f} MiB)"
+            )
+            print(
+                f"{backend:<10} /metrics scraped during the {args.debates}: median"
+                f" {many['scrape_ms']:.1f} ms, max {many['scrape_max_ms']:.1f} ms,"
+                f" {many['scrape_bytes']:,.0f} bytes"
             )
             print(
                 f"{backend:<10} {args.debates} debates ÷ 1 debate: goal ≤ {GOAL},"
-                f" measured {many / one:.2f}"
+                f" measured {many['elapsed'] / one['elapsed']:.2f}"
             )
 
 
