@@ -142,6 +142,53 @@ def test_four_worker_processes_run_forty_debates_exactly_once(
     engine.dispose()
 
 
+def test_one_worker_process_runs_two_hundred_debates_at_once_each_exactly_once(
+    postgres_url: str,
+) -> None:
+    """`worker --concurrency 200` on PostgreSQL, the fake model at 0.2 s a call: every debate
+    finishes, claimed once, with its five turns each asked once and its chain intact. (How long
+    it takes against one debate is benchmarks/scale.py's to say, not a test's.)"""
+    upgrade(postgres_url)
+    engine = make_engine(postgres_url)
+    spec = THREE_ROUNDS.model_copy(update={"max_rounds": 1})
+    with Session(engine) as session:
+        ids = [
+            repository.enqueue_debate(session, trigger_key=f"burst-{i}", spec=spec, source="test")[
+                0
+            ].id
+            for i in range(200)
+        ]
+    env = {
+        **os.environ,
+        "DEBATEBOT_DATABASE_URL": postgres_url,
+        "DEBATEBOT_FAKE_DELAY_S": "0.2",
+    }
+    worker = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "worker", "--concurrency", "200", "--exit-when-idle"],
+        cwd=ROOT,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=300,
+    )
+    assert worker.returncode == 0, worker.stderr
+
+    with Session(engine) as session:
+        for debate_id in ids:
+            assert debate_id is not None
+            debate = repository.get_debate(session, debate_id=debate_id)
+            assert debate.state == DebateState.FINISHED, (debate_id, debate.error)
+            assert debate.claims == 1
+            rows = repository.turn_rows(session, debate_id=debate_id)
+            assert sorted((row.round, row.role) for row in rows) == sorted(
+                [(0, "framing"), (1, "proposer"), (1, "critic"), (1, "rebuttal"), (1, "moderator")]
+            )
+            assert all(row.attempt == 1 for row in rows), "no turn was asked twice"
+            assert repository.verdict_for(session, debate_id=debate_id) is not None
+            assert repository.verify_chain(session, debate_id=debate_id).ok
+    engine.dispose()
+
+
 def test_the_worker_command_stops_on_sigterm_or_sigint_mid_debate_and_hands_back_its_lease(
     tmp_path: Path,
 ) -> None:
