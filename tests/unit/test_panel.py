@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 from typing import Any
 
 import pytest
@@ -101,11 +100,8 @@ async def test_one_round_runs_its_calls_concurrently() -> None:
     llm = panel(
         {"ana": (SIMILAR_A, 0.9), "ben": (SIMILAR_A, 0.9), "cy": (SIMILAR_A, 0.9)}, delay_s=0.2
     )
-    started = time.perf_counter()
     result = await run(spec(rounds=1), llm)
-    elapsed = time.perf_counter() - started
-    assert llm.in_flight["peak"] == 3  # type: ignore[attr-defined]
-    assert elapsed < 0.6, f"three 0.2 s calls took {elapsed:.2f}s: they ran one after another"
+    assert llm.in_flight["peak"] == 3, "the three calls were in flight together"  # type: ignore[attr-defined]
     assert len(result.transcript) == 3
 
 
