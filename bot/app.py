@@ -359,7 +359,13 @@ def build_bot(
         concurrency=concurrency,
         metrics=metrics,
         jobs=build_jobs(
-            settings, engine, notifier, runner=owner, poster=delivery.poster, metrics=metrics
+            settings,
+            engine,
+            notifier,
+            runner=owner,
+            poster=delivery.poster,
+            metrics=metrics,
+            hosts=services.hosts,
         ),
         scheduler=scheduler,
         grace_s=settings.shutdown_grace_s,
@@ -377,9 +383,11 @@ def build_jobs(
     runner: str,
     poster: SlackPoster | None = None,
     metrics: Metrics | None = None,
+    hosts: HostClients | None = None,
 ) -> ScheduledJobs:
     """The scheduled jobs of a `serve` or `worker` process (see bot.jobs.scheduled); the
-    digest needs `poster`, so only processes with the bot token send it."""
+    digest needs `poster`, so only processes with the bot token send it, and the pull request
+    comments' retry needs `hosts`."""
     from bot.jobs.scheduled import ScheduledJobs
 
     return ScheduledJobs(
@@ -389,6 +397,7 @@ def build_jobs(
         runner=runner,
         poster=poster,
         metrics=metrics,
+        pr_comments=PullRequestComments(engine, hosts) if hosts is not None else None,
     )
 
 

@@ -374,7 +374,13 @@ async def _worker(args: argparse.Namespace) -> int:
             scheduler = AsyncIOScheduler(timezone="UTC")
             poster = delivery.poster if delivery is not None else None
             jobs = build_jobs(
-                settings, engine, notifier, runner=args.name, poster=poster, metrics=metrics
+                settings,
+                engine,
+                notifier,
+                runner=args.name,
+                poster=poster,
+                metrics=metrics,
+                hosts=services.hosts,
             )
             jobs.schedule(scheduler)
             scheduler.start()

@@ -4,17 +4,23 @@ comment linking the Slack thread, and updated when a reviewer decides. Opt-in pe
 
 The comment carries a marker naming the debate (`bot.hosts.upsert_comment`), so a retried
 ending, a resumed run or a second worker updates the one comment and never adds another.
+
+The ending and a review mark the debate's comment due (`Debate.pr_comment_due`) in their own
+transaction; a sync clears the mark. A comment the host refused (down, rate-limited) stays due
+and the scheduled `pr-comments` job syncs it again, for a day.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy import Engine
 from sqlmodel import Session
 
 from bot.hosts import HostClients, LinkError, parse_link, upsert_comment
-from bot.store import repository
+from bot.store import operations, repository
 from bot.store import slack as store
 from bot.store.db import in_session
 from bot.store.errors import StoreError
@@ -76,44 +82,68 @@ class PullRequestComments:
             await self.sync(debate.id or 0)
 
     async def sync(self, debate_id: int) -> str | None:
-        """Post or update the comment; the comment's id, or None when none is wanted (no pull
-        request link, the channel's switch off) or the host refused (logged)."""
+        """Post or update the comment and clear the debate's due mark; the comment's id, or
+        None when none is wanted (no pull request link, the channel's switch off) or the host
+        refused (logged, and the debate stays due for the `pr-comments` job)."""
         try:
-            loaded = await in_session(self.engine, lambda s: _load(s, debate_id))
+            owed = await in_session(self.engine, lambda s: _load(s, debate_id))
         except StoreError as error:
             log.warning("debate %s: pull request comment not synced: %s", debate_id, error)
             return None
-        if loaded is None:
-            return None
-        debate, verdict, review = loaded
-        link = parse_link(debate.link or "", self.clients.config)
-        if link is None or link.kind != "pull":
-            return None
-        try:
-            return await upsert_comment(
-                link,
-                self.clients,
-                debate_id=debate_id,
-                body=comment_body(debate, verdict, review),
-            )
-        except LinkError as error:
-            log.warning("debate %s: no comment on %s: %s", debate_id, link.label, error)
-            return None
+        comment_id = None
+        if owed.comment is not None:
+            debate, verdict, review = owed.comment
+            link = parse_link(debate.link or "", self.clients.config)
+            if link is not None and link.kind == "pull":
+                try:
+                    comment_id = await upsert_comment(
+                        link,
+                        self.clients,
+                        debate_id=debate_id,
+                        body=comment_body(debate, verdict, review),
+                    )
+                except LinkError as error:
+                    log.warning(
+                        "debate %s: no comment on %s yet (%s); the pr-comments job retries",
+                        debate_id,
+                        link.label,
+                        error,
+                    )
+                    return None
+        seen = owed.due
+        if seen is not None:
+            try:
+                await in_session(
+                    self.engine,
+                    lambda s: operations.pr_comment_synced(s, debate_id=debate_id, seen=seen),
+                )
+            except StoreError as error:
+                # Still due, so synced once more later: the marker makes that an update.
+                log.warning("debate %s: comment synced, mark not cleared: %s", debate_id, error)
+        return comment_id
 
 
-def _load(session: Session, debate_id: int) -> tuple[Debate, VerdictRecord, Review | None] | None:
+@dataclass(frozen=True)
+class _Owed:
+    due: datetime | None
+    comment: tuple[Debate, VerdictRecord, Review | None] | None
+    """What to post; None when no comment is wanted."""
+
+
+def _load(session: Session, debate_id: int) -> _Owed:
     debate = repository.get_debate(session, debate_id=debate_id)
+    due = debate.pr_comment_due
     if not debate.link or not debate.channel_id:
-        return None
+        return _Owed(due, None)
     if not store.channel_settings(session, channel_id=debate.channel_id).pr_comment:
-        return None
+        return _Owed(due, None)
     verdict = repository.verdict_for(session, debate_id=debate_id)
     if verdict is None:
-        return None
+        return _Owed(due, None)
     escalation = repository.escalation_for(session, debate_id=debate_id)
     review = (
         store.review_of(session, escalation_id=escalation.id)
         if escalation is not None and escalation.id is not None
         else None
     )
-    return debate, verdict, review
+    return _Owed(due, (debate, verdict, review))

@@ -16,7 +16,9 @@ that the next slot does not redo.
 - stale leases: debates whose worker stopped renewing go back to the queue, and outbox rows a
   dead delivery loop held are released;
 - queue depth: warns when a debate has waited longer than `DEBATEBOT_QUEUE_WARN_S`;
-- review reminders.
+- review reminders;
+- pull request comments: a verdict comment a code host refused is synced again, for a day
+  after it fell behind.
 """
 
 from __future__ import annotations
@@ -53,12 +55,16 @@ from engine.models import utcnow
 if TYPE_CHECKING:
     from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
+    from bot.jobs.pr_comments import PullRequestComments
     from bot.slack.poster import SlackPoster
 
 log = logging.getLogger(__name__)
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 RETENTION_BATCH = 100
 NOTICE_DEADLINE_S = 6 * 3600.0
+PR_COMMENT_GRACE_S = 30.0
+"""A comment this fresh is still the ending's (or review's) own sync to make."""
+PR_COMMENT_RETRY_FOR = timedelta(days=1)
 
 
 def slot_of(now: datetime, period_s: float) -> str:
@@ -140,6 +146,7 @@ class ScheduledJobs:
     runner: str
     poster: SlackPoster | None = None
     metrics: Metrics | None = None
+    pr_comments: PullRequestComments | None = None
     clock: Callable[[], datetime] = utcnow
     lock: JobLock = field(init=False)
 
@@ -159,6 +166,8 @@ class ScheduledJobs:
             periods["digest"] = 300.0
         if s.retention_days is not None:
             periods["retention"] = 3600.0
+        if self.pr_comments is not None:
+            periods["pr-comments"] = 60.0
         return periods
 
     def jobs(self) -> dict[str, Job]:
@@ -169,6 +178,7 @@ class ScheduledJobs:
             "review-reminders": self.review_reminders,
             "digest": self.digest,
             "retention": self.retention,
+            "pr-comments": self.retry_pr_comments,
         }
 
     def schedule(self, scheduler: AsyncIOScheduler) -> None:
@@ -390,6 +400,22 @@ class ScheduledJobs:
         period_s = self.settings.review_reminder_h * 3600
         due = await remind_reviewers(engine=self.engine, notifier=self.notifier, period_s=period_s)
         return f"{due} reminder(s) due"
+
+    async def retry_pr_comments(self) -> str:
+        if self.pr_comments is None:
+            return "no code host configured"
+        now = self.clock()
+        due = await in_session(
+            self.engine,
+            lambda s: operations.pr_comments_due(
+                s,
+                since=now - PR_COMMENT_RETRY_FOR,
+                until=now - timedelta(seconds=PR_COMMENT_GRACE_S),
+            ),
+        )
+        posted = [await self.pr_comments.sync(debate_id) for debate_id in due]
+        done = sum(1 for comment_id in posted if comment_id is not None)
+        return f"{done} comment(s) synced of {len(due)} due"
 
     async def refresh_gauges(self) -> None:
         try:

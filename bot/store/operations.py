@@ -147,6 +147,32 @@ def requeue_stale(session: Session, *, older_than: datetime) -> list[tuple[int, 
     return [(int(debate_id), owner) for debate_id, owner in stale if debate_id is not None]
 
 
+def pr_comments_due(
+    session: Session, *, since: datetime, until: datetime, limit: int = 50
+) -> list[int]:
+    """Debates whose pull request comment fell behind between `since` and `until`, oldest
+    first: what the `pr-comments` job syncs again."""
+    rows = session.exec(
+        select(Debate.id)
+        .where(col(Debate.pr_comment_due) >= since, col(Debate.pr_comment_due) <= until)
+        .order_by(col(Debate.pr_comment_due))
+        .limit(limit)
+    ).all()
+    return [int(debate_id) for debate_id in rows if debate_id is not None]
+
+
+def pr_comment_synced(session: Session, *, debate_id: int, seen: datetime) -> bool:
+    """Clear the debate's due comment if nothing fell behind since `seen` (a review that came
+    in during the sync keeps it due); True when cleared."""
+    cleared = session.execute(
+        update(Debate)
+        .where(col(Debate.id) == debate_id, col(Debate.pr_comment_due) <= seen)
+        .values(pr_comment_due=None)
+    )
+    session.commit()
+    return bool(cleared.rowcount)  # type: ignore[attr-defined]
+
+
 def release_stale_sends(session: Session, *, now: datetime) -> int:
     """Outbox rows claimed by a delivery loop that died: pending again."""
     released = session.execute(

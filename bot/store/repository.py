@@ -632,6 +632,8 @@ def _close(session: Session, finish: Finish, known: _Closing) -> _Closed:
     debate.lease_expires_at = None
     debate.finished_at = now
     debate.updated_at = now
+    if debate.link:
+        debate.pr_comment_due = now
     session.add(debate)
     session.add(record)
     escalation = known.escalations.get(debate_id) if verdict.escalate else None

@@ -147,8 +147,11 @@ def record_review(
     session.add(review)
     try:
         session.flush()
+        debate = get_debate(session, debate_id=escalation.debate_id)
+        if debate.link:
+            debate.pr_comment_due = utcnow()
+            session.add(debate)
         if messages is not None:
-            debate = get_debate(session, debate_id=escalation.debate_id)
             outbox.stage(session, debate=debate, drafts=messages(review, debate))
         session.commit()
     except IntegrityError:

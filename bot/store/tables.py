@@ -45,6 +45,8 @@ class Debate(SQLModel, table=True):
     cost_usd: float = Field(default=0.0)
     error: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     halt_reason: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    """Set when the debate's Slack thread became unreachable: its worker stops at the next turn
+    instead of spending on a debate nobody can read."""
     chain_head: str | None = Field(default=None, max_length=64)
     chain_turns: int | None = None
     triage: str | None = Field(default=None, max_length=20)
@@ -52,12 +54,14 @@ class Debate(SQLModel, table=True):
     `answered` (the single answer was posted with a Debate anyway button)."""
     triage_reason: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     review_channel_id: str | None = Field(default=None, max_length=40)
-    link: str | None = Field(default=None, max_length=500)
-    """The GitHub or GitLab link the ADR came from (its pull request gets the verdict)."""
     """Where the review request goes when not in the debate's thread (an assistant thread's
     debate escalates to a channel)."""
-    """Set when the debate's Slack thread became unreachable: its worker stops at the next turn
-    instead of spending on a debate nobody can read."""
+    link: str | None = Field(default=None, max_length=500)
+    """The GitHub or GitLab link the ADR came from (its pull request gets the verdict)."""
+    pr_comment_due: datetime | None = Field(default=None, index=True)
+    """When the pull request's verdict comment last fell behind (the ending, a review), written
+    in the same transaction; cleared once the comment is synced or none is wanted. The
+    `pr-comments` job retries what a host refused."""
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime | None = None

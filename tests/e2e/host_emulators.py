@@ -62,6 +62,8 @@ class HostEmulator(ABC):
     comments: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
     private: set[str] = field(default_factory=set)
     faults: list[HostFault] = field(default_factory=list)
+    outages: set[str] = field(default_factory=set)
+    """Path fragments answered 503 until restored (a comments API that is down for a while)."""
     requests: list[str] = field(default_factory=list)
     url: str = ""
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1001))
@@ -78,6 +80,13 @@ class HostEmulator(ABC):
     def fail(self, *faults: HostFault) -> None:
         """Answer the next API requests with these faults, in order."""
         self.faults.extend(faults)
+
+    def down(self, fragment: str) -> None:
+        """Answer 503 to every request whose path holds `fragment`, until `restore()`."""
+        self.outages.add(fragment)
+
+    def restore(self) -> None:
+        self.outages.clear()
 
     async def start(self) -> None:
         app = web.Application()
@@ -99,6 +108,8 @@ class HostEmulator(ABC):
 
     async def _gate(self, request: web.Request, repo: str, authorized: bool) -> web.Response | None:
         self.requests.append(f"{request.method} {request.path_qs}")
+        if any(fragment in request.path for fragment in self.outages):
+            return web.json_response({"message": "Service Unavailable"}, status=503)
         if self.faults:
             fault = self.faults.pop(0)
             if fault.hang_s:

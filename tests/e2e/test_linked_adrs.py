@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from bot.jobs.pr_comments import PullRequestComments
 from bot.slack import blocks
 from bot.store import slack as store
 from bot.store.db import session_scope
+from engine.models import utcnow
 from tests.e2e.conftest import ADMIN, CHANNEL, REVIEWER, Bot, BotFactory
 from tests.e2e.host_emulators import (
     GitHubEmulator,
@@ -169,6 +171,72 @@ async def test_the_verdict_is_commented_once_and_updated_by_the_review(
     )
     assert "Fallback owner agreed offline." in comments(github, "acme/orders")[0]["body"]
     assert len(comments(github, "acme/orders")) == 1
+
+
+async def test_a_comment_the_host_refused_is_posted_by_the_retry_job_once_it_is_back(
+    start_bot: BotFactory, hosts: tuple[GitHubEmulator, GitLabEmulator]
+) -> None:
+    github, gitlab = hosts
+    bot = await linked_bot(start_bot, github, gitlab)
+    github.down("/comments")
+    await post(bot, f"ADR up for review: {github.url}/acme/orders/pull/7", 1)
+    [debate] = await bot.finished(1)
+    await bot.wait_for(
+        lambda: any("/comments" in r for r in github.requests), "the refused comment sync"
+    )
+    assert github.comments.get(("acme/orders", 7)) is None
+    [debate] = bot.debates()
+    assert debate.pr_comment_due is not None, "the refused comment stays due"
+
+    jobs = bot.runtime.jobs
+    jobs.clock = lambda: utcnow() + timedelta(minutes=1)
+    # Still down: the job tries, the comment stays due for the next slot.
+    assert await jobs.fire("pr-comments", jobs.retry_pr_comments, 60.0) == (
+        "0 comment(s) synced of 1 due"
+    )
+    github.restore()
+    jobs.clock = lambda: utcnow() + timedelta(minutes=2)
+    assert await jobs.fire("pr-comments", jobs.retry_pr_comments, 60.0) == (
+        "1 comment(s) synced of 1 due"
+    )
+    [comment] = github.comments[("acme/orders", 7)]
+    assert f"<!-- debatebot:debate-{debate.id} -->" in comment["body"]
+    assert bot.debates()[0].pr_comment_due is None
+    jobs.clock = lambda: utcnow() + timedelta(minutes=3)
+    assert await jobs.fire("pr-comments", jobs.retry_pr_comments, 60.0) == (
+        "0 comment(s) synced of 0 due"
+    )
+
+    # A review decided while the host is down: the comment falls behind, and catches up.
+    github.down("/comments")
+    request = await bot.wait_for(
+        lambda: next(
+            (
+                m
+                for m in bot.emulator.in_thread(CHANNEL, debate.thread_ts)
+                if "Review needed" in m["text"]
+            ),
+            None,
+        ),
+        "the review request",
+    )
+    tried = len([r for r in github.requests if "/comments" in r])
+    await bot.driver.click(request, blocks.ACTION_APPROVE, user=REVIEWER)
+    view = await bot.wait_for(lambda: bot.emulator.views and bot.emulator.views[-1], "note modal")
+    await bot.driver.submit(view, NOTE, user=REVIEWER)
+    # The review's own sync is one request, refused: only then does the host come back.
+    await bot.wait_for(
+        lambda: len([r for r in github.requests if "/comments" in r]) > tried,
+        "the review's refused sync",
+    )
+    assert bot.debates()[0].pr_comment_due is not None, "the review marked the comment due"
+    github.restore()
+    jobs.clock = lambda: utcnow() + timedelta(minutes=4)
+    assert await jobs.fire("pr-comments", jobs.retry_pr_comments, 60.0) == (
+        "1 comment(s) synced of 1 due"
+    )
+    [comment] = github.comments[("acme/orders", 7)]
+    assert "**Review: approved**" in comment["body"]
 
 
 async def test_private_repositories_rate_limits_and_large_files_are_answered_in_the_thread(
