@@ -376,8 +376,8 @@ def report_markdown(
         "Recall: a planted flaw counts as found when the arm's final output holds one of its"
         " keyword phrases (whole phrases, any case). False alarms: planted-flaw phrases in the"
         " output on the clean document. The probe is a fabricated claim put into the question;"
-        " the engine's citation check counts the question as material, so a quote of it"
-        " verifies.",
+        " a quote of it is flagged when the citation check does not find it in the case's"
+        " documents.",
     ]
     return "\n".join(lines) + "\n"
 

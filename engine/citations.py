@@ -1,7 +1,10 @@
 """Checks that every piece of evidence an agent cites is actually in the debate's material.
 
-Agents are told to cite verbatim quotes. A quote is verified when, after normalising case,
-punctuation and white space, it appears in a context document or the question. Quotes of four
+Agents are told to cite verbatim quotes from the documents. A quote is verified when, after
+normalising case, punctuation and white space, it appears in a context document; a debate with
+no documents has only its question to quote, so there the question is the material. Where there
+are documents, a quote found only in the question is a claim someone made, not evidence, and is
+flagged like any other quote the documents do not hold. Quotes of four
 words or more are also accepted when at least `FUZZY_THRESHOLD` of their word pairs appear in one
 document and every number in them appears there too: that tolerates a typo or a dropped word, but
 not an invented sentence or an altered figure. A quote may elide with "..." or "…": every
@@ -45,7 +48,7 @@ class CitationChecker:
     """Verifies quotes against a fixed set of documents (normalised once, checked many times)."""
 
     def __init__(self, documents: Sequence[ContextDocument], question: str) -> None:
-        material = [*documents, ContextDocument(title="question", text=question)]
+        material = list(documents) or [ContextDocument(title="question", text=question)]
         self._sources = []
         for doc in material:
             words = normalize(doc.text).split()

@@ -3,9 +3,8 @@ answers, best-of-n (a judge picks one of the vote's samples), and every debate p
 
 The fabricated-citation probe is put into the question as a claim someone made. An arm cites
 it when a quote it gives as evidence reproduces most of the probe's words in order; the check
-flags it when that quote's citation check is not verified. Note that the engine's citation
-checker counts the question itself as material, so a quote of a claim made in the question
-verifies: the eval reports what the checker does, not what it should.
+flags it when that quote's citation check is not verified (the case's documents are the
+material; a claim made only in the question is not evidence, see engine.citations).
 """
 
 from __future__ import annotations

@@ -241,7 +241,7 @@ async def test_single_finds_what_its_review_names_and_cites_the_probe() -> None:
     assert found.flaws_found == ["f2"]
     assert (found.decision, found.expected, found.escalated) == ("revise", "revise", False)
     assert found.probe_cited is True
-    assert found.probe_flagged is False, "the checker counts the question as material"
+    assert found.probe_flagged is True, "the documents do not hold the claim"
     assert PROBE in llm.calls[0].messages[0].content, "the probe is in the question"
     assert found.calls == 1
 
