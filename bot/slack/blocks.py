@@ -618,6 +618,13 @@ def config_modal(*, settings: ChannelSettings, protocols: Sequence[str]) -> dict
             {"text": _plain("Panel: let a fast model answer first"), "value": "route"},
             settings.route,
         ),
+        (
+            {
+                "text": _plain("Comment verdicts on linked pull requests"),
+                "value": "pr_comment",
+            },
+            settings.pr_comment,
+        ),
     ]
     adr: dict[str, Any] = {
         "type": "checkboxes",
@@ -665,7 +672,42 @@ def config_modal(*, settings: ChannelSettings, protocols: Sequence[str]) -> dict
             ),
             optional=True,
         ),
-        _input("adr", "ADR watching and triage", adr, optional=True),
+        _input(
+            "monthly_budget",
+            "Monthly budget (USD)",
+            _text_input("value", initial=_number(settings.monthly_budget_usd), max_length=12),
+            optional=True,
+            hint="this channel's spending cap per calendar month (UTC); empty: no cap",
+        ),
+        _input(
+            "review_sla",
+            "Review deadline (hours)",
+            _text_input("value", initial=_number(settings.review_sla_h), max_length=6),
+            optional=True,
+            hint="an open review expires after this long; empty: the workspace default",
+        ),
+        _input(
+            "digest",
+            "Daily digest at",
+            _text_input("value", initial=settings.digest_time or "", max_length=5),
+            optional=True,
+            hint="a local time like 09:00; empty: no digest",
+        ),
+        _input(
+            "timezone",
+            "Time zone",
+            _text_input("value", initial=settings.timezone, max_length=64),
+            optional=True,
+            hint="an IANA name like Europe/Berlin, for the digest; empty: UTC",
+        ),
+        _input(
+            "adr_pattern",
+            "ADR title pattern",
+            _text_input("value", initial=settings.adr_pattern or "", max_length=200),
+            optional=True,
+            hint="a regular expression for this channel's own ADR titles, like RFC-\\d+",
+        ),
+        _input("adr", "ADR watching, triage and comments", adr, optional=True),
         _input(
             "reaction",
             "Review reaction",
@@ -673,6 +715,10 @@ def config_modal(*, settings: ChannelSettings, protocols: Sequence[str]) -> dict
         ),
     ]
     return _modal(VIEW_CONFIG, "Debate settings", blocks, settings.channel_id, "Save")
+
+
+def _number(value: float | None) -> str:
+    return "" if value is None else f"{value:g}"
 
 
 def review_note_modal(*, escalation_id: int, decision: str) -> dict[str, Any]:

@@ -429,6 +429,14 @@ def parse_config_form(view: dict[str, Any], *, protocols: tuple[str, ...]) -> di
         "owners": ("owners", parse_people),
         "budget": ("budget_usd", lambda raw: parse_budget(raw) if raw else None),
         "reaction": ("trigger_reaction", parse_reaction),
+        "monthly_budget": (
+            "monthly_budget_usd",
+            lambda raw: parse_money(raw, "monthly_budget") if raw else None,
+        ),
+        "review_sla": ("review_sla_h", lambda raw: parse_hours(raw) if raw else None),
+        "digest": ("digest_time", lambda raw: parse_clock(raw) if raw else None),
+        "timezone": ("timezone", lambda raw: parse_timezone(raw) if raw else "UTC"),
+        "adr_pattern": ("adr_pattern", lambda raw: parse_title_pattern(raw) if raw else None),
     }
     errors: dict[str, str] = {}
     values: dict[str, Any] = {}
@@ -441,6 +449,7 @@ def parse_config_form(view: dict[str, Any], *, protocols: tuple[str, ...]) -> di
     values["adr_watch"] = "on" in switches
     values["triage"] = "triage" in switches
     values["route"] = "route" in switches
+    values["pr_comment"] = "pr_comment" in switches
     if errors:
         raise FormError(errors)
     return values

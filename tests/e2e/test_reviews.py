@@ -202,13 +202,29 @@ async def test_config_modal_saves_every_setting(start_bot: BotFactory) -> None:
         "reviewers": {"type": "plain_text_input", "value": "<@UREVIEW> <!subteam^SOPS>"},
         "owners": {"type": "plain_text_input", "value": ""},
         "budget": {"type": "plain_text_input", "value": "$2"},
-        "adr": {"type": "checkboxes", "selected_options": [{"value": "on"}]},
+        "adr": {
+            "type": "checkboxes",
+            "selected_options": [{"value": "on"}, {"value": "pr_comment"}],
+        },
         "reaction": {"type": "plain_text_input", "value": ":mag:"},
+        "monthly_budget": {"type": "plain_text_input", "value": "$50"},
+        "review_sla": {"type": "plain_text_input", "value": "24h"},
+        "digest": {"type": "plain_text_input", "value": "9:30"},
+        "timezone": {"type": "plain_text_input", "value": "Europe/Berlin"},
+        "adr_pattern": {"type": "plain_text_input", "value": r"RFC-\d+"},
     }
     bad = await bot.driver.submit(
-        view, {**values, "threshold": {"type": "plain_text_input", "value": "high"}}, user=ADMIN
+        view,
+        {
+            **values,
+            "threshold": {"type": "plain_text_input", "value": "high"},
+            "timezone": {"type": "plain_text_input", "value": "Mars/Olympus"},
+            "digest": {"type": "plain_text_input", "value": "25:00"},
+        },
+        user=ADMIN,
     )
-    assert "threshold" in bad.json()["errors"]
+    assert set(bad.json()["errors"]) == {"threshold", "timezone", "digest"}
+    assert "IANA name" in bad.json()["errors"]["timezone"]
     assert (await bot.driver.submit(view, values, user=ADMIN)).status == 200
 
     def saved():  # type: ignore[no-untyped-def]
@@ -221,6 +237,21 @@ async def test_config_modal_saves_every_setting(start_bot: BotFactory) -> None:
     assert settings.reviewers == ["UREVIEW", "SOPS"]
     assert settings.adr_watch is True
     assert settings.trigger_reaction == "mag"
+    assert (settings.monthly_budget_usd, settings.review_sla_h) == (50.0, 24.0)
+    assert (settings.digest_time, settings.timezone) == ("09:30", "Europe/Berlin")
+    assert (settings.adr_pattern, settings.pr_comment) == (r"RFC-\d+", True)
+
+    # The form opens with what is saved, so saving it untouched changes nothing.
+    await bot.driver.command("config", user=ADMIN)
+    reopened = await bot.wait_for(
+        lambda: len(bot.emulator.views) > 1 and bot.emulator.views[-1], "the second modal"
+    )
+    shown = {b.get("block_id"): b for b in reopened["blocks"]}
+    assert shown["monthly_budget"]["element"]["initial_value"] == "50"
+    assert shown["digest"]["element"]["initial_value"] == "09:30"
+    assert shown["adr_pattern"]["element"]["initial_value"] == r"RFC-\d+"
+    checked = [o["value"] for o in shown["adr"]["element"]["initial_options"]]
+    assert checked == ["on", "pr_comment"]
 
 
 async def test_app_home_shows_pending_reviews_recent_debates_and_spend(

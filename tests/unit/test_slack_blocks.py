@@ -173,7 +173,8 @@ def test_modals_and_home_fit_view_limits() -> None:
         protocols=("adversarial",),
     )
     assert len(modal["title"]["text"]) <= blocks.MAX_MODAL_TITLE_CHARS
-    assert modal["blocks"][6]["element"]["initial_options"]
+    by_id = {block["block_id"]: block for block in modal["blocks"]}
+    assert [o["value"] for o in by_id["adr"]["element"]["initial_options"]] == ["on"]
     items = [blocks.HomeDebate(i, "C1", "q" * 5000, "finished", "COMPLETE", 0.7) for i in range(80)]
     home = blocks.home_view(pending=items, recent=items, spend_mine=1, spend_all=2, month="May")
     assert len(home["blocks"]) <= blocks.MAX_VIEW_BLOCKS
