@@ -51,6 +51,16 @@ class Bot:
             await asyncio.sleep(0.05)
         raise AssertionError(f"timed out waiting for {what}")
 
+    async def in_thread(self, thread_ts: str, holding: str, what: str) -> dict[str, Any]:
+        """Wait for the first message in the thread of CHANNEL whose text holds `holding`."""
+        return await self.wait_for(  # type: ignore[no-any-return]
+            lambda: next(
+                (m for m in self.emulator.in_thread(CHANNEL, thread_ts) if holding in m["text"]),
+                None,
+            ),
+            what,
+        )
+
     def debates(self) -> list[Debate]:
         with session_scope(self.engine) as session:
             return list(session.exec(select(Debate).order_by(Debate.id)))

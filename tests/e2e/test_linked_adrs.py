@@ -81,6 +81,13 @@ async def post(bot: Bot, text: str, n: int) -> str:
     return ts
 
 
+async def approve(bot: Bot, request: dict[str, Any]) -> None:
+    """The reviewer approves the review request, with the usual note."""
+    await bot.driver.click(request, blocks.ACTION_APPROVE, user=REVIEWER)
+    view = await bot.wait_for(lambda: bot.emulator.views and bot.emulator.views[-1], "note modal")
+    await bot.driver.submit(view, NOTE, user=REVIEWER)
+
+
 def context_of(bot: Bot, index: int = -1) -> list[dict[str, str]]:
     return json.loads(bot.debates()[index].spec_json)["context"]
 
@@ -151,20 +158,8 @@ async def test_the_verdict_is_commented_once_and_updated_by_the_review(
     assert len(comments(github, "acme/orders")) == 1
     assert len(comments(gitlab, "acme/platform/orders")) == 1
 
-    request = await bot.wait_for(
-        lambda: next(
-            (
-                m
-                for m in bot.emulator.in_thread(CHANNEL, first.thread_ts)
-                if "Review needed" in m["text"]
-            ),
-            None,
-        ),
-        "the review request",
-    )
-    await bot.driver.click(request, blocks.ACTION_APPROVE, user=REVIEWER)
-    view = await bot.wait_for(lambda: bot.emulator.views and bot.emulator.views[-1], "note modal")
-    await bot.driver.submit(view, NOTE, user=REVIEWER)
+    request = await bot.in_thread(first.thread_ts, "Review needed", "the review request")
+    await approve(bot, request)
     await bot.wait_for(
         lambda: "**Review: approved**" in comments(github, "acme/orders")[0]["body"],
         "the updated comment",
@@ -209,21 +204,9 @@ async def test_a_comment_the_host_refused_is_posted_by_the_retry_job_once_it_is_
 
     # A review decided while the host is down: the comment falls behind, and catches up.
     github.down("/comments")
-    request = await bot.wait_for(
-        lambda: next(
-            (
-                m
-                for m in bot.emulator.in_thread(CHANNEL, debate.thread_ts)
-                if "Review needed" in m["text"]
-            ),
-            None,
-        ),
-        "the review request",
-    )
+    request = await bot.in_thread(debate.thread_ts, "Review needed", "the review request")
     tried = len([r for r in github.requests if "/comments" in r])
-    await bot.driver.click(request, blocks.ACTION_APPROVE, user=REVIEWER)
-    view = await bot.wait_for(lambda: bot.emulator.views and bot.emulator.views[-1], "note modal")
-    await bot.driver.submit(view, NOTE, user=REVIEWER)
+    await approve(bot, request)
     # The review's own sync is one request, refused: only then does the host come back.
     await bot.wait_for(
         lambda: len([r for r in github.requests if "/comments" in r]) > tried,

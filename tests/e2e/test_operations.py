@@ -61,17 +61,7 @@ async def test_a_review_past_its_sla_expires_in_the_thread_and_reaches_the_owner
     assert await late.fire("review-sla", late.review_sla, 600) is None, "once per slot"
     assert escalation_state(bot) == "expired"
 
-    notice = await bot.wait_for(
-        lambda: next(
-            (
-                m
-                for m in bot.emulator.in_thread(CHANNEL, debate.thread_ts)
-                if "expired" in m["text"]
-            ),
-            None,
-        ),
-        "the expiry notice in the thread",
-    )
+    notice = await bot.in_thread(debate.thread_ts, "expired", "the expiry notice in the thread")
     assert "within 24 h" in notice["text"]
     assert f"<@{REVIEWER}>" in notice["text"]
     dm = await bot.wait_for(lambda: bot.emulator.dms(OWNER), "the DM to the channel's owner")

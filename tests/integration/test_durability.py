@@ -98,29 +98,55 @@ def test_sigkilled_worker_is_resumed_without_repeating_stored_turns(
     assert report.ok, report.problem
 
 
-def test_four_worker_processes_run_forty_debates_exactly_once(
-    postgres_url: str, tmp_path: Path
-) -> None:
-    upgrade(postgres_url)
-    engine = make_engine(postgres_url)
+ONE_ROUND_TURNS = [
+    (0, "framing"),
+    (1, "proposer"),
+    (1, "critic"),
+    (1, "rebuttal"),
+    (1, "moderator"),
+]
+
+
+def queue_one_round_debates(engine: Engine, prefix: str, count: int) -> list[int]:
     spec = THREE_ROUNDS.model_copy(update={"max_rounds": 1})
     with Session(engine) as session:
-        ids = [
-            repository.enqueue_debate(session, trigger_key=f"bulk-{i}", spec=spec, source="test")[
-                0
-            ].id
-            for i in range(40)
+        queued = [
+            repository.enqueue_debate(
+                session, trigger_key=f"{prefix}-{i}", spec=spec, source="test"
+            )[0].id
+            for i in range(count)
         ]
-    env = {
-        **os.environ,
-        "DEBATEBOT_DATABASE_URL": postgres_url,
-        "DEBATEBOT_FAKE_DELAY_S": "0.02",
-    }
+    return [debate_id for debate_id in queued if debate_id is not None]
+
+
+def assert_each_ran_exactly_once(engine: Engine, ids: list[int]) -> None:
+    """Finished, claimed once, its five turns each asked once (no second attempt), one verdict,
+    and its hash chain intact."""
+    with Session(engine) as session:
+        for debate_id in ids:
+            debate = repository.get_debate(session, debate_id=debate_id)
+            assert debate.state == DebateState.FINISHED, (debate_id, debate.error)
+            assert debate.claims == 1
+            rows = repository.turn_rows(session, debate_id=debate_id)
+            assert sorted((row.round, row.role) for row in rows) == sorted(ONE_ROUND_TURNS)
+            assert all(row.attempt == 1 for row in rows), "no turn was asked twice"
+            assert repository.verdict_for(session, debate_id=debate_id) is not None
+            assert repository.verify_chain(session, debate_id=debate_id).ok
+
+
+def worker_env(url: str, delay_s: float) -> dict[str, str]:
+    return {**os.environ, "DEBATEBOT_DATABASE_URL": url, "DEBATEBOT_FAKE_DELAY_S": str(delay_s)}
+
+
+def test_four_worker_processes_run_forty_debates_exactly_once(postgres_url: str) -> None:
+    upgrade(postgres_url)
+    engine = make_engine(postgres_url)
+    ids = queue_one_round_debates(engine, "bulk", 40)
     workers = [
         subprocess.Popen(
             [sys.executable, "-m", "bot.cli", "worker", "--exit-when-idle", "--name", f"w{i}"],
             cwd=ROOT,
-            env=env,
+            env=worker_env(postgres_url, 0.02),
             text=True,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -130,62 +156,28 @@ def test_four_worker_processes_run_forty_debates_exactly_once(
     for worker in workers:
         _, err = worker.communicate(timeout=300)
         assert worker.returncode == 0, err
-
-    with Session(engine) as session:
-        for debate_id in ids:
-            assert debate_id is not None
-            debate = repository.get_debate(session, debate_id=debate_id)
-            assert debate.state == DebateState.FINISHED
-            assert debate.claims == 1
-            assert len(repository.turn_rows(session, debate_id=debate_id)) == 5
-            assert repository.verify_chain(session, debate_id=debate_id).ok
+    assert_each_ran_exactly_once(engine, ids)
     engine.dispose()
 
 
 def test_one_worker_process_runs_two_hundred_debates_at_once_each_exactly_once(
     postgres_url: str,
 ) -> None:
-    """`worker --concurrency 200` on PostgreSQL, the fake model at 0.2 s a call: every debate
-    finishes, claimed once, with its five turns each asked once and its chain intact. (How long
-    it takes against one debate is benchmarks/scale.py's to say, not a test's.)"""
+    """`worker --concurrency 200` on PostgreSQL, the fake model at 0.2 s a call. (How long it
+    takes against one debate is benchmarks/scale.py's to say, not a test's.)"""
     upgrade(postgres_url)
     engine = make_engine(postgres_url)
-    spec = THREE_ROUNDS.model_copy(update={"max_rounds": 1})
-    with Session(engine) as session:
-        ids = [
-            repository.enqueue_debate(session, trigger_key=f"burst-{i}", spec=spec, source="test")[
-                0
-            ].id
-            for i in range(200)
-        ]
-    env = {
-        **os.environ,
-        "DEBATEBOT_DATABASE_URL": postgres_url,
-        "DEBATEBOT_FAKE_DELAY_S": "0.2",
-    }
+    ids = queue_one_round_debates(engine, "burst", 200)
     worker = subprocess.run(
         [sys.executable, "-m", "bot.cli", "worker", "--concurrency", "200", "--exit-when-idle"],
         cwd=ROOT,
-        env=env,
+        env=worker_env(postgres_url, 0.2),
         text=True,
         capture_output=True,
         timeout=300,
     )
     assert worker.returncode == 0, worker.stderr
-
-    with Session(engine) as session:
-        for debate_id in ids:
-            assert debate_id is not None
-            debate = repository.get_debate(session, debate_id=debate_id)
-            assert debate.state == DebateState.FINISHED, (debate_id, debate.error)
-            assert debate.claims == 1
-            rows = repository.turn_rows(session, debate_id=debate_id)
-            assert sorted((row.round, row.role) for row in rows) == sorted(
-                [(0, "framing"), (1, "proposer"), (1, "critic"), (1, "rebuttal"), (1, "moderator")]
-            )
-            assert all(row.attempt == 1 for row in rows), "no turn was asked twice"
-            assert repository.verdict_for(session, debate_id=debate_id) is not None
-            assert repository.verify_chain(session, debate_id=debate_id).ok
+    assert_each_ran_exactly_once(engine, ids)
     engine.dispose()
 
 
