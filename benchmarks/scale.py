@@ -5,8 +5,9 @@ Each measurement runs in its own process (so its peak RSS is its own): a fresh d
 debates queued, then the worker command runs in-process until the queue is empty; the time is
 that command's wall time, start-up included for both N and 1. The model is the fake provider
 with a fixed latency per call (`--delay`, 0.2 s by default), so the ratio shows what the bot
-itself costs when many debates wait on their models at once. Both runs serve `--metrics-port`
-and are scraped four times a second; the N run's scrape times are printed.
+itself costs when many debates wait on their models at once. A third run of N serves
+`--metrics-port` and is scraped four times a second (sixty times Prometheus' default rate), for
+the scrape times under load; the ratio is taken from the two runs nobody scrapes.
 
     .venv/bin/python -m benchmarks.scale [--debates 200] [--delay 0.2] [--backend sqlite|both]
 
@@ -34,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 GOAL = 1.2
 
 
-def child(url: str, debates: int) -> None:
+def child(url: str, debates: int, scrape: bool) -> None:
     """Queue `debates` debates in the migrated database at `url`, then time the worker command
     on them; prints a JSON line."""
     from bot.app import build_services
@@ -52,30 +53,24 @@ def child(url: str, debates: int) -> None:
             repository.enqueue_debate(
                 session, trigger_key=f"bench:{uuid.uuid4()}", spec=spec, source="cli"
             )
-    port = free_port()
-    scraper = Scraper(f"http://127.0.0.1:{port}/metrics")
-    scraper.start()
+    command = ["worker", "--concurrency", str(debates), "--exit-when-idle", "--name", "bench"]
+    scraper = None
+    if scrape:
+        port = free_port()
+        command += ["--metrics-port", str(port)]
+        scraper = Scraper(f"http://127.0.0.1:{port}/metrics")
+        scraper.start()
     started = time.perf_counter()
-    code = main(
-        [
-            "worker",
-            "--concurrency",
-            str(debates),
-            "--exit-when-idle",
-            "--name",
-            "bench",
-            "--metrics-port",
-            str(port),
-        ]
-    )
+    code = main(command)
     elapsed = time.perf_counter() - started
-    scraper.stop.set()
-    scraper.join()
+    if scraper is not None:
+        scraper.stop.set()
+        scraper.join()
     with session_scope(engine) as session:
         finished = repository.count_debates(session, state=repository.DebateState.FINISHED)
     engine.dispose()
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    scrapes = scraper.timings or [float("nan")]
+    scrapes = (scraper.timings if scraper is not None else []) or [float("nan")]
     print(
         json.dumps(
             {
@@ -85,7 +80,7 @@ def child(url: str, debates: int) -> None:
                 "rss": peak_mib,
                 "scrape_ms": statistics.median(scrapes) * 1000,
                 "scrape_max_ms": max(scrapes) * 1000,
-                "scrape_bytes": scraper.size,
+                "scrape_bytes": scraper.size if scraper is not None else 0,
             }
         )
     )
@@ -98,8 +93,7 @@ def free_port() -> int:
 
 
 class Scraper(threading.Thread):
-    """Scrapes the worker's /metrics four times a second while it runs, as Prometheus would;
-    both runs are scraped alike, so the ratio carries the cost of being watched."""
+    """Scrapes the worker's /metrics four times a second while it runs, timing each scrape."""
 
     def __init__(self, url: str) -> None:
         super().__init__(daemon=True)
@@ -135,9 +129,11 @@ def fresh_database(backend: str, workdir: Path) -> str:
     return url
 
 
-def measure(backend: str, debates: int, delay: float, workdir: Path) -> dict[str, float]:
-    """The child's report (seconds, peak RSS in MiB, /metrics scrapes) of one worker run over
-    `debates` queued debates."""
+def measure(
+    backend: str, debates: int, delay: float, workdir: Path, *, scrape: bool = False
+) -> dict[str, float]:
+    """The child's report (seconds, peak RSS in MiB, /metrics scrapes when `scrape`) of one
+    worker run over `debates` queued debates."""
     url = fresh_database(backend, workdir)
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEBATEBOT_")}
     env.update(
@@ -146,8 +142,9 @@ def measure(backend: str, debates: int, delay: float, workdir: Path) -> dict[str
         DEBATEBOT_FAKE_DELAY_S=str(delay),
         DEBATEBOT_LOG_LEVEL="WARNING",
     )
+    command = [sys.executable, "-m", "benchmarks.scale", "--child", url, "--debates", str(debates)]
     process = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.scale", "--child", url, "--debates", str(debates)],
+        command + (["--scrape"] if scrape else []),
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -169,24 +166,26 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=0.2)
     parser.add_argument("--backend", choices=["sqlite", "postgresql", "both"], default="both")
     parser.add_argument("--child", metavar="URL", help=argparse.SUPPRESS)
+    parser.add_argument("--scrape", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.debates)
+        child(args.child, args.debates, args.scrape)
         return
     backends = ["sqlite", "postgresql"] if args.backend == "both" else [args.backend]
     with tempfile.TemporaryDirectory() as folder:
         for backend in backends:
             one = measure(backend, 1, args.delay, Path(folder))
             many = measure(backend, args.debates, args.delay, Path(folder))
+            watched = measure(backend, args.debates, args.delay, Path(folder), scrape=True)
             print(
                 f"{backend:<10} 1 debate {one['elapsed']:6.2f} s (peak RSS {one['rss']:.0f} MiB);"
                 f" {args.debates} debates {many['elapsed']:6.2f} s"
                 f" (peak RSS {many['rss']:.0f} MiB)"
             )
             print(
-                f"{backend:<10} /metrics scraped during the {args.debates}: median"
-                f" {many['scrape_ms']:.1f} ms, max {many['scrape_max_ms']:.1f} ms,"
-                f" {many['scrape_bytes']:,.0f} bytes"
+                f"{backend:<10} /metrics scraped 4×/s during another {args.debates}"
+                f" ({watched['elapsed']:.2f} s): median {watched['scrape_ms']:.1f} ms,"
+                f" max {watched['scrape_max_ms']:.1f} ms, {watched['scrape_bytes']:,.0f} bytes"
             )
             print(
                 f"{backend:<10} {args.debates} debates ÷ 1 debate: goal ≤ {GOAL},"
