@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import islice
 from typing import Any, TypeVar
 from urllib.parse import urlparse
 
@@ -32,6 +33,8 @@ from engine.models import ContextDocument
 T = TypeVar("T")
 MAX_FILE_BYTES = 512_000
 MAX_FILES = 10
+MAX_CHANGED_FILES = 3000
+"""Of a huge merge request, the changed files read in search of its ADRs."""
 RATE_LIMIT_WAIT_S = 60.0
 ADR_PATH = re.compile(
     r"(^|/)(adrs?|decisions?|architecture[-_]?decisions?)/|(^|/)adr[-_]?\d+", re.I
@@ -315,12 +318,26 @@ async def _fetch_gitlab(link: HostLink, clients: HostClients) -> Fetched:
         document = await clients.call(link, lambda: file_at(link.path, link.ref))
         return Fetched([document], adr_title(document.text))
 
+    def changed_files(request: Any) -> list[dict[str, Any]]:
+        """The merge request's changed files: `/diffs` (GitLab 15.7 and later, paged), or on
+        an older GitLab without it the `/changes` that GitLab has since deprecated."""
+        from gitlab.exceptions import GitlabHttpError
+
+        diffs = f"{request.manager.path}/{request.iid}/diffs"
+        try:
+            pages = clients.gitlab().http_list(diffs, iterator=True, per_page=100)
+            return list(islice(pages, MAX_CHANGED_FILES))
+        except GitlabHttpError as error:
+            if error.response_code != 404:
+                raise
+        return list(request.changes()["changes"])
+
     def merge_request() -> Fetched:
         request = project().mergerequests.get(link.number)
         head = request.sha
         paths = [
             change["new_path"]
-            for change in request.changes()["changes"]
+            for change in changed_files(request)
             if not change.get("deleted_file") and is_adr_path(change["new_path"])
         ][:MAX_FILES]
         if not paths:

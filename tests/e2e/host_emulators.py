@@ -251,11 +251,15 @@ class GitHubEmulator(HostEmulator):
 
 
 class GitLabEmulator(HostEmulator):
+    legacy: bool = False
+    """A GitLab before 15.7: no `/diffs` (404), only the deprecated `/changes`."""
+
     def routes(self, app: web.Application) -> None:
         base = "/api/v4/projects/{project}"
         app.router.add_get(base + "/repository/files/{path}", self._file_at)
         app.router.add_get(base + "/merge_requests/{iid}", self._merge_request)
         app.router.add_get(base + "/merge_requests/{iid}/changes", self._changes)
+        app.router.add_get(base + "/merge_requests/{iid}/diffs", self._diffs)
         app.router.add_get(base + "/merge_requests/{iid}/notes", self._notes)
         app.router.add_post(base + "/merge_requests/{iid}/notes", self._create_note)
         app.router.add_put(base + "/merge_requests/{iid}/notes/{id}", self._edit_note)
@@ -325,6 +329,27 @@ class GitLabEmulator(HostEmulator):
             for path, status in mr.files.items()
         ]
         return web.json_response({"iid": mr.number, "changes": changes})
+
+    async def _diffs(self, request: web.Request) -> web.Response:
+        """One page of the changed files, with GitLab's pagination headers (`Link`, next)."""
+        repo, refused = await self._gated(request)
+        if refused is not None:
+            return refused
+        mr = self._mr(request, repo)
+        if mr is None or self.legacy:
+            return web.json_response({"message": "404 Not found"}, status=404)
+        per_page = int(request.query.get("per_page", "20"))
+        page = int(request.query.get("page", "1"))
+        files = [
+            {"new_path": path, "old_path": path, "deleted_file": status == "removed", "diff": ""}
+            for path, status in mr.files.items()
+        ]
+        headers = {"X-Page": str(page), "X-Total": str(len(files))}
+        if page * per_page < len(files):
+            following = request.url.update_query(page=str(page + 1), per_page=str(per_page))
+            headers["X-Next-Page"] = str(page + 1)
+            headers["Link"] = f'<{following}>; rel="next"'
+        return web.json_response(files[(page - 1) * per_page : page * per_page], headers=headers)
 
     async def _notes(self, request: web.Request) -> web.Response:
         repo, refused = await self._gated(request)

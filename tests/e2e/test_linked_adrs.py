@@ -334,6 +334,35 @@ async def test_a_host_that_fails_or_hangs_is_answered_not_waited_on_forever(
     assert github.comments.get(("acme/orders", 7)) is None
 
 
+async def test_a_merge_request_s_files_come_from_diffs_page_by_page_or_changes_on_old_gitlab(
+    hosts: tuple[GitHubEmulator, GitLabEmulator],
+) -> None:
+    _, gitlab = hosts
+    clients = HostClients(HostConfig(gitlab_url=gitlab.url, gitlab_token=gitlab.token))
+    files = {f"src/module_{n:03}.py": "modified" for n in range(250)}
+    gitlab.add_pull(
+        "acme/platform/orders",
+        8,
+        title="Big refactor, with its ADR",
+        body="",
+        head=HEAD,
+        files=files | {"docs/adr/0012-postgres.md": "added"},
+    )
+    link = parse_link(f"{gitlab.url}/acme/platform/orders/-/merge_requests/8", clients.config)
+    assert link is not None
+
+    fetched = await fetch(link, clients)
+    assert [d.title for d in fetched.documents] == [f"docs/adr/0012-postgres.md @ {HEAD}"]
+    pages = [r for r in gitlab.requests if "/merge_requests/8/diffs" in r]
+    assert len(pages) == 3, "the ADR was on the third page of a hundred files each"
+    assert not any("/changes" in r for r in gitlab.requests)
+
+    gitlab.legacy = True
+    fetched = await fetch(link, clients)
+    assert [d.title for d in fetched.documents] == [f"docs/adr/0012-postgres.md @ {HEAD}"]
+    assert any("/merge_requests/8/changes" in r for r in gitlab.requests)
+
+
 async def test_links_posted_in_passing_start_nothing_and_get_no_answer(
     start_bot: BotFactory, hosts: tuple[GitHubEmulator, GitLabEmulator]
 ) -> None:
