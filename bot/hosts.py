@@ -44,7 +44,13 @@ LINK = re.compile(r"https?://[^\s<>|]+")
 
 
 class LinkError(SlackLayerError):
-    """A linked ADR that cannot be fetched; the message says why and what to do."""
+    """A linked ADR that cannot be fetched (or a comment not posted); the message says why and
+    what to do. `transient`: the host was unreachable, failing or rate-limited, so the same
+    call may succeed later; otherwise it refused (no access, a bad link) and will again."""
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 class NoAdrError(LinkError):
@@ -181,33 +187,40 @@ class HostClients:
             try:
                 return await asyncio.to_thread(work)
             except (GithubException, GitlabError, RequestException) as error:
-                wait_s, message = self._refusal(link, error)
+                wait_s, message, transient = self._refusal(link, error)
                 if wait_s is not None and wait_s <= RATE_LIMIT_WAIT_S and attempt == 1:
                     await self._sleep(max(wait_s, 0.0))
                     continue
-                raise LinkError(message) from error
+                raise LinkError(message, transient=transient) from error
         raise AssertionError("unreachable: the loop returns or raises")
 
-    def _refusal(self, link: HostLink, error: Exception) -> tuple[float | None, str]:
-        """(seconds to wait before one more try, or None; what to tell people)."""
+    def _refusal(self, link: HostLink, error: Exception) -> tuple[float | None, str, bool]:
+        """(seconds to wait before one more try, or None; what to tell people; whether a
+        later try may succeed)."""
         status, headers = _status_and_headers(error)
         if status is None:
-            return None, f"I could not reach {_host_name(link)} ({type(error).__name__}); try later"
+            name = type(error).__name__
+            return None, f"I could not reach {_host_name(link)} ({name}); try later", True
         name = _host_name(link)
         variable = "DEBATEBOT_GITHUB_TOKEN" if link.host == "github" else "DEBATEBOT_GITLAB_TOKEN"
         lowered = {k.lower(): v for k, v in (headers or {}).items()}
         reset = _reset_in(lowered)
         if status == 429 or (status == 403 and (lowered.get("x-ratelimit-remaining") == "0")):
             at = datetime.fromtimestamp(time.time() + (reset or 60), UTC).strftime("%H:%M UTC")
-            return reset, f"{name}'s rate limit is used up; ask again after {at}"
+            return reset, f"{name}'s rate limit is used up; ask again after {at}", True
         if status in (403, 404):
-            return None, (
+            return (
+                None,
                 f"I cannot see `{link.label}` on {name}: the repository is private or the link is"
-                f" wrong. Give the bot a token that can read it ({variable}), or check the link"
+                f" wrong. Give the bot a token that can read it ({variable}), or check the link",
+                False,
             )
         if status == 401:
-            return None, f"{name} refused the bot's token ({variable}): replace it"
-        return None, f"{name} answered HTTP {status} for `{link.label}`; try again later"
+            return None, f"{name} refused the bot's token ({variable}): replace it", False
+        answered = f"{name} answered HTTP {status} for `{link.label}`"
+        if status >= 500:
+            return None, f"{answered}; try again later", True
+        return None, answered, False
 
 
 def _host_name(link: HostLink) -> str:

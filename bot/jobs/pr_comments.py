@@ -6,8 +6,9 @@ The comment carries a marker naming the debate (`bot.hosts.upsert_comment`), so 
 ending, a resumed run or a second worker updates the one comment and never adds another.
 
 The ending and a review mark the debate's comment due (`Debate.pr_comment_due`) in their own
-transaction; a sync clears the mark. A comment the host refused (down, rate-limited) stays due
-and the scheduled `pr-comments` job syncs it again, for a day.
+transaction; a sync clears the mark. A comment the host could not take now (down, failing,
+rate-limited) stays due and the scheduled `pr-comments` job syncs it again, for a day; one the
+host refuses for good (no access to the repository, a revoked token) is logged and cleared.
 """
 
 from __future__ import annotations
@@ -103,13 +104,20 @@ class PullRequestComments:
                         body=comment_body(debate, verdict, review),
                     )
                 except LinkError as error:
-                    log.warning(
-                        "debate %s: no comment on %s yet (%s); the pr-comments job retries",
+                    if error.transient:
+                        log.warning(
+                            "debate %s: no comment on %s yet (%s); the pr-comments job retries",
+                            debate_id,
+                            link.label,
+                            error,
+                        )
+                        return None
+                    log.error(
+                        "debate %s: no comment on %s, and none will be retried: %s",
                         debate_id,
                         link.label,
                         error,
                     )
-                    return None
         seen = owed.due
         if seen is not None:
             try:

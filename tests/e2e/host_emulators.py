@@ -62,8 +62,9 @@ class HostEmulator(ABC):
     comments: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
     private: set[str] = field(default_factory=set)
     faults: list[HostFault] = field(default_factory=list)
-    outages: set[str] = field(default_factory=set)
-    """Path fragments answered 503 until restored (a comments API that is down for a while)."""
+    outages: dict[str, int] = field(default_factory=dict)
+    """Path fragment -> the status every request holding it gets until restored (503: a comments
+    API down for a while; 404: a repository the token lost access to)."""
     requests: list[str] = field(default_factory=list)
     url: str = ""
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1001))
@@ -81,9 +82,9 @@ class HostEmulator(ABC):
         """Answer the next API requests with these faults, in order."""
         self.faults.extend(faults)
 
-    def down(self, fragment: str) -> None:
-        """Answer 503 to every request whose path holds `fragment`, until `restore()`."""
-        self.outages.add(fragment)
+    def down(self, fragment: str, status: int = 503) -> None:
+        """Answer `status` to every request whose path holds `fragment`, until `restore()`."""
+        self.outages[fragment] = status
 
     def restore(self) -> None:
         self.outages.clear()
@@ -108,8 +109,9 @@ class HostEmulator(ABC):
 
     async def _gate(self, request: web.Request, repo: str, authorized: bool) -> web.Response | None:
         self.requests.append(f"{request.method} {request.path_qs}")
-        if any(fragment in request.path for fragment in self.outages):
-            return web.json_response({"message": "Service Unavailable"}, status=503)
+        for fragment, status in self.outages.items():
+            if fragment in request.path:
+                return web.json_response({"message": "unavailable"}, status=status)
         if self.faults:
             fault = self.faults.pop(0)
             if fault.hang_s:

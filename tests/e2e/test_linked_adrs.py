@@ -222,6 +222,25 @@ async def test_a_comment_the_host_refused_is_posted_by_the_retry_job_once_it_is_
     assert "**Review: approved**" in comment["body"]
 
 
+async def test_a_comment_the_host_refuses_for_good_is_not_retried(
+    start_bot: BotFactory, hosts: tuple[GitHubEmulator, GitLabEmulator]
+) -> None:
+    github, gitlab = hosts
+    bot = await linked_bot(start_bot, github, gitlab)
+    github.down("/comments", status=404)
+    await post(bot, f"ADR up for review: {github.url}/acme/orders/pull/7", 1)
+    await bot.finished(1)
+    await bot.wait_for(lambda: bot.debates()[0].pr_comment_due is None, "the cleared mark")
+    assert any("/comments" in r for r in github.requests), "the comment was tried"
+    github.restore()
+    jobs = bot.runtime.jobs
+    jobs.clock = lambda: utcnow() + timedelta(minutes=1)
+    assert await jobs.fire("pr-comments", jobs.retry_pr_comments, 60.0) == (
+        "0 comment(s) synced of 0 due"
+    )
+    assert github.comments.get(("acme/orders", 7)) is None
+
+
 async def test_private_repositories_rate_limits_and_large_files_are_answered_in_the_thread(
     start_bot: BotFactory, hosts: tuple[GitHubEmulator, GitLabEmulator]
 ) -> None:
