@@ -12,6 +12,8 @@ Pure text rules, checked in this order (the first that holds names the format):
 - **nygard-inline**: the labels `Context:`, `Decision:` and `Consequences:` each starting a line
   and followed by text, as people type them in Slack (`*Context:* …`, `**Decision:** …`,
   `• *Consequences*: …`).
+- Section numbers before headings (`## 2. Considered Options`) are ignored, and a Y-statement
+  may say "we decided", "we have decided", "we chose" or "we opted".
 - **title**: a first line that starts with `ADR` as a word, optionally numbered (`ADR-042:`,
   `ADR 7 -`).
 - **channel**: a first line that matches the channel's own title pattern (a regular expression
@@ -27,6 +29,8 @@ import re
 
 _DECORATION = re.compile(r"^[\s#*_>`~•\-]+|[\s*_`~]+$")
 _TITLE = re.compile(r"^ADR(?:[\s-]*\d+)?(?:\s*[:.\-\u2013\u2014]|\s|$)")
+# Section numbers some templates and tools put before headings ("## 2. Considered Options").
+_NUMBERING = re.compile(r"^(?:\d+\.)+\s+|^\d+\)\s+")
 _FRONT_MATTER = re.compile(r"\A\s*---[ \t]*\n(?:[\w-]+:[^\n]*\n)+---[ \t]*(?:\n|\Z)")
 _NYGARD = ("context", "decision", "consequences")
 _MADR_OUTCOME = "decision outcome"
@@ -36,7 +40,8 @@ _INLINE = re.compile(
     re.IGNORECASE,
 )
 _Y_STATEMENT = re.compile(
-    r"\bin the context of\b.+?\bfacing\b.+?\bwe decided\b.+?\bto achieve\b.+?\baccepting\b",
+    r"\bin the context of\b.+?\bfacing\b.+?\bwe\s+(?:have\s+)?(?:decided|chose|opted)\b.+?\bto"
+    r" achieve\b.+?\baccepting\b",
     re.IGNORECASE | re.DOTALL,
 )
 MAX_PATTERN_CHARS = 200
@@ -53,7 +58,7 @@ def clean_line(line: str) -> str:
 
 
 def _headings(lines: list[str]) -> set[str]:
-    return {clean_line(line).rstrip(":").strip().lower() for line in lines}
+    return {_NUMBERING.sub("", clean_line(line)).rstrip(":").strip().lower() for line in lines}
 
 
 def compile_title_pattern(pattern: str) -> re.Pattern[str]:
