@@ -238,6 +238,8 @@ def host_config(settings: Settings) -> HostConfig:
         github_token=settings.host_token("github"),
         gitlab_url=settings.gitlab_url,
         gitlab_token=settings.host_token("gitlab"),
+        github_api_url=settings.github_api_url,
+        gitlab_api_url=settings.gitlab_api_url,
     )
 
 

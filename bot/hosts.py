@@ -82,18 +82,35 @@ class HostLink:
 
 @dataclass(frozen=True)
 class HostConfig:
+    """`*_url` is the address people's links point at; `*_api_url` where the API answers, when
+    that is not the usual place for the host (a proxy, a mirror, a test double)."""
+
     github_url: str = "https://github.com"
     github_token: str | None = None
     gitlab_url: str = "https://gitlab.com"
     gitlab_token: str | None = None
     timeout_s: float = 15.0
+    github_api_url: str | None = None
+    gitlab_api_url: str | None = None
 
     @property
     def github_api(self) -> str:
+        """The REST API's root: api.github.com for github.com, api.NAME.ghe.com for GitHub
+        Enterprise Cloud with data residency, ADDRESS/api/v3 for GitHub Enterprise Server."""
+        if self.github_api_url:
+            return self.github_api_url.rstrip("/")
         base = self.github_url.rstrip("/")
-        return (
-            "https://api.github.com" if urlparse(base).netloc == "github.com" else f"{base}/api/v3"
-        )
+        host = urlparse(base).netloc.lower()
+        if host == "github.com":
+            return "https://api.github.com"
+        if host.endswith(".ghe.com"):
+            return f"https://api.{host}"
+        return f"{base}/api/v3"
+
+    @property
+    def gitlab_api(self) -> str:
+        """The address python-gitlab is given (it appends /api/v4)."""
+        return (self.gitlab_api_url or self.gitlab_url).rstrip("/")
 
 
 def find_link(text: str, config: HostConfig) -> HostLink | None:
@@ -170,7 +187,7 @@ class HostClients:
             import gitlab
 
             self._gitlab = gitlab.Gitlab(
-                self.config.gitlab_url,
+                self.config.gitlab_api,
                 private_token=self.config.gitlab_token,
                 timeout=self.config.timeout_s,
             )

@@ -210,11 +210,20 @@ class Settings(BaseSettings):
     github_url: str = Field(
         default="https://github.com", description="GitHub, or your GitHub Enterprise's address"
     )
+    github_api_url: str | None = Field(
+        default=None,
+        description="the GitHub REST API's address, when it is not the usual one for"
+        " DEBATEBOT_GITHUB_URL (api.github.com; api.NAME.ghe.com; ADDRESS/api/v3)",
+    )
     gitlab_token: SecretStr | None = Field(
         default=None, description="reads linked ADRs and merge requests, and comments the verdict"
     )
     gitlab_url: str = Field(
         default="https://gitlab.com", description="GitLab, or your self-hosted GitLab's address"
+    )
+    gitlab_api_url: str | None = Field(
+        default=None,
+        description="where GitLab's API answers (before /api/v4), when not at DEBATEBOT_GITLAB_URL",
     )
     slack_timeout_s: float = Field(
         default=10.0, gt=0, description="how long one Slack API call may take before it is retried"

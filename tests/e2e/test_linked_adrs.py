@@ -401,3 +401,36 @@ async def test_links_posted_in_passing_start_nothing_and_get_no_answer(
     assert debate.link.endswith("0012-postgres.md")
     assert bot.emulator.in_thread(CHANNEL, code) == []
     assert bot.emulator.in_thread(CHANNEL, fix) == []
+
+
+async def test_github_com_and_gitlab_com_links_are_fetched_from_the_configured_api_addresses(
+    start_bot: BotFactory, hosts: tuple[GitHubEmulator, GitLabEmulator]
+) -> None:
+    """People link github.com and gitlab.com; the APIs answer where the settings say (a proxy,
+    a mirror): the links are read there and the comment posted there."""
+    github, gitlab = hosts
+    bot = await linked_bot(
+        start_bot,
+        github,
+        gitlab,
+        github_url="https://github.com",
+        github_api_url=f"{github.url}/api/v3",
+        gitlab_url="https://gitlab.com",
+        gitlab_api_url=gitlab.url,
+    )
+    links = [
+        "https://github.com/acme/orders/pull/7",
+        "https://gitlab.com/acme/platform/orders/-/merge_requests/7",
+    ]
+    for n, link in enumerate(links):
+        await post(bot, f"ADR up for review: <{link}>", n)
+    by_link = {d.link: d for d in await bot.finished(2)}
+    assert set(by_link) == set(links)
+    for link in links:
+        context = json.loads(by_link[link].spec_json)["context"]
+        assert context[0]["title"] == f"docs/adr/0012-postgres.md @ {HEAD}"
+        assert "logical replication" in context[0]["text"]
+    await bot.wait_for(lambda: github.comments.get(("acme/orders", 7)), "the GitHub comment")
+    await bot.wait_for(
+        lambda: gitlab.comments.get(("acme/platform/orders", 7)), "the GitLab comment"
+    )
