@@ -31,7 +31,6 @@ from engine.errors import EngineError
 from engine.evaluation.arms import ARMS, SINGLE_ARMS, ArmRunner
 from engine.evaluation.cases import EvalCase
 from engine.evaluation.scoring import CLEAN, PLANTED, ArmResult, Scores, score
-from engine.single import SingleReview
 
 RESULTS = "results.jsonl"
 CALLS_PER_ARM = {
@@ -182,7 +181,7 @@ class Progress:
 
     def update(self, result: ArmResult) -> None:
         self.done += 1
-        self.spent_usd += result.cost_usd
+        self.spent_usd += result.spent_usd
         elapsed = time.monotonic() - self.started
         left = elapsed / self.done * (self.total - self.done)
         width = 24
@@ -244,7 +243,7 @@ class EvalRun:
         return list(self.results.values())
 
     async def _case(self, case: EvalCase, variant: str, progress: Progress | None) -> None:
-        samples: list[SingleReview] | None = None
+        vote: ArmResult | None = None
         for _, arm, run_variant in (r for r in self.plan.runs() if r[0] is case):
             if run_variant != variant:
                 continue
@@ -252,7 +251,7 @@ class EvalRun:
             existing = self.results.get(key)
             if existing is not None and existing.ok:
                 if arm == "vote":
-                    samples = [SingleReview.model_validate_json(s) for s in existing.samples]
+                    vote = existing
                 continue
             k = self.plan.vote_k or matched_k(
                 self.results.get((case.id, "single", variant)),
@@ -265,17 +264,17 @@ class EvalRun:
                     f"stopped before {case.id}/{arm}: ${self.spent_usd:.4f} spent, and its"
                     f" estimated ${guess.cost_usd:.4f} would pass --max-cost {limit:g}"
                 )
-            result = await self._attempt(case, arm, variant, k, samples)
+            result = await self._attempt(case, arm, variant, k, vote)
             if arm == "vote" and result.ok:
-                samples = [SingleReview.model_validate_json(s) for s in result.samples]
+                vote = result
             self.results[key] = result
-            self.spent_usd += result.cost_usd
+            self.spent_usd += result.spent_usd
             await self.store.append(result)
             if progress is not None:
                 progress.update(result)
 
     async def _attempt(
-        self, case: EvalCase, arm: str, variant: str, k: int, samples: list[SingleReview] | None
+        self, case: EvalCase, arm: str, variant: str, k: int, vote: ArmResult | None
     ) -> ArmResult:
         started = time.monotonic()
         try:
@@ -284,7 +283,7 @@ class EvalRun:
             elif arm == "vote":
                 result = await self.runner.vote(case, variant, k)
             elif arm == "best_of_n":
-                result = await self.runner.best_of_n(case, variant, k, samples)
+                result = await self.runner.best_of_n(case, variant, k, vote)
             else:
                 result = await self.runner.debate(case, variant, arm)
         except EngineError as error:

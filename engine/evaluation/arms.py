@@ -179,21 +179,27 @@ class ArmRunner:
         return result
 
     async def best_of_n(
-        self, case: EvalCase, variant: str, k: int, samples: list[SingleReview] | None
+        self, case: EvalCase, variant: str, k: int, vote: ArmResult | None
     ) -> ArmResult:
-        """A judge picks one of the samples: the vote's, when it ran (their cost counts here
-        too, as best-of-n needs them), else k drawn now."""
-        spend = Spend()
-        started = time.monotonic()
+        """A judge picks one of the samples: the vote's, when it ran, else k drawn now. Either
+        way the samples are charged here too (tokens, cost, calls, time), since best-of-n cannot
+        pick without them: its budget is the vote's plus one call."""
         spec = self.spec_for(question_for(case, variant), documents_for(case, variant), "single")
-        if samples is None:
-            samples, spec, spend, _ = await self.samples(case, variant, k)
+        if vote is None:
+            samples, spec, spend, drawing_s = await self.samples(case, variant, k)
+        else:
+            samples = [SingleReview.model_validate_json(s) for s in vote.samples]
+            spend = Spend(vote.input_tokens, vote.output_tokens, vote.cost_usd, vote.calls)
+            drawing_s = vote.wall_s
+        started = time.monotonic()
         index, turn = await pick_best(
             spec, samples, resolve_llm=self.resolve_llm, prompts=self.prompts
         )
         spend.add([turn])
         result = self._from_review(case, "best_of_n", variant, spec, samples[index])
-        _charge(result, spend, time.monotonic() - started)
+        _charge(result, spend, drawing_s + time.monotonic() - started)
+        if vote is not None:
+            result.reused_cost_usd = vote.cost_usd
         return result
 
     async def debate(self, case: EvalCase, variant: str, protocol: str) -> ArmResult:

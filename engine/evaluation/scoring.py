@@ -47,10 +47,18 @@ class ArmResult(BaseModel):
     samples: list[str] = Field(default_factory=list)
     """Each sample's output (vote), kept so best-of-n judges the very same samples."""
     sample_tokens: int = 0
+    reused_cost_usd: float = 0.0
+    """Of `cost_usd`, what another arm already paid for (best-of-n judging the vote's samples):
+    counted in this arm's budget, not spent again."""
 
     @property
     def key(self) -> tuple[str, str, str]:
         return (self.case_id, self.arm, self.variant)
+
+    @property
+    def spent_usd(self) -> float:
+        """What this run itself spent."""
+        return self.cost_usd - self.reused_cost_usd
 
 
 def mentions(text: str, phrase: str) -> bool:

@@ -26,8 +26,8 @@ from engine.evaluation.scoring import (
 )
 from engine.llm import LLMRequest
 from engine.models import ContextDocument, DebateSpec, ModelSettings
-from engine.providers.fake import FunctionLLM
-from engine.single import SingleReview
+from engine.pricing import Pricing
+from engine.providers.fake import FunctionLLM, estimate_tokens
 from tests.helpers import REVIEW_CASES, DebateScript, reply_for, shipped_prompts
 
 FLAWS = [
@@ -221,7 +221,7 @@ def runner_for(replies: dict[str, list[Any]]) -> tuple[ArmRunner, FunctionLLM]:
             return queue.pop(0) if len(queue) > 1 else queue[0]
         return script(request)
 
-    llm = FunctionLLM(answer)
+    llm = FunctionLLM(answer, pricing=Pricing(input_per_mtok=3.0, output_per_mtok=15.0))
 
     def spec_for(question: str, documents: list[ContextDocument], protocol: str) -> DebateSpec:
         return DebateSpec(
@@ -258,7 +258,7 @@ async def test_vote_and_best_of_n_judge_the_same_samples() -> None:
         review(["stale price", "a stampede"], "reject"),
         review(["single point of failure"], "revise"),
     ]
-    runner, _ = runner_for(
+    runner, llm = runner_for(
         {"SingleReview": list(samples), "PickedReview": [{"best": 3, "reason": "x"}]}
     )
     vote = await runner.vote(CASE, PLANTED, 3)
@@ -267,11 +267,21 @@ async def test_vote_and_best_of_n_judge_the_same_samples() -> None:
     assert vote.calls == 3
     assert len(vote.samples) == 3
 
-    kept = [SingleReview.model_validate_json(s) for s in vote.samples]
-    best = await runner.best_of_n(CASE, PLANTED, 3, kept)
+    calls_before = len(llm.calls)
+    best = await runner.best_of_n(CASE, PLANTED, 3, vote)
     assert best.flaws_found == ["f3"], "the judge picked the third sample"
     assert best.decision == "revise"
-    assert best.calls == 1, "the samples were the vote's: only the judge is new"
+    assert len(llm.calls) == calls_before + 1, "the samples were the vote's: only the judge ran"
+    judge = llm.calls[-1]
+    judge_tokens = sum(estimate_tokens(m.content) for m in judge.messages)
+    assert best.calls == 4, "best-of-n is charged for the samples it needs, and its judge"
+    assert best.input_tokens == vote.input_tokens + judge_tokens
+    assert best.output_tokens > vote.output_tokens
+    assert best.wall_s >= vote.wall_s
+    assert best.reused_cost_usd == vote.cost_usd
+    assert vote.cost_usd > 0
+    assert best.spent_usd == pytest.approx(best.cost_usd - vote.cost_usd), "spent once"
+    assert 0 < best.spent_usd < vote.cost_usd, "best-of-n itself spent only the judge's call"
 
 
 async def test_a_debate_is_scored_on_its_final_output() -> None:
