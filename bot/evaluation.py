@@ -411,6 +411,31 @@ def meaning(by_arm: dict[str, Scores]) -> list[str]:
             found = f"found no flaw, like `{cheaper}`,"
         sentences.append(f"- `{top}` {found} at {cost}.")
         break
+    frontier = [
+        arm
+        for arm, mine in scored.items()
+        if not any(
+            (other.recall or 0.0) >= (mine.recall or 0.0)
+            and other.tokens_per_case <= mine.tokens_per_case
+            and (
+                (other.recall or 0.0) > (mine.recall or 0.0)
+                or other.tokens_per_case < mine.tokens_per_case
+            )
+            for name, other in scored.items()
+            if name != arm
+        )
+    ]
+    frontier.sort(key=lambda a: scored[a].tokens_per_case)
+    beaten = [a for a in debates if a not in frontier]
+    sentences.append(
+        f"- On the cost-quality frontier (no other arm finds more flaws for as few tokens):"
+        f" {', '.join(f'`{a}`' for a in frontier)}"
+        + (
+            f"; {', '.join(f'`{a}`' for a in beaten)} found no more than a cheaper arm."
+            if beaten
+            else "."
+        )
+    )
     alarms = {a: s.false_alarms / s.clean_runs for a, s in scored.items() if s.clean_runs}
     if alarms:
         quiet = min(alarms, key=lambda a: alarms[a])
@@ -422,10 +447,19 @@ def meaning(by_arm: dict[str, Scores]) -> list[str]:
         a: s.escalated_when_wrong for a, s in scored.items() if s.escalated_when_wrong is not None
     }
     if calibrated:
-        best_cal = max(calibrated, key=lambda a: calibrated[a] or 0.0)
+        best_cal = max(
+            calibrated,
+            key=lambda a: (calibrated[a] or 0.0, -(scored[a].escalated_when_right or 0.0)),
+        )
+        needless = scored[best_cal].escalated_when_right
         sentences.append(
             f"- Of the verdicts that disagreed with the experts, `{best_cal}` sent"
-            f" {_pct(calibrated[best_cal])} to human review."
+            f" {_pct(calibrated[best_cal])} to human review"
+            + (
+                f", and {_pct(needless)} of those that agreed (needlessly)."
+                if needless is not None
+                else "."
+            )
         )
     runs = sum(s.runs for s in by_arm.values())
     if runs < 30:

@@ -156,6 +156,23 @@ def test_what_it_means_is_computed_from_the_numbers() -> None:
     sentences = meaning({"vote": score([vote]), "adversarial": score([debate])})
     assert sentences[0].startswith("- Highest recall: `adversarial`, 67%")
     assert sentences[1] == "- `adversarial` found 2.0× the flaws of `vote` at 1.1× the tokens."
+    assert sentences[2] == (
+        "- On the cost-quality frontier (no other arm finds more flaws for as few tokens):"
+        " `vote`, `adversarial`."
+    )
+
+
+def test_the_frontier_names_debates_a_cheaper_arm_matches() -> None:
+    single = result(arm="single", flaws_found=["f1"], flaws_planted=3, input_tokens=100)
+    vote = result(arm="vote", flaws_found=["f1", "f2"], flaws_planted=3, input_tokens=900)
+    stances = result(arm="stances", flaws_found=["f2"], flaws_planted=3, input_tokens=1200)
+    panel = result(arm="panel", flaws_found=["f1", "f2"], flaws_planted=3, input_tokens=900)
+    by_arm = {a.arm: score([a]) for a in (single, vote, stances, panel)}
+    frontier = next(s for s in meaning(by_arm) if "frontier" in s)
+    assert frontier == (
+        "- On the cost-quality frontier (no other arm finds more flaws for as few tokens):"
+        " `single`, `vote`, `panel`; `stances` found no more than a cheaper arm."
+    )
 
 
 def test_the_estimate_and_the_report(tmp_path: Path) -> None:
@@ -292,3 +309,25 @@ async def test_a_debate_is_scored_on_its_final_output() -> None:
     assert debate.round_decisions == [debate.decision]
     assert debate.calls == 5
     assert debate.input_tokens > 0
+
+
+def test_the_calibration_sentence_weighs_needless_escalations_too() -> None:
+    def verdicts(arm: str, escalated_right: bool) -> list[ArmResult]:
+        common = {"arm": arm, "flaws_planted": 3, "input_tokens": 100}
+        return [
+            result(case_id="w", decision="accept", expected="reject", escalated=True, **common),
+            result(
+                case_id="r",
+                decision="reject",
+                expected="reject",
+                escalated=escalated_right,
+                **common,
+            ),
+        ]
+
+    by_arm = {"single": score(verdicts("single", True)), "vote": score(verdicts("vote", False))}
+    calibration = next(s for s in meaning(by_arm) if "disagreed" in s)
+    assert calibration == (
+        "- Of the verdicts that disagreed with the experts, `vote` sent 100% to human review,"
+        " and 0% of those that agreed (needlessly)."
+    )
