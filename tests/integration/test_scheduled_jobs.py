@@ -240,3 +240,56 @@ async def test_retention_that_cannot_write_its_archive_removes_nothing(
     with Session(store) as session:
         assert repository.get_debate(session, debate_id=debate_id).state == DebateState.FINISHED
         assert len(repository.turn_rows(session, debate_id=debate_id)) == 5
+
+
+async def test_three_replicas_firing_every_job_at_once_run_each_once_per_slot(
+    store: Engine, tmp_path: Path
+) -> None:
+    """Every job of the schedule, fired by three replicas for the same slot at the same moment:
+    one run each, recorded once, and its work (an archived debate, a requeued lease) done once."""
+    [old] = await finished(store, 1)
+    [stuck] = queue(store, 1, prefix="stuck")
+    with Session(store) as session:
+        session.execute(
+            update(Debate)
+            .where(col(Debate.id) == old)
+            .values(updated_at=utcnow() - timedelta(days=40))
+        )
+        session.execute(
+            update(Debate)
+            .where(col(Debate.id) == stuck)
+            .values(
+                state=DebateState.RUNNING,
+                lease_owner="a-dead-worker",
+                lease_expires_at=utcnow() - timedelta(minutes=10),
+            )
+        )
+        session.commit()
+    engines = [store, second_engine(store), second_engine(store)]
+    now = utcnow()
+    replicas = [
+        jobs_on(engine, f"replica-{n}", retention_days=30, retention_dir=tmp_path / "archive")
+        for n, engine in enumerate(engines)
+    ]
+    for replica in replicas:
+        replica.clock = lambda: now
+    names = list(replicas[0].jobs())
+    assert set(names) >= {"review-sla", "digest", "retention", "stale-leases", "queue-depth"}
+
+    outcomes = await asyncio.gather(
+        *(replica.fire(name, replica.jobs()[name], 600) for name in names for replica in replicas)
+    )
+
+    ran = [detail for detail in outcomes if detail is not None]
+    assert len(ran) == len(names), f"one run per job, not {ran}"
+    with Session(store) as session:
+        rows = session.exec(select(ScheduledRun)).all()
+        assert sorted(r.job for r in rows) == sorted(names)
+        assert all(r.slot == slot_of(now, 600) and r.outcome == "ok" for r in rows)
+        assert {r.job: r.detail for r in rows}["retention"].startswith("1 debate(s) archived")
+        assert {r.job: r.detail for r in rows}["stale-leases"].startswith("1 debate(s) requeued")
+        assert repository.get_debate(session, debate_id=stuck).state == DebateState.QUEUED
+        assert session.get(Debate, old) is None
+    assert len(list((tmp_path / "archive").iterdir())) == 1
+    for engine in engines[1:]:
+        engine.dispose()
