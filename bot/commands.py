@@ -518,7 +518,7 @@ async def _eval(args: argparse.Namespace) -> int:
             " run that would pass it",
             file=sys.stderr,
         )
-    progress = evaluation.Progress(total=guess.runs, concurrency=plan.concurrency)
+    progress = evaluation.Progress.of(plan, done)
     try:
         results = await run.run(progress)
     finally:

@@ -170,18 +170,37 @@ def matched_k(single: ArmResult | None, debate: ArmResult | None, fallback: int 
 
 @dataclass
 class Progress:
-    """One line on stderr: runs done, spend so far, time left."""
+    """One line on stderr: runs done, cases done, spend so far, time left."""
 
     total: int
     concurrency: int
     out: TextIO = field(default_factory=lambda: sys.stderr)
+    runs_left: dict[str, int] = field(default_factory=dict)
+    """Runs still to go per case id; a case is done when none are left."""
     done: int = 0
     spent_usd: float = 0.0
     started: float = field(default_factory=time.monotonic)
 
+    @staticmethod
+    def of(plan: EvalPlan, done: set[tuple[str, str, str]], out: TextIO | None = None) -> Progress:
+        """Progress over the runs of `plan` that are not `done` yet."""
+        left = {case.id: 0 for case in plan.cases}
+        for case, arm, variant in plan.runs():
+            if (case.id, arm, variant) not in done:
+                left[case.id] += 1
+        return Progress(
+            total=sum(left.values()),
+            concurrency=plan.concurrency,
+            out=out or sys.stderr,
+            runs_left=left,
+        )
+
     def update(self, result: ArmResult) -> None:
         self.done += 1
         self.spent_usd += result.spent_usd
+        if self.runs_left.get(result.case_id):
+            self.runs_left[result.case_id] -= 1
+        cases = sum(1 for n in self.runs_left.values() if n == 0)
         elapsed = time.monotonic() - self.started
         left = elapsed / self.done * (self.total - self.done)
         width = 24
@@ -189,7 +208,8 @@ class Progress:
         bar = "#" * filled + "-" * (width - filled)
         status = "ok" if result.ok else "FAILED"
         line = (
-            f"[{bar}] {self.done}/{self.total} · ${self.spent_usd:.4f} spent ·"
+            f"[{bar}] {self.done}/{self.total} runs · {cases}/{len(self.runs_left)} cases ·"
+            f" ${self.spent_usd:.4f} spent ·"
             f" ~{_clock(left)} left · {result.case_id}/{result.arm}"
             f"{'' if result.variant == PLANTED else ' (clean)'} {status}"
         )

@@ -194,13 +194,18 @@ def test_the_estimate_and_the_report(tmp_path: Path) -> None:
     assert "| single | 33% · n/a · 0 · 10 |" in report
 
 
-def test_progress_writes_a_line_per_run_to_a_log() -> None:
+def test_progress_writes_a_line_per_run_to_a_log(tmp_path: Path) -> None:
     out = io.StringIO()
-    progress = Progress(total=2, concurrency=1, out=out)
-    progress.update(result(cost_usd=0.5))
+    other = CASE.model_copy(update={"id": "d"})
+    plan = EvalPlan(cases=[CASE, other], arms=["single", "vote"], out=tmp_path, controls=False)
+    progress = Progress.of(plan, {("case-1", "single", PLANTED)}, out)
+    assert progress.total == 3, "what is done already is not counted"
+    progress.update(result(case_id="case-1", arm="vote", cost_usd=0.5))
     progress.update(result(case_id="d", arm="vote", ok=False))
     lines = out.getvalue().splitlines()
-    assert lines[0].startswith("[" + "#" * 12 + "-" * 12 + "] 1/2 · $0.5000 spent")
+    assert lines[0].startswith("[" + "#" * 8 + "-" * 16 + "] 1/3 runs · 1/2 cases · $0.5000 spent")
+    assert lines[0].endswith("case-1/vote ok")
+    assert " 2/3 runs · 1/2 cases · " in lines[1], "case d has a run to go"
     assert lines[1].endswith("d/vote FAILED")
 
 
