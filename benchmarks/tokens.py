@@ -4,6 +4,9 @@ alone (`engine.single`), and how much of each role's prompt is cacheable. In one
 - Tokens: input and output as the provider reports them (the local model counts real tokens;
   the fake provider estimates four characters a token). Goal: debate ÷ single ≤ 4. Also the
   tokens a prefix cache cannot serve (each call's prompt beyond what an earlier call sent).
+- The floor: every debate call carries the rules and the case, which the single reviewer reads
+  once; that alone, times the calls, ÷ the single review's tokens, is printed, since it bounds
+  the ratio from below whatever the roles say.
 - Cacheable share of a call: the longest prefix its prompt (the messages in order, as sent)
   shares with another call of the same debate, which a provider's prefix cache can serve once
   the first of them has run; per role, shared characters over prompt characters.
@@ -77,6 +80,15 @@ def uncached_input(requests: list[LLMRequest], input_tokens: list[int]) -> int:
     return round(total)
 
 
+def shared_floor(debate: list[LLMRequest], single_prompt: str, single: Usage) -> tuple[int, float]:
+    """(tokens, ratio): the prefix every debate call shares with the single review's prompt
+    (rules, question, documents), in tokens pro rata to the single prompt's characters, and
+    what the debate's calls spend on it alone ÷ the single review's tokens."""
+    shared = min(common_prefix(prompt_text(r), single_prompt) for r in debate)
+    tokens = round(single.input_tokens * shared / len(single_prompt))
+    return tokens, len(debate) * tokens / single.total_tokens
+
+
 def shares(requests: list[LLMRequest], roles: list[str]) -> dict[str, tuple[int, int]]:
     """Per role: (cacheable characters, prompt characters)."""
     texts = [prompt_text(r) for r in requests]
@@ -122,6 +134,12 @@ async def measure(provider: str, case: dict[str, str]) -> None:
     print(
         f"tokens, one-round debate ÷ single answer: goal ≤ {TOKEN_GOAL:g}, measured"
         f" {debate.total_tokens / single.total_tokens:.2f}"
+    )
+    floor = shared_floor(debate_requests, prompt_text(recorder.requests[-1]), single)
+    print(
+        f"floor of the ratio: {len(debate_requests)} calls each carrying the rules and the case"
+        f" the single reviewer reads once (~{floor[0]:,} tokens) come to {floor[1]:.2f}x before"
+        " any role's instructions, argument or answer"
     )
     fresh = uncached_input(debate_requests, [t.usage.input_tokens for t in result.transcript])
     print(
