@@ -451,7 +451,8 @@ def meaning(by_arm: dict[str, Scores]) -> list[str]:
         f"- On the cost-quality frontier (no other arm finds more flaws for as few tokens):"
         f" {', '.join(f'`{a}`' for a in frontier)}"
         + (
-            f"; {', '.join(f'`{a}`' for a in beaten)} found no more than a cheaper arm."
+            f"; debates beaten (another arm found as many flaws or more for no more tokens):"
+            f" {', '.join(f'`{a}`' for a in beaten)}."
             if beaten
             else "."
         )

@@ -171,7 +171,8 @@ def test_the_frontier_names_debates_a_cheaper_arm_matches() -> None:
     frontier = next(s for s in meaning(by_arm) if "frontier" in s)
     assert frontier == (
         "- On the cost-quality frontier (no other arm finds more flaws for as few tokens):"
-        " `single`, `vote`, `panel`; `stances` found no more than a cheaper arm."
+        " `single`, `vote`, `panel`; debates beaten (another arm found as many flaws or more for no"
+        " more tokens): `stances`."
     )
 
 
