@@ -5,6 +5,7 @@ retries and resumes, updated by the review), and the failures people are told ab
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
@@ -26,6 +27,7 @@ from tests.e2e.host_emulators import (
     rate_limited_gitlab,
 )
 from tests.e2e.test_reviews import NOTE
+from tests.e2e.test_serve import free_port
 from tests.e2e.test_triggers import message_event
 from tests.helpers import REPO_ROOT
 
@@ -434,3 +436,34 @@ async def test_github_com_and_gitlab_com_links_are_fetched_from_the_configured_a
     await bot.wait_for(
         lambda: gitlab.comments.get(("acme/platform/orders", 7)), "the GitLab comment"
     )
+
+
+async def test_an_api_address_that_is_down_or_failing_is_answered_in_the_thread(
+    start_bot: BotFactory, hosts: tuple[GitHubEmulator, GitLabEmulator]
+) -> None:
+    """DEBATEBOT_GITHUB_API_URL names an address where nothing listens, and the GitLab API at
+    DEBATEBOT_GITLAB_API_URL answers 502: each link gets its reason in its thread, and nothing
+    is debated from a document that was never read."""
+    github, gitlab = hosts
+    closed = free_port()
+    bot = await linked_bot(
+        start_bot,
+        github,
+        gitlab,
+        github_url="https://github.com",
+        github_api_url=f"http://127.0.0.1:{closed}/api/v3",
+        gitlab_url="https://gitlab.com",
+        gitlab_api_url=gitlab.url,
+    )
+    gitlab.down("merge_requests", 502)
+    unreachable = await post(bot, "ADR up for review: <https://github.com/acme/orders/pull/7>", 1)
+    failing = await post(bot, "and <https://gitlab.com/acme/platform/orders/-/merge_requests/7>", 2)
+
+    def said(ts: str) -> list[str]:
+        return [m["text"] for m in bot.emulator.in_thread(CHANNEL, ts)]
+
+    answer = await bot.wait_for(lambda: said(unreachable), "the unreachable-host answer")
+    assert re.search(r"I could not reach GitHub \(\w+\); try later", answer[-1]), answer[-1]
+    answer = await bot.wait_for(lambda: said(failing), "the failing-host answer")
+    assert "GitLab answered HTTP 502 for `acme/platform/orders!7`" in answer[-1], answer[-1]
+    assert bot.debates() == []

@@ -16,6 +16,7 @@ import pytest
 from bot.cli import EVAL_ARMS, main
 from engine.evaluation.scoring import ArmResult
 from tests.helpers import LLAMA_GROUP, REVIEW_CASES, local_threads
+from tests.integration.llm_server import OPENAI_USAGE, ModelServer, Step, schema_name
 
 DEBATEBOT = str(Path(sys.executable).with_name("debatebot"))
 FAKE = ["eval", "--cases", str(REVIEW_CASES), "--provider", "fake"]
@@ -158,3 +159,75 @@ def test_the_local_model_runs_two_cases_single_vote_and_adversarial(
     assert all(r.input_tokens > 0 and r.calls >= 1 for r in ran)
     assert all(r.error for r in results if not r.ok), "a failed arm says why"
     assert "| adversarial |" in (out / "report.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("fault", "cause"),
+    [
+        (Step(status=503, error="overloaded"), "HTTP 503 (Error code: 503 - overloaded)"),
+        (Step(hang_s=3), "did not answer within 0.5s"),
+    ],
+    ids=["5xx", "hang"],
+)
+async def test_a_judge_that_fails_over_http_fails_best_of_n_alone_and_a_rerun_judges_again(
+    server: ModelServer,
+    fault: Step,
+    cause: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Through the openai SDK against the loopback server: best-of-n's judge call answers 503
+    or hangs past the timeout. The other arms finish; best-of-n is recorded as failed with the
+    reason, printed and counted in the report; the rerun retries only the judge, on the vote's
+    stored samples, and charges best-of-n for them."""
+    from bot import commands
+    from bot.cli import build_parser
+
+    monkeypatch.setenv("DEBATEBOT_OPENAI_COMPATIBLE_BASE_URL", f"{server.url}/v1")
+    monkeypatch.setenv("DEBATEBOT_OPENAI_COMPATIBLE_MODEL", "loopback")
+    monkeypatch.setenv("DEBATEBOT_LLM_MAX_ATTEMPTS", "2")
+    monkeypatch.setenv("DEBATEBOT_LLM_TIMEOUT_S", "0.5")
+    out = tmp_path / "eval"
+    argv = [
+        "eval",
+        "--cases",
+        str(REVIEW_CASES),
+        "--provider",
+        "openai-compatible",
+        "--limit",
+        "1",
+        "--arms",
+        "single,vote,best_of_n",
+        "--vote-k",
+        "3",
+        "--no-controls",
+        "--out",
+        str(out),
+    ]
+    server.always_fail("PickedReview", fault)
+
+    assert await commands._eval(build_parser().parse_args(argv)) == 0
+    err = capsys.readouterr().err
+    failure = next(line for line in err.splitlines() if line.startswith("failed: "))
+    assert failure.startswith("failed: adr-001/best_of_n (planted): RetriesExhaustedError:")
+    assert cause in failure
+    assert "adr-001/best_of_n FAILED" in err
+    results = {r.arm: r for r in stored(out)}
+    assert results["single"].ok
+    assert results["vote"].ok
+    assert not results["best_of_n"].ok
+    assert results["best_of_n"].error
+    assert "\n| best_of_n | n/a | 0 / 0 |" in (out / "report.md").read_text()
+
+    server.fail_schema.clear()
+    asked = len(server.requests)
+    assert await commands._eval(build_parser().parse_args(argv)) == 0
+    assert "2 run(s) already in" in capsys.readouterr().err
+    assert [schema_name("openai", r.body) for r in server.requests[asked:]] == ["PickedReview"]
+    best = next(r for r in stored(out)[::-1] if r.arm == "best_of_n")
+    vote = results["vote"]
+    assert best.ok
+    assert best.calls == vote.calls + 1
+    assert best.input_tokens == vote.input_tokens + OPENAI_USAGE["prompt_tokens"]
+    assert best.output_tokens == vote.output_tokens + OPENAI_USAGE["completion_tokens"]
