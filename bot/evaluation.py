@@ -172,14 +172,17 @@ def matched_k(single: ArmResult | None, debate: ArmResult | None, fallback: int 
 class Progress:
     """One line on stderr: runs done, cases done, spend so far, time left."""
 
-    total: int
-    concurrency: int
-    out: TextIO = field(default_factory=lambda: sys.stderr)
-    runs_left: dict[str, int] = field(default_factory=dict)
+    runs_left: dict[str, int]
     """Runs still to go per case id; a case is done when none are left."""
+    out: TextIO = field(default_factory=lambda: sys.stderr)
     done: int = 0
     spent_usd: float = 0.0
     started: float = field(default_factory=time.monotonic)
+
+    @property
+    def total(self) -> int:
+        """Runs this invocation has to do: those done and those left."""
+        return self.done + sum(self.runs_left.values())
 
     @staticmethod
     def of(plan: EvalPlan, done: set[tuple[str, str, str]], out: TextIO | None = None) -> Progress:
@@ -188,12 +191,7 @@ class Progress:
         for case, arm, variant in plan.runs():
             if (case.id, arm, variant) not in done:
                 left[case.id] += 1
-        return Progress(
-            total=sum(left.values()),
-            concurrency=plan.concurrency,
-            out=out or sys.stderr,
-            runs_left=left,
-        )
+        return Progress(runs_left=left, out=out or sys.stderr)
 
     def update(self, result: ArmResult) -> None:
         self.done += 1
@@ -401,6 +399,13 @@ def report_markdown(
     return "\n".join(lines) + "\n"
 
 
+def _dominates(a: Scores, b: Scores) -> bool:
+    """Whether `a` finds at least as many flaws as `b` for no more tokens, and is better in one."""
+    a_recall, b_recall = a.recall or 0.0, b.recall or 0.0
+    no_worse = a_recall >= b_recall and a.tokens_per_case <= b.tokens_per_case
+    return no_worse and (a_recall > b_recall or a.tokens_per_case < b.tokens_per_case)
+
+
 def meaning(by_arm: dict[str, Scores]) -> list[str]:
     """A few sentences computed from the numbers, comparing the debates with the cheaper arms."""
     scored = {a: s for a, s in by_arm.items() if s.recall is not None and s.tokens_per_case > 0}
@@ -434,16 +439,7 @@ def meaning(by_arm: dict[str, Scores]) -> list[str]:
     frontier = [
         arm
         for arm, mine in scored.items()
-        if not any(
-            (other.recall or 0.0) >= (mine.recall or 0.0)
-            and other.tokens_per_case <= mine.tokens_per_case
-            and (
-                (other.recall or 0.0) > (mine.recall or 0.0)
-                or other.tokens_per_case < mine.tokens_per_case
-            )
-            for name, other in scored.items()
-            if name != arm
-        )
+        if not any(_dominates(other, mine) for name, other in scored.items() if name != arm)
     ]
     frontier.sort(key=lambda a: scored[a].tokens_per_case)
     beaten = [a for a in debates if a not in frontier]

@@ -184,10 +184,12 @@ class ArmRunner:
         """A judge picks one of the samples: the vote's, when it ran, else k drawn now. Either
         way the samples are charged here too (tokens, cost, calls, time), since best-of-n cannot
         pick without them: its budget is the vote's plus one call."""
-        spec = self.spec_for(question_for(case, variant), documents_for(case, variant), "single")
         if vote is None:
             samples, spec, spend, drawing_s = await self.samples(case, variant, k)
         else:
+            spec = self.spec_for(
+                question_for(case, variant), documents_for(case, variant), "single"
+            )
             samples = [SingleReview.model_validate_json(s) for s in vote.samples]
             spend = Spend(vote.input_tokens, vote.output_tokens, vote.cost_usd, vote.calls)
             drawing_s = vote.wall_s

@@ -286,8 +286,9 @@ async def test_three_replicas_firing_every_job_at_once_run_each_once_per_slot(
         rows = session.exec(select(ScheduledRun)).all()
         assert sorted(r.job for r in rows) == sorted(names)
         assert all(r.slot == slot_of(now, 600) and r.outcome == "ok" for r in rows)
-        assert {r.job: r.detail for r in rows}["retention"].startswith("1 debate(s) archived")
-        assert {r.job: r.detail for r in rows}["stale-leases"].startswith("1 debate(s) requeued")
+        details = {r.job: r.detail for r in rows}
+        assert details["retention"].startswith("1 debate(s) archived")
+        assert details["stale-leases"].startswith("1 debate(s) requeued")
         assert repository.get_debate(session, debate_id=stuck).state == DebateState.QUEUED
         assert session.get(Debate, old) is None
     assert len(list((tmp_path / "archive").iterdir())) == 1
