@@ -66,23 +66,36 @@ def turn_digest(turn: Turn | Mapping[str, Any], prev_hash: str) -> str:
     return hashlib.sha256(f"{prev_hash}\n{canonical}".encode()).hexdigest()
 
 
-def verdict_digest(record: VerdictRecord) -> str:
-    """sha256 over a canonical JSON of every audited field of the verdict row."""
-    payload = {
-        "debate_id": record.debate_id,
-        "status": record.status,
-        "decision": record.decision,
-        "confidence": repr(float(record.confidence)),
-        "level": record.level,
-        "escalate": bool(record.escalate),
-        "synthesis": record.synthesis,
-        "result_json": record.result_json,
-    }
+_VERDICT_FIELDS = (
+    "debate_id",
+    "status",
+    "decision",
+    "confidence",
+    "level",
+    "escalate",
+    "synthesis",
+    "result_json",
+)
+
+
+def _verdict_values(record: VerdictRecord | Mapping[str, Any]) -> Mapping[str, Any]:
+    if isinstance(record, Mapping):
+        return record
+    return {name: getattr(record, name) for name in _VERDICT_FIELDS}
+
+
+def verdict_digest(record: VerdictRecord | Mapping[str, Any]) -> str:
+    """sha256 over a canonical JSON of every audited field of the verdict row (a stored row, or
+    the column values of one about to be inserted)."""
+    values = _verdict_values(record)
+    payload = {name: values[name] for name in _VERDICT_FIELDS}
+    payload["confidence"] = repr(float(values["confidence"]))
+    payload["escalate"] = bool(values["escalate"])
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def head_of(tail: str, record: VerdictRecord) -> str:
+def head_of(tail: str, record: VerdictRecord | Mapping[str, Any]) -> str:
     """The chain's head: the verdict hashed onto the last turn's hash."""
     return hashlib.sha256(f"{tail}\nverdict\n{verdict_digest(record)}".encode()).hexdigest()
 
@@ -93,16 +106,15 @@ def signature_of(key: bytes, *, debate_id: int, turns: int, tail: str, head: str
     return hmac.new(key, message, hashlib.sha256).hexdigest()
 
 
-def seal(record: VerdictRecord, turns: int, tail: str, key: bytes | None) -> None:
-    """Seal the chain onto the verdict row: tail (the last turn's hash), head, turn count, and
-    the signature."""
-    record.chain_turns = turns
-    record.chain_tail = tail
-    record.chain_head = head_of(tail, record)
-    record.chain_signature = (
-        signature_of(
-            key, debate_id=record.debate_id, turns=turns, tail=tail, head=record.chain_head
-        )
+def seal(values: dict[str, Any], turns: int, tail: str, key: bytes | None) -> None:
+    """Seal the chain onto the column values of a verdict about to be stored: tail (the last
+    turn's hash), head, turn count, and the signature."""
+    head = head_of(tail, values)
+    values["chain_turns"] = turns
+    values["chain_tail"] = tail
+    values["chain_head"] = head
+    values["chain_signature"] = (
+        signature_of(key, debate_id=values["debate_id"], turns=turns, tail=tail, head=head)
         if key
         else None
     )

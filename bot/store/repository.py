@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, timedelta
 from typing import Any, TypeVar
 
-from sqlalchemy import func, insert, or_, text, update
+from sqlalchemy import bindparam, func, insert, or_, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -30,6 +30,7 @@ from bot.store.tables import (
     Debate,
     DebateState,
     Escalation,
+    EscalationState,
     Outbox,
     Review,
     Turn,
@@ -474,9 +475,21 @@ class Finish:
     head: ChainHead | None = None
 
 
-def finish_debates(
-    session: Session, *, finishes: Sequence[Finish]
-) -> list[VerdictRecord | LeaseLostError | StoreRefusedError]:
+@dataclass(frozen=True)
+class Sealed:
+    """What recording an ending stored: the verdict's seal over the debate's turn chain."""
+
+    debate_id: int
+    turns: int
+    tail: str
+    head: str
+
+
+Ended = Sealed | LeaseLostError | StoreRefusedError
+"""Per ending: its seal, or why it was not recorded."""
+
+
+def finish_debates(session: Session, *, finishes: Sequence[Finish]) -> list[Ended]:
     """Record the verdicts and close the debates, in one transaction (a group commit); only
     each debate's lease holder may finish it.
 
@@ -485,54 +498,28 @@ def finish_debates(
     escalating verdict can never exist without its escalation row and its review request. The
     verdict seals the turn chain (signed with the finish's `audit_key` when there is one).
 
-    All of them are written with one flush; when the database refuses that (a verdict already
-    stored), the batch is rolled back and each ending is written again in a savepoint of its
-    own, so only the refused one fails. An ending whose run lost its lease is returned as
-    LeaseLostError and writes nothing.
+    The rows are written with a few statements for the whole batch (Core, not one ORM object
+    per row: at 200 endings landing together, the unit of work cost more than the database).
+    When the database refuses the batch (a verdict already stored), it is rolled back and each
+    ending is written again in a savepoint of its own, so only the refused one fails. An ending
+    whose run lost its lease is returned as LeaseLostError and writes nothing.
     """
-    known = _Closing.load(session, [finish.debate_id for finish in finishes])
+    known = _Closing.load(
+        session,
+        [finish.debate_id for finish in finishes],
+        outboxes=any(finish.messages is not None for finish in finishes),
+    )
     try:
-        outcomes = _finish_together(session, finishes, known)
+        outcomes = _record_endings(session, finishes, known)
         session.commit()
         return outcomes
     except IntegrityError:
         session.rollback()
-    return _finish_one_by_one(session, finishes, known)
-
-
-def _finish_together(
-    session: Session, finishes: Sequence[Finish], known: _Closing
-) -> list[VerdictRecord | LeaseLostError | StoreRefusedError]:
-    outcomes: list[VerdictRecord | LeaseLostError | StoreRefusedError] = []
-    closed: list[tuple[Finish, _Closed]] = []
-    for finish in finishes:
-        try:
-            rows = _close(session, finish, known)
-        except LeaseLostError as lost:
-            outcomes.append(lost)
-            continue
-        outcomes.append(rows.record)
-        closed.append((finish, rows))
-    session.flush()
-    for finish, rows in closed:
-        _stage_closing(session, finish, rows, known.outboxes.get(finish.debate_id, {}))
-    session.flush()
-    return outcomes
-
-
-def _finish_one_by_one(
-    session: Session, finishes: Sequence[Finish], known: _Closing
-) -> list[VerdictRecord | LeaseLostError | StoreRefusedError]:
-    outcomes: list[VerdictRecord | LeaseLostError | StoreRefusedError] = []
+    outcomes = []
     for finish in finishes:
         try:
             with session.begin_nested():
-                rows = _close(session, finish, known)
-                session.flush()
-                _stage_closing(session, finish, rows, None)
-            outcomes.append(rows.record)
-        except LeaseLostError as lost:
-            outcomes.append(lost)
+                outcomes += _record_endings(session, [finish], known, reread_outbox=True)
         except IntegrityError as error:
             outcomes.append(
                 StoreRefusedError(
@@ -544,109 +531,188 @@ def _finish_one_by_one(
     return outcomes
 
 
+_DEBATES = Debate.__table__  # type: ignore[attr-defined]
+_VERDICTS = VerdictRecord.__table__  # type: ignore[attr-defined]
+_ESCALATIONS = Escalation.__table__  # type: ignore[attr-defined]
+_FINISH_DEBATE = update(_DEBATES).where(_DEBATES.c.id == bindparam("finished_id"))
+
+
 @dataclass(frozen=True)
 class _Closing:
-    """What a batch of endings reads, loaded in four queries rather than four per ending: the
-    debates, the escalations some already have, the reviewers' channels, the outbox rows.
+    """What a batch of endings reads, in a few queries rather than a few per ending: each
+    debate's lease and the columns an ending keeps, the escalations some already have, the
+    reviewers' channels, and (when messages are owed) the outbox rows."""
 
-    It holds the debates itself: the session's identity map keeps only weak references, so a
-    debate nobody holds would be dropped and read again, one query (and one autoflush) each."""
-
-    debates: dict[int, Debate]
+    debates: dict[int, Any]
     escalations: dict[int, Escalation]
     channels: dict[str, ChannelSettings]
     outboxes: dict[int, dict[str, Outbox]]
 
     @staticmethod
-    def load(session: Session, debate_ids: list[int]) -> _Closing:
-        debates = session.exec(select(Debate).where(col(Debate.id).in_(debate_ids))).all()
-        where = sorted({d.review_channel_id or d.channel_id or "" for d in debates})
+    def load(session: Session, debate_ids: list[int], *, outboxes: bool) -> _Closing:
+        c = _DEBATES.c
+        debates = session.connection().execute(
+            _DEBATES.select()
+            .with_only_columns(
+                c.id,
+                c.lease_owner,
+                c.state,
+                c.channel_id,
+                c.review_channel_id,
+                c.link,
+                c.triage,
+                c.triage_reason,
+                c.pr_comment_due,
+            )
+            .where(c.id.in_(debate_ids))
+        )
+        by_id = {row.id: row for row in debates}
+        where = sorted({d.review_channel_id or d.channel_id or "" for d in by_id.values()})
         channels = session.exec(
             select(ChannelSettings).where(col(ChannelSettings.channel_id).in_(where))
         )
         existing = session.exec(select(Escalation).where(col(Escalation.debate_id).in_(debate_ids)))
-        outboxes: dict[int, dict[str, Outbox]] = {}
-        for row in session.exec(select(Outbox).where(col(Outbox.debate_id).in_(debate_ids))):
-            outboxes.setdefault(row.debate_id, {})[row.key] = row
+        owed: dict[int, dict[str, Outbox]] = {}
+        if outboxes:
+            for row in session.exec(select(Outbox).where(col(Outbox.debate_id).in_(debate_ids))):
+                owed.setdefault(row.debate_id, {})[row.key] = row
         return _Closing(
-            debates={d.id: d for d in debates if d.id is not None},
+            debates=by_id,
             escalations={e.debate_id: e for e in existing},
             channels={c.channel_id: c for c in channels},
-            outboxes=outboxes,
+            outboxes=owed,
         )
 
 
-@dataclass(frozen=True)
-class _Closed:
-    debate: Debate
-    record: VerdictRecord
-    escalation: Escalation | None
+@dataclass
+class _Ending:
+    finish: Finish
+    sealed: Sealed
+    verdict: dict[str, Any]
+    debate: dict[str, Any]
+    escalation: dict[str, Any] | None
 
 
-def _stage_closing(
-    session: Session, finish: Finish, rows: _Closed, owed: dict[str, Outbox] | None
-) -> None:
-    """Stage the messages the ending owes (after a flush: they name the escalation's id);
-    `owed` is the debate's outbox as the batch read it, None to read it now."""
-    if finish.messages is not None:
-        drafts = finish.messages(rows.debate, finish.result, rows.escalation)
-        outbox.stage(session, debate=rows.debate, drafts=drafts, owed=owed)
+def _record_endings(
+    session: Session, finishes: Sequence[Finish], known: _Closing, *, reread_outbox: bool = False
+) -> list[Ended]:
+    """Write the endings of `finishes` in the caller's transaction (no commit): the verdicts,
+    the debates' final state, new escalations, then the messages owed (they name the
+    escalation's id). `reread_outbox` reads each debate's outbox afresh (after a rollback)."""
+    outcomes: list[Ended] = []
+    endings: list[_Ending] = []
+    for finish in finishes:
+        row = known.debates.get(finish.debate_id)
+        if row is None or row.lease_owner != finish.worker_id or row.state != DebateState.RUNNING:
+            lost = f"worker {finish.worker_id} no longer holds debate {finish.debate_id}"
+            outcomes.append(LeaseLostError(lost))
+            continue
+        ending = _ending(session, finish, row, known)
+        endings.append(ending)
+        outcomes.append(ending.sealed)
+    if not endings:
+        return outcomes
+    connection = session.connection()
+    connection.execute(insert(_VERDICTS), [ending.verdict for ending in endings])
+    connection.execute(_FINISH_DEBATE, [ending.debate for ending in endings])
+    raised = [ending.escalation for ending in endings if ending.escalation is not None]
+    if raised:
+        connection.execute(insert(_ESCALATIONS), raised)
+    owing = [ending for ending in endings if ending.finish.messages is not None]
+    if owing:
+        _stage_closings(session, owing, known, reread_outbox)
+    return outcomes
 
 
-def _close(session: Session, finish: Finish, known: _Closing) -> _Closed:
-    """Close the debate and add its verdict (and escalation) to the session, unflushed; raises
-    LeaseLostError, having changed nothing, when the run no longer holds the debate."""
-    debate_id, worker_id, result = finish.debate_id, finish.worker_id, finish.result
-    debate = known.debates.get(debate_id) or get_debate(session, debate_id=debate_id)
-    if debate.lease_owner != worker_id or debate.state != DebateState.RUNNING:
-        raise LeaseLostError(f"worker {worker_id} no longer holds debate {debate_id}")
+def _ending(session: Session, finish: Finish, row: Any, known: _Closing) -> _Ending:
+    """The rows that record `finish`: the sealed verdict, the debate's final columns, and a new
+    escalation when the verdict asks for one and the debate has none yet."""
+    debate_id, result = finish.debate_id, finish.result
     verdict = result.verdict
-    record = VerdictRecord(
-        debate_id=debate_id,
-        status=verdict.status.value,
-        decision=verdict.decision.value,
-        confidence=verdict.confidence,
-        level=verdict.level.value,
-        escalate=verdict.escalate,
-        synthesis=verdict.synthesis,
-        result_json=result.model_dump_json(exclude={"transcript"}),
-    )
+    now = utcnow()
+    values: dict[str, Any] = {
+        "debate_id": debate_id,
+        "status": verdict.status.value,
+        "decision": verdict.decision.value,
+        "confidence": verdict.confidence,
+        "level": verdict.level.value,
+        "escalate": verdict.escalate,
+        "synthesis": verdict.synthesis,
+        "result_json": result.model_dump_json(exclude={"transcript"}),
+        "created_at": now,
+    }
     if finish.head is not None:
         turns, tail = finish.head.seq + 1, finish.head.hash
     else:
         turns, tail = _chain_tail(session, debate_id=debate_id)
-    seal(record, turns, tail, finish.audit_key)
-    debate.chain_head, debate.chain_turns = record.chain_head, record.chain_turns
-    now = utcnow()
-    debate.state = DebateState.FINISHED
-    debate.outcome = verdict.status.value
-    debate.decision = verdict.decision.value
-    debate.confidence = verdict.confidence
-    debate.cost_usd = result.cost_usd
-    debate.error = result.error
+    seal(values, turns, tail, finish.audit_key)
+    triage, triage_reason = row.triage, row.triage_reason
     triaged = (result.report or {}).get("triage")
     if isinstance(triaged, dict):
-        debate.triage = "debate" if triaged.get("debated") else "answered"
-        debate.triage_reason = str(triaged.get("reason") or "")
-    debate.lease_owner = None
-    debate.lease_expires_at = None
-    debate.finished_at = now
-    debate.updated_at = now
-    if debate.link:
-        debate.pr_comment_due = now
-    session.add(debate)
-    session.add(record)
-    escalation = known.escalations.get(debate_id) if verdict.escalate else None
-    if verdict.escalate and escalation is None:
+        triage = "debate" if triaged.get("debated") else "answered"
+        triage_reason = str(triaged.get("reason") or "")
+    debate = {
+        "finished_id": debate_id,
+        "chain_head": values["chain_head"],
+        "chain_turns": turns,
+        "state": DebateState.FINISHED.value,
+        "outcome": verdict.status.value,
+        "decision": verdict.decision.value,
+        "confidence": verdict.confidence,
+        "cost_usd": result.cost_usd,
+        "error": result.error,
+        "triage": triage,
+        "triage_reason": triage_reason,
+        "lease_owner": None,
+        "lease_expires_at": None,
+        "finished_at": now,
+        "updated_at": now,
+        "pr_comment_due": now if row.link else row.pr_comment_due,
+    }
+    escalation = None
+    if verdict.escalate and debate_id not in known.escalations:
         # A debate reviewed elsewhere (an assistant thread's) takes that channel's reviewers.
-        channel = known.channels.get(debate.review_channel_id or debate.channel_id or "")
-        escalation = Escalation(
-            debate_id=debate_id,
-            reasons=verdict.escalation_reasons or ["the verdict asks for a human decision"],
-            reviewers=list(channel.reviewers) if channel is not None else [],
+        channel = known.channels.get(row.review_channel_id or row.channel_id or "")
+        escalation = {
+            "debate_id": debate_id,
+            "reasons": verdict.escalation_reasons or ["the verdict asks for a human decision"],
+            "reviewers": list(channel.reviewers) if channel is not None else [],
+            "message_ts": None,
+            "state": EscalationState.OPEN.value,
+            "created_at": now,
+        }
+    sealed = Sealed(debate_id=debate_id, turns=turns, tail=tail, head=values["chain_head"])
+    return _Ending(finish, sealed, values, debate, escalation)
+
+
+def _stage_closings(
+    session: Session, owing: list[_Ending], known: _Closing, reread_outbox: bool
+) -> None:
+    """Stage the messages the endings owe; the debate and escalation rows they are rendered
+    from are read back as they now stand (one query each for the batch)."""
+    ids = [ending.finish.debate_id for ending in owing]
+    debates = {
+        debate.id: debate
+        for debate in session.exec(
+            select(Debate).where(col(Debate.id).in_(ids)).execution_options(populate_existing=True)
         )
-        session.add(escalation)
-    return _Closed(debate=debate, record=record, escalation=escalation)
+    }
+    escalations = {
+        escalation.debate_id: escalation
+        for escalation in session.exec(
+            select(Escalation)
+            .where(col(Escalation.debate_id).in_(ids))
+            .execution_options(populate_existing=True)
+        )
+    }
+    for ending in owing:
+        finish = ending.finish
+        assert finish.messages is not None
+        debate = debates[finish.debate_id]
+        escalation = escalations.get(finish.debate_id) if finish.result.verdict.escalate else None
+        drafts = finish.messages(debate, finish.result, escalation)
+        owed = None if reread_outbox else known.outboxes.get(finish.debate_id, {})
+        outbox.stage(session, debate=debate, drafts=drafts, owed=owed)
 
 
 def verdict_for(session: Session, *, debate_id: int) -> VerdictRecord | None:

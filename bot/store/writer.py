@@ -20,8 +20,7 @@ from sqlmodel import Session
 
 from bot.store import repository
 from bot.store.db import in_session
-from bot.store.repository import ChainHead, Finish, TurnWrite
-from bot.store.tables import VerdictRecord
+from bot.store.repository import ChainHead, Finish, Sealed, TurnWrite
 
 W = TypeVar("W")
 R = TypeVar("R")
@@ -80,7 +79,7 @@ def _append(session: Session, writes: Sequence[TurnWrite]) -> Sequence[ChainHead
     return repository.append_turns(session, writes=writes)
 
 
-def _finish(session: Session, writes: Sequence[Finish]) -> Sequence[VerdictRecord | Exception]:
+def _finish(session: Session, writes: Sequence[Finish]) -> Sequence[Sealed | Exception]:
     return repository.finish_debates(session, finishes=writes)
 
 
@@ -96,12 +95,13 @@ class TurnWriter(GroupWriter[TurnWrite, ChainHead]):
         return await self.submit(write)
 
 
-class FinishWriter(GroupWriter[Finish, VerdictRecord]):
+class FinishWriter(GroupWriter[Finish, Sealed]):
     """Records endings (verdict, seal, escalation, owed messages) of any number of debates."""
 
     def __init__(self, engine: Engine) -> None:
         super().__init__(engine, _finish)
 
-    async def finish(self, finish: Finish) -> VerdictRecord:
-        """Record the ending; raises LeaseLostError when the run no longer holds the debate."""
+    async def finish(self, finish: Finish) -> Sealed:
+        """Record the ending; returns its seal. Raises LeaseLostError when the run no longer
+        holds the debate."""
         return await self.submit(finish)

@@ -278,7 +278,7 @@ async def test_endings_of_many_debates_share_commits_and_refused_ones_fail_alone
     assert isinstance(outcomes[2], LeaseLostError)
     assert isinstance(outcomes[4], StoreRefusedError)
     assert "already has a verdict" in str(outcomes[4])
-    assert all(isinstance(o, VerdictRecord) for n, o in enumerate(outcomes) if n not in (2, 4))
+    assert all(isinstance(o, repository.Sealed) for n, o in enumerate(outcomes) if n not in (2, 4))
     assert len(seen) < 6, f"{len(seen)} commits for 6 endings"
     with Session(store) as session:
         states = [repository.get_debate(session, debate_id=i).state for i in ids]
