@@ -5,11 +5,14 @@ Each measurement runs in its own process (so its peak RSS is its own): a fresh d
 debates queued, then the worker command runs in-process until the queue is empty; the time is
 that command's wall time, start-up included for both N and 1. The model is the fake provider
 with a fixed latency per call (`--delay`, 0.2 s by default), so the ratio shows what the bot
-itself costs when many debates wait on their models at once. A third run of N serves
+itself costs when many debates wait on their models at once. Each is measured `--repeats`
+times (3), one run of 1 then one of N, and the ratio is of the medians: a single pair of runs
+on a shared 2-core machine moved the ratio by ±0.05. A third run of N serves
 `--metrics-port` and is scraped four times a second (sixty times Prometheus' default rate), for
 the scrape times under load; the ratio is taken from the two runs nobody scrapes.
 
-    .venv/bin/python -m benchmarks.scale [--debates 200] [--delay 0.2] [--backend sqlite|both]
+    .venv/bin/python -m benchmarks.scale [--debates 200] [--delay 0.2] [--repeats 3]
+        [--backend sqlite|postgresql|both]
 
 PostgreSQL needs DEBATEBOT_TEST_POSTGRES_URL (scripts/postgres prints one).
 """
@@ -160,11 +163,22 @@ def measure(
     return {key: float(value) for key, value in report.items()}
 
 
+def median_run(runs: list[dict[str, float]]) -> dict[str, float]:
+    """The run with the median wall time (the lower middle one of an even count)."""
+    ordered = sorted(runs, key=lambda run: run["elapsed"])
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def seconds(runs: list[dict[str, float]]) -> str:
+    return ", ".join(f"{run['elapsed']:.2f}" for run in runs)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--debates", type=int, default=200)
     parser.add_argument("--delay", type=float, default=0.2)
     parser.add_argument("--backend", choices=["sqlite", "postgresql", "both"], default="both")
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--child", metavar="URL", help=argparse.SUPPRESS)
     parser.add_argument("--scrape", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -174,13 +188,18 @@ def main() -> None:
     backends = ["sqlite", "postgresql"] if args.backend == "both" else [args.backend]
     with tempfile.TemporaryDirectory() as folder:
         for backend in backends:
-            one = measure(backend, 1, args.delay, Path(folder))
-            many = measure(backend, args.debates, args.delay, Path(folder))
+            ones, manys = [], []
+            for _ in range(args.repeats):
+                ones.append(measure(backend, 1, args.delay, Path(folder)))
+                manys.append(measure(backend, args.debates, args.delay, Path(folder)))
+            one = median_run(ones)
+            many = median_run(manys)
             watched = measure(backend, args.debates, args.delay, Path(folder), scrape=True)
             print(
                 f"{backend:<10} 1 debate {one['elapsed']:6.2f} s (peak RSS {one['rss']:.0f} MiB);"
                 f" {args.debates} debates {many['elapsed']:6.2f} s"
-                f" (peak RSS {many['rss']:.0f} MiB)"
+                f" (peak RSS {many['rss']:.0f} MiB); medians of"
+                f" {seconds(ones)} and {seconds(manys)}"
             )
             print(
                 f"{backend:<10} /metrics scraped 4×/s during another {args.debates}"

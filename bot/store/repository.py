@@ -371,6 +371,9 @@ def chain_head(session: Session, *, debate_id: int) -> ChainHead:
     return ChainHead() if last is None else ChainHead(seq=last[0], hash=last[1])
 
 
+_TURNS = Turn.__table__  # type: ignore[attr-defined]
+
+
 def _turn_row(write: TurnWrite) -> dict[str, Any]:
     """The row of `write`'s turn, hashed onto its head, as column values (a plain dict:
     building a table model per turn cost more than inserting it)."""
@@ -437,7 +440,7 @@ def append_turns(
         session.rollback()
         return results
     try:
-        session.execute(insert(Turn), rows)
+        session.connection().execute(insert(_TURNS), rows)
         session.commit()
     except IntegrityError as error:
         session.rollback()
