@@ -8,7 +8,7 @@ Each runtime owns a registry of its own: two runtimes in one process (tests) nev
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engine.events import DebateEvent, TurnFinished
 from engine.models import DebateResult, Role, TurnRecord
@@ -29,6 +29,10 @@ class Metrics:
 
         self.registry: CollectorRegistry = CollectorRegistry()
         r = self.registry
+        # Every turn counts into five labelled series; `labels()` validates and locks on each
+        # call, so the children a turn needs are looked up once per model and role.
+        self._latency_by_model: dict[tuple[str, str], Any] = {}
+        self._by_role: dict[Role, tuple[Any, Any, Any, Any]] = {}
         self.debates = Counter(
             "debatebot_debates",
             "Debates ended, by protocol and status",
@@ -103,13 +107,26 @@ class Metrics:
             self.turn(event.turn)
 
     def turn(self, turn: TurnRecord) -> None:
-        self.turn_latency.labels(turn.provider, turn.model).observe(turn.latency_s)
-        role = turn.role.value
+        latency = self._latency_by_model.get((turn.provider, turn.model))
+        if latency is None:
+            latency = self.turn_latency.labels(turn.provider, turn.model)
+            self._latency_by_model[(turn.provider, turn.model)] = latency
+        latency.observe(turn.latency_s)
+        counters = self._by_role.get(turn.role)
+        if counters is None:
+            role = turn.role.value
+            counters = (
+                self.tokens.labels(role, "input"),
+                self.tokens.labels(role, "cached_input"),
+                self.tokens.labels(role, "output"),
+                self.cost.labels(role),
+            )
+            self._by_role[turn.role] = counters
         usage = turn.usage
-        self.tokens.labels(role, "input").inc(usage.input_tokens)
-        self.tokens.labels(role, "cached_input").inc(usage.cached_input_tokens)
-        self.tokens.labels(role, "output").inc(usage.output_tokens)
-        self.cost.labels(role).inc(turn.cost_usd)
+        counters[0].inc(usage.input_tokens)
+        counters[1].inc(usage.cached_input_tokens)
+        counters[2].inc(usage.output_tokens)
+        counters[3].inc(turn.cost_usd)
         strength = (turn.parsed or {}).get("challenge_strength")
         if turn.role == Role.CRITIC and isinstance(strength, int | float):
             self.challenge.observe(strength)

@@ -30,7 +30,7 @@ RECORDED_LOOP = (
     " decision that is not a decision that is not a decision"
 )
 MODERATOR_FIELD_TEXT = (
-    "the decision and its reasons in a short paragraph, including any conditions."
+    "the decision, its reasons and any conditions, in a short paragraph."
 )
 FAKE = ModelSettings(provider="fake", model="fake-model")
 
