@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from functools import lru_cache
 from typing import Any
 
 from engine.models import (
@@ -50,8 +51,11 @@ def _strings(value: Any, field: str = "") -> Iterator[tuple[str, str]]:
             yield from _strings(item, field)
 
 
+_WORD = re.compile(r"[a-z0-9']+")
+
+
 def _words(text: str) -> list[str]:
-    return re.findall(r"[a-z0-9']+", text.lower())
+    return _WORD.findall(text.lower())
 
 
 def repeats_itself(text: str, *, min_words: int = 12, share: float = 0.4) -> bool:
@@ -79,6 +83,12 @@ def echoes(text: str, prompt_words: str, *, min_words: int = 5) -> bool:
     (`prompt_words`: the prompt `normalized` once)."""
     words = _words(text)
     return len(words) >= min_words and " ".join(words) in prompt_words
+
+
+@lru_cache(maxsize=64)
+def _normalized_template(text: str) -> str:
+    """A template's text `normalized`, once per template rather than once per debate."""
+    return normalized(text)
 
 
 def _who(turn: TurnRecord) -> str:
@@ -122,7 +132,7 @@ def output_checks(result: DebateResult, prompts: PromptLibrary) -> list[Confiden
         template = prompts.by_sha(turn.prompt_sha256)
         if template is None:
             continue
-        prompt_words = normalized(template.text)
+        prompt_words = _normalized_template(template.text)
         echoed.update(
             f"{_who(turn)} {field}"
             for field, text in _strings(turn.parsed)
