@@ -52,9 +52,9 @@ async def one_debate(folder: Path) -> tuple[float, int, float]:
             )
         assert queued.id is not None
         started = time.perf_counter()
-        claimed = await worker.claim(debate_id=queued.id)
+        claimed = await worker.claim_with_run(queued.id)
         assert claimed is not None
-        result = await worker.execute(claimed)
+        result = await worker.execute(claimed[0], stored=claimed[1])
         elapsed = time.perf_counter() - started
     await services.registry.aclose()
     assert result is not None

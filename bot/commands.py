@@ -260,11 +260,12 @@ async def _run_debate(
                 session, trigger_key=f"cli:{uuid.uuid4()}", spec=spec, source="cli"
             )
         assert queued.id is not None
-        claimed = await worker.claim(debate_id=queued.id)
+        claimed = await worker.claim_with_run(queued.id)
         if claimed is None:
             print(f"debatebot: debate {queued.id} was taken by another worker", file=sys.stderr)
             return 1
-        result = await worker.execute(claimed)
+        debate, stored = claimed
+        result = await worker.execute(debate, stored=stored)
     if result is None:
         print(f"debatebot: debate {queued.id} was taken over by another worker", file=sys.stderr)
         return 1

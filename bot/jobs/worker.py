@@ -132,6 +132,21 @@ class DebateWorker:
             )
         )
 
+    async def claim_with_run(self, debate_id: int) -> tuple[Debate, StoredRun] | None:
+        """Claim `debate_id` and read its stored turns in one unit of store work (the CLI runs the
+        debate it queued): one trip to the store thread instead of two before the first model
+        call. None when another worker holds it."""
+
+        def work(session: Session) -> tuple[Debate, StoredRun] | None:
+            debate = repository.claim_debate(
+                session, worker_id=self.worker_id, lease_s=self.config.lease_s, debate_id=debate_id
+            )
+            if debate is None:
+                return None
+            return debate, repository.stored_runs(session, debate_ids=[debate_id])[debate_id]
+
+        return await self._db(work)
+
     async def claim_many(self, limit: int) -> list[Debate]:
         """Claim up to `limit` claimable debates in one statement."""
         return await self._db(

@@ -44,6 +44,20 @@ OpeningMessages = Callable[[Debate], list[outbox.Draft]]
 ClosingMessages = Callable[[Debate, DebateResult, Escalation | None], list[outbox.Draft]]
 """The messages a finished debate owes (verdict, parent summary, review request)."""
 
+# The hot path's statements, built once: constructing one costs more than running it on SQLite.
+_DEBATES = Debate.__table__  # type: ignore[attr-defined]
+_TURNS = Turn.__table__  # type: ignore[attr-defined]
+_VERDICTS = VerdictRecord.__table__  # type: ignore[attr-defined]
+_ESCALATIONS = Escalation.__table__  # type: ignore[attr-defined]
+_FINISH_DEBATE = update(_DEBATES).where(_DEBATES.c.id == bindparam("finished_id"))
+_LEASES = (
+    _DEBATES.select()
+    .with_only_columns(_DEBATES.c.id, _DEBATES.c.lease_owner)
+    .where(_DEBATES.c.id.in_(bindparam("ids", expanding=True)))
+    .order_by(_DEBATES.c.id)
+    .with_for_update()
+)
+
 
 def insert_once(session: Session, row: T, existing: Callable[[], T]) -> tuple[T, bool]:
     """Insert `row`, or, when a unique key refuses it, return `existing()`; (row, created).
@@ -371,9 +385,6 @@ def chain_head(session: Session, *, debate_id: int) -> ChainHead:
     return ChainHead() if last is None else ChainHead(seq=last[0], hash=last[1])
 
 
-_TURNS = Turn.__table__  # type: ignore[attr-defined]
-
-
 def _turn_row(write: TurnWrite) -> dict[str, Any]:
     """The row of `write`'s turn, hashed onto its head, as column values (a plain dict:
     building a table model per turn cost more than inserting it)."""
@@ -418,12 +429,7 @@ def append_turns(
     write of a batch is refused, each is retried alone so only that one fails.
     """
     ids = sorted({write.debate_id for write in writes})
-    leases = session.exec(
-        select(Debate.id, Debate.lease_owner)
-        .where(col(Debate.id).in_(ids))
-        .order_by(col(Debate.id))
-        .with_for_update()
-    ).all()
+    leases = session.connection().execute(_LEASES, {"ids": ids})
     owners = {debate_id: owner for debate_id, owner in leases}
     results: list[ChainHead | LeaseLostError | StoreRefusedError] = []
     rows: list[dict[str, Any]] = []
@@ -532,12 +538,6 @@ def finish_debates(session: Session, *, finishes: Sequence[Finish]) -> list[Ende
             )
     session.commit()
     return outcomes
-
-
-_DEBATES = Debate.__table__  # type: ignore[attr-defined]
-_VERDICTS = VerdictRecord.__table__  # type: ignore[attr-defined]
-_ESCALATIONS = Escalation.__table__  # type: ignore[attr-defined]
-_FINISH_DEBATE = update(_DEBATES).where(_DEBATES.c.id == bindparam("finished_id"))
 
 
 @dataclass(frozen=True)

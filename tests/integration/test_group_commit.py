@@ -6,18 +6,18 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from sqlalchemy import Engine, event
-from sqlmodel import Session
+from sqlalchemy import Engine, event, update
+from sqlmodel import Session, col
 
 from bot.jobs.worker import DebateWorker, WorkerConfig
 from bot.metrics import Metrics
 from bot.store import repository
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError, StoreRefusedError
 from bot.store.repository import ChainHead, TurnWrite
-from bot.store.tables import DebateState, VerdictRecord
+from bot.store.tables import Debate, DebateState, VerdictRecord
 from bot.store.writer import FinishWriter, TurnWriter
 from engine.llm import LLMRequest
-from engine.models import DebateSpec, ModelSettings, Role, TurnRecord, Usage
+from engine.models import DebateSpec, ModelSettings, Role, TurnRecord, Usage, utcnow
 from engine.runner import run_debate
 from tests.helpers import DebateScript, reply_for, shipped_prompts
 
@@ -367,3 +367,29 @@ async def test_a_run_that_lost_its_lease_stops_and_is_counted(store: Engine) -> 
     assert metrics.registry.get_sample_value("debatebot_lease_losses_total") == 1
     with Session(store) as session:
         assert repository.turn_rows(session, debate_id=debate_id) == []
+
+
+async def test_claiming_one_debate_brings_its_stored_turns_and_refuses_a_held_one(
+    store: Engine,
+) -> None:
+    resumed, held = queued(store, 2)
+    with Session(store, expire_on_commit=False) as session:
+        for debate_id, owner in ((resumed, "crashed"), (held, "other")):
+            repository.claim_debates(session, worker_id=owner, lease_s=600, debate_id=debate_id)
+    head = await TurnWriter(store).append(TurnWrite(resumed, "crashed", turn(0), ChainHead()))
+    with Session(store) as session:
+        session.execute(
+            update(Debate).where(col(Debate.id) == resumed).values(lease_expires_at=utcnow())
+        )
+        session.commit()
+    worker = pool_worker(store)
+
+    taken = await worker.claim_with_run(resumed)
+
+    assert taken is not None
+    debate, (turns, chain) = taken
+    assert debate.id == resumed
+    assert debate.lease_owner == "pool"
+    assert [t.key for t in turns] == [turn(0).key]
+    assert chain == head
+    assert await worker.claim_with_run(held) is None

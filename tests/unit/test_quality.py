@@ -29,9 +29,7 @@ RECORDED_LOOP = (
     "The decision is a decision that is not a decision that is not a decision that is not a"
     " decision that is not a decision that is not a decision"
 )
-MODERATOR_FIELD_TEXT = (
-    "the decision, its reasons and any conditions, in a short paragraph."
-)
+MODERATOR_FIELD_TEXT = "the decision, its reasons and any conditions, in a short paragraph."
 FAKE = ModelSettings(provider="fake", model="fake-model")
 
 
