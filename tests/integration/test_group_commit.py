@@ -11,13 +11,21 @@ from sqlmodel import Session, col
 
 from bot.jobs.worker import DebateWorker, WorkerConfig
 from bot.metrics import Metrics
-from bot.store import repository
+from bot.store import outbox, repository
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError, StoreRefusedError
 from bot.store.repository import ChainHead, TurnWrite
-from bot.store.tables import Debate, DebateState, VerdictRecord
+from bot.store.tables import Debate, DebateState, Escalation, VerdictRecord
 from bot.store.writer import FinishWriter, TurnWriter
 from engine.llm import LLMRequest
-from engine.models import DebateSpec, ModelSettings, Role, TurnRecord, Usage, utcnow
+from engine.models import (
+    DebateResult,
+    DebateSpec,
+    ModelSettings,
+    Role,
+    TurnRecord,
+    Usage,
+    utcnow,
+)
 from engine.runner import run_debate
 from tests.helpers import DebateScript, reply_for, shipped_prompts
 
@@ -393,3 +401,58 @@ async def test_claiming_one_debate_brings_its_stored_turns_and_refuses_a_held_on
     assert [t.key for t in turns] == [turn(0).key]
     assert chain == head
     assert await worker.claim_with_run(held) is None
+
+
+@pytest.mark.parametrize("refused", [False, True], ids=["together", "one-by-one"])
+async def test_escalating_endings_written_in_a_batch_carry_their_escalation_and_review_request(
+    store: Engine, refused: bool
+) -> None:
+    """The invariant the Core statements must keep, on both the batch path and the fallback
+    after a refused ending: an escalating verdict has its escalation row, and the messages it
+    owes (rendered from the stored debate and escalation) name that escalation."""
+    ids = claimed(store, 4)
+    llm = DebateScript(moderator=[reply_for("moderator", decision="escalate")]).llm()
+    result = await run_debate(SPEC, resolve_llm=lambda _m: llm, prompts=shipped_prompts())
+    assert result.verdict.escalate
+    if refused:
+        with Session(store) as session:
+            session.add(
+                VerdictRecord(
+                    debate_id=ids[0],
+                    status="COMPLETE",
+                    decision="accept",
+                    confidence=0.9,
+                    level="HIGH",
+                    escalate=False,
+                    synthesis="earlier",
+                    result_json="{}",
+                )
+            )
+            session.commit()
+
+    def closing(debate: Debate, _result: DebateResult, escalation: Escalation | None) -> list:
+        assert escalation is not None
+        assert debate.chain_head is not None
+        text = f"review {escalation.id} of debate {debate.id} sealed {debate.chain_head[:8]}"
+        return [outbox.Draft(key="review", text=text, blocks=[])]
+
+    endings = FinishWriter(store)
+    outcomes = await asyncio.gather(
+        *(endings.finish(repository.Finish(i, "w1", result, messages=closing)) for i in ids),
+        return_exceptions=True,
+    )
+
+    finished = ids[1:] if refused else ids
+    assert isinstance(outcomes[0], StoreRefusedError) == refused
+    with Session(store) as session:
+        for debate_id in finished:
+            escalation = repository.escalation_for(session, debate_id=debate_id)
+            assert escalation is not None
+            [owed] = outbox.rows_of(session, debate_id=debate_id)
+            debate = repository.get_debate(session, debate_id=debate_id)
+            assert owed.text == (
+                f"review {escalation.id} of debate {debate_id} sealed {debate.chain_head[:8]}"
+            )
+        if refused:
+            assert repository.escalation_for(session, debate_id=ids[0]) is None
+            assert outbox.rows_of(session, debate_id=ids[0]) == []
