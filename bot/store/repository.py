@@ -516,6 +516,7 @@ def finish_debates(session: Session, *, finishes: Sequence[Finish]) -> list[Ende
     known = _Closing.load(
         session,
         [finish.debate_id for finish in finishes],
+        escalating=any(finish.result.verdict.escalate for finish in finishes),
         outboxes=any(finish.messages is not None for finish in finishes),
     )
     try:
@@ -552,7 +553,11 @@ class _Closing:
     outboxes: dict[int, dict[str, Outbox]]
 
     @staticmethod
-    def load(session: Session, debate_ids: list[int], *, outboxes: bool) -> _Closing:
+    def load(
+        session: Session, debate_ids: list[int], *, escalating: bool, outboxes: bool
+    ) -> _Closing:
+        """Read what the endings need; the reviewers' channels and existing escalations only
+        when one of them escalates, the outbox rows only when one owes messages."""
         c = _DEBATES.c
         debates = session.connection().execute(
             _DEBATES.select()
@@ -570,21 +575,23 @@ class _Closing:
             .where(c.id.in_(debate_ids))
         )
         by_id = {row.id: row for row in debates}
-        where = sorted({d.review_channel_id or d.channel_id or "" for d in by_id.values()})
-        channels = session.exec(
-            select(ChannelSettings).where(col(ChannelSettings.channel_id).in_(where))
-        )
-        existing = session.exec(select(Escalation).where(col(Escalation.debate_id).in_(debate_ids)))
+        channels: dict[str, ChannelSettings] = {}
+        existing: dict[int, Escalation] = {}
+        if escalating:
+            where = sorted({d.review_channel_id or d.channel_id or "" for d in by_id.values()})
+            for channel in session.exec(
+                select(ChannelSettings).where(col(ChannelSettings.channel_id).in_(where))
+            ):
+                channels[channel.channel_id] = channel
+            for escalation in session.exec(
+                select(Escalation).where(col(Escalation.debate_id).in_(debate_ids))
+            ):
+                existing[escalation.debate_id] = escalation
         owed: dict[int, dict[str, Outbox]] = {}
         if outboxes:
             for row in session.exec(select(Outbox).where(col(Outbox.debate_id).in_(debate_ids))):
                 owed.setdefault(row.debate_id, {})[row.key] = row
-        return _Closing(
-            debates=by_id,
-            escalations={e.debate_id: e for e in existing},
-            channels={c.channel_id: c for c in channels},
-            outboxes=owed,
-        )
+        return _Closing(debates=by_id, escalations=existing, channels=channels, outboxes=owed)
 
 
 @dataclass
