@@ -91,6 +91,25 @@ def pool_worker(engine: Engine) -> DebateWorker:
     )
 
 
+def verdict_already_stored(engine: Engine, debate_id: int) -> None:
+    """A verdict stored earlier (as by a run that lost the race): the unique key refuses the
+    debate's next one."""
+    with Session(engine) as session:
+        session.add(
+            VerdictRecord(
+                debate_id=debate_id,
+                status="COMPLETE",
+                decision="accept",
+                confidence=0.9,
+                level="HIGH",
+                escalate=False,
+                synthesis="earlier",
+                result_json="{}",
+            )
+        )
+        session.commit()
+
+
 def verified(engine: Engine, debate_id: int) -> int:
     with Session(engine) as session:
         report = repository.verify_chain(session, debate_id=debate_id)
@@ -257,21 +276,7 @@ async def test_endings_of_many_debates_share_commits_and_refused_ones_fail_alone
     ids = claimed(store, 6)
     llm = DebateScript().llm()
     result = await run_debate(SPEC, resolve_llm=lambda _m: llm, prompts=shipped_prompts())
-    with Session(store) as session:
-        # A verdict already stored (as by a run that lost the race): the unique key refuses it.
-        session.add(
-            VerdictRecord(
-                debate_id=ids[4],
-                status="COMPLETE",
-                decision="accept",
-                confidence=0.9,
-                level="HIGH",
-                escalate=False,
-                synthesis="earlier",
-                result_json="{}",
-            )
-        )
-        session.commit()
+    verdict_already_stored(store, ids[4])
     endings = FinishWriter(store)
     seen = commits(store)
 
@@ -415,20 +420,7 @@ async def test_escalating_endings_written_in_a_batch_carry_their_escalation_and_
     result = await run_debate(SPEC, resolve_llm=lambda _m: llm, prompts=shipped_prompts())
     assert result.verdict.escalate
     if refused:
-        with Session(store) as session:
-            session.add(
-                VerdictRecord(
-                    debate_id=ids[0],
-                    status="COMPLETE",
-                    decision="accept",
-                    confidence=0.9,
-                    level="HIGH",
-                    escalate=False,
-                    synthesis="earlier",
-                    result_json="{}",
-                )
-            )
-            session.commit()
+        verdict_already_stored(store, ids[0])
 
     def closing(debate: Debate, _result: DebateResult, escalation: Escalation | None) -> list:
         assert escalation is not None
