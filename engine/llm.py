@@ -187,6 +187,12 @@ def _close_truncated(text: str) -> str:
     return repaired + "".join(reversed(stack))
 
 
+# strict=False: grammar-constrained decoders emit raw control characters (newlines, tabs)
+# inside strings; refusing them helps nobody. One decoder for every reply: `json.loads` with an
+# option builds a new one per call.
+_LENIENT_JSON = json.JSONDecoder(strict=False)
+
+
 def parse_json_lenient(text: str) -> Any:
     """Parse a model's JSON reply, repairing common breakage; raises ValueError if hopeless."""
     candidate = text.strip()
@@ -209,9 +215,7 @@ def parse_json_lenient(text: str) -> Any:
     for attempt in attempts():
         for variant in (attempt, _TRAILING_COMMA.sub(r"\1", attempt)):
             try:
-                # strict=False: grammar-constrained decoders emit raw control characters
-                # (newlines, tabs) inside strings; refusing them helps nobody.
-                return json.loads(variant, strict=False)
+                return _LENIENT_JSON.decode(variant)
             except json.JSONDecodeError as error:
                 last_error = error
     raise ValueError(f"the reply is not valid JSON ({last_error})")
