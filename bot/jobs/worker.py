@@ -14,7 +14,8 @@
   model call, so another worker resumes the debate at once instead of when the lease expires.
   A turn still running when the grace period ends is cancelled, and its lease handed back too.
 - A Slack debate whose thread became unreachable (`debate.halt_reason`) stops before its next
-  model call and ends FAILED with that reason.
+  model call and ends FAILED with that reason. The reason is read with the claim and with each
+  turn's write (which reads the debate's lease row anyway), not by a read before every call.
 - The ending is stored in one transaction with the messages it owes (`reporter.closing`).
 """
 
@@ -208,23 +209,25 @@ class DebateWorker:
         # Protocols with concurrent turns (panel) finish several at once; the chain links each
         # turn to the previous one, so they are appended one at a time.
         chain = asyncio.Lock()
+        # The halt reason as the claim, then each turn's write, found it: every model call
+        # follows one of them, so checking it costs no store read of its own.
+        halted = debate.halt_reason
 
         async def persist(event: DebateEvent) -> None:
-            nonlocal head
+            nonlocal head, halted
             if isinstance(event, TurnFinished) and not event.replayed:
                 async with chain:
                     head = await self.turns.append(
                         repository.TurnWrite(debate_id, self.worker_id, event.turn, head)
                     )
+                    halted = head.halt_reason
             for extra in extras:
                 await extra(event)
 
         async def halt() -> str | None:
             if self._draining:
                 raise ShuttingDown(f"debate {debate_id}: worker {self.worker_id} is stopping")
-            if debate.channel_id is None:
-                return None
-            return await self._db(lambda s: outbox.halt_reason(s, debate_id=debate_id))
+            return halted
 
         async def run() -> DebateResult:
             outcome = None

@@ -442,10 +442,6 @@ def halt(session: Session, *, debate_id: int, reason: str, notices: Sequence[Dra
     return True
 
 
-def halt_reason(session: Session, *, debate_id: int) -> str | None:
-    return session.exec(select(Debate.halt_reason).where(Debate.id == debate_id)).one_or_none()
-
-
 def pull_in_retries(session: Session) -> int:
     """Slack answered again after failures: make every message waiting on a retry due now."""
     now = utcnow()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, timedelta
 from typing import Any, TypeVar
 
@@ -52,7 +52,7 @@ _ESCALATIONS = Escalation.__table__  # type: ignore[attr-defined]
 _FINISH_DEBATE = update(_DEBATES).where(_DEBATES.c.id == bindparam("finished_id"))
 _LEASES = (
     _DEBATES.select()
-    .with_only_columns(_DEBATES.c.id, _DEBATES.c.lease_owner)
+    .with_only_columns(_DEBATES.c.id, _DEBATES.c.lease_owner, _DEBATES.c.halt_reason)
     .where(_DEBATES.c.id.in_(bindparam("ids", expanding=True)))
     .order_by(_DEBATES.c.id)
     .with_for_update()
@@ -342,6 +342,9 @@ class ChainHead:
 
     seq: int = -1
     hash: str = GENESIS_HASH
+    halt_reason: str | None = field(default=None, compare=False)
+    """The debate's halt reason as the write that made this head found it: the worker checks it
+    before the next model call without a read of its own."""
 
 
 def stored_runs(
@@ -429,8 +432,9 @@ def append_turns(
     write of a batch is refused, each is retried alone so only that one fails.
     """
     ids = sorted({write.debate_id for write in writes})
-    leases = session.connection().execute(_LEASES, {"ids": ids})
-    owners = {debate_id: owner for debate_id, owner in leases}
+    leases = session.connection().execute(_LEASES, {"ids": ids}).all()
+    owners = {debate_id: owner for debate_id, owner, _ in leases}
+    halts = {debate_id: reason for debate_id, _, reason in leases}
     results: list[ChainHead | LeaseLostError | StoreRefusedError] = []
     rows: list[dict[str, Any]] = []
     for write in writes:
@@ -441,7 +445,9 @@ def append_turns(
             continue
         row = _turn_row(write)
         rows.append(row)
-        results.append(ChainHead(seq=row["seq"], hash=row["hash"]))
+        results.append(
+            ChainHead(seq=row["seq"], hash=row["hash"], halt_reason=halts.get(write.debate_id))
+        )
     if not rows:
         session.rollback()
         return results

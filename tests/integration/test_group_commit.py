@@ -448,3 +448,21 @@ async def test_escalating_endings_written_in_a_batch_carry_their_escalation_and_
         if refused:
             assert repository.escalation_for(session, debate_id=ids[0]) is None
             assert outbox.rows_of(session, debate_id=ids[0]) == []
+
+
+async def test_a_turn_write_brings_back_the_halt_reason_the_delivery_recorded(
+    store: Engine,
+) -> None:
+    """The worker checks a Slack debate's halt before each model call from its last write, so
+    the write must carry a halt recorded meanwhile (the thread became unreachable)."""
+    [debate_id] = claimed(store, 1)
+    writer = TurnWriter(store)
+    head = await writer.append(TurnWrite(debate_id, "w1", turn(0), ChainHead()))
+    assert head.halt_reason is None
+    with Session(store) as session:
+        assert outbox.halt(session, debate_id=debate_id, reason="not_in_channel", notices=[])
+
+    head = await writer.append(TurnWrite(debate_id, "w1", turn(1), head))
+
+    assert head.halt_reason == "not_in_channel"
+    assert head.seq == 1

@@ -193,7 +193,7 @@ def test_a_halt_is_recorded_once_with_its_notice(store: Engine) -> None:
     with session_scope(store) as session:
         assert outbox.halt(session, debate_id=debate_id, reason="not_in_channel", notices=[dm])
         assert not outbox.halt(session, debate_id=debate_id, reason="again", notices=[dm])
-        assert outbox.halt_reason(session, debate_id=debate_id) == "not_in_channel"
+        assert repository.get_debate(session, debate_id=debate_id).halt_reason == "not_in_channel"
         [row] = outbox.rows_of(session, debate_id=debate_id)
         assert (row.key, row.target, row.recipients) == ("dm:halted", "dm", ["UALICE"])
 
