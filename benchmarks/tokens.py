@@ -26,9 +26,13 @@ import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.llm import LLM, Completion, LLMRequest
-from engine.models import ContextDocument, ModelSettings, Usage
+from engine.models import ContextDocument, DebateResult, DebateSpec, ModelSettings, Usage
+
+if TYPE_CHECKING:
+    from bot.app import DebateServices
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ROOT / "examples" / "review_cases.jsonl"
@@ -103,17 +107,32 @@ def shares(requests: list[LLMRequest], roles: list[str]) -> dict[str, tuple[int,
     return {role: (values[0], values[1]) for role, values in totals.items()}
 
 
-async def measure(provider: str, case: dict[str, str]) -> None:
-    from bot.app import build_services
-    from bot.settings import Settings
-    from engine.runner import run_debate
-    from engine.single import single_review
+def load_cases() -> list[dict[str, str]]:
+    """The example cases, one JSON object a line."""
+    lines = CASES.read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line]
 
-    services = build_services(Settings(provider=provider))
+
+async def one_round(
+    services: DebateServices, case: dict[str, str]
+) -> tuple[DebateSpec, Recorder, DebateResult]:
+    """A one-round debate of `case`, every request it sent kept by the returned recorder."""
+    from engine.runner import run_debate
+
     context = [ContextDocument(title=case["title"], text=case["context"])]
     spec = services.new_spec(case["question"], context=context, rounds=1)
     recorder = Recorder(services.resolve_llm)
     result = await run_debate(spec, resolve_llm=recorder, prompts=services.prompts)
+    return spec, recorder, result
+
+
+async def measure(provider: str, case: dict[str, str]) -> None:
+    from bot.app import build_services
+    from bot.settings import Settings
+    from engine.single import single_review
+
+    services = build_services(Settings(provider=provider))
+    spec, recorder, result = await one_round(services, case)
     debate_requests = list(recorder.requests)
     roles = [turn.role.value for turn in result.transcript]
     _, single_turn = await single_review(spec, resolve_llm=recorder, prompts=services.prompts)
@@ -163,8 +182,7 @@ def main() -> None:
     parser.add_argument("--case", default="adr-001")
     args = parser.parse_args()
     os.environ.pop("DEBATEBOT_PROVIDER", None)
-    cases = [json.loads(line) for line in CASES.read_text(encoding="utf-8").splitlines() if line]
-    chosen = [c for c in cases if c["id"] == args.case]
+    chosen = [c for c in load_cases() if c["id"] == args.case]
     if not chosen:
         raise SystemExit(f"no case {args.case!r} in {CASES}")
     asyncio.run(measure(args.provider, chosen[0]))

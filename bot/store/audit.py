@@ -29,12 +29,17 @@ GENESIS_HASH = "0" * 64
 _TURN_FIELDS = tuple(Turn.model_fields)
 
 
+def _values(row: object, fields: Sequence[str]) -> Mapping[str, Any]:
+    """A stored row's `fields` by name, or the column values of a row about to be inserted."""
+    if isinstance(row, Mapping):
+        return row
+    return {name: getattr(row, name) for name in fields}
+
+
 def turn_digest(turn: Turn | Mapping[str, Any], prev_hash: str) -> str:
     """sha256 over the previous hash and a canonical JSON of every audited field of `turn` (a
     stored row, or the column values of one about to be inserted)."""
-    values: Mapping[str, Any] = (
-        turn if isinstance(turn, Mapping) else {name: getattr(turn, name) for name in _TURN_FIELDS}
-    )
+    values = _values(turn, _TURN_FIELDS)
     payload = {
         name: values[name]
         for name in (
@@ -78,16 +83,10 @@ _VERDICT_FIELDS = (
 )
 
 
-def _verdict_values(record: VerdictRecord | Mapping[str, Any]) -> Mapping[str, Any]:
-    if isinstance(record, Mapping):
-        return record
-    return {name: getattr(record, name) for name in _VERDICT_FIELDS}
-
-
 def verdict_digest(record: VerdictRecord | Mapping[str, Any]) -> str:
     """sha256 over a canonical JSON of every audited field of the verdict row (a stored row, or
     the column values of one about to be inserted)."""
-    values = _verdict_values(record)
+    values = _values(record, _VERDICT_FIELDS)
     payload = {name: values[name] for name in _VERDICT_FIELDS}
     payload["confidence"] = repr(float(values["confidence"]))
     payload["escalate"] = bool(values["escalate"])

@@ -432,22 +432,19 @@ def append_turns(
     write of a batch is refused, each is retried alone so only that one fails.
     """
     ids = sorted({write.debate_id for write in writes})
-    leases = session.connection().execute(_LEASES, {"ids": ids}).all()
-    owners = {debate_id: owner for debate_id, owner, _ in leases}
-    halts = {debate_id: reason for debate_id, _, reason in leases}
+    leases = {row.id: row for row in session.connection().execute(_LEASES, {"ids": ids})}
     results: list[ChainHead | LeaseLostError | StoreRefusedError] = []
     rows: list[dict[str, Any]] = []
     for write in writes:
-        if owners.get(write.debate_id) != write.worker_id:
+        lease = leases.get(write.debate_id)
+        if lease is None or lease.lease_owner != write.worker_id:
             results.append(
                 LeaseLostError(f"worker {write.worker_id} no longer holds debate {write.debate_id}")
             )
             continue
         row = _turn_row(write)
         rows.append(row)
-        results.append(
-            ChainHead(seq=row["seq"], hash=row["hash"], halt_reason=halts.get(write.debate_id))
-        )
+        results.append(ChainHead(seq=row["seq"], hash=row["hash"], halt_reason=lease.halt_reason))
     if not rows:
         session.rollback()
         return results
