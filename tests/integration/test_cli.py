@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import Engine, event
+from sqlalchemy.exc import OperationalError
+from sqlmodel import Session, select
 
 from bot.cli import main
+from bot.store import repository
 from bot.store.db import check_schema, make_engine
+from bot.store.tables import Debate
 from engine.models import DebateResult, DebateStatus
 
 
@@ -198,3 +205,49 @@ def test_a_question_past_the_limit_is_debated_whole_as_its_first_document(
     assert spec.context[0].title == "The question as asked (full text)"
     assert len(spec.question) < 4_000
     capsys.readouterr()
+
+
+@contextlib.contextmanager
+def database_fails_at(statement: str) -> Iterator[None]:
+    """The database fails the first statement starting with `statement`, as a disk I/O error
+    or a dropped server would, wherever the engine comes from."""
+    failed = []
+
+    def fail(_conn: object, _cursor: object, sql: str, *_args: object) -> None:
+        if sql.startswith(statement) and not failed:
+            failed.append(sql)
+            raise OperationalError(sql, {}, Exception("disk I/O error"))
+
+    event.listen(Engine, "before_cursor_execute", fail)
+    try:
+        yield
+    finally:
+        event.remove(Engine, "before_cursor_execute", fail)
+    assert failed, f"no statement started with {statement!r}"
+
+
+@pytest.mark.parametrize(
+    ("statement", "turns", "state"),
+    [("UPDATE debate SET state", 0, "queued"), ("INSERT INTO verdict", 5, "running")],
+    ids=["at-the-claim", "at-the-ending"],
+)
+def test_run_says_the_database_failed_and_keeps_what_it_stored(
+    database: str, capsys: pytest.CaptureFixture[str], statement: str, turns: int, state: str
+) -> None:
+    """The claim and the ending are the calls `run` makes to the store around its debate:
+    either failing ends the command with the database's reason and advice, and what was stored
+    stays (the queued debate, or every paid-for turn for a worker to finish)."""
+    with database_fails_at(statement):
+        code = main(["run", "Should we adopt ADR-007?", "--provider", "fake"])
+
+    printed = capsys.readouterr()
+    assert code == 1
+    assert "debatebot: database sqlite:///" in printed.err
+    assert "unavailable (disk I/O error): check that the server runs" in printed.err
+    engine = make_engine(database)
+    with Session(engine) as session:
+        [debate] = session.exec(select(Debate)).all()
+        assert debate.state == state
+        assert len(repository.turn_rows(session, debate_id=debate.id or 0)) == turns
+        assert repository.verdict_for(session, debate_id=debate.id or 0) is None
+    engine.dispose()

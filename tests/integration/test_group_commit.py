@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 from sqlalchemy import Engine, event, update
+from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, col
 
 from bot.jobs.worker import DebateWorker, WorkerConfig
@@ -466,3 +467,55 @@ async def test_a_turn_write_brings_back_the_halt_reason_the_delivery_recorded(
 
     assert head.halt_reason == "not_in_channel"
     assert head.seq == 1
+
+
+async def test_an_ending_the_database_fails_is_finished_by_the_next_claim_without_asking_again(
+    store: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The database failing the endings' batch (a disk I/O error, a dropped server): the run
+    logs why and stops; every turn it paid for stays stored, and the claim after its lease ends
+    replays them and records the ending without a single model call."""
+    [debate_id] = queued(store, 1)
+    llm = DebateScript().llm()
+    worker = DebateWorker(
+        engine=store,
+        resolve_llm=lambda _s: llm,
+        prompts=shipped_prompts(),
+        worker_id="pool",
+        config=WorkerConfig(poll_s=0.05),
+    )
+    failed: list[str] = []
+
+    def fail_the_ending(_conn: object, _cursor: object, sql: str, *_args: object) -> None:
+        if sql.startswith("INSERT INTO verdict") and not failed:
+            failed.append(sql)
+            raise OperationalError(sql, {}, Exception("disk I/O error"))
+
+    event.listen(store, "before_cursor_execute", fail_the_ending)
+    try:
+        await asyncio.wait_for(
+            worker.run_pool(asyncio.Event(), concurrency=2, exit_when_idle=True), timeout=60
+        )
+    finally:
+        event.remove(store, "before_cursor_execute", fail_the_ending)
+
+    assert failed
+    assert "stopped by a database outage (database" in caplog.text
+    assert "disk I/O error" in caplog.text
+    asked = len(llm.calls)
+    with Session(store) as session:
+        assert repository.get_debate(session, debate_id=debate_id).state == DebateState.RUNNING
+        assert repository.verdict_for(session, debate_id=debate_id) is None
+        session.execute(
+            update(Debate).where(col(Debate.id) == debate_id).values(lease_expires_at=utcnow())
+        )
+        session.commit()
+
+    await asyncio.wait_for(
+        worker.run_pool(asyncio.Event(), concurrency=2, exit_when_idle=True), timeout=60
+    )
+
+    assert len(llm.calls) == asked == 5
+    with Session(store) as session:
+        assert repository.get_debate(session, debate_id=debate_id).state == DebateState.FINISHED
+    assert verified(store, debate_id) == 5
