@@ -117,7 +117,7 @@ class DebateNotifier:
         """What the end of a debate owes: the verdict, the parent's summary, and the review
         request when the verdict escalates (by DM when the thread cannot be reached)."""
         assert debate.id is not None
-        if debate.channel_id is None:
+        if not self.owes_messages(debate):
             return []
         if not ((result.report or {}).get("triage") or {}).get("debated", True):
             answer = blocks.answer_message(result, debate_id=debate.id)
@@ -239,12 +239,16 @@ class DebateNotifier:
 
     # --- following a run -----------------------------------------------------------------------
 
+    def owes_messages(self, debate: Debate) -> bool:
+        """Only a debate with a channel has a thread to post to; the CLI's have none."""
+        return debate.channel_id is not None
+
     def sink_for(self, debate: Debate, spec: DebateSpec) -> EventSink:
         """The event sink a worker runs this debate with: rounds and live status as owed rows."""
         run = _Run(debate=debate, spec=spec)
 
         async def sink(event: DebateEvent) -> None:
-            if run.debate.channel_id is None:
+            if not self.owes_messages(run.debate):
                 return
             if isinstance(event, TurnStarted):
                 progress = rounds.progress(event, run.spec)

@@ -211,6 +211,74 @@ async def test_one_worker_runs_many_debates_at_once_and_stops_when_idle(store: E
     assert all(verified(store, debate_id) == 5 for debate_id in ids)
 
 
+async def test_once_the_queue_is_empty_endings_do_not_each_claim_again(
+    store: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queued(store, 12)
+    claims: list[int] = []
+    claim = repository.claim_debates
+
+    def counted(session: Session, **kwargs: object) -> list[Debate]:
+        taken = claim(session, **kwargs)  # type: ignore[arg-type]
+        claims.append(len(taken))
+        return taken
+
+    monkeypatch.setattr(repository, "claim_debates", counted)
+    # The moderators answer 0.05 s apart, so the endings land one by one.
+    delays = iter(range(12))
+
+    async def moderator(_request: object) -> dict[str, object]:
+        await asyncio.sleep(0.05 * next(delays))
+        return reply_for("moderator")
+
+    llm = DebateScript(moderator=[moderator]).llm()
+    worker = DebateWorker(
+        engine=store,
+        resolve_llm=lambda _s: llm,
+        prompts=shipped_prompts(),
+        worker_id="pool",
+        config=WorkerConfig(poll_s=60.0),
+    )
+
+    await asyncio.wait_for(
+        worker.run_pool(asyncio.Event(), concurrency=12, exit_when_idle=True), timeout=30
+    )
+
+    with Session(store) as session:
+        assert repository.count_debates(session, state=DebateState.FINISHED) == 12
+    # All twelve at once; after the first ending, one claim finds the queue empty; the pool
+    # then waits for the last ending (not the 60 s poll), claims once more and exits. Not a
+    # claim after each of the twelve endings.
+    assert claims == [12, 0, 0]
+
+
+async def test_a_debate_queued_while_the_queue_was_empty_is_taken_at_the_next_poll(
+    store: Engine,
+) -> None:
+    queued(store, 1)
+    llm = DebateScript(framing=[lambda _r: asyncio.sleep(1.0, reply_for("framing"))]).llm()
+    worker = DebateWorker(
+        engine=store,
+        resolve_llm=lambda _s: llm,
+        prompts=shipped_prompts(),
+        worker_id="pool",
+        config=WorkerConfig(poll_s=0.05),
+    )
+    stop = asyncio.Event()
+    pool = asyncio.create_task(worker.run_pool(stop, concurrency=2))
+    await asyncio.sleep(0.3)
+    with Session(store) as session:
+        late, _ = repository.enqueue_debate(session, trigger_key="late", spec=SPEC, source="test")
+        assert repository.get_debate(session, debate_id=late.id).state == DebateState.QUEUED
+    await asyncio.sleep(0.3)
+    with Session(store) as session:
+        assert repository.get_debate(session, debate_id=late.id).lease_owner == "pool", (
+            "taken while the first debate still waits on its model"
+        )
+    stop.set()
+    await asyncio.wait_for(pool, timeout=30)
+
+
 async def test_a_cancelled_pool_hands_every_lease_back(store: Engine) -> None:
     queued(store, 3)
     started = asyncio.Event()

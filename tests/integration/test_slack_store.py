@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-from sqlalchemy import Engine, update
+from sqlalchemy import Engine, event, update
 from sqlmodel import Session, select
 
 from bot.jobs.reminders import remind_reviewers
@@ -241,6 +241,27 @@ async def test_a_confident_ending_owes_no_review_request(store: Engine) -> None:
         assert repository.escalation_for(session, debate_id=debate_id) is None
         assert outbox.row_for(session, debate_id=debate_id, key="review") is None
         assert outbox.row_for(session, debate_id=debate_id, key="verdict") is not None
+
+
+async def test_a_debate_without_a_thread_ends_escalated_with_no_outbox_work(store: Engine) -> None:
+    with Session(store) as session:
+        debate, _ = repository.enqueue_debate(session, trigger_key="cli", spec=SPEC, source="cli")
+    statements: list[str] = []
+    event.listen(
+        store, "before_cursor_execute", lambda *args: statements.append(args[2].split("\n")[0])
+    )
+    worker = DebateWorker(
+        engine=store,
+        resolve_llm=lambda _m: DebateScript().llm(),
+        prompts=shipped_prompts(),
+        reporter=DebateNotifier(engine=store),
+    )
+    assert await worker.run_once()
+    assert not any("outbox" in statement for statement in statements), statements
+    with session_scope(store) as session:
+        assert repository.verdict_for(session, debate_id=debate.id).escalate
+        assert repository.escalation_for(session, debate_id=debate.id) is not None
+        assert outbox.rows_of(session, debate_id=debate.id) == []
 
 
 def test_one_review_per_escalation_and_event_ids_seen_once(store: Engine) -> None:
