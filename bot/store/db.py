@@ -204,6 +204,21 @@ def unavailable(url: str, error: OperationalError) -> DatabaseUnavailableError:
             f"the SQLite file {path} does not exist (was it deleted?); restore it from a backup,"
             " or run `debatebot db upgrade` to start an empty one"
         )
+    elif path is not None and "full" in reason:
+        advice = (
+            f"the disk holding the SQLite file {path} is full (or the file reached its size"
+            " limit); free space there (its write-ahead log needs room too) and retry: what was"
+            " stored before stays"
+        )
+    elif path is not None and "disk I/O" in reason:
+        advice = (
+            f"reading or writing the SQLite file {path} failed on the disk (full, unmounted or"
+            " failing?); check its free space and the system log, then retry"
+        )
+    elif path is not None:
+        advice = (
+            f"check that the SQLite file {path} can be opened and DEBATEBOT_DATABASE_URL is right"
+        )
     else:
         advice = "check that the server runs and DEBATEBOT_DATABASE_URL is right"
     return DatabaseUnavailableError(f"database {redacted(url)} unavailable ({reason}): {advice}")

@@ -243,7 +243,9 @@ def test_run_says_the_database_failed_and_keeps_what_it_stored(
     printed = capsys.readouterr()
     assert code == 1
     assert "debatebot: database sqlite:///" in printed.err
-    assert "unavailable (disk I/O error): check that the server runs" in printed.err
+    assert "unavailable (disk I/O error): reading or writing the SQLite file" in printed.err
+    assert "failed on the disk" in printed.err
+    assert "the server" not in printed.err
     engine = make_engine(database)
     with Session(engine) as session:
         [debate] = session.exec(select(Debate)).all()

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
-from sqlalchemy import Engine
-from sqlmodel import Session
+from sqlalchemy import Engine, event
+from sqlmodel import Session, select
 
 from bot.app import health_report
 from bot.jobs.delivery import DeliveryConfig, OutboxDelivery
@@ -62,6 +62,35 @@ def test_a_deleted_sqlite_file_is_reported_and_never_recreated(tmp_path: Path) -
         check_schema(fresh)
     fresh.dispose()
     assert not path.exists()
+
+
+def test_a_full_sqlite_database_is_reported_as_full_and_keeps_what_it_had(tmp_path: Path) -> None:
+    path = tmp_path / "full" / "bot.sqlite3"
+    url = f"sqlite:///{path}"
+    upgrade(url)
+    engine = make_engine(url)
+    enqueue(engine, "before")
+    with session_scope(engine) as session:
+        pages = session.connection().exec_driver_sql("PRAGMA page_count").scalar()
+    engine.dispose()
+    # SQLite's own size limit: past it, SQLite fails the write with SQLITE_FULL, the same
+    # error a full disk gives.
+    full = make_engine(url)
+    event.listen(
+        full,
+        "connect",
+        lambda connection, _record: connection.execute(f"PRAGMA max_page_count = {pages}"),
+    )
+    big = SPEC.model_copy(update={"question": "Should we adopt ADR-042? " + "x" * 30_000})
+    with pytest.raises(DatabaseUnavailableError) as raised, session_scope(full) as session:
+        repository.enqueue_debate(session, trigger_key="after", spec=big, source="test")
+    message = str(raised.value)
+    assert "database or disk is full" in message
+    assert f"the disk holding the SQLite file {path} is full" in message
+    assert "the server" not in message, "no advice meant for PostgreSQL"
+    with session_scope(full) as session:
+        assert [d.trigger_key for d in session.exec(select(Debate))] == ["before"]
+    full.dispose()
 
 
 @contextlib.contextmanager
