@@ -174,7 +174,6 @@ class ArmRunner:
             result.probe_flagged = (
                 sum(1 for p in cited if p[1]) * 2 > len(cited) if result.probe_cited else None
             )
-        result.sample_tokens = spend.input_tokens + spend.output_tokens
         _charge(result, spend, wall)
         return result
 

@@ -46,7 +46,6 @@ class ArmResult(BaseModel):
     calls: int = 0
     samples: list[str] = Field(default_factory=list)
     """Each sample's output (vote), kept so best-of-n judges the very same samples."""
-    sample_tokens: int = 0
     reused_cost_usd: float = 0.0
     """Of `cost_usd`, what another arm already paid for (best-of-n judging the vote's samples):
     counted in this arm's budget, not spent again."""
