@@ -218,7 +218,10 @@ class ProviderRegistry:
             from engine.providers.fake import CANNED_DEBATE_REPLIES, SchemaFillingLLM
 
             return SchemaFillingLLM(
-                seed=s.fake_seed, script=CANNED_DEBATE_REPLIES, delay_s=s.fake_delay_s
+                seed=s.fake_seed,
+                script=CANNED_DEBATE_REPLIES,
+                delay_s=s.fake_delay_s,
+                record=False,
             )
         if name == "anthropic":
             from engine.providers.anthropic_messages import AnthropicLLM

@@ -1,8 +1,10 @@
 """Fake models for tests and demos: a scripted one, a function-driven one, and one that fills any
 output schema (`SchemaFillingLLM`, the `--provider fake` model).
 
-All record every request they receive (`calls`), count tokens roughly (4 characters a token,
-or exactly as a test dictates) and price them, so budget and audit logic run unchanged.
+All record every request they receive (`calls`, unless built with `record=False` as the
+`--provider fake` model is: a long-running worker or serve would keep every prompt), count tokens
+roughly (4 characters a token, or exactly as a test dictates) and price them, so budget and
+audit logic run unchanged.
 """
 
 from __future__ import annotations
@@ -50,12 +52,14 @@ class _RecordingLLM:
         pricing: Pricing,
         delay_s: float,
         usage: Usage | None,
+        record: bool = True,
     ) -> None:
         self._provider = provider
         self.model = model
         self.pricing = pricing
         self.delay_s = delay_s
         self.fixed_usage = usage
+        self.record = record
         self.calls: list[LLMRequest] = []
 
     @property
@@ -63,8 +67,9 @@ class _RecordingLLM:
         return self._provider
 
     async def _received(self, request: LLMRequest) -> None:
-        """Record the request and take the configured latency."""
-        self.calls.append(request)
+        """Record the request (when recording) and take the configured latency."""
+        if self.record:
+            self.calls.append(request)
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
 
@@ -303,9 +308,15 @@ class SchemaFillingLLM(_RecordingLLM):
         pricing: Pricing = FREE,
         delay_s: float = 0.0,
         usage: Usage | None = None,
+        record: bool = True,
     ) -> None:
         super().__init__(
-            provider=provider, model=model, pricing=pricing, delay_s=delay_s, usage=usage
+            provider=provider,
+            model=model,
+            pricing=pricing,
+            delay_s=delay_s,
+            usage=usage,
+            record=record,
         )
         self.seed = seed
         self.script = dict(script or {})

@@ -212,6 +212,23 @@ def test_registry_turns_a_missing_key_into_a_provider_error_naming_it() -> None:
         registry.resolve(ModelSettings(provider="openai", model="gpt-4.1"))
 
 
+async def test_the_fake_provider_keeps_no_request_it_answered() -> None:
+    """`--provider fake` serves demos and benchmarks that run for hours; unlike a test's fake,
+    it must not hold on to every prompt it was sent."""
+    registry = ProviderRegistry(Settings(provider="fake"))
+    llm = registry.resolve(ModelSettings(provider="fake", model="fake-model"))
+    request = LLMRequest(
+        model="fake-model",
+        messages=[Message(role="user", content="Should we adopt ADR-042?")],
+        schema_name="ProposerTurn",
+    )
+    for _ in range(3):
+        assert (await llm.complete(request)).text
+    assert isinstance(llm, LimitedLLM)
+    assert llm.inner.calls == []  # type: ignore[attr-defined]
+    assert FunctionLLM(lambda _r: "{}").record, "a test's fake still records"
+
+
 def test_role_models_default_per_provider_with_the_moderator_on_the_other_family() -> None:
     alone = role_models(Settings(provider="openai"))
     assert alone["proposer"].model == "gpt-4.1-mini"
