@@ -10,9 +10,10 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
-from sqlalchemy import bindparam, func, insert, or_, text, update
+from sqlalchemy import ColumnElement, any_, bindparam, func, insert, or_, text, update
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -50,13 +51,33 @@ _TURNS = Turn.__table__  # type: ignore[attr-defined]
 _VERDICTS = VerdictRecord.__table__  # type: ignore[attr-defined]
 _ESCALATIONS = Escalation.__table__  # type: ignore[attr-defined]
 _FINISH_DEBATE = update(_DEBATES).where(_DEBATES.c.id == bindparam("finished_id"))
-_LEASES = (
-    _DEBATES.select()
-    .with_only_columns(_DEBATES.c.id, _DEBATES.c.lease_owner, _DEBATES.c.halt_reason)
+_LEASE_COLUMNS = (_DEBATES.c.id, _DEBATES.c.lease_owner, _DEBATES.c.halt_reason)
+_LEASES = {
+    # PostgreSQL takes the batch's ids as one array parameter (see `_among`).
+    "postgresql": _DEBATES.select()
+    .with_only_columns(*_LEASE_COLUMNS)
+    .where(_DEBATES.c.id == any_(bindparam("ids", type_=ARRAY(_DEBATES.c.id.type))))
+    .order_by(_DEBATES.c.id)
+    .with_for_update(),
+    "sqlite": _DEBATES.select()
+    .with_only_columns(*_LEASE_COLUMNS)
     .where(_DEBATES.c.id.in_(bindparam("ids", expanding=True)))
     .order_by(_DEBATES.c.id)
-    .with_for_update()
-)
+    .with_for_update(),
+}
+
+
+def _among(session: Session, column: Any, values: Sequence[Any]) -> ColumnElement[bool]:
+    """`column IN values` for a batch. On PostgreSQL it is `column = ANY(array)`, one SQL text
+    whatever the batch's size: an IN list of each new length was a new statement for psycopg
+    to convert and for the server to plan, 1-1.7 ms of CPU per batch where the array form
+    takes 0.6 (and psycopg prepares it once it repeats)."""
+    if session.get_bind().dialect.name == "postgresql":
+        return cast(
+            ColumnElement[bool],
+            column == any_(bindparam(None, list(values), type_=ARRAY(column.type))),
+        )
+    return cast(ColumnElement[bool], column.in_(values))
 
 
 def insert_once(session: Session, row: T, existing: Callable[[], T]) -> tuple[T, bool]:
@@ -357,7 +378,7 @@ def stored_runs(
     }
     rows = session.exec(
         select(Turn)
-        .where(col(Turn.debate_id).in_(list(debate_ids)))
+        .where(_among(session, col(Turn.debate_id), debate_ids))
         .order_by(col(Turn.debate_id), col(Turn.seq))
     )
     for row in rows:
@@ -432,7 +453,8 @@ def append_turns(
     write of a batch is refused, each is retried alone so only that one fails.
     """
     ids = sorted({write.debate_id for write in writes})
-    leases = {row.id: row for row in session.connection().execute(_LEASES, {"ids": ids})}
+    lease_check = _LEASES[session.get_bind().dialect.name]
+    leases = {row.id: row for row in session.connection().execute(lease_check, {"ids": ids})}
     results: list[ChainHead | LeaseLostError | StoreRefusedError] = []
     rows: list[dict[str, Any]] = []
     for write in writes:
@@ -575,7 +597,7 @@ class _Closing:
                 c.triage_reason,
                 c.pr_comment_due,
             )
-            .where(c.id.in_(debate_ids))
+            .where(_among(session, c.id, debate_ids))
         )
         by_id = {row.id: row for row in debates}
         channels: dict[str, ChannelSettings] = {}
@@ -583,16 +605,19 @@ class _Closing:
         if escalating:
             where = sorted({d.review_channel_id or d.channel_id or "" for d in by_id.values()})
             for channel in session.exec(
-                select(ChannelSettings).where(col(ChannelSettings.channel_id).in_(where))
+                select(ChannelSettings).where(
+                    _among(session, col(ChannelSettings.channel_id), where)
+                )
             ):
                 channels[channel.channel_id] = channel
             for escalation in session.exec(
-                select(Escalation).where(col(Escalation.debate_id).in_(debate_ids))
+                select(Escalation).where(_among(session, col(Escalation.debate_id), debate_ids))
             ):
                 existing[escalation.debate_id] = escalation
         owed: dict[int, dict[str, Outbox]] = {}
         if outboxes:
-            for row in session.exec(select(Outbox).where(col(Outbox.debate_id).in_(debate_ids))):
+            where_owed = _among(session, col(Outbox.debate_id), debate_ids)
+            for row in session.exec(select(Outbox).where(where_owed)):
                 owed.setdefault(row.debate_id, {})[row.key] = row
         return _Closing(debates=by_id, escalations=existing, channels=channels, outboxes=owed)
 
@@ -707,14 +732,16 @@ def _stage_closings(
     debates = {
         debate.id: debate
         for debate in session.exec(
-            select(Debate).where(col(Debate.id).in_(ids)).execution_options(populate_existing=True)
+            select(Debate)
+            .where(_among(session, col(Debate.id), ids))
+            .execution_options(populate_existing=True)
         )
     }
     escalations = {
         escalation.debate_id: escalation
         for escalation in session.exec(
             select(Escalation)
-            .where(col(Escalation.debate_id).in_(ids))
+            .where(_among(session, col(Escalation.debate_id), ids))
             .execution_options(populate_existing=True)
         )
     }

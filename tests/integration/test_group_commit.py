@@ -13,6 +13,7 @@ from sqlmodel import Session, col
 from bot.jobs.worker import DebateWorker, WorkerConfig
 from bot.metrics import Metrics
 from bot.store import outbox, repository
+from bot.store.db import make_engine, upgrade
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError, StoreRefusedError
 from bot.store.repository import ChainHead, TurnWrite
 from bot.store.tables import Debate, DebateState, Escalation, VerdictRecord
@@ -134,6 +135,30 @@ async def test_turns_of_many_debates_arriving_together_share_commits(store: Engi
     assert [head.seq for head in heads] == [3] * 30
     assert len(seen) < 30 * 4 / 3, f"{len(seen)} commits for 120 turns"
     assert all(verified(store, debate_id) == 4 for debate_id in ids)
+
+
+def test_on_postgresql_batches_of_any_size_send_one_statement_text(postgres_url: str) -> None:
+    """A batch's reads take its ids as one array, so every batch size sends the same SQL, which
+    psycopg converts once and prepares, and the server plans once."""
+    upgrade(postgres_url)
+    engine = make_engine(postgres_url)
+    ids = claimed(engine, 6)
+    sent: list[str] = []
+    event.listen(engine, "before_cursor_execute", lambda *args: sent.append(args[2]))
+    for batch in ([ids[0]], ids[1:3], ids[3:]):
+        with Session(engine) as session:
+            writes = [TurnWrite(debate_id, "w1", turn(0), ChainHead()) for debate_id in batch]
+            heads = repository.append_turns(session, writes=writes)
+        assert [head.seq for head in heads] == [0] * len(batch)  # type: ignore[union-attr]
+        with Session(engine) as session:
+            runs = repository.stored_runs(session, debate_ids=batch)
+        assert sorted(runs) == sorted(batch)
+    leases = {sql for sql in sent if "lease_owner" in sql and "FOR UPDATE" in sql}
+    reads = {sql for sql in sent if sql.startswith("SELECT turn.")}
+    assert len(leases) == 1, leases
+    assert len(reads) == 1, reads
+    assert "ANY" in leases.pop()
+    engine.dispose()
 
 
 def test_a_refused_write_in_a_batch_fails_alone(store: Engine) -> None:
