@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+from bot.store.db import upgrade
 
 HEAVY = ("anthropic", "openai", "slack_bolt", "slack_sdk", "uvicorn", "apscheduler", "llama_cpp")
 
@@ -53,3 +56,16 @@ def test_the_parser_alone_loads_no_database_layer() -> None:
 def test_sdks_load_only_with_the_module_that_uses_them(statement: str, expected: set[str]) -> None:
     heavy = top_level(imported_by(statement)) & set(HEAVY)
     assert heavy == expected
+
+
+def test_a_sqlite_store_loads_no_postgresql_dialect(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'bot.sqlite3'}"
+    upgrade(url)  # alembic loads every dialect; a worker's store does not migrate
+    statement = (
+        "from bot.store import repository; from bot.store.db import make_engine, session_scope;"
+        f" s = session_scope(make_engine({url!r})).__enter__();"
+        " repository.stored_runs(s, debate_ids=[1]); repository.append_turns(s, writes=[])"
+    )
+    loaded = imported_by(statement)
+    assert "bot.store.repository" in loaded
+    assert not {name for name in loaded if name.startswith("sqlalchemy.dialects.postgresql")}
