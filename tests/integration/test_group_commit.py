@@ -81,15 +81,17 @@ def commits(engine: Engine) -> list[int]:
     return seen
 
 
-def pool_worker(engine: Engine) -> DebateWorker:
-    """A worker on the canned debate, polling often."""
-    llm = DebateScript().llm()
+def pool_worker(
+    engine: Engine, script: DebateScript | None = None, *, poll_s: float = 0.05
+) -> DebateWorker:
+    """A worker on `script` (the canned debate by default), polling every `poll_s`."""
+    llm = (script or DebateScript()).llm()
     return DebateWorker(
         engine=engine,
         resolve_llm=lambda _s: llm,
         prompts=shipped_prompts(),
         worker_id="pool",
-        config=WorkerConfig(poll_s=0.05),
+        config=WorkerConfig(poll_s=poll_s),
     )
 
 
@@ -256,14 +258,7 @@ async def test_once_the_queue_is_empty_endings_do_not_each_claim_again(
         await asyncio.sleep(0.05 * next(delays))
         return reply_for("moderator")
 
-    llm = DebateScript(moderator=[moderator]).llm()
-    worker = DebateWorker(
-        engine=store,
-        resolve_llm=lambda _s: llm,
-        prompts=shipped_prompts(),
-        worker_id="pool",
-        config=WorkerConfig(poll_s=60.0),
-    )
+    worker = pool_worker(store, DebateScript(moderator=[moderator]), poll_s=60.0)
 
     await asyncio.wait_for(
         worker.run_pool(asyncio.Event(), concurrency=12, exit_when_idle=True), timeout=30
@@ -281,14 +276,8 @@ async def test_a_debate_queued_while_the_queue_was_empty_is_taken_at_the_next_po
     store: Engine,
 ) -> None:
     queued(store, 1)
-    llm = DebateScript(framing=[lambda _r: asyncio.sleep(1.0, reply_for("framing"))]).llm()
-    worker = DebateWorker(
-        engine=store,
-        resolve_llm=lambda _s: llm,
-        prompts=shipped_prompts(),
-        worker_id="pool",
-        config=WorkerConfig(poll_s=0.05),
-    )
+    slow = DebateScript(framing=[lambda _r: asyncio.sleep(1.0, reply_for("framing"))])
+    worker = pool_worker(store, slow)
     stop = asyncio.Event()
     pool = asyncio.create_task(worker.run_pool(stop, concurrency=2))
     await asyncio.sleep(0.3)

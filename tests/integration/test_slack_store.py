@@ -44,6 +44,16 @@ def queued(engine: Engine, key: str = "k", drafts: list[Draft] | None = None) ->
         return debate.id
 
 
+def notifying_worker(engine: Engine, script: DebateScript | None = None) -> DebateWorker:
+    """A worker on `script` (the canned debate by default) that tells Slack through the outbox."""
+    return DebateWorker(
+        engine=engine,
+        resolve_llm=lambda _m: (script or DebateScript()).llm(),
+        prompts=shipped_prompts(),
+        reporter=DebateNotifier(engine=engine),
+    )
+
+
 def post(key: str, target: str = "thread") -> Draft:
     return Draft(key=key, text=key, blocks=[], target=target)
 
@@ -206,13 +216,7 @@ async def test_an_escalating_ending_is_stored_with_its_escalation_and_review_req
         slack_store.save_channel_settings(
             session, channel_id="C1", updated_by="UADMIN", values={"reviewers": ["UREV"]}
         )
-    notifier = DebateNotifier(engine=store)
-    worker = DebateWorker(
-        engine=store,
-        resolve_llm=lambda _m: DebateScript().llm(),
-        prompts=shipped_prompts(),
-        reporter=notifier,
-    )
+    worker = notifying_worker(store)
     assert await worker.run_once()
     with session_scope(store) as session:
         verdict = repository.verdict_for(session, debate_id=debate_id)
@@ -230,12 +234,7 @@ async def test_an_escalating_ending_is_stored_with_its_escalation_and_review_req
 async def test_a_confident_ending_owes_no_review_request(store: Engine) -> None:
     debate_id = queued(store)
     sure = reply_for("moderator", confidence_level="HIGH", unresolved_points=[], decision="accept")
-    worker = DebateWorker(
-        engine=store,
-        resolve_llm=lambda _m: DebateScript(moderator=[sure]).llm(),
-        prompts=shipped_prompts(),
-        reporter=DebateNotifier(engine=store),
-    )
+    worker = notifying_worker(store, DebateScript(moderator=[sure]))
     assert await worker.run_once()
     with session_scope(store) as session:
         assert repository.escalation_for(session, debate_id=debate_id) is None
@@ -250,12 +249,7 @@ async def test_a_debate_without_a_thread_ends_escalated_with_no_outbox_work(stor
     event.listen(
         store, "before_cursor_execute", lambda *args: statements.append(args[2].split("\n")[0])
     )
-    worker = DebateWorker(
-        engine=store,
-        resolve_llm=lambda _m: DebateScript().llm(),
-        prompts=shipped_prompts(),
-        reporter=DebateNotifier(engine=store),
-    )
+    worker = notifying_worker(store)
     assert await worker.run_once()
     assert not any("outbox" in statement for statement in statements), statements
     with session_scope(store) as session:
@@ -296,12 +290,7 @@ async def test_a_fork_carries_turns_on_a_valid_chain_and_shares_thread_messages(
     store: Engine,
 ) -> None:
     debate_id = queued(store, drafts=[post("parent", "channel")])
-    worker = DebateWorker(
-        engine=store,
-        resolve_llm=lambda _m: DebateScript().llm(),
-        prompts=shipped_prompts(),
-        reporter=DebateNotifier(engine=store),
-    )
+    worker = notifying_worker(store)
     assert await worker.run_once()
     with session_scope(store) as session:
         while claimed := outbox.claim_head(session, debate_id=debate_id, owner="w", claim_s=30):
