@@ -8,7 +8,7 @@ import asyncio
 import pytest
 from sqlalchemy import Engine, event, update
 from sqlalchemy.exc import OperationalError
-from sqlmodel import Session, col
+from sqlmodel import Session, col, select
 
 from bot.jobs.worker import DebateWorker, WorkerConfig
 from bot.metrics import Metrics
@@ -16,7 +16,7 @@ from bot.store import outbox, repository
 from bot.store.db import make_engine, upgrade
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError, StoreRefusedError
 from bot.store.repository import ChainHead, TurnWrite
-from bot.store.tables import Debate, DebateState, Escalation, VerdictRecord
+from bot.store.tables import ChannelSettings, Debate, DebateState, Escalation, VerdictRecord
 from bot.store.writer import FinishWriter, TurnWriter
 from engine.llm import LLMRequest
 from engine.models import (
@@ -531,6 +531,44 @@ async def test_escalating_endings_written_in_a_batch_carry_their_escalation_and_
         if refused:
             assert repository.escalation_for(session, debate_id=ids[0]) is None
             assert outbox.rows_of(session, debate_id=ids[0]) == []
+
+
+async def test_escalations_written_in_a_batch_take_their_reviewers_channel_and_keep_one_row(
+    store: Engine,
+) -> None:
+    """A batch of escalating endings reads each debate's reviewers' channel (its review channel
+    when it has one, else its own) and the escalation it may already have, in one statement: the
+    new rows carry the right reviewers, and a debate escalated before keeps its one row."""
+    with Session(store) as session:
+        for channel, reviewers in (("C1", ["U1"]), ("CREV", ["UREV", "UREV2"])):
+            session.add(ChannelSettings(channel_id=channel, reviewers=reviewers))
+        session.commit()
+    own, elsewhere, earlier, nowhere = claimed(store, 4)
+    with Session(store) as session:
+        session.execute(update(Debate).where(col(Debate.id) == own).values(channel_id="C1"))
+        session.execute(
+            update(Debate)
+            .where(col(Debate.id).in_([elsewhere, earlier]))
+            .values(channel_id="C1", review_channel_id="CREV")
+        )
+        session.add(Escalation(debate_id=earlier, reasons=["before"], reviewers=["UOLD"]))
+        session.commit()
+    llm = DebateScript(moderator=[reply_for("moderator", decision="escalate")]).llm()
+    result = await run_debate(SPEC, resolve_llm=lambda _m: llm, prompts=shipped_prompts())
+    assert result.verdict.escalate
+
+    endings = FinishWriter(store)
+    finishes = [repository.Finish(i, "w1", result) for i in (own, elsewhere, earlier, nowhere)]
+    await asyncio.gather(*(endings.finish(finish) for finish in finishes))
+
+    with Session(store) as session:
+        reviewers = {
+            debate_id: repository.escalation_for(session, debate_id=debate_id).reviewers  # type: ignore[union-attr]
+            for debate_id in (own, elsewhere, earlier, nowhere)
+        }
+        rows = session.exec(select(Escalation).where(Escalation.debate_id == earlier)).all()
+    assert reviewers == {own: ["U1"], elsewhere: ["UREV", "UREV2"], earlier: ["UOLD"], nowhere: []}
+    assert len(rows) == 1
 
 
 async def test_a_turn_write_brings_back_the_halt_reason_the_delivery_recorded(
