@@ -351,7 +351,8 @@ def release_lease(session: Session, *, debate_id: int, worker_id: str) -> None:
     session.commit()
 
 
-def _to_record(row: Turn) -> TurnRecord:
+def _to_record(row: Any) -> TurnRecord:
+    """The engine's record of a stored turn (a `Turn` or a row of its columns)."""
     return TurnRecord(
         round=row.round,
         role=Role(row.role),
@@ -412,10 +413,11 @@ def stored_runs(
     runs: dict[int, tuple[list[TurnRecord], ChainHead]] = {
         debate_id: ([], ChainHead()) for debate_id in debate_ids
     }
-    rows = session.exec(
-        select(Turn)
-        .where(_among(session, col(Turn.debate_id), debate_ids))
-        .order_by(col(Turn.debate_id), col(Turn.seq))
+    # Core rows, not Turn objects: the ORM's entity load cost more to compile and to run.
+    rows = session.connection().execute(
+        _TURNS.select()
+        .where(_among(session, _TURNS.c.debate_id, debate_ids))
+        .order_by(_TURNS.c.debate_id, _TURNS.c.seq)
     )
     for row in rows:
         turns, _ = runs[row.debate_id]
