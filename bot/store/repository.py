@@ -55,17 +55,33 @@ _FINISH_DEBATE = update(_DEBATES).where(_DEBATES.c.id == bindparam("finished_id"
 _LEASE_COLUMNS = (_DEBATES.c.id, _DEBATES.c.lease_owner, _DEBATES.c.halt_reason)
 
 
-@functools.cache
-def _lease_check(dialect: str) -> Select[Any]:
-    """The turn batch's lease check, built once per dialect: on PostgreSQL the ids are one array
-    parameter (see `_among`)."""
-    ids: ColumnElement[bool]
+def _member_of(
+    dialect: str, column: Any, *, key: str | None = None, values: Sequence[Any] | None = None
+) -> ColumnElement[bool]:
+    """`column IN (...)` over one parameter (`key` when the statement is built once, `values`
+    for a batch's own). On PostgreSQL it is `column = ANY(array)`, one SQL text whatever the
+    batch's size: an IN list of each new length was a new statement for psycopg to convert and
+    for the server to plan, 1-1.7 ms of CPU per batch where the array form takes 0.6 (and
+    psycopg prepares it once it repeats)."""
+    listed = None if values is None else list(values)
     if dialect == "postgresql":
+        # Imported here: a SQLite deployment never loads the PostgreSQL dialect (30 ms).
         from sqlalchemy.dialects.postgresql import ARRAY
 
-        ids = _DEBATES.c.id == any_(bindparam("ids", type_=ARRAY(_DEBATES.c.id.type)))
-    else:
-        ids = _DEBATES.c.id.in_(bindparam("ids", expanding=True))
+        array = bindparam(key, listed, type_=ARRAY(column.type))
+        return cast(ColumnElement[bool], column == any_(array))
+    return cast(ColumnElement[bool], column.in_(bindparam(key, listed, expanding=True)))
+
+
+def _among(session: Session, column: Any, values: Sequence[Any]) -> ColumnElement[bool]:
+    """`column IN values` for a batch, in the session's dialect (see `_member_of`)."""
+    return _member_of(session.get_bind().dialect.name, column, values=values)
+
+
+@functools.cache
+def _lease_check(dialect: str) -> Select[Any]:
+    """The turn batch's lease check, built once per dialect; its ids are the `ids` parameter."""
+    ids = _member_of(dialect, _DEBATES.c.id, key="ids")
     query: Select[Any] = _DEBATES.select().with_only_columns(*_LEASE_COLUMNS).where(ids)
     return query.order_by(_DEBATES.c.id).with_for_update()
 
@@ -98,22 +114,6 @@ def _closing_read(escalating: bool) -> Select[Any]:
     return query.add_columns(
         escalations.id.label("escalation_id"), channels.reviewers.label("reviewers")
     ).select_from(joined)
-
-
-def _among(session: Session, column: Any, values: Sequence[Any]) -> ColumnElement[bool]:
-    """`column IN values` for a batch. On PostgreSQL it is `column = ANY(array)`, one SQL text
-    whatever the batch's size: an IN list of each new length was a new statement for psycopg
-    to convert and for the server to plan, 1-1.7 ms of CPU per batch where the array form
-    takes 0.6 (and psycopg prepares it once it repeats)."""
-    if session.get_bind().dialect.name == "postgresql":
-        # Imported here: a SQLite deployment never loads the PostgreSQL dialect (30 ms).
-        from sqlalchemy.dialects.postgresql import ARRAY
-
-        return cast(
-            ColumnElement[bool],
-            column == any_(bindparam(None, list(values), type_=ARRAY(column.type))),
-        )
-    return cast(ColumnElement[bool], column.in_(values))
 
 
 def insert_once(session: Session, row: T, existing: Callable[[], T]) -> tuple[T, bool]:
