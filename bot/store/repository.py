@@ -15,7 +15,7 @@ from typing import Any, TypeVar, cast
 
 from sqlalchemy import ColumnElement, Select, any_, bindparam, func, insert, or_, text, update
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, col, select
+from sqlmodel import Session, SQLModel, col, select
 
 from bot.store import operations, outbox
 from bot.store.audit import GENESIS_HASH, ChainReport, audit, seal, turn_digest
@@ -40,6 +40,7 @@ from bot.store.tables import (
 from engine.models import DebateResult, DebateSpec, Role, TurnRecord, Usage, utcnow
 
 T = TypeVar("T")
+M = TypeVar("M", bound=SQLModel)
 OpeningMessages = Callable[[Debate], list[outbox.Draft]]
 """The messages a newly queued debate owes (its parent, long material), given its row."""
 ClosingMessages = Callable[[Debate, DebateResult, Escalation | None], list[outbox.Draft]]
@@ -735,22 +736,8 @@ def _stage_closings(
     """Stage the messages the endings owe; the debate and escalation rows they are rendered
     from are read back as they now stand (one query each for the batch)."""
     ids = [ending.finish.debate_id for ending in owing]
-    debates = {
-        debate.id: debate
-        for debate in session.exec(
-            select(Debate)
-            .where(_among(session, col(Debate.id), ids))
-            .execution_options(populate_existing=True)
-        )
-    }
-    escalations = {
-        escalation.debate_id: escalation
-        for escalation in session.exec(
-            select(Escalation)
-            .where(_among(session, col(Escalation.debate_id), ids))
-            .execution_options(populate_existing=True)
-        )
-    }
+    debates = _as_stored(session, Debate, col(Debate.id), ids)
+    escalations = _as_stored(session, Escalation, col(Escalation.debate_id), ids)
     for ending in owing:
         finish = ending.finish
         assert finish.messages is not None
@@ -759,6 +746,15 @@ def _stage_closings(
         drafts = finish.messages(debate, finish.result, escalation)
         owed = None if reread_outbox else known.outboxes.get(finish.debate_id, {})
         outbox.stage(session, debate=debate, drafts=drafts, owed=owed)
+
+
+def _as_stored(session: Session, table: type[M], key: Any, ids: list[int]) -> dict[int, M]:
+    """The rows of `table` whose `key` column is among `ids`, keyed by it, as the database now
+    holds them (objects the session already has are refreshed)."""
+    rows = session.exec(
+        select(table).where(_among(session, key, ids)).execution_options(populate_existing=True)
+    )
+    return {getattr(row, key.key): row for row in rows}
 
 
 def verdict_for(session: Session, *, debate_id: int) -> VerdictRecord | None:
