@@ -28,6 +28,7 @@ from engine.models import (
     Usage,
     utcnow,
 )
+from engine.providers.fake import FunctionLLM
 from engine.runner import run_debate
 from tests.helpers import DebateScript, reply_for, shipped_prompts
 
@@ -82,10 +83,10 @@ def commits(engine: Engine) -> list[int]:
 
 
 def pool_worker(
-    engine: Engine, script: DebateScript | None = None, *, poll_s: float = 0.05
+    engine: Engine, llm: FunctionLLM | None = None, *, poll_s: float = 0.05
 ) -> DebateWorker:
-    """A worker on `script` (the canned debate by default), polling every `poll_s`."""
-    llm = (script or DebateScript()).llm()
+    """A worker on `llm` (the canned debate by default), polling every `poll_s`."""
+    llm = llm or DebateScript().llm()
     return DebateWorker(
         engine=engine,
         resolve_llm=lambda _s: llm,
@@ -258,7 +259,7 @@ async def test_once_the_queue_is_empty_endings_do_not_each_claim_again(
         await asyncio.sleep(0.05 * next(delays))
         return reply_for("moderator")
 
-    worker = pool_worker(store, DebateScript(moderator=[moderator]), poll_s=60.0)
+    worker = pool_worker(store, DebateScript(moderator=[moderator]).llm(), poll_s=60.0)
 
     await asyncio.wait_for(
         worker.run_pool(asyncio.Event(), concurrency=12, exit_when_idle=True), timeout=30
@@ -277,7 +278,7 @@ async def test_a_debate_queued_while_the_queue_was_empty_is_taken_at_the_next_po
 ) -> None:
     queued(store, 1)
     slow = DebateScript(framing=[lambda _r: asyncio.sleep(1.0, reply_for("framing"))])
-    worker = pool_worker(store, slow)
+    worker = pool_worker(store, slow.llm())
     stop = asyncio.Event()
     pool = asyncio.create_task(worker.run_pool(stop, concurrency=2))
     await asyncio.sleep(0.3)
@@ -303,9 +304,7 @@ async def test_a_cancelled_pool_hands_every_lease_back(store: Engine) -> None:
         return "{}"
 
     llm = DebateScript(framing=[slow, slow, slow]).llm()
-    worker = DebateWorker(
-        engine=store, resolve_llm=lambda _s: llm, prompts=shipped_prompts(), worker_id="pool"
-    )
+    worker = pool_worker(store, llm)
     pool = asyncio.create_task(worker.run_pool(asyncio.Event(), concurrency=3))
     await asyncio.wait_for(started.wait(), timeout=10)
     await asyncio.sleep(0.2)
@@ -331,9 +330,7 @@ async def test_a_stopped_pool_lets_each_turn_in_flight_finish_then_hands_leases_
         return reply_for("framing")
 
     llm = DebateScript(framing=[framing]).llm()
-    worker = DebateWorker(
-        engine=store, resolve_llm=lambda _s: llm, prompts=shipped_prompts(), worker_id="pool"
-    )
+    worker = pool_worker(store, llm)
     stop = asyncio.Event()
     pool = asyncio.create_task(worker.run_pool(stop, concurrency=3))
     await asyncio.wait_for(in_flight.wait(), timeout=10)
@@ -410,9 +407,7 @@ async def test_a_pool_waits_out_a_database_outage_and_then_runs_everything(store
 async def test_a_failed_batch_read_leaves_each_debate_to_read_its_own(store: Engine) -> None:
     queued(store, 3)
     llm = DebateScript().llm()
-    worker = DebateWorker(
-        engine=store, resolve_llm=lambda _s: llm, prompts=shipped_prompts(), worker_id="pool"
-    )
+    worker = pool_worker(store, llm)
     claimed_now = await worker.claim_many(3)
     failed: list[str] = []
 
@@ -597,13 +592,7 @@ async def test_an_ending_the_database_fails_is_finished_by_the_next_claim_withou
     replays them and records the ending without a single model call."""
     [debate_id] = queued(store, 1)
     llm = DebateScript().llm()
-    worker = DebateWorker(
-        engine=store,
-        resolve_llm=lambda _s: llm,
-        prompts=shipped_prompts(),
-        worker_id="pool",
-        config=WorkerConfig(poll_s=0.05),
-    )
+    worker = pool_worker(store, llm)
     failed: list[str] = []
 
     def fail_the_ending(_conn: object, _cursor: object, sql: str, *_args: object) -> None:

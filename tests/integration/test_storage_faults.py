@@ -39,12 +39,19 @@ def enqueue(engine: Engine, key: str) -> None:
         repository.enqueue_debate(session, trigger_key=key, spec=SPEC, source="test")
 
 
-def test_a_deleted_sqlite_file_is_reported_and_never_recreated(tmp_path: Path) -> None:
-    path = tmp_path / "data" / "bot.sqlite3"
+def sqlite_with_a_debate(tmp_path: Path, folder: str) -> tuple[Path, str, Engine]:
+    """A migrated SQLite file in `folder` holding one queued debate ("before"): its path, URL
+    and an engine on it."""
+    path = tmp_path / folder / "bot.sqlite3"
     url = f"sqlite:///{path}"
     upgrade(url)
     engine = make_engine(url)
     enqueue(engine, "before")
+    return path, url, engine
+
+
+def test_a_deleted_sqlite_file_is_reported_and_never_recreated(tmp_path: Path) -> None:
+    path, url, engine = sqlite_with_a_debate(tmp_path, "data")
     assert health_report(engine, 1) == {"ok": True, "database": "ok", "concurrency": 1}
 
     for leftover in path.parent.iterdir():
@@ -65,11 +72,7 @@ def test_a_deleted_sqlite_file_is_reported_and_never_recreated(tmp_path: Path) -
 
 
 def test_a_full_sqlite_database_is_reported_as_full_and_keeps_what_it_had(tmp_path: Path) -> None:
-    path = tmp_path / "full" / "bot.sqlite3"
-    url = f"sqlite:///{path}"
-    upgrade(url)
-    engine = make_engine(url)
-    enqueue(engine, "before")
+    path, url, engine = sqlite_with_a_debate(tmp_path, "full")
     with session_scope(engine) as session:
         pages = session.connection().exec_driver_sql("PRAGMA page_count").scalar()
     engine.dispose()
@@ -116,11 +119,7 @@ def read_only(path: Path) -> Iterator[None]:
 
 
 def test_a_read_only_sqlite_file_is_reported_as_read_only(tmp_path: Path) -> None:
-    path = tmp_path / "ro" / "bot.sqlite3"
-    url = f"sqlite:///{path}"
-    upgrade(url)
-    seed = make_engine(url)
-    enqueue(seed, "before")
+    path, url, seed = sqlite_with_a_debate(tmp_path, "ro")
     seed.dispose()  # the last connection to close folds the WAL into the file
 
     with read_only(path):
