@@ -228,15 +228,21 @@ def database_fails_at(statement: str) -> Iterator[None]:
 
 @pytest.mark.parametrize(
     ("statement", "turns", "state"),
-    [("UPDATE debate SET state", 0, "queued"), ("INSERT INTO verdict", 5, "running")],
-    ids=["at-the-claim", "at-the-ending"],
+    [
+        ("UPDATE debate SET state", 0, "queued"),
+        # Claimed, then its (empty) turns unreadable: a worker resumes it once the lease ends.
+        ("SELECT turn.", 0, "running"),
+        ("INSERT INTO verdict", 5, "running"),
+    ],
+    ids=["at-the-claim", "at-the-stored-turns-read", "at-the-ending"],
 )
 def test_run_says_the_database_failed_and_keeps_what_it_stored(
     database: str, capsys: pytest.CaptureFixture[str], statement: str, turns: int, state: str
 ) -> None:
-    """The claim and the ending are the calls `run` makes to the store around its debate:
-    either failing ends the command with the database's reason and advice, and what was stored
-    stays (the queued debate, or every paid-for turn for a worker to finish)."""
+    """The claim, the read of its stored turns and the ending are the calls `run` makes to the
+    store around its debate: any failing ends the command with the database's reason and advice,
+    and what was stored stays (the queued or claimed debate, or every paid-for turn for a worker
+    to finish)."""
     with database_fails_at(statement):
         code = main(["run", "Should we adopt ADR-007?", "--provider", "fake"])
 

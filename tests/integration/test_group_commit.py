@@ -4,6 +4,7 @@ debates: cheaper, with the same guarantees (issue 14). On SQLite and PostgreSQL.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 from sqlalchemy import Engine, event, update
@@ -94,6 +95,20 @@ def pool_worker(
         worker_id="pool",
         config=WorkerConfig(poll_s=poll_s),
     )
+
+
+async def run_pool_while(
+    engine: Engine, worker: DebateWorker, name: str, fault: Callable[..., None], concurrency: int
+) -> None:
+    """Run `worker`'s pool until idle with `fault` listening to the engine's `name` event."""
+    event.listen(engine, name, fault)
+    try:
+        await asyncio.wait_for(
+            worker.run_pool(asyncio.Event(), concurrency=concurrency, exit_when_idle=True),
+            timeout=60,
+        )
+    finally:
+        event.remove(engine, name, fault)
 
 
 def verdict_already_stored(engine: Engine, debate_id: int) -> None:
@@ -193,21 +208,34 @@ def test_a_refused_write_in_a_batch_fails_alone(store: Engine) -> None:
         assert repository.chain_head(session, debate_id=third) == ChainHead()
 
 
-async def test_a_database_failure_reaches_every_waiting_turn(store: Engine) -> None:
+def refuse_at_begin(*_args: object) -> None:
+    raise DatabaseUnavailableError("database down (test)")
+
+
+def refuse_the_lease_check(_conn: object, _cursor: object, sql: str, *_args: object) -> None:
+    if sql.startswith("SELECT debate.id, debate.lease_owner, debate.halt_reason"):
+        raise OperationalError(sql, {}, Exception("disk I/O error"))
+
+
+@pytest.mark.parametrize(
+    ("name", "fault"),
+    [("begin", refuse_at_begin), ("before_cursor_execute", refuse_the_lease_check)],
+    ids=["at-begin", "at-the-lease-check"],
+)
+async def test_a_database_failure_reaches_every_waiting_turn(
+    store: Engine, name: str, fault: Callable[..., None]
+) -> None:
     ids = claimed(store, 3)
     writer = TurnWriter(store)
 
-    def refuse(*_args: object) -> None:
-        raise DatabaseUnavailableError("database down (test)")
-
-    event.listen(store, "begin", refuse)
+    event.listen(store, name, fault)
     outcomes = await asyncio.gather(
         *(writer.append(TurnWrite(i, "w1", turn(0), ChainHead())) for i in ids),
         return_exceptions=True,
     )
-    event.remove(store, "begin", refuse)
+    event.remove(store, name, fault)
 
-    assert all(isinstance(outcome, DatabaseUnavailableError) for outcome in outcomes)
+    assert all(isinstance(outcome, DatabaseUnavailableError) for outcome in outcomes), outcomes
     head = await writer.append(TurnWrite(ids[0], "w1", turn(0), ChainHead()))
     assert head.seq == 0
 
@@ -390,13 +418,7 @@ async def test_a_pool_waits_out_a_database_outage_and_then_runs_everything(store
             failures["left"] -= 1
             raise DatabaseUnavailableError("database down (test)")
 
-    event.listen(store, "begin", down_for_a_while)
-    try:
-        await asyncio.wait_for(
-            worker.run_pool(asyncio.Event(), concurrency=4, exit_when_idle=True), timeout=60
-        )
-    finally:
-        event.remove(store, "begin", down_for_a_while)
+    await run_pool_while(store, worker, "begin", down_for_a_while, concurrency=4)
 
     assert failures["left"] == 0, "the claims met the outage"
     with Session(store) as session:
@@ -584,29 +606,28 @@ async def test_a_turn_write_brings_back_the_halt_reason_the_delivery_recorded(
     assert head.seq == 1
 
 
+@pytest.mark.parametrize(
+    "statement",
+    ["SELECT debate.id, debate.lease_owner, debate.state", "INSERT INTO verdict"],
+    ids=["at-the-batch-read", "at-the-verdict-insert"],
+)
 async def test_an_ending_the_database_fails_is_finished_by_the_next_claim_without_asking_again(
-    store: Engine, caplog: pytest.LogCaptureFixture
+    store: Engine, caplog: pytest.LogCaptureFixture, statement: str
 ) -> None:
-    """The database failing the endings' batch (a disk I/O error, a dropped server): the run
-    logs why and stops; every turn it paid for stays stored, and the claim after its lease ends
-    replays them and records the ending without a single model call."""
+    """The database failing the endings' batch (a disk I/O error, a dropped server) at its one
+    read or at its writes: the run logs why and stops; every turn it paid for stays stored, and
+    the claim after its lease ends replays them and records the ending without a model call."""
     [debate_id] = queued(store, 1)
     llm = DebateScript().llm()
     worker = pool_worker(store, llm)
     failed: list[str] = []
 
     def fail_the_ending(_conn: object, _cursor: object, sql: str, *_args: object) -> None:
-        if sql.startswith("INSERT INTO verdict") and not failed:
+        if sql.startswith(statement) and not failed:
             failed.append(sql)
             raise OperationalError(sql, {}, Exception("disk I/O error"))
 
-    event.listen(store, "before_cursor_execute", fail_the_ending)
-    try:
-        await asyncio.wait_for(
-            worker.run_pool(asyncio.Event(), concurrency=2, exit_when_idle=True), timeout=60
-        )
-    finally:
-        event.remove(store, "before_cursor_execute", fail_the_ending)
+    await run_pool_while(store, worker, "before_cursor_execute", fail_the_ending, concurrency=2)
 
     assert failed
     assert "stopped by a database outage (database" in caplog.text
