@@ -11,7 +11,7 @@ from sqlalchemy import Engine, event, update
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, col, select
 
-from bot.jobs.worker import DebateWorker, WorkerConfig
+from bot.jobs.worker import DebateWorker, WorkerConfig, start_delays
 from bot.metrics import Metrics
 from bot.store import outbox, repository
 from bot.store.db import make_engine, upgrade
@@ -84,16 +84,21 @@ def commits(engine: Engine) -> list[int]:
 
 
 def pool_worker(
-    engine: Engine, llm: FunctionLLM | None = None, *, poll_s: float = 0.05
+    engine: Engine,
+    llm: FunctionLLM | None = None,
+    *,
+    poll_s: float = 0.05,
+    waves: tuple[int, float] = (25, 0.01),
 ) -> DebateWorker:
-    """A worker on `llm` (the canned debate by default), polling every `poll_s`."""
+    """A worker on `llm` (the canned debate by default), polling every `poll_s`, starting the
+    debates of a claim in `waves` of (debates, seconds apart)."""
     llm = llm or DebateScript().llm()
     return DebateWorker(
         engine=engine,
         resolve_llm=lambda _s: llm,
         prompts=shipped_prompts(),
         worker_id="pool",
-        config=WorkerConfig(poll_s=poll_s),
+        config=WorkerConfig(poll_s=poll_s, start_wave=waves[0], start_gap_s=waves[1]),
     )
 
 
@@ -109,6 +114,11 @@ async def run_pool_while(
         )
     finally:
         event.remove(engine, name, fault)
+
+
+def finished(engine: Engine) -> int:
+    with Session(engine) as session:
+        return repository.count_debates(session, state=DebateState.FINISHED)
 
 
 def verdict_already_stored(engine: Engine, debate_id: int) -> None:
@@ -343,6 +353,61 @@ async def test_a_cancelled_pool_hands_every_lease_back(store: Engine) -> None:
     with Session(store) as session:
         taken = repository.claim_debates(session, worker_id="next", lease_s=600, limit=3)
     assert len(taken) == 3, "every lease was handed back, so the debates are claimable now"
+
+
+def test_a_claim_starts_in_waves_and_a_single_debate_at_once() -> None:
+    assert start_delays(5, 2, 0.01) == [0.0, 0.0, 0.01, 0.01, 0.02]
+    assert start_delays(1, 25, 0.01) == [0.0]
+    assert start_delays(3, 0, 0.5) == [0.0, 0.5, 1.0], "a wave holds at least one debate"
+
+
+async def test_debates_claimed_together_start_in_waves_and_a_stop_hands_back_those_waiting(
+    store: Engine,
+) -> None:
+    ids = queued(store, 5)
+    llm = DebateScript().llm()
+    worker = pool_worker(store, llm, waves=(2, 600.0))
+    stop = asyncio.Event()
+    pool = asyncio.create_task(worker.run_pool(stop, concurrency=5))
+
+    async def first_wave_done() -> None:
+        while finished(store) < 2:  # noqa: ASYNC110 (the database signals nothing)
+            await asyncio.sleep(0.02)
+
+    await asyncio.wait_for(first_wave_done(), timeout=30)
+    stop.set()
+    await asyncio.wait_for(pool, timeout=10)
+
+    assert len(llm.calls) == 2 * 5, "only the first wave (two debates) called the model"
+    with Session(store) as session:
+        states = {debate_id: session.get(Debate, debate_id).state for debate_id in ids}
+        assert [states[i] for i in ids] == [DebateState.FINISHED] * 2 + [DebateState.RUNNING] * 3
+        assert all(not repository.turn_rows(session, debate_id=i) for i in ids[2:])
+        taken = repository.claim_debates(session, worker_id="next", lease_s=600, limit=5)
+    assert sorted(d.id for d in taken) == ids[2:], "the waiting debates were handed back at once"
+
+
+async def test_a_pool_cancelled_while_debates_wait_for_their_wave_hands_their_leases_back(
+    store: Engine,
+) -> None:
+    queued(store, 3)
+    started = asyncio.Event()
+
+    async def hangs(_request: object) -> str:
+        started.set()
+        await asyncio.sleep(30)
+        return "{}"
+
+    worker = pool_worker(store, DebateScript(framing=[hangs]).llm(), waves=(1, 600.0))
+    pool = asyncio.create_task(worker.run_pool(asyncio.Event(), concurrency=3))
+    await asyncio.wait_for(started.wait(), timeout=10)
+    pool.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await pool
+
+    with Session(store) as session:
+        taken = repository.claim_debates(session, worker_id="next", lease_s=600, limit=3)
+    assert len(taken) == 3, "the running debate and the two waiting for their wave were handed back"
 
 
 async def test_a_stopped_pool_lets_each_turn_in_flight_finish_then_hands_leases_back(
