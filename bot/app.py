@@ -9,11 +9,12 @@ APScheduler are imported by the functions that build them, so a command that nee
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import logging
 import os
 import socket
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -176,7 +177,7 @@ def default_debaters(
     return list(DEFAULT_DEBATERS.get(protocol, []))
 
 
-@contextmanager
+@contextlib.contextmanager
 def open_store(settings: Settings) -> Iterator[Engine]:
     """The database engine at the current schema (SQLite migrates itself; PostgreSQL must have
     had `debatebot db upgrade`), disposed of when the block ends."""
@@ -186,6 +187,23 @@ def open_store(settings: Settings) -> Iterator[Engine]:
         yield engine
     finally:
         engine.dispose()
+
+
+@contextlib.contextmanager
+def startup_heap_frozen() -> Iterator[None]:
+    """For a long-running command: what start-up built (modules, mappers, schemas, prompts) is
+    kept out of the garbage collector's view until the block ends.
+
+    That heap lives as long as the process, yet a full collection walks all of it: 25-57 ms
+    holding the interpreter lock, which landed while a pool was launching its first model
+    calls (200 debates on PostgreSQL: 1.38 s against 1.33 s without it). What start-up left as
+    garbage is frozen with it and freed only when the block ends: about 9,000 objects, once.
+    """
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def build_worker(
@@ -491,11 +509,12 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     """Run the bot until `stop` is set: Socket Mode or HTTP, with workers, delivery and
     scheduler. Raises SettingsError when Slack refuses the app-level token for good."""
     services = build_services(settings)
-    with open_store(settings) as engine:
+    with open_store(settings) as engine, contextlib.ExitStack() as frozen:
         runtime = build_bot(settings, services, engine)
         exporter = None
         if settings.metrics_port is not None:
             exporter = serve_metrics(runtime.metrics, settings.http_host, settings.metrics_port)
+        frozen.enter_context(startup_heap_frozen())
         await runtime.start()
         try:
             if transport(settings) == "socket":

@@ -32,6 +32,7 @@ from bot.app import (
     open_store,
     serve,
     serve_metrics,
+    startup_heap_frozen,
 )
 from bot.logs import configure_logging
 from bot.metrics import Metrics
@@ -360,7 +361,7 @@ async def _worker(args: argparse.Namespace) -> int:
     metrics = Metrics()
     metrics_port = args.metrics_port or settings.metrics_port
     exporter = serve_metrics(metrics, settings.http_host, metrics_port) if metrics_port else None
-    with open_store(settings) as engine:
+    with open_store(settings) as engine, contextlib.ExitStack() as frozen:
         delivery = (
             build_delivery(settings, engine, metrics=metrics) if settings.slack_bot_token else None
         )
@@ -385,6 +386,7 @@ async def _worker(args: argparse.Namespace) -> int:
             )
             jobs.schedule(scheduler)
             scheduler.start()
+        frozen.enter_context(startup_heap_frozen())
         workers = [
             asyncio.create_task(
                 worker.run_pool(stop, concurrency=concurrency, exit_when_idle=args.exit_when_idle)

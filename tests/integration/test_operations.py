@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import socket
@@ -15,6 +16,7 @@ from sqlmodel import Session
 
 from bot.app import serve_metrics
 from bot.cli import main
+from bot.jobs.worker import DebateWorker
 from bot.metrics import Metrics
 from bot.store import repository
 from bot.store.db import make_engine, upgrade
@@ -94,3 +96,25 @@ def test_a_taken_metrics_port_is_a_clear_error(
         code = main(["worker", "--metrics-port", str(port), "--exit-when-idle"])
     assert code == 1
     assert f"cannot serve /metrics on 127.0.0.1:{port}" in capsys.readouterr().err
+
+
+def test_a_worker_keeps_its_start_up_heap_from_the_collector_only_while_it_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'frozen.sqlite3'}"
+    upgrade(url)
+    monkeypatch.setenv("DEBATEBOT_DATABASE_URL", url)
+    monkeypatch.setenv("DEBATEBOT_PROVIDER", "fake")
+    frozen_at_start: list[int] = []
+    run_pool = DebateWorker.run_pool
+
+    async def probed(self: DebateWorker, *args: object, **kwargs: object) -> None:
+        frozen_at_start.append(gc.get_freeze_count())
+        await run_pool(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(DebateWorker, "run_pool", probed)
+    assert gc.get_freeze_count() == 0
+    assert main(["worker", "--exit-when-idle"]) == 0
+    assert len(frozen_at_start) == 1
+    assert frozen_at_start[0] > 10_000, "the pool ran with start-up's heap frozen"
+    assert gc.get_freeze_count() == 0, "and it is all collectable again once the command returns"
