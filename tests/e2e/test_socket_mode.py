@@ -7,6 +7,7 @@ every state."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import signal
 import time
@@ -93,6 +94,7 @@ async def test_envelopes_over_the_socket_refresh_and_abrupt_close(tmp_path: Path
         first = await emulator.push("slash_commands", command("Should we adopt ADR-042?", 1))
         await until(lambda: any(a.get("envelope_id") == first for a in emulator.socket_acks), "ack")
         await until(lambda: verdicts() == 1, "the first verdict")
+        assert gc.get_freeze_count() > 10_000, "serve keeps start-up's heap out of collections"
 
         root = emulator.seed_message(CHANNEL, "Shall we move sessions to Redis?")
         event = {
@@ -151,6 +153,7 @@ async def test_envelopes_over_the_socket_refresh_and_abrupt_close(tmp_path: Path
         await asyncio.wait_for(serving, 30)
         engine.dispose()
         await emulator.stop()
+    assert gc.get_freeze_count() == 0, "and releases it when it stops"
 
 
 async def test_a_refused_app_token_ends_serve_with_a_clear_error(tmp_path: Path) -> None:
@@ -164,6 +167,7 @@ async def test_a_refused_app_token_ends_serve_with_a_clear_error(tmp_path: Path)
             await asyncio.wait_for(serve(settings, asyncio.Event()), 30)
     finally:
         await emulator.stop()
+    assert gc.get_freeze_count() == 0, "a serve that failed leaves nothing frozen"
     assert len(emulator.calls_of("apps.connections.open", ok_only=False)) == 1
 
 
