@@ -332,7 +332,12 @@ async def test_a_debate_queued_while_the_queue_was_empty_is_taken_at_the_next_po
     await asyncio.wait_for(pool, timeout=30)
 
 
-async def test_a_cancelled_pool_hands_every_lease_back(store: Engine) -> None:
+@pytest.mark.parametrize(
+    "waves", [(25, 0.01), (1, 600.0)], ids=["all-started", "two-waiting-for-their-wave"]
+)
+async def test_a_cancelled_pool_hands_every_lease_back(
+    store: Engine, waves: tuple[int, float]
+) -> None:
     queued(store, 3)
     started = asyncio.Event()
 
@@ -342,7 +347,7 @@ async def test_a_cancelled_pool_hands_every_lease_back(store: Engine) -> None:
         return "{}"
 
     llm = DebateScript(framing=[slow, slow, slow]).llm()
-    worker = pool_worker(store, llm)
+    worker = pool_worker(store, llm, waves=waves)
     pool = asyncio.create_task(worker.run_pool(asyncio.Event(), concurrency=3))
     await asyncio.wait_for(started.wait(), timeout=10)
     await asyncio.sleep(0.2)
@@ -385,29 +390,6 @@ async def test_debates_claimed_together_start_in_waves_and_a_stop_hands_back_tho
         assert all(not repository.turn_rows(session, debate_id=i) for i in ids[2:])
         taken = repository.claim_debates(session, worker_id="next", lease_s=600, limit=5)
     assert sorted(d.id for d in taken) == ids[2:], "the waiting debates were handed back at once"
-
-
-async def test_a_pool_cancelled_while_debates_wait_for_their_wave_hands_their_leases_back(
-    store: Engine,
-) -> None:
-    queued(store, 3)
-    started = asyncio.Event()
-
-    async def hangs(_request: object) -> str:
-        started.set()
-        await asyncio.sleep(30)
-        return "{}"
-
-    worker = pool_worker(store, DebateScript(framing=[hangs]).llm(), waves=(1, 600.0))
-    pool = asyncio.create_task(worker.run_pool(asyncio.Event(), concurrency=3))
-    await asyncio.wait_for(started.wait(), timeout=10)
-    pool.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await pool
-
-    with Session(store) as session:
-        taken = repository.claim_debates(session, worker_id="next", lease_s=600, limit=3)
-    assert len(taken) == 3, "the running debate and the two waiting for their wave were handed back"
 
 
 async def test_a_stopped_pool_lets_each_turn_in_flight_finish_then_hands_leases_back(
