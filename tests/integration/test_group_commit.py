@@ -392,6 +392,43 @@ async def test_debates_claimed_together_start_in_waves_and_a_stop_hands_back_tho
     assert sorted(d.id for d in taken) == ids[2:], "the waiting debates were handed back at once"
 
 
+def refuse_the_hand_back(_conn: object, _cursor: object, sql: str, *_args: object) -> None:
+    if sql.startswith("UPDATE debate SET lease_expires_at"):
+        raise OperationalError(sql, {}, Exception("disk I/O error"))
+
+
+async def test_a_hand_back_the_database_fails_leaves_the_waiting_debate_to_its_lease(
+    store: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    ids = queued(store, 3)
+    llm = DebateScript().llm()
+    worker = pool_worker(store, llm, waves=(1, 600.0))
+    stop = asyncio.Event()
+    pool = asyncio.create_task(worker.run_pool(stop, concurrency=3))
+
+    async def first_done() -> None:
+        while finished(store) < 1:  # noqa: ASYNC110 (the database signals nothing)
+            await asyncio.sleep(0.02)
+
+    await asyncio.wait_for(first_done(), timeout=30)
+    event.listen(store, "before_cursor_execute", refuse_the_hand_back)
+    try:
+        stop.set()
+        await asyncio.wait_for(pool, timeout=10)
+    finally:
+        event.remove(store, "before_cursor_execute", refuse_the_hand_back)
+
+    assert len(llm.calls) == 5, "the waiting debates made no model call"
+    for debate_id in ids[1:]:
+        assert f"debate {debate_id}: lease not handed back (database" in caplog.text
+    assert "it expires" in caplog.text
+    with Session(store) as session:
+        assert repository.claim_debates(session, worker_id="next", lease_s=600, limit=3) == [], (
+            "still leased: another worker takes them when the lease ends"
+        )
+        assert all(not repository.turn_rows(session, debate_id=i) for i in ids[1:])
+
+
 async def test_a_stopped_pool_lets_each_turn_in_flight_finish_then_hands_leases_back(
     store: Engine,
 ) -> None:
