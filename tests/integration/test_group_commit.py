@@ -116,9 +116,18 @@ async def run_pool_while(
         event.remove(engine, name, fault)
 
 
-def finished(engine: Engine) -> int:
-    with Session(engine) as session:
-        return repository.count_debates(session, state=DebateState.FINISHED)
+async def until_finished(engine: Engine, count: int) -> None:
+    """Wait (30 s at most) until `count` debates are stored as finished."""
+
+    def finished() -> int:
+        with Session(engine) as session:
+            return repository.count_debates(session, state=DebateState.FINISHED)
+
+    async def poll() -> None:
+        while finished() < count:  # noqa: ASYNC110 (the database signals nothing)
+            await asyncio.sleep(0.02)
+
+    await asyncio.wait_for(poll(), timeout=30)
 
 
 def verdict_already_stored(engine: Engine, debate_id: int) -> None:
@@ -375,11 +384,7 @@ async def test_debates_claimed_together_start_in_waves_and_a_stop_hands_back_tho
     stop = asyncio.Event()
     pool = asyncio.create_task(worker.run_pool(stop, concurrency=5))
 
-    async def first_wave_done() -> None:
-        while finished(store) < 2:  # noqa: ASYNC110 (the database signals nothing)
-            await asyncio.sleep(0.02)
-
-    await asyncio.wait_for(first_wave_done(), timeout=30)
+    await until_finished(store, 2)
     stop.set()
     await asyncio.wait_for(pool, timeout=10)
 
@@ -406,11 +411,7 @@ async def test_a_hand_back_the_database_fails_leaves_the_waiting_debate_to_its_l
     stop = asyncio.Event()
     pool = asyncio.create_task(worker.run_pool(stop, concurrency=3))
 
-    async def first_done() -> None:
-        while finished(store) < 1:  # noqa: ASYNC110 (the database signals nothing)
-            await asyncio.sleep(0.02)
-
-    await asyncio.wait_for(first_done(), timeout=30)
+    await until_finished(store, 1)
     event.listen(store, "before_cursor_execute", refuse_the_hand_back)
     try:
         stop.set()
