@@ -375,18 +375,33 @@ def test_a_claim_starts_in_waves_and_a_single_debate_at_once() -> None:
     assert start_delays(3, 0, 0.5) == [0.0, 0.5, 1.0], "a wave holds at least one debate"
 
 
+async def stop_after_the_first_wave(
+    engine: Engine, count: int, wave: int, fault: Callable[..., None] | None = None
+) -> tuple[list[int], FunctionLLM]:
+    """Queue `count` debates, run a pool starting them `wave` at a time with the next wave 600 s
+    away, and stop it once the first wave finished (with `fault` listening to the engine's
+    statements from then on); the debates' ids and the model."""
+    ids = queued(engine, count)
+    llm = DebateScript().llm()
+    worker = pool_worker(engine, llm, waves=(wave, 600.0))
+    stop = asyncio.Event()
+    pool = asyncio.create_task(worker.run_pool(stop, concurrency=count))
+    await until_finished(engine, wave)
+    if fault is not None:
+        event.listen(engine, "before_cursor_execute", fault)
+    try:
+        stop.set()
+        await asyncio.wait_for(pool, timeout=10)
+    finally:
+        if fault is not None:
+            event.remove(engine, "before_cursor_execute", fault)
+    return ids, llm
+
+
 async def test_debates_claimed_together_start_in_waves_and_a_stop_hands_back_those_waiting(
     store: Engine,
 ) -> None:
-    ids = queued(store, 5)
-    llm = DebateScript().llm()
-    worker = pool_worker(store, llm, waves=(2, 600.0))
-    stop = asyncio.Event()
-    pool = asyncio.create_task(worker.run_pool(stop, concurrency=5))
-
-    await until_finished(store, 2)
-    stop.set()
-    await asyncio.wait_for(pool, timeout=10)
+    ids, llm = await stop_after_the_first_wave(store, 5, 2)
 
     assert len(llm.calls) == 2 * 5, "only the first wave (two debates) called the model"
     with Session(store) as session:
@@ -405,19 +420,7 @@ def refuse_the_hand_back(_conn: object, _cursor: object, sql: str, *_args: objec
 async def test_a_hand_back_the_database_fails_leaves_the_waiting_debate_to_its_lease(
     store: Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
-    ids = queued(store, 3)
-    llm = DebateScript().llm()
-    worker = pool_worker(store, llm, waves=(1, 600.0))
-    stop = asyncio.Event()
-    pool = asyncio.create_task(worker.run_pool(stop, concurrency=3))
-
-    await until_finished(store, 1)
-    event.listen(store, "before_cursor_execute", refuse_the_hand_back)
-    try:
-        stop.set()
-        await asyncio.wait_for(pool, timeout=10)
-    finally:
-        event.remove(store, "before_cursor_execute", refuse_the_hand_back)
+    ids, llm = await stop_after_the_first_wave(store, 3, 1, refuse_the_hand_back)
 
     assert len(llm.calls) == 5, "the waiting debates made no model call"
     for debate_id in ids[1:]:
