@@ -4,7 +4,10 @@ debates: cheaper, with the same guarantees (issue 14). On SQLite and PostgreSQL.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, event, update
@@ -102,18 +105,28 @@ def pool_worker(
     )
 
 
+@contextlib.contextmanager
+def failing(
+    engine: Engine, fault: Callable[..., None], name: str = "before_cursor_execute"
+) -> Iterator[None]:
+    """`fault` listens to the engine's `name` event (every statement, by default) while the
+    block runs."""
+    event.listen(engine, name, fault)
+    try:
+        yield
+    finally:
+        event.remove(engine, name, fault)
+
+
 async def run_pool_while(
     engine: Engine, worker: DebateWorker, name: str, fault: Callable[..., None], concurrency: int
 ) -> None:
     """Run `worker`'s pool until idle with `fault` listening to the engine's `name` event."""
-    event.listen(engine, name, fault)
-    try:
+    with failing(engine, fault, name):
         await asyncio.wait_for(
             worker.run_pool(asyncio.Event(), concurrency=concurrency, exit_when_idle=True),
             timeout=60,
         )
-    finally:
-        event.remove(engine, name, fault)
 
 
 async def until_finished(engine: Engine, count: int) -> None:
@@ -247,12 +260,11 @@ async def test_a_database_failure_reaches_every_waiting_turn(
     ids = claimed(store, 3)
     writer = TurnWriter(store)
 
-    event.listen(store, name, fault)
-    outcomes = await asyncio.gather(
-        *(writer.append(TurnWrite(i, "w1", turn(0), ChainHead())) for i in ids),
-        return_exceptions=True,
-    )
-    event.remove(store, name, fault)
+    with failing(store, fault, name):
+        outcomes = await asyncio.gather(
+            *(writer.append(TurnWrite(i, "w1", turn(0), ChainHead())) for i in ids),
+            return_exceptions=True,
+        )
 
     assert all(isinstance(outcome, DatabaseUnavailableError) for outcome in outcomes), outcomes
     head = await writer.append(TurnWrite(ids[0], "w1", turn(0), ChainHead()))
@@ -376,26 +388,36 @@ def test_a_claim_starts_in_waves_and_a_single_debate_at_once() -> None:
 
 
 async def stop_after_the_first_wave(
-    engine: Engine, count: int, wave: int, fault: Callable[..., None] | None = None
+    engine: Engine,
+    count: int,
+    wave: int,
+    stopping: contextlib.AbstractContextManager[object] | None = None,
 ) -> tuple[list[int], FunctionLLM]:
     """Queue `count` debates, run a pool starting them `wave` at a time with the next wave 600 s
-    away, and stop it once the first wave finished (with `fault` listening to the engine's
-    statements from then on); the debates' ids and the model."""
+    away, and stop it once the first wave finished, inside `stopping` (a fault) when given; the
+    debates' ids and the model."""
     ids = queued(engine, count)
     llm = DebateScript().llm()
     worker = pool_worker(engine, llm, waves=(wave, 600.0))
     stop = asyncio.Event()
     pool = asyncio.create_task(worker.run_pool(stop, concurrency=count))
     await until_finished(engine, wave)
-    if fault is not None:
-        event.listen(engine, "before_cursor_execute", fault)
-    try:
+    with stopping or contextlib.nullcontext():
         stop.set()
         await asyncio.wait_for(pool, timeout=10)
-    finally:
-        if fault is not None:
-            event.remove(engine, "before_cursor_execute", fault)
     return ids, llm
+
+
+@contextlib.contextmanager
+def write_locked(path: Path) -> Iterator[None]:
+    """Another process's transaction holds the SQLite file's write lock while the block runs."""
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        yield
+    finally:
+        holder.rollback()
+        holder.close()
 
 
 async def test_debates_claimed_together_start_in_waves_and_a_stop_hands_back_those_waiting(
@@ -420,7 +442,7 @@ def refuse_the_hand_back(_conn: object, _cursor: object, sql: str, *_args: objec
 async def test_a_hand_back_the_database_fails_leaves_the_waiting_debate_to_its_lease(
     store: Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
-    ids, llm = await stop_after_the_first_wave(store, 3, 1, refuse_the_hand_back)
+    ids, llm = await stop_after_the_first_wave(store, 3, 1, failing(store, refuse_the_hand_back))
 
     assert len(llm.calls) == 5, "the waiting debates made no model call"
     for debate_id in ids[1:]:
@@ -431,6 +453,28 @@ async def test_a_hand_back_the_database_fails_leaves_the_waiting_debate_to_its_l
             "still leased: another worker takes them when the lease ends"
         )
         assert all(not repository.turn_rows(session, debate_id=i) for i in ids[1:])
+
+
+async def test_a_hand_back_that_waits_on_a_locked_database_gives_up_at_its_busy_timeout(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "locked.sqlite3"
+    upgrade(f"sqlite:///{path}")
+    engine = make_engine(f"sqlite:///{path}", busy_timeout_s=0.2)
+    try:
+        ids, llm = await stop_after_the_first_wave(engine, 3, 1, write_locked(path))
+        with Session(engine) as session:
+            taken = repository.claim_debates(session, worker_id="next", lease_s=600, limit=3)
+    finally:
+        engine.dispose()
+
+    assert len(llm.calls) == 5, "the waiting debates made no model call"
+    for debate_id in ids[1:]:
+        assert (
+            f"debate {debate_id}: lease not handed back (database sqlite:///{path} unavailable"
+            " (database is locked): another process holds the SQLite write lock" in caplog.text
+        )
+    assert taken == [], "still leased: another worker takes them when the lease ends"
 
 
 async def test_a_stopped_pool_lets_each_turn_in_flight_finish_then_hands_leases_back(
@@ -526,11 +570,8 @@ async def test_a_failed_batch_read_leaves_each_debate_to_read_its_own(store: Eng
             failed.append(statement)
             raise DatabaseUnavailableError("database down (test)")
 
-    event.listen(store, "before_cursor_execute", fail_the_batch_read)
-    try:
+    with failing(store, fail_the_batch_read):
         stored = await worker._stored(claimed_now)
-    finally:
-        event.remove(store, "before_cursor_execute", fail_the_batch_read)
     assert failed
     assert stored == {}
 
