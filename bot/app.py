@@ -181,7 +181,7 @@ def default_debaters(
 def open_store(settings: Settings) -> Iterator[Engine]:
     """The database engine at the current schema (SQLite migrates itself; PostgreSQL must have
     had `debatebot db upgrade`), disposed of when the block ends."""
-    engine = make_engine(settings.database_url)
+    engine = make_engine(settings.database_url, busy_timeout_s=settings.database_timeout_s)
     try:
         ensure_schema(engine)
         yield engine

@@ -112,6 +112,12 @@ class Settings(BaseSettings):
         default="sqlite:///debatebot.sqlite3",
         description="SQLite path (default, one process) or postgresql+psycopg://… (production)",
     )
+    database_timeout_s: float = Field(
+        default=10.0,
+        gt=0.0,
+        description="longest wait for a database lock; statements get twice it (PostgreSQL),"
+        " a store call three times it before the database is reported unavailable",
+    )
     worker_lease_s: float = Field(default=60.0, gt=1.0)
     worker_heartbeat_s: float = Field(default=15.0, gt=0.1)
     worker_poll_s: float = Field(default=1.0, gt=0.0)

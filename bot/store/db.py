@@ -51,6 +51,13 @@ POSTGRES_STORE_THREADS = 3
 """Threads doing a PostgreSQL engine's store work. Its writes come in batches (bot.store.writer),
 so a few threads keep the server busy; at 200 debates, 10 threads measured slower than 3
 (benchmarks/scale.py: 2.5–2.8 against 1.9–2.4), their Python work taking turns on one GIL."""
+STORE_DEADLINE_FACTOR = 3
+"""A unit of store work run from the event loop (`in_session`) that has not answered after this
+many busy timeouts is given up: the database (or the network to it) has stopped answering."""
+DEFAULT_DEADLINE_S = 30.0
+"""The deadline of an engine `make_engine` did not build."""
+IDLE_IN_TRANSACTION_S = 60.0
+"""PostgreSQL ends a session idle inside a transaction this long, releasing its locks."""
 MIGRATIONS_DIR = Path(__file__).resolve().parents[1] / "migrations"
 """Alembic's scripts, shipped inside the package so a plain wheel install can migrate."""
 
@@ -70,7 +77,16 @@ def sqlite_file(url: str) -> Path | None:
 
 def make_engine(url: str, *, busy_timeout_s: float = 10.0, create: bool = False) -> Engine:
     """An engine for `url`. A SQLite file (and its folder) is created only with `create`
-    (migrations); otherwise a missing file is an error, never a new empty database."""
+    (migrations); otherwise a missing file is an error, never a new empty database.
+
+    `busy_timeout_s` bounds every wait on the database, so that none hangs the bot: a lock
+    (SQLite's busy timeout, PostgreSQL's `lock_timeout`), a PostgreSQL statement (twice it; not
+    for migrations, `create`, which may rewrite large tables), and a unit of store work run
+    from the event loop (`in_session`: STORE_DEADLINE_FACTOR times it, for a server that
+    stops answering). PostgreSQL also ends a transaction its client left idle past
+    `IDLE_IN_TRANSACTION_S` (a frozen worker's row locks), and TCP keepalives notice a server
+    that went away without closing the connection.
+    """
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         path = sqlite_file(url)
@@ -109,14 +125,37 @@ def make_engine(url: str, *, busy_timeout_s: float = 10.0, create: bool = False)
         def _begin(connection: Any) -> None:
             connection.exec_driver_sql("BEGIN IMMEDIATE")
 
+        _deadlines[engine] = busy_timeout_s * STORE_DEADLINE_FACTOR
         return engine
-    return create_engine(
+    engine = create_engine(
         url,
         pool_pre_ping=True,
         pool_size=POSTGRES_CONNECTIONS // 2,
         max_overflow=POSTGRES_CONNECTIONS - POSTGRES_CONNECTIONS // 2,
-        connect_args={"connect_timeout": int(busy_timeout_s)},
+        connect_args=_postgres_connect_args(busy_timeout_s, statements=not create),
     )
+    _deadlines[engine] = busy_timeout_s * STORE_DEADLINE_FACTOR
+    return engine
+
+
+def _postgres_connect_args(busy_timeout_s: float, *, statements: bool) -> dict[str, Any]:
+    """libpq's connection parameters: the server-side timeouts (in ms) and TCP keepalives."""
+    timeouts = {
+        "lock_timeout": busy_timeout_s,
+        "idle_in_transaction_session_timeout": IDLE_IN_TRANSACTION_S,
+    }
+    if statements:
+        timeouts["statement_timeout"] = 2 * busy_timeout_s
+    options = " ".join(f"-c {name}={max(1, round(s * 1000))}" for name, s in timeouts.items())
+    return {
+        # libpq's smallest; 0 would mean wait forever.
+        "connect_timeout": max(2, round(busy_timeout_s)),
+        "options": options,
+        "keepalives": 1,
+        "keepalives_idle": 10,
+        "keepalives_interval": 5,
+        "keepalives_count": 3,
+    }
 
 
 def alembic_config(url: str | None = None) -> Config:
@@ -219,6 +258,17 @@ def unavailable(url: str, error: OperationalError) -> DatabaseUnavailableError:
         advice = (
             f"check that the SQLite file {path} can be opened and DEBATEBOT_DATABASE_URL is right"
         )
+    elif "lock timeout" in reason:
+        advice = (
+            "another transaction held a lock this one needed past the lock timeout; find it in"
+            " pg_stat_activity (a session 'idle in transaction', or a long query), end it and"
+            f" retry (the server ends a transaction left idle for {IDLE_IN_TRANSACTION_S:g} s)"
+        )
+    elif "statement timeout" in reason:
+        advice = (
+            "a statement ran past the statement timeout: the server is overloaded or waiting on"
+            " its disk; check its load and pg_stat_activity, then retry"
+        )
     else:
         advice = "check that the server runs and DEBATEBOT_DATABASE_URL is right"
     return DatabaseUnavailableError(f"database {redacted(url)} unavailable ({reason}): {advice}")
@@ -266,6 +316,7 @@ def session_scope(engine: Engine) -> Iterator[Session]:
 
 
 _executors: weakref.WeakKeyDictionary[Engine, ThreadPoolExecutor] = weakref.WeakKeyDictionary()
+_deadlines: weakref.WeakKeyDictionary[Engine, float] = weakref.WeakKeyDictionary()
 _executors_lock = threading.Lock()
 
 
@@ -290,11 +341,41 @@ def store_executor(engine: Engine) -> ThreadPoolExecutor:
 
 async def in_session(engine: Engine, work: Callable[[Session], R]) -> R:
     """Run one unit of store work on the engine's store threads (`store_executor`), so the event
-    loop never blocks on the database."""
+    loop never blocks on the database.
+
+    Raises DatabaseUnavailableError when the work has not answered by the engine's deadline
+    (`make_engine`): a server that stopped answering, or a network that drops packets without
+    closing the connection, would otherwise hang every debate waiting on the store. The thread
+    stays with the work (a database call cannot be taken back); its late result is dropped.
+    """
 
     def call() -> R:
         with session_scope(engine) as session:
             return work(session)
 
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(store_executor(engine), call)
+    future = loop.run_in_executor(store_executor(engine), call)
+    deadline = _deadlines.get(engine, DEFAULT_DEADLINE_S)
+    try:
+        done, _ = await asyncio.wait({future}, timeout=deadline)
+    except asyncio.CancelledError:
+        # As awaiting the future would: the work's result, when it comes, is dropped.
+        future.cancel()
+        raise
+    if not done:
+        future.add_done_callback(_dropped)
+        url = engine.url.render_as_string(hide_password=True)
+        raise DatabaseUnavailableError(
+            f"database {url} unavailable (no answer within {deadline:g} s): the server or the"
+            " network to it stopped answering, or the store's threads are stuck behind such a"
+            " call; check the server and the network, then retry (what was stored stays)"
+        )
+    return future.result()
+
+
+def _dropped(future: asyncio.Future[Any]) -> None:
+    """A unit of store work given up at its deadline ended after all."""
+    if not future.cancelled() and future.exception() is not None:
+        log.warning("a store call given up at its deadline failed later: %s", future.exception())
+    else:
+        log.warning("a store call given up at its deadline ended later; its result was dropped")

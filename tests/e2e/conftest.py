@@ -128,7 +128,7 @@ async def start_bot(tmp_path: Path) -> AsyncIterator[BotFactory]:
         settings = Settings(**values)
         llm = llm or (script or DebateScript()).llm()
         services = build_services(settings, resolve_llm=lambda _model: llm)
-        engine = make_engine(url)
+        engine = make_engine(url, busy_timeout_s=settings.database_timeout_s)
         runtime = build_bot(settings, services, engine)
         await runtime.start()
         server = uvicorn.Server(

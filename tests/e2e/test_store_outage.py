@@ -4,9 +4,11 @@ channel, an ADR post in its thread; nothing is queued, and the bot keeps serving
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
+from sqlalchemy import event
 
 from bot.slack import listeners
 from bot.store import slack as slack_store
@@ -78,3 +80,31 @@ async def test_every_entry_point_says_the_store_is_down(
     store_down["now"] = False
     await bot.driver.command("Should we adopt ADR-042 now?")
     await bot.finished()
+
+
+async def test_a_store_that_stops_answering_is_answered_at_its_deadline(
+    start_bot: BotFactory,
+) -> None:
+    """The database stops answering (a statement that does not return: a frozen server or
+    disk): the command is still acknowledged, its answer comes at the store's deadline (three
+    database timeouts) instead of never, and once the database answers the bot serves again."""
+    bot = await start_bot(database_timeout_s=0.2)
+    released = threading.Event()
+
+    def stuck(_conn: object, _cursor: object, sql: str, *_args: object) -> None:
+        if "FROM channel_settings" in sql and not released.is_set():
+            released.wait(30)
+
+    event.listen(bot.engine, "before_cursor_execute", stuck)
+    try:
+        assert (await bot.driver.command("Should we adopt ADR-042?")).status == 200
+        [answer] = await bot.wait_for(lambda: bot.emulator.responses, "the command's answer")
+        assert answer["text"] == listeners.STORE_DOWN
+    finally:
+        released.set()
+        event.remove(bot.engine, "before_cursor_execute", stuck)
+
+    await bot.driver.command("Should we adopt ADR-042 now?")
+    await bot.finished()
+    # The first command queued nothing.
+    assert [d.question for d in bot.debates()] == ["Should we adopt ADR-042 now?"]

@@ -1,0 +1,247 @@
+"""A database that hangs never hangs the bot: every wait on it has a bound (`make_engine`).
+
+- PostgreSQL: a row lock another transaction holds past `lock_timeout`, and a statement past
+  `statement_timeout`, are cancelled by the server and reported with what to look for.
+- A server (or a network) that stops answering without closing the connection, here a real
+  PostgreSQL behind a proxy that stops passing bytes, is given up at the store's deadline; so is
+  a statement stuck in either backend.
+- The debate that was running stops with the reason in the log, keeps every turn that was
+  stored, and finishes when it is claimed again once the database answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, create_engine, text, update
+from sqlalchemy.engine import make_url
+from sqlmodel import Session, col
+
+from bot.app import open_store
+from bot.jobs.worker import DebateWorker
+from bot.settings import Settings
+from bot.store import repository
+from bot.store.db import in_session, make_engine, upgrade
+from bot.store.errors import DatabaseUnavailableError
+from bot.store.tables import Debate, DebateState
+from engine.llm import LLMRequest
+from engine.models import utcnow
+from engine.providers.fake import FunctionLLM
+from tests.helpers import DebateScript, reply_for
+from tests.integration.stalling_proxy import StallingProxy
+from tests.integration.test_group_commit import failing, pool_worker, queued, verified
+
+BUSY_S = 0.5
+"""The engines' busy timeout here: lock timeout 0.5 s, statement timeout 1 s, deadline 1.5 s."""
+
+
+@pytest.fixture
+def proxy(postgres_url: str) -> Iterator[StallingProxy]:
+    """A stalling proxy in front of the test's PostgreSQL server."""
+    parsed = make_url(postgres_url)
+    proxy = StallingProxy(parsed.host or "127.0.0.1", parsed.port or 5432)
+    yield proxy
+    proxy.close()
+
+
+async def until_logged(caplog: pytest.LogCaptureFixture, wanted: str) -> None:
+    async def poll() -> None:
+        while wanted not in caplog.text:  # noqa: ASYNC110 (the log signals nothing)
+            await asyncio.sleep(0.02)
+
+    await asyncio.wait_for(poll(), timeout=30)
+
+
+async def run_until_logged(
+    worker: DebateWorker, caplog: pytest.LogCaptureFixture, wanted: str
+) -> None:
+    """Run `worker`'s pool until `wanted` is logged, then stop it."""
+    stop = asyncio.Event()
+    pool = asyncio.create_task(worker.run_pool(stop, concurrency=2))
+    try:
+        await until_logged(caplog, wanted)
+    finally:
+        stop.set()
+        await asyncio.wait_for(pool, timeout=30)
+
+
+async def claimed_again(engine: Engine, debate_id: int, llm: FunctionLLM) -> None:
+    """Once the debate's lease ends (here at once, as a minute later), a worker on `llm` claims
+    it and runs it to its end."""
+    with Session(engine) as session:
+        session.execute(
+            update(Debate).where(col(Debate.id) == debate_id).values(lease_expires_at=utcnow())
+        )
+        session.commit()
+    await asyncio.wait_for(
+        pool_worker(engine, llm).run_pool(asyncio.Event(), concurrency=2, exit_when_idle=True),
+        timeout=60,
+    )
+
+
+def stored_roles(engine: Engine, debate_id: int) -> list[str]:
+    with Session(engine) as session:
+        return [t.role.value for t in repository.stored_turns(session, debate_id=debate_id)]
+
+
+async def until_stored(engine: Engine, debate_id: int, count: int) -> None:
+    async def poll() -> None:
+        while len(stored_roles(engine, debate_id)) < count:  # noqa: ASYNC110
+            await asyncio.sleep(0.02)
+
+    await asyncio.wait_for(poll(), timeout=30)
+
+
+def state(engine: Engine, debate_id: int) -> DebateState:
+    with Session(engine) as session:
+        return repository.get_debate(session, debate_id=debate_id).state
+
+
+async def test_a_row_lock_held_elsewhere_is_given_up_at_the_lock_timeout(
+    postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another session holds the debate's row (a transaction left open) while the critic's
+    turn is written: the write gives up at the lock timeout and the operator is told to look for
+    that session; once it is gone the debate finishes, its critic asked once more."""
+    upgrade(postgres_url)
+    engine = make_engine(postgres_url, busy_timeout_s=BUSY_S)
+    holder = create_engine(postgres_url)
+    other = holder.connect()
+    [debate_id] = queued(engine, 1)
+
+    def lock_then_answer(_request: LLMRequest) -> dict[str, Any]:
+        other.execute(text("SELECT id FROM debate WHERE id = :id FOR UPDATE"), {"id": debate_id})
+        return reply_for("critic")
+
+    try:
+        llm = DebateScript(critic=[lock_then_answer, reply_for("critic")]).llm()
+        await run_until_logged(pool_worker(engine, llm), caplog, "stopped by a database outage")
+        assert "canceling statement due to lock timeout" in caplog.text
+        assert "another transaction held a lock this one needed" in caplog.text
+        assert "find it in pg_stat_activity" in caplog.text
+        assert state(engine, debate_id) == DebateState.RUNNING
+        assert stored_roles(engine, debate_id) == ["framing", "proposer"]
+    finally:
+        other.rollback()
+        other.close()
+        holder.dispose()
+
+    resumed = DebateScript().llm()
+    await claimed_again(engine, debate_id, resumed)
+
+    assert state(engine, debate_id) == DebateState.FINISHED
+    assert [c.schema_name for c in resumed.calls] == ["CriticTurn", "RebuttalTurn", "ModeratorTurn"]
+    assert verified(engine, debate_id) == 5
+    engine.dispose()
+
+
+async def test_a_statement_past_the_statement_timeout_is_cancelled_and_reported(
+    postgres_url: str,
+) -> None:
+    upgrade(postgres_url)
+    engine = make_engine(postgres_url, busy_timeout_s=BUSY_S)
+
+    with pytest.raises(DatabaseUnavailableError) as raised:
+        await in_session(engine, lambda s: s.execute(text("SELECT pg_sleep(5)")))
+
+    assert "canceling statement due to statement timeout" in str(raised.value)
+    assert "the server is overloaded or waiting on its disk" in str(raised.value)
+    assert await in_session(engine, lambda s: s.execute(text("SELECT 1")).scalar()) == 1
+    engine.dispose()
+
+
+def test_migrations_have_no_statement_timeout(postgres_url: str) -> None:
+    """A migration may rewrite a large table: only the bot's own statements are bounded."""
+    with make_engine(postgres_url, create=True).connect() as connection:
+        assert connection.execute(text("SHOW statement_timeout")).scalar() == "0"
+        assert connection.execute(text("SHOW lock_timeout")).scalar() == "10s"
+    with make_engine(postgres_url).connect() as connection:
+        assert connection.execute(text("SHOW statement_timeout")).scalar() == "20s"
+
+
+async def test_a_server_that_stops_answering_is_given_up_at_the_deadline(
+    postgres_url: str, proxy: StallingProxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The server stops answering (nothing closes the connection, so neither it nor the
+    operating system reports anything) while the critic's turn is being stored: the run stops
+    at the store's deadline and says so; when the server answers again the stuck write ends,
+    and the debate is claimed again and finishes with no turn asked twice."""
+    upgrade(postgres_url)
+    engine = make_engine(
+        make_url(postgres_url).set(port=proxy.port).render_as_string(hide_password=False),
+        busy_timeout_s=BUSY_S,
+    )
+    direct = make_engine(postgres_url)
+    [debate_id] = queued(engine, 1)
+
+    def stall_then_answer(_request: LLMRequest) -> dict[str, Any]:
+        proxy.stall()
+        return reply_for("critic")
+
+    caplog.set_level(logging.INFO)
+    llm = DebateScript(critic=[stall_then_answer, reply_for("critic")]).llm()
+    await run_until_logged(pool_worker(engine, llm), caplog, "stopped by a database outage")
+
+    assert "unavailable (no answer within 1.5 s)" in caplog.text
+    assert "check the server and the network" in caplog.text
+    assert stored_roles(direct, debate_id) == ["framing", "proposer"]
+    proxy.resume()
+    await until_logged(caplog, "a store call given up at its deadline ended later")
+    await until_stored(direct, debate_id, 3)
+    assert state(direct, debate_id) == DebateState.RUNNING
+
+    resumed = DebateScript().llm()
+    await claimed_again(engine, debate_id, resumed)
+
+    assert state(direct, debate_id) == DebateState.FINISHED
+    assert [c.schema_name for c in llm.calls + resumed.calls] == [
+        "Proposition",
+        "ProposerTurn",
+        "CriticTurn",
+        "RebuttalTurn",
+        "ModeratorTurn",
+    ]
+    assert verified(direct, debate_id) == 5
+    engine.dispose()
+    direct.dispose()
+
+
+async def test_a_statement_stuck_in_the_database_is_given_up_at_the_deadline(
+    store: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """On either backend: a statement that does not return (a disk or a server that froze) is
+    given up at the deadline with a DatabaseUnavailableError; the thread it held ends when the
+    statement does, and the store answers again."""
+    engine = make_engine(store.url.render_as_string(hide_password=False), busy_timeout_s=0.2)
+    released = threading.Event()
+
+    def stuck(_conn: object, _cursor: object, sql: str, *_args: object) -> None:
+        if "FROM debate" in sql:
+            released.wait(30)
+
+    with failing(engine, stuck):
+        with pytest.raises(DatabaseUnavailableError) as raised:
+            await in_session(engine, lambda s: repository.count_debates(s))
+        released.set()
+        await until_logged(caplog, "a store call given up at its deadline ended later")
+
+    assert "unavailable (no answer within 0.6 s)" in str(raised.value)
+    assert await in_session(engine, lambda s: repository.count_debates(s)) == 0
+    engine.dispose()
+
+
+def test_the_bot_s_engine_takes_its_bounds_from_the_timeout_setting(postgres_url: str) -> None:
+    upgrade(postgres_url)
+    settings = Settings(database_url=postgres_url, database_timeout_s=0.4)
+
+    with open_store(settings) as engine, engine.connect() as connection:
+        assert connection.execute(text("SHOW lock_timeout")).scalar() == "400ms"
+        assert connection.execute(text("SHOW statement_timeout")).scalar() == "800ms"
+        assert (
+            connection.execute(text("SHOW idle_in_transaction_session_timeout")).scalar() == "1min"
+        )
