@@ -20,7 +20,7 @@ import sqlite3
 import threading
 import weakref
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -346,24 +346,29 @@ async def in_session(engine: Engine, work: Callable[[Session], R]) -> R:
     Raises DatabaseUnavailableError when the work has not answered by the engine's deadline
     (`make_engine`): a server that stopped answering, or a network that drops packets without
     closing the connection, would otherwise hang every debate waiting on the store. The thread
-    stays with the work (a database call cannot be taken back); its late result is dropped.
+    stays with the work (a database call cannot be taken back); its late result is dropped,
+    and work queued behind it that has not started by its own deadline never runs.
     """
 
     def call() -> R:
         with session_scope(engine) as session:
             return work(session)
 
-    loop = asyncio.get_running_loop()
-    future = loop.run_in_executor(store_executor(engine), call)
+    job = store_executor(engine).submit(call)
+    future = asyncio.wrap_future(job)
     deadline = _deadlines.get(engine, DEFAULT_DEADLINE_S)
     try:
         done, _ = await asyncio.wait({future}, timeout=deadline)
     except asyncio.CancelledError:
-        # As awaiting the future would: the work's result, when it comes, is dropped.
+        # As awaiting the future would: work not started is dropped, a late result too.
         future.cancel()
         raise
     if not done:
-        future.add_done_callback(_dropped)
+        # Work still queued behind the stuck call never runs (a claim or a lease renewal run
+        # minutes late would take or keep debates nobody runs); work running ends when the
+        # database answers, and only says so.
+        if not job.cancel():
+            job.add_done_callback(_ended_late)
         url = engine.url.render_as_string(hide_password=True)
         raise DatabaseUnavailableError(
             f"database {url} unavailable (no answer within {deadline:g} s): the server or the"
@@ -373,9 +378,9 @@ async def in_session(engine: Engine, work: Callable[[Session], R]) -> R:
     return future.result()
 
 
-def _dropped(future: asyncio.Future[Any]) -> None:
-    """A unit of store work given up at its deadline ended after all."""
-    if not future.cancelled() and future.exception() is not None:
-        log.warning("a store call given up at its deadline failed later: %s", future.exception())
+def _ended_late(job: Future[Any]) -> None:
+    """A unit of store work given up at its deadline ended after all (on its store thread)."""
+    if job.exception() is not None:
+        log.warning("a store call given up at its deadline failed later: %s", job.exception())
     else:
         log.warning("a store call given up at its deadline ended later; its result was dropped")

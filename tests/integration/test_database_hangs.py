@@ -26,7 +26,7 @@ from bot.app import open_store
 from bot.jobs.worker import DebateWorker
 from bot.settings import Settings
 from bot.store import repository
-from bot.store.db import in_session, make_engine, upgrade
+from bot.store.db import POSTGRES_STORE_THREADS, in_session, make_engine, upgrade
 from bot.store.errors import DatabaseUnavailableError
 from bot.store.tables import Debate, DebateState
 from engine.llm import LLMRequest
@@ -34,7 +34,7 @@ from engine.models import utcnow
 from engine.providers.fake import FunctionLLM
 from tests.helpers import DebateScript, reply_for
 from tests.integration.stalling_proxy import StallingProxy
-from tests.integration.test_group_commit import failing, pool_worker, queued, verified
+from tests.integration.test_group_commit import SPEC, failing, pool_worker, queued, verified
 
 BUSY_S = 0.5
 """The engines' busy timeout here: lock timeout 0.5 s, statement timeout 1 s, deadline 1.5 s."""
@@ -214,23 +214,33 @@ async def test_a_server_that_stops_answering_is_given_up_at_the_deadline(
 async def test_a_statement_stuck_in_the_database_is_given_up_at_the_deadline(
     store: Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """On either backend: a statement that does not return (a disk or a server that froze) is
-    given up at the deadline with a DatabaseUnavailableError; the thread it held ends when the
-    statement does, and the store answers again."""
+    """On either backend: statements that do not return (a disk or a server that froze) hold
+    every store thread; each call is given up at the deadline with a DatabaseUnavailableError,
+    the one queued behind them too, and that one never runs later (a debate queued minutes
+    after its caller was told it failed would surprise everyone). The threads end when their
+    statements do, and the store answers again."""
     engine = make_engine(store.url.render_as_string(hide_password=False), busy_timeout_s=0.2)
+    threads = 1 if engine.dialect.name == "sqlite" else POSTGRES_STORE_THREADS
     released = threading.Event()
 
     def stuck(_conn: object, _cursor: object, sql: str, *_args: object) -> None:
-        if "FROM debate" in sql:
+        if "count(" in sql:
             released.wait(30)
 
-    with failing(engine, stuck):
-        with pytest.raises(DatabaseUnavailableError) as raised:
-            await in_session(engine, lambda s: repository.count_debates(s))
-        released.set()
-        await until_logged(caplog, "a store call given up at its deadline ended later")
+    def enqueue(session: Session) -> None:
+        repository.enqueue_debate(session, trigger_key="late", spec=SPEC, source="test")
 
-    assert "unavailable (no answer within 0.6 s)" in str(raised.value)
+    with failing(engine, stuck):
+        counts = [in_session(engine, lambda s: repository.count_debates(s)) for _ in range(threads)]
+        outcomes = await asyncio.gather(
+            *counts, in_session(engine, enqueue), return_exceptions=True
+        )
+        released.set()
+        while caplog.text.count("given up at its deadline ended later") < threads:  # noqa: ASYNC110
+            await asyncio.sleep(0.02)
+
+    assert all(isinstance(outcome, DatabaseUnavailableError) for outcome in outcomes)
+    assert "unavailable (no answer within 0.6 s)" in str(outcomes[-1])
     assert await in_session(engine, lambda s: repository.count_debates(s)) == 0
     engine.dispose()
 
