@@ -369,6 +369,9 @@ async def in_session(engine: Engine, work: Callable[[Session], R]) -> R:
         # database answers, and only says so.
         if not job.cancel():
             job.add_done_callback(_ended_late)
+            # Its end, then, is not handed to this loop: an error there nobody awaits would be
+            # reported as never retrieved, at whatever moment the future is collected.
+            future.cancel()
         url = engine.url.render_as_string(hide_password=True)
         raise DatabaseUnavailableError(
             f"database {url} unavailable (no answer within {deadline:g} s): the server or the"
