@@ -386,4 +386,7 @@ def _ended_late(job: Future[Any]) -> None:
     if job.exception() is not None:
         log.warning("a store call given up at its deadline failed later: %s", job.exception())
     else:
-        log.warning("a store call given up at its deadline ended later; its result was dropped")
+        log.warning(
+            "a store call given up at its deadline ended later: what it wrote is stored, its"
+            " answer was not used"
+        )
