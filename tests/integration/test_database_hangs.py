@@ -15,7 +15,7 @@ import asyncio
 import gc
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -51,12 +51,18 @@ def proxy(postgres_url: str) -> Iterator[StallingProxy]:
     proxy.close()
 
 
-async def until_logged(caplog: pytest.LogCaptureFixture, wanted: str) -> None:
+async def until(done: Callable[[], bool]) -> None:
+    """Poll `done` (30 s at most): the log and the database signal nothing."""
+
     async def poll() -> None:
-        while wanted not in caplog.text:  # noqa: ASYNC110 (the log signals nothing)
+        while not done():  # noqa: ASYNC110
             await asyncio.sleep(0.02)
 
     await asyncio.wait_for(poll(), timeout=30)
+
+
+async def until_logged(caplog: pytest.LogCaptureFixture, wanted: str, times: int = 1) -> None:
+    await until(lambda: caplog.text.count(wanted) >= times)
 
 
 async def run_until_logged(
@@ -89,14 +95,6 @@ async def claimed_again(engine: Engine, debate_id: int, llm: FunctionLLM) -> Non
 def stored_roles(engine: Engine, debate_id: int) -> list[str]:
     with Session(engine) as session:
         return [t.role.value for t in repository.stored_turns(session, debate_id=debate_id)]
-
-
-async def until_stored(engine: Engine, debate_id: int, count: int) -> None:
-    async def poll() -> None:
-        while len(stored_roles(engine, debate_id)) < count:  # noqa: ASYNC110
-            await asyncio.sleep(0.02)
-
-    await asyncio.wait_for(poll(), timeout=30)
 
 
 def state(engine: Engine, debate_id: int) -> DebateState:
@@ -159,11 +157,14 @@ async def test_a_statement_past_the_statement_timeout_is_cancelled_and_reported(
 
 def test_migrations_have_no_statement_timeout(postgres_url: str) -> None:
     """A migration may rewrite a large table: only the bot's own statements are bounded."""
-    with make_engine(postgres_url, create=True).connect() as connection:
+    migrating, serving = make_engine(postgres_url, create=True), make_engine(postgres_url)
+    with migrating.connect() as connection:
         assert connection.execute(text("SHOW statement_timeout")).scalar() == "0"
         assert connection.execute(text("SHOW lock_timeout")).scalar() == "10s"
-    with make_engine(postgres_url).connect() as connection:
+    with serving.connect() as connection:
         assert connection.execute(text("SHOW statement_timeout")).scalar() == "20s"
+    migrating.dispose()
+    serving.dispose()
 
 
 async def test_a_server_that_stops_answering_is_given_up_at_the_deadline(
@@ -194,7 +195,7 @@ async def test_a_server_that_stops_answering_is_given_up_at_the_deadline(
     assert stored_roles(direct, debate_id) == ["framing", "proposer"]
     proxy.resume()
     await until_logged(caplog, "a store call given up at its deadline ended later")
-    await until_stored(direct, debate_id, 3)
+    await until(lambda: len(stored_roles(direct, debate_id)) == 3)
     assert state(direct, debate_id) == DebateState.RUNNING
 
     resumed = DebateScript().llm()
@@ -242,8 +243,7 @@ async def test_a_statement_stuck_in_the_database_is_given_up_at_the_deadline(
         kinds, said = {type(outcome) for outcome in outcomes}, str(outcomes[-1])
         del outcomes  # their tracebacks hold the calls' frames, which the collection must free
         released.set()
-        while caplog.text.count("given up at its deadline failed later") < threads:  # noqa: ASYNC110
-            await asyncio.sleep(0.02)
+        await until_logged(caplog, "given up at its deadline failed later", times=threads)
         await asyncio.sleep(0.05)
         gc.collect()
 
