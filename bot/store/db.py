@@ -84,8 +84,9 @@ def make_engine(url: str, *, busy_timeout_s: float = 10.0, create: bool = False)
     for migrations, `create`, which may rewrite large tables), and a unit of store work run
     from the event loop (`in_session`: STORE_DEADLINE_FACTOR times it, for a server that
     stops answering). PostgreSQL also ends a transaction its client left idle past
-    `IDLE_IN_TRANSACTION_S` (a frozen worker's row locks), and TCP keepalives notice a server
-    that went away without closing the connection.
+    `IDLE_IN_TRANSACTION_S` (a frozen worker's row locks), and TCP keepalives and a TCP user
+    timeout close a connection to a host that went away without closing it, so the store
+    thread stuck on it is freed too.
     """
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
@@ -151,10 +152,14 @@ def _postgres_connect_args(busy_timeout_s: float, *, statements: bool) -> dict[s
         # libpq's smallest; 0 would mean wait forever.
         "connect_timeout": max(2, round(busy_timeout_s)),
         "options": options,
+        # A server that went away without closing the connection: keepalives notice it while
+        # the connection waits for an answer, the user timeout while what was sent is not
+        # acknowledged (both close the connection, ending the stuck store call).
         "keepalives": 1,
         "keepalives_idle": 10,
         "keepalives_interval": 5,
         "keepalives_count": 3,
+        "tcp_user_timeout": round(busy_timeout_s * STORE_DEADLINE_FACTOR * 1000),
     }
 
 
