@@ -355,7 +355,7 @@ def build_bot(
     scheduler = AsyncIOScheduler(timezone="UTC")
     runtime = BotRuntime(
         app=app,
-        asgi=BotASGI(app, health=lambda: health_report(engine, concurrency), metrics=metrics),
+        asgi=BotASGI(app, health=HealthProbe(engine, concurrency), metrics=metrics),
         debates=SlackDebates(
             engine=engine,
             new_spec=services.new_spec,
@@ -640,6 +640,30 @@ def serve_metrics(metrics: Metrics, host: str, port: int) -> WSGIServer:
     ).start()
     log.info("metrics on http://%s:%d/metrics", host, port)
     return server
+
+
+class HealthProbe:
+    """`/healthz`'s check, off the event loop and bounded: a database that does not answer
+    within `timeout_s` (under the image's 4-second probe) is reported `unavailable`. One check
+    runs at a time: while one is stuck in a hung database, the next probes wait for it (still
+    bounded) instead of each leaving a thread stuck in asyncio's shared executor, whose threads
+    also resolve Slack's host name for every connection."""
+
+    def __init__(self, engine: Engine, concurrency: int, *, timeout_s: float = 3.0) -> None:
+        self.engine = engine
+        self.concurrency = concurrency
+        self.timeout_s = timeout_s
+        self._running: asyncio.Future[dict[str, object]] | None = None
+
+    async def __call__(self) -> dict[str, object]:
+        if self._running is None or self._running.done():
+            self._running = asyncio.ensure_future(
+                asyncio.to_thread(health_report, self.engine, self.concurrency)
+            )
+        try:
+            return await asyncio.wait_for(asyncio.shield(self._running), self.timeout_s)
+        except TimeoutError:
+            return {"ok": False, "database": "unavailable", "concurrency": self.concurrency}
 
 
 def health_report(engine: Engine, concurrency: int) -> dict[str, object]:

@@ -8,7 +8,6 @@ no listener can use (`bot.slack.payloads`). Bolt still checks the signature of w
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -24,7 +23,7 @@ from bot.slack import payloads
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-HealthCheck = Callable[[], dict[str, Any]]
+HealthCheck = Callable[[], Awaitable[dict[str, Any]]]
 
 log = logging.getLogger(__name__)
 EVENTS_PATH = "/slack/events"
@@ -54,7 +53,7 @@ async def answer_ops(
 ) -> bool:
     """Answer `/healthz` or `GET /metrics`; False for any other request."""
     if scope["path"] == "/healthz":
-        report = await asyncio.to_thread(health)
+        report = await health()
         status = 200 if report.get("ok") else 503
         await _send(send, status, "application/json", json.dumps(report).encode())
         return True

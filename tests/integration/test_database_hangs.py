@@ -24,7 +24,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, col
 
-from bot.app import open_store
+from bot.app import HealthProbe, open_store
 from bot.jobs.worker import DebateWorker
 from bot.settings import Settings
 from bot.store import repository
@@ -270,3 +270,27 @@ def test_the_bot_s_engine_takes_its_bounds_from_the_timeout_setting(postgres_url
         options = {option.keyword: option.val for option in libpq}
         assert options[b"tcp_user_timeout"] == b"1200"
         assert options[b"keepalives"] == b"1"
+
+
+async def test_healthz_answers_unavailable_in_time_while_the_database_hangs(
+    store: Engine,
+) -> None:
+    """`/healthz`'s check while the schema read hangs: each probe answers `unavailable` within
+    its bound (under the image's 4-second probe), and probes during the hang share the one
+    stuck check rather than each leaving a thread stuck; once the database answers, `ok`."""
+    probe = HealthProbe(store, 4, timeout_s=0.3)
+    released, entered = threading.Event(), []
+
+    def stuck(_conn: object, _cursor: object, sql: str, *_args: object) -> None:
+        if "alembic_version" in sql and not released.is_set():
+            entered.append(sql)
+            released.wait(30)
+
+    with failing(store, stuck):
+        first, second = await probe(), await probe()
+        released.set()
+        after = await probe()
+
+    assert first == second == {"ok": False, "database": "unavailable", "concurrency": 4}
+    assert len(entered) == 1
+    assert after == {"ok": True, "database": "ok", "concurrency": 4}
