@@ -87,7 +87,8 @@ async def test_a_store_that_stops_answering_is_answered_at_its_deadline(
 ) -> None:
     """The database stops answering (a statement that does not return: a frozen server or
     disk): the command is still acknowledged, its answer comes at the store's deadline (three
-    database timeouts) instead of never, and once the database answers the bot serves again."""
+    database timeouts) instead of whenever the database answers, and once it answers the bot
+    serves again."""
     bot = await start_bot(database_timeout_s=0.2)
     released = threading.Event()
 
