@@ -88,58 +88,64 @@ def make_engine(url: str, *, busy_timeout_s: float = 10.0, create: bool = False)
     timeout close a connection to a host that went away without closing it, so the store
     thread stuck on it is freed too.
     """
-    parsed = make_url(url)
-    if parsed.get_backend_name() == "sqlite":
-        path = sqlite_file(url)
-        if path is not None and create:
-            path.parent.mkdir(parents=True, exist_ok=True)
-
-        def connect() -> sqlite3.Connection:
-            target = ":memory:" if path is None else f"file:{quote(str(path))}?mode=rw"
-            if path is not None and create:
-                target += "c"
-            return sqlite3.connect(
-                target, uri=True, timeout=busy_timeout_s, check_same_thread=False
-            )
-
-        engine = create_engine(url, creator=connect)
-
-        if path is not None and not create:
-
-            @event.listens_for(engine, "checkout")
-            def _still_there(_dbapi: Any, _record: Any, _proxy: Any) -> None:
-                # A pooled connection would go on writing to a deleted file's inode.
-                if not path.exists():
-                    raise DisconnectionError(f"the SQLite file {path} is gone")
-
-        @event.listens_for(engine, "connect")
-        def _configure(dbapi_connection: Any, _record: Any) -> None:
-            # The "begin" listener below issues BEGIN IMMEDIATE instead of pysqlite's own BEGIN.
-            dbapi_connection.isolation_level = None
-            cursor = dbapi_connection.cursor()
-            cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
-            cursor.execute("PRAGMA foreign_keys=ON")
-            cursor.close()
-
-        @event.listens_for(engine, "begin")
-        def _begin(connection: Any) -> None:
-            connection.exec_driver_sql("BEGIN IMMEDIATE")
-
-        _deadlines[engine] = busy_timeout_s * STORE_DEADLINE_FACTOR
-        return engine
-    engine = create_engine(
-        url,
-        pool_pre_ping=True,
-        pool_size=POSTGRES_CONNECTIONS // 2,
-        max_overflow=POSTGRES_CONNECTIONS - POSTGRES_CONNECTIONS // 2,
-        connect_args=_postgres_connect_args(busy_timeout_s, statements=not create),
-    )
-    _deadlines[engine] = busy_timeout_s * STORE_DEADLINE_FACTOR
+    deadline_s = busy_timeout_s * STORE_DEADLINE_FACTOR
+    if make_url(url).get_backend_name() == "sqlite":
+        engine = _sqlite_engine(url, busy_timeout_s=busy_timeout_s, create=create)
+    else:
+        engine = create_engine(
+            url,
+            pool_pre_ping=True,
+            pool_size=POSTGRES_CONNECTIONS // 2,
+            max_overflow=POSTGRES_CONNECTIONS - POSTGRES_CONNECTIONS // 2,
+            connect_args=_postgres_connect_args(busy_timeout_s, deadline_s, statements=not create),
+        )
+    _deadlines[engine] = deadline_s
     return engine
 
 
-def _postgres_connect_args(busy_timeout_s: float, *, statements: bool) -> dict[str, Any]:
+def _sqlite_engine(url: str, *, busy_timeout_s: float, create: bool) -> Engine:
+    """A SQLite engine: WAL, the busy timeout, BEGIN IMMEDIATE, and a file that must exist
+    unless `create` (see `make_engine`)."""
+    path = sqlite_file(url)
+    if path is not None and create:
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def connect() -> sqlite3.Connection:
+        target = ":memory:" if path is None else f"file:{quote(str(path))}?mode=rw"
+        if path is not None and create:
+            target += "c"
+        return sqlite3.connect(target, uri=True, timeout=busy_timeout_s, check_same_thread=False)
+
+    engine = create_engine(url, creator=connect)
+
+    if path is not None and not create:
+
+        @event.listens_for(engine, "checkout")
+        def _still_there(_dbapi: Any, _record: Any, _proxy: Any) -> None:
+            # A pooled connection would go on writing to a deleted file's inode.
+            if not path.exists():
+                raise DisconnectionError(f"the SQLite file {path} is gone")
+
+    @event.listens_for(engine, "connect")
+    def _configure(dbapi_connection: Any, _record: Any) -> None:
+        # The "begin" listener below issues BEGIN IMMEDIATE instead of pysqlite's own BEGIN.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(connection: Any) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+def _postgres_connect_args(
+    busy_timeout_s: float, deadline_s: float, *, statements: bool
+) -> dict[str, Any]:
     """libpq's connection parameters: the server-side timeouts (in ms) and TCP keepalives."""
     timeouts = {
         "lock_timeout": busy_timeout_s,
@@ -159,7 +165,7 @@ def _postgres_connect_args(busy_timeout_s: float, *, statements: bool) -> dict[s
         "keepalives_idle": 10,
         "keepalives_interval": 5,
         "keepalives_count": 3,
-        "tcp_user_timeout": round(busy_timeout_s * STORE_DEADLINE_FACTOR * 1000),
+        "tcp_user_timeout": round(deadline_s * 1000),
     }
 
 
@@ -276,6 +282,10 @@ def unavailable(url: str, error: OperationalError) -> DatabaseUnavailableError:
         )
     else:
         advice = "check that the server runs and DEBATEBOT_DATABASE_URL is right"
+    return _unavailable(url, reason, advice)
+
+
+def _unavailable(url: str, reason: str, advice: str) -> DatabaseUnavailableError:
     return DatabaseUnavailableError(f"database {redacted(url)} unavailable ({reason}): {advice}")
 
 
@@ -377,11 +387,12 @@ async def in_session(engine: Engine, work: Callable[[Session], R]) -> R:
             # Its end, then, is not handed to this loop: an error there nobody awaits would be
             # reported as never retrieved, at whatever moment the future is collected.
             future.cancel()
-        url = engine.url.render_as_string(hide_password=True)
-        raise DatabaseUnavailableError(
-            f"database {url} unavailable (no answer within {deadline:g} s): the server or the"
-            " network to it stopped answering, or the store's threads are stuck behind such a"
-            " call; check the server and the network, then retry (what was stored stays)"
+        raise _unavailable(
+            engine.url.render_as_string(hide_password=False),
+            f"no answer within {deadline:g} s",
+            "the server or the network to it stopped answering, or the store's threads are stuck"
+            " behind such a call; check the server and the network, then retry (what was stored"
+            " stays)",
         )
     return future.result()
 
