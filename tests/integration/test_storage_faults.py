@@ -17,7 +17,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import Engine, event
 from sqlmodel import Session, select
 
-from bot.app import health_report
+from bot.app import HealthProbe
 from bot.jobs.delivery import DeliveryConfig, OutboxDelivery
 from bot.jobs.pause import OutagePause
 from bot.slack.people import SlackDirectory
@@ -50,9 +50,9 @@ def sqlite_with_a_debate(tmp_path: Path, folder: str) -> tuple[Path, str, Engine
     return path, url, engine
 
 
-def test_a_deleted_sqlite_file_is_reported_and_never_recreated(tmp_path: Path) -> None:
+async def test_a_deleted_sqlite_file_is_reported_and_never_recreated(tmp_path: Path) -> None:
     path, url, engine = sqlite_with_a_debate(tmp_path, "data")
-    assert health_report(engine, 1) == {"ok": True, "database": "ok", "concurrency": 1}
+    assert await HealthProbe(engine, 1)() == {"ok": True, "database": "ok", "concurrency": 1}
 
     for leftover in path.parent.iterdir():
         leftover.unlink()
@@ -62,7 +62,7 @@ def test_a_deleted_sqlite_file_is_reported_and_never_recreated(tmp_path: Path) -
         enqueue(engine, "after")
     assert "restore it from a backup" in str(raised.value)
     assert not path.exists(), "no empty database was created in its place"
-    assert health_report(engine, 1) == {"ok": False, "database": "missing", "concurrency": 1}
+    assert await HealthProbe(engine, 1)() == {"ok": False, "database": "missing", "concurrency": 1}
     engine.dispose()
     fresh = make_engine(url)
     with pytest.raises(SchemaOutdatedError, match="does not exist"):
@@ -118,13 +118,13 @@ def read_only(path: Path) -> Iterator[None]:
             path.chmod(0o644)
 
 
-def test_a_read_only_sqlite_file_is_reported_as_read_only(tmp_path: Path) -> None:
+async def test_a_read_only_sqlite_file_is_reported_as_read_only(tmp_path: Path) -> None:
     path, url, seed = sqlite_with_a_debate(tmp_path, "ro")
     seed.dispose()  # the last connection to close folds the WAL into the file
 
     with read_only(path):
         engine = make_engine(url)
-        assert health_report(engine, 1)["database"] == "read-only"
+        assert (await HealthProbe(engine, 1)())["database"] == "read-only"
         with pytest.raises(DatabaseUnavailableError) as raised:
             enqueue(engine, "after")
         message = str(raised.value)
