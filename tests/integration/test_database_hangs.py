@@ -15,14 +15,14 @@ import asyncio
 import gc
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, create_engine, text, update
+from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
-from sqlmodel import Session, col
+from sqlmodel import Session
 
 from bot.app import HealthProbe, open_store
 from bot.jobs.worker import DebateWorker
@@ -30,13 +30,20 @@ from bot.settings import Settings
 from bot.store import repository
 from bot.store.db import POSTGRES_STORE_THREADS, in_session, make_engine, upgrade
 from bot.store.errors import DatabaseUnavailableError
-from bot.store.tables import Debate, DebateState
+from bot.store.tables import DebateState
 from engine.llm import LLMRequest
-from engine.models import utcnow
 from engine.providers.fake import FunctionLLM
 from tests.helpers import DebateScript, reply_for
 from tests.integration.stalling_proxy import StallingProxy
-from tests.integration.test_group_commit import SPEC, failing, pool_worker, queued, verified
+from tests.integration.test_group_commit import (
+    SPEC,
+    failing,
+    lease_ended,
+    pool_worker,
+    queued,
+    until,
+    verified,
+)
 
 BUSY_S = 0.5
 """The engines' busy timeout here: lock timeout 0.5 s, statement timeout 1 s, deadline 1.5 s."""
@@ -49,16 +56,6 @@ def proxy(postgres_url: str) -> Iterator[StallingProxy]:
     proxy = StallingProxy(parsed.host or "127.0.0.1", parsed.port or 5432)
     yield proxy
     proxy.close()
-
-
-async def until(done: Callable[[], bool]) -> None:
-    """Poll `done` (30 s at most): the log and the database signal nothing."""
-
-    async def poll() -> None:
-        while not done():  # noqa: ASYNC110
-            await asyncio.sleep(0.02)
-
-    await asyncio.wait_for(poll(), timeout=30)
 
 
 async def until_logged(caplog: pytest.LogCaptureFixture, wanted: str, times: int = 1) -> None:
@@ -81,11 +78,7 @@ async def run_until_logged(
 async def claimed_again(engine: Engine, debate_id: int, llm: FunctionLLM) -> None:
     """Once the debate's lease ends (here at once, as a minute later), a worker on `llm` claims
     it and runs it to its end."""
-    with Session(engine) as session:
-        session.execute(
-            update(Debate).where(col(Debate.id) == debate_id).values(lease_expires_at=utcnow())
-        )
-        session.commit()
+    lease_ended(engine, debate_id)
     await asyncio.wait_for(
         pool_worker(engine, llm).run_pool(asyncio.Event(), concurrency=2, exit_when_idle=True),
         timeout=60,

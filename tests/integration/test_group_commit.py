@@ -129,18 +129,33 @@ async def run_pool_while(
         )
 
 
+async def until(done: Callable[[], bool]) -> None:
+    """Poll `done` (30 s at most): the database and the log signal nothing."""
+
+    async def poll() -> None:
+        while not done():  # noqa: ASYNC110
+            await asyncio.sleep(0.02)
+
+    await asyncio.wait_for(poll(), timeout=30)
+
+
 async def until_finished(engine: Engine, count: int) -> None:
-    """Wait (30 s at most) until `count` debates are stored as finished."""
+    """Wait until `count` debates are stored as finished."""
 
     def finished() -> int:
         with Session(engine) as session:
             return repository.count_debates(session, state=DebateState.FINISHED)
 
-    async def poll() -> None:
-        while finished() < count:  # noqa: ASYNC110 (the database signals nothing)
-            await asyncio.sleep(0.02)
+    await until(lambda: finished() >= count)
 
-    await asyncio.wait_for(poll(), timeout=30)
+
+def lease_ended(engine: Engine, debate_id: int) -> None:
+    """The debate's lease runs out now (as it would later), so a claim takes it."""
+    with Session(engine) as session:
+        session.execute(
+            update(Debate).where(col(Debate.id) == debate_id).values(lease_expires_at=utcnow())
+        )
+        session.commit()
 
 
 def verdict_already_stored(engine: Engine, debate_id: int) -> None:
@@ -494,8 +509,7 @@ async def test_a_stopped_pool_lets_each_turn_in_flight_finish_then_hands_leases_
     stop = asyncio.Event()
     pool = asyncio.create_task(worker.run_pool(stop, concurrency=3))
     await asyncio.wait_for(in_flight.wait(), timeout=10)
-    while len(llm.calls) < 3:  # noqa: ASYNC110 (the fake records calls, it signals nothing)
-        await asyncio.sleep(0.01)
+    await until(lambda: len(llm.calls) >= 3)
     stop.set()
     await asyncio.sleep(0.1)
     assert not pool.done(), "the turns in flight are waited for"
@@ -619,11 +633,7 @@ async def test_claiming_one_debate_brings_its_stored_turns_and_refuses_a_held_on
         for debate_id, owner in ((resumed, "crashed"), (held, "other")):
             repository.claim_debates(session, worker_id=owner, lease_s=600, debate_id=debate_id)
     head = await TurnWriter(store).append(TurnWrite(resumed, "crashed", turn(0), ChainHead()))
-    with Session(store) as session:
-        session.execute(
-            update(Debate).where(col(Debate.id) == resumed).values(lease_expires_at=utcnow())
-        )
-        session.commit()
+    lease_ended(store, resumed)
     worker = pool_worker(store)
 
     taken = await worker.claim_with_run(resumed)
@@ -765,10 +775,7 @@ async def test_an_ending_the_database_fails_is_finished_by_the_next_claim_withou
     with Session(store) as session:
         assert repository.get_debate(session, debate_id=debate_id).state == DebateState.RUNNING
         assert repository.verdict_for(session, debate_id=debate_id) is None
-        session.execute(
-            update(Debate).where(col(Debate.id) == debate_id).values(lease_expires_at=utcnow())
-        )
-        session.commit()
+    lease_ended(store, debate_id)
 
     await asyncio.wait_for(
         worker.run_pool(asyncio.Event(), concurrency=2, exit_when_idle=True), timeout=60
