@@ -123,7 +123,11 @@ def find_link(text: str, config: HostConfig) -> HostLink | None:
 
 
 def parse_link(url: str, config: HostConfig) -> HostLink | None:
-    parsed = urlparse(url)
+    try:
+        parsed = urlparse(url)
+    except ValueError:
+        # An unbalanced `[` reads as a broken IPv6 address: not a link to a host of ours.
+        return None
     parts = [p for p in parsed.path.split("/") if p]
     host = parsed.netloc.lower()
     if host == urlparse(config.github_url).netloc.lower():

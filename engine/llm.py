@@ -218,6 +218,10 @@ def parse_json_lenient(text: str) -> Any:
                 return _LENIENT_JSON.decode(variant)
             except json.JSONDecodeError as error:
                 last_error = error
+            except RecursionError:
+                # Python's decoder recurses once per level: garbage such as "{[[[[…" is a
+                # reply to re-ask, not a crash.
+                raise ValueError("the reply nests JSON deeper than any answer could") from None
     raise ValueError(f"the reply is not valid JSON ({last_error})")
 
 

@@ -33,9 +33,15 @@ def visible(text: str) -> bool:
 
 def clean_text(text: str) -> str:
     """`text` without control characters (NUL and friends, which databases refuse), keeping
-    newlines and tabs; Windows line ends become plain newlines."""
+    newlines and tabs; Windows line ends become plain newlines. A lone surrogate (JSON's
+    `"\\ud800"` decodes to one) cannot be encoded as UTF-8, so no database or Slack would
+    take it: it becomes U+FFFD, the replacement character."""
     text = text.replace("\r\n", "\n")
-    return "".join(ch for ch in text if ch in "\n\t" or unicodedata.category(ch) != "Cc")
+    return "".join(_kept(ch) for ch in text if ch in "\n\t" or unicodedata.category(ch) != "Cc")
+
+
+def _kept(ch: str) -> str:
+    return "\ufffd" if "\ud800" <= ch <= "\udfff" else ch
 
 
 def utcnow() -> datetime:
@@ -115,6 +121,12 @@ class Participant(BaseModel):
     weight: float = Field(default=1.0, gt=0.0, le=100.0)
     role_hint: str | None = Field(default=None, max_length=300)
 
+    @field_validator("name", "stance", "role_hint", mode="before")
+    @classmethod
+    def _clean(cls, value: Any) -> Any:
+        # Stances are typed by people (`--for`); pydantic refuses a lone surrogate outright.
+        return clean_text(value) if isinstance(value, str) else value
+
 
 class ContextDocument(BaseModel):
     """A piece of evidence the debate may cite (an ADR, a thread, a contract clause)."""
@@ -122,10 +134,11 @@ class ContextDocument(BaseModel):
     title: str = Field(min_length=1, max_length=300)
     text: str = Field(min_length=1)
 
-    @field_validator("title", "text")
+    @field_validator("title", "text", mode="before")
     @classmethod
-    def _clean(cls, value: str) -> str:
-        return clean_text(value)
+    def _clean(cls, value: Any) -> Any:
+        # Before pydantic's own string check, which refuses a lone surrogate outright.
+        return clean_text(value) if isinstance(value, str) else value
 
 
 def fit_question(
@@ -162,10 +175,16 @@ class DebateSpec(BaseModel):
         description="protocol settings, validated by the protocol's own options model",
     )
 
+    @field_validator("question", mode="before")
+    @classmethod
+    def _question_cleaned(cls, value: Any) -> Any:
+        # Before pydantic's own string check, which refuses a lone surrogate outright.
+        return clean_text(value) if isinstance(value, str) else value
+
     @field_validator("question")
     @classmethod
     def _question_not_blank(cls, value: str) -> str:
-        stripped = clean_text(value).strip()
+        stripped = value.strip()
         if not visible(stripped):
             raise ValueError("the question is empty: say what the debate should decide")
         return stripped

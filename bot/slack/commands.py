@@ -25,15 +25,20 @@ SWITCHES = ("route",)
 """Flags that take no value."""
 MAX_BUDGET_USD = 100.0
 
+# A curly-quoted value stops at the next opening quote too, so unclosed quotes are not each
+# scanned to the end of the text.
 _FLAG = re.compile(
     r"""(?<!\S)(?:--|\u2014|\u2013)(?P<name>[A-Za-z][\w-]*)
-        (?:=(?P<eq>"[^"]*"|\u201c[^\u201d]*\u201d|'[^']*'|\S+)
-          |\s+(?P<value>"[^"]*"|\u201c[^\u201d]*\u201d|'[^']*'|(?!(?:--|\u2014|\u2013)[A-Za-z])\S+)
+        (?:=(?P<eq>"[^"]*"|\u201c[^\u201c\u201d]*\u201d|'[^']*'|\S+)
+          |\s+(?P<value>"[^"]*"|\u201c[^\u201c\u201d]*\u201d|'[^']*'
+                         |(?!(?:--|\u2014|\u2013)[A-Za-z])\S+)
         )?""",
     re.VERBOSE,
 )
-_USER = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>|\b([UW][A-Z0-9]{6,})\b")
-_GROUP = re.compile(r"<!subteam\^(S[A-Z0-9]+)(?:\|[^>]*)?>|\b(S[A-Z0-9]{6,})\b")
+# A label never holds `<` (Slack escapes it), so a scan for the closing `>` stops where the next
+# mention could start: linear, however many unclosed mentions a text holds.
+_USER = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^<>]*)?>|\b([UW][A-Z0-9]{6,})\b")
+_GROUP = re.compile(r"<!subteam\^(S[A-Z0-9]+)(?:\|[^<>]*)?>|\b(S[A-Z0-9]{6,})\b")
 
 
 @dataclass(frozen=True)
