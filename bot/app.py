@@ -355,7 +355,12 @@ def build_bot(
     scheduler = AsyncIOScheduler(timezone="UTC")
     runtime = BotRuntime(
         app=app,
-        asgi=BotASGI(app, health=HealthProbe(engine, concurrency), metrics=metrics),
+        asgi=BotASGI(
+            app,
+            health=HealthProbe(engine, concurrency),
+            metrics=metrics,
+            signing_secret=signing_secret or "socket-mode-signs-nothing",
+        ),
         debates=SlackDebates(
             engine=engine,
             new_spec=services.new_spec,

@@ -36,12 +36,17 @@ def clean_text(text: str) -> str:
     newlines and tabs; Windows line ends become plain newlines. A lone surrogate (JSON's
     `"\\ud800"` decodes to one) cannot be encoded as UTF-8, so no database or Slack would
     take it: it becomes U+FFFD, the replacement character."""
-    text = text.replace("\r\n", "\n")
-    return "".join(_kept(ch) for ch in text if ch in "\n\t" or unicodedata.category(ch) != "Cc")
+    text = replace_surrogates(text.replace("\r\n", "\n"))
+    return "".join(ch for ch in text if ch in "\n\t" or unicodedata.category(ch) != "Cc")
 
 
-def _kept(ch: str) -> str:
-    return "\ufffd" if "\ud800" <= ch <= "\udfff" else ch
+def replace_surrogates(text: str) -> str:
+    """`text` with each lone surrogate replaced by U+FFFD (only scanned when there is one)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in text)
+    return text
 
 
 def utcnow() -> datetime:

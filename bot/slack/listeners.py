@@ -70,6 +70,7 @@ def register(app: AsyncApp, debates: SlackDebates) -> None:
         context["debates"] = debates
         await next()
 
+    app.middleware(scrub_text)
     app.middleware(reject_malformed)
     app.middleware(provide_debates)
     app.middleware(drop_redeliveries)
@@ -125,6 +126,15 @@ def _with_arguments(names: list[str]) -> Callable[..., Any]:
 
 
 # --- middleware and errors -----------------------------------------------------------------------
+
+
+async def scrub_text(body: dict[str, Any], next: Next) -> None:
+    """Lone surrogates in any string of the payload become U+FFFD before anything reads it, on
+    both transports: a review note or an ADR holding one would otherwise fail at the database
+    or at Slack, after the person was told nothing or thanked."""
+    if payloads.scrub(body):
+        log.info("replaced lone surrogates in a Slack payload with U+FFFD")
+    await next()
 
 
 async def reject_malformed(body: dict[str, Any], next: Next) -> BoltResponse | None:

@@ -13,11 +13,16 @@ from typing import Any
 
 from bot.slack import blocks
 from bot.store.tables import EscalationState
+from engine.models import replace_surrogates
 
 REVIEW_ACTIONS = (blocks.ACTION_APPROVE, blocks.ACTION_REJECT, blocks.ACTION_ANOTHER_ROUND)
 NOTE_DECISIONS = (EscalationState.APPROVED.value, EscalationState.REJECTED.value)
 FEEDBACK_VALUE = re.compile(r"^(?:positive|negative):[0-9]{1,12}$")
 SLACK_ID = re.compile(r"^[A-Z0-9][A-Z0-9_-]{1,40}$")
+NUMBER = re.compile(r"^[0-9]{1,12}$")
+"""A button's id value: ASCII digits only (`str.isdigit` takes "²", which `int` refuses)."""
+MAX_DEPTH = 48
+"""Slack's deepest payloads (a view's state, rich text in a message) nest about a dozen levels."""
 
 
 def _text(value: Any) -> bool:
@@ -36,10 +41,55 @@ def _get(body: Any, *path: str) -> Any:
     return body
 
 
+def depth(body: Any) -> int:
+    """How deeply `body`'s lists and objects nest, counted without recursion (a hostile body may
+    nest deeper than Python's recursion limit); it stops counting past MAX_DEPTH."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(body, 1)]
+    while stack:
+        node, level = stack.pop()
+        if not isinstance(node, dict | list):
+            continue
+        deepest = max(deepest, level)
+        if deepest > MAX_DEPTH:
+            return deepest
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def scrub(body: Any) -> int:
+    """Replace, in place, every lone surrogate in `body`'s strings (keys too) with U+FFFD, the
+    replacement character; returns how many strings changed. JSON's `"\\ud800"` decodes to one,
+    and no database, log file or Slack call can encode it as UTF-8."""
+    changed = 0
+    stack: list[Any] = [body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key in list(node):
+                value = node[key]
+                clean_key = replace_surrogates(key) if isinstance(key, str) else key
+                if isinstance(value, str) and (clean := replace_surrogates(value)) != value:
+                    node[key], changed = clean, changed + 1
+                if clean_key != key:
+                    node[clean_key] = node.pop(key)
+                    changed += 1
+                stack.append(value)
+        elif isinstance(node, list):
+            for index, value in enumerate(node):
+                if isinstance(value, str) and (clean := replace_surrogates(value)) != value:
+                    node[index], changed = clean, changed + 1
+                stack.append(value)
+    return changed
+
+
 def problem(body: Any) -> str | None:
     """What is wrong with the shape of a parsed Slack request body, or None."""
     if not isinstance(body, dict):
         return "the request body is not a JSON object"
+    if depth(body) > MAX_DEPTH:
+        return f"the payload nests deeper than {MAX_DEPTH} levels, which Slack never does"
     kind = body.get("type")
     if body.get("command") is not None:
         return _command(body)
@@ -96,7 +146,7 @@ def _actions(body: dict[str, Any]) -> str | None:
         return "the action list is empty"
     action = actions[0]
     if action.get("action_id") in REVIEW_ACTIONS:
-        if not str(action.get("value", "")).isdigit():
+        if not NUMBER.match(str(action.get("value", ""))):
             return "the review button's value is not a review request id"
         if not _id(_get(body, "channel", "id")):
             return "the review button was not clicked in a channel"
@@ -106,7 +156,7 @@ def _actions(body: dict[str, Any]) -> str | None:
         if not _id(_get(body, "channel", "id")):
             return "the feedback button was not clicked in a channel"
     if action.get("action_id") == blocks.ACTION_DEBATE_ANYWAY:
-        if not str(action.get("value", "")).isdigit():
+        if not NUMBER.match(str(action.get("value", ""))):
             return "the Debate anyway button's value is not a debate id"
         if not _id(_get(body, "channel", "id")):
             return "the Debate anyway button was not clicked in a channel"
@@ -125,7 +175,7 @@ def _view(body: dict[str, Any]) -> str | None:
     callback = view.get("callback_id")
     if callback == blocks.VIEW_REVIEW_NOTE:
         raw_id, _, decision = str(metadata or "").partition(":")
-        if not raw_id.isdigit() or decision not in NOTE_DECISIONS:
+        if not NUMBER.match(raw_id) or decision not in NOTE_DECISIONS:
             return "the review form's metadata names no review request and decision"
     elif callback in (blocks.VIEW_DEBATE, blocks.VIEW_CONFIG) and not _id(metadata):
         return "the form's metadata names no channel"

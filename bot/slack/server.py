@@ -1,15 +1,22 @@
 """The HTTP face of the bot: an ASGI app serving Slack at `/slack/events` and `/healthz`.
 
-Before Bolt sees a request, the front door refuses with a 4xx what Bolt would answer with a
-traceback: a missing or non-numeric `X-Slack-Request-Timestamp`, a body that is not UTF-8 or is
-larger than Slack ever sends, a `payload=` that is not a JSON object, and a payload whose shape
-no listener can use (`bot.slack.payloads`). Bolt still checks the signature of what passes.
+The front door authenticates before it parses: a request larger than Slack ever sends is cut
+off while it is read, then its `X-Slack-Signature` (HMAC of the raw bytes and the timestamp,
+within five minutes) is checked on those bytes, and only a request Slack signed is decoded and
+parsed. So a forged body, however it is built (invalid UTF-8, JSON nested 100,000 levels deep),
+costs a hash and gets a 401. What Slack did sign is still checked before Bolt sees it, since
+Bolt would answer it with a traceback: a body that is not UTF-8, a `payload=` that is not a
+JSON object, JSON nested deeper than Slack nests, and a payload whose shape no listener can use
+(`bot.slack.payloads`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import parse_qs
@@ -78,10 +85,18 @@ class BotASGI:
     """Routes `/healthz` to the health check, `GET /metrics` to Prometheus' exposition and
     everything else to Bolt's request handler."""
 
-    def __init__(self, app: AsyncApp, health: HealthCheck, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self,
+        app: AsyncApp,
+        health: HealthCheck,
+        metrics: Metrics | None = None,
+        *,
+        signing_secret: str,
+    ) -> None:
         self.slack = AsyncSlackRequestHandler(app, path=EVENTS_PATH)
         self.health = health
         self.metrics = metrics
+        self.signing_secret = signing_secret.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and await answer_ops(scope, send, self.health, self.metrics):
@@ -89,7 +104,7 @@ class BotASGI:
         if scope["type"] != "http" or scope.get("method") != "POST":
             await self.slack(scope, receive, send)  # type: ignore[arg-type]
             return
-        body, refusal = await _read_checked(scope, receive)
+        body, refusal = await _read_checked(scope, receive, self.signing_secret)
         if refusal is not None:
             status, reason = refusal
             await _answer(send, status, reason)
@@ -106,8 +121,11 @@ class BotASGI:
         await self.slack(scope, replay, send)  # type: ignore[arg-type]
 
 
-async def _read_checked(scope: Scope, receive: Receive) -> tuple[bytes, tuple[int, str] | None]:
-    """The whole body, and (status, reason) when the request must be refused before Bolt."""
+async def _read_checked(
+    scope: Scope, receive: Receive, signing_secret: bytes
+) -> tuple[bytes, tuple[int, str] | None]:
+    """The whole body, and (status, reason) when the request must be refused before Bolt:
+    first anything unsigned, then anything Slack signed that Bolt could not take."""
     headers = {k.decode("latin-1").lower(): v for k, v in scope.get("headers") or []}
     chunks: list[bytes] = []
     size = 0
@@ -121,26 +139,31 @@ async def _read_checked(scope: Scope, receive: Receive) -> tuple[bytes, tuple[in
         if not message.get("more_body"):
             break
     body = b"".join(chunks)
-    timestamp = headers.get("x-slack-request-timestamp", b"").decode("latin-1")
-    if not timestamp.strip().isdigit():
+    timestamp = headers.get("x-slack-request-timestamp", b"").decode("latin-1").strip()
+    if not (timestamp.isascii() and timestamp.isdigit()):
         return body, (401, "X-Slack-Request-Timestamp is missing or not a number")
+    signature = headers.get("x-slack-signature", b"").decode("latin-1")
+    if not signed_by_slack(signing_secret, body, timestamp, signature):
+        return body, (
+            401,
+            "X-Slack-Signature does not match this body and timestamp (or the timestamp is"
+            " more than five minutes old)",
+        )
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         return body, (400, "the request body is not UTF-8")
     parsed: Any
     if b"application/json" in headers.get("content-type", b""):
-        try:
-            parsed = json.loads(text)
-        except ValueError:
-            return body, (400, "the body is not JSON")
+        parsed, why = _json(text, "the body")
+        if why is not None:
+            return body, (400, why)
     else:
         fields = parse_qs(text, keep_blank_values=True)
         if "payload" in fields:
-            try:
-                parsed = json.loads(fields["payload"][0])
-            except ValueError:
-                return body, (400, "payload is not JSON")
+            parsed, why = _json(fields["payload"][0], "payload")
+            if why is not None:
+                return body, (400, why)
             if not isinstance(parsed, dict):
                 return body, (400, "payload is not a JSON object")
         else:
@@ -150,6 +173,31 @@ async def _read_checked(scope: Scope, receive: Receive) -> tuple[bytes, tuple[in
         log.warning("malformed Slack request refused: %s", why)
         return body, (400, f"malformed request: {why}")
     return body, None
+
+
+def signed_by_slack(
+    secret: bytes, body: bytes, timestamp: str, signature: str, *, now: float | None = None
+) -> bool:
+    """Slack's request signature ("Verifying requests from Slack"): `v0=` and the hex HMAC-SHA256
+    of `v0:{timestamp}:{body}` with the signing secret, the timestamp within five minutes.
+    Computed on the raw bytes, so a body that is not even UTF-8 is refused as unsigned
+    (slack_sdk's verifier decodes the body first and raises on such bytes)."""
+    if abs((time.time() if now is None else now) - int(timestamp)) > 300:
+        return False
+    base = b"v0:" + timestamp.encode() + b":" + body
+    expected = "v0=" + hmac.new(secret, base, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected.encode(), signature.encode("latin-1"))
+
+
+def _json(text: str, what: str) -> tuple[Any, str | None]:
+    """`text` parsed, or why it cannot be: not JSON, or nested past Python's recursion limit
+    (its decoder recurses once per level; Slack never nests that deep)."""
+    try:
+        return json.loads(text), None
+    except ValueError:
+        return None, f"{what} is not JSON"
+    except RecursionError:
+        return None, f"{what} nests JSON deeper than Slack ever does"
 
 
 async def _answer(send: Send, status: int, reason: str) -> None:

@@ -9,6 +9,8 @@ stops with a message that says which token to replace.
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 from typing import Any
 
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
@@ -30,14 +32,44 @@ FATAL_TOKEN_ERRORS = frozenset(
 )
 
 
+log = logging.getLogger(__name__)
+
+
 class GuardedSocketModeClient(SocketModeClient):
     """The aiohttp Socket Mode client, closed for good (and `refused` set) on a fatal token
-    error from `apps.connections.open`."""
+    error from `apps.connections.open`, and deaf to frames that are not JSON objects.
+
+    Socket Mode has no request signature: the connection itself is authenticated (only the
+    app-level token can open it), so a frame arrives authenticated before it is parsed. A frame
+    that still cannot be parsed (nested past Python's recursion limit) is dropped with one
+    warning instead of slack_sdk's traceback."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.refused = asyncio.Event()
         self.refusal = ""
+        self._listener_tasks: set[asyncio.Future[None]] = set()
+
+    async def process_message(self) -> None:
+        raw = await self.message_queue.get()
+        if raw is None:
+            return
+        message: Any = {}
+        if raw.startswith("{"):
+            try:
+                message = json.loads(raw)
+            except (ValueError, RecursionError) as error:
+                why = "nested too deeply" if isinstance(error, RecursionError) else "not JSON"
+                log.warning("dropped a Socket Mode frame of %d characters: %s", len(raw), why)
+                return
+        if not isinstance(message, dict):
+            log.warning("dropped a Socket Mode frame that is not a JSON object")
+            return
+        # As slack_sdk does: the listeners run in their own task, so one slow request does not
+        # hold up the frames behind it.
+        task = asyncio.ensure_future(self.run_message_listeners(message, raw))
+        self._listener_tasks.add(task)
+        task.add_done_callback(self._listener_tasks.discard)
 
     async def issue_new_wss_url(self) -> str:
         try:

@@ -449,6 +449,10 @@ class SlackEmulator:
             self.sockets.remove(socket)
         return socket
 
+    async def push_raw(self, frame: str) -> None:
+        """Send `frame` as it is down the newest socket (a frame Slack would never send)."""
+        await self.sockets[-1].send_str(frame)
+
     async def push(self, kind: str, payload: dict[str, Any], **extra: Any) -> str:
         """Send an envelope (`slash_commands`, `events_api`, `interactive`) down the newest
         socket; returns its envelope id, which the bot's ack names."""

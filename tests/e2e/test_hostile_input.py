@@ -4,9 +4,9 @@ handler failed is handled again when Slack retries it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-import time
 from typing import Any
 from urllib.parse import urlencode
 
@@ -56,21 +56,6 @@ def replaced(payload: dict[str, Any], value: Any, *path: str) -> dict[str, Any]:
         node = node[key]
     node[path[-1]] = value
     return copy
-
-
-async def test_unsigned_garbage_gets_a_4xx_before_authentication(start_bot: BotFactory) -> None:
-    bot = await start_bot()
-    url = f"{bot.driver.bot_url}/slack/events"
-    session = bot.driver.session
-
-    headers = {"X-Slack-Request-Timestamp": str(int(time.time())), "X-Slack-Signature": "v0=0"}
-    async with session.post(url, data=b"\xff\xfe\xfd", headers=headers) as bad_utf8:
-        assert bad_utf8.status == 400
-        assert "not UTF-8" in await bad_utf8.text()
-    headers["X-Slack-Request-Timestamp"] = "abc"
-    async with session.post(url, data=b"token=x", headers=headers) as bad_timestamp:
-        assert bad_timestamp.status == 401
-        assert "X-Slack-Request-Timestamp" in await bad_timestamp.text()
 
 
 @pytest.mark.parametrize(
@@ -189,3 +174,42 @@ async def test_an_event_whose_handler_failed_is_handled_when_slack_retries_it(
     again = await bot.driver.event(event, event_id="EvRetry", retry_num=2)
     assert again.status == 200
     assert len(bot.debates()) == 1
+
+
+async def test_an_adversarial_adr_post_or_assistant_message_does_not_stall_the_bot(
+    start_bot: BotFactory,
+) -> None:
+    """The outside report's Y-statement (88 s of backtracking for 5,500 characters, during
+    which /healthz and every ack timed out), at Slack's 40,000-character message limit, posted
+    in an ADR channel and in the assistant pane: the bot keeps answering."""
+    bot = await start_bot()
+    with session_scope(bot.engine) as session:
+        slack_store.save_channel_settings(
+            session, channel_id=CHANNEL, updated_by=ADMIN, values={"adr_watch": True}
+        )
+    hostile = ("in the context of a facing b we decided c to achieve d " * 800)[:40_000]
+    ts = bot.emulator.seed_message(CHANNEL, hostile)
+    thread = bot.emulator.seed_message("DASSIST", "hi")
+
+    async def answered_quickly() -> None:
+        async with bot.driver.session.get(f"{bot.driver.bot_url}/healthz") as health:
+            assert health.status == 200
+        assert (await bot.driver.command("Should we adopt ADR-042?")).status == 200
+
+    for sent in (
+        bot.driver.event(
+            {
+                "type": "message",
+                "channel": CHANNEL,
+                "user": "UALICE",
+                "text": hostile,
+                "ts": ts,
+                "channel_type": "channel",
+            }
+        ),
+        bot.driver.assistant_message(
+            hostile, channel="DASSIST", thread_ts=thread, ts=f"{thread}1", user="UALICE"
+        ),
+    ):
+        assert (await asyncio.wait_for(sent, 10)).status == 200
+        await asyncio.wait_for(answered_quickly(), 10)

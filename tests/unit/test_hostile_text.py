@@ -6,21 +6,27 @@ delimiters repeated, unclosed quotes and mentions, long runs of whitespace or de
 a character that ends the match. The bound in the test (2 s a call) is generous on purpose: the
 old Y-statement pattern took 88 s on 5,500 characters, and a linear rule takes milliseconds.
 A seeded fuzz then feeds random Unicode, lone surrogates included, and checks that each rule
-either answers or refuses with its own error.
+either answers or refuses with its own error; the payload checks and the HTTP front door get
+random and deeply nested payloads, signed and not.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import hmac
+import json
 import random
 import time
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from pydantic import ValidationError
 
 from bot import adr, hosts
-from bot.slack import blocks, commands, triggers
+from bot.slack import blocks, commands, payloads, server, triggers
 from bot.slack.errors import CommandError
 from engine import citations, llm, quality
 from engine.models import ContextDocument, Role, clean_text
@@ -231,3 +237,80 @@ def test_clean_text_replaces_lone_surrogates_so_the_text_can_be_stored_and_sent(
     cleaned = clean_text("a\ud800b\udfffc \U0001f600")
     assert cleaned == "a\ufffdb\ufffdc \U0001f600"
     cleaned.encode("utf-8")
+
+
+def _random_payload(rng: random.Random, depth: int = 0) -> Any:
+    """A random JSON-shaped value: objects and lists (sometimes shaped like Slack's payloads),
+    strings of random Unicode with lone surrogates, numbers, booleans, null."""
+    roll = rng.random()
+    if depth < 6 and roll < 0.35:
+        keys = ("type", "event", "user", "id", "actions", "value", "view", "channel", "ts", "text")
+        return {
+            rng.choice(keys) if rng.random() < 0.7 else _random_text(rng, 5): _random_payload(
+                rng, depth + 1
+            )
+            for _ in range(rng.randint(0, 5))
+        }
+    if depth < 6 and roll < 0.5:
+        return [_random_payload(rng, depth + 1) for _ in range(rng.randint(0, 4))]
+    if roll < 0.8:
+        return _random_text(rng, rng.choice((0, 1, 8, 40)))
+    return rng.choice((0, -1, 2**70, 1.5, True, False, None, "event_callback", "block_actions"))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_payload_checks_never_crash_on_random_or_deeply_nested_payloads(seed: int) -> None:
+    rng = random.Random(seed)
+    samples = [_random_payload(rng) for _ in range(300)]
+    deep: Any = "x"
+    for _ in range(5_000):
+        deep = {"event": deep} if rng.random() < 0.5 else [deep]
+    samples += [deep, {"type": "event_callback", "event": deep}]
+    for index, payload in enumerate(samples):
+        why = payloads.problem(payload)
+        assert why is None or isinstance(why, str)
+        payloads.scrub(payload)
+        if index < 300:  # (the deep ones are too deep for json.dumps itself)
+            json.dumps(payload).encode("utf-8")  # no lone surrogate is left to fail an encoder
+    assert payloads.problem({"type": "event_callback", "event": deep}) is not None
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_the_front_door_answers_every_random_body_without_raising(seed: int) -> None:
+    """Random bodies, signed and unsigned, through the HTTP front door's checks."""
+    rng = random.Random(seed)
+    secret = b"front-door-test-secret"
+    bodies = [
+        json.dumps(_random_payload(rng)).encode()
+        if rng.random() < 0.5
+        else urlencode({"payload": json.dumps(_random_payload(rng))}).encode()
+        for _ in range(150)
+    ]
+    bodies += [rng.randbytes(rng.randint(0, 200)) for _ in range(50)]
+    bodies += [b"[" * 100_000 + b"]" * 100_000, b"payload=" + b"%5B" * 60_000]
+    for body in bodies:
+        for signed in (True, False):
+            now = str(int(time.time()))
+            mac = hmac.new(secret, b"v0:" + now.encode() + b":" + body, hashlib.sha256)
+            signature = "v0=" + (mac.hexdigest() if signed else "0" * 64)
+            kind = b"application/json" if body[:1] in (b"{", b"[") else b"x-www-form-urlencoded"
+            headers = [
+                (b"x-slack-request-timestamp", now.encode()),
+                (b"x-slack-signature", signature.encode()),
+                (b"content-type", kind),
+            ]
+            _, refusal = asyncio.run(_front_door(body, headers, secret))
+            if not signed:
+                assert refusal is not None
+                assert refusal[0] == 401
+            elif refusal is not None:
+                assert 400 <= refusal[0] < 500
+
+
+async def _front_door(
+    body: bytes, headers: list[tuple[bytes, bytes]], secret: bytes
+) -> tuple[bytes, tuple[int, str] | None]:
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return await server._read_checked({"headers": headers}, receive, secret)
