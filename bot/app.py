@@ -374,6 +374,7 @@ def build_bot(
             ),
             caps=SpendCaps(workspace_usd=settings.workspace_monthly_budget_usd),
             review_channel=settings.review_channel,
+            allow_self_review=settings.allow_self_review,
             metrics=metrics,
             hosts=services.hosts,
             after_review=PullRequestComments(engine, services.hosts).after_review,

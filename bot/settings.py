@@ -177,6 +177,11 @@ class Settings(BaseSettings):
         description="the channel id (C…) where debates from the assistant post their review"
         " requests when the person names none with --review-in",
     )
+    allow_self_review: bool = Field(
+        default=False,
+        description="let the person who asked for a debate decide its review (off: someone"
+        " else must, whoever the reviewers are and wherever the request is posted)",
+    )
     review_reminder_h: float = Field(
         default=24.0, gt=0, description="remind reviewers of an open review after this long"
     )

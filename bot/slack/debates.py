@@ -96,6 +96,7 @@ class SlackDebates:
         limits: InFlightLimits | None = None,
         caps: SpendCaps | None = None,
         review_channel: str | None = None,
+        allow_self_review: bool = False,
         metrics: Metrics | None = None,
         hosts: HostClients | None = None,
         after_review: ReviewFollower | None = None,
@@ -110,6 +111,7 @@ class SlackDebates:
         self.limits = limits
         self.caps = caps or SpendCaps()
         self.review_channel = review_channel
+        self.allow_self_review = allow_self_review
         self.metrics = metrics
         self.hosts = hosts
         self.after_review = after_review
@@ -210,6 +212,10 @@ class SlackDebates:
                     triage=triage,
                     parent_debate_id=parent_debate_id,
                     review_channel_id=review_channel_id,
+                    # Who decides is the server's choice, never `--review-in`'s: a debate in
+                    # a channel is that channel's; one in a DM (the assistant pane) goes to
+                    # the deployment's review channel, or to the workspace admins.
+                    reviewers_channel_id=self.review_channel if channel[:1] == "D" else channel,
                     link=link,
                 )
             )
@@ -493,17 +499,43 @@ class SlackDebates:
         debate = await self.db(lambda s: repository.get_debate(s, debate_id=debate_id))
         return escalation, debate
 
+    async def deciders(self, debate: Debate) -> list[str]:
+        """The people (user ids and user groups) who may decide `debate`'s review, as the
+        server has it now: the reviewers configured for the channel chosen when the debate was
+        queued (`reviewers_channel_id`), without the requester unless self-review is allowed.
+        Empty means the workspace admins decide (then too without the requester)."""
+        if debate.reviewers_channel_id is None:
+            return []
+        settings = await self.settings_of(debate.reviewers_channel_id)
+        reviewers = list(settings.reviewers)
+        requester = debate.requested_by
+        if self.allow_self_review or requester is None or not reviewers:
+            return reviewers
+        people = await self.directory.people_in(reviewers)
+        if requester not in people:
+            return reviewers
+        # The requester is a reviewer (directly or through a group): the others decide, or,
+        # when there are no others, the admins.
+        return [person for person in people if person != requester]
+
     async def authorize_review(self, *, escalation_id: int, user: str) -> tuple[Escalation, Debate]:
-        """The escalation, if `user` may decide it; NotAllowedError otherwise."""
+        """The escalation, if `user` may decide it; NotAllowedError otherwise. Who may is the
+        server's decision (`deciders`), whatever channel the request was posted in."""
         escalation, debate = await self._escalation(escalation_id)
-        assert debate.channel_id is not None
-        settings = await self.settings_of(debate.review_channel_id or debate.channel_id)
-        reviewers = _reviewers(settings, escalation)
+        if user == debate.requested_by and not self.allow_self_review:
+            raise NotAllowedError(
+                f"You asked for debate #{debate.id}, so someone else must decide its review."
+                " Nothing was changed. (A workspace that wants requesters to review their own"
+                " debates sets DEBATEBOT_ALLOW_SELF_REVIEW=true.)",
+                plain="You asked for this debate, so someone else must decide its review.",
+            )
+        reviewers = await self.deciders(debate)
         if not await self.directory.may_review(user, reviewers):
             who = ", ".join(blocks.mention(p) for p in reviewers) or "workspace admins"
             raise NotAllowedError(
-                f"Only this channel's reviewers ({who}) can decide debate #{debate.id}."
-                " Nothing was changed."
+                f"Only the reviewers of debate #{debate.id}'s channel ({who}) can decide it."
+                " Nothing was changed.",
+                plain="Only the reviewers of this debate's channel can decide this review.",
             )
         return escalation, debate
 
@@ -670,10 +702,8 @@ class SlackDebates:
         month_start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
         open_items = await self.db(store.open_escalations)
         pending: list[blocks.HomeDebate] = []
-        for escalation, debate in open_items:
-            assert debate.channel_id is not None
-            settings = await self.settings_of(debate.review_channel_id or debate.channel_id)
-            reviewers = _reviewers(settings, escalation)
+        for _escalation, debate in open_items:
+            reviewers = await self.deciders(debate)
             if reviewers and await self.directory.is_one_of(user, reviewers):
                 pending.append(_home_item(debate))
         recent = await self.db(lambda s: store.recent_debates(s, channel_ids=channels))
@@ -730,11 +760,6 @@ def _budget_text(error: BudgetExceededError) -> str:
         f" and this debate could cost {ceiling}, so nothing was queued. Spending resets on the 1st"
         f" (UTC); {fix}, or a smaller `--budget` may fit"
     )
-
-
-def _reviewers(settings: ChannelSettings, escalation: Escalation) -> list[str]:
-    """Who may decide: the channel's reviewers as configured now, else those the request named."""
-    return list(settings.reviewers) or list(escalation.reviewers)
 
 
 def _home_item(debate: Debate, votes: dict[str, int] | None = None) -> blocks.HomeDebate:

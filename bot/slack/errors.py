@@ -20,7 +20,12 @@ class FormError(SlackLayerError):
 
 
 class NotAllowedError(SlackLayerError):
-    """The user may not do this (not a reviewer, not a channel owner or admin)."""
+    """The user may not do this (not a reviewer, not a channel owner or admin); `plain` says so
+    without mentions, for places that show text raw (a form's field errors)."""
+
+    def __init__(self, message: str, *, plain: str | None = None) -> None:
+        super().__init__(message)
+        self.plain = plain or message
 
 
 class PostError(SlackLayerError):

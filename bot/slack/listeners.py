@@ -435,12 +435,9 @@ async def on_review_note(
     note = form_value(view, "note") or None
     try:
         _, debate = await debates.authorize_review(escalation_id=escalation_id, user=user)
-    except NotAllowedError:
+    except NotAllowedError as refusal:
         # Form errors are plain text, where a mention would show as raw `<@U…>`.
-        await ack(
-            response_action="errors",
-            errors={"note": "Only this channel's reviewers can decide this review."},
-        )
+        await ack(response_action="errors", errors={"note": refusal.plain})
         return
     await ack()
     review, created = await debates.decide(

@@ -90,9 +90,9 @@ def _lease_check(dialect: str) -> Select[Any]:
 @functools.cache
 def _closing_read(escalating: bool) -> Select[Any]:
     """The columns of a batch of debates that their endings need; when one escalates, joined to
-    the escalation a debate may already have and to its reviewers' channel (a debate reviewed
-    elsewhere, an assistant thread's, takes that channel's reviewers). One statement, compiled
-    once per process: three made a cold `debatebot run` compile three."""
+    the escalation a debate may already have and to the channel whose reviewers decide it (the
+    server's choice at enqueue, `reviewers_channel_id`; not where the request is posted). One
+    statement, compiled once per process: three made a cold `debatebot run` compile three."""
     c = _DEBATES.c
     query: Select[Any] = _DEBATES.select().with_only_columns(
         c.id,
@@ -108,9 +108,8 @@ def _closing_read(escalating: bool) -> Select[Any]:
     if not escalating:
         return query
     escalations, channels = _ESCALATIONS.c, _CHANNELS.c
-    reviewed_in = func.coalesce(func.nullif(c.review_channel_id, ""), func.nullif(c.channel_id, ""))
     joined = _DEBATES.outerjoin(_ESCALATIONS, escalations.debate_id == c.id).outerjoin(
-        _CHANNELS, channels.channel_id == reviewed_in
+        _CHANNELS, channels.channel_id == c.reviewers_channel_id
     )
     return query.add_columns(
         escalations.id.label("escalation_id"), channels.reviewers.label("reviewers")
@@ -218,6 +217,7 @@ def enqueue_debate(
     triage: bool = False,
     parent_debate_id: int | None = None,
     review_channel_id: str | None = None,
+    reviewers_channel_id: str | None = None,
     link: str | None = None,
 ) -> tuple[Debate, bool]:
     """Insert a queued debate, or return the one already made for `trigger_key`; with `triage`
@@ -228,6 +228,8 @@ def enqueue_debate(
     transaction, so a queued debate never lacks its parent message. With `limits`, a new
     debate past the person's or channel's debates in flight raises InFlightLimitError; with
     `caps`, one whose cost ceiling could pass a monthly cap raises BudgetExceededError.
+    `reviewers_channel_id` is the channel whose reviewers decide its review (the server's
+    choice; see `Debate.reviewers_channel_id`).
     """
     existing = session.exec(select(Debate).where(Debate.trigger_key == trigger_key)).one_or_none()
     if existing is not None:
@@ -244,6 +246,7 @@ def enqueue_debate(
         requested_by=requested_by,
         parent_debate_id=parent_debate_id,
         review_channel_id=review_channel_id,
+        reviewers_channel_id=reviewers_channel_id,
         link=link,
         question=spec.question,
         protocol=spec.protocol,

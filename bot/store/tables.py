@@ -56,6 +56,11 @@ class Debate(SQLModel, table=True):
     review_channel_id: str | None = Field(default=None, max_length=40)
     """Where the review request goes when not in the debate's thread (an assistant thread's
     debate escalates to a channel)."""
+    reviewers_channel_id: str | None = Field(default=None, max_length=40)
+    """The channel whose reviewers decide the review, chosen by the server when the debate is
+    queued: the debate's own channel, or for a debate in a DM the deployment's review channel
+    (DEBATEBOT_REVIEW_CHANNEL). Never the channel a requester names with `--review-in`, which
+    only says where the request is posted. None: workspace admins decide."""
     link: str | None = Field(default=None, max_length=500)
     """The GitHub or GitLab link the ADR came from (its pull request gets the verdict)."""
     pr_comment_due: datetime | None = Field(default=None, index=True)

@@ -63,7 +63,7 @@ async def test_low_confidence_is_escalated_and_only_a_reviewer_can_approve_once(
     await bot.wait_for(lambda: bot.emulator.ephemeral, "the refusal")
     refusal = bot.emulator.ephemeral[-1]
     assert refusal["user"] == "UMALLORY"
-    assert "Only this channel's reviewers" in refusal["text"]
+    assert "Only the reviewers of debate #1's channel" in refusal["text"]
     assert reviews(bot) == []
     assert bot.emulator.views == []
 

@@ -133,7 +133,7 @@ async def test_envelopes_over_the_socket_refresh_and_abrupt_close(tmp_path: Path
         }
         await emulator.push("interactive", click)
         refusal = await until(lambda: emulator.ephemeral, "the refusal")
-        assert "Only this channel's reviewers" in refusal[-1]["text"]
+        assert "Only the reviewers of debate #1's channel" in refusal[-1]["text"]
 
         await emulator.ask_to_reconnect()
         await until(lambda: emulator.socket_connections >= 2 and emulator.sockets, "reconnection")

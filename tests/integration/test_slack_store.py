@@ -37,6 +37,7 @@ def queued(engine: Engine, key: str = "k", drafts: list[Draft] | None = None) ->
             spec=SPEC,
             source="command",
             channel_id="C1",
+            reviewers_channel_id="C1",
             requested_by="UALICE",
             messages=(lambda _debate: list(drafts)) if drafts else None,
         )
