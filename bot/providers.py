@@ -223,6 +223,7 @@ class ProviderRegistry:
             return SchemaFillingLLM(
                 seed=s.fake_seed,
                 script=CANNED_DEBATE_REPLIES,
+                pricing=lambda model: self.pricing("fake", model),
                 delay_s=s.fake_delay_s,
                 record=False,
             )
