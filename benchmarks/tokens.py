@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from engine.llm import LLM, Completion, LLMRequest
 from engine.models import ContextDocument, DebateResult, DebateSpec, ModelSettings, Usage
+from engine.pricing import Pricing
 
 if TYPE_CHECKING:
     from bot.app import DebateServices
@@ -53,6 +54,9 @@ class Recorder:
 
         class Recording:
             provider = inner.provider
+
+            def price_of(self, model: str) -> Pricing:
+                return inner.price_of(model)
 
             async def complete(self, request: LLMRequest) -> Completion:
                 recorder.requests.append(request)

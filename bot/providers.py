@@ -147,6 +147,9 @@ class LimitedLLM:
     def provider(self) -> str:
         return self.inner.provider
 
+    def price_of(self, model: str) -> Pricing:
+        return self.inner.price_of(model)
+
     async def complete(self, request: LLMRequest) -> Completion:
         if self.limit is None:
             return await self.inner.complete(request)
@@ -220,6 +223,7 @@ class ProviderRegistry:
             return SchemaFillingLLM(
                 seed=s.fake_seed,
                 script=CANNED_DEBATE_REPLIES,
+                pricing=lambda model: self.pricing("fake", model),
                 delay_s=s.fake_delay_s,
                 record=False,
             )

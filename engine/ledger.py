@@ -5,24 +5,40 @@ Every model call of a debate goes through one `TurnLedger`. The ledger
 - turns each validated output into a `TurnRecord` and emits `TurnStarted`/`TurnFinished`,
 - replays turns already recorded (a resumed debate) without calling any model.
 
-Budget rule: a call is not started when the money spent plus the average cost of the calls made
-so far would pass the ceiling, so the ceiling is not knowingly crossed. Protocols then end with
-TRUNCATED_BUDGET and the latest state they had.
+Budget rule: a call starts only when the money spent, plus the worst case of every call still
+in flight, plus its own worst case (`input_token_bound` tokens in at the dearest input rate and
+`max_tokens` out, at its model's price) fits in the ceiling. Its worst case is held while it runs
+and replaced by what it really cost when it ends, so calls made together (a panel's answers)
+cannot pass the ceiling together either: a debate never spends more than its budget. A refused
+call raises `BudgetExhausted`; protocols then end with TRUNCATED_BUDGET and the latest state they
+had. Provider-level retries of a failed request are not billed and are not checked again.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
+import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 from pydantic import BaseModel
 
 from engine.errors import DebateHaltedError, EngineError
 from engine.events import DebateEvent, EventSink, TurnFinished, TurnStarted
-from engine.llm import LLM, Completion, LLMRequest, Message, complete_structured
+from engine.llm import (
+    LLM,
+    Completion,
+    LLMRequest,
+    Message,
+    complete_structured,
+    input_token_bound,
+    output_schema,
+)
 from engine.models import DebateSpec, ModelSettings, Role, TurnRecord
+from engine.pricing import Pricing
 from engine.prompts import PromptTemplate
 
 T = TypeVar("T", bound=BaseModel)
@@ -32,47 +48,118 @@ HaltCheck = Callable[[], Awaitable[str | None]]
 
 
 class BudgetExhausted(EngineError):
-    """Raised inside a protocol when the next call would pass the cost ceiling."""
+    """Raised inside a protocol when the next call could pass the cost ceiling."""
+
+
+def _usd(amount: float) -> str:
+    """Dollars to the hundredth of a cent, without trailing zeros past the cents."""
+    digits = f"{amount:.4f}".rstrip("0")
+    return "$" + digits + "0" * (2 - len(digits.partition(".")[2]))
+
+
+@dataclass(frozen=True)
+class CallBound:
+    """The most one call can cost, and which call it is, for the ceiling check and its
+    message."""
+
+    what: str
+    input_tokens: int
+    output_tokens: int
+    usd: float
+
+    @classmethod
+    def of(cls, request: LLMRequest, pricing: Pricing, *, what: str) -> CallBound:
+        tokens = input_token_bound(request)
+        worst = pricing.worst_case(input_tokens=tokens, output_tokens=request.max_tokens)
+        return cls(what=what, input_tokens=tokens, output_tokens=request.max_tokens, usd=worst)
+
+    def __str__(self) -> str:
+        return (
+            f"{self.what} could cost up to {_usd(self.usd)} (at most {self.input_tokens:,} input"
+            f" tokens and max_tokens {self.output_tokens:,})"
+        )
 
 
 class CostMeter:
-    """Money spent so far in one debate, and the ceiling check made before each call."""
+    """Money spent so far in one debate, the worst cases of its calls in flight, and the
+    ceiling check made before each call."""
 
-    def __init__(self, budget_usd: float | None) -> None:
+    def __init__(self, budget_usd: float | None, *, spent_usd: float = 0.0) -> None:
         self.budget_usd = budget_usd
-        self.spent_usd = 0.0
-        self.calls = 0
+        self.spent_usd = spent_usd
+        self._held: dict[int, float] = {}
+        self._tickets = itertools.count()
 
-    def add(self, cost_usd: float, *, calls: int = 1) -> None:
-        self.spent_usd += cost_usd
-        self.calls += calls
+    @property
+    def held_usd(self) -> float:
+        """The worst cases of the calls in flight."""
+        return sum(self._held.values())
 
-    def check(self) -> None:
-        if self.budget_usd is None:
+    def check(self, call: CallBound) -> None:
+        """Raise BudgetExhausted unless `call` fits beside what is spent and held."""
+        budget = self.budget_usd
+        held = self.held_usd
+        if budget is None or self.spent_usd + held + call.usd <= budget:
             return
-        expected_next = self.spent_usd / self.calls if self.calls else 0.0
-        if self.spent_usd + expected_next > self.budget_usd or self.spent_usd >= self.budget_usd:
+        spent = "nothing was spent" if self.spent_usd == 0 else f"{_usd(self.spent_usd)} spent"
+        if call.usd > budget:
+            # No amount of waiting lets this call fit: say what would.
+            needed = math.ceil(round(call.usd * 100, 6)) / 100
             raise BudgetExhausted(
-                f"cost ceiling ${self.budget_usd:.4f} reached: ${self.spent_usd:.4f} spent in"
-                f" {self.calls} calls, next call expected ${expected_next:.4f}"
+                f"{spent}: {call}, more than the whole {_usd(budget)} budget. Raise the budget to"
+                f" at least ${needed:.2f} (--budget {needed:.2f}; DEBATEBOT_BUDGET_USD sets the"
+                " default of every debate), or give that role a cheaper model or a lower"
+                " max_tokens"
             )
+        in_flight = f" and {_usd(held)} held for calls in flight" if self._held else ""
+        left = max(0.0, budget - self.spent_usd - held)
+        raise BudgetExhausted(
+            f"{call}, and {spent}{in_flight} leave {_usd(left)} of the {_usd(budget)} budget:"
+            " it was not started"
+        )
+
+    def hold(self, call: CallBound) -> int:
+        """Check `call` and hold its worst case until `release`; returns the ticket to release."""
+        self.check(call)
+        ticket = next(self._tickets)
+        self._held[ticket] = call.usd
+        return ticket
+
+    def release(self, ticket: int, cost_usd: float) -> None:
+        """The call of `ticket` ended: drop its worst case and count what it cost."""
+        del self._held[ticket]
+        self.spent_usd += cost_usd
 
 
 class MeteredLLM:
-    """Wraps a model so every single call is budget-checked first and its cost counted after."""
+    """Wraps a model so every single call holds its worst case against the ceiling while it
+    runs, and counts its real cost when it ends."""
 
-    def __init__(self, inner: LLM, meter: CostMeter) -> None:
+    def __init__(self, inner: LLM, meter: CostMeter, *, what: str) -> None:
         self.inner = inner
         self.meter = meter
+        self.what = what
 
     @property
     def provider(self) -> str:
         return self.inner.provider
 
+    def price_of(self, model: str) -> Pricing:
+        return self.inner.price_of(model)
+
+    def bound(self, request: LLMRequest) -> CallBound:
+        return CallBound.of(request, self.price_of(request.model), what=self.what)
+
     async def complete(self, request: LLMRequest) -> Completion:
-        self.meter.check()
-        completion = await self.inner.complete(request)
-        self.meter.add(completion.cost_usd)
+        ticket = self.meter.hold(self.bound(request))
+        cost = 0.0
+        try:
+            completion = await self.inner.complete(request)
+            cost = completion.cost_usd
+        finally:
+            # A call that ended without a reply has no usage to count (and vendors do not
+            # bill failed requests): it is released at no cost.
+            self.meter.release(ticket, cost)
         return completion
 
 
@@ -100,9 +187,13 @@ class TurnLedger:
         self.halt = halt
         self.resolve_llm = resolve_llm
         self.sink = sink
-        self.meter = CostMeter(spec.budget_usd)
         self.transcript: list[TurnRecord] = []
         self._recorded = {turn.key: turn for turn in recorded}
+        # What is stored was paid for, replayed here or not (a triage turn stored before the
+        # debate's own turns is never replayed by the debate, and still counts).
+        self.meter = CostMeter(
+            spec.budget_usd, spent_usd=sum(t.cost_usd for t in self._recorded.values())
+        )
 
     async def emit(self, event: DebateEvent) -> None:
         await self.sink(event)
@@ -128,7 +219,6 @@ class TurnLedger:
         stored = self._recorded.get((round, role, speaker, phase, attempt))
         if stored is not None:
             value = output_type.model_validate(stored.parsed)
-            self.meter.add(stored.cost_usd, calls=stored.reasks + 1)
             self.transcript.append(stored)
             await self.emit(TurnFinished(turn=stored, replayed=True))
             return value
@@ -136,8 +226,23 @@ class TurnLedger:
         if self.halt is not None and (reason := await self.halt()) is not None:
             raise DebateHaltedError(f"stopped before the {role.value} turn: {reason}")
         settings = self.spec.participant_for(role, speaker).model
-        llm = MeteredLLM(self.resolve_llm(settings), self.meter)
-        self.meter.check()
+        who = f"{speaker}'s {role.value} call" if speaker else f"the {role.value} call"
+        llm = MeteredLLM(
+            self.resolve_llm(settings),
+            self.meter,
+            what=f"{who} to {settings.provider}:{settings.model}",
+        )
+        request = LLMRequest(
+            messages=messages,
+            model=settings.model,
+            temperature=settings.temperature,
+            max_tokens=settings.max_tokens,
+            output_schema=output_schema(output_type),
+            schema_name=output_type.__name__,
+        )
+        # Checked before the turn is announced; the call itself holds its worst case (a
+        # concurrent call may have taken the room meanwhile).
+        self.meter.check(llm.bound(request))
         await self.emit(
             TurnStarted(
                 round=round,
@@ -148,12 +253,6 @@ class TurnLedger:
                 provider=llm.provider,
                 model=settings.model,
             )
-        )
-        request = LLMRequest(
-            messages=messages,
-            model=settings.model,
-            temperature=settings.temperature,
-            max_tokens=settings.max_tokens,
         )
         started = time.perf_counter()
         result = await complete_structured(llm, request, output_type)

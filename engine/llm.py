@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from engine.errors import StructuredOutputError
 from engine.models import Usage
+from engine.pricing import Pricing
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -54,12 +55,40 @@ class Completion(BaseModel):
 
 
 class LLM(Protocol):
-    """What the engine needs from a model: a provider name and one async completion call."""
+    """What the engine needs from a model: a provider name, the price a call to one of its
+    models is billed at (the budget ceiling is checked on it before the call), and one async
+    completion call."""
 
     @property
     def provider(self) -> str: ...
 
+    def price_of(self, model: str) -> Pricing: ...
+
     async def complete(self, request: LLMRequest) -> Completion: ...
+
+
+REQUEST_OVERHEAD_TOKENS = 1_000
+"""Input tokens a request may be billed for beyond its text: a vendor's tool-use instructions
+(Anthropic's are under 350 tokens), the tool's name and description, a response format's framing."""
+MESSAGE_OVERHEAD_TOKENS = 16
+"""Input tokens a message may be billed for beyond its text: role and turn markers (a few)."""
+
+
+def input_token_bound(request: LLMRequest) -> int:
+    """At most how many input tokens `request` can be billed for, with no tokenizer at hand.
+
+    The hosted vendors' tokenizers are byte-level BPE: every token stands for at least one byte
+    of the text, so no text takes more tokens than its UTF-8 bytes (English takes about a
+    quarter of that). So: the bytes of every message and of the output schema as JSON (a
+    provider sends the schema once, or a subset of it), plus a fixed allowance per message and
+    per request for what is not text (role markers, tool-use framing). The bound is loose on
+    purpose: a budget check on it can refuse a call that would have fit, never let through one
+    that does not.
+    """
+    text_bytes = sum(len(m.content.encode("utf-8")) for m in request.messages)
+    if request.output_schema is not None:
+        text_bytes += len(json.dumps(request.output_schema).encode("utf-8"))
+    return text_bytes + MESSAGE_OVERHEAD_TOKENS * len(request.messages) + REQUEST_OVERHEAD_TOKENS
 
 
 @dataclass

@@ -45,6 +45,15 @@ class Pricing(BaseModel):
             + usage.output_tokens * self.output_per_mtok
         ) / 1_000_000
 
+    def worst_case(self, *, input_tokens: int, output_tokens: int) -> float:
+        """The most `input_tokens` in and `output_tokens` out can cost: every input token at the
+        dearest input rate (a cache write costs more than plain input), so no split into plain,
+        cached and written input that a vendor reports can bill more."""
+        input_rate = max(
+            self.input_per_mtok, self.cached_input_per_mtok or 0.0, self.cache_write_per_mtok or 0.0
+        )
+        return (input_tokens * input_rate + output_tokens * self.output_per_mtok) / 1_000_000
+
 
 FREE = Pricing()
 

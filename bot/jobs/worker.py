@@ -254,7 +254,8 @@ class DebateWorker:
                 resolve_llm=self.resolve_llm,
                 prompts=self.prompts,
                 sink=persist,
-                recorded=recorded,
+                # The triage's turn, stored or just asked, counts against the debate's budget.
+                recorded=[*recorded, outcome.turn] if outcome is not None else recorded,
                 halt=halt,
             )
             return triage.debated(result, outcome) if outcome is not None else result

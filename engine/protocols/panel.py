@@ -281,12 +281,24 @@ class PanelProtocol:
 
         tasks = [asyncio.create_task(speak(who)) for who in debaters]
         try:
-            results = await asyncio.gather(*tasks)
+            # A panelist refused for budget or failed does not cancel the others: their calls
+            # are already paid for, and a call cut off unanswered could be billed unmetered.
+            outcomes = await asyncio.gather(*tasks, return_exceptions=True)
         except BaseException:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
+        results: list[PanelAnswer] = []
+        stops: list[BaseException] = []
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                stops.append(outcome)
+            else:
+                results.append(outcome)
+        if stops:
+            # A failure says more than a budget stop beside it.
+            raise next((s for s in stops if not isinstance(s, BudgetExhausted)), stops[0])
         return {who.name or "": answer for who, answer in zip(debaters, results, strict=True)}
 
     async def _aggregate(

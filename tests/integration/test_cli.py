@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -128,6 +129,36 @@ def test_bad_input_gets_an_actionable_error(
         err = capsys.readouterr().err
     assert code == 1
     assert message in err
+
+
+def test_a_budget_that_cannot_pay_the_first_call_ends_the_run_before_any_call_saying_why(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The fake model priced like no real one ($300 per million tokens): its first call could
+    cost more than the default $1 budget, so nothing is asked, and the user learns what the
+    call could cost and how to raise the budget; with that budget it runs."""
+    price = {"input_per_mtok": 300.0, "output_per_mtok": 300.0}
+    monkeypatch.setenv("DEBATEBOT_PRICES", json.dumps({"fake:fake-model": price}))
+
+    code = main(["run", "Should we adopt ADR-007?", "--provider", "fake"])
+
+    out = capsys.readouterr().out
+    assert code == 3
+    assert "STATUS      TRUNCATED_BUDGET" in out
+    assert "nothing was spent: the framing call to fake:fake-model could cost up to $" in out
+    assert "more than the whole $1.00 budget" in out
+    asked = re.search(r"Raise the budget to at least \$([0-9.]+) \(--budget \1;", out)
+    assert asked, out
+    assert "DEBATEBOT_BUDGET_USD sets the default of every debate" in out
+    assert "COST        $0.0000 · 0 in / 0 out tokens · 0 turns" in out
+
+    code = main(["run", "Should we adopt ADR-007?", "--provider", "fake", "--budget", asked[1]])
+
+    out = capsys.readouterr().out
+    assert "] framing ·" in out
+    spent = re.search(r"COST        \$([0-9.]+)", out)
+    assert spent, out
+    assert 0 < float(spent[1]) <= float(asked[1])
 
 
 def test_prompts_verify_passes_on_the_shipped_prompts(capsys: pytest.CaptureFixture[str]) -> None:
