@@ -68,6 +68,12 @@ class DebateServices:
     registry: ProviderRegistry
     hosts: HostClients
 
+    async def aclose(self) -> None:
+        """Close what the services opened: the providers' clients and the code hosts' HTTP
+        session."""
+        await self.hosts.aclose()
+        await self.registry.aclose()
+
     def models(
         self,
         provider: str | None = None,
@@ -258,6 +264,7 @@ def host_config(settings: Settings) -> HostConfig:
         gitlab_token=settings.host_token("gitlab"),
         github_api_url=settings.github_api_url,
         gitlab_api_url=settings.gitlab_api_url,
+        timeout_s=settings.host_timeout_s,
     )
 
 
@@ -528,6 +535,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
                 await _serve_http(settings, runtime, stop)
         finally:
             await runtime.stop()
+            await services.aclose()
             if exporter is not None:
                 exporter.shutdown()
 

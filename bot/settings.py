@@ -231,6 +231,12 @@ class Settings(BaseSettings):
         default=None,
         description="where GitLab's API answers (before /api/v4), when not at DEBATEBOT_GITLAB_URL",
     )
+    host_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="how long one linked-ADR fetch or pull request comment may take, all its"
+        " requests to GitHub or GitLab together",
+    )
     slack_timeout_s: float = Field(
         default=10.0, gt=0, description="how long one Slack API call may take before it is retried"
     )
