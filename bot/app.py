@@ -339,6 +339,7 @@ def build_bot(
     from slack_bolt.async_app import AsyncApp
 
     from bot.slack.debates import SlackDebates
+    from bot.slack.files import Uploads
     from bot.slack.listeners import register as register_listeners
     from bot.slack.server import BotASGI
 
@@ -379,6 +380,7 @@ def build_bot(
             metrics=metrics,
             hosts=services.hosts,
             after_review=PullRequestComments(engine, services.hosts).after_review,
+            uploads=Uploads(files_url=settings.slack_files_url, timeout_s=settings.slack_timeout_s),
         ),
         notifier=notifier,
         delivery=delivery,

@@ -31,7 +31,7 @@ from bot.settings import SettingsError
 from bot.slack import blocks, triggers
 from bot.slack.commands import LINKED_QUESTION, DebateCommand, parse_command
 from bot.slack.errors import CommandError, NotAllowedError
-from bot.slack.files import UploadRefusedError, is_document_upload, read_upload
+from bot.slack.files import UploadRefusedError, Uploads, is_document_upload, read_upload
 from bot.slack.notifier import DebateNotifier
 from bot.slack.people import SlackDirectory
 from bot.slack.poster import SlackPoster
@@ -99,6 +99,7 @@ class SlackDebates:
         metrics: Metrics | None = None,
         hosts: HostClients | None = None,
         after_review: ReviewFollower | None = None,
+        uploads: Uploads | None = None,
     ) -> None:
         self.engine = engine
         self.new_spec = new_spec
@@ -113,6 +114,7 @@ class SlackDebates:
         self.metrics = metrics
         self.hosts = hosts
         self.after_review = after_review
+        self.uploads = uploads or Uploads()
 
     async def db(self, work: Callable[[Session], R]) -> R:
         return await in_session(self.engine, work)
@@ -385,7 +387,14 @@ class SlackDebates:
         documents = []
         for file in uploads:
             try:
-                documents.append(await read_upload(self.poster.client, str(file.get("id"))))
+                documents.append(
+                    await read_upload(
+                        self.poster.client,
+                        str(file.get("id")),
+                        files_url=self.uploads.files_url,
+                        timeout_s=self.uploads.timeout_s,
+                    )
+                )
             except UploadRefusedError as error:
                 raise CommandError(str(error)) from error
         pattern = settings.adr_pattern

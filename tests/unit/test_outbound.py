@@ -15,6 +15,7 @@ from bot.outbound import (
     decode_segment,
     size_text,
 )
+from bot.slack.files import files_origin
 
 
 @pytest.mark.parametrize(
@@ -108,6 +109,20 @@ def test_an_origin_names_its_port_only_when_it_is_not_the_usual_one() -> None:
     assert Origin.of("http://127.0.0.1:9000/api/").address == "http://127.0.0.1:9000"
     assert Origin.of("http://127.0.0.1:9000/api/").port == 9000
     assert Origin.of("https://x.test").port == 443
+
+
+def test_slack_files_come_from_slack_s_file_host_or_the_api_s_own_origin_unless_set() -> None:
+    assert files_origin("https://slack.com/api/").address == "https://files.slack.com"
+    assert files_origin("http://127.0.0.1:4000/api/").address == "http://127.0.0.1:4000"
+    assert files_origin("http://127.0.0.1:4000/api/").base == ""
+    assert (
+        files_origin("https://slack.com/api/", "https://files.example.org").address
+        == "https://files.example.org"
+    )
+    slack = files_origin("https://slack.com/api/")
+    assert slack.admits("https://files.slack.com/files-pri/T1-F1/download/adr.md")
+    assert not slack.admits("https://slack.com/files-pri/T1-F1/download/adr.md")
+    assert not slack.admits("https://files.slack.com.evil.test/files-pri/T1-F1/adr.md")
 
 
 def test_sizes_read_as_people_read_them() -> None:
