@@ -56,7 +56,7 @@ async def one_debate(folder: Path) -> tuple[float, int, float]:
         assert claimed is not None
         result = await worker.execute(claimed[0], stored=claimed[1])
         elapsed = time.perf_counter() - started
-    await services.registry.aclose()
+    await services.aclose()
     assert result is not None
     assert result.status.value == "COMPLETE", result.error
     calls = sum(1 + turn.reasks for turn in result.transcript)

@@ -68,6 +68,12 @@ class DebateServices:
     registry: ProviderRegistry
     hosts: HostClients
 
+    async def aclose(self) -> None:
+        """Close what the services opened: the providers' clients and the code hosts' HTTP
+        session."""
+        await self.hosts.aclose()
+        await self.registry.aclose()
+
     def models(
         self,
         provider: str | None = None,
@@ -258,6 +264,7 @@ def host_config(settings: Settings) -> HostConfig:
         gitlab_token=settings.host_token("gitlab"),
         github_api_url=settings.github_api_url,
         gitlab_api_url=settings.gitlab_api_url,
+        timeout_s=settings.host_timeout_s,
     )
 
 
@@ -332,6 +339,7 @@ def build_bot(
     from slack_bolt.async_app import AsyncApp
 
     from bot.slack.debates import SlackDebates
+    from bot.slack.files import Uploads
     from bot.slack.listeners import register as register_listeners
     from bot.slack.server import BotASGI
 
@@ -378,6 +386,7 @@ def build_bot(
             metrics=metrics,
             hosts=services.hosts,
             after_review=PullRequestComments(engine, services.hosts).after_review,
+            uploads=Uploads(files_url=settings.slack_files_url, timeout_s=settings.slack_timeout_s),
         ),
         notifier=notifier,
         delivery=delivery,
@@ -534,6 +543,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
                 await _serve_http(settings, runtime, stop)
         finally:
             await runtime.stop()
+            await services.aclose()
             if exporter is not None:
                 exporter.shutdown()
 

@@ -222,7 +222,7 @@ async def _run(args: argparse.Namespace) -> int:
     try:
         return await _run_debate(args, settings, services)
     finally:
-        await services.registry.aclose()
+        await services.aclose()
 
 
 async def _run_debate(
@@ -414,7 +414,7 @@ async def _worker(args: argparse.Namespace) -> int:
         stopping.cancel()
     if exporter is not None:
         exporter.shutdown()
-    await services.registry.aclose()
+    await services.aclose()
     return 0
 
 
@@ -526,7 +526,7 @@ async def _eval(args: argparse.Namespace) -> int:
         results = await run.run(progress)
     finally:
         progress.close()
-        await services.registry.aclose()
+        await services.aclose()
     written = evaluation.write_report(results, plan, label, run.stopped)
     if run.stopped:
         print(f"eval {run.stopped}", file=sys.stderr)

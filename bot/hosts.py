@@ -2,31 +2,46 @@
 request adds or changes plus its description, fetched through the host's API; and the verdict
 posted back on the pull request as one comment, updated when a review decides.
 
-Clients: PyGithub for GitHub (and GitHub Enterprise: `DEBATEBOT_GITHUB_URL`) and python-gitlab
-for GitLab (and self-hosted GitLab: `DEBATEBOT_GITLAB_URL`). Both are the hosts' most used and
-maintained Python clients, cover every call needed here (contents at a ref, pull request files,
-issue and merge request notes), and raise errors that carry the HTTP status and headers, which
-is what the answers below are made from. Both are synchronous: their calls run in a thread.
+The REST calls are made here, on `bot.outbound`: GitHub's v3 API (github.com, GitHub Enterprise:
+`DEBATEBOT_GITHUB_URL`) and GitLab's v4 API (gitlab.com, self-hosted: `DEBATEBOT_GITLAB_URL`),
+the same endpoints and request shapes as the hosts' own Python clients. The token goes only to
+the configured API address, never along a redirect; every path is built from checked segments
+(a link with `..` or an encoded `/` is refused before anything is sent); lists are read page by
+page by number (never a next-page address the host names), up to a bound; every answer is
+capped; and each fetch or comment has one deadline (`DEBATEBOT_HOST_TIMEOUT_S`).
 
 Failures are answered in the thread in words: a private repository the token cannot see (404
 or 403), a rate limit (waited out when it resets within a minute, else "try after …"), a file
-too large. The comment is found again by a marker naming the debate, so retries and resumed
-runs update the one comment instead of adding another.
+too large, a redirect, an answer too large or cut short, a host too slow. The comment is found
+again by a marker naming the debate, so retries and resumed runs update the one comment instead
+of adding another.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from itertools import islice
 from typing import Any, TypeVar
 from urllib.parse import urlparse
 
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
 from bot.adr import adr_title
+from bot.outbound import (
+    Failure,
+    Joined,
+    Origin,
+    Outbound,
+    OutboundError,
+    decode_segment,
+    size_text,
+)
 from bot.slack.errors import SlackLayerError
 from engine.models import ContextDocument
 
@@ -35,6 +50,15 @@ MAX_FILE_BYTES = 512_000
 MAX_FILES = 10
 MAX_CHANGED_FILES = 3000
 """Of a huge merge request, the changed files read in search of its ADRs."""
+MAX_COMMENTS = 3000
+"""Of a pull request's comments, the ones searched for the bot's own."""
+PER_PAGE = 100
+FILE_ANSWER_BYTES = MAX_FILE_BYTES * 3 // 2 + 64_000
+"""The largest answer for a file the bot reads: its base64 (4/3 of it, with GitHub's escaped
+line breaks) and the answer's other fields."""
+ANSWER_BYTES = 8 * 1024 * 1024
+"""The largest other answer read: a page of 100 changed files with their diffs, a merge
+request's description (GitLab allows a megabyte)."""
 RATE_LIMIT_WAIT_S = 60.0
 ADR_PATH = re.compile(
     r"(^|/)(adrs?|decisions?|architecture[-_]?decisions?)/|(^|/)adr[-_]?\d+", re.I
@@ -59,7 +83,8 @@ class NoAdrError(LinkError):
 
 @dataclass(frozen=True)
 class HostLink:
-    """A parsed link: which host, which repository, and a file at a ref or a pull request."""
+    """A parsed link: which host, which repository, and a file at a ref or a pull request.
+    Every part is decoded text whose path segments passed `bot.outbound.check_segment`."""
 
     host: str
     """github or gitlab"""
@@ -83,13 +108,14 @@ class HostLink:
 @dataclass(frozen=True)
 class HostConfig:
     """`*_url` is the address people's links point at; `*_api_url` where the API answers, when
-    that is not the usual place for the host (a proxy, a mirror, a test double)."""
+    that is not the usual place for the host (a proxy, a mirror, a test double). `timeout_s`
+    bounds one fetch or one comment sync, all its requests together."""
 
     github_url: str = "https://github.com"
     github_token: str | None = None
     gitlab_url: str = "https://gitlab.com"
     gitlab_token: str | None = None
-    timeout_s: float = 15.0
+    timeout_s: float = 30.0
     github_api_url: str | None = None
     gitlab_api_url: str | None = None
 
@@ -109,12 +135,13 @@ class HostConfig:
 
     @property
     def gitlab_api(self) -> str:
-        """The address python-gitlab is given (it appends /api/v4)."""
+        """GitLab's address before `/api/v4`."""
         return (self.gitlab_api_url or self.gitlab_url).rstrip("/")
 
 
 def find_link(text: str, config: HostConfig) -> HostLink | None:
-    """The first GitHub or GitLab file or pull request link in `text`, if any."""
+    """The first GitHub or GitLab file or pull request link in `text`, if any; LinkError for
+    a link to the configured hosts whose path could reach outside the repository."""
     for raw in LINK.findall(text):
         link = parse_link(raw.rstrip(">).,"), config)
         if link is not None:
@@ -123,30 +150,54 @@ def find_link(text: str, config: HostConfig) -> HostLink | None:
 
 
 def parse_link(url: str, config: HostConfig) -> HostLink | None:
+    """The file or pull request `url` names on the configured GitHub or GitLab, or None when it
+    names neither. Each path segment is percent-decoded and checked: a link holding `.`, `..`,
+    an encoded `/`, a `\\` or a control character raises LinkError (no request is made)."""
     try:
         parsed = urlparse(url)
     except ValueError:
         # An unbalanced `[` reads as a broken IPv6 address: not a link to a host of ours.
         return None
-    parts = [p for p in parsed.path.split("/") if p]
     host = parsed.netloc.lower()
     if host == urlparse(config.github_url).netloc.lower():
+        service = "GitHub"
+    elif host == urlparse(config.gitlab_url).netloc.lower():
+        service = "GitLab"
+    else:
+        return None
+    raw = parsed.path.split("/")[1:]
+    if raw and raw[-1] == "":
+        raw.pop()  # a trailing slash
+    try:
+        parts = [decode_segment(p) for p in raw]
+    except OutboundError as error:
+        raise LinkError(
+            f"I did not fetch {url}: {error}, which could reach outside the repository on"
+            f" {service}. Copy the link from {service} again"
+        ) from error
+    if service == "GitHub":
         if len(parts) >= 5 and parts[2] == "blob":
             return HostLink(
                 "github", f"{parts[0]}/{parts[1]}", "file", parts[3], "/".join(parts[4:]), url=url
             )
-        if len(parts) >= 4 and parts[2] == "pull" and parts[3].isdigit():
+        if len(parts) >= 4 and parts[2] == "pull" and _number(parts[3]):
             return HostLink(
                 "github", f"{parts[0]}/{parts[1]}", "pull", number=int(parts[3]), url=url
             )
-    if host == urlparse(config.gitlab_url).netloc.lower() and "-" in parts:
+        return None
+    if "-" in parts:
         dash = parts.index("-")
         repo, rest = "/".join(parts[:dash]), parts[dash + 1 :]
-        if len(rest) >= 3 and rest[0] == "blob":
+        if repo and len(rest) >= 3 and rest[0] == "blob":
             return HostLink("gitlab", repo, "file", rest[1], "/".join(rest[2:]), url=url)
-        if len(rest) >= 2 and rest[0] == "merge_requests" and rest[1].isdigit():
+        if repo and len(rest) >= 2 and rest[0] == "merge_requests" and _number(rest[1]):
             return HostLink("gitlab", repo, "pull", number=int(rest[1]), url=url)
     return None
+
+
+def _number(part: str) -> bool:
+    """ASCII digits: `str.isdigit` also takes "²", which `int` refuses."""
+    return part.isascii() and part.isdigit()
 
 
 def is_adr_path(path: str) -> bool:
@@ -161,70 +212,250 @@ class Fetched:
     title: str
 
 
+# --- the answers the bot reads (fields it does not use are ignored) ----------------------------
+
+
+class _Sha(BaseModel):
+    sha: str
+
+
+class GitHubContent(BaseModel):
+    type: str = "file"
+    encoding: str = ""
+    content: str = ""
+    size: int = 0
+
+
+class GitHubPull(BaseModel):
+    title: str | None = None
+    body: str | None = None
+    head: _Sha
+
+
+class GitHubFile(BaseModel):
+    filename: str
+    status: str = ""
+
+
+class GitLabFile(BaseModel):
+    encoding: str = "base64"
+    content: str = ""
+    size: int = 0
+
+
+class GitLabMergeRequest(BaseModel):
+    title: str | None = None
+    description: str | None = None
+    sha: str
+
+
+class GitLabChange(BaseModel):
+    new_path: str
+    deleted_file: bool = False
+
+
+class GitLabChanges(BaseModel):
+    changes: list[GitLabChange]
+
+
+class Comment(BaseModel):
+    """A GitHub issue comment or a GitLab note."""
+
+    id: int
+    body: str | None = None
+
+
+PAGE = TypeAdapter(list[dict[str, Any]])
+GITHUB_CONTENT = TypeAdapter(GitHubContent)
+GITHUB_PULL = TypeAdapter(GitHubPull)
+GITHUB_FILES = TypeAdapter(list[GitHubFile])
+GITLAB_FILE = TypeAdapter(GitLabFile)
+GITLAB_MERGE_REQUEST = TypeAdapter(GitLabMergeRequest)
+GITLAB_CHANGES = TypeAdapter(GitLabChanges)
+GITLAB_DIFFS = TypeAdapter(list[GitLabChange])
+COMMENT = TypeAdapter(Comment)
+COMMENTS = TypeAdapter(list[Comment])
+
+
+class HostAnswerError(Exception):
+    """The host answered with an error status (4xx, 5xx); `HostClients.call` words it."""
+
+    def __init__(self, status: int, headers: Mapping[str, str]) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status = status
+        self.headers = dict(headers)
+
+
 class HostClients:
-    """The two clients, built on first use with the configured tokens and base URLs."""
+    """Both hosts' APIs through one guarded HTTP session (`bot.outbound`), opened on first use
+    and closed by `aclose()` (its owner, `DebateServices`, closes it on shutdown)."""
 
     def __init__(self, config: HostConfig, sleep: Callable[[float], Any] = asyncio.sleep) -> None:
         self.config = config
-        self._github: Any = None
-        self._gitlab: Any = None
         self._sleep = sleep
+        self._http: Outbound | None = None
 
-    def github(self) -> Any:
-        if self._github is None:
-            from github import Auth, Github
+    async def aclose(self) -> None:
+        if self._http is not None:
+            http, self._http = self._http, None
+            await http.aclose()
 
+    def origin(self, host: str) -> Origin:
+        """Where `host`'s token may go: its API address, exactly, and nothing under it but
+        the API."""
+        if host == "github":
+            return Origin.of(self.config.github_api)
+        return Origin.of(f"{self.config.gitlab_api}/api/v4")
+
+    def _headers(self, host: str) -> tuple[dict[str, str], dict[str, str]]:
+        """(plain headers, credential headers) as the hosts' own clients send them."""
+        if host == "github":
             token = self.config.github_token
-            self._github = Github(
-                auth=Auth.Token(token) if token else None,
-                base_url=self.config.github_api,
-                timeout=int(self.config.timeout_s),
-                retry=None,
-                seconds_between_requests=None,
-                seconds_between_writes=None,
-                lazy=True,
+            return (
+                {"Accept": "application/vnd.github+json"},
+                {"Authorization": f"token {token}"} if token else {},
             )
-        return self._github
+        token = self.config.gitlab_token
+        return {}, ({"PRIVATE-TOKEN": token} if token else {})
 
-    def gitlab(self) -> Any:
-        if self._gitlab is None:
-            import gitlab
+    async def request(
+        self,
+        link: HostLink,
+        method: str,
+        *segments: str | Joined,
+        query: Mapping[str, str | int] | None = None,
+        body: Any = None,
+        max_bytes: int = ANSWER_BYTES,
+    ) -> Any:
+        """`method` on the API path `segments` of `link`'s host; the answer's JSON.
+        HostAnswerError for an error status, OutboundError when no whole answer came, LinkError
+        for an answer that is not the API's JSON."""
+        if self._http is None:
+            self._http = Outbound(timeout_s=self.config.timeout_s)
+        origin = self.origin(link.host)
+        headers, credential = self._headers(link.host)
+        answer = await self._http.send(
+            origin,
+            method,
+            origin.url(*segments, query=query),
+            credential=credential,
+            headers=headers,
+            body=body,
+            max_bytes=max_bytes,
+        )
+        if not 200 <= answer.status < 300:
+            raise HostAnswerError(answer.status, answer.headers)
+        try:
+            return answer.json()
+        except ValueError:
+            raise self._not_api(link) from None
 
-            self._gitlab = gitlab.Gitlab(
-                self.config.gitlab_api,
-                private_token=self.config.gitlab_token,
-                timeout=self.config.timeout_s,
+    async def read(
+        self,
+        link: HostLink,
+        shape: TypeAdapter[T],
+        *segments: str | Joined,
+        query: Mapping[str, str | int] | None = None,
+        max_bytes: int = ANSWER_BYTES,
+    ) -> T:
+        """GET `segments`, checked against the shape the API answers with."""
+        found = await self.request(link, "GET", *segments, query=query, max_bytes=max_bytes)
+        return self.shaped(link, shape, found)
+
+    def shaped(self, link: HostLink, shape: TypeAdapter[T], found: Any) -> T:
+        try:
+            return shape.validate_python(found)
+        except ValidationError:
+            raise self._not_api(link) from None
+
+    async def pages(
+        self, link: HostLink, *segments: str | Joined, limit: int
+    ) -> list[dict[str, Any]]:
+        """A list the API pages, page by page by number (`per_page`, `page`), until a short
+        page or `limit` items."""
+        items: list[dict[str, Any]] = []
+        for page in range(1, limit // PER_PAGE + 2):
+            batch = await self.read(
+                link, PAGE, *segments, query={"per_page": PER_PAGE, "page": page}
             )
-        return self._gitlab
+            items.extend(batch)
+            if len(batch) < PER_PAGE or len(items) >= limit:
+                break
+        return items[:limit]
 
-    async def call(self, link: HostLink, work: Callable[[], T]) -> T:
-        """Run a blocking client call in a thread; turn the host's refusals into LinkError,
-        waiting out a rate limit that resets within RATE_LIMIT_WAIT_S (once)."""
-        from github import GithubException
-        from gitlab.exceptions import GitlabError
-        from requests import RequestException
+    def _not_api(self, link: HostLink) -> LinkError:
+        name = _host_name(link)
+        return LinkError(
+            f"{name} answered `{link.label}` with something that is not its API's answer; check"
+            f" {_api_setting(link)}"
+        )
 
+    async def call(self, link: HostLink, work: Callable[[], Awaitable[T]]) -> T:
+        """Run `work` (the requests of one fetch or comment) within the deadline; turn the
+        host's refusals and failures into LinkError, waiting out a rate limit that resets
+        within RATE_LIMIT_WAIT_S (once, outside the deadline)."""
         for attempt in (1, 2):
             try:
-                return await asyncio.to_thread(work)
-            except (GithubException, GitlabError, RequestException) as error:
-                wait_s, message, transient = self._refusal(link, error)
+                async with asyncio.timeout(self.config.timeout_s):
+                    return await work()
+            except HostAnswerError as error:
+                wait_s, message, transient = self._refusal(link, error.status, error.headers)
                 if wait_s is not None and wait_s <= RATE_LIMIT_WAIT_S and attempt == 1:
                     await self._sleep(max(wait_s, 0.0))
                     continue
                 raise LinkError(message, transient=transient) from error
+            except OutboundError as error:
+                raise LinkError(self._failure(link, error), transient=error.transient) from error
+            except TimeoutError as error:
+                raise LinkError(self._too_slow(link), transient=True) from error
         raise AssertionError("unreachable: the loop returns or raises")
 
-    def _refusal(self, link: HostLink, error: Exception) -> tuple[float | None, str, bool]:
+    def _too_slow(self, link: HostLink) -> str:
+        return (
+            f"{_host_name(link)} did not answer within {self.config.timeout_s:g} s; try again later"
+        )
+
+    def _failure(self, link: HostLink, error: OutboundError) -> str:
+        """What people are told when no whole answer came."""
+        name = _host_name(link)
+        if error.failure is Failure.REDIRECT:
+            return (
+                f"{name} answered with a redirect to {error.target}; the bot never follows a"
+                f" redirect with its token. If the API moved, set {_api_setting(link)} to its"
+                " address"
+            )
+        if error.failure is Failure.TOO_LARGE:
+            return (
+                f"{name}'s answer for `{link.label}` is larger than {size_text(error.limit)},"
+                " the most I read of one answer, so I used none of it"
+            )
+        if error.failure is Failure.INCOMPLETE:
+            return (
+                f"{name}'s answer for `{link.label}` was cut off before it was whole, so I used"
+                " none of it; try again later"
+            )
+        if error.failure is Failure.DEADLINE:
+            return self._too_slow(link)
+        if error.failure is Failure.UNSAFE_PATH:
+            return (
+                f"{name} listed a file in `{link.label}` whose path holds {error.detail}, which"
+                " could reach outside the repository; I did not fetch it"
+            )
+        if error.failure is Failure.OFF_ORIGIN:
+            return (
+                f"the bot sends its {name} token only to {self.origin(link.host).address};"
+                f" {error.target} is elsewhere. Check {_api_setting(link)}"
+            )
+        return f"I could not reach {name} ({error.detail}); try later"
+
+    def _refusal(
+        self, link: HostLink, status: int, headers: Mapping[str, str]
+    ) -> tuple[float | None, str, bool]:
         """(seconds to wait before one more try, or None; what to tell people; whether a
         later try may succeed)."""
-        status, headers = _status_and_headers(error)
-        if status is None:
-            name = type(error).__name__
-            return None, f"I could not reach {_host_name(link)} ({name}); try later", True
         name = _host_name(link)
         variable = "DEBATEBOT_GITHUB_TOKEN" if link.host == "github" else "DEBATEBOT_GITLAB_TOKEN"
-        lowered = {k.lower(): v for k, v in (headers or {}).items()}
+        lowered = {k.lower(): v for k, v in headers.items()}
         reset = _reset_in(lowered)
         if status == 429 or (status == 403 and (lowered.get("x-ratelimit-remaining") == "0")):
             at = datetime.fromtimestamp(time.time() + (reset or 60), UTC).strftime("%H:%M UTC")
@@ -248,16 +479,8 @@ def _host_name(link: HostLink) -> str:
     return "GitHub" if link.host == "github" else "GitLab"
 
 
-def _status_and_headers(error: Exception) -> tuple[int | None, dict[str, str] | None]:
-    status = getattr(error, "status", None)
-    if isinstance(status, int):
-        return status, dict(getattr(error, "headers", None) or {})
-    code = getattr(error, "response_code", None)
-    if isinstance(code, int):
-        response = getattr(error, "response", None)
-        headers = dict(getattr(response, "headers", None) or {}) if response is not None else {}
-        return code, headers
-    return None, None
+def _api_setting(link: HostLink) -> str:
+    return "DEBATEBOT_GITHUB_API_URL" if link.host == "github" else "DEBATEBOT_GITLAB_API_URL"
 
 
 def _reset_in(headers: dict[str, str]) -> float | None:
@@ -293,6 +516,29 @@ def _text_of(raw: bytes, name: str) -> str:
         raise LinkError(f"`{name}` is not UTF-8 text") from None
 
 
+def _decoded(name: str, encoding: str, content: str) -> bytes:
+    """A file's bytes from the API's base64."""
+    if encoding != "base64":
+        raise LinkError(f"`{name}` came in an encoding I do not read ({encoding or 'none'})")
+    try:
+        return base64.b64decode(content)
+    except (binascii.Error, ValueError):
+        raise LinkError(f"`{name}` came as damaged base64; try again later") from None
+
+
+async def _file_answer(path: str, read: Callable[[], Awaitable[T]]) -> T:
+    """A file's answer; one larger than the bot reads is told as the file being too large."""
+    try:
+        return await read()
+    except OutboundError as error:
+        if error.failure is not Failure.TOO_LARGE:
+            raise
+        raise LinkError(
+            f"`{path}` is larger than {MAX_FILE_BYTES // 1024:,} KB and I read at most"
+            f" {MAX_FILE_BYTES // 1024:,} KB"
+        ) from error
+
+
 async def fetch(link: HostLink, clients: HostClients) -> Fetched:
     """The link's ADR documents (and a pull request's description), or LinkError."""
     if link.host == "github":
@@ -301,35 +547,48 @@ async def fetch(link: HostLink, clients: HostClients) -> Fetched:
 
 
 async def _fetch_github(link: HostLink, clients: HostClients) -> Fetched:
-    repo = clients.github().get_repo(link.repo)
+    owner, name = link.repo.split("/", 1)
+    repo = ("repos", owner, name)
 
-    def file_at(path: str, ref: str) -> ContextDocument:
-        content = repo.get_contents(path, ref=ref)
-        if isinstance(content, list):
-            raise LinkError(f"`{path}` is a folder; link the ADR file itself")
-        _check_size(path, int(content.size or 0))
-        return ContextDocument(
-            title=f"{path} @ {ref[:12]}", text=_text_of(content.decoded_content, path)
+    async def file_at(path: str, ref: str) -> ContextDocument:
+        found = await _file_answer(
+            path,
+            lambda: clients.request(
+                link,
+                "GET",
+                *repo,
+                "contents",
+                *path.split("/"),
+                query={"ref": ref},
+                max_bytes=FILE_ANSWER_BYTES,
+            ),
         )
+        if isinstance(found, list):
+            raise LinkError(f"`{path}` is a folder; link the ADR file itself")
+        content = clients.shaped(link, GITHUB_CONTENT, found)
+        if content.type != "file":
+            raise LinkError(f"`{path}` is a {content.type}, not a file; link the ADR file itself")
+        _check_size(path, content.size)
+        raw = _decoded(path, content.encoding, content.content)
+        return ContextDocument(title=f"{path} @ {ref[:12]}", text=_text_of(raw, path))
 
     if link.kind == "file":
         document = await clients.call(link, lambda: file_at(link.path, link.ref))
         return Fetched([document], adr_title(document.text))
 
-    def pull() -> Fetched:
-        request = repo.get_pull(link.number)
-        head = request.head.sha
-        paths = [
-            f.filename
-            for f in request.get_files()
-            if f.status != "removed" and is_adr_path(f.filename)
-        ][:MAX_FILES]
+    async def pull() -> Fetched:
+        request = await clients.read(link, GITHUB_PULL, *repo, "pulls", str(link.number))
+        listed = await clients.pages(
+            link, *repo, "pulls", str(link.number), "files", limit=MAX_CHANGED_FILES
+        )
+        files = clients.shaped(link, GITHUB_FILES, listed)
+        paths = [f.filename for f in files if f.status != "removed" and is_adr_path(f.filename)]
         if not paths:
             raise NoAdrError(
                 f"pull request {link.label} adds or changes no ADR file (Markdown under an"
                 " `adr/` or `decisions/` folder); link the ADR file instead"
             )
-        documents = [file_at(path, head) for path in paths]
+        documents = [await file_at(path, request.head.sha) for path in paths[:MAX_FILES]]
         if request.body:
             documents.append(
                 ContextDocument(title=f"Pull request {link.label}: description", text=request.body)
@@ -340,46 +599,57 @@ async def _fetch_github(link: HostLink, clients: HostClients) -> Fetched:
 
 
 async def _fetch_gitlab(link: HostLink, clients: HostClients) -> Fetched:
-    def project() -> Any:
-        return clients.gitlab().projects.get(link.repo, lazy=True)
+    project = ("projects", Joined(link.repo))
 
-    def file_at(path: str, ref: str) -> ContextDocument:
-        found = project().files.get(file_path=path, ref=ref)
-        _check_size(path, int(getattr(found, "size", 0) or 0))
-        return ContextDocument(title=f"{path} @ {ref[:12]}", text=_text_of(found.decode(), path))
+    async def file_at(path: str, ref: str) -> ContextDocument:
+        found = await _file_answer(
+            path,
+            lambda: clients.read(
+                link,
+                GITLAB_FILE,
+                *project,
+                "repository",
+                "files",
+                Joined(path),
+                query={"ref": ref},
+                max_bytes=FILE_ANSWER_BYTES,
+            ),
+        )
+        _check_size(path, found.size)
+        raw = _decoded(path, found.encoding, found.content)
+        return ContextDocument(title=f"{path} @ {ref[:12]}", text=_text_of(raw, path))
 
     if link.kind == "file":
         document = await clients.call(link, lambda: file_at(link.path, link.ref))
         return Fetched([document], adr_title(document.text))
 
-    def changed_files(request: Any) -> list[dict[str, Any]]:
+    request_path = (*project, "merge_requests", str(link.number))
+
+    async def changed_files() -> list[GitLabChange]:
         """The merge request's changed files: `/diffs` (GitLab 15.7 and later, paged), or on
         an older GitLab without it the `/changes` that GitLab has since deprecated."""
-        from gitlab.exceptions import GitlabHttpError
-
-        diffs = f"{request.manager.path}/{request.iid}/diffs"
         try:
-            pages = clients.gitlab().http_list(diffs, iterator=True, per_page=100)
-            return list(islice(pages, MAX_CHANGED_FILES))
-        except GitlabHttpError as error:
-            if error.response_code != 404:
+            listed = await clients.pages(link, *request_path, "diffs", limit=MAX_CHANGED_FILES)
+            return clients.shaped(link, GITLAB_DIFFS, listed)
+        except HostAnswerError as error:
+            if error.status != 404:
                 raise
-        return list(request.changes()["changes"])
+        changes = await clients.read(link, GITLAB_CHANGES, *request_path, "changes")
+        return changes.changes[:MAX_CHANGED_FILES]
 
-    def merge_request() -> Fetched:
-        request = project().mergerequests.get(link.number)
-        head = request.sha
+    async def merge_request() -> Fetched:
+        request = await clients.read(link, GITLAB_MERGE_REQUEST, *request_path)
         paths = [
-            change["new_path"]
-            for change in changed_files(request)
-            if not change.get("deleted_file") and is_adr_path(change["new_path"])
-        ][:MAX_FILES]
+            change.new_path
+            for change in await changed_files()
+            if not change.deleted_file and is_adr_path(change.new_path)
+        ]
         if not paths:
             raise NoAdrError(
                 f"merge request {link.label} adds or changes no ADR file (Markdown under an"
                 " `adr/` or `decisions/` folder); link the ADR file instead"
             )
-        documents = [file_at(path, head) for path in paths]
+        documents = [await file_at(path, request.sha) for path in paths[:MAX_FILES]]
         if request.description:
             documents.append(
                 ContextDocument(
@@ -400,31 +670,28 @@ async def upsert_comment(link: HostLink, clients: HostClients, *, debate_id: int
     marker = MARKER.format(debate_id=debate_id)
     text = f"{body}\n\n{marker}"
     if link.host == "github":
+        owner, name = link.repo.split("/", 1)
+        issue = ("repos", owner, name, "issues")
+        listing: tuple[str | Joined, ...] = (*issue, str(link.number), "comments")
 
-        def github() -> str:
-            issue = clients.github().get_repo(link.repo).get_issue(link.number)
-            for comment in issue.get_comments():
-                if marker in (comment.body or ""):
-                    if comment.body != text:
-                        comment.edit(text)
-                    return str(comment.id)
-            return str(issue.create_comment(text).id)
+        def edited(comment_id: int) -> tuple[str, tuple[str | Joined, ...]]:
+            return "PATCH", (*issue, "comments", str(comment_id))
+    else:
+        request = ("projects", Joined(link.repo), "merge_requests", str(link.number))
+        listing = (*request, "notes")
 
-        return await clients.call(link, github)
+        def edited(comment_id: int) -> tuple[str, tuple[str | Joined, ...]]:
+            return "PUT", (*listing, str(comment_id))
 
-    def gitlab() -> str:
-        notes = (
-            clients.gitlab()
-            .projects.get(link.repo, lazy=True)
-            .mergerequests.get(link.number, lazy=True)
-            .notes
-        )
-        for note in notes.list(iterator=True):
-            if marker in (note.body or ""):
-                if note.body != text:
-                    note.body = text
-                    note.save()
-                return str(note.id)
-        return str(notes.create({"body": text}).id)
+    async def upsert() -> str:
+        found = await clients.pages(link, *listing, limit=MAX_COMMENTS)
+        for comment in clients.shaped(link, COMMENTS, found):
+            if marker in (comment.body or ""):
+                if comment.body != text:
+                    method, path = edited(comment.id)
+                    await clients.request(link, method, *path, body={"body": text})
+                return str(comment.id)
+        created = await clients.request(link, "POST", *listing, body={"body": text})
+        return str(clients.shaped(link, COMMENT, created).id)
 
-    return await clients.call(link, gitlab)
+    return await clients.call(link, upsert)

@@ -155,6 +155,11 @@ class Settings(BaseSettings):
     slack_api_url: str = Field(
         default="https://slack.com/api/", description="Slack Web API base URL (tests: emulator)"
     )
+    slack_files_url: str | None = Field(
+        default=None,
+        description="the only address uploaded files are downloaded from with the bot token;"
+        " default: https://files.slack.com with Slack's Web API, else the Web API's own origin",
+    )
     http_host: str = "0.0.0.0"
     http_port: int = Field(default=3000, ge=1, le=65535)
     worker_concurrency: int = Field(
@@ -236,8 +241,17 @@ class Settings(BaseSettings):
         default=None,
         description="where GitLab's API answers (before /api/v4), when not at DEBATEBOT_GITLAB_URL",
     )
+    host_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="how long one linked-ADR fetch or pull request comment may take, all its"
+        " requests to GitHub or GitLab together",
+    )
     slack_timeout_s: float = Field(
-        default=10.0, gt=0, description="how long one Slack API call may take before it is retried"
+        default=10.0,
+        gt=0,
+        description="how long one Slack API call, or one try of an upload's download, may take"
+        " before it is retried",
     )
     outbox_deadline_h: float = Field(
         default=24.0,

@@ -94,30 +94,30 @@ class PullRequestComments:
         comment_id = None
         if owed.comment is not None:
             debate, verdict, review = owed.comment
-            link = parse_link(debate.link or "", self.clients.config)
-            if link is not None and link.kind == "pull":
-                try:
+            try:
+                link = parse_link(debate.link or "", self.clients.config)
+                if link is not None and link.kind == "pull":
                     comment_id = await upsert_comment(
                         link,
                         self.clients,
                         debate_id=debate_id,
                         body=comment_body(debate, verdict, review),
                     )
-                except LinkError as error:
-                    if error.transient:
-                        log.warning(
-                            "debate %s: no comment on %s yet (%s); the pr-comments job retries",
-                            debate_id,
-                            link.label,
-                            error,
-                        )
-                        return None
-                    log.error(
-                        "debate %s: no comment on %s, and none will be retried: %s",
+            except LinkError as error:
+                if error.transient:
+                    log.warning(
+                        "debate %s: no comment on %s yet (%s); the pr-comments job retries",
                         debate_id,
-                        link.label,
+                        debate.link,
                         error,
                     )
+                    return None
+                log.error(
+                    "debate %s: no comment on %s, and none will be retried: %s",
+                    debate_id,
+                    debate.link,
+                    error,
+                )
         seen = owed.due
         if seen is not None:
             try:

@@ -31,7 +31,7 @@ from bot.settings import SettingsError
 from bot.slack import blocks, triggers
 from bot.slack.commands import LINKED_QUESTION, DebateCommand, parse_command
 from bot.slack.errors import CommandError, NotAllowedError
-from bot.slack.files import UploadRefusedError, is_document_upload, read_upload
+from bot.slack.files import UploadRefusedError, Uploads, is_document_upload, read_upload
 from bot.slack.notifier import DebateNotifier
 from bot.slack.people import SlackDirectory
 from bot.slack.poster import SlackPoster
@@ -100,6 +100,7 @@ class SlackDebates:
         metrics: Metrics | None = None,
         hosts: HostClients | None = None,
         after_review: ReviewFollower | None = None,
+        uploads: Uploads | None = None,
     ) -> None:
         self.engine = engine
         self.new_spec = new_spec
@@ -115,6 +116,7 @@ class SlackDebates:
         self.metrics = metrics
         self.hosts = hosts
         self.after_review = after_review
+        self.uploads = uploads or Uploads()
 
     async def db(self, work: Callable[[Session], R]) -> R:
         return await in_session(self.engine, work)
@@ -298,10 +300,20 @@ class SlackDebates:
             return None
         return link, fetched
 
+    def link_in(self, text: str) -> HostLink | None:
+        """The first GitHub or GitLab link in `text`; CommandError for one whose path could
+        reach outside its repository (`..`, an encoded `/`), which is never fetched."""
+        if self.hosts is None:
+            return None
+        try:
+            return find_link(text, self.hosts.config)
+        except LinkError as error:
+            raise CommandError(str(error)) from error
+
     async def linked(self, text: str) -> tuple[HostLink, Fetched]:
         """The ADR a GitHub or GitLab link in `text` points to, fetched; CommandError says why
         it cannot be (no such link, a private repository, a rate limit, a file too large)."""
-        link = find_link(text, self.hosts.config) if self.hosts is not None else None
+        link = self.link_in(text)
         if link is None or self.hosts is None:
             raise CommandError(
                 "that is not a link to a file or a pull request on the configured GitHub or"
@@ -319,7 +331,7 @@ class SlackDebates:
         settings = await self.settings_of(channel)
         if not settings.adr_watch:
             return None
-        if self.hosts is not None and find_link(text, self.hosts.config) is not None:
+        if self.link_in(text) is not None:
             return await self._start_linked(settings, channel=channel, ts=ts, user=user, text=text)
         if not is_adr(text, settings.adr_pattern):
             return None
@@ -381,7 +393,14 @@ class SlackDebates:
         documents = []
         for file in uploads:
             try:
-                documents.append(await read_upload(self.poster.client, str(file.get("id"))))
+                documents.append(
+                    await read_upload(
+                        self.poster.client,
+                        str(file.get("id")),
+                        files_url=self.uploads.files_url,
+                        timeout_s=self.uploads.timeout_s,
+                    )
+                )
             except UploadRefusedError as error:
                 raise CommandError(str(error)) from error
         pattern = settings.adr_pattern
@@ -433,7 +452,7 @@ class SlackDebates:
         link = None
         opening = blocks.unescape(people[0].get("text") or "") if people else ""
         found = None
-        if self.hosts is not None and find_link(opening, self.hosts.config) is not None:
+        if self.link_in(opening) is not None:
             found = await self.linked_adr(opening, settings)
         if found is not None:
             # The thread discusses a linked ADR: the ADR itself is the material first.

@@ -1,18 +1,22 @@
 """Files people upload to a watched channel: an ADR as a Markdown file or a snippet, read with
 the bot token (`files.info`, then `url_private_download`; the app needs the `files:read` scope).
 
-A file too large, not text, or that Slack will not hand over is refused with the reason and
-what to do instead, in the thread; nothing is debated from half a file.
+The download goes through `bot.outbound`: the token is sent only to Slack's file host
+(`files_origin`), never along a redirect, and the file is read whole within a deadline or not at
+all. A file too large (as files.info says, or as it streams), not text, cut short, too slow, or
+that Slack will not hand over is refused with the reason and what to do instead, in the thread;
+nothing is debated from part of a file.
 """
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.outbound import Failure, Origin, Outbound, OutboundError
 from bot.slack.errors import SlackLayerError
 from bot.slack.poster import SLACK_FAILURES, classify
 from engine.models import ContextDocument
@@ -22,6 +26,27 @@ MAX_UPLOAD_BYTES = 512_000
 TEXT_NAMES = (".md", ".markdown", ".mdown", ".txt", ".adoc", ".rst")
 TEXT_TYPES = frozenset({"markdown", "text", "post", "asciidoc", "rst"})
 ATTEMPTS = 3
+SLACK_FILES = "https://files.slack.com"
+
+
+def files_origin(api_url: str, files_url: str | None = None) -> Origin:
+    """Where the bot token may fetch files from: `files_url` when set, Slack's file host when
+    the Web API is Slack's own, else the Web API's own origin (a proxy, the tests' emulator)."""
+    if files_url:
+        return Origin.of(files_url)
+    api = Origin.of(api_url)
+    if api.host == "slack.com":
+        return Origin.of(SLACK_FILES)
+    return Origin(api.scheme, api.host, api.port)
+
+
+@dataclass(frozen=True)
+class Uploads:
+    """How uploads are read: the address Slack serves files from when it is not derived from
+    the Web API's (`DEBATEBOT_SLACK_FILES_URL`), and each download try's deadline."""
+
+    files_url: str | None = None
+    timeout_s: float = 10.0
 
 
 class UploadRefusedError(SlackLayerError):
@@ -44,24 +69,25 @@ async def read_upload(
     *,
     max_bytes: int = MAX_UPLOAD_BYTES,
     timeout_s: float = 10,
+    files_url: str | None = None,
 ) -> ContextDocument:
-    """The uploaded file as a context document; UploadRefusedError says why it cannot be."""
+    """The uploaded file as a context document, read whole; UploadRefusedError says why it
+    cannot be."""
     info = await _file_info(client, file_id)
     name = str(info.get("title") or info.get("name") or file_id)
-    size = int(info.get("size") or 0)
+    claimed = info.get("size")
+    size = claimed if isinstance(claimed, int) and claimed > 0 else 0
     if size > max_bytes:
-        raise UploadRefusedError(
-            f"`{name}` is {size // 1024:,} KB and I read at most {max_bytes // 1024:,} KB:"
-            " post the ADR's text, or link the file on GitHub or GitLab"
-        )
+        raise _too_large(name, size, max_bytes)
     url = info.get("url_private_download") or info.get("url_private")
     if not url:
         raise UploadRefusedError(f"Slack gave no download address for `{name}`; upload it again")
-    data = await _download(str(url), str(client.token), name, max_bytes, timeout_s)
-    if len(data) > max_bytes:
+    origin = files_origin(client.base_url, files_url)
+    data = await _download(origin, str(url), str(client.token), name, max_bytes, timeout_s)
+    if len(data) < size:
         raise UploadRefusedError(
-            f"`{name}` is larger than {max_bytes // 1024:,} KB: post the ADR's text, or link the"
-            " file on GitHub or GitLab"
+            f"Slack sent {len(data):,} of the {size:,} bytes of `{name}`, so I debated none of"
+            " it: upload it again"
         )
     if b"\x00" in data:
         raise UploadRefusedError(
@@ -76,6 +102,14 @@ async def read_upload(
     if not text.strip():
         raise UploadRefusedError(f"`{name}` is empty")
     return ContextDocument(title=name, text=text)
+
+
+def _too_large(name: str, size: int | None, max_bytes: int) -> UploadRefusedError:
+    told = f"is {size // 1024:,} KB" if size else f"is larger than {max_bytes // 1024:,} KB"
+    return UploadRefusedError(
+        f"`{name}` {told} and I read at most {max_bytes // 1024:,} KB: post the ADR's text, or"
+        " link the file on GitHub or GitLab"
+    )
 
 
 async def _file_info(client: AsyncWebClient, file_id: str) -> dict[str, Any]:
@@ -98,35 +132,70 @@ async def _file_info(client: AsyncWebClient, file_id: str) -> dict[str, Any]:
     raise AssertionError("unreachable: the loop returns or raises")
 
 
-async def _download(url: str, token: str, name: str, max_bytes: int, timeout_s: float) -> bytes:
-    timeout = aiohttp.ClientTimeout(total=timeout_s)
-    headers = {"Authorization": f"Bearer {token}"}
-    for attempt in range(1, ATTEMPTS + 1):
-        try:
-            async with (
-                aiohttp.ClientSession(timeout=timeout) as session,
-                session.get(url, headers=headers) as response,
-            ):
-                if response.status >= 500 and attempt < ATTEMPTS:
+async def _download(
+    origin: Origin, url: str, token: str, name: str, max_bytes: int, timeout_s: float
+) -> bytes:
+    """The file, whole, in at most ATTEMPTS tries (a 5xx, a failed connection, a download cut
+    short or past its deadline is tried again)."""
+    credential = {"Authorization": f"Bearer {token}"}
+    async with Outbound(timeout_s=timeout_s) as http:
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                answer = await http.send(
+                    origin, "GET", url, credential=credential, max_bytes=max_bytes
+                )
+            except OutboundError as error:
+                if error.transient and attempt < ATTEMPTS:
                     await asyncio.sleep(attempt)
                     continue
-                if response.status != 200:
-                    raise UploadRefusedError(
-                        f"Slack answered HTTP {response.status} for `{name}`; upload it again later"
-                    )
-                if response.content_type == "text/html":
-                    # Slack's answer to a token that may not read files is its sign-in page.
-                    raise UploadRefusedError(
-                        f"Slack sent its sign-in page instead of `{name}`: reinstall the app with"
-                        " the `files:read` scope"
-                    )
-                return await response.content.read(max_bytes + 1)
-        except (aiohttp.ClientError, TimeoutError) as error:
-            if attempt < ATTEMPTS:
+                raise _refusal(error, origin, name, max_bytes, timeout_s) from error
+            if answer.status >= 500 and attempt < ATTEMPTS:
                 await asyncio.sleep(attempt)
                 continue
-            raise UploadRefusedError(
-                f"I could not download `{name}` from Slack ({type(error).__name__}); upload it"
-                " again later"
-            ) from error
+            if answer.status != 200:
+                raise UploadRefusedError(
+                    f"Slack answered HTTP {answer.status} for `{name}`; upload it again later"
+                )
+            if answer.content_type == "text/html":
+                # Slack's answer to a token that may not read files is its sign-in page.
+                raise UploadRefusedError(
+                    f"Slack sent its sign-in page instead of `{name}`: reinstall the app with"
+                    " the `files:read` scope"
+                )
+            return answer.body
     raise AssertionError("unreachable: the loop returns or raises")
+
+
+def _refusal(
+    error: OutboundError, origin: Origin, name: str, max_bytes: int, timeout_s: float
+) -> UploadRefusedError:
+    """What people are told when a download gave no whole file (or was never sent)."""
+    if error.failure is Failure.OFF_ORIGIN:
+        return UploadRefusedError(
+            f"Slack gave a download address for `{name}` on another host ({error.target}); the"
+            f" bot sends its token only to {origin.address}, so the file was not read. Paste"
+            " the ADR's text, or set DEBATEBOT_SLACK_FILES_URL if your Slack serves files from"
+            " there"
+        )
+    if error.failure is Failure.TOO_LARGE:
+        return _too_large(name, None, max_bytes)
+    if error.failure is Failure.REDIRECT:
+        return UploadRefusedError(
+            f"Slack answered the download of `{name}` with a redirect to {error.target}; the bot"
+            " never follows a redirect with its token, so the file was not read. Paste the"
+            " ADR's text, or upload it again"
+        )
+    if error.failure is Failure.DEADLINE:
+        return UploadRefusedError(
+            f"I could not download `{name}` from Slack: it did not arrive whole within"
+            f" {timeout_s:g} s in {ATTEMPTS} tries; upload it again later"
+        )
+    if error.failure is Failure.INCOMPLETE:
+        return UploadRefusedError(
+            f"I could not download `{name}` from Slack: the download was cut off before the"
+            f" whole file arrived, in {ATTEMPTS} tries; upload it again later"
+        )
+    return UploadRefusedError(
+        f"I could not download `{name}` from Slack ({error.detail or error.failure}); upload it"
+        " again later"
+    )

@@ -16,7 +16,7 @@ import uvicorn
 from sqlalchemy import Engine
 from sqlmodel import col, select
 
-from bot.app import BotRuntime, build_bot, build_services
+from bot.app import BotRuntime, DebateServices, build_bot, build_services
 from bot.settings import Settings
 from bot.store.db import make_engine, session_scope, upgrade
 from bot.store.tables import Debate, Outbox
@@ -96,6 +96,7 @@ async def start_bot(tmp_path: Path) -> AsyncIterator[BotFactory]:
             uvicorn.Server,
             asyncio.Task[None],
             BotRuntime,
+            DebateServices,
             SlackEmulator,
             aiohttp.ClientSession,
             Engine,
@@ -147,14 +148,15 @@ async def start_bot(tmp_path: Path) -> AsyncIterator[BotFactory]:
             response_base=f"{emulator.url}/response",
             session=session,
         )
-        started.append((server, task, runtime, emulator, session, engine))
+        started.append((server, task, runtime, services, emulator, session, engine))
         return Bot(emulator=emulator, driver=driver, runtime=runtime, engine=engine, llm=llm)
 
     yield start
-    for server, task, runtime, emulator, session, engine in started:
+    for server, task, runtime, services, emulator, session, engine in started:
         server.should_exit = True
         await task
         await runtime.stop()
+        await services.aclose()
         await session.close()
         await emulator.stop()
         engine.dispose()

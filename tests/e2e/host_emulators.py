@@ -1,9 +1,13 @@
 """Loopback GitHub REST (v3) and GitLab REST (v4) APIs: repository files at a ref, pull and merge
-request files, issue comments and merge request notes, with the failures the hosts answer
-(404 for a private repository, 403 or 429 with rate-limit headers, 5xx).
+request files, issue comments and merge request notes (lists paged by `per_page` and `page`),
+with the failures the hosts answer (404 for a private repository, 403 or 429 with rate-limit
+headers, 5xx), and hostile answers a host that is compromised or misconfigured could give: a
+redirect to another host, a body dripped a byte at a time, a body far larger than any real
+answer, and one cut short of the length it claims.
 
 Each serves its web links too (`/{owner}/{repo}/blob/…`, `/-/merge_requests/…`) only as
-addresses: the bot parses them and calls the API, as against the real hosts.
+addresses: the bot parses them and calls the API, as against the real hosts. `OtherHost` is the
+second loopback server hostile answers point at; it records every credential that reaches it.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import itertools
+import json
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -27,6 +32,58 @@ class HostFault:
     body: dict[str, Any] = field(default_factory=lambda: {"message": "error"})
     hang_s: float = 0.0
     """Wait this long before answering (a host that hangs past the client's timeout)."""
+    redirect: str = ""
+    """Answer `status` (a 3xx) with `Location` at this address plus the request's path."""
+    drip_s: float = 0.0
+    """Send the body one byte every `drip_s` (a host that answers, but never finishes)."""
+    size: int = 0
+    """Send a body of this many bytes, in chunks, with no Content-Length (an answer far larger
+    than any real one)."""
+    claim: int = 0
+    """Claim this Content-Length, send the body (shorter), and close the connection."""
+
+
+def redirect(to: str, status: int = 302) -> HostFault:
+    """A redirect of the next request to the same path on another host."""
+    return HostFault(status, redirect=to, body={"message": "Moved"})
+
+
+@dataclass
+class OtherHost:
+    """The host a hostile answer points at: answers every request with `body` and records the
+    request's method, path and any credential it carried (Authorization, PRIVATE-TOKEN,
+    Cookie)."""
+
+    body: bytes = b'{"message": "planted"}'
+    content_type: str = "application/json"
+    requests: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
+    url: str = ""
+    _runner: web.AppRunner | None = None
+
+    CREDENTIALS = ("authorization", "private-token", "cookie")
+
+    def credentials(self) -> list[dict[str, str]]:
+        """The credential headers each request came with (empty dicts are left out)."""
+        return [creds for _, _, creds in self.requests if creds]
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._any)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.url = f"http://127.0.0.1:{port}"
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _any(self, request: web.Request) -> web.Response:
+        creds = {k.lower(): v for k, v in request.headers.items() if k.lower() in self.CREDENTIALS}
+        self.requests.append((request.method, request.path_qs, creds))
+        return web.Response(body=self.body, content_type=self.content_type)
 
 
 def rate_limited_github(reset_in_s: float = 1.0) -> HostFault:
@@ -66,6 +123,8 @@ class HostEmulator(ABC):
     """Path fragment -> the status every request holding it gets until restored (503: a comments
     API down for a while; 404: a repository the token lost access to)."""
     requests: list[str] = field(default_factory=list)
+    streamed: int = 0
+    """Bytes of the last oversized body (`HostFault.size`) the client took before it stopped."""
     url: str = ""
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1001))
     _runner: web.AppRunner | None = None
@@ -107,7 +166,9 @@ class HostEmulator(ABC):
     def routes(self, app: web.Application) -> None:
         """Add the host's API routes."""
 
-    async def _gate(self, request: web.Request, repo: str, authorized: bool) -> web.Response | None:
+    async def _gate(
+        self, request: web.Request, repo: str, authorized: bool
+    ) -> web.StreamResponse | None:
         self.requests.append(f"{request.method} {request.path_qs}")
         for fragment, status in self.outages.items():
             if fragment in request.path:
@@ -116,13 +177,60 @@ class HostEmulator(ABC):
             fault = self.faults.pop(0)
             if fault.hang_s:
                 await asyncio.sleep(fault.hang_s)
+            if fault.redirect or fault.drip_s or fault.size or fault.claim:
+                return await self._hostile(request, fault)
             return web.json_response(fault.body, status=fault.status, headers=fault.headers)
         if repo in self.private and not authorized:
             return web.json_response({"message": "Not Found"}, status=404)
         return None
 
+    async def _hostile(self, request: web.Request, fault: HostFault) -> web.StreamResponse:
+        """A redirect, a drip, an oversized or a cut-short body, as `fault` says."""
+        if fault.redirect:
+            location = fault.redirect + request.path_qs
+            return web.json_response(
+                fault.body, status=fault.status, headers={"Location": location}
+            )
+        body = json.dumps(fault.body).encode()
+        response = web.StreamResponse(status=fault.status, headers=fault.headers)
+        response.content_type = "application/json"
+        if fault.claim:
+            response.content_length = fault.claim
+            response.force_close()
+        await response.prepare(request)
+        try:
+            if fault.drip_s:
+                for byte in itertools.cycle(body):
+                    await response.write(bytes([byte]))
+                    await asyncio.sleep(fault.drip_s)
+            elif fault.size:
+                chunk = b" " * 65_536
+                sent = 0
+                while sent < fault.size:
+                    await response.write(chunk)
+                    sent += len(chunk)
+                    self.streamed = sent
+            else:
+                await response.write(body)
+        except ConnectionError:
+            return response  # the client stopped reading: what a real server sees too
+        if fault.claim:
+            # Fewer bytes than claimed, then the connection closes: the client must not take the
+            # short body for the whole.
+            request.transport.close()  # type: ignore[union-attr]
+            return response
+        await response.write_eof()
+        return response
+
     def _file(self, repo: str, ref: str, path: str) -> bytes | None:
         return self.files.get((repo, ref, path))
+
+    @staticmethod
+    def _page(request: web.Request, items: list[Any], default: int) -> list[Any]:
+        """One page of `items`, as the hosts page their lists (`per_page`, `page`)."""
+        per_page = int(request.query.get("per_page", str(default)))
+        page = int(request.query.get("page", "1"))
+        return items[(page - 1) * per_page : page * per_page]
 
     def _comment(self, repo: str, number: int, body: str) -> dict[str, Any]:
         comment = {"id": next(self._ids), "body": body}
@@ -149,7 +257,7 @@ class GitHubEmulator(HostEmulator):
     def _repo(self, request: web.Request) -> str:
         return f"{request.match_info['owner']}/{request.match_info['repo']}"
 
-    async def _contents(self, request: web.Request) -> web.Response:
+    async def _contents(self, request: web.Request) -> web.StreamResponse:
         repo = self._repo(request)
         refused = await self._gate(request, repo, self._authorized(request))
         if refused is not None:
@@ -175,7 +283,7 @@ class GitHubEmulator(HostEmulator):
         repo = self._repo(request)
         return repo, self.pulls.get((repo, int(request.match_info["number"])))
 
-    async def _pull(self, request: web.Request) -> web.Response:
+    async def _pull(self, request: web.Request) -> web.StreamResponse:
         repo, pull = self._pull_or_404(request)
         refused = await self._gate(request, repo, self._authorized(request))
         if refused is not None:
@@ -192,18 +300,17 @@ class GitHubEmulator(HostEmulator):
             }
         )
 
-    async def _pull_files(self, request: web.Request) -> web.Response:
+    async def _pull_files(self, request: web.Request) -> web.StreamResponse:
         repo, pull = self._pull_or_404(request)
         refused = await self._gate(request, repo, self._authorized(request))
         if refused is not None:
             return refused
         if pull is None:
             return web.json_response({"message": "Not Found"}, status=404)
-        return web.json_response(
-            [{"filename": path, "status": status} for path, status in pull.files.items()]
-        )
+        files = [{"filename": path, "status": status} for path, status in pull.files.items()]
+        return web.json_response(self._page(request, files, 30))
 
-    async def _issue(self, request: web.Request) -> web.Response:
+    async def _issue(self, request: web.Request) -> web.StreamResponse:
         repo = self._repo(request)
         refused = await self._gate(request, repo, self._authorized(request))
         if refused is not None:
@@ -213,20 +320,19 @@ class GitHubEmulator(HostEmulator):
             {"number": number, "url": f"{self.url}/api/v3/repos/{repo}/issues/{number}"}
         )
 
-    async def _comments(self, request: web.Request) -> web.Response:
+    async def _comments(self, request: web.Request) -> web.StreamResponse:
         repo = self._repo(request)
         refused = await self._gate(request, repo, self._authorized(request))
         if refused is not None:
             return refused
         number = int(request.match_info["number"])
-        return web.json_response(
-            [
-                {**c, "url": f"{self.url}/api/v3/repos/{repo}/issues/comments/{c['id']}"}
-                for c in self.comments.get((repo, number), [])
-            ]
-        )
+        comments = [
+            {**c, "url": f"{self.url}/api/v3/repos/{repo}/issues/comments/{c['id']}"}
+            for c in self.comments.get((repo, number), [])
+        ]
+        return web.json_response(self._page(request, comments, 30))
 
-    async def _create_comment(self, request: web.Request) -> web.Response:
+    async def _create_comment(self, request: web.Request) -> web.StreamResponse:
         repo = self._repo(request)
         refused = await self._gate(request, repo, self._authorized(request))
         if refused is not None:
@@ -238,7 +344,7 @@ class GitHubEmulator(HostEmulator):
             status=201,
         )
 
-    async def _edit_comment(self, request: web.Request) -> web.Response:
+    async def _edit_comment(self, request: web.Request) -> web.StreamResponse:
         repo = self._repo(request)
         refused = await self._gate(request, repo, self._authorized(request))
         if refused is not None:
@@ -272,11 +378,11 @@ class GitLabEmulator(HostEmulator):
     def _repo(self, request: web.Request) -> str:
         return unquote(request.match_info["project"])
 
-    async def _gated(self, request: web.Request) -> tuple[str, web.Response | None]:
+    async def _gated(self, request: web.Request) -> tuple[str, web.StreamResponse | None]:
         repo = self._repo(request)
         return repo, await self._gate(request, repo, self._authorized(request))
 
-    async def _file_at(self, request: web.Request) -> web.Response:
+    async def _file_at(self, request: web.Request) -> web.StreamResponse:
         repo, refused = await self._gated(request)
         if refused is not None:
             return refused
@@ -301,7 +407,7 @@ class GitLabEmulator(HostEmulator):
     def _mr(self, request: web.Request, repo: str) -> PullRequest | None:
         return self.pulls.get((repo, int(request.match_info["iid"])))
 
-    async def _merge_request(self, request: web.Request) -> web.Response:
+    async def _merge_request(self, request: web.Request) -> web.StreamResponse:
         repo, refused = await self._gated(request)
         if refused is not None:
             return refused
@@ -319,7 +425,7 @@ class GitLabEmulator(HostEmulator):
             }
         )
 
-    async def _changes(self, request: web.Request) -> web.Response:
+    async def _changes(self, request: web.Request) -> web.StreamResponse:
         repo, refused = await self._gated(request)
         if refused is not None:
             return refused
@@ -332,7 +438,7 @@ class GitLabEmulator(HostEmulator):
         ]
         return web.json_response({"iid": mr.number, "changes": changes})
 
-    async def _diffs(self, request: web.Request) -> web.Response:
+    async def _diffs(self, request: web.Request) -> web.StreamResponse:
         """One page of the changed files, with GitLab's pagination headers (`Link`, next)."""
         repo, refused = await self._gated(request)
         if refused is not None:
@@ -353,13 +459,14 @@ class GitLabEmulator(HostEmulator):
             headers["Link"] = f'<{following}>; rel="next"'
         return web.json_response(files[(page - 1) * per_page : page * per_page], headers=headers)
 
-    async def _notes(self, request: web.Request) -> web.Response:
+    async def _notes(self, request: web.Request) -> web.StreamResponse:
         repo, refused = await self._gated(request)
         if refused is not None:
             return refused
-        return web.json_response(self.comments.get((repo, int(request.match_info["iid"])), []))
+        notes = self.comments.get((repo, int(request.match_info["iid"])), [])
+        return web.json_response(self._page(request, notes, 20))
 
-    async def _create_note(self, request: web.Request) -> web.Response:
+    async def _create_note(self, request: web.Request) -> web.StreamResponse:
         repo, refused = await self._gated(request)
         if refused is not None:
             return refused
@@ -367,7 +474,7 @@ class GitLabEmulator(HostEmulator):
         note = self._comment(repo, int(request.match_info["iid"]), body)
         return web.json_response(note, status=201)
 
-    async def _edit_note(self, request: web.Request) -> web.Response:
+    async def _edit_note(self, request: web.Request) -> web.StreamResponse:
         repo, refused = await self._gated(request)
         if refused is not None:
             return refused

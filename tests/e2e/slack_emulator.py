@@ -10,6 +10,11 @@ calls or for a window of time. Channels can lose the bot (`not_in_channel`) or b
 messages can be deleted; a user id as channel is a DM. It also serves Socket Mode: a WebSocket
 at the URL `apps.connections.open` hands out, through which tests push envelopes.
 
+Uploaded files are served at their `url_private` addresses, and can be served the hostile ways a
+compromised or misconfigured files API could: a download address on another host, a size in
+files.info that is not the file's, a download dripped a byte at a time, cut short of the length
+it claims, or redirected elsewhere.
+
 The `assistant.threads.*` methods check their arguments against `slack_sdk`'s own signatures
 (every required one present, nothing it would not send), so a request the real client could not
 make is refused here as Slack refuses it.
@@ -68,6 +73,13 @@ class Fault:
     max_chars: int | None = None
     html: bool = False
     """Answer with a proxy's HTML page instead of Slack's JSON."""
+    drip_s: float = 0.0
+    """A file download only: send the file one byte every `drip_s`."""
+    cut_at: int | None = None
+    """A file download only: claim the whole file's length, send its first `cut_at` bytes,
+    then close the connection."""
+    redirect: str = ""
+    """A file download only: answer `status` (a 3xx) pointing at this address."""
 
 
 @dataclass
@@ -199,10 +211,20 @@ class SlackEmulator:
     # --- HTTP ------------------------------------------------------------------------------
 
     def upload(
-        self, name: str, content: bytes, *, filetype: str = "markdown", mode: str = "hosted"
+        self,
+        name: str,
+        content: bytes,
+        *,
+        filetype: str = "markdown",
+        mode: str = "hosted",
+        size: int | None = None,
+        host: str | None = None,
     ) -> dict[str, Any]:
-        """A file someone uploaded: the object Slack puts in the message event's `files`."""
+        """A file someone uploaded: the object Slack puts in the message event's `files`.
+        Hostile: `size` is what files.info claims instead of the content's length, and `host`
+        serves the download addresses instead of this emulator (another host)."""
         file_id = f"F{len(self.files) + 1:08d}"
+        where = host or self.url
         info = {
             "id": file_id,
             "name": name,
@@ -210,9 +232,9 @@ class SlackEmulator:
             "mimetype": "text/markdown" if filetype == "markdown" else "application/octet-stream",
             "filetype": filetype,
             "mode": mode,
-            "size": len(content),
-            "url_private": f"{self.url}/files-pri/{file_id}/{name}",
-            "url_private_download": f"{self.url}/files-pri/{file_id}/download/{name}",
+            "size": len(content) if size is None else size,
+            "url_private": f"{where}/files-pri/{file_id}/{name}",
+            "url_private_download": f"{where}/files-pri/{file_id}/download/{name}",
         }
         self.files[file_id] = (info, content)
         return {"id": file_id, "name": name, "filetype": filetype, "mode": mode}
@@ -223,19 +245,48 @@ class SlackEmulator:
             return {"ok": False, "error": "file_not_found"}
         return {"ok": True, "file": found[0]}
 
-    async def _download(self, request: web.Request) -> web.Response:
+    async def _download(self, request: web.Request) -> web.StreamResponse:
         file_id = request.match_info["file_id"]
         authorization = request.headers.get("Authorization", "")
         self.downloads.append((file_id, authorization))
         fault = self._fault_for("files.download", {})
-        if fault is not None:
-            if fault.hang_s:
-                await asyncio.sleep(fault.hang_s)
+        if fault is not None and fault.redirect:
+            return web.Response(status=fault.status, headers={"Location": fault.redirect})
+        if fault is not None and fault.hang_s:
+            await asyncio.sleep(fault.hang_s)
+        if fault is not None and not (fault.drip_s or fault.cut_at is not None):
             return web.Response(status=fault.status or 500, text="error")
         if not authorization.startswith("Bearer xoxb-") or file_id not in self.files:
             # Slack answers an unauthenticated download with its sign-in page, not a 401.
             return web.Response(text="<html>Sign in to Slack</html>", content_type="text/html")
-        return web.Response(body=self.files[file_id][1], content_type="application/octet-stream")
+        content = self.files[file_id][1]
+        if fault is None:
+            return web.Response(body=content, content_type="application/octet-stream")
+        return await self._hostile_download(request, content, fault)
+
+    async def _hostile_download(
+        self, request: web.Request, content: bytes, fault: Fault
+    ) -> web.StreamResponse:
+        """The file dripped a byte at a time, or cut short of the length it claims."""
+        response = web.StreamResponse()
+        response.content_type = "application/octet-stream"
+        if fault.cut_at is not None:
+            response.content_length = len(content)
+            response.force_close()
+        await response.prepare(request)
+        try:
+            if fault.drip_s:
+                for n in range(len(content)):
+                    await response.write(content[n : n + 1])
+                    await asyncio.sleep(fault.drip_s)
+            else:
+                await response.write(content[: fault.cut_at])
+                request.transport.close()  # type: ignore[union-attr]
+                return response
+        except ConnectionError:
+            return response  # the client stopped reading
+        await response.write_eof()
+        return response
 
     async def _params(self, request: web.Request) -> dict[str, Any]:
         params: dict[str, Any] = dict(request.query)

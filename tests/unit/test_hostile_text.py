@@ -93,6 +93,9 @@ FRAGMENTS = (
     "https://gitlab.com/g/p/-/",
     "../",
     "%2e%2e/",
+    "https://github.com/a/b/pull/\u00b2 ",
+    "https://gitlab.com/g/p/-/merge_requests/\u0663 ",
+    "https://github.com/[",
     # JSON and code fences, as a model might echo them.
     "{",
     "[",
@@ -142,7 +145,8 @@ RECOGNISERS: dict[str, Callable[[str], Any]] = {
     "parse_link": _ignore((CommandError,), commands.parse_link),
     "parse_title_pattern": _ignore((CommandError,), commands.parse_title_pattern),
     "parse_clock": _ignore((CommandError,), commands.parse_clock),
-    "find_link": lambda text: hosts.find_link(text, CONFIG),
+    # A link whose path could reach outside the repository is refused with LinkError.
+    "find_link": _ignore((hosts.LinkError,), lambda text: hosts.find_link(text, CONFIG)),
     "is_adr_path": hosts.is_adr_path,
     "thread_question": lambda text: triggers.thread_question([{"text": text}]),
     "thread_document": lambda text: triggers.thread_document([{"text": text, "user": "U1"}]),

@@ -1,0 +1,130 @@
+"""The URL and path guard every credentialed request goes through (bot.outbound): segments that
+could climb out of a path are refused however they are encoded, built URLs stay under their
+base, and only the exact origin (scheme, host, port) and base path admit a request."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.outbound import (
+    Failure,
+    Joined,
+    Origin,
+    OutboundError,
+    check_segment,
+    decode_segment,
+    size_text,
+)
+from bot.slack.files import files_origin
+
+
+@pytest.mark.parametrize(
+    "segment", ["0012-postgres.md", "my file.md", "décision.md", ".github", "v1.2", "...", "a%b"]
+)
+def test_ordinary_segments_pass(segment: str) -> None:
+    assert check_segment(segment) == segment
+
+
+@pytest.mark.parametrize(
+    ("raw", "why"),
+    [
+        ("..", "a `..` segment"),
+        (".", "a `.` segment"),
+        ("", "an empty segment"),
+        ("%2e%2e", "a `..` segment"),
+        ("%2E%2e", "a `..` segment"),
+        ("%2e", "a `.` segment"),
+        ("%252e%252e", "a `..` segment"),
+        ("adr%2F..%2F..%2Fkeys.md", "an encoded `/` inside a segment"),
+        ("adr%252Fkeys.md", "an encoded `/` inside a segment"),
+        ("docs\\..\\keys.md", "a `\\`"),
+        ("docs%5c..%5ckeys.md", "a `\\`"),
+        ("keys.md%00.md", "a control character"),
+        ("keys%0a.md", "a control character"),
+        ("keys%7f", "a control character"),
+    ],
+)
+def test_a_segment_that_could_climb_out_is_refused_however_encoded(raw: str, why: str) -> None:
+    with pytest.raises(OutboundError) as refused:
+        decode_segment(raw)
+    assert refused.value.failure is Failure.UNSAFE_PATH
+    assert refused.value.detail == why
+
+
+def test_a_link_segment_is_decoded_once() -> None:
+    assert decode_segment("my%20file.md") == "my file.md"
+    assert decode_segment("caf%C3%A9.md") == "café.md"
+
+
+def test_urls_are_built_from_checked_encoded_segments_under_the_base() -> None:
+    github = Origin.of("https://ghe.example.org/api/v3/")
+    assert (
+        github.url(
+            "repos", "acme", "orders", "contents", "docs", "my file.md", query={"ref": "a/b"}
+        )
+        == "https://ghe.example.org/api/v3/repos/acme/orders/contents/docs/my%20file.md?ref=a%2Fb"
+    )
+    gitlab = Origin.of("http://127.0.0.1:8080/api/v4")
+    assert (
+        gitlab.url("projects", Joined("acme/platform/orders"), "repository", "files", Joined("a/b"))
+        == "http://127.0.0.1:8080/api/v4/projects/acme%2Fplatform%2Forders/repository/files/a%2Fb"
+    )
+    for bad in ("..", "a/b", "x\\y"):
+        with pytest.raises(OutboundError):
+            github.url("repos", bad)
+    with pytest.raises(OutboundError):
+        gitlab.url("projects", Joined("acme/../../user"))
+
+
+@pytest.mark.parametrize(
+    ("url", "admitted"),
+    [
+        ("https://api.example.com/api/v3/repos/a/b/pulls/1", True),
+        ("https://API.Example.com:443/api/v3/repos/a/b", True),
+        ("https://api.example.com/api/v3", True),
+        ("http://api.example.com/api/v3/repos/a/b", False),
+        ("https://api.example.com:8443/api/v3/repos/a/b", False),
+        ("https://api.example.com.evil.test/api/v3/repos", False),
+        ("https://evil.test/api/v3/repos/a/b", False),
+        ("https://token@api.example.com/api/v3/repos", False),
+        ("https://api.example.com/api/v3x/repos", False),
+        ("https://api.example.com/user/keys", False),
+        ("https://api.example.com/api/v3/../../user/keys", False),
+        ("https://api.example.com/api/v3/repos/%2e%2e/%2E%2E/user", False),
+        ("https://api.example.com/api/v3/repos/%252e%252e/user", False),
+        ("https://api.example.com/api/v3/projects/a%2F..%2F..%2Fuser", False),
+        ("https://api.example.com/api/v3/repos/a%5c..%5cuser", False),
+        ("https://api.example.com/api/v3/repos/a%00b", False),
+        ("https://api.example.com/api/v3/projects/acme%2Fplatform%2Forders/notes", True),
+    ],
+)
+def test_only_the_exact_origin_under_its_base_path_admits_a_request(
+    url: str, admitted: bool
+) -> None:
+    assert Origin.of("https://api.example.com/api/v3").admits(url) is admitted
+
+
+def test_an_origin_names_its_port_only_when_it_is_not_the_usual_one() -> None:
+    assert Origin.of("https://files.slack.com/").address == "https://files.slack.com"
+    assert Origin.of("http://127.0.0.1:9000/api/").address == "http://127.0.0.1:9000"
+    assert Origin.of("http://127.0.0.1:9000/api/").port == 9000
+    assert Origin.of("https://x.test").port == 443
+
+
+def test_slack_files_come_from_slack_s_file_host_or_the_api_s_own_origin_unless_set() -> None:
+    assert files_origin("https://slack.com/api/").address == "https://files.slack.com"
+    assert files_origin("http://127.0.0.1:4000/api/").address == "http://127.0.0.1:4000"
+    assert files_origin("http://127.0.0.1:4000/api/").base == ""
+    assert (
+        files_origin("https://slack.com/api/", "https://files.example.org").address
+        == "https://files.example.org"
+    )
+    slack = files_origin("https://slack.com/api/")
+    assert slack.admits("https://files.slack.com/files-pri/T1-F1/download/adr.md")
+    assert not slack.admits("https://slack.com/files-pri/T1-F1/download/adr.md")
+    assert not slack.admits("https://files.slack.com.evil.test/files-pri/T1-F1/adr.md")
+
+
+def test_sizes_read_as_people_read_them() -> None:
+    assert size_text(512_000) == "500 KB"
+    assert size_text(8 * 1024 * 1024) == "8 MB"
