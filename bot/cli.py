@@ -153,10 +153,17 @@ def build_parser() -> argparse.ArgumentParser:
     db.set_defaults(handler="_db", is_async=False)
 
     audit = commands.add_parser(
-        "audit", help="verify a debate's audit chain, seal and signature (or an exported file)"
+        "audit",
+        help="verify debates' audit chains, seals and signatures (or an exported file); sign"
+        " seals made before DEBATEBOT_AUDIT_KEY was set",
     )
-    audit.add_argument("action", choices=("verify", "verify-export"))
-    audit.add_argument("target", metavar="DEBATE_ID|FILE", help="a debate id, or an export file")
+    audit.add_argument("action", choices=("verify", "verify-export", "sign"))
+    audit.add_argument(
+        "target",
+        nargs="?",
+        metavar="DEBATE_ID|FILE",
+        help="a debate id (verify, sign: every debate when left out), or an export file",
+    )
     audit.set_defaults(handler="_audit", is_async=False)
 
     export = commands.add_parser("export", help="export a whole debate record")

@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from pydantic import ValidationError
 
@@ -62,6 +62,9 @@ from engine.models import (
     utcnow,
 )
 from engine.prompts import PromptLibrary, default_prompt_dir, write_lock
+
+if TYPE_CHECKING:
+    from sqlmodel import Session
 
 EXIT_CODES = {DebateStatus.COMPLETE: 0, DebateStatus.FAILED: 1, DebateStatus.TRUNCATED_BUDGET: 3}
 SPINNER = "|/-\\"
@@ -551,23 +554,72 @@ def _audit(args: argparse.Namespace) -> int:
     settings = Settings()
     key = settings.audit_key_bytes()
     if args.action == "verify-export":
+        if args.target is None:
+            print("debatebot: audit verify-export takes an export file", file=sys.stderr)
+            return 2
         try:
             record = json.loads(Path(args.target).read_text(encoding="utf-8"))
             report = verify_export(record, key=key)
         except (OSError, ValueError, KeyError, TypeError) as error:
             print(f"debatebot: cannot read {args.target} as an export: {error}", file=sys.stderr)
             return 1
-    else:
+        return print_audit(report)
+    debate_id: int | None = None
+    if args.target is not None:
         try:
             debate_id = int(args.target)
         except ValueError:
             print(
-                f"debatebot: audit verify takes a debate id; got {args.target!r}", file=sys.stderr
+                f"debatebot: audit {args.action} takes a debate id; got {args.target!r}",
+                file=sys.stderr,
             )
             return 2
-        with open_store(settings) as engine, session_scope(engine) as session:
-            report = repository.verify_chain(session, debate_id=debate_id, key=key)
-    return print_audit(report)
+    if args.action == "sign" and key is None:
+        print(
+            "debatebot: audit sign needs DEBATEBOT_AUDIT_KEY, the key the bot signs seals with",
+            file=sys.stderr,
+        )
+        return 2
+    with open_store(settings) as engine, session_scope(engine) as session:
+        if args.action == "sign":
+            assert key is not None
+            return _sign(session, debate_id, key)
+        if debate_id is not None:
+            return print_audit(repository.verify_chain(session, debate_id=debate_id, key=key))
+        ids = repository.debate_ids(session)
+        failed = [
+            report
+            for report in (repository.verify_chain(session, debate_id=i, key=key) for i in ids)
+            if print_audit(report)
+        ]
+    if failed:
+        named = ", ".join(f"debate {report.debate_id} ({report.kind})" for report in failed)
+        print(f"{len(failed)} of {len(ids)} debates failed: {named}", file=sys.stderr)
+        return 1
+    print(f"every debate verified ({len(ids)})")
+    return 0
+
+
+def _sign(session: Session, debate_id: int | None, key: bytes) -> int:
+    """`audit sign`: sign every intact unsigned seal (of `debate_id`, or of every finished
+    debate) and seal the debates that finished before seals; 1 when one does not verify."""
+    ids = [debate_id] if debate_id is not None else repository.debate_ids(session, finished=True)
+    refused = 0
+    for each in ids:
+        done, report = repository.sign_seal(session, debate_id=each, key=key)
+        if done == "signed":
+            print(f"debate {each}: signed its v{report.version} seal (head {report.head})")
+        elif done == "sealed":
+            print(f"debate {each}: finished before audit seals; sealed and signed as it stands")
+        elif not report.ok:
+            refused += 1
+            print(
+                f"debate {each}: not signed: {(report.kind or '').upper()}: {report.problem}",
+                file=sys.stderr,
+            )
+    if refused:
+        print(f"{refused} debates do not verify and were not signed", file=sys.stderr)
+    return 1 if refused else 0
 
 
 def _stats(args: argparse.Namespace) -> int:
@@ -654,10 +706,21 @@ def print_audit(report: ChainReport) -> int:
             file=sys.stderr,
         )
         return 1
+    note = f". Note: {report.note}" if report.note else ""
     if report.sealed:
+        covered = (
+            " and the verdict"
+            if report.version == 1
+            else ", the verdict, and the debate's question, spec and ending"
+        )
         print(
-            f"{where}: verified ({report.turns_checked} turns and the verdict, sealed head"
-            f" {(report.head or '')[:12]}); signature {report.signature}"
+            f"{where}: verified ({report.turns_checked} turns{covered}; v{report.version} seal,"
+            f" head {(report.head or '')[:12]}); signature {report.signature}{note}"
+        )
+    elif report.note:
+        print(
+            f"{where}: turn chain verified ({report.turns_checked} turns); signature"
+            f" {report.signature}{note}"
         )
     else:
         print(f"{where}: turn chain verified ({report.turns_checked} turns); not sealed yet")

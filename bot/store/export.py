@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
+from pydantic import ValidationError
 from sqlmodel import Session
 
 from bot.store import repository
-from bot.store.audit import ChainReport, audit
-from bot.store.tables import Turn, VerdictRecord
-from engine.models import DebateResult
+from bot.store.audit import KEY_DEPENDENT_KINDS, PRE_SEAL_VERSION, ChainReport, audit
+from bot.store.tables import Debate, Turn, VerdictRecord
+from engine.models import DebateResult, TurnRecord
 
 
 def export_record(session: Session, *, debate_id: int, key: bytes | None = None) -> dict[str, Any]:
@@ -19,18 +21,14 @@ def export_record(session: Session, *, debate_id: int, key: bytes | None = None)
     file can be verified offline (`debatebot audit verify-export`)."""
     debate = repository.get_debate(session, debate_id=debate_id)
     verdict = repository.verdict_for(session, debate_id=debate_id)
-    transcript = repository.stored_turns(session, debate_id=debate_id)
-    result: dict[str, Any] | None = None
-    if verdict is not None:
-        parsed = DebateResult.model_validate_json(verdict.result_json)
-        parsed.transcript = transcript
-        result = parsed.model_dump(mode="json")
+    rows = repository.turn_rows(session, debate_id=debate_id)
     escalation = repository.escalation_for(session, debate_id=debate_id)
-    chain = repository.verify_chain(session, debate_id=debate_id, key=key)
+    chain = audit(debate, rows, verdict, key=key)
+    transcript = [repository.turn_record(row) for row in rows]
     return {
         "debate": debate.model_dump(mode="json", exclude={"spec_json"}),
         "spec": json.loads(debate.spec_json),
-        "result": result,
+        "result": _result(verdict, transcript),
         "turns": [turn.model_dump(mode="json") for turn in transcript],
         "escalation": escalation.model_dump(mode="json") if escalation else None,
         "reviews": [
@@ -44,29 +42,132 @@ def export_record(session: Session, *, debate_id: int, key: bytes | None = None)
             "problem": chain.problem,
             "kind": chain.kind,
             "head": chain.head,
+            "version": chain.version,
+            "note": chain.note,
             "signature": verdict.chain_signature if verdict else None,
             "signature_check": chain.signature,
         },
-        "turn_rows": [
-            row.model_dump(mode="json")
-            for row in repository.turn_rows(session, debate_id=debate_id)
-        ],
+        "turn_rows": [row.model_dump(mode="json") for row in rows],
         "verdict_row": verdict.model_dump(mode="json") if verdict else None,
     }
 
 
+def _result(verdict: VerdictRecord | None, transcript: list[TurnRecord]) -> dict[str, Any] | None:
+    """The debate's result as people read it: the verdict row's result document with the
+    transcript of the turn rows."""
+    if verdict is None:
+        return None
+    parsed = DebateResult.model_validate_json(verdict.result_json)
+    parsed.transcript = transcript
+    return parsed.model_dump(mode="json")
+
+
 def verify_export(record: dict[str, Any], *, key: bytes | None) -> ChainReport:
-    """Check an exported record offline: its turn chain, seal and (with `key`) signature."""
-    debate = record["debate"]
-    rows = [Turn.model_validate(row) for row in record.get("turn_rows") or []]
-    verdict = record.get("verdict_row")
-    return audit(
-        int(debate["id"]),
-        rows,
-        VerdictRecord.model_validate(verdict) if verdict else None,
-        key=key,
-        debate_seal=(debate.get("chain_head"), debate.get("chain_turns")),
-    )
+    """Check an exported record offline: its turn chain, verdict, seal and (with `key`)
+    signature, then that what people read in it (the debate's question, the spec, the result,
+    the transcript, the audit summary) is what those sealed rows give."""
+    rows = _rows(record)
+    if isinstance(rows, str):
+        found = record["debate"].get("id")
+        return ChainReport(found if isinstance(found, int) else 0, 0, None, rows, "edited_export")
+    debate, turns, verdict = rows
+    report = audit(debate, turns, verdict, key=key)
+    if not report.ok:
+        return report
+    edit = _edited(record, debate, turns, verdict, report)
+    return report if edit is None else replace(report, kind="edited_export", problem=edit)
+
+
+def _rows(record: dict[str, Any]) -> tuple[Debate, list[Turn], VerdictRecord | None] | str:
+    """The export's debate, turn and verdict rows, or which of them no store could hold."""
+    part = "debate"
+    try:
+        debate = Debate.model_validate(
+            {**record["debate"], "spec_json": json.dumps(record["spec"])}
+        )
+        part = "turn_rows"
+        turns = [Turn.model_validate(row) for row in record.get("turn_rows") or []]
+        part = "verdict_row"
+        verdict = record.get("verdict_row")
+        if verdict and "chain_version" not in verdict:
+            # Exported before schema 0011: versioned as migration 0011 versions stored rows.
+            unsealed = all(verdict.get(name) is None for name in _V1_SEAL)
+            verdict = {**verdict, "chain_version": PRE_SEAL_VERSION if unsealed else 1}
+        return debate, turns, VerdictRecord.model_validate(verdict) if verdict else None
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(map(str, first["loc"]))
+        return f"{part} is not a row the store could hold ({where}: {first['msg']})"
+
+
+_V1_SEAL = ("chain_turns", "chain_tail", "chain_head", "chain_signature")
+
+
+def _edited(
+    record: dict[str, Any],
+    debate: Debate,
+    rows: list[Turn],
+    verdict: VerdictRecord | None,
+    report: ChainReport,
+) -> str | None:
+    """Which human-readable part of a verified export differs from its sealed rows, if any."""
+    transcript = [repository.turn_record(row) for row in rows]
+    spec = record["spec"]
+    if not isinstance(spec, dict) or spec.get("question") != debate.question:
+        return "debate.question differs from the question in the spec"
+    expected: dict[str, Any] = {
+        "turns": [turn.model_dump(mode="json") for turn in transcript],
+        "result": _result(verdict, transcript),
+    }
+    for part, value in expected.items():
+        where = _difference(json.loads(json.dumps(value)), record.get(part), part)
+        if where is not None:
+            source = (
+                "the sealed verdict"
+                if part == "result" and not where.startswith("result.transcript")
+                else "the sealed turn rows"
+            )
+            return f"{where} differs from {source}"
+    summary = record.get("audit") or {}
+    # Exports made before schema 0011 have no version or note in their summary.
+    sealed_summary = {
+        "turns_checked": report.turns_checked,
+        "first_broken_seq": None,
+        "head": report.head,
+        "version": report.version,
+        "note": report.note,
+        "signature": verdict.chain_signature if verdict else None,
+    }
+    for name, value in sealed_summary.items():
+        if (name in summary or name not in ("version", "note")) and summary.get(name) != value:
+            return f"audit.{name} differs from the sealed rows"
+    if summary.get("chain_ok") is True and (summary.get("kind") or summary.get("problem")):
+        return "audit.chain_ok says verified beside a problem"
+    if summary.get("chain_ok") is not True and summary.get("kind") not in KEY_DEPENDENT_KINDS:
+        return "audit.chain_ok says the chain is broken but the sealed rows verify"
+    return None
+
+
+def _difference(expected: Any, found: Any, path: str) -> str | None:
+    """The path of the first place `found` differs from `expected` (JSON values), if any."""
+    if isinstance(expected, dict) and isinstance(found, dict):
+        for name in sorted(expected.keys() | found.keys()):
+            if name not in expected or name not in found:
+                return f"{path}.{name}"
+            where = _difference(expected[name], found[name], f"{path}.{name}")
+            if where is not None:
+                return where
+        return None
+    if isinstance(expected, list) and isinstance(found, list):
+        if len(expected) != len(found):
+            return f"{path} ({len(found)} items where the rows give {len(expected)})"
+        for index, (left, right) in enumerate(zip(expected, found, strict=True)):
+            where = _difference(left, right, f"{path}[{index}]")
+            if where is not None:
+                return where
+        return None
+    same = type(expected) is type(found) and expected == found
+    return None if same else path
 
 
 def _list(items: list[str]) -> str:
@@ -87,7 +188,8 @@ def render_markdown(record: dict[str, Any]) -> str:
         f" ({record['audit']['turns_checked']} turns checked)"
         + (f": {record['audit']['problem']}" if record["audit"]["problem"] else ""),
         f"- Audit seal: head `{record['audit']['head'] or 'none (not finished)'}`,"
-        f" signature {record['audit']['signature_check']}",
+        f" signature {record['audit']['signature_check']}"
+        + (f" ({record['audit']['note']})" if record["audit"].get("note") else ""),
         "",
     ]
     result = record["result"]

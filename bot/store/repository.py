@@ -18,7 +18,15 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, SQLModel, col, select
 
 from bot.store import operations, outbox
-from bot.store.audit import GENESIS_HASH, ChainReport, audit, seal, turn_digest
+from bot.store.audit import (
+    GENESIS_HASH,
+    PRE_SEAL_VERSION,
+    ChainReport,
+    audit,
+    seal,
+    signature_of,
+    turn_digest,
+)
 from bot.store.errors import (
     BudgetExceededError,
     DebateNotFoundError,
@@ -87,6 +95,25 @@ def _lease_check(dialect: str) -> Select[Any]:
     return query.order_by(_DEBATES.c.id).with_for_update()
 
 
+_SEALED_AT_ENQUEUE = (
+    "trigger_key",
+    "source",
+    "channel_id",
+    "requested_by",
+    "parent_debate_id",
+    "review_channel_id",
+    "link",
+    "question",
+    "protocol",
+    "spec_json",
+    "created_at",
+    "triage",
+    "triage_reason",
+)
+"""The debate's columns an ending reads besides its lease: what its seal covers from the debate
+as queued (`bot.store.audit.debate_digest`), and the triage it keeps unless the run decided it."""
+
+
 @functools.cache
 def _closing_read(escalating: bool) -> Select[Any]:
     """The columns of a batch of debates that their endings need; when one escalates, joined to
@@ -98,12 +125,8 @@ def _closing_read(escalating: bool) -> Select[Any]:
         c.id,
         c.lease_owner,
         c.state,
-        c.channel_id,
-        c.review_channel_id,
-        c.link,
-        c.triage,
-        c.triage_reason,
         c.pr_comment_due,
+        *(getattr(c, name) for name in _SEALED_AT_ENQUEUE),
     )
     if not escalating:
         return query
@@ -355,7 +378,7 @@ def release_lease(session: Session, *, debate_id: int, worker_id: str) -> None:
     session.commit()
 
 
-def _to_record(row: Any) -> TurnRecord:
+def turn_record(row: Any) -> TurnRecord:
     """The engine's record of a stored turn (a `Turn` or a row of its columns)."""
     return TurnRecord(
         round=row.round,
@@ -425,7 +448,7 @@ def stored_runs(
     )
     for row in rows:
         turns, _ = runs[row.debate_id]
-        turns.append(_to_record(row))
+        turns.append(turn_record(row))
         runs[row.debate_id] = (turns, ChainHead(seq=row.seq, hash=row.hash))
     return runs
 
@@ -695,16 +718,13 @@ def _ending(session: Session, finish: Finish, row: Any, known: _Closing) -> _End
         turns, tail = finish.head.seq + 1, finish.head.hash
     else:
         turns, tail = _chain_tail(session, debate_id=debate_id)
-    seal(values, turns, tail, finish.audit_key)
     triage, triage_reason = row.triage, row.triage_reason
     triaged = (result.report or {}).get("triage")
     if isinstance(triaged, dict):
         triage = "debate" if triaged.get("debated") else "answered"
         triage_reason = str(triaged.get("reason") or "")
-    debate = {
+    debate: dict[str, Any] = {
         "finished_id": debate_id,
-        "chain_head": values["chain_head"],
-        "chain_turns": turns,
         "state": DebateState.FINISHED.value,
         "outcome": verdict.status.value,
         "decision": verdict.decision.value,
@@ -719,6 +739,9 @@ def _ending(session: Session, finish: Finish, row: Any, known: _Closing) -> _End
         "updated_at": now,
         "pr_comment_due": now if row.link else row.pr_comment_due,
     }
+    finished = {name: getattr(row, name) for name in _SEALED_AT_ENQUEUE}
+    seal(values, turns, tail, finish.audit_key, debate={**finished, **debate, "id": debate_id})
+    debate["chain_head"], debate["chain_turns"] = values["chain_head"], turns
     escalation = None
     if verdict.escalate and row.escalation_id is None:
         escalation = {
@@ -785,14 +808,56 @@ def count_debates(session: Session, *, state: DebateState | None = None) -> int:
     return int(session.exec(query).one())
 
 
+def debate_ids(session: Session, *, finished: bool = False) -> list[int]:
+    """Every debate's id (only finished ones' with `finished`), in order."""
+    query = select(Debate.id).order_by(col(Debate.id))
+    if finished:
+        query = query.where(Debate.state == DebateState.FINISHED)
+    return [int(debate_id) for debate_id in session.exec(query) if debate_id is not None]
+
+
 def verify_chain(session: Session, *, debate_id: int, key: bytes | None = None) -> ChainReport:
-    """Verify the debate's turn chain and, once finished, its seal and signature (with `key`);
-    the report names the first problem (see `bot.store.audit.audit`)."""
-    debate = get_debate(session, debate_id=debate_id)
+    """Verify the debate's turn chain and, once finished, its verdict, seal and signature (with
+    `key`); the report names the first problem (see `bot.store.audit.audit`)."""
     return audit(
-        debate_id,
+        get_debate(session, debate_id=debate_id),
         turn_rows(session, debate_id=debate_id),
         verdict_for(session, debate_id=debate_id),
         key=key,
-        debate_seal=(debate.chain_head, debate.chain_turns),
     )
+
+
+def sign_seal(session: Session, *, debate_id: int, key: bytes) -> tuple[str | None, ChainReport]:
+    """Sign the debate's seal with `key` when everything else about it verifies and only the
+    signature is missing (it was sealed before the key was set), or seal and sign a debate that
+    finished before seals existed (version 0), as it stands. Returns what was done (`signed`,
+    `sealed`, or None: nothing to do, or the record does not verify) and the report on the
+    record as it now is."""
+    report = verify_chain(session, debate_id=debate_id, key=key)
+    verdict = verdict_for(session, debate_id=debate_id)
+    if verdict is None or report.kind not in ("unsigned_seal", "unsealed_legacy"):
+        return None, report
+    if report.kind == "unsigned_seal":
+        verdict.chain_signature = signature_of(
+            key,
+            version=verdict.chain_version,
+            debate_id=debate_id,
+            turns=verdict.chain_turns or 0,
+            tail=verdict.chain_tail or "",
+            head=verdict.chain_head or "",
+        )
+        done = "signed"
+    else:
+        debate = get_debate(session, debate_id=debate_id)
+        rows = turn_rows(session, debate_id=debate_id)
+        values = verdict.model_dump()
+        tail = rows[-1].hash if rows else GENESIS_HASH
+        seal(values, len(rows), tail, key, debate=debate, version=PRE_SEAL_VERSION)
+        for name in ("chain_debate", "chain_turns", "chain_tail", "chain_head", "chain_signature"):
+            setattr(verdict, name, values[name])
+        debate.chain_head, debate.chain_turns = verdict.chain_head, verdict.chain_turns
+        session.add(debate)
+        done = "sealed"
+    session.add(verdict)
+    session.commit()
+    return done, verify_chain(session, debate_id=debate_id, key=key)

@@ -127,6 +127,11 @@ class VerdictRecord(SQLModel, table=True):
     chain_head: str | None = Field(default=None, max_length=64)
     """The verdict hashed onto the turn chain at finish (see bot.store.audit)."""
     chain_signature: str | None = Field(default=None, max_length=64)
+    chain_version: int = 1
+    """How the head was made: 2 covers the debate's question, spec and ending too, 1 (before
+    schema 0011) only the turns and the verdict, 0 marks a debate that finished before seals."""
+    chain_debate: str | None = Field(default=None, max_length=64)
+    """The digest of the debate row's sealed content (version 2)."""
     created_at: datetime = Field(default_factory=utcnow)
 
 

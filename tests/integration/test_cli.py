@@ -72,7 +72,10 @@ def test_audit_and_export_of_a_recorded_debate(
     capsys.readouterr()
 
     assert main(["audit", "verify", "1"]) == 0
-    assert "verified (5 turns and the verdict, sealed head" in capsys.readouterr().out
+    assert (
+        "verified (5 turns, the verdict, and the debate's question, spec and ending; v2 seal"
+        in capsys.readouterr().out
+    )
 
     exported = tmp_path / "debate.json"
     assert main(["export", "1", "--format", "json", "--out", str(exported)]) == 0
