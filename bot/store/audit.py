@@ -13,17 +13,18 @@ on rows, so the same check runs on the database and on an exported file.
 Seal versions (`verdict.chain_version`), named in the head and in the signed message, so changing
 the version changes the head or breaks the signature:
 
-- 2, written since schema 0011: the head covers the tail, the verdict and `debate_digest`: what
-  was asked (question, spec with its context documents, protocol, who asked, where, link, when)
+- 2, written since schema 0012: the head covers the tail, the verdict and `debate_digest`: what
+  was asked (question, spec with its context documents, protocol, who asked, where, whose
+  reviewers decide, link, when)
   and how it ended (state, outcome, decision, confidence, cost, error, triage, finished_at).
   None of these change once the debate has finished. The debate's columns that do change later
   (`thread_ts` once the parent message is delivered or re-created, `halt_reason`,
   `pr_comment_due`, `updated_at`, the lease columns) are left out. The digest is also stored
   (`chain_debate`), so a failure says whether the debate or the verdict changed.
-- 1, written by schemas 0006 to 0010: the head covers the tail and the verdict only. Such seals
+- 1, written by schemas 0006 to 0011: the head covers the tail and the verdict only. Such seals
   still verify by their rules, and the report says that the question, the context documents and
   the rest of the debate row are not covered.
-- 0: the debate finished before seals existed (schema 0006). Migration 0011 marks the verdicts
+- 0: the debate finished before seals existed (schema 0006). Migration 0012 marks the verdicts
   that then had no seal column set. Until the key holder seals one (`debatebot audit sign`, which
   seals it as it stands, under version 0 rules that are otherwise version 2's), only its turn
   chain can be verified.
@@ -153,6 +154,7 @@ _DEBATE_TEXT = (
     "requested_by",
     "parent_debate_id",
     "review_channel_id",
+    "reviewers_channel_id",
     "link",
     "question",
     "protocol",
@@ -252,7 +254,7 @@ class ChainReport:
 
 
 V1_NOTE = (
-    "a v1 seal (written before schema 0011) covers the turns and the verdict, not the question,"
+    "a v1 seal (written before schema 0012) covers the turns and the verdict, not the question,"
     " the context documents or the rest of the debate row"
 )
 PRE_SEAL_NOTE = (

@@ -90,7 +90,7 @@ def _rows(record: dict[str, Any]) -> tuple[Debate, list[Turn], VerdictRecord | N
         part = "verdict_row"
         verdict = record.get("verdict_row")
         if verdict and "chain_version" not in verdict:
-            # Exported before schema 0011: versioned as migration 0011 versions stored rows.
+            # Exported before schema 0012: versioned as migration 0012 versions stored rows.
             unsealed = all(verdict.get(name) is None for name in _V1_SEAL)
             verdict = {**verdict, "chain_version": PRE_SEAL_VERSION if unsealed else 1}
         return debate, turns, VerdictRecord.model_validate(verdict) if verdict else None
@@ -129,7 +129,7 @@ def _edited(
             )
             return f"{where} differs from {source}"
     summary = record.get("audit") or {}
-    # Exports made before schema 0011 have no version or note in their summary.
+    # Exports made before schema 0012 have no version or note in their summary.
     sealed_summary = {
         "turns_checked": report.turns_checked,
         "first_broken_seq": None,

@@ -102,6 +102,7 @@ _SEALED_AT_ENQUEUE = (
     "requested_by",
     "parent_debate_id",
     "review_channel_id",
+    "reviewers_channel_id",
     "link",
     "question",
     "protocol",

@@ -495,8 +495,8 @@ async def test_older_seals_verify_by_their_rules_and_say_what_they_do_not_cover(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """A v1 seal (schemas 0006 to 0010) and a debate finished before seals (before 0006), as
-    migration 0011 finds them: the v1 seal verifies and says the question is not covered; the
+    """A v1 seal (schemas 0006 to 0011) and a debate finished before seals (before 0006), as
+    migration 0012 finds them: the v1 seal verifies and says the question is not covered; the
     unsealed one verifies only without a key until `audit sign` seals it."""
     v1, old = await finished(store, trigger="a"), await finished(store, trigger="b")
     store.dispose()
@@ -541,7 +541,7 @@ async def test_older_seals_verify_by_their_rules_and_say_what_they_do_not_cover(
     assert code == 0
     assert f"debate {v1}: verified (5 turns and the verdict; v1 seal, head {head[:12]});" in out
     assert (
-        "signature valid. Note: a v1 seal (written before schema 0011) covers the turns and" in out
+        "signature valid. Note: a v1 seal (written before schema 0012) covers the turns and" in out
     )
     assert "not the question, the context documents or the rest of the debate row" in out
 
@@ -578,7 +578,7 @@ async def test_a_downgrade_of_the_seal_by_someone_without_the_key_fails(store: E
     assert verify(store, debate_id, key=None).ok
 
 
-async def test_an_export_made_before_schema_0011_still_verifies(store: Engine) -> None:
+async def test_an_export_made_before_schema_0012_still_verifies(store: Engine) -> None:
     """An archive written before seal v2: a v1 seal, and no version or note in the file; and
     one of a debate that finished before seals. Both verify by their rules, and an edit to
     either is still caught."""

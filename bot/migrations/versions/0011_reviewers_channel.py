@@ -37,5 +37,6 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("debate") as batch:
-        batch.drop_column("reviewers_channel_id")
+    # A plain ALTER TABLE … DROP COLUMN (SQLite 3.35 and later), not a batch: SQLite's batch
+    # recreates the table, which foreign keys from every other table forbid.
+    op.drop_column("debate", "reviewers_channel_id")
