@@ -692,21 +692,33 @@ async def test_escalating_endings_written_in_a_batch_carry_their_escalation_and_
 async def test_escalations_written_in_a_batch_take_their_reviewers_channel_and_keep_one_row(
     store: Engine,
 ) -> None:
-    """A batch of escalating endings reads each debate's reviewers' channel (its review channel
-    when it has one, else its own) and the escalation it may already have, in one statement: the
-    new rows carry the right reviewers, and a debate escalated before keeps its one row."""
+    """A batch of escalating endings reads, in one statement, the reviewers of the channel the
+    server chose for each debate (`reviewers_channel_id`: its own channel, or the deployment's
+    review channel for a DM) and the escalation it may already have: the new rows carry the
+    right reviewers, a review channel the requester named does not choose them, and a debate
+    escalated before keeps its one row."""
     with Session(store) as session:
         for channel, reviewers in (("C1", ["U1"]), ("CREV", ["UREV", "UREV2"])):
             session.add(ChannelSettings(channel_id=channel, reviewers=reviewers))
         session.commit()
-    own, elsewhere, earlier, nowhere = claimed(store, 4)
+    own, from_dm, named, earlier, nowhere = claimed(store, 5)
     with Session(store) as session:
-        session.execute(update(Debate).where(col(Debate.id) == own).values(channel_id="C1"))
-        session.execute(
-            update(Debate)
-            .where(col(Debate.id).in_([elsewhere, earlier]))
-            .values(channel_id="C1", review_channel_id="CREV")
-        )
+        for debate_id, values in (
+            (own, {"channel_id": "C1", "reviewers_channel_id": "C1"}),
+            (
+                from_dm,
+                {"channel_id": "D1", "review_channel_id": "CREV", "reviewers_channel_id": "CREV"},
+            ),
+            (
+                named,
+                {"channel_id": "C1", "review_channel_id": "CREV", "reviewers_channel_id": "C1"},
+            ),
+            (
+                earlier,
+                {"channel_id": "C1", "review_channel_id": "CREV", "reviewers_channel_id": "CREV"},
+            ),
+        ):
+            session.execute(update(Debate).where(col(Debate.id) == debate_id).values(**values))
         session.add(Escalation(debate_id=earlier, reasons=["before"], reviewers=["UOLD"]))
         session.commit()
     llm = DebateScript(moderator=[reply_for("moderator", decision="escalate")]).llm()
@@ -714,16 +726,23 @@ async def test_escalations_written_in_a_batch_take_their_reviewers_channel_and_k
     assert result.verdict.escalate
 
     endings = FinishWriter(store)
-    finishes = [repository.Finish(i, "w1", result) for i in (own, elsewhere, earlier, nowhere)]
+    ids = (own, from_dm, named, earlier, nowhere)
+    finishes = [repository.Finish(i, "w1", result) for i in ids]
     await asyncio.gather(*(endings.finish(finish) for finish in finishes))
 
     with Session(store) as session:
         reviewers = {
             debate_id: repository.escalation_for(session, debate_id=debate_id).reviewers  # type: ignore[union-attr]
-            for debate_id in (own, elsewhere, earlier, nowhere)
+            for debate_id in ids
         }
         rows = session.exec(select(Escalation).where(Escalation.debate_id == earlier)).all()
-    assert reviewers == {own: ["U1"], elsewhere: ["UREV", "UREV2"], earlier: ["UOLD"], nowhere: []}
+    assert reviewers == {
+        own: ["U1"],
+        from_dm: ["UREV", "UREV2"],
+        named: ["U1"],
+        earlier: ["UOLD"],
+        nowhere: [],
+    }
     assert len(rows) == 1
 
 
