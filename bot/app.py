@@ -185,8 +185,9 @@ def default_debaters(
 
 @contextlib.contextmanager
 def open_store(settings: Settings) -> Iterator[Engine]:
-    """The database engine at the current schema (SQLite migrates itself; PostgreSQL must have
-    had `debatebot db upgrade`), disposed of when the block ends."""
+    """The database engine at the current schema (SQLite migrates itself, and creates its file
+    in a folder that exists; PostgreSQL must have had `debatebot db upgrade`), disposed of when
+    the block ends."""
     engine = make_engine(settings.database_url, busy_timeout_s=settings.database_timeout_s)
     try:
         ensure_schema(engine)
@@ -660,8 +661,8 @@ def serve_metrics(metrics: Metrics, host: str, port: int) -> WSGIServer:
 
 class HealthProbe:
     """What `/healthz` answers anyone: whether the database is usable (a missing or read-only
-    SQLite file, an unreachable server or an old schema is not) and how many debates this
-    process runs at once, with no names, hosts or users in it.
+    SQLite file, a full disk, an unreachable server or an old schema is not) and how many
+    debates this process runs at once, with no names, hosts or users in it.
 
     The check runs off the event loop and is bounded: a database that does not answer within
     `timeout_s` (under the image's 4-second probe) is reported `unavailable`. One check runs at

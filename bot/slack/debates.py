@@ -38,7 +38,7 @@ from bot.slack.poster import SlackPoster
 from bot.store import outbox, repository
 from bot.store import slack as store
 from bot.store.db import in_session
-from bot.store.errors import BudgetExceededError, InFlightLimitError
+from bot.store.errors import BudgetExceededError, InFlightLimitError, StoreNoAnswerError
 from bot.store.outbox import Draft
 from bot.store.repository import InFlightLimits, SpendCaps
 from bot.store.tables import ChannelSettings, Debate, Escalation, EscalationState, Review
@@ -225,6 +225,10 @@ class SlackDebates:
             raise CommandError(_limit_text(error)) from error
         except BudgetExceededError as error:
             raise CommandError(_budget_text(error)) from error
+        except StoreNoAnswerError as error:
+            # The insert may still be committed when the database answers: nobody may be told
+            # that nothing was queued.
+            raise StoreNoAnswerError(str(error), may_have_stored=True) from error
         if created:
             self.wake_workers()
             self.notifier.wake()

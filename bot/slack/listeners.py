@@ -5,11 +5,18 @@ Cross-cutting work is middleware: malformed payloads are refused, the use cases 
 request's context (listeners take `debates` as an argument, like Bolt's own `ack` or `client`),
 and Slack's retried or duplicated event deliveries are dropped (the event id is stored in
 `processed_trigger`), so no retry ever starts a second debate. `on_error` gives every listener
-the same clear answer when the store is down or refuses a request.
+the same clear answer when the store fails: what is wrong (down, full, read-only, a refusal),
+what became of the request and what to do.
+
+An event is acknowledged even when the store cannot say whether it was seen before: Slack sends
+an event again, for minutes, until it is acknowledged, and a resend that found the store back
+would queue a debate the person had been told was not queued. So the event's listener runs and
+its answer is the whole truth: queued, or not queued and never to be, so post it again.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import logging
@@ -17,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
+from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -37,7 +45,14 @@ from bot.slack.commands import (
 from bot.slack.debates import SlackDebates
 from bot.slack.errors import CommandError, FormError, NotAllowedError, PostError, SlackLayerError
 from bot.store import slack as store
-from bot.store.errors import StoreError, StoreRefusedError
+from bot.store.errors import (
+    DatabaseUnavailableError,
+    StoreError,
+    StoreFullError,
+    StoreNoAnswerError,
+    StoreReadOnlyError,
+    StoreRefusedError,
+)
 from bot.store.tables import ChannelSettings, EscalationState
 from engine.models import clean_text
 
@@ -46,14 +61,9 @@ log = logging.getLogger(__name__)
 NOTE_FORM_WINDOW_S = 10.0
 """A second click on Approve or Reject within this many seconds opens no second note form."""
 
-STORE_REFUSED = (
-    ":x: The debate store refused this request, so nothing was queued. Remove unusual"
-    " characters from it and try again; if it keeps happening, tell the bot's admin."
-)
-STORE_DOWN = (
-    ":x: The debate store is unavailable, so nothing was queued. Try again in a minute; an admin"
-    " should check the bot's DEBATEBOT_DATABASE_URL."
-)
+REDELIVERY_CHECK_S = 1.5
+"""The longest the check for a redelivered event waits for the store: Slack sends an event
+again when it is not acknowledged within 3 s, and a slow store must not hold the ack."""
 REVIEW_DECISIONS = {
     blocks.ACTION_APPROVE: EscalationState.APPROVED,
     blocks.ACTION_REJECT: EscalationState.REJECTED,
@@ -148,14 +158,35 @@ async def reject_malformed(body: dict[str, Any], next: Next) -> BoltResponse | N
 
 
 async def drop_redeliveries(
-    body: dict[str, Any], debates: SlackDebates, next: Next
+    body: dict[str, Any],
+    debates: SlackDebates,
+    request: AsyncBoltRequest,
+    context: AsyncBoltContext,
+    next: Next,
 ) -> BoltResponse | None:
     """Acknowledge an event Slack delivers again without handling it twice. Only a handled
     event is marked (at the end of its listener), so one whose handler crashed is handled again
-    when Slack retries it."""
+    when Slack retries it.
+
+    When the store cannot answer (down, or slower than REDELIVERY_CHECK_S), the event is
+    handled anyway, which acknowledges it (see the module's docstring); a trigger's unique key
+    still keeps a second delivery from making a second debate. A resend handled so is marked
+    `unchecked_resend`: an earlier delivery may have queued its debate already."""
     event_id = body.get("event_id")
     if body.get("type") == "event_callback" and event_id:
-        seen = await debates.db(lambda s: store.was_processed(s, key=f"event:{event_id}"))
+        try:
+            seen = await asyncio.wait_for(
+                debates.db(lambda s: store.was_processed(s, key=f"event:{event_id}")),
+                REDELIVERY_CHECK_S,
+            )
+        except (StoreError, TimeoutError) as error:
+            log.warning(
+                "event %s handled without knowing whether it was seen before: %s",
+                event_id,
+                str(error) or f"the store did not answer within {REDELIVERY_CHECK_S:g} s",
+            )
+            seen = False
+            context["unchecked_resend"] = bool(request.headers.get("x-slack-retry-num"))
         if seen:
             log.info("event %s delivered again; ignored", event_id)
             return BoltResponse(status=200, body="")
@@ -164,8 +195,62 @@ async def drop_redeliveries(
 
 
 async def handled(debates: SlackDebates, body: dict[str, Any]) -> None:
+    """Mark the event handled. Failing to is only logged: what it started is stored, so telling
+    the person the store failed would be false, and a redelivery finds it by its trigger key."""
     if event_id := body.get("event_id"):
-        await debates.db(lambda s: store.mark_processed(s, key=f"event:{event_id}"))
+        try:
+            await debates.db(lambda s: store.mark_processed(s, key=f"event:{event_id}"))
+        except StoreError as error:
+            log.warning("event %s was handled but could not be marked so: %s", event_id, error)
+
+
+def store_answer(
+    error: StoreError, *, event: dict[str, Any] | None = None, unchecked_resend: bool = False
+) -> str:
+    """What the person whose request met `error` is told: what is wrong, what became of the
+    request, and what to do. `event` is the Slack event that was the request (an ADR post, a
+    reaction), which Slack will not send again; `unchecked_resend` when it is a resend the
+    store could not check, so an earlier delivery may have queued its debate."""
+    if isinstance(error, StoreNoAnswerError) and error.may_have_stored:
+        where = "this thread" if event is not None else "this channel"
+        return (
+            ":hourglass: The debate store stopped answering while this was being queued, so I"
+            f" cannot tell whether it was. If it was, the debate starts in {where} once the store"
+            " answers; if nothing appears there in a few minutes, try again. An admin should"
+            " check the bot's database server and the network to it."
+        )
+    if isinstance(error, StoreRefusedError):
+        cause = "The debate store refused this request"
+        fix = "Remove unusual characters from it; if it keeps happening, tell the bot's admin"
+    elif isinstance(error, StoreFullError):
+        cause = "The bot's disk is full"
+        fix = "An admin must free space on the disk that holds the debate store"
+    elif isinstance(error, StoreReadOnlyError):
+        cause = f"The debate store is read-only ({blocks.escape(error.where)})"
+        fix = "An admin must make it writable for the bot"
+    else:
+        cause = "The debate store is unavailable"
+        fix = "An admin should check the bot's DEBATEBOT_DATABASE_URL"
+    if event is None:
+        return f":x: {cause}, so nothing was queued. {fix}; then try again."
+    again = (
+        "remove the reaction and add it again"
+        if event.get("type") == "reaction_added"
+        else "post it again"
+    )
+    if unchecked_resend:
+        return (
+            f":x: {cause}. If an earlier delivery of this already started a debate, it goes on"
+            f" in this thread; if not, nothing was queued: {again} once this is fixed. {fix}."
+        )
+    return (
+        f":x: {cause}, so nothing was queued, and nothing will be: {again} once this is fixed."
+        f" {fix}."
+    )
+
+
+STORE_DOWN = store_answer(DatabaseUnavailableError())
+STORE_REFUSED = store_answer(StoreRefusedError())
 
 
 async def on_error(
@@ -174,14 +259,17 @@ async def on_error(
     context: AsyncBoltContext,
     respond: AsyncRespond | None,
 ) -> None:
-    """Every listener's failure ends here. A store outage or refusal is told to the person who
-    asked, the same way from every entry point; anything else is logged with its payload kind."""
+    """Every listener's failure ends here. A store failure is told to the person who asked,
+    the same way from every entry point (`store_answer`), and logged for the operator with
+    what to do; anything else is logged with its payload kind."""
+    kind = body.get("type") or ("command" if body.get("command") else "request")
     if not isinstance(error, StoreError):
-        log.error("listener failed on a %s payload", body.get("type"), exc_info=error)
+        log.error("listener failed on a %s payload", kind, exc_info=error)
         return
-    text = STORE_REFUSED if isinstance(error, StoreRefusedError) else STORE_DOWN
-    log.error("store failure on a %s payload: %s", body.get("type"), error)
+    log.error("store failure on a %s payload: %s", kind, error)
     debates: SlackDebates | None = context.get("debates")
+    event = (body.get("event") or {}) if kind == "event_callback" else None
+    text = store_answer(error, event=event, unchecked_resend=bool(context.get("unchecked_resend")))
     try:
         if respond is not None and context.response_url:
             await respond(response_type="ephemeral", text=text)
@@ -192,14 +280,13 @@ async def on_error(
         user = context.user_id
         if debates is None or channel is None:
             return
-        event = body.get("event") or {}
-        if user and body.get("type") != "event_callback":
-            await debates.poster.ephemeral(channel=channel, user=user, text=text)
-        elif event.get("ts"):
+        if event is not None and event.get("ts"):
             thread = event.get("thread_ts") or event["ts"]
             await debates.poster.post(
                 channel=channel, thread_ts=thread, message=blocks.notice(text)
             )
+        elif user and (event is None or event.get("type") == "reaction_added"):
+            await debates.poster.ephemeral(channel=channel, user=user, text=text)
     except (PostError, SlackApiError) as failure:
         log.error("could not tell the user about the store failure: %s", failure)
 

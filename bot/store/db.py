@@ -9,6 +9,17 @@ migrated by an explicit `debatebot db upgrade` (compose's one-shot `migrate` ser
 a SQLite file is used `mode=rw`: one that disappears under a running bot (a deleted folder, a
 lost volume) is noticed on the next use and reported; an empty database is never silently
 created in its place, where it would hide that every earlier debate is gone.
+
+First use, as opposed to a database that went away, is told apart by its folder: a command
+creates a missing SQLite file only in a folder that exists (the current folder of a first
+`debatebot run`, the image's /data). A missing folder means the deployment's data (a data
+directory, a volume not mounted) is gone or DEBATEBOT_DATABASE_URL points at the wrong place,
+and is refused (`DatabaseMissingError`); `debatebot db upgrade` creates both on purpose.
+A file deleted from a folder that is still there cannot be told from a first use.
+
+A failure is reported as what it is: the disk is full (`StoreFullError`, remembered for
+`/healthz` until a write succeeds: bot.store.space), the database is read-only
+(`StoreReadOnlyError`), or it cannot be reached (`DatabaseUnavailableError`).
 """
 
 from __future__ import annotations
@@ -28,14 +39,25 @@ from urllib.parse import quote
 
 from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DataError, DisconnectionError, OperationalError
+from sqlalchemy.exc import (
+    DataError,
+    DBAPIError,
+    DisconnectionError,
+    InternalError,
+    OperationalError,
+)
 from sqlmodel import Session
 
 from bot.migrations import SCHEMA_HEAD
+from bot.store import space
 from bot.store.errors import (
+    DatabaseMissingError,
     DatabaseUnavailableError,
     SchemaOutdatedError,
     StoreError,
+    StoreFullError,
+    StoreNoAnswerError,
+    StoreReadOnlyError,
     StoreRefusedError,
 )
 
@@ -100,6 +122,7 @@ def make_engine(url: str, *, busy_timeout_s: float = 10.0, create: bool = False)
             connect_args=_postgres_connect_args(busy_timeout_s, deadline_s, statements=not create),
         )
     _deadlines[engine] = deadline_s
+    space.watch(engine, sqlite_file(url))
     return engine
 
 
@@ -224,46 +247,57 @@ def _current_revision(connection: Connection) -> str | None:
 
 
 def ensure_schema(engine: Engine) -> None:
-    """Bring a SQLite database to the migrations' head (creating its file on first use), and
-    check any other database, which `debatebot db upgrade` migrates (SchemaOutdatedError)."""
+    """Bring a SQLite database to the migrations' head (creating its file on first use, in a
+    folder that exists: DatabaseMissingError otherwise), and check any other database, which
+    `debatebot db upgrade` migrates (SchemaOutdatedError)."""
     url = engine.url.render_as_string(hide_password=False)
     try:
         check_schema(engine)
     except SchemaOutdatedError:
-        if engine.dialect.name != "sqlite" or sqlite_file(url) is None:
+        path = sqlite_file(url)
+        if engine.dialect.name != "sqlite" or path is None:
             raise
+        if not path.exists() and not path.parent.is_dir():
+            raise DatabaseMissingError(
+                f"the folder {path.parent} of the SQLite database does not exist, so it was"
+                " not created there: if the bot's data was in it (a deleted folder, a volume"
+                " that is not mounted), restore it from a backup; if DEBATEBOT_DATABASE_URL"
+                f" ({redacted(url)}) points at the wrong place, correct it; to start an empty"
+                " database there, create the folder or run `debatebot db upgrade`"
+            ) from None
         revision = upgrade(url)
-        log.info("migrated the SQLite database %s to schema %s", sqlite_file(url), revision)
+        log.info("migrated the SQLite database %s to schema %s", path, revision)
         check_schema(engine)
 
 
-def unavailable(url: str, error: OperationalError) -> DatabaseUnavailableError:
+SQLSTATE_DISK_FULL = "53100"
+SQLSTATE_READ_ONLY = "25006"
+SQLITE_FULL = 13
+
+
+def unavailable(url: str, error: DBAPIError) -> DatabaseUnavailableError:
+    """What a failure of the database means, as an error that says what to do: the disk is
+    full (StoreFullError), the database is read-only (StoreReadOnlyError), or it cannot be
+    used for another reason (DatabaseUnavailableError)."""
     reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
     path = sqlite_file(url)
-    if "locked" in reason:
-        advice = (
-            "another process holds the SQLite write lock; retry, or use PostgreSQL for many writers"
-        )
-    elif "readonly" in reason or "read-only" in reason or _read_only(path):
-        advice = (
-            f"the SQLite file {path} or its folder is read-only; give the bot's user write"
-            " access to both (SQLite writes a journal beside the file)"
-        )
-    elif path is not None and not path.exists():
+    if path is not None and not path.exists():
         advice = (
             f"the SQLite file {path} does not exist (was it deleted?); restore it from a backup,"
             " or run `debatebot db upgrade` to start an empty one"
         )
-    elif path is not None and "full" in reason:
+    elif "locked" in reason:
         advice = (
-            f"the disk holding the SQLite file {path} is full (or the file reached its size"
-            " limit); free space there (its write-ahead log needs room too) and retry: what was"
-            " stored before stays"
+            "another process holds the SQLite write lock; retry, or use PostgreSQL for many writers"
         )
+    elif code := _out_of_space(error, path):
+        return _full(url, reason, path, code)
+    elif read_only := _read_only_failure(url, error, reason, path):
+        return read_only
     elif path is not None and "disk I/O" in reason:
         advice = (
-            f"reading or writing the SQLite file {path} failed on the disk (full, unmounted or"
-            " failing?); check its free space and the system log, then retry"
+            f"reading or writing the SQLite file {path} failed on the disk (unmounted or"
+            " failing?); check the system log, then retry"
         )
     elif path is not None:
         advice = (
@@ -282,11 +316,72 @@ def unavailable(url: str, error: OperationalError) -> DatabaseUnavailableError:
         )
     else:
         advice = "check that the server runs and DEBATEBOT_DATABASE_URL is right"
-    return _unavailable(url, reason, advice)
+    return DatabaseUnavailableError(_unavailable(url, reason, advice))
 
 
-def _unavailable(url: str, reason: str, advice: str) -> DatabaseUnavailableError:
-    return DatabaseUnavailableError(f"database {redacted(url)} unavailable ({reason}): {advice}")
+def _out_of_space(error: DBAPIError, path: Path | None) -> str | None:
+    """How the database said that a write found no space (None if it did not): SQLite's
+    SQLITE_FULL, a disk I/O error on a SQLite file's filesystem that has no space left (the
+    shared-memory index could not grow), PostgreSQL's 53100 disk_full."""
+    if getattr(error.orig, "sqlstate", None) == SQLSTATE_DISK_FULL:
+        return "PostgreSQL 53100 disk_full"
+    if path is None:
+        return None
+    code = getattr(error.orig, "sqlite_errorcode", None)
+    reason = str(error.orig)
+    # The primary code of an extended one; the message is SQLite's own for that code.
+    if (isinstance(code, int) and code & 0xFF == SQLITE_FULL) or "disk is full" in reason:
+        return "SQLITE_FULL"
+    if "disk I/O" in reason and (space.free_bytes(path.parent) or 0) < space.FREE_SPACE_FLOOR:
+        return "a disk I/O error with no space left"
+    return None
+
+
+def _full(url: str, reason: str, path: Path | None, code: str) -> StoreFullError:
+    if path is None:
+        advice = (
+            "the PostgreSQL server's disk is full; free space there (its data and WAL folders)"
+            " and retry: what was stored before stays"
+        )
+    else:
+        advice = (
+            f"the disk holding the SQLite file {path} is full (or the file reached its size"
+            " limit); free space there (its write-ahead log needs room too) and retry: what was"
+            " stored before stays"
+        )
+    return StoreFullError(
+        f"database {redacted(url)} is out of space ({reason}): {advice}", code=code
+    )
+
+
+def _read_only_failure(
+    url: str, error: DBAPIError, reason: str, path: Path | None
+) -> StoreReadOnlyError | None:
+    """The error for a database that refused a write because it is read-only (None if it did
+    not): SQLite's SQLITE_READONLY, or a file or folder the bot cannot write (SQLite then opens
+    the file read-only, or not at all); PostgreSQL's 25006 read_only_sql_transaction."""
+    if path is not None and ("readonly" in reason or "read-only" in reason or _read_only(path)):
+        advice = (
+            f"the SQLite file {path} or its folder is read-only; give the bot's user write"
+            " access to both (SQLite writes a journal beside the file), and check that neither"
+            " is immutable (lsattr) or on a read-only mount"
+        )
+        where = f"the file {path}"
+    elif getattr(error.orig, "sqlstate", None) == SQLSTATE_READ_ONLY:
+        advice = (
+            "the PostgreSQL server accepts no writes (a standby, or default_transaction_read_only"
+            " is on); point DEBATEBOT_DATABASE_URL at the primary, or turn that setting off"
+        )
+        where = "its PostgreSQL server accepts no writes"
+    else:
+        return None
+    return StoreReadOnlyError(
+        f"database {redacted(url)} is read-only ({reason}): {advice}", where=where
+    )
+
+
+def _unavailable(url: str, reason: str, advice: str) -> str:
+    return f"database {redacted(url)} unavailable ({reason}): {advice}"
 
 
 def _read_only(path: Path | None) -> bool:
@@ -299,13 +394,16 @@ def _read_only(path: Path | None) -> bool:
 
 def health(engine: Engine) -> str | None:
     """What is wrong with the database for serving (None when nothing is): a missing or
-    read-only SQLite file, an unreachable server, an old schema."""
+    read-only SQLite file, a full disk (`disk full: …`, see bot.store.space), an unreachable
+    server, an old schema."""
     path = sqlite_file(engine.url.render_as_string(hide_password=False))
     if path is not None:
         if not path.exists():
             return "missing"
         if _read_only(path):
             return "read-only"
+    if full := space.problem(engine):
+        return full
     try:
         check_schema(engine)
     except SchemaOutdatedError:
@@ -317,17 +415,28 @@ def health(engine: Engine) -> str | None:
 
 @contextmanager
 def session_scope(engine: Engine) -> Iterator[Session]:
-    """A session whose connection failures become DatabaseUnavailableError with advice."""
+    """A unit of store work: a session whose failures become store errors with advice
+    (`unavailable`), and whose outcome tells the engine's SpaceWatch (bot.store.space) when a
+    write failed for lack of space, or succeeded."""
+    space.unit_started()
     try:
         with Session(engine, expire_on_commit=False) as session:
             yield session
-    except OperationalError as error:
-        raise unavailable(engine.url.render_as_string(hide_password=False), error) from error
+    except (OperationalError, InternalError) as error:
+        if isinstance(error, InternalError) and (
+            getattr(error.orig, "sqlstate", None) != SQLSTATE_READ_ONLY
+        ):
+            raise
+        failure = unavailable(engine.url.render_as_string(hide_password=False), error)
+        if isinstance(failure, StoreFullError):
+            space.write_failed(engine, failure.code)
+        raise failure from error
     except DataError as error:
         reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
         raise StoreRefusedError(
             f"the database refused the data ({reason}); nothing was stored"
         ) from error
+    space.unit_ended(engine)
 
 
 _executors: weakref.WeakKeyDictionary[Engine, ThreadPoolExecutor] = weakref.WeakKeyDictionary()
@@ -358,11 +467,12 @@ async def in_session(engine: Engine, work: Callable[[Session], R]) -> R:
     """Run one unit of store work on the engine's store threads (`store_executor`), so the event
     loop never blocks on the database.
 
-    Raises DatabaseUnavailableError when the work has not answered by the engine's deadline
-    (`make_engine`): a server that stopped answering, or a network that drops packets without
-    closing the connection, would otherwise hang every debate waiting on the store. The thread
-    stays with the work (a database call cannot be taken back); its late result is dropped,
-    and work queued behind it that has not started by its own deadline never runs.
+    Raises StoreNoAnswerError (a DatabaseUnavailableError) when the work has not answered by
+    the engine's deadline (`make_engine`): a server that stopped answering, or a network that
+    drops packets without closing the connection, would otherwise hang every debate waiting on
+    the store. The thread stays with the work (a database call cannot be taken back); its late
+    result is dropped (a write it held may still be stored), and work queued behind it that has
+    not started by its own deadline never runs.
     """
 
     def call() -> R:
@@ -387,12 +497,14 @@ async def in_session(engine: Engine, work: Callable[[Session], R]) -> R:
             # Its end, then, is not handed to this loop: an error there nobody awaits would be
             # reported as never retrieved, at whatever moment the future is collected.
             future.cancel()
-        raise _unavailable(
-            engine.url.render_as_string(hide_password=False),
-            f"no answer within {deadline:g} s",
-            "the server or the network to it stopped answering, or the store's threads are stuck"
-            " behind such a call; check the server and the network, then retry (what was stored"
-            " stays)",
+        raise StoreNoAnswerError(
+            _unavailable(
+                engine.url.render_as_string(hide_password=False),
+                f"no answer within {deadline:g} s",
+                "the server or the network to it stopped answering, or the store's threads are"
+                " stuck behind such a call; check the server and the network, then retry (what"
+                " was stored stays)",
+            )
         )
     return future.result()
 

@@ -11,6 +11,39 @@ class DatabaseUnavailableError(StoreError):
     """The database cannot be reached or stayed locked past the timeout."""
 
 
+class StoreNoAnswerError(DatabaseUnavailableError):
+    """The database did not answer a unit of store work by its deadline. The work may still
+    end, so a write it held may yet be stored: `may_have_stored` says the caller knows it was
+    a write whose outcome is therefore unknown."""
+
+    def __init__(self, message: str, *, may_have_stored: bool = False) -> None:
+        super().__init__(message)
+        self.may_have_stored = may_have_stored
+
+
+class StoreFullError(DatabaseUnavailableError):
+    """Writes fail for lack of space: the database's disk is full (or a SQLite file reached its
+    size limit). What was stored stays; nothing new is until space is freed. `code` names the
+    failure as the database reported it (SQLITE_FULL, PostgreSQL 53100 disk_full)."""
+
+    def __init__(self, message: str, *, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class StoreReadOnlyError(DatabaseUnavailableError):
+    """The database can be read but not written: a read-only or immutable file or folder, a
+    read-only mount, a PostgreSQL standby. `where` names it for the people who are told."""
+
+    def __init__(self, message: str, *, where: str) -> None:
+        super().__init__(message)
+        self.where = where
+
+
+class DatabaseMissingError(StoreError):
+    """The folder of the SQLite database is gone; no empty database is created in its place."""
+
+
 class StoreRefusedError(StoreError):
     """The database refused what was to be stored (data it cannot hold); nothing was stored."""
 

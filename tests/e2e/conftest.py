@@ -90,7 +90,8 @@ BotFactory = Callable[..., Awaitable[Bot]]
 
 @pytest.fixture
 async def start_bot(tmp_path: Path) -> AsyncIterator[BotFactory]:
-    """Start the bot with a scripted model (`script`) and setting overrides; stops it after."""
+    """Start the bot with a scripted model (`script`), on a database of its own in `tmp_path`
+    or on `database_url` (migrated here), with setting overrides; stops it after."""
     started: list[
         tuple[
             uvicorn.Server,
@@ -104,11 +105,14 @@ async def start_bot(tmp_path: Path) -> AsyncIterator[BotFactory]:
     ] = []
 
     async def start(
-        script: DebateScript | None = None, llm: FakeLLM | None = None, **overrides: Any
+        script: DebateScript | None = None,
+        llm: FakeLLM | None = None,
+        database_url: str | None = None,
+        **overrides: Any,
     ) -> Bot:
         emulator = SlackEmulator(admins={ADMIN})
         await emulator.start()
-        url = f"sqlite:///{tmp_path / f'bot{len(started)}.sqlite3'}"
+        url = database_url or f"sqlite:///{tmp_path / f'bot{len(started)}.sqlite3'}"
         upgrade(url)
         values: dict[str, Any] = {
             "slack_bot_token": BOT_TOKEN,

@@ -8,11 +8,17 @@ import hmac
 import itertools
 import json
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
 import aiohttp
+
+SLACK_ACK_S = 3.0
+"""Slack counts an event delivery unanswered after this long, and sends it again."""
+SLACK_RETRIES = 3
+"""How many times Slack sends an unacknowledged event again."""
 
 
 @dataclass
@@ -97,6 +103,33 @@ class SlackDriver:
         if retry_num is not None:
             headers = {"X-Slack-Retry-Num": str(retry_num), "X-Slack-Retry-Reason": "http_timeout"}
         return await self.send(body, "application/json", headers=headers)
+
+    async def deliver(
+        self,
+        event: dict[str, Any],
+        *,
+        between: Callable[[int], Awaitable[None]] | None = None,
+    ) -> list[Reply]:
+        """Deliver `event` as Slack's Events API does: once, then again, with
+        `X-Slack-Retry-Num` 1 to 3, for as long as the bot has not acknowledged it (a 200
+        within three seconds). `between(n)` runs before the nth resend, standing for Slack's
+        wait (none, a minute, five minutes). Returns every reply, in order."""
+        event_id = f"Ev{next(self._ids):08d}"
+        replies: list[Reply] = []
+        for retry in range(SLACK_RETRIES + 1):
+            if retry and between is not None:
+                await between(retry)
+            began = time.monotonic()
+            reply = await self.event(event, event_id=event_id, retry_num=retry or None)
+            replies.append(reply)
+            if reply.status == 200 and time.monotonic() - began < SLACK_ACK_S:
+                break
+        return replies
+
+    async def health(self) -> tuple[int, Any]:
+        """`GET /healthz`: its status and its report."""
+        async with self.session.get(f"{self.bot_url}/healthz") as r:
+            return r.status, await r.json()
 
     async def assistant_opened(self, *, channel: str, thread_ts: str, user: str) -> Reply:
         """The person opened the assistant pane: Slack's `assistant_thread_started`."""

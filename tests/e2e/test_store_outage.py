@@ -1,6 +1,7 @@
 """A store that is down answers the same clear way from every entry point (Bolt's error
 handler): the command through its response_url, the form by an ephemeral message in its
-channel, an ADR post in its thread; nothing is queued, and the bot keeps serving."""
+channel, an ADR post in its thread (which Slack will not send again, so it says to post it
+again); nothing is queued, and the bot keeps serving."""
 
 from __future__ import annotations
 
@@ -74,7 +75,9 @@ async def test_every_entry_point_says_the_store_is_down(
     notice = await bot.wait_for(
         lambda: [m for m in bot.emulator.in_thread(CHANNEL, ts) if m["ts"] != ts], "the notice"
     )
-    assert listeners.STORE_DOWN in str(notice[0]["blocks"])
+    told = listeners.store_answer(DatabaseUnavailableError(), event={"type": "message"})
+    assert told in str(notice[0]["blocks"])
+    assert "nothing will be: post it again" in told
     assert bot.debates() == []
 
     store_down["now"] = False

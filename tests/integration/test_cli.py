@@ -103,7 +103,9 @@ def test_an_unknown_debate_says_what_to_do(
 def test_the_embedded_sqlite_database_migrates_itself_on_first_use(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """In a folder that exists (one that does not is refused: test_storage_faults.py)."""
     path = tmp_path / "new" / "debatebot.sqlite3"
+    path.parent.mkdir()
     monkeypatch.setenv("DEBATEBOT_DATABASE_URL", f"sqlite:///{path}")
     assert main(["run", "Ship it?", "--provider", "fake"]) == 0
     assert "recorded as debate 1 in" in capsys.readouterr().out

@@ -29,7 +29,7 @@ from bot.jobs.worker import DebateWorker
 from bot.settings import Settings
 from bot.store import repository
 from bot.store.db import POSTGRES_STORE_THREADS, in_session, make_engine, upgrade
-from bot.store.errors import DatabaseUnavailableError
+from bot.store.errors import DatabaseUnavailableError, StoreNoAnswerError
 from bot.store.tables import DebateState
 from engine.llm import LLMRequest
 from engine.providers.fake import FunctionLLM
@@ -211,11 +211,11 @@ async def test_a_statement_stuck_in_the_database_is_given_up_at_the_deadline(
     store: Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
     """On either backend: statements that do not return (a disk or a server that froze) hold
-    every store thread; each call is given up at the deadline with a DatabaseUnavailableError,
-    the one queued behind them too, and that one never runs later (a debate queued minutes
-    after its caller was told it failed would surprise everyone). The threads end when their
-    statements do (here failing): a warning each, no error left for the event loop to report,
-    and the store answers again."""
+    every store thread; each call is given up at the deadline with a StoreNoAnswerError (an
+    outage to its callers), the one queued behind them too, and that one never runs later (a
+    debate queued minutes after its caller was told it failed would surprise everyone). The
+    threads end when their statements do (here failing): a warning each, no error left for the
+    event loop to report, and the store answers again."""
     engine = make_engine(store.url.render_as_string(hide_password=False), busy_timeout_s=0.2)
     threads = 1 if engine.dialect.name == "sqlite" else POSTGRES_STORE_THREADS
     released = threading.Event()
@@ -240,7 +240,8 @@ async def test_a_statement_stuck_in_the_database_is_given_up_at_the_deadline(
         await asyncio.sleep(0.05)
         gc.collect()
 
-    assert kinds == {DatabaseUnavailableError}
+    assert kinds == {StoreNoAnswerError}
+    assert issubclass(StoreNoAnswerError, DatabaseUnavailableError)
     assert "unavailable (no answer within 0.6 s)" in said
     assert "server closed the connection" in caplog.text
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]

@@ -8,14 +8,17 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
-from sqlalchemy import Engine, event
-from sqlmodel import Session, select
+from sqlalchemy import Engine, create_engine, event, text, update
+from sqlalchemy.engine import make_url
+from sqlmodel import Session, col, select
 
 from bot.app import HealthProbe
 from bot.jobs.delivery import DeliveryConfig, OutboxDelivery
@@ -24,9 +27,15 @@ from bot.slack.people import SlackDirectory
 from bot.slack.poster import SlackPoster
 from bot.store import repository
 from bot.store.db import check_schema, make_engine, session_scope, upgrade
-from bot.store.errors import DatabaseUnavailableError, SchemaOutdatedError, StoreRefusedError
+from bot.store.errors import (
+    DatabaseUnavailableError,
+    SchemaOutdatedError,
+    StoreReadOnlyError,
+    StoreRefusedError,
+)
 from bot.store.tables import Debate
 from engine.models import DebateSpec, ModelSettings
+from tests.e2e.test_serve import free_port
 
 SPEC = DebateSpec(
     question="Should we adopt ADR-042?",
@@ -71,7 +80,73 @@ async def test_a_deleted_sqlite_file_is_reported_and_never_recreated(tmp_path: P
     assert not path.exists()
 
 
-def test_a_full_sqlite_database_is_reported_as_full_and_keeps_what_it_had(tmp_path: Path) -> None:
+DEBATEBOT = str(Path(sys.executable).with_name("debatebot"))
+STARTS = {
+    "run": ["run", "Should we adopt ADR-042?", "--provider", "fake"],
+    "worker": ["worker", "--exit-when-idle"],
+    "serve": ["serve"],
+}
+
+
+def start(command: str, url: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`debatebot <command>` as an operator starts it, on the database at `url`; a command
+    that starts serving is stopped after a while and counts as started."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEBATEBOT_")}
+    env |= {
+        "DEBATEBOT_DATABASE_URL": url,
+        "DEBATEBOT_PROVIDER": "fake",
+        "DEBATEBOT_SLACK_BOT_TOKEN": "xoxb-1234-5678-emulatedtoken",
+        "DEBATEBOT_SLACK_SIGNING_SECRET": "8f742231b10e8888abcd99yyyzzz85a5",
+        "DEBATEBOT_SLACK_API_URL": "http://127.0.0.1:9/api/",
+        "DEBATEBOT_HTTP_HOST": "127.0.0.1",
+        "DEBATEBOT_HTTP_PORT": str(free_port()),
+    }
+    try:
+        return subprocess.run(
+            [DEBATEBOT, *STARTS[command]],
+            env=env,
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except subprocess.TimeoutExpired as running:
+        stderr = running.stderr.decode() if isinstance(running.stderr, bytes) else ""
+        return subprocess.CompletedProcess(running.cmd, 0, "", stderr + "\n(still running)")
+
+
+@pytest.mark.parametrize("command", list(STARTS))
+def test_a_restart_after_the_database_folder_was_deleted_is_refused(
+    tmp_path: Path, command: str
+) -> None:
+    """The deployment's folder (a data directory, a volume that is not mounted) is gone: the
+    restart stops, naming the setting and what to do, and creates nothing in its place."""
+    path, url, engine = sqlite_with_a_debate(tmp_path, "data")
+    engine.dispose()
+    shutil.rmtree(path.parent)
+
+    started = start(command, url, cwd=tmp_path)
+
+    assert started.returncode == 1, started.stderr
+    said = started.stderr
+    assert f"the folder {path.parent} of the SQLite database does not exist" in said
+    assert "DEBATEBOT_DATABASE_URL" in said
+    assert "restore it from a backup" in said
+    assert "debatebot db upgrade" in said
+    assert not path.parent.exists(), "no empty database was created in its place"
+
+
+def test_the_first_run_in_a_fresh_folder_creates_the_database(tmp_path: Path) -> None:
+    """The README's first command, with the default URL (a file in the current folder)."""
+    started = start("run", "sqlite:///debatebot.sqlite3", cwd=tmp_path)
+    assert started.returncode == 0, started.stderr
+    assert "recorded as debate 1" in started.stdout
+    assert (tmp_path / "debatebot.sqlite3").exists()
+
+
+async def test_a_full_sqlite_database_is_reported_as_full_and_keeps_what_it_had(
+    tmp_path: Path,
+) -> None:
     path, url, engine = sqlite_with_a_debate(tmp_path, "full")
     with session_scope(engine) as session:
         pages = session.connection().exec_driver_sql("PRAGMA page_count").scalar()
@@ -93,6 +168,21 @@ def test_a_full_sqlite_database_is_reported_as_full_and_keeps_what_it_had(tmp_pa
     assert "the server" not in message, "no advice meant for PostgreSQL"
     with session_scope(full) as session:
         assert [d.trigger_key for d in session.exec(select(Debate))] == ["before"]
+    # The disk has room, yet writes fail: /healthz says so until a write succeeds.
+    assert await HealthProbe(full, 1)() == {
+        "ok": False,
+        "database": "disk full: the last write failed with SQLITE_FULL",
+        "concurrency": 1,
+    }
+    with session_scope(full) as session:
+        # A statement that writes nothing commits on a full disk too, and proves nothing.
+        session.execute(update(Debate).where(col(Debate.trigger_key) == "none").values(source="x"))
+        session.commit()
+    assert (await HealthProbe(full, 1)())["database"].startswith("disk full")
+    with session_scope(full) as session:
+        session.connection().exec_driver_sql(f"PRAGMA max_page_count = {pages * 4}")
+        repository.enqueue_debate(session, trigger_key="after", spec=big, source="test")
+    assert await HealthProbe(full, 1)() == {"ok": True, "database": "ok", "concurrency": 1}
     full.dispose()
 
 
@@ -132,6 +222,24 @@ async def test_a_read_only_sqlite_file_is_reported_as_read_only(tmp_path: Path) 
         assert "write access" in message
         assert "DEBATEBOT_DATABASE_URL" not in message, "no misleading advice"
         engine.dispose()
+
+
+def test_a_postgresql_that_accepts_no_writes_is_reported_as_read_only(postgres_url: str) -> None:
+    """A real server whose database takes no writes (as a standby would answer)."""
+    upgrade(postgres_url)
+    name = make_url(postgres_url).database
+    admin = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'ALTER DATABASE "{name}" SET default_transaction_read_only = on'))
+    admin.dispose()
+    engine = make_engine(postgres_url)
+
+    with pytest.raises(StoreReadOnlyError) as raised:
+        enqueue(engine, "after")
+    assert "cannot execute INSERT in a read-only transaction" in str(raised.value)
+    assert "point DEBATEBOT_DATABASE_URL at the primary" in str(raised.value)
+    assert raised.value.where == "its PostgreSQL server accepts no writes"
+    engine.dispose()
 
 
 def test_data_postgresql_refuses_is_a_clear_store_error(postgres_url: str) -> None:
