@@ -81,7 +81,13 @@ class DebateServices:
         overrides: Mapping[str, RoleModel] | None = None,
     ) -> dict[str, ModelSettings]:
         """Every role's model under the settings and these overrides (see bot.providers)."""
-        return role_models(self.settings, provider=provider, model=model, overrides=overrides)
+        return role_models(
+            self.settings,
+            self.registry.catalog,
+            provider=provider,
+            model=model,
+            overrides=overrides,
+        )
 
     def new_spec(
         self,

@@ -15,21 +15,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from bot.settings import ROLE_SLOTS, RoleModel, Settings, SettingsError
+from engine.catalog import Catalog
 from engine.errors import ProviderUnavailableError
 from engine.llm import LLM, Completion, LLMRequest
 from engine.models import ModelSettings
-from engine.pricing import FREE, PriceTable, Pricing
+from engine.pricing import FREE, Pricing, read_prices
 from engine.providers.local import SMOLLM2_MODEL_NAME
 from engine.providers.retry import RetryPolicy
 from engine.providers.schemas import StructuredMode
 
 PROVIDERS = ("local", "openai", "anthropic", "openai-compatible", "fake")
-DEFAULT_MODELS: dict[str, dict[str, str]] = {
-    "local": {"debaters": SMOLLM2_MODEL_NAME},
-    "fake": {"debaters": "fake-model"},
-    "openai": {"debaters": "gpt-4.1-mini", "moderator": "gpt-4.1"},
-    "anthropic": {"debaters": "claude-haiku-4-5", "moderator": "claude-opus-4-5"},
-}
+LOCAL_MODELS = {"local": SMOLLM2_MODEL_NAME, "fake": "fake-model"}
+"""The one model of each provider that runs in this process (hosted defaults are the model
+catalogue's `default_roles`)."""
+FALLBACK_MAX_TOKENS = 1024
+"""Output tokens a call may use when neither the role, the settings nor the catalogue say."""
 INHERITS = {
     "framing": "debaters",
     "proposer": "debaters",
@@ -69,8 +69,9 @@ def _has_key(settings: Settings, provider: str) -> bool:
     return secret is not None and bool(secret.get_secret_value().strip())
 
 
-def default_model(settings: Settings, provider: str, role: str) -> str:
-    """The provider's default model for `role`."""
+def default_model(settings: Settings, catalog: Catalog, provider: str, role: str) -> str:
+    """The provider's default model for `role`: the catalogue entry marked for the role's slot
+    (the judge's is the moderator's, the debating roles' the debaters')."""
     if provider == "openai-compatible":
         if not settings.openai_compatible_model:
             raise SettingsError(
@@ -78,12 +79,21 @@ def default_model(settings: Settings, provider: str, role: str) -> str:
                 " (its /v1/models lists them), or pass --model"
             )
         return settings.openai_compatible_model
-    defaults = DEFAULT_MODELS[provider]
-    return defaults.get(role) or defaults.get(INHERITS.get(role, ""), defaults["debaters"])
+    if provider in LOCAL_MODELS:
+        return LOCAL_MODELS[provider]
+    for slot in dict.fromkeys((role, INHERITS.get(role, role), "debaters")):
+        entry = catalog.default_for(provider, slot)
+        if entry is not None:
+            return entry.id
+    raise SettingsError(
+        f"the model catalogue names no default {provider} model: set DEBATEBOT_MODEL, or give a"
+        ' catalogue entry "default_roles": ["debaters"] in DEBATEBOT_MODELS_FILE'
+    )
 
 
 def role_models(
     settings: Settings,
+    catalog: Catalog,
     *,
     provider: str | None = None,
     model: str | None = None,
@@ -121,14 +131,22 @@ def role_models(
         elif model and role_provider == base:
             name = model
         else:
-            name = default_model(settings, role_provider, role)
+            name = default_model(settings, catalog, role_provider, role)
+        entry = catalog.find(role_provider, name)
+        max_tokens = (
+            chosen.max_tokens
+            or settings.max_tokens
+            or (entry.default_max_tokens if entry is not None else None)
+            or FALLBACK_MAX_TOKENS
+        )
         resolved[role] = ModelSettings(
             provider=role_provider,
             model=name,
             temperature=(
                 chosen.temperature if chosen.temperature is not None else settings.temperature
             ),
-            max_tokens=chosen.max_tokens if chosen.max_tokens is not None else settings.max_tokens,
+            max_tokens=max_tokens,
+            effort=chosen.effort,
         )
     return resolved
 
@@ -170,15 +188,16 @@ class ProviderRegistry:
 
     settings: Settings
     _instances: dict[str, LimitedLLM] = field(default_factory=dict)
-    _prices: PriceTable | None = None
+    _catalog: Catalog | None = None
 
     @property
-    def prices(self) -> PriceTable:
-        if self._prices is None:
-            self._prices = PriceTable.load(
-                self.settings.prices_file, overrides=self.settings.prices
-            )
-        return self._prices
+    def catalog(self) -> Catalog:
+        """The model catalogue, with the deployment's catalogue file and prices over it."""
+        if self._catalog is None:
+            s = self.settings
+            prices = read_prices(s.prices_file) if s.prices_file is not None else {}
+            self._catalog = Catalog.load(s.models_file, prices={**prices, **s.prices})
+        return self._catalog
 
     def retry_policy(self) -> RetryPolicy:
         s = self.settings
@@ -192,8 +211,8 @@ class ProviderRegistry:
     def pricing(self, provider: str, model: str) -> Pricing:
         """Hosted providers must have a price; self-hosted ones are free unless one is listed."""
         if provider in ("openai", "anthropic"):
-            return self.prices.require(provider, model)
-        return self.prices.find(provider, model) or FREE
+            return self.catalog.require_price(provider, model)
+        return self.catalog.price(provider, model) or FREE
 
     def _modes(self, names: list[str], variable: str) -> list[StructuredMode]:
         try:

@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from engine.models import Effort
 from engine.pricing import Pricing
 
 DEFAULT_PROVIDER_CONCURRENCY = {"openai": 8, "anthropic": 8, "openai-compatible": 4}
@@ -25,6 +26,9 @@ class RoleModel(BaseModel):
     model: str | None = None
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     max_tokens: int | None = Field(default=None, ge=16, le=32_768)
+    effort: Effort | None = None
+    """How hard a thinking model thinks (Anthropic's `output_config.effort`, OpenAI's
+    `reasoning_effort`); sent only to models whose catalogue entry accepts it."""
 
     @classmethod
     def parse(cls, text: str) -> RoleModel:
@@ -49,10 +53,17 @@ class Settings(BaseSettings):
     )
     model: str | None = Field(default=None, description="model name; the provider's default")
     temperature: float = Field(default=0.3, ge=0.0, le=2.0)
-    max_tokens: int = Field(default=1024, ge=16, le=32_768)
+    max_tokens: int | None = Field(
+        default=None,
+        ge=16,
+        le=32_768,
+        description="output limit per call; default: the model's catalogue default (4096 for"
+        " models that think, whose thinking counts against it), else 1024",
+    )
     roles: dict[str, RoleModel] = Field(
         default_factory=dict,
-        description="per-role models, e.g. DEBATEBOT_ROLES__MODERATOR__MODEL=claude-sonnet-4-5",
+        description="per-role models, e.g. DEBATEBOT_ROLES__MODERATOR__MODEL=claude-opus-5-5,"
+        " DEBATEBOT_ROLES__CRITIC__EFFORT=high",
     )
     cross_family_moderator: bool = Field(
         default=True,
@@ -92,7 +103,14 @@ class Settings(BaseSettings):
     llm_backoff_base_s: float = Field(default=1.0, gt=0)
     llm_backoff_max_s: float = Field(default=30.0, gt=0)
     prices_file: Path | None = Field(
-        default=None, description="a price table replacing the shipped engine/data/prices.json"
+        default=None,
+        description='a prices file ({"provider:model": {"input_per_mtok": …}}) over the'
+        " catalogue's prices",
+    )
+    models_file: Path | None = Field(
+        default=None,
+        description="a model catalogue file (engine/data/models.json's shape) whose entries are"
+        " added to the shipped catalogue, replacing those of the same provider and id",
     )
     prices: dict[str, Pricing] = Field(
         default_factory=dict,

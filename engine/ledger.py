@@ -168,6 +168,9 @@ def request_digest(messages: Sequence[Message], settings: ModelSettings) -> str:
     payload = "\x1e".join(f"{m.role}\x1f{m.content}" for m in messages)
     payload += f"\x1e{settings.provider}:{settings.model}:{settings.temperature}:"
     payload += str(settings.max_tokens)
+    if settings.effort is not None:
+        # Only when set, so a turn asked without an effort hashes as it always did.
+        payload += f":{settings.effort}"
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
@@ -237,6 +240,7 @@ class TurnLedger:
             model=settings.model,
             temperature=settings.temperature,
             max_tokens=settings.max_tokens,
+            effort=settings.effort,
             output_schema=output_schema(output_type),
             schema_name=output_type.__name__,
         )

@@ -18,7 +18,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 from pydantic import BaseModel, Field, ValidationError
 
 from engine.errors import StructuredOutputError
-from engine.models import Usage
+from engine.models import Effort, Usage
 from engine.pricing import Pricing
 
 T = TypeVar("T", bound=BaseModel)
@@ -39,6 +39,8 @@ class LLMRequest(BaseModel):
     model: str
     temperature: float = Field(default=0.3, ge=0.0, le=2.0)
     max_tokens: int = Field(default=1024, ge=1)
+    effort: Effort | None = None
+    """The role's thinking effort, for providers whose model takes one."""
     output_schema: dict[str, Any] | None = None
     schema_name: str | None = None
     stable_prefix_messages: int = Field(default=1, ge=0)

@@ -101,6 +101,12 @@ class DebateFlag(StrEnum):
 # --- what is asked -------------------------------------------------------------------------
 
 
+Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
+"""How hard a thinking model thinks: every level a vendor names (Anthropic's
+`output_config.effort`, OpenAI's `reasoning_effort`); each model takes the subset its catalogue
+entry lists."""
+
+
 class ModelSettings(BaseModel):
     """Which model speaks for a role, and how."""
 
@@ -110,6 +116,7 @@ class ModelSettings(BaseModel):
     model: str = "smollm2-135m-instruct"
     temperature: float = Field(default=0.3, ge=0.0, le=2.0)
     max_tokens: int = Field(default=1024, ge=16, le=32_768)
+    effort: Effort | None = None
 
 
 class Participant(BaseModel):
@@ -299,6 +306,9 @@ class Usage(BaseModel):
     output_tokens: int = Field(default=0, ge=0)
     cached_input_tokens: int = Field(default=0, ge=0)
     cache_write_input_tokens: int = Field(default=0, ge=0)
+    reasoning_tokens: int = Field(default=0, ge=0)
+    """Of the output tokens, those the model spent thinking (billed as output by both vendors,
+    never shown as the answer)."""
 
     @property
     def total_tokens(self) -> int:
@@ -310,6 +320,7 @@ class Usage(BaseModel):
             output_tokens=self.output_tokens + other.output_tokens,
             cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
             cache_write_input_tokens=self.cache_write_input_tokens + other.cache_write_input_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
         )
 
 

@@ -117,8 +117,8 @@ def turn_digest(turn: Turn | Mapping[str, Any], prev_hash: str) -> str:
     payload["cost_usd"] = _number(values["cost_usd"])
     payload["latency_s"] = _number(values["latency_s"])
     payload["created_at"] = _instant(values["created_at"])
-    # Added in schemas 0003, 0004 and 0007: hashed only when set, so older chains verify.
-    for name in ("cache_write_input_tokens", "speaker", "phase"):
+    # Added in schemas 0003, 0004, 0007 and 0013: hashed only when set, so older chains verify.
+    for name in ("cache_write_input_tokens", "speaker", "phase", "reasoning_tokens"):
         if values.get(name):
             payload[name] = values[name]
     return hashlib.sha256(f"{prev_hash}\n{_canonical(payload)}".encode()).hexdigest()

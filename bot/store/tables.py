@@ -98,6 +98,8 @@ class Turn(SQLModel, table=True):
     output_tokens: int
     cached_input_tokens: int
     cache_write_input_tokens: int = 0
+    reasoning_tokens: int = 0
+    """Of the output tokens, those spent thinking (schema 0013)."""
     cost_usd: float
     latency_s: float
     reasks: int

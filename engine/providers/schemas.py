@@ -14,12 +14,18 @@ from typing import Any
 
 
 class StructuredMode(StrEnum):
-    """How an OpenAI-style server is asked for JSON, strictest first (here, not beside the
-    adapter, so settings can name modes without importing the SDK)."""
+    """How a model is asked for JSON, strictest first (here, not beside the adapters, so
+    settings and the model catalogue can name modes without importing an SDK)."""
 
     JSON_SCHEMA = "json_schema"
+    """OpenAI's `response_format` `json_schema` with `strict: true`."""
     JSON_OBJECT_SCHEMA = "json_object_schema"
     JSON_OBJECT = "json_object"
+    OUTPUT_FORMAT = "output_format"
+    """Anthropic's structured outputs: `output_config.format` of type `json_schema`."""
+    TOOL = "tool"
+    """Anthropic's forced tool call (`tool_choice` naming the tool), for models before
+    structured outputs; Claude Opus 5.5 and Sonnet 5.5 refuse it."""
     PROMPT = "prompt"
 
 

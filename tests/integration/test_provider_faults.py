@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
+from engine.catalog import Catalog
 from engine.errors import LLMError
 from engine.llm import LLM, LLMRequest, Message, complete_structured
 from engine.models import DebateSpec, DebateStatus, ModelSettings, ProposerTurn, Role, Usage
-from engine.pricing import FREE, PriceTable
+from engine.pricing import FREE
 from engine.providers.anthropic_messages import AnthropicLLM
 from engine.providers.openai_chat import OpenAIChatLLM, StructuredMode
 from engine.providers.retry import RetryPolicy
@@ -22,7 +23,7 @@ from tests.integration.llm_server import ModelServer, Step, schema_name
 
 KEY = "sk-test-fault-injection-key-0123456789"
 FAST = RetryPolicy(max_attempts=5, base_delay_s=0.01, max_delay_s=0.05, total_budget_s=30)
-PRICES = PriceTable.load()
+PRICES = Catalog.load()
 OPENAI_MODEL = "gpt-4.1-mini"
 ANTHROPIC_MODEL = "claude-haiku-4-5"
 
@@ -40,7 +41,7 @@ def openai_llm(
         api_key=KEY,
         base_url=f"{server.url}/v1",
         modes=modes,
-        price_of=lambda model: PRICES.find(provider, model) or FREE,
+        price_of=lambda model: PRICES.price(provider, model) or FREE,
         timeout_s=timeout_s,
         retry=retry,
         key_variable="DEBATEBOT_OPENAI_API_KEY",
@@ -53,7 +54,7 @@ def anthropic_llm(
     return AnthropicLLM(
         api_key=KEY,
         base_url=server.url,
-        price_of=lambda model: PRICES.require("anthropic", model),
+        price_of=lambda model: PRICES.require_price("anthropic", model),
         timeout_s=timeout_s,
         retry=retry,
     )

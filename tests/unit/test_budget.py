@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from engine.catalog import Catalog
 from engine.ledger import BudgetExhausted, CallBound, CostMeter
 from engine.llm import (
     MESSAGE_OVERHEAD_TOKENS,
@@ -30,7 +31,7 @@ from engine.models import (
     TurnRecord,
     Usage,
 )
-from engine.pricing import PriceTable, Pricing
+from engine.pricing import Pricing
 from engine.protocols import MAX_ROUNDS, PROTOCOL_NAMES
 from engine.providers.fake import FunctionLLM, SchemaFillingLLM
 from engine.runner import run_debate
@@ -104,7 +105,7 @@ async def test_a_first_call_that_could_pass_the_default_budget_is_refused_before
 ):
     """The issue's first case: a long case on Opus 4.1 under the default $1 budget, whose first
     call could cost about $2.60, went out and spent past the budget."""
-    opus = PriceTable.load().require("anthropic", "claude-opus-4-1")
+    opus = Catalog.load().require_price("anthropic", "claude-opus-4-1")
     case = ContextDocument(title="contract.md", text="Clause 7.2 caps liability. " * 4_800)
     spec = DebateSpec(
         question="Should we sign this contract?",

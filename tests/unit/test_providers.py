@@ -13,10 +13,11 @@ from pydantic import ValidationError
 
 from bot.providers import LimitedLLM, ProviderRegistry, role_models
 from bot.settings import RoleModel, Settings, SettingsError
+from engine.catalog import Catalog
 from engine.errors import LLMError, ProviderUnavailableError, RetriesExhaustedError
 from engine.llm import Completion, LLMRequest, Message
 from engine.models import ModelSettings, Usage
-from engine.pricing import PriceTable, Pricing, PricingError
+from engine.pricing import Pricing, PricingError, read_prices
 from engine.providers.anthropic_messages import build_params
 from engine.providers.fake import FunctionLLM
 from engine.providers.openai_chat import StructuredMode, response_format
@@ -48,23 +49,31 @@ def test_cost_without_cache_rates_charges_cached_tokens_as_input() -> None:
     assert Pricing(input_per_mtok=1.0, output_per_mtok=2.0).cost(usage) == pytest.approx(1_020e-6)
 
 
-def test_price_table_matches_dated_names_by_longest_prefix() -> None:
-    table = PriceTable.load()
-    assert table.find("openai", "gpt-4.1-mini-2025-04-14") == table.prices["openai:gpt-4.1-mini"]
-    assert table.find("openai", "gpt-4.1-2025-04-14") == table.prices["openai:gpt-4.1"]
-    assert table.find("anthropic", "no-such-model") is None
+def test_catalogue_prices_dated_snapshots_of_a_listed_model_and_nothing_else() -> None:
+    catalog = Catalog.load()
+    mini = catalog.price("openai", "gpt-4.1-mini")
+    assert catalog.price("openai", "gpt-4.1-mini-2025-04-14") == mini
+    assert catalog.price("anthropic", "claude-opus-4-5-20251101") == catalog.price(
+        "anthropic", "claude-opus-4-5"
+    )
+    # A name that merely starts like a listed one is not that model.
+    assert catalog.price("anthropic", "claude-opus-5-6") is None
+    assert catalog.price("anthropic", "no-such-model") is None
     with pytest.raises(PricingError, match="DEBATEBOT_PRICES"):
-        table.require("anthropic", "no-such-model")
+        catalog.require_price("anthropic", "no-such-model")
 
 
-def test_price_file_and_overrides_replace_the_shipped_table(tmp_path: Path) -> None:
+def test_a_prices_file_and_overrides_price_over_the_catalogue(tmp_path: Path) -> None:
     path = tmp_path / "prices.json"
     path.write_text(json.dumps({"openai:house": {"input_per_mtok": 9, "output_per_mtok": 9}}))
-    table = PriceTable.load(path, overrides={"openai:other": Pricing(input_per_mtok=1)})
-    assert set(table.prices) == {"openai:house", "openai:other"}
+    prices = {**read_prices(path), "openai:gpt-6-luna": Pricing(input_per_mtok=1)}
+    catalog = Catalog.load(prices=prices)
+    assert catalog.require_price("openai", "house").input_per_mtok == 9
+    assert catalog.require_price("openai", "gpt-6-luna").input_per_mtok == 1
+    assert catalog.require_price("openai", "gpt-6.2-sol").input_per_mtok == 2
     path.write_text("{not json")
-    with pytest.raises(PricingError, match="cannot read the price table"):
-        PriceTable.load(path)
+    with pytest.raises(PricingError, match="cannot read the prices file"):
+        read_prices(path)
 
 
 # --- retries -----------------------------------------------------------------------------
@@ -229,12 +238,23 @@ async def test_the_fake_provider_keeps_no_request_it_answered() -> None:
     assert FunctionLLM(lambda _r: "{}").record, "a test's fake still records"
 
 
+CATALOG = Catalog.load()
+
+
 def test_role_models_default_per_provider_with_the_moderator_on_the_other_family() -> None:
-    alone = role_models(Settings(provider="openai"))
-    assert alone["proposer"].model == "gpt-4.1-mini"
+    alone = role_models(Settings(provider="openai"), CATALOG)
+    assert alone["proposer"].model == "gpt-6-luna"
     assert alone["moderator"] == alone["judge"]
-    assert alone["moderator"].model == "gpt-4.1"
-    both = role_models(Settings(provider="openai", anthropic_api_key="sk-ant-real-looking-1234"))
+    assert alone["moderator"].model == "gpt-6.2-sol"
+    claude = role_models(Settings(provider="anthropic"), CATALOG)
+    assert (claude["critic"].model, claude["judge"].model) == (
+        "claude-haiku-5-5",
+        "claude-opus-5-5",
+    )
+    assert claude["critic"].max_tokens == 4096, "thinking models default to room to think"
+    both = role_models(
+        Settings(provider="openai", anthropic_api_key="sk-ant-real-looking-1234"), CATALOG
+    )
     assert both["moderator"].provider == "anthropic"
     assert both["judge"].provider == "anthropic"
     assert both["critic"].provider == "openai"
@@ -243,7 +263,7 @@ def test_role_models_default_per_provider_with_the_moderator_on_the_other_family
         anthropic_api_key="sk-ant-real-looking-1234",
         cross_family_moderator=False,
     )
-    assert role_models(off)["moderator"].provider == "openai"
+    assert role_models(off, CATALOG)["moderator"].provider == "openai"
 
 
 def test_role_model_precedence_cli_over_settings_over_inherited_slot() -> None:
@@ -256,7 +276,7 @@ def test_role_model_precedence_cli_over_settings_over_inherited_slot() -> None:
         },
     )
     models = role_models(
-        settings, overrides={"moderator": RoleModel.parse("anthropic:claude-opus-4-5")}
+        settings, CATALOG, overrides={"moderator": RoleModel.parse("anthropic:claude-opus-4-5")}
     )
     assert models["proposer"] == ModelSettings(
         provider="openai", model="gpt-4o-mini", temperature=0.9, max_tokens=1024
@@ -265,16 +285,16 @@ def test_role_model_precedence_cli_over_settings_over_inherited_slot() -> None:
     assert models["critic"].temperature == 0.9
     assert models["moderator"].model == "claude-opus-4-5"
     assert models["judge"].model == "claude-opus-4-5", "the judge inherits the moderator"
-    assert role_models(settings, model="gpt-4.1")["framing"].model == "gpt-4o-mini"
+    assert role_models(settings, CATALOG, model="gpt-4.1")["framing"].model == "gpt-4o-mini"
 
 
 def test_role_model_errors_say_what_to_fix() -> None:
     with pytest.raises(SettingsError, match=r"unknown role.*umpire"):
-        role_models(Settings(), overrides={"umpire": RoleModel(model="x")})
+        role_models(Settings(), CATALOG, overrides={"umpire": RoleModel(model="x")})
     with pytest.raises(SettingsError, match="unknown provider 'gemini'"):
-        role_models(Settings(), overrides={"critic": RoleModel.parse("gemini:pro")})
+        role_models(Settings(), CATALOG, overrides={"critic": RoleModel.parse("gemini:pro")})
     with pytest.raises(SettingsError, match="DEBATEBOT_OPENAI_COMPATIBLE_MODEL"):
-        role_models(Settings(provider="openai-compatible"))
+        role_models(Settings(provider="openai-compatible"), CATALOG)
     assert RoleModel.parse("gpt-4.1") == RoleModel(model="gpt-4.1")
     assert RoleModel.parse("local:") == RoleModel(provider="local")
 
