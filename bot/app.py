@@ -29,6 +29,7 @@ from bot.settings import RoleModel, Settings, SettingsError
 from bot.slack.notifier import DebateNotifier
 from bot.store.db import ensure_schema, health, make_engine
 from bot.store.repository import InFlightLimits, SpendCaps
+from engine.catalog import ModelRetiredError
 from engine.ledger import LLMResolver
 from engine.models import (
     ADVERSARIAL_ROLES,
@@ -113,6 +114,10 @@ class DebateServices:
         gives a panel its fast-model router (the framing model). Raises pydantic's
         ValidationError on bad input and SettingsError on a bad model configuration."""
         models = self.models(provider, model, overrides)
+        try:
+            self.registry.refuse_retired(models)
+        except ModelRetiredError as error:
+            raise SettingsError(str(error)) from error
         debaters = [
             Participant(
                 role=Role.DEBATER,
@@ -527,10 +532,24 @@ def transport(settings: Settings) -> str:
     return "socket" if settings.slack_app_token is not None else "http"
 
 
+def check_configured_models(services: DebateServices) -> None:
+    """At start-up: the configured models' lifecycle. A retired one stops the process with
+    SettingsError naming its replacement (every debate would fail); a deprecated one is logged
+    once, with its retirement date and replacement."""
+    try:
+        notes = services.registry.lifecycle(services.models())
+    except ModelRetiredError as error:
+        raise SettingsError(str(error)) from error
+    for note in notes:
+        log.warning("deprecated model: %s", note)
+
+
 async def serve(settings: Settings, stop: asyncio.Event) -> None:
     """Run the bot until `stop` is set: Socket Mode or HTTP, with workers, delivery and
-    scheduler. Raises SettingsError when Slack refuses the app-level token for good."""
+    scheduler. Raises SettingsError when Slack refuses the app-level token for good, or when
+    a configured model is retired."""
     services = build_services(settings)
+    check_configured_models(services)
     with open_store(settings) as engine, contextlib.ExitStack() as frozen:
         runtime = build_bot(settings, services, engine)
         exporter = None

@@ -61,7 +61,7 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
             f"--{role}",
             dest=f"role_{role}",
             metavar="PROVIDER:MODEL",
-            help=f"the {role} model, e.g. anthropic:claude-sonnet-4-5",
+            help=f"the {role} model, e.g. anthropic:claude-opus-5-5 (see `debatebot models`)",
         )
 
 

@@ -29,6 +29,7 @@ from bot.app import (
     build_notifier,
     build_services,
     build_worker,
+    check_configured_models,
     open_store,
     serve,
     serve_metrics,
@@ -43,6 +44,7 @@ from bot.store import slack as slack_store
 from bot.store.audit import ChainReport
 from bot.store.db import redacted, session_scope, upgrade
 from bot.store.export import export_record, render_markdown, verify_export
+from engine.catalog import Lifecycle, ModelRetiredError, lifecycle_notes
 from engine.errors import EngineError
 from engine.events import DebateEvent, TurnFinished, TurnStarted
 from engine.models import (
@@ -250,7 +252,8 @@ async def _run_debate(
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
         print(f"debatebot: invalid debate request: {problems}", file=sys.stderr)
         return 1
-    services.registry.check({p.role.value: p.model for p in spec.participants})
+    for note in services.registry.check({p.role.value: p.model for p in spec.participants}):
+        print(f"debatebot: warning: deprecated model: {note}", file=sys.stderr)
     with open_store(settings) as engine:
         console = ConsoleEvents(sys.stdout, sys.stderr)
         worker = build_worker(
@@ -306,22 +309,46 @@ def _role_overrides(args: argparse.Namespace) -> dict[str, RoleModel]:
 
 
 def _models(args: argparse.Namespace) -> int:
-    """Print every role's model, its price and whether its provider's key is present."""
+    """Print every role's model with its lifecycle status, price and whether its provider's
+    key is present, a warning per deprecated model, then the catalogue's current models of
+    each hosted provider in use. Exit 1 when a key is missing or a model is retired."""
     settings = Settings()
     services = build_services(settings)
     models = services.models(args.provider, args.model, _role_overrides(args))
     registry = services.registry
-    print(f"{'role':<10} {'provider:model':<44} {'temp':>4} {'max tok':>7}  price in/out USD/MTok")
+    catalog = registry.catalog
+    today = registry.today()
+    print(
+        f"{'role':<10} {'provider:model':<40} {'status':<28} {'effort':<7} {'max tok':>7}"
+        "  price in/out USD/MTok"
+    )
+    unpriced = False
     for role, chosen in models.items():
         try:
             price = registry.pricing(chosen.provider, chosen.model)
             priced = f"{price.input_per_mtok:g} / {price.output_per_mtok:g}"
         except EngineError:
-            priced = "NO PRICE (add to DEBATEBOT_PRICES)"
+            priced, unpriced = "NO PRICE (add to DEBATEBOT_PRICES)", True
+        entry = catalog.find(chosen.provider, chosen.model)
+        if entry is not None:
+            status = entry.status(today)
+        elif chosen.provider in ("openai", "anthropic"):
+            status = "not in the catalogue"
+        else:
+            status = "runs here" if chosen.provider in ("local", "fake") else "your server's"
         name = f"{chosen.provider}:{chosen.model}"
-        print(f"{role:<10} {name:<44} {chosen.temperature:>4g} {chosen.max_tokens:>7}  {priced}")
+        print(
+            f"{role:<10} {name:<40} {status:<28} {chosen.effort or '-':<7}"
+            f" {chosen.max_tokens:>7}  {priced}"
+        )
     print()
-    missing = False
+    failed = unpriced
+    try:
+        for note in lifecycle_notes(catalog, models, today=today).values():
+            print(f"warning: {note}")
+    except ModelRetiredError as error:
+        failed = True
+        print(f"RETIRED: {error}")
     for provider in dict.fromkeys(m.provider for m in models.values()):
         variable = KEY_VARIABLES.get(provider)
         if provider == "openai-compatible":
@@ -333,10 +360,23 @@ def _models(args: argparse.Namespace) -> int:
                 settings.provider_key(provider)
                 state = f"key present ({variable})"
             except SettingsError as error:
-                missing = True
+                failed = True
                 state = f"KEY MISSING: {error}"
         print(f"{provider:<18} {state}")
-    return 1 if missing else 0
+    for provider in dict.fromkeys(m.provider for m in models.values()):
+        current = [e for e in catalog.of(provider) if e.lifecycle(today) is Lifecycle.CURRENT]
+        if not current:
+            continue
+        print(f"\ncurrent {provider} models (catalogue; USD per million tokens in / out):")
+        for entry in current:
+            roles = f"  default for {', '.join(entry.default_roles)}" if entry.default_roles else ""
+            price = entry.prices
+            prices = f"{price.input_per_mtok:g} / {price.output_per_mtok:g}"
+            print(
+                f"  {entry.id:<22} {prices:<12} released {entry.released or '?'},"
+                f" checked {entry.checked}{roles}"
+            )
+    return 1 if failed else 0
 
 
 async def _worker(args: argparse.Namespace) -> int:
@@ -345,6 +385,7 @@ async def _worker(args: argparse.Namespace) -> int:
     settings = Settings()
     configure_logging(settings)
     services = build_services(settings)
+    check_configured_models(services)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -467,7 +508,8 @@ async def _eval(args: argparse.Namespace) -> int:
     )
     overrides = _role_overrides(args)
     models = services.models(args.provider, args.model, overrides)
-    services.registry.check(models)
+    for note in services.registry.check(models):
+        print(f"debatebot: warning: deprecated model: {note}", file=sys.stderr)
 
     def spec_for(question: str, documents: list[ContextDocument], protocol: str) -> DebateSpec:
         stances = protocol == "stances"

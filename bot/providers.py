@@ -11,11 +11,12 @@ debaters' blind spots.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
 
 from bot.settings import ROLE_SLOTS, RoleModel, Settings, SettingsError
-from engine.catalog import Catalog
+from engine.catalog import Catalog, ModelRetiredError, lifecycle_notes
 from engine.errors import ProviderUnavailableError
 from engine.llm import LLM, Completion, LLMRequest
 from engine.models import ModelSettings
@@ -110,6 +111,8 @@ def role_models(
             )
     base = provider or settings.provider
     _check_provider(base, "provider")
+    # DEBATEBOT_MODEL names every role's model of the base provider, as --model does.
+    model = model or settings.model
     resolved: dict[str, ModelSettings] = {}
     for role in ROLE_SLOTS:
         parent = INHERITS.get(role)
@@ -120,6 +123,9 @@ def role_models(
             overrides.get(role),
         )
         role_provider = chosen.provider
+        if role_provider is None and chosen.model is not None:
+            # A model the catalogue knows under one vendor needs no `provider:` prefix.
+            role_provider = catalog.provider_of(chosen.model)
         if role_provider is None and chosen.model is None:
             other = OTHER_FAMILY.get(base)
             cross = settings.cross_family_moderator and role in JUDGING and other is not None
@@ -187,8 +193,10 @@ class ProviderRegistry:
     (`DEBATEBOT_PROVIDER_CONCURRENCY__<provider>`)."""
 
     settings: Settings
+    today: Callable[[], date] = field(default=lambda: datetime.now(UTC).date())
     _instances: dict[str, LimitedLLM] = field(default_factory=dict)
     _catalog: Catalog | None = None
+    _warned: set[str] = field(default_factory=set)
 
     @property
     def catalog(self) -> Catalog:
@@ -295,8 +303,26 @@ class ProviderRegistry:
             )
         raise SettingsError(f"unknown provider {name!r}; choose one of {', '.join(PROVIDERS)}")
 
+    def lifecycle(self, models: Mapping[str, ModelSettings]) -> list[str]:
+        """The deprecation warnings of `models` not given yet by this process, for the caller
+        to show (once per model); raises ModelRetiredError when one of them is retired."""
+        notes = lifecycle_notes(self.catalog, models, today=self.today())
+        fresh = [note for key, note in notes.items() if key not in self._warned]
+        self._warned.update(notes)
+        return fresh
+
+    def refuse_retired(self, models: Mapping[str, ModelSettings]) -> None:
+        """Raise ModelRetiredError when one of `models` is retired (no warnings)."""
+        lifecycle_notes(self.catalog, models, today=self.today())
+
     def resolve(self, model: ModelSettings) -> LLM:
-        """The provider object for `model`; a configuration problem fails the debate, named."""
+        """The provider object for `model`; a configuration problem fails the debate, named.
+        A retired model is refused here, before its provider is asked anything (a debate
+        queued before its model's retirement date and run after it)."""
+        try:
+            self.refuse_retired({"this role": model})
+        except ModelRetiredError as error:
+            raise ProviderUnavailableError(str(error)) from error
         if model.provider not in self._instances:
             try:
                 built = self._build(model.provider)
@@ -312,8 +338,11 @@ class ProviderRegistry:
             await llm.aclose()
         self._instances.clear()
 
-    def check(self, models: Mapping[str, ModelSettings]) -> None:
-        """Build every provider `models` needs and price every model, before a debate starts."""
+    def check(self, models: Mapping[str, ModelSettings]) -> list[str]:
+        """Refuse a retired model, build every provider `models` needs and price every model,
+        before a debate starts; returns the deprecation warnings not given yet."""
+        notes = self.lifecycle(models)
         for chosen in models.values():
             self.resolve(chosen)
             self.pricing(chosen.provider, chosen.model)
+        return notes

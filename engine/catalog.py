@@ -27,7 +27,7 @@ from typing import get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from engine.errors import LLMError
-from engine.models import Effort
+from engine.models import Effort, ModelSettings
 from engine.pricing import Pricing, missing_price
 from engine.providers.schemas import StructuredMode
 
@@ -56,6 +56,10 @@ class Thinking(StrEnum):
 
 class CatalogError(LLMError):
     """A catalogue file that cannot be read, or an entry that contradicts itself."""
+
+
+class ModelRetiredError(CatalogError):
+    """A model its vendor no longer serves: refused before any request, so nothing is paid."""
 
 
 class ModelEntry(BaseModel):
@@ -174,6 +178,13 @@ class Catalog:
             raise missing_price(provider, model)
         return found
 
+    def provider_of(self, model: str) -> str | None:
+        """The one provider whose catalogue entries name `model`, if exactly one does."""
+        providers = {e.provider for e in self.entries if e.id == model or model in e.aliases}
+        if not providers and (undated := _DATE_SUFFIX.sub("", model)) != model:
+            return self.provider_of(undated)
+        return providers.pop() if len(providers) == 1 else None
+
     def of(self, provider: str) -> list[ModelEntry]:
         return [e for e in self.entries if e.provider == provider]
 
@@ -196,3 +207,40 @@ def _read(path: Path | None) -> list[ModelEntry]:
             ' {"models": [{"provider": …, "id": …, "prices": {…}, "structured": […],'
             ' "temperature": …, "thinking": …, "source": …, "checked": "YYYY-MM-DD"}, …]}'
         ) from error
+
+
+def lifecycle_notes(
+    catalog: Catalog, models: Mapping[str, ModelSettings], *, today: date
+) -> dict[str, str]:
+    """A warning per deprecated model among `models` (role -> model), keyed `provider:model`,
+    naming its retirement date, its replacement and the roles that use it. Raises
+    ModelRetiredError naming every retired one, its replacement and how to choose it, before
+    anything is asked of a model."""
+    users: dict[tuple[str, str], list[str]] = {}
+    for role, chosen in models.items():
+        users.setdefault((chosen.provider, chosen.model), []).append(role)
+    notes: dict[str, str] = {}
+    retired: list[str] = []
+    for (provider, model), roles in users.items():
+        entry = catalog.find(provider, model)
+        if entry is None:
+            continue
+        state = entry.lifecycle(today)
+        used_by = ", ".join(roles)
+        if state is Lifecycle.RETIRED:
+            retired.append(
+                f"{provider}:{model} was retired on {entry.retires_on} and no longer answers"
+                f" (used by: {used_by}); use {entry.replacement} instead (`debatebot run"
+                f" --model {entry.replacement}`, or for the deployment"
+                f" DEBATEBOT_MODEL={entry.replacement}, or for one role"
+                f" DEBATEBOT_ROLES__<ROLE>__MODEL={entry.replacement})"
+            )
+        elif state is Lifecycle.DEPRECATED:
+            until = f"retires on {entry.retires_on}" if entry.retires_on else "is deprecated"
+            notes[f"{provider}:{model}"] = (
+                f"{provider}:{model} {until} (used by: {used_by}); move to {entry.replacement}"
+                f" before then (`debatebot models --provider {provider}` lists current models)"
+            )
+    if retired:
+        raise ModelRetiredError("; ".join(retired) + ". Nothing was sent to the model.")
+    return notes

@@ -34,6 +34,10 @@ class RetriesExhaustedError(LLMError):
     """A retryable failure that kept happening until the attempts or the time budget ran out."""
 
 
+class ModelNotAvailableError(LLMError):
+    """The vendor answered 404 for the model: retired, misspelt, or not open to this key."""
+
+
 class ProviderUnavailableError(LLMError):
     """A provider cannot be constructed here (missing package, key or model file)."""
 

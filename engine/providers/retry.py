@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import TypeVar
 
-from engine.errors import LLMError, RetriesExhaustedError
+from engine.errors import LLMError, ModelNotAvailableError, RetriesExhaustedError
 
 T = TypeVar("T")
 log = logging.getLogger("debatebot.providers")
@@ -102,8 +102,12 @@ def status_error(
         fix = f"check {key_variable}" if key_variable else "check the server's credentials"
         return LLMError(f"{where}: the key was refused (HTTP {status}: {detail}); {fix}")
     if status == 404:
-        return LLMError(
-            f"{where}: not found (HTTP 404: {detail}); check the model name and the base URL"
+        # Both vendors answer 404 for a model they do not serve (Anthropic `not_found_error`
+        # "model: …"; OpenAI `model_not_found`), retired ones included; never retried.
+        return ModelNotAvailableError(
+            f"model not available: {provider}:{model} is retired or misspelt; `debatebot models`"
+            f" lists current ones (HTTP 404: {detail}; if the name is right, check the"
+            " provider's base URL)"
         )
     return LLMError(f"{where}: the request was refused (HTTP {status}: {detail})")
 

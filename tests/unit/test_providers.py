@@ -338,3 +338,18 @@ async def test_calls_beyond_a_providers_limit_wait_per_model_in_arrival_order() 
     await asyncio.gather(*calls)
     assert peak == {"a": 2, "b": 2}, "two at a time per model, the models independent"
     assert [c for c in order if c.startswith("a")] == [f"a-{n}" for n in range(6)]
+
+
+def test_the_model_setting_names_every_role_of_the_base_provider() -> None:
+    """DEBATEBOT_MODEL, like --model, is every role's model of the base provider; a role's own
+    model wins, and the cross-family moderator keeps its family's default."""
+    settings = Settings(provider="openai", model="gpt-6.1-sol")
+    models = role_models(settings, CATALOG)
+    assert {m.model for m in models.values()} == {"gpt-6.1-sol"}
+    assert role_models(settings, CATALOG, model="gpt-6-luna")["critic"].model == "gpt-6-luna"
+    claude = Settings(provider="openai", model="claude-opus-5-5", roles={})
+    assert role_models(claude, CATALOG)["critic"].provider == "openai"
+    by_role = Settings(roles={"moderator": RoleModel(model="claude-opus-5-5")})
+    assert role_models(by_role, CATALOG)["moderator"].provider == "anthropic", (
+        "a model the catalogue knows under one vendor needs no provider: prefix"
+    )
