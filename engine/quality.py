@@ -25,7 +25,7 @@ from engine.models import (
     TurnRecord,
 )
 from engine.prompts import PromptLibrary
-from engine.protocols.base import level_for
+from engine.protocols.base import THRESHOLD_REASON, level_for, threshold_reason
 
 DECIDING_ROLES = frozenset({Role.MODERATOR, Role.JUDGE, Role.SYNTHESIZER})
 VERDICT_FIELDS = frozenset({"synthesis", "recommendation", "reasoning", "verdict", "summary"})
@@ -181,7 +181,12 @@ def checked(result: DebateResult, prompts: PromptLibrary) -> DebateResult:
         return result
     verdict = result.verdict
     confidence = min(1.0, max(0.0, verdict.confidence + sum(s.delta for s in steps)))
-    reasons = list(verdict.escalation_reasons)
+    # The threshold reason states the confidence the verdict ends with, after these penalties,
+    # not the one before them (the CLI printed 0.00 beside "0.39 is below the threshold").
+    reasons = [r for r in verdict.escalation_reasons if THRESHOLD_REASON not in r]
+    threshold = result.spec.escalation_threshold
+    if confidence < threshold:
+        reasons.append(threshold_reason(confidence, threshold))
     reasons.append("the model's output looks degenerate: " + "; ".join(s.reason for s in steps))
     checked_verdict = verdict.model_copy(
         update={

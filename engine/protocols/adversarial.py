@@ -49,7 +49,7 @@ from engine.models import (
     utcnow,
 )
 from engine.prompts import PromptLibrary
-from engine.protocols.base import LEVEL_BASE, Asker, level_for
+from engine.protocols.base import LEVEL_BASE, Asker, level_for, threshold_reason
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -357,10 +357,7 @@ def build_verdict(spec: DebateSpec, state: _DebateState, flags: list[DebateFlag]
     value = float(f"{value:.4f}")
 
     if value < spec.escalation_threshold:
-        reasons.append(
-            f"confidence {value:.2f} is below the escalation threshold"
-            f" {spec.escalation_threshold:.2f}"
-        )
+        reasons.append(threshold_reason(value, spec.escalation_threshold))
     if moderation.decision is Decision.ESCALATE:
         reasons.append("the moderator's decision is to escalate")
     return Verdict(

@@ -82,6 +82,14 @@ LEVEL_BASE = {
 }
 
 
+THRESHOLD_REASON = "is below the escalation threshold"
+
+
+def threshold_reason(confidence: float, threshold: float) -> str:
+    """The escalation reason of a confidence under the threshold, as people read it."""
+    return f"confidence {confidence:.2f} {THRESHOLD_REASON} {threshold:.2f}"
+
+
 def level_for(confidence: float) -> ConfidenceLevel:
     """The level of a confidence: >= 0.75 HIGH, >= 0.50 MODERATE, else LOW."""
     if confidence >= 0.75:
@@ -181,10 +189,7 @@ def common_verdict(
         confidence = 0.0
     confidence = min(1.0, max(0.0, confidence))
     if confidence < spec.escalation_threshold:
-        escalation.append(
-            f"confidence {confidence:.2f} is below the escalation threshold"
-            f" {spec.escalation_threshold:.2f}"
-        )
+        escalation.append(threshold_reason(confidence, spec.escalation_threshold))
     if decision is Decision.ESCALATE and not escalation:
         escalation.append("the protocol's decision is to escalate")
     return Verdict(

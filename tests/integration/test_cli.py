@@ -57,6 +57,9 @@ def test_run_prints_turns_and_verdict_and_writes_the_record(
         assert f"] {role} ·" in printed.out
     assert "challenge strength: 7/10" in printed.out
     assert "CONFIDENCE  0.58 (MODERATE)" in printed.out
+    assert "confidence 0.58 is below the escalation threshold 0.60" in printed.out, (
+        "the escalation reason states the printed confidence"
+    )
     assert "generating on fake:fake-model" in printed.err
     result = DebateResult.model_validate(json.loads(out.read_text()))
     assert result.status is DebateStatus.COMPLETE

@@ -158,3 +158,21 @@ def test_a_structured_decision_against_tied_totals_is_penalised() -> None:
     assert not backed.verdict.escalate
     against = quality.checked(structured_result(Decision.ACCEPT, 1.0, 3.0), shipped_prompts())
     assert against.verdict.escalate
+
+
+async def test_the_escalation_reason_states_the_confidence_after_every_penalty() -> None:
+    """Before, the threshold reason was written before the output checks, so the CLI printed
+    `CONFIDENCE 0.00` beside `confidence 0.39 is below the escalation threshold`."""
+    low = reply_for("moderator", synthesis="1", confidence_level="LOW", decision="accept")
+    llm = DebateScript(moderator=[low]).llm()
+
+    result = await run_debate(
+        DebateSpec(question="Adopt ADR-042?", default_model=FAKE),
+        resolve_llm=lambda _m: llm,
+        prompts=shipped_prompts(),
+    )
+
+    verdict = result.verdict
+    stated = [r for r in verdict.escalation_reasons if "below the escalation threshold" in r]
+    assert stated == [f"confidence {verdict.confidence:.2f} is below the escalation threshold 0.60"]
+    assert verdict.confidence < 0.35
