@@ -16,7 +16,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 
 from bot.settings import ROLE_SLOTS, RoleModel, Settings, SettingsError
-from engine.catalog import Catalog, ModelRetiredError, lifecycle_notes
+from engine.catalog import (
+    EFFORT_SETTING,
+    Catalog,
+    ModelRetiredError,
+    check_effort,
+    lifecycle_notes,
+)
 from engine.errors import ProviderUnavailableError
 from engine.llm import LLM, Completion, LLMRequest
 from engine.models import ModelSettings
@@ -45,6 +51,14 @@ KEY_VARIABLES = {
     "anthropic": "DEBATEBOT_ANTHROPIC_API_KEY",
     "openai-compatible": "DEBATEBOT_OPENAI_COMPATIBLE_API_KEY",
 }
+
+
+def effort_setting(role: str) -> str:
+    """The setting that gives `role` (a role slot or a participant's role) its effort."""
+    slot = "debaters" if role == "debater" else role
+    if slot not in ROLE_SLOTS:
+        return EFFORT_SETTING
+    return f"DEBATEBOT_ROLES__{slot.upper()}__EFFORT"
 
 
 def _check_provider(name: str, where: str) -> None:
@@ -274,6 +288,7 @@ class ProviderRegistry:
                 base_url=s.openai_base_url,
                 modes=self._modes(s.openai_structured_modes, "DEBATEBOT_OPENAI_STRUCTURED_MODES"),
                 price_of=lambda model: self.pricing("openai", model),
+                facts_of=lambda model: self.catalog.find("openai", model),
                 timeout_s=s.llm_timeout_s,
                 retry=self.retry_policy(),
                 key_variable=KEY_VARIABLES["openai"],
@@ -297,6 +312,9 @@ class ProviderRegistry:
                     "DEBATEBOT_OPENAI_COMPATIBLE_STRUCTURED_MODES",
                 ),
                 price_of=lambda model: self.pricing("openai-compatible", model),
+                # A self-hosted server's models are not in the catalogue: each takes what the
+                # role sets until the server refuses something.
+                facts_of=lambda _model: None,
                 timeout_s=s.llm_timeout_s,
                 retry=self.retry_policy(),
                 key_variable=KEY_VARIABLES["openai-compatible"],
@@ -339,10 +357,17 @@ class ProviderRegistry:
         self._instances.clear()
 
     def check(self, models: Mapping[str, ModelSettings]) -> list[str]:
-        """Refuse a retired model, build every provider `models` needs and price every model,
-        before a debate starts; returns the deprecation warnings not given yet."""
+        """Refuse a retired model, build every provider `models` (by role) needs, price every
+        model, and refuse an effort an OpenAI model does not take, before a debate starts;
+        returns the deprecation warnings not given yet."""
         notes = self.lifecycle(models)
-        for chosen in models.values():
+        for role, chosen in models.items():
             self.resolve(chosen)
             self.pricing(chosen.provider, chosen.model)
+            if chosen.provider == "openai":
+                check_effort(
+                    self.catalog.find(chosen.provider, chosen.model),
+                    chosen.effort,
+                    setting=effort_setting(role),
+                )
         return notes

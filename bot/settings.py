@@ -28,7 +28,8 @@ class RoleModel(BaseModel):
     max_tokens: int | None = Field(default=None, ge=16, le=32_768)
     effort: Effort | None = None
     """How hard a thinking model thinks (Anthropic's `output_config.effort`, OpenAI's
-    `reasoning_effort`); sent only to models whose catalogue entry accepts it."""
+    `reasoning_effort`); an OpenAI model whose catalogue entry does not list the level is
+    refused before the debate starts."""
 
     @classmethod
     def parse(cls, text: str) -> RoleModel:

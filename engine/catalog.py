@@ -123,6 +123,29 @@ class ModelEntry(BaseModel):
         return "current"
 
 
+EFFORT_SETTING = "DEBATEBOT_ROLES__<ROLE>__EFFORT"
+
+
+def check_effort(
+    entry: ModelEntry | None, effort: Effort | None, *, setting: str = EFFORT_SETTING
+) -> None:
+    """Refuse, before any request, a role's effort its catalogued model does not list: the
+    vendor would answer it with a 400, and dropping it would run the role at another effort
+    than the one set. A model the catalogue does not know is left to its server."""
+    if entry is None or effort is None or effort in entry.efforts:
+        return
+    where = f"{entry.provider} model {entry.id}"
+    if not entry.efforts:
+        raise LLMError(
+            f"{where} takes no effort level, not {effort!r}: remove {setting} for the roles"
+            " on this model"
+        )
+    raise LLMError(
+        f"{where} takes the effort levels {', '.join(entry.efforts)}, not {effort!r}: set"
+        f" {setting} to one of them, or remove it to use the model's default"
+    )
+
+
 class Catalog:
     """The entries by provider and name (id, alias, or a dated id of a listed one), and price
     overrides that win over the entries' own prices."""

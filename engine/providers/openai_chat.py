@@ -1,8 +1,30 @@
 """OpenAI and OpenAI-compatible servers (vLLM, Ollama, llama.cpp's server, LiteLLM) through the
-official `openai` SDK's chat completions.
+official `openai` SDK's Chat Completions.
 
-Structured output differs by server, so the adapter tries a configurable list of modes in order
-and falls back when a server rejects one:
+Why Chat Completions and not the Responses API: OpenAI lists Chat Completions among the
+endpoints of its current models (the gpt-6.x, gpt-6.2-* and gpt-5.6-* model pages) and documents
+structured outputs there (`response_format` `{"type": "json_schema", "json_schema": {"name",
+"schema", "strict": true}}`). What needs the Responses API on some of them is function tools
+("gpt-6-astra and gpt-6.1-sol require Responses for tool calling", deployment checklist), and
+debatebot sends none. Chat Completions is also what every OpenAI-compatible server speaks.
+
+What a request carries depends on the model, as its catalogue entry (`facts_of`) says:
+- the output limit is `max_completion_tokens` for OpenAI (`max_tokens` "is now deprecated in
+  favor of `max_completion_tokens`, and is not compatible with o-series models", SDK docs) and
+  `max_tokens` for OpenAI-compatible servers, which all read it;
+- `reasoning_effort` is the role's effort, when the role sets one the model lists; an effort a
+  listed model does not take is refused before any request (`check_effort`);
+- `temperature` only where the model takes it: "When reasoning effort is not none, remove
+  `temperature`, `top_p`, and `top_logprobs`" (deployment checklist), so a reasoning model gets
+  one only with effort `none`, and only if it offers `none`.
+A model the catalogue does not know gets the role's settings as they are. When a server refuses
+one of them with its 400 (`param` `temperature`, `max_tokens` or `reasoning_effort`), the
+adapter stops sending it to that model (or sends `max_completion_tokens`), retries at once, and
+remembers it for the process.
+
+Structured output differs by server, so the adapter tries a list of modes in order (a
+catalogued model's `structured`, else the provider's configured list) and falls back when a
+server refuses one:
 - `json_schema`: OpenAI's strict structured outputs;
 - `json_object_schema`: `{"type": "json_object", "schema": …}`, the only form llama.cpp's server
   accepts (it answers `json_schema` with a validation error); the schema is reduced to what
@@ -21,11 +43,13 @@ import logging
 import re
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import openai
 from openai import AsyncOpenAI
 
+from engine.catalog import ModelEntry, check_effort
 from engine.errors import LLMError
 from engine.llm import Completion, LLMRequest
 from engine.models import Usage
@@ -35,6 +59,16 @@ from engine.providers.retry import RetryPolicy, redact, status_error, with_retri
 from engine.providers.schemas import StructuredMode, strict_schema
 
 log = logging.getLogger("debatebot.providers")
+
+CHAT_MODES = frozenset(
+    {
+        StructuredMode.JSON_SCHEMA,
+        StructuredMode.JSON_OBJECT_SCHEMA,
+        StructuredMode.JSON_OBJECT,
+        StructuredMode.PROMPT,
+    }
+)
+"""The structured-output modes Chat Completions can be asked for."""
 
 
 def _warm(client: AsyncOpenAI) -> None:
@@ -51,12 +85,55 @@ class StructuredModeRejected(LLMError):
     """The server refused a response format; the adapter falls back to the next mode."""
 
 
+class ParameterRefused(LLMError):
+    """The server refused a request parameter the adapter can do without (`param`); `sent` says
+    whether the refused request carried it, `detail` is the server's status, code and message."""
+
+    def __init__(self, message: str, *, param: str, sent: bool, detail: str) -> None:
+        super().__init__(message)
+        self.param = param
+        self.sent = sent
+        self.detail = detail
+
+
 # How servers word a refused response format: OpenAI-style 400s, vLLM/LiteLLM 422s, and
 # llama-cpp-python's 500 carrying pydantic's "Input should be 'text' or 'json_object'".
 _MODE_REFUSAL = re.compile(
     r"response_format|json_schema|structured output|guided_json|grammar", re.IGNORECASE
 )
 _MODE_REFUSAL_STATUSES = frozenset({400, 422, 500, 501})
+# OpenAI's 400 for a parameter a model does not take names it in `param`, with code
+# `unsupported_parameter` ("Unsupported parameter: 'max_tokens' is not supported with this
+# model. Use 'max_completion_tokens' instead.") or `unsupported_value` ("Unsupported value:
+# 'temperature' does not support 0 with this model. Only the default (1) value is supported.").
+_SWITCHABLE = frozenset({"temperature", "max_tokens", "reasoning_effort"})
+_UNSUPPORTED_CODES = frozenset({"unsupported_parameter", "unsupported_value"})
+# The same refusal seen only in the message (a proxy that drops `param` and `code`).
+_UNSUPPORTED_MESSAGE = re.compile(r"Unsupported (?:parameter|value): '(\w+)'")
+_SCHEMA_NAME = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def refused_parameter(status: int, param: str | None, code: str | None, message: str) -> str | None:
+    """The request parameter a server's error refuses, when it is one the adapter can stop
+    sending: by status, `param` and `code` first, by OpenAI's message wording only when the
+    body lacks them."""
+    if status != 400:
+        return None
+    # No code is taken as a refusal too: OpenAI's code for an effort level a model lacks is not
+    # documented, and its tools-with-effort refusal has none.
+    if param in _SWITCHABLE and (code is None or code in _UNSUPPORTED_CODES):
+        return param
+    if not param and not code:
+        found = _UNSUPPORTED_MESSAGE.search(message)
+        if found and found.group(1) in _SWITCHABLE:
+            return found.group(1)
+    return None
+
+
+def _mode_refused(status: int, param: str | None, message: str) -> bool:
+    if status not in _MODE_REFUSAL_STATUSES:
+        return False
+    return (param or "").startswith("response_format") or bool(_MODE_REFUSAL.search(message))
 
 
 def response_format(mode: StructuredMode, request: LLMRequest) -> dict[str, Any] | None:
@@ -64,13 +141,11 @@ def response_format(mode: StructuredMode, request: LLMRequest) -> dict[str, Any]
     schema = request.output_schema
     assert schema is not None
     if mode is StructuredMode.JSON_SCHEMA:
+        # The name must match ^[a-zA-Z0-9_-]{1,64}$ (the SDK's ResponseFormatJSONSchema).
+        name = _SCHEMA_NAME.sub("_", request.schema_name or "output")[:64] or "output"
         return {
             "type": "json_schema",
-            "json_schema": {
-                "name": request.schema_name or "output",
-                "schema": strict_schema(schema),
-                "strict": True,
-            },
+            "json_schema": {"name": name, "schema": strict_schema(schema), "strict": True},
         }
     if mode is StructuredMode.JSON_OBJECT_SCHEMA:
         # llama.cpp turns this schema into a grammar, with the converter's limits: long string
@@ -80,6 +155,41 @@ def response_format(mode: StructuredMode, request: LLMRequest) -> dict[str, Any]
     if mode is StructuredMode.JSON_OBJECT:
         return {"type": "json_object"}
     return None
+
+
+@dataclass
+class Learned:
+    """What servers taught the adapter about one model, kept for the process."""
+
+    mode: int = 0
+    """The index of the structured-output mode in use."""
+    temperature_refused: bool = False
+    max_tokens_refused: bool = False
+    effort_refused: bool = False
+
+
+def sampling_params(
+    request: LLMRequest, entry: ModelEntry | None, learned: Learned, *, tokens_field: str
+) -> dict[str, Any]:
+    """The output limit, effort and temperature of `request` as its model takes them."""
+    field = "max_completion_tokens" if learned.max_tokens_refused else tokens_field
+    params: dict[str, Any] = {field: request.max_tokens}
+    effort = request.effort
+    if effort is not None and not learned.effort_refused:
+        # `check_effort` refused a level a catalogued model does not list, before any request.
+        params["reasoning_effort"] = effort
+    else:
+        effort = None
+    if learned.temperature_refused:
+        return params
+    if entry is None or entry.temperature:
+        params["temperature"] = request.temperature
+    elif effort == "none" and "none" in entry.efforts:
+        # "When reasoning effort is not none, remove `temperature`, `top_p`, and
+        # `top_logprobs`" (OpenAI's deployment checklist): with `none`, a model that offers it
+        # samples at the role's temperature.
+        params["temperature"] = request.temperature
+    return params
 
 
 class OpenAIChatLLM:
@@ -93,6 +203,7 @@ class OpenAIChatLLM:
         base_url: str | None,
         modes: Sequence[StructuredMode],
         price_of: Callable[[str], Pricing],
+        facts_of: Callable[[str], ModelEntry | None],
         timeout_s: float,
         retry: RetryPolicy,
         key_variable: str | None,
@@ -105,11 +216,12 @@ class OpenAIChatLLM:
         self.base_url = base_url
         self.modes = list(modes)
         self.price_of = price_of
+        self.facts_of = facts_of
         self.retry = retry
         self.key_variable = key_variable
         self.max_tokens_param = max_tokens_param
         self.timeout_s = timeout_s
-        self._mode_for_model: dict[str, int] = {}
+        self._learned: dict[str, Learned] = {}
         self._client = AsyncOpenAI(
             api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0
         )
@@ -123,47 +235,98 @@ class OpenAIChatLLM:
     def provider(self) -> str:
         return self._provider
 
+    def learned(self, model: str) -> Learned:
+        """What the adapter learned about `model` so far (fallbacks taken)."""
+        return self._learned.setdefault(model, Learned())
+
+    def modes_of(self, model: str) -> list[StructuredMode]:
+        """The structured-output modes for `model`, strictest first: its catalogue entry's, else
+        the provider's configured ones."""
+        entry = self.facts_of(model)
+        if entry is not None:
+            listed = [mode for mode in entry.structured if mode in CHAT_MODES]
+            if listed:
+                return listed
+        return self.modes
+
     def mode_for(self, model: str) -> StructuredMode:
         """The structured-output mode currently used for `model` (after any fallback)."""
-        return self.modes[self._mode_for_model.get(model, 0)]
+        return self.modes_of(model)[self.learned(model).mode]
 
     async def complete(self, request: LLMRequest) -> Completion:
         pricing = self.price_of(request.model)
-        if request.output_schema is None:
-            return await self._complete_with(request, None, pricing)
-        first = self._mode_for_model.get(request.model, 0)
-        for index in range(first, len(self.modes)):
-            mode = self.modes[index]
+        entry = self.facts_of(request.model)
+        check_effort(entry, request.effort)
+        modes = self.modes_of(request.model)
+        learned = self.learned(request.model)
+        while True:
+            index = learned.mode
+            mode = modes[index] if request.output_schema is not None else None
             try:
-                completion = await self._complete_with(request, mode, pricing)
+                return await self._complete_with(request, mode, entry, learned, pricing)
+            except ParameterRefused as refused:
+                if not refused.sent:
+                    raise
+                self._stop_sending(request.model, learned, refused)
             except StructuredModeRejected as refused:
-                following = self.modes[index + 1] if index + 1 < len(self.modes) else None
-                if following is None:
+                if index + 1 >= len(modes):
                     raise LLMError(
                         f"{refused} It was the last structured output mode configured"
-                        f" ({', '.join(self.modes)}); add `json_object` or `prompt` to the modes"
+                        f" ({', '.join(modes)}); add `json_object` or `prompt` to the modes"
                         " of this provider"
                     ) from refused
-                log.warning(
-                    "%s model %s refused structured output mode %s; falling back to %s",
-                    self.provider,
-                    request.model,
-                    mode.value,
-                    following.value,
-                )
-                continue
-            self._mode_for_model[request.model] = index
-            return completion
-        raise AssertionError("unreachable: the loop returns or raises")
+                if learned.mode == index:
+                    # Concurrent calls may all be refused; the first one switches and says so.
+                    learned.mode = index + 1
+                    log.warning(
+                        "%s model %s refused structured output mode %s; falling back to %s",
+                        self.provider,
+                        request.model,
+                        modes[index].value,
+                        modes[index + 1].value,
+                    )
+
+    def _stop_sending(self, model: str, learned: Learned, refused: ParameterRefused) -> None:
+        """Switch `model` away from the refused parameter, once; a concurrent call that was
+        refused the same parameter finds it switched already and just retries."""
+        what = f"{self.provider} model {model}"
+        if refused.param == "temperature" and not learned.temperature_refused:
+            learned.temperature_refused = True
+            log.warning(
+                "%s refused a temperature (%s); not sending one to it again. A catalogue entry"
+                ' with "temperature": false in DEBATEBOT_MODELS_FILE says so from the start',
+                what,
+                refused.detail,
+            )
+        elif refused.param == "max_tokens" and not learned.max_tokens_refused:
+            learned.max_tokens_refused = True
+            log.warning(
+                "%s refused max_tokens (%s); sending max_completion_tokens to it from now on",
+                what,
+                refused.detail,
+            )
+        elif refused.param == "reasoning_effort" and not learned.effort_refused:
+            learned.effort_refused = True
+            log.warning(
+                "%s refused reasoning_effort (%s); its roles run at the model's default effort"
+                " from now on. Remove DEBATEBOT_ROLES__<ROLE>__EFFORT for the roles on this"
+                " model, or set a level it takes",
+                what,
+                refused.detail,
+            )
 
     async def _complete_with(
-        self, request: LLMRequest, mode: StructuredMode | None, pricing: Pricing
+        self,
+        request: LLMRequest,
+        mode: StructuredMode | None,
+        entry: ModelEntry | None,
+        learned: Learned,
+        pricing: Pricing,
     ) -> Completion:
         kwargs: dict[str, Any] = {
             "model": request.model,
             "messages": [m.model_dump() for m in request.messages],
-            "temperature": request.temperature,
-            self.max_tokens_param: request.max_tokens,
+            **sampling_params(request, entry, learned, tokens_field=self.max_tokens_param),
         }
         if mode is not None:
             format_ = response_format(mode, request)
@@ -185,13 +348,7 @@ class OpenAIChatLLM:
                 f"{self.provider} model {request.model} refused to answer: {refusal[:300]}."
                 " Rephrase the question or use another model for this role"
             )
-        usage = response.usage
-        details = getattr(usage, "prompt_tokens_details", None) if usage else None
-        counted = Usage(
-            input_tokens=usage.prompt_tokens if usage else 0,
-            output_tokens=usage.completion_tokens if usage else 0,
-            cached_input_tokens=(getattr(details, "cached_tokens", None) or 0) if details else 0,
-        )
+        counted = usage_of(response.usage)
         return Completion(
             text=choice.message.content or "",
             usage=counted,
@@ -218,21 +375,62 @@ class OpenAIChatLLM:
             ) from error
         except openai.APIStatusError as error:
             message = redact(error.message, self._api_key)
+            status = error.status_code
+            param = refused_parameter(status, error.param, error.code, message)
+            if param is not None:
+                plain = status_error(
+                    provider=self.provider,
+                    model=model,
+                    status=status,
+                    message=message,
+                    headers=error.response.headers,
+                    key_variable=self.key_variable,
+                )
+                raise ParameterRefused(
+                    str(plain),
+                    param=param,
+                    sent=param in kwargs,
+                    detail=f"HTTP {status} {error.code or 'without a code'}: {message[:300]}",
+                ) from error
             if (
                 mode is not None
                 and mode is not StructuredMode.PROMPT
-                and error.status_code in _MODE_REFUSAL_STATUSES
-                and _MODE_REFUSAL.search(message)
+                and _mode_refused(status, error.param, message)
             ):
                 raise StructuredModeRejected(
                     f"{self.provider} model {model} refused response format {mode.value}"
-                    f" (HTTP {error.status_code}: {message[:300]})."
+                    f" (HTTP {status}: {message[:300]})."
                 ) from error
             raise status_error(
                 provider=self.provider,
                 model=model,
-                status=error.status_code,
+                status=status,
                 message=message,
                 headers=error.response.headers,
                 key_variable=self.key_variable,
             ) from error
+
+
+def usage_of(usage: Any) -> Usage:
+    """Chat Completions usage as debatebot counts it. `prompt_tokens` includes the tokens read
+    from the cache (`prompt_tokens_details.cached_tokens`) and those written to it
+    (`cache_write_tokens`, billed at the cache-write rate on gpt-5.6 and later);
+    `completion_tokens` includes the reasoning (`completion_tokens_details.reasoning_tokens`)."""
+    if usage is None:
+        return Usage()
+    prompt = getattr(usage, "prompt_tokens_details", None)
+    completion = getattr(usage, "completion_tokens_details", None)
+    cached = (getattr(prompt, "cached_tokens", None) or 0) if prompt else 0
+    written = (getattr(prompt, "cache_write_tokens", None) or 0) if prompt else 0
+    reasoning = (getattr(completion, "reasoning_tokens", None) or 0) if completion else 0
+    input_tokens = usage.prompt_tokens or 0
+    output_tokens = usage.completion_tokens or 0
+    cached = min(cached, input_tokens)
+    return Usage(
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cached_input_tokens=cached,
+        # Never more than the rest of the prompt, so no split can price below zero.
+        cache_write_input_tokens=min(written, input_tokens - cached),
+        reasoning_tokens=min(reasoning, output_tokens),
+    )

@@ -42,6 +42,7 @@ def openai_llm(
         base_url=f"{server.url}/v1",
         modes=modes,
         price_of=lambda model: PRICES.price(provider, model) or FREE,
+        facts_of=lambda model: PRICES.find(provider, model),
         timeout_s=timeout_s,
         retry=retry,
         key_variable="DEBATEBOT_OPENAI_API_KEY",

@@ -7,20 +7,28 @@ import json
 import random
 from collections.abc import Awaitable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 from bot.providers import LimitedLLM, ProviderRegistry, role_models
 from bot.settings import RoleModel, Settings, SettingsError
-from engine.catalog import Catalog
+from engine.catalog import Catalog, check_effort
 from engine.errors import LLMError, ProviderUnavailableError, RetriesExhaustedError
 from engine.llm import Completion, LLMRequest, Message
-from engine.models import ModelSettings, Usage
+from engine.models import Effort, ModelSettings, Usage
 from engine.pricing import Pricing, PricingError, read_prices
 from engine.providers.anthropic_messages import build_params
 from engine.providers.fake import FunctionLLM
-from engine.providers.openai_chat import StructuredMode, response_format
+from engine.providers.openai_chat import (
+    Learned,
+    StructuredMode,
+    refused_parameter,
+    response_format,
+    sampling_params,
+    usage_of,
+)
 from engine.providers.retry import RetryPolicy, parse_retry_after, with_retries
 from engine.providers.schemas import strict_schema, tool_input_schema
 
@@ -171,6 +179,7 @@ def test_openai_modes_build_the_formats_servers_expect() -> None:
     strict = response_format(StructuredMode.JSON_SCHEMA, request())
     assert strict is not None
     assert strict["json_schema"]["strict"] is True
+    assert strict["json_schema"]["name"] == "Proposer_Turn_", "OpenAI's name pattern"
     assert "maxLength" not in json.dumps(strict), "strict mode refuses length keywords"
     assert strict_schema(SCHEMA)["properties"]["score"]["maximum"] == 10
     llama = response_format(StructuredMode.JSON_OBJECT_SCHEMA, request())
@@ -179,6 +188,116 @@ def test_openai_modes_build_the_formats_servers_expect() -> None:
     assert llama["schema"]["properties"]["score"] == {"enum": list(range(1, 11))}
     assert response_format(StructuredMode.JSON_OBJECT, request()) == {"type": "json_object"}
     assert response_format(StructuredMode.PROMPT, request()) is None
+
+
+def shape(
+    model: str, *, effort: Effort | None = None, learned: Learned | None = None
+) -> dict[str, Any]:
+    entry = Catalog.load().find("openai", model)
+    request = LLMRequest(
+        model=model,
+        messages=[Message(role="user", content="q")],
+        temperature=0.2,
+        max_tokens=900,
+        effort=effort,
+    )
+    return sampling_params(
+        request, entry, learned or Learned(), tokens_field="max_completion_tokens"
+    )
+
+
+def test_openai_request_shape_follows_the_model() -> None:
+    # A current reasoning model: no temperature, the role's effort.
+    assert shape("gpt-6.2-sol", effort="high") == {
+        "max_completion_tokens": 900,
+        "reasoning_effort": "high",
+    }
+    assert shape("gpt-6-luna") == {"max_completion_tokens": 900}
+    # Effort none on a model that offers it: sampling at the role's temperature.
+    assert shape("gpt-6-luna", effort="none") == {
+        "max_completion_tokens": 900,
+        "reasoning_effort": "none",
+        "temperature": 0.2,
+    }
+    # Older and unknown models take the role's temperature; the unknown one its effort too.
+    assert shape("gpt-4.1") == {"max_completion_tokens": 900, "temperature": 0.2}
+    assert shape("gpt-7", effort="low") == {
+        "max_completion_tokens": 900,
+        "reasoning_effort": "low",
+        "temperature": 0.2,
+    }
+    # What a server refused is not sent again.
+    learned = Learned(temperature_refused=True, effort_refused=True)
+    assert shape("gpt-7", effort="low", learned=learned) == {"max_completion_tokens": 900}
+    legacy = LLMRequest(model="m", messages=[Message(role="user", content="q")], max_tokens=5)
+    assert sampling_params(legacy, None, Learned(), tokens_field="max_tokens")["max_tokens"] == 5
+    switched = Learned(max_tokens_refused=True)
+    assert "max_completion_tokens" in sampling_params(
+        legacy, None, switched, tokens_field="max_tokens"
+    )
+
+
+def test_an_effort_a_catalogued_model_does_not_take_is_refused_naming_the_setting() -> None:
+    catalog = Catalog.load()
+    sol = catalog.find("openai", "gpt-6.2-sol")
+    with pytest.raises(LLMError, match=r"low, medium, high, xhigh, max, not 'none'.*<ROLE>"):
+        check_effort(sol, "none")
+    check_effort(sol, "high")
+    check_effort(None, "none")
+    check_effort(catalog.find("openai", "gpt-4.1"), None)
+    registry = ProviderRegistry(Settings(openai_api_key="sk-real-looking-0123456789"))
+    judge = ModelSettings(provider="openai", model="gpt-6.2-sol", effort="minimal")
+    with pytest.raises(LLMError, match="DEBATEBOT_ROLES__JUDGE__EFFORT"):
+        registry.check({"judge": judge})
+    debater = ModelSettings(provider="openai", model="gpt-4.1", effort="low")
+    with pytest.raises(LLMError, match=r"no effort level.*DEBATEBOT_ROLES__DEBATERS__EFFORT"):
+        registry.check({"debater": debater})
+
+
+def test_openai_refusals_are_told_by_param_and_code_before_the_message() -> None:
+    temperature = (
+        "Unsupported value: 'temperature' does not support 0.3 with this model. Only the"
+        " default (1) value is supported."
+    )
+    assert refused_parameter(400, "temperature", "unsupported_value", temperature) == "temperature"
+    assert refused_parameter(400, "max_tokens", "unsupported_parameter", "") == "max_tokens"
+    assert refused_parameter(400, "reasoning_effort", None, "") == "reasoning_effort"
+    # A proxy that keeps only the message.
+    assert refused_parameter(400, None, None, temperature) == "temperature"
+    # Other refusals of the same fields are not something to drop them for.
+    assert refused_parameter(400, "temperature", "decimal_above_max_value", "") is None
+    assert refused_parameter(400, "messages", None, temperature) is None
+    assert refused_parameter(500, "temperature", "unsupported_value", temperature) is None
+    assert refused_parameter(400, "response_format", None, "'response_format'") is None
+
+
+def test_openai_usage_counts_cache_reads_writes_and_reasoning() -> None:
+    from openai.types.completion_usage import CompletionUsage
+
+    usage = CompletionUsage.model_validate(
+        {
+            "prompt_tokens": 2_000,
+            "completion_tokens": 700,
+            "total_tokens": 2_700,
+            "prompt_tokens_details": {"cached_tokens": 1_024, "cache_write_tokens": 896},
+            "completion_tokens_details": {"reasoning_tokens": 512},
+        }
+    )
+    counted = usage_of(usage)
+    assert counted == Usage(
+        input_tokens=2_000,
+        output_tokens=700,
+        cached_input_tokens=1_024,
+        cache_write_input_tokens=896,
+        reasoning_tokens=512,
+    )
+    bare = CompletionUsage(prompt_tokens=10, completion_tokens=3, total_tokens=13)
+    assert usage_of(bare) == Usage(input_tokens=10, output_tokens=3)
+    assert usage_of(None) == Usage()
+    # gpt-6-luna: 80 uncached at $0.10, 1,024 read at $0.01, 896 written at $0.125, 700 out at
+    # $0.50 per million tokens (reasoning is output).
+    luna = Catalog.load().require_price("openai", "gpt-6-luna")
+    assert luna.cost(counted) == pytest.approx((8 + 10.24 + 112 + 350) / 1e6)
 
 
 def test_anthropic_params_force_the_tool_and_cache_the_stable_prefix() -> None:
