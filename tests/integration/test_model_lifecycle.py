@@ -114,6 +114,7 @@ async def test_slack_says_model_not_available_to_the_requester(
             base_url=f"{server.url}/v1",
             modes=[StructuredMode.JSON_SCHEMA],
             price_of=lambda _model: FREE,
+            facts_of=lambda _model: None,
             timeout_s=5,
             retry=RetryPolicy(max_attempts=2, base_delay_s=0.01, max_delay_s=0.01),
             key_variable="DEBATEBOT_OPENAI_API_KEY",

@@ -316,7 +316,7 @@ async def test_a_model_the_account_cannot_use_is_a_clear_error_not_retried(
     services = build_services(settings)
     llm = services.resolve_llm(ModelSettings(provider="openai", model="gpt-6-astra-pro"))
     request = LLMRequest(model="gpt-6-astra-pro", messages=[Message(role="user", content="Hi")])
-    with pytest.raises(LLMError, match=r"not found \(HTTP 404.*check the model name"):
+    with pytest.raises(LLMError, match=r"model not available: .*retired or misspelt.*HTTP 404"):
         await llm.complete(request)
     assert len(standin.exchanges) == 1
     await services.registry.aclose()
