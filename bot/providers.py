@@ -46,6 +46,15 @@ KEY_VARIABLES = {
 }
 
 
+SLOT_OF = {"debater": "debaters", "synthesizer": "judge", "triage": "framing", "router": "framing"}
+"""The role slot whose settings a participant's role takes (`bot/app.py: new_spec`)."""
+
+
+def effort_setting(role: str) -> str:
+    """The variable that sets the effort of `role` (a slot or a participant's role)."""
+    return f"DEBATEBOT_ROLES__{SLOT_OF.get(role, role).upper()}__EFFORT"
+
+
 def _check_provider(name: str, where: str) -> None:
     if name not in PROVIDERS:
         raise SettingsError(
@@ -253,6 +262,7 @@ class ProviderRegistry:
                 api_key=s.provider_key("anthropic") or "",
                 base_url=s.anthropic_base_url,
                 price_of=lambda model: self.pricing("anthropic", model),
+                facts_of=lambda model: self.catalog.find("anthropic", model),
                 timeout_s=s.llm_timeout_s,
                 retry=self.retry_policy(),
                 prompt_caching=s.anthropic_prompt_caching,
@@ -313,7 +323,18 @@ class ProviderRegistry:
         self._instances.clear()
 
     def check(self, models: Mapping[str, ModelSettings]) -> None:
-        """Build every provider `models` needs and price every model, before a debate starts."""
-        for chosen in models.values():
+        """Build every provider `models` (by role) needs, price every model and check each
+        role's effort against its model, before a debate starts."""
+        for role, chosen in models.items():
             self.resolve(chosen)
             self.pricing(chosen.provider, chosen.model)
+            if chosen.provider == "anthropic":
+                # Imported here: resolve() above has loaded the SDK for it already.
+                from engine.providers.anthropic_messages import check_effort
+
+                check_effort(
+                    self.catalog.find("anthropic", chosen.model),
+                    chosen.model,
+                    chosen.effort,
+                    setting=effort_setting(role),
+                )
