@@ -17,7 +17,6 @@ from datetime import UTC, date, datetime
 
 from bot.settings import ROLE_SLOTS, RoleModel, Settings, SettingsError
 from engine.catalog import (
-    EFFORT_SETTING,
     Catalog,
     ModelRetiredError,
     check_effort,
@@ -53,12 +52,13 @@ KEY_VARIABLES = {
 }
 
 
+SLOT_OF = {"debater": "debaters", "synthesizer": "judge", "triage": "framing", "router": "framing"}
+"""The role slot whose settings a participant's role takes (`bot/app.py: new_spec`)."""
+
+
 def effort_setting(role: str) -> str:
-    """The setting that gives `role` (a role slot or a participant's role) its effort."""
-    slot = "debaters" if role == "debater" else role
-    if slot not in ROLE_SLOTS:
-        return EFFORT_SETTING
-    return f"DEBATEBOT_ROLES__{slot.upper()}__EFFORT"
+    """The variable that sets the effort of `role` (a slot or a participant's role)."""
+    return f"DEBATEBOT_ROLES__{SLOT_OF.get(role, role).upper()}__EFFORT"
 
 
 def _check_provider(name: str, where: str) -> None:
@@ -275,6 +275,7 @@ class ProviderRegistry:
                 api_key=s.provider_key("anthropic") or "",
                 base_url=s.anthropic_base_url,
                 price_of=lambda model: self.pricing("anthropic", model),
+                facts_of=lambda model: self.catalog.find("anthropic", model),
                 timeout_s=s.llm_timeout_s,
                 retry=self.retry_policy(),
                 prompt_caching=s.anthropic_prompt_caching,
@@ -358,16 +359,18 @@ class ProviderRegistry:
 
     def check(self, models: Mapping[str, ModelSettings]) -> list[str]:
         """Refuse a retired model, build every provider `models` (by role) needs, price every
-        model, and refuse an effort an OpenAI model does not take, before a debate starts;
-        returns the deprecation warnings not given yet."""
+        model, and refuse an effort a model does not take, before a debate starts; returns the
+        deprecation warnings not given yet."""
         notes = self.lifecycle(models)
         for role, chosen in models.items():
             self.resolve(chosen)
             self.pricing(chosen.provider, chosen.model)
-            if chosen.provider == "openai":
-                check_effort(
-                    self.catalog.find(chosen.provider, chosen.model),
-                    chosen.effort,
-                    setting=effort_setting(role),
-                )
+            entry = self.catalog.find(chosen.provider, chosen.model)
+            if chosen.provider == "anthropic":
+                # Imported here: resolve() above has loaded the SDK for it already.
+                from engine.providers.anthropic_messages import check_effort as anthropic_effort
+
+                anthropic_effort(entry, chosen.model, chosen.effort, setting=effort_setting(role))
+            elif chosen.provider == "openai":
+                check_effort(entry, chosen.effort, setting=effort_setting(role))
         return notes

@@ -1,40 +1,100 @@
 """Anthropic's Messages API through the official `anthropic` SDK.
 
-Structured output is a forced tool call: the pydantic model's JSON schema is the tool's input
-schema and `tool_choice` names the tool, so the reply is the tool's input object. Prompt caching
-marks the end of the request's stable prefix (system prompt, question, context) with
-`cache_control`, so later turns of the debate read it from the cache; cache reads and writes are
-counted apart because they are billed apart.
+Structured output takes the modes the model's catalogue entry lists, strictest first:
+- `output_format`: structured outputs, `output_config.format` of type `json_schema`, with the
+  schema reduced to what the API accepts (`output_format_schema`); the JSON is the reply's
+  `text` block;
+- `tool`: a forced tool call (`tool_choice` naming the tool), for models before structured
+  outputs; the JSON is the tool's input. Claude Opus 5.5, Sonnet 5.5 and Fable 5.1 refuse it;
+- `prompt`: neither; the prompt describes the fields.
+A model the catalogue does not know tries them in that order. A 400 refusing a mode moves that
+model to the next one, and a 400 refusing thinking or an effort drops it for that model; each is
+remembered for the process. Whatever the mode, the caller validates the reply with pydantic.
 
-The role's temperature is not sent: current Claude models reject sampling parameters
-("`temperature` is deprecated for this model") and the SDK no longer accepts it.
+Thinking: a model that always thinks is sent `{"type": "adaptive"}` and the role's effort in
+`output_config.effort`; other models get no `thinking` field, which leaves it off. `disabled` is
+never sent. The reply's `thinking` blocks are skipped; their tokens are output tokens, counted
+as reasoning tokens too.
+
+Prompt caching marks the end of the request's stable prefix (system prompt, question, context)
+with `cache_control`, so later turns of the debate read it from the cache; cache reads and
+writes are counted apart because they are billed apart.
+
+The role's temperature is not sent. The SDK has no `temperature` argument (it was removed in
+v1.0), and Anthropic, whats-new-opus-5-5: "Setting `temperature`, `top_p`, or `top_k` to any
+non-default value on Claude Opus 4.7 and later models ... returns a 400 error".
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import anthropic
 from anthropic import AsyncAnthropic
 
+from engine.catalog import ModelEntry, Thinking
 from engine.errors import LLMError
 from engine.llm import Completion, LLMRequest
 from engine.models import Usage
 from engine.pricing import Pricing
 from engine.providers.retry import RetryPolicy, redact, status_error, with_retries
-from engine.providers.schemas import tool_input_schema
+from engine.providers.schemas import StructuredMode, output_format_schema, tool_input_schema
+
+log = logging.getLogger("debatebot.providers")
 
 EPHEMERAL = {"type": "ephemeral"}
 _TOOL_NAME = re.compile(r"[^a-zA-Z0-9_-]")
+MODES = (StructuredMode.OUTPUT_FORMAT, StructuredMode.TOOL, StructuredMode.PROMPT)
+"""The modes the Messages API offers, strictest first: those of a model the catalogue does not
+know (the fallback finds the one it takes)."""
+EFFORTS = ("low", "medium", "high", "xhigh", "max")
+"""The levels `output_config.effort` takes (the SDK's `OutputConfigParam`)."""
+EFFORT_SETTING = "DEBATEBOT_ROLES__<ROLE>__EFFORT"
 
 
 def tool_name(request: LLMRequest) -> str:
     """A valid tool name (`^[a-zA-Z0-9_-]{1,64}$`) for the request's schema."""
     return _TOOL_NAME.sub("_", request.schema_name or "answer")[:64] or "answer"
+
+
+def check_effort(
+    entry: ModelEntry | None, model: str, effort: str | None, *, setting: str = EFFORT_SETTING
+) -> None:
+    """Refuse, before any request, an effort `model` does not take: a level the Messages API
+    does not have, or one the model's catalogue entry does not list. `setting` is the variable
+    to change. A model the catalogue does not know is sent the role's effort as it is."""
+    if effort is None:
+        return
+    if effort not in EFFORTS:
+        raise LLMError(
+            f"anthropic model {model} cannot take effort {effort!r}: Anthropic's levels are"
+            f" {', '.join(EFFORTS)}. Change {setting}"
+        )
+    # Anthropic, effort: the levels differ per model (`xhigh` only on some of those with
+    # `max`); models overview: Haiku 4.5 effort "Not supported". The entry lists them.
+    if entry is not None and effort not in entry.efforts:
+        accepted = ", ".join(entry.efforts) if entry.efforts else "no effort level at all"
+        raise LLMError(
+            f"anthropic model {model} does not take effort {effort!r}; it takes {accepted}."
+            f" Change {setting}" + ("" if entry.efforts else " to nothing (unset it)")
+        )
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a request asks beyond its messages: the structured mode (None without a schema),
+    whether it sends adaptive thinking, and the effort it sends."""
+
+    mode: StructuredMode | None
+    thinking: bool
+    effort: str | None
 
 
 def _block(text: str, *, cached: bool) -> dict[str, Any]:
@@ -44,11 +104,13 @@ def _block(text: str, *, cached: bool) -> dict[str, Any]:
     return block
 
 
-def build_params(request: LLMRequest, *, prompt_caching: bool) -> dict[str, Any]:
-    """The Messages API parameters of `request`.
+def build_params(request: LLMRequest, shape: Shape, *, prompt_caching: bool) -> dict[str, Any]:
+    """The Messages API parameters of `request` in `shape`.
 
     System messages go to `system`; the last message of the stable prefix carries
-    `cache_control`, which caches everything up to it (tools, system, leading messages).
+    `cache_control`, which caches everything up to it (Anthropic, prompt-caching: "`tools`,
+    `system`, and `messages` (in that order)"). Thinking, effort and the output format are
+    the same on every call of a role, so they do not break its cache.
     """
     stable = request.stable_prefix_messages if prompt_caching else 0
     system: list[dict[str, Any]] = []
@@ -71,7 +133,13 @@ def build_params(request: LLMRequest, *, prompt_caching: bool) -> dict[str, Any]
     if system:
         plain = not any("cache_control" in block for block in system)
         params["system"] = "\n\n".join(b["text"] for b in system) if plain else system
-    if request.output_schema is not None:
+    output_config: dict[str, Any] = {}
+    if shape.mode is StructuredMode.OUTPUT_FORMAT and request.output_schema is not None:
+        output_config["format"] = {
+            "type": "json_schema",
+            "schema": output_format_schema(request.output_schema),
+        }
+    elif shape.mode is StructuredMode.TOOL and request.output_schema is not None:
         name = tool_name(request)
         params["tools"] = [
             {
@@ -81,22 +149,88 @@ def build_params(request: LLMRequest, *, prompt_caching: bool) -> dict[str, Any]
             }
         ]
         params["tool_choice"] = {"type": "tool", "name": name}
+    if shape.thinking:
+        # Anthropic, whats-new-opus-5-5: thinking cannot be disabled; `disabled` or a manual
+        # `budget_tokens` is a 400, only `adaptive` is accepted, with `output_config.effort`
+        # steering how much.
+        params["thinking"] = {"type": "adaptive"}
+    if shape.effort is not None:
+        output_config["effort"] = shape.effort
+    if output_config:
+        params["output_config"] = output_config
     return params
 
 
-def reply_text(response: Any, request: LLMRequest) -> str:
-    """The forced tool's input as JSON, or the text blocks when the model produced no tool call
-    (cut off at max_tokens, say), which the caller's validation then rejects and re-asks."""
-    if request.output_schema is not None:
+def reply_text(response: Any, request: LLMRequest, mode: StructuredMode | None) -> str:
+    """The answer in `response`: the forced tool's input as JSON, else the `text` blocks (the
+    first one for structured outputs). Blocks are picked by type, never by position: Anthropic,
+    whats-new-opus-5-5, "every response can begin with one or more `thinking` blocks"; those
+    and `redacted_thinking` blocks are skipped. A tool-mode reply without the tool call (cut
+    off at max_tokens, say) gives its text, which the caller's validation rejects and re-asks."""
+    if mode is StructuredMode.TOOL:
         name = tool_name(request)
         for block in response.content:
             if getattr(block, "type", None) == "tool_use" and block.name == name:
                 return json.dumps(block.input)
-    return "".join(getattr(block, "text", "") for block in response.content if block.type == "text")
+    texts = [block.text for block in response.content if getattr(block, "type", None) == "text"]
+    if mode is StructuredMode.OUTPUT_FORMAT:
+        return texts[0] if texts else ""
+    return "".join(texts)
+
+
+class Part(StrEnum):
+    """A part of a request's shape a model can refuse."""
+
+    MODE = "structured output mode"
+    THINKING = "thinking"
+    EFFORT = "effort"
+
+
+class ShapeRefused(LLMError):
+    """A 400 refusing part of the request (`part`); the adapter drops it for the model."""
+
+    def __init__(self, message: str, *, part: Part) -> None:
+        super().__init__(message)
+        self.part = part
+
+
+_FORMAT_WORDS = re.compile(
+    r"output_config|output_format|\bformat\b|structured output|json_schema|schema", re.IGNORECASE
+)
+
+
+def refused_part(*, status: int, error_type: str | None, message: str, shape: Shape) -> Part | None:
+    """The part of `shape` a refusal is about, or None when it is another error.
+
+    Branches on the status and error type first; the message text is only a best-effort
+    classifier (the SDK: its "wording can change, so don't match on it"), and only for a part
+    the request did send, so a misread refusal costs one request, never a loop.
+    """
+    if status != 400 or error_type != "invalid_request_error":
+        return None
+    lowered = message.lower()
+    # Anthropic, whats-new-opus-5-5: forced tool_choice → 400 `tool_choice: type "tool" and
+    # "any" are not supported for this model.` Older models with thinking on answer
+    # "Thinking may not be enabled when tool_choice forces tool use.": the tool goes first.
+    if shape.mode is StructuredMode.TOOL and "tool_choice" in lowered:
+        return Part.MODE
+    # Anthropic, thinking troubleshooting: extended-only models (the 4.5 generation) answer
+    # adaptive thinking with `adaptive thinking is not supported on this model`. The refusals
+    # of `enabled`/`disabled` name `output_config.effort` too: about thinking all the same.
+    if "thinking" in lowered:
+        return Part.THINKING if shape.thinking else None
+    if "effort" in lowered:
+        return Part.EFFORT if shape.effort is not None else None
+    # Anthropic, structured-outputs: a model without them, or a schema feature they lack, is
+    # a 400 `invalid_request_error` naming `output_config.format`.
+    if shape.mode is StructuredMode.OUTPUT_FORMAT and _FORMAT_WORDS.search(message):
+        return Part.MODE
+    return None
 
 
 class AnthropicLLM:
-    """Claude models over the Messages API (or a server speaking it at `base_url`)."""
+    """Claude models over the Messages API (or a server speaking it at `base_url`);
+    `facts_of` gives a model's catalogue entry, None for a model the catalogue does not know."""
 
     def __init__(
         self,
@@ -104,6 +238,7 @@ class AnthropicLLM:
         api_key: str,
         base_url: str | None,
         price_of: Callable[[str], Pricing],
+        facts_of: Callable[[str], ModelEntry | None],
         timeout_s: float,
         retry: RetryPolicy,
         prompt_caching: bool = True,
@@ -112,10 +247,14 @@ class AnthropicLLM:
         self._api_key = api_key
         self.base_url = base_url
         self.price_of = price_of
+        self.facts_of = facts_of
         self.timeout_s = timeout_s
         self.retry = retry
         self.prompt_caching = prompt_caching
         self.key_variable = key_variable
+        self._mode_index: dict[str, int] = {}
+        self._no_thinking: set[str] = set()
+        self._no_effort: set[str] = set()
         self._client = AsyncAnthropic(
             api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0
         )
@@ -128,12 +267,81 @@ class AnthropicLLM:
     def provider(self) -> str:
         return "anthropic"
 
+    def modes_of(self, model: str) -> Sequence[StructuredMode]:
+        """The structured modes `model` is asked in, strictest first."""
+        entry = self.facts_of(model)
+        return entry.structured if entry is not None else MODES
+
+    def mode_for(self, model: str) -> StructuredMode:
+        """The structured mode currently used for `model` (after any fallback)."""
+        return self.modes_of(model)[self._mode_index.get(model, 0)]
+
+    def shape_for(self, request: LLMRequest) -> Shape:
+        """What `request` is sent with now: the catalogue's facts less what the model refused."""
+        model = request.model
+        entry = self.facts_of(model)
+        # Anthropic, thinking: Opus 5.5, Sonnet 5.5, Haiku 5.5, Fable 5.x think always and take
+        # only `adaptive`; on Opus 4.8 and earlier thinking is off by default, so leaving the
+        # field out leaves it off (and the 4.5 generation refuses `adaptive`).
+        thinks = entry is not None and entry.thinking is Thinking.ALWAYS
+        return Shape(
+            mode=self.mode_for(model) if request.output_schema is not None else None,
+            thinking=thinks and model not in self._no_thinking,
+            effort=request.effort if model not in self._no_effort else None,
+        )
+
     async def complete(self, request: LLMRequest) -> Completion:
         pricing = self.price_of(request.model)
-        params = build_params(request, prompt_caching=self.prompt_caching)
+        check_effort(self.facts_of(request.model), request.model, request.effort)
+        while True:
+            shape = self.shape_for(request)
+            try:
+                return await self._complete_with(request, shape, pricing)
+            except ShapeRefused as refused:
+                self._drop(request.model, shape, refused)
+
+    def _drop(self, model: str, shape: Shape, refused: ShapeRefused) -> None:
+        """Stop sending what `refused` names to `model`. Idempotent: calls refused together
+        (a panel's first round) move the model on once."""
+        if refused.part is Part.THINKING:
+            self._no_thinking.add(model)
+            log.warning("anthropic model %s refused adaptive thinking; not sending it", model)
+            return
+        if refused.part is Part.EFFORT:
+            self._no_effort.add(model)
+            log.warning(
+                "anthropic model %s refused effort %s; not sending it: unset %s for the roles"
+                " using this model",
+                model,
+                shape.effort,
+                EFFORT_SETTING,
+            )
+            return
+        modes = self.modes_of(model)
+        index = self._mode_index.get(model, 0)
+        if modes[index] is not shape.mode:
+            return
+        if index + 1 >= len(modes):
+            raise LLMError(
+                f"{refused} It was the last structured output mode the model catalogue lists"
+                f" for it ({', '.join(modes)}); add `prompt` to its `structured` modes in"
+                " DEBATEBOT_MODELS_FILE"
+            ) from refused
+        self._mode_index[model] = index + 1
+        log.warning(
+            "anthropic model %s refused structured output mode %s; falling back to %s",
+            model,
+            modes[index].value,
+            modes[index + 1].value,
+        )
+
+    async def _complete_with(
+        self, request: LLMRequest, shape: Shape, pricing: Pricing
+    ) -> Completion:
+        params = build_params(request, shape, prompt_caching=self.prompt_caching)
         started = time.perf_counter()
         response = await with_retries(
-            lambda: self._create(params, request.model),
+            lambda: self._create(params, request.model, shape),
             policy=self.retry,
             what=f"anthropic model {request.model}",
         )
@@ -141,19 +349,35 @@ class AnthropicLLM:
         usage = response.usage
         cache_read = getattr(usage, "cache_read_input_tokens", None) or 0
         cache_write = getattr(usage, "cache_creation_input_tokens", None) or 0
+        details = getattr(usage, "output_tokens_details", None)
+        # `output_tokens` is the billed total, thinking included; `thinking_tokens` is the
+        # part of it spent thinking (SDK: OutputTokensDetails).
+        thinking = (getattr(details, "thinking_tokens", None) or 0) if details else 0
         counted = Usage(
             input_tokens=usage.input_tokens + cache_read + cache_write,
             output_tokens=usage.output_tokens,
             cached_input_tokens=cache_read,
             cache_write_input_tokens=cache_write,
+            reasoning_tokens=min(thinking, usage.output_tokens),
         )
         if response.stop_reason == "refusal":
             raise LLMError(
                 f"anthropic model {request.model} refused to answer. Rephrase the question or"
                 " use another model for this role"
             )
+        text = reply_text(response, request, shape.mode)
+        if not text and response.stop_reason == "max_tokens" and counted.reasoning_tokens:
+            # Returned, not raised: the thinking was billed, and only a completion carries
+            # its cost to the budget. The caller re-asks, then fails naming max_tokens.
+            log.warning(
+                "anthropic model %s spent all %d output tokens thinking and gave no answer;"
+                " raise DEBATEBOT_ROLES__<ROLE>__MAX_TOKENS or lower %s for its roles",
+                request.model,
+                request.max_tokens,
+                EFFORT_SETTING,
+            )
         return Completion(
-            text=reply_text(response, request),
+            text=text,
             usage=counted,
             cost_usd=pricing.cost(counted),
             provider=self.provider,
@@ -162,7 +386,7 @@ class AnthropicLLM:
             finish_reason=response.stop_reason,
         )
 
-    async def _create(self, params: dict[str, Any], model: str) -> Any:
+    async def _create(self, params: dict[str, Any], model: str, shape: Shape) -> Any:
         try:
             return await self._client.messages.create(**params)
         except anthropic.APITimeoutError as error:
@@ -177,6 +401,16 @@ class AnthropicLLM:
                 retryable=True,
             ) from error
         except anthropic.APIStatusError as error:
+            message = redact(error.api_message or error.message, self._api_key)
+            part = refused_part(
+                status=error.status_code, error_type=error.type, message=message, shape=shape
+            )
+            if part is not None:
+                raise ShapeRefused(
+                    f"anthropic model {model} refused {part.value}"
+                    f" (HTTP {error.status_code}: {message[:300]}).",
+                    part=part,
+                ) from error
             raise status_error(
                 provider="anthropic",
                 model=model,

@@ -1,5 +1,6 @@
 """A scriptable model server on 127.0.0.1 speaking OpenAI's chat completions and Anthropic's
-Messages API, for fault injection against the real SDKs.
+Messages API, for fault injection against the real SDKs (it enforces no vendor's rules; the
+Anthropic stand-in, `anthropic_standin.py`, does).
 
 Each endpoint answers from a queue of `Step`s (a status, headers, a hang, or a reply text);
 when the queue is empty it answers correctly: the canned debate reply for a schema that has one,
@@ -27,6 +28,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from engine.providers.fake import CANNED_DEBATE_REPLIES, fill_schema
+from tests.integration.anthropic_standin import answer_for
 
 
 @dataclass
@@ -49,15 +51,32 @@ class Recorded:
 
 
 OPENAI_USAGE = {"prompt_tokens": 1_000, "completion_tokens": 100, "cached_tokens": 600}
-ANTHROPIC_USAGE = {"input_tokens": 200, "output_tokens": 100, "read": 700, "write": 100}
+ANTHROPIC_USAGE = {
+    "input_tokens": 200,
+    "output_tokens": 100,
+    "read": 700,
+    "write": 100,
+    "thinking": 40,
+}
+"""`thinking` is the part of `output_tokens` reported as thinking when the request thinks."""
+
+
+def anthropic_format(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The schema of an Anthropic request's `output_config.format` (structured outputs)."""
+    fmt = (body.get("output_config") or {}).get("format") or {}
+    schema = fmt.get("schema")
+    return dict(schema) if isinstance(schema, dict) else None
 
 
 def schema_name(api: str, body: dict[str, Any]) -> str:
     """The requested output type: the tool or json_schema name, else the canned reply whose
-    fields the json_object schema lists."""
+    fields the json_object or output_config schema lists."""
     if api == "anthropic":
-        return str(body["tools"][0]["name"]) if body.get("tools") else ""
-    fmt = body.get("response_format") or {}
+        if body.get("tools"):
+            return str(body["tools"][0]["name"])
+        fmt: dict[str, Any] = {"schema": anthropic_format(body) or {}}
+    else:
+        fmt = body.get("response_format") or {}
     if "json_schema" in fmt:
         return str(fmt["json_schema"].get("name", ""))
     fields = set(fmt.get("schema", {}).get("properties", {}))
@@ -196,18 +215,26 @@ class ModelServer:
         if failure is not None:
             return failure
         name = schema_name("anthropic", body)
-        if step.text is None:
-            content: list[dict[str, Any]] = [
+        thinks = bool(body.get("thinking"))
+        content: list[dict[str, Any]] = []
+        if thinks:
+            content.append({"type": "thinking", "thinking": "", "signature": "sig-loopback"})
+        if step.text is not None:
+            content.append({"type": "text", "text": step.text})
+        elif body.get("tools"):
+            content.append(
                 {
                     "type": "tool_use",
                     "id": f"toolu_{uuid.uuid4().hex[:20]}",
                     "name": name,
                     "input": reply_for(name, body["tools"][0].get("input_schema")),
                 }
-            ]
+            )
         else:
-            content = [{"type": "text", "text": step.text}]
+            answer = answer_for(anthropic_format(body), name=name)
+            content.append({"type": "text", "text": json.dumps(answer)})
         usage = ANTHROPIC_USAGE
+        tool_call = content[-1]["type"] == "tool_use"
         return web.json_response(
             {
                 "id": f"msg_{uuid.uuid4().hex[:20]}",
@@ -215,13 +242,16 @@ class ModelServer:
                 "role": "assistant",
                 "model": body["model"],
                 "content": content,
-                "stop_reason": step.finish or ("tool_use" if step.text is None else "end_turn"),
+                "stop_reason": step.finish or ("tool_use" if tool_call else "end_turn"),
                 "stop_sequence": None,
                 "usage": {
                     "input_tokens": usage["input_tokens"],
                     "output_tokens": usage["output_tokens"],
                     "cache_read_input_tokens": usage["read"],
                     "cache_creation_input_tokens": usage["write"],
+                    "output_tokens_details": {
+                        "thinking_tokens": usage["thinking"] if thinks else 0
+                    },
                 },
             }
         )

@@ -56,6 +56,7 @@ def anthropic_llm(
         api_key=KEY,
         base_url=server.url,
         price_of=lambda model: PRICES.require_price("anthropic", model),
+        facts_of=lambda model: PRICES.find("anthropic", model),
         timeout_s=timeout_s,
         retry=retry,
     )
@@ -204,21 +205,50 @@ async def test_openai_usage_counts_cached_tokens_and_prices_them(server: ModelSe
     assert completion.cost_usd == pytest.approx((400 * 0.40 + 600 * 0.10 + 100 * 1.60) / 1e6)
 
 
-async def test_anthropic_forced_tool_cache_control_and_cache_pricing(server: ModelServer) -> None:
-    result = await complete_structured(
-        anthropic_llm(server), proposer_request(ANTHROPIC_MODEL), ProposerTurn
-    )
+@pytest.mark.parametrize(
+    ("model", "asked"),
+    [("claude-opus-5-5", "output_config"), (ANTHROPIC_MODEL, "tool_choice")],
+)
+async def test_anthropic_cache_control_and_cache_pricing_in_either_structured_mode(
+    server: ModelServer, model: str, asked: str
+) -> None:
+    result = await complete_structured(anthropic_llm(server), proposer_request(model), ProposerTurn)
     body = server.requests[0].body
-    assert body["tool_choice"] == {"type": "tool", "name": "ProposerTurn"}
-    assert body["tools"][0]["input_schema"]["properties"].keys() >= {"thesis"}
+    if asked == "tool_choice":
+        # An older model: structured output is a forced tool call, and thinking stays off.
+        assert body["tool_choice"] == {"type": "tool", "name": "ProposerTurn"}
+        assert body["tools"][0]["input_schema"]["properties"].keys() >= {"thesis"}
+        assert "thinking" not in body
+        assert "output_config" not in body
+    else:
+        # A current model: structured outputs, adaptive thinking, no tools.
+        schema = body["output_config"]["format"]["schema"]
+        assert body["output_config"]["format"]["type"] == "json_schema"
+        assert schema["properties"].keys() >= {"thesis"}
+        assert body["thinking"] == {"type": "adaptive"}
+        assert "tools" not in body
+        assert "tool_choice" not in body
     assert body["system"][-1]["cache_control"] == {"type": "ephemeral"}
     assert all(isinstance(m["content"], str) for m in body["messages"])
-    usage = result.usage
-    assert usage == Usage(
-        input_tokens=1_000, output_tokens=100, cached_input_tokens=700, cache_write_input_tokens=100
+    thinking = 40 if "thinking" in body else 0
+    assert result.usage == Usage(
+        input_tokens=1_000,
+        output_tokens=100,
+        cached_input_tokens=700,
+        cache_write_input_tokens=100,
+        reasoning_tokens=thinking,
     )
-    # claude-haiku-4-5: $1 input, $0.10 cache read, $1.25 cache write, $5 output per MTok.
-    expected = (200 * 1.0 + 700 * 0.10 + 100 * 1.25 + 100 * 5.0) / 1e6
+    price = PRICES.require_price("anthropic", model)
+    assert price.cached_input_per_mtok is not None
+    assert price.cache_write_per_mtok is not None
+    # 200 plain input, 700 cache reads, 100 cache writes, 100 output (thinking included):
+    # claude-opus-5-5 $4 / $0.20 / $5 / $20, claude-haiku-4-5 $1 / $0.10 / $1.25 / $5 per MTok.
+    expected = (
+        200 * price.input_per_mtok
+        + 700 * price.cached_input_per_mtok
+        + 100 * price.cache_write_per_mtok
+        + 100 * price.output_per_mtok
+    ) / 1e6
     assert result.cost_usd == pytest.approx(expected)
 
 

@@ -4,12 +4,14 @@
   server running the SmolLM2 GGUF: a one-round debate end to end over HTTP, with the server's
   refusal of `json_schema` detected and structured output falling back to `json_object`+schema.
 - The `anthropic` SDK against LiteLLM's proxy, which speaks the Messages API and forwards to the
-  same llama.cpp server; structured output comes back as a forced tool call.
+  same llama.cpp server; structured output comes back as a forced tool call (the alias's
+  catalogue entry says so).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import socket
@@ -28,7 +30,6 @@ from bot.settings import Settings
 from engine.errors import LLMError
 from engine.llm import LLMRequest, Message, complete_structured
 from engine.models import DebateStatus, ProposerTurn, Role
-from engine.pricing import Pricing
 from engine.providers.local import smollm2_path
 from engine.providers.openai_chat import OpenAIChatLLM, StructuredMode
 from engine.runner import run_debate
@@ -222,7 +223,31 @@ async def test_llama_cpp_server_refusing_json_schema_is_detected_not_retried(
     assert await asyncio.to_thread(status_of, f"{llama_server}/models") == 200, "server died"
 
 
-async def test_anthropic_sdk_through_litellm_messages_api(litellm_proxy: str) -> None:
+async def test_anthropic_sdk_through_litellm_messages_api(
+    litellm_proxy: str, tmp_path: Path
+) -> None:
+    # LiteLLM passes `output_config` on to llama.cpp's server, which ignores it without an
+    # error, so no fallback can notice: the alias gets a catalogue entry saying it takes
+    # forced tools, as a deployment behind such a gateway would give it.
+    catalogue = tmp_path / "models.json"
+    catalogue.write_text(
+        json.dumps(
+            {
+                "models": [
+                    {
+                        "provider": "anthropic",
+                        "id": CLAUDE_ALIAS,
+                        "prices": {"input_per_mtok": 1.0, "output_per_mtok": 5.0},
+                        "structured": ["tool", "prompt"],
+                        "temperature": True,
+                        "thinking": "none",
+                        "source": "LiteLLM proxy in front of llama.cpp (test)",
+                        "checked": "2026-11-25",
+                    }
+                ]
+            }
+        )
+    )
     settings = Settings(
         provider="anthropic",
         model=CLAUDE_ALIAS,
@@ -230,7 +255,7 @@ async def test_anthropic_sdk_through_litellm_messages_api(litellm_proxy: str) ->
         anthropic_base_url=litellm_proxy,
         # LiteLLM hands content blocks to llama.cpp's server, which takes plain strings only.
         anthropic_prompt_caching=False,
-        prices={f"anthropic:{CLAUDE_ALIAS}": Pricing(input_per_mtok=1.0, output_per_mtok=5.0)},
+        models_file=catalogue,
         llm_max_attempts=2,
     )
     services = build_services(settings)

@@ -19,7 +19,6 @@ from engine.errors import LLMError, ProviderUnavailableError, RetriesExhaustedEr
 from engine.llm import Completion, LLMRequest, Message
 from engine.models import Effort, ModelSettings, Usage
 from engine.pricing import Pricing, PricingError, read_prices
-from engine.providers.anthropic_messages import build_params
 from engine.providers.fake import FunctionLLM
 from engine.providers.openai_chat import (
     Learned,
@@ -30,7 +29,7 @@ from engine.providers.openai_chat import (
     usage_of,
 )
 from engine.providers.retry import RetryPolicy, parse_retry_after, with_retries
-from engine.providers.schemas import strict_schema, tool_input_schema
+from engine.providers.schemas import strict_schema
 
 # --- cost --------------------------------------------------------------------------------
 
@@ -298,29 +297,6 @@ def test_openai_usage_counts_cache_reads_writes_and_reasoning() -> None:
     # $0.50 per million tokens (reasoning is output).
     luna = Catalog.load().require_price("openai", "gpt-6-luna")
     assert luna.cost(counted) == pytest.approx((8 + 10.24 + 112 + 350) / 1e6)
-
-
-def test_anthropic_params_force_the_tool_and_cache_the_stable_prefix() -> None:
-    params = build_params(request(), prompt_caching=True)
-    assert params["tool_choice"] == {"type": "tool", "name": "Proposer_Turn_"}
-    assert params["tools"][0]["input_schema"] == tool_input_schema(SCHEMA)
-    assert params["system"] == [
-        {
-            "type": "text",
-            "text": "preamble with question and context",
-            "cache_control": {"type": "ephemeral"},
-        }
-    ]
-    assert params["messages"] == [{"role": "user", "content": "role prompt"}]
-    assert "temperature" not in params
-
-
-def test_anthropic_cache_mark_moves_to_the_last_stable_message() -> None:
-    params = build_params(request(stable=2), prompt_caching=True)
-    assert params["system"] == "preamble with question and context"
-    assert params["messages"][0]["content"][-1]["cache_control"] == {"type": "ephemeral"}
-    plain = build_params(request(), prompt_caching=False)
-    assert "cache_control" not in json.dumps(plain)
 
 
 # --- settings: keys and role models -------------------------------------------------------
