@@ -34,7 +34,7 @@ from sqlmodel import Session
 
 from bot.store import repository
 from bot.store.db import make_engine, upgrade
-from bot.store.tables import Debate, Turn
+from bot.store.tables import Debate, DebateSource, Turn
 from bot.store.writer import TurnWriter
 from engine.models import DebateSpec, Role, TurnRecord, Usage
 
@@ -72,7 +72,9 @@ def write_latencies(url: str, turns: int) -> list[float]:
     upgrade(url)
     engine = make_engine(url)
     with Session(engine) as session:
-        debate, _ = repository.enqueue_debate(session, trigger_key="bench", spec=SPEC, source="b")
+        debate, _ = repository.enqueue_debate(
+            session, trigger_key="bench", spec=SPEC, source=DebateSource.COMMAND
+        )
         debate_id = debate.id
         repository.claim_debate(session, worker_id="bench", lease_s=600)
     assert debate_id is not None
@@ -98,7 +100,7 @@ def claimed_debates(url: str, debates: int) -> list[int]:
     with Session(engine) as session:
         for index in range(debates):
             debate, _ = repository.enqueue_debate(
-                session, trigger_key=f"w{index}", spec=SPEC, source="b"
+                session, trigger_key=f"w{index}", spec=SPEC, source=DebateSource.COMMAND
             )
             assert debate.id is not None
             ids.append(debate.id)
@@ -191,7 +193,9 @@ def claim_throughput(url: str, debates: int, processes: int) -> tuple[float, lis
     engine = make_engine(url)
     with Session(engine) as session:
         for i in range(debates):
-            repository.enqueue_debate(session, trigger_key=f"q{i}", spec=SPEC, source="b")
+            repository.enqueue_debate(
+                session, trigger_key=f"q{i}", spec=SPEC, source=DebateSource.COMMAND
+            )
     workers = [
         subprocess.Popen(
             [sys.executable, "-m", "benchmarks.store_bench", "--claimer", url],

@@ -44,6 +44,7 @@ from bot.store import slack as slack_store
 from bot.store.audit import ChainReport
 from bot.store.db import redacted, session_scope, upgrade
 from bot.store.export import export_record, render_markdown, verify_export
+from bot.store.tables import DebateSource
 from engine.catalog import Lifecycle, ModelRetiredError, lifecycle_notes
 from engine.errors import EngineError
 from engine.events import DebateEvent, TurnFinished, TurnStarted
@@ -264,7 +265,7 @@ async def _run_debate(
         )
         with session_scope(engine) as session:
             queued, _ = repository.enqueue_debate(
-                session, trigger_key=f"cli:{uuid.uuid4()}", spec=spec, source="cli"
+                session, trigger_key=f"cli:{uuid.uuid4()}", spec=spec, source=DebateSource.CLI
             )
         assert queued.id is not None
         claimed = await worker.claim_with_run(queued.id)

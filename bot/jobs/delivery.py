@@ -40,7 +40,7 @@ from bot.store import outbox
 from bot.store.db import in_session
 from bot.store.errors import DatabaseUnavailableError
 from bot.store.outbox import PARENT, Draft
-from bot.store.tables import Debate, Outbox
+from bot.store.tables import Debate, Outbox, OutboxAction, OutboxFallback, OutboxTarget
 from engine.models import DebateSpec
 
 log = logging.getLogger(__name__)
@@ -138,7 +138,7 @@ class OutboxDelivery:
 
     async def _run_lane(self, debate_id: int, action: str) -> None:
         try:
-            if action == "post":
+            if action == OutboxAction.POST:
                 while await self._next_post(debate_id):
                     pass
             else:
@@ -167,7 +167,7 @@ class OutboxDelivery:
             raise
 
     async def _post(self, row: Outbox, debate: Debate) -> bool:
-        if row.target == "dm":
+        if row.target == OutboxTarget.DM:
             delivered = await self._direct(row, list(row.recipients), "direct message")
             if delivered is False:
                 await self._fail(row, "no recipient could be sent a DM")
@@ -175,7 +175,7 @@ class OutboxDelivery:
         if debate.halt_reason is not None:
             return await self._unreachable(row, debate, debate.halt_reason)
         thread_ts = None
-        if row.target == "thread":
+        if row.target == OutboxTarget.THREAD:
             thread_ts = debate.thread_ts
             if thread_ts is None:
                 return await self._unreachable(row, debate, "the debate's thread was never posted")
@@ -200,7 +200,7 @@ class OutboxDelivery:
             reason = f"cannot post in <#{row.channel_id}> ({error.code})"
             await self._halt(debate, reason)
             return await self._unreachable(row, debate, reason)
-        if error.code in THREAD_GONE and row.target == "thread":
+        if error.code in THREAD_GONE and row.target == OutboxTarget.THREAD:
             return await self._move_thread(row, debate, error.code)
         if error.code in TOO_BIG and row.part == 0:
             parts = blocks.resplit(blocks.Message(row.text, row.blocks))
@@ -222,7 +222,7 @@ class OutboxDelivery:
         try:
             moved = await self._repost_parent(debate, code)
         except PostError as error:
-            if row.action == "post":
+            if row.action == OutboxAction.POST:
                 return await self._post_failed(row, debate, error)
             if error.retryable:
                 await self._retry(row, error)
@@ -238,7 +238,7 @@ class OutboxDelivery:
     async def _unreachable(self, row: Outbox, debate: Debate, reason: str) -> bool:
         """The thread cannot be reached: review requests go by DM (reviewers, else the
         requester, else the workspace admins); anything else is given up."""
-        if row.fallback != "reviewers":
+        if row.fallback != OutboxFallback.REVIEWERS:
             await self._fail(row, f"thread unreachable: {reason}")
             return True
         chain: list[tuple[str, list[str] | None]] = [
@@ -521,7 +521,7 @@ class OutboxDelivery:
                     key="dm:halted",
                     text=text,
                     blocks=blocks.notice(text).blocks,
-                    target="dm",
+                    target=OutboxTarget.DM,
                     recipients=(debate.requested_by,),
                 )
             )

@@ -39,7 +39,7 @@ from bot.metrics import Metrics
 from bot.store import outbox, repository
 from bot.store.db import in_session
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError, StoreRefusedError
-from bot.store.tables import Debate, Escalation
+from bot.store.tables import Debate, Escalation, TriageState
 from bot.store.writer import FinishWriter, TurnWriter
 from engine import triage
 from engine.errors import LLMError
@@ -245,7 +245,7 @@ class DebateWorker:
 
         async def run() -> DebateResult:
             outcome = None
-            if debate.triage == "pending":
+            if debate.triage == TriageState.PENDING:
                 outcome = await self._triage(debate_id, spec, persist, recorded, halt)
                 if outcome is not None and not outcome.gate.debate:
                     return triage.answered(spec, outcome)

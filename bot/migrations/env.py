@@ -27,11 +27,23 @@ def run_migrations_online() -> None:
     assert url, "alembic needs sqlalchemy.url; run migrations through `debatebot db upgrade`"
     engine = make_engine(url, create=True)
     with engine.connect() as connection:
+        sqlite = connection.dialect.name == "sqlite"
+        if sqlite:
+            # A batch operation on SQLite copies the table and drops the old one, which the
+            # other tables' foreign keys forbid while they are enforced. The pragma only takes
+            # effect outside a transaction, so it goes straight to the driver's connection.
+            connection.connection.driver_connection.execute("PRAGMA foreign_keys=OFF")  # type: ignore[union-attr]
         context.configure(
             connection=connection, target_metadata=target_metadata, render_as_batch=True
         )
         with context.begin_transaction():
             context.run_migrations()
+            if sqlite:
+                broken = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+                if broken:
+                    raise RuntimeError(f"the migration broke foreign keys: {broken[:5]}")
+        if sqlite:
+            connection.connection.driver_connection.execute("PRAGMA foreign_keys=ON")  # type: ignore[union-attr]
     engine.dispose()
 
 

@@ -41,7 +41,16 @@ from bot.store.db import in_session
 from bot.store.errors import BudgetExceededError, InFlightLimitError, StoreNoAnswerError
 from bot.store.outbox import Draft
 from bot.store.repository import InFlightLimits, SpendCaps
-from bot.store.tables import ChannelSettings, Debate, Escalation, EscalationState, Review
+from bot.store.tables import (
+    ChannelSettings,
+    Debate,
+    DebateSource,
+    Escalation,
+    EscalationState,
+    FeedbackValue,
+    Review,
+    TriageState,
+)
 from engine.errors import SpecError
 from engine.models import ContextDocument, DebateResult, DebateSpec
 from engine.protocols import PROTOCOL_NAMES, checked_protocol
@@ -189,7 +198,7 @@ class SlackDebates:
         *,
         trigger_key: str,
         spec: DebateSpec,
-        source: str,
+        source: DebateSource,
         channel: str,
         user: str | None,
         thread_ts: str | None = None,
@@ -257,7 +266,7 @@ class SlackDebates:
         channel: str,
         user: str,
         trigger_key: str,
-        source: str,
+        source: DebateSource,
         reachable: bool = False,
     ) -> Started:
         """Queue the debate a command or the form asks for; `reachable` when the caller has
@@ -348,7 +357,7 @@ class SlackDebates:
         return await self._start(
             trigger_key=f"adr:{channel}:{ts}",
             spec=spec,
-            source="adr",
+            source=DebateSource.ADR,
             channel=channel,
             user=user,
             thread_ts=ts,
@@ -376,7 +385,7 @@ class SlackDebates:
         return await self._start(
             trigger_key=f"adr:{channel}:{ts}",
             spec=spec,
-            source="link",
+            source=DebateSource.LINK,
             channel=channel,
             user=user,
             thread_ts=ts,
@@ -421,7 +430,7 @@ class SlackDebates:
         return await self._start(
             trigger_key=f"adr:{channel}:{ts}",
             spec=spec,
-            source="upload",
+            source=DebateSource.UPLOAD,
             channel=channel,
             user=user,
             thread_ts=ts,
@@ -436,11 +445,11 @@ class SlackDebates:
         if reaction != settings.trigger_reaction:
             return None
         return await self.start_from_thread(
-            channel=channel, ts=ts, user=user, source="reaction", triage=settings.triage
+            channel=channel, ts=ts, user=user, source=DebateSource.REACTION, triage=settings.triage
         )
 
     async def start_from_thread(
-        self, *, channel: str, ts: str, user: str, source: str, triage: bool = False
+        self, *, channel: str, ts: str, user: str, source: DebateSource, triage: bool = False
     ) -> Started:
         """Debate the whole thread `ts` belongs to, read from Slack, in that thread (after a
         triage, when `triage`)."""
@@ -505,7 +514,7 @@ class SlackDebates:
         return await self._start(
             trigger_key=f"assistant:{channel}:{ts}",
             spec=spec,
-            source="assistant",
+            source=DebateSource.ASSISTANT,
             channel=channel,
             user=user,
             thread_ts=thread_ts,
@@ -566,7 +575,7 @@ class SlackDebates:
         return await self.db(lambda s: store.review_of(s, escalation_id=escalation_id))
 
     async def decide(
-        self, *, escalation_id: int, user: str, decision: str, note: str | None
+        self, *, escalation_id: int, user: str, decision: EscalationState, note: str | None
     ) -> tuple[Review, bool]:
         """Record a reviewer's decision once, with the review request shown decided (an owed
         update, delivered like every other message)."""
@@ -648,7 +657,7 @@ class SlackDebates:
         """Start the debate a triage decided against, in the same thread, exactly once however
         often the button is clicked; it owes the answer message an update saying who did."""
         original = await self.db(lambda s: repository.get_debate(s, debate_id=debate_id))
-        if original.triage != "answered" or original.channel_id is None:
+        if original.triage != TriageState.ANSWERED or original.channel_id is None:
             raise CommandError(f"debate #{debate_id} was not answered without a debate")
         spec = DebateSpec.model_validate_json(original.spec_json)
         record = await self.db(lambda s: repository.verdict_for(s, debate_id=debate_id))
@@ -657,7 +666,7 @@ class SlackDebates:
         started = await self._start(
             trigger_key=f"anyway:{debate_id}",
             spec=spec,
-            source="debate_anyway",
+            source=DebateSource.DEBATE_ANYWAY,
             channel=original.channel_id,
             user=user,
             thread_ts=original.thread_ts,
@@ -682,7 +691,7 @@ class SlackDebates:
         The click must come from the verdict message of the debate it names, so a forged
         payload cannot vote on another debate; NotAllowedError otherwise."""
         kind, _, raw_id = value.partition(":")
-        if kind not in store.FEEDBACK_VALUES or not raw_id.isdigit():
+        if kind not in set(FeedbackValue) or not (raw_id.isascii() and raw_id.isdigit()):
             raise NotAllowedError("This feedback button is not one of mine; nothing was recorded.")
         debate_id = int(raw_id)
         rows = await self.db(lambda s: outbox.rows_of(s, debate_id=debate_id))
@@ -698,7 +707,9 @@ class SlackDebates:
                 "This feedback does not belong to a verdict of mine; nothing was recorded."
             )
         _, changed = await self.db(
-            lambda s: store.record_feedback(s, debate_id=debate_id, user_id=user, value=kind)
+            lambda s: store.record_feedback(
+                s, debate_id=debate_id, user_id=user, value=FeedbackValue(kind)
+            )
         )
         return debate_id, changed
 

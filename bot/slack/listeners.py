@@ -53,7 +53,7 @@ from bot.store.errors import (
     StoreReadOnlyError,
     StoreRefusedError,
 )
-from bot.store.tables import ChannelSettings, EscalationState
+from bot.store.tables import ChannelSettings, DebateSource, EscalationState
 from engine.models import clean_text
 
 log = logging.getLogger(__name__)
@@ -388,7 +388,7 @@ async def on_debate_command(
                 channel=channel,
                 user=user,
                 trigger_key=f"command:{command['trigger_id']}",
-                source="command",
+                source=DebateSource.COMMAND,
             )
     except (CommandError, NotAllowedError) as error:
         await respond(response_type="ephemeral", text=f":warning: {_said(error)}")
@@ -439,7 +439,7 @@ async def on_debate_form(
             channel=channel,
             user=user,
             trigger_key=f"modal:{view['id']}",
-            source="modal",
+            source=DebateSource.MODAL,
             reachable=True,
         )
     except CommandError as error:
@@ -647,7 +647,9 @@ async def on_shortcut(
     channel, ts = shortcut["channel"]["id"], shortcut["message"]["ts"]
     user = shortcut["user"]["id"]
     try:
-        await debates.start_from_thread(channel=channel, ts=ts, user=user, source="shortcut")
+        await debates.start_from_thread(
+            channel=channel, ts=ts, user=user, source=DebateSource.SHORTCUT
+        )
     except CommandError as error:
         await respond(response_type="ephemeral", text=f":warning: {_said(error)}")
     except SlackApiError as error:

@@ -23,7 +23,14 @@ from bot.slack import blocks, rounds
 from bot.store import outbox
 from bot.store.db import in_session
 from bot.store.outbox import PARENT, PARENT_UPDATE, REVIEW, Draft
-from bot.store.tables import Debate, Escalation, Review
+from bot.store.tables import (
+    Debate,
+    Escalation,
+    OutboxAction,
+    OutboxFallback,
+    OutboxTarget,
+    Review,
+)
 from engine.events import DebateEvent, EventSink, RoundFinished, TurnStarted
 from engine.models import DebateResult, DebateSpec
 
@@ -43,7 +50,6 @@ THREADED_SOURCES = (
 ANSWER = "answer"
 ASSISTANT_STATUS = "status:assistant"
 """The assistant thread's status line, sent with `assistant.threads.setStatus`."""
-REVIEWERS = "reviewers"
 
 
 @dataclass
@@ -89,7 +95,9 @@ class DebateNotifier:
         spec = DebateSpec.model_validate_json(debate.spec_json)
         parent = self._parent(debate, spec, "queued")
         threaded = debate.source in THREADED_SOURCES
-        drafts = [_draft(PARENT, parent, target="thread" if threaded else "channel")]
+        drafts = [
+            _draft(PARENT, parent, target=OutboxTarget.THREAD if threaded else OutboxTarget.CHANNEL)
+        ]
         full = spec.full_question
         if full != spec.question:
             for n, part in enumerate(blocks.material_messages("The full question", full)):
@@ -99,7 +107,7 @@ class DebateNotifier:
     def status(self, debate: Debate, spec: DebateSpec, status: str, detail: str) -> Draft:
         """The parent's live status, as a coalesced update (only the newest one is sent)."""
         message = self._parent(debate, spec, status, detail)
-        return _draft(PARENT_UPDATE, message, action="update", target_key=PARENT)
+        return _draft(PARENT_UPDATE, message, action=OutboxAction.UPDATE, target_key=PARENT)
 
     def round(self, event: RoundFinished, spec: DebateSpec) -> list[Draft]:
         """A round's (or phase's) message, keyed by its slot so a replay owes nothing new."""
@@ -124,7 +132,7 @@ class DebateNotifier:
             summary = self._parent(debate, result.spec, "complete", result=result)
             return [
                 _draft(ANSWER, answer),
-                _draft(PARENT_UPDATE, summary, action="update", target_key=PARENT),
+                _draft(PARENT_UPDATE, summary, action=OutboxAction.UPDATE, target_key=PARENT),
             ]
         drafts = [
             _draft("verdict" if n == 0 else f"verdict:{n}", part)
@@ -139,7 +147,7 @@ class DebateNotifier:
         ]
         status = result.verdict.status.value
         summary = self._parent(debate, result.spec, status, result=result)
-        drafts.append(_draft(PARENT_UPDATE, summary, action="update", target_key=PARENT))
+        drafts.append(_draft(PARENT_UPDATE, summary, action=OutboxAction.UPDATE, target_key=PARENT))
         if debate.source == "assistant":
             drafts.append(assistant_status(""))
         if escalation is not None:
@@ -158,9 +166,11 @@ class DebateNotifier:
                 _draft(
                     REVIEW,
                     request,
-                    fallback=REVIEWERS,
+                    fallback=OutboxFallback.REVIEWERS,
                     recipients=escalation.reviewers,
-                    target="channel" if debate.review_channel_id else "thread",
+                    target=OutboxTarget.CHANNEL
+                    if debate.review_channel_id
+                    else OutboxTarget.THREAD,
                     channel=debate.review_channel_id,
                 )
             )
@@ -170,7 +180,7 @@ class DebateNotifier:
         """The single answer shown with who started the debate anyway, instead of the button."""
         assert debate.id is not None
         message = blocks.answer_message(result, debate_id=debate.id, taken=taken)
-        return _draft(f"update:{ANSWER}", message, action="update", target_key=ANSWER)
+        return _draft(f"update:{ANSWER}", message, action=OutboxAction.UPDATE, target_key=ANSWER)
 
     def decided(self, escalation: Escalation, review: Review, debate: Debate) -> list[Draft]:
         """The review request shown decided: who, what, when, the note; no buttons."""
@@ -182,7 +192,7 @@ class DebateNotifier:
             note=review.note,
             decided_at=review.created_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         )
-        return [_draft(f"update:{REVIEW}", message, action="update", target_key=REVIEW)]
+        return [_draft(f"update:{REVIEW}", message, action=OutboxAction.UPDATE, target_key=REVIEW)]
 
     def reminder(self, escalation: Escalation, debate: Debate, periods: int, age_h: float) -> Draft:
         who = " ".join(blocks.mention(p) for p in escalation.reviewers)
@@ -193,7 +203,7 @@ class DebateNotifier:
         return _draft(
             f"reminder:{periods}",
             blocks.notice(text),
-            fallback=REVIEWERS,
+            fallback=OutboxFallback.REVIEWERS,
             recipients=escalation.reviewers,
         )
 
@@ -209,11 +219,18 @@ class DebateNotifier:
             " the buttons on the review request."
         )
         announce = blocks.notice(text)
-        drafts = [_draft("expired", announce, fallback=REVIEWERS, recipients=escalation.reviewers)]
+        drafts = [
+            _draft(
+                "expired",
+                announce,
+                fallback=OutboxFallback.REVIEWERS,
+                recipients=escalation.reviewers,
+            )
+        ]
         if owners:
             link = f"<#{debate.channel_id}>" if debate.channel_id else "its channel"
             note = blocks.notice(f"{text}\nYou get this as an owner of {link}'s debate settings.")
-            drafts.append(_draft("expired:owners", note, target="dm", recipients=owners))
+            drafts.append(_draft("expired:owners", note, target=OutboxTarget.DM, recipients=owners))
         return drafts
 
     def _parent(
@@ -266,17 +283,19 @@ class DebateNotifier:
 
 def assistant_status(text: str) -> Draft:
     """The assistant thread's status: who is speaking, or "" to clear it at the end."""
-    return Draft(key=ASSISTANT_STATUS, text=text, blocks=[], action="update", target_key=PARENT)
+    return Draft(
+        key=ASSISTANT_STATUS, text=text, blocks=[], action=OutboxAction.UPDATE, target_key=PARENT
+    )
 
 
 def _draft(
     key: str,
     message: blocks.Message,
     *,
-    target: str = "thread",
-    action: str = "post",
+    target: OutboxTarget = OutboxTarget.THREAD,
+    action: OutboxAction = OutboxAction.POST,
     target_key: str | None = None,
-    fallback: str = "none",
+    fallback: OutboxFallback = OutboxFallback.NONE,
     recipients: list[str] | None = None,
     channel: str | None = None,
 ) -> Draft:

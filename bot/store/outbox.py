@@ -17,14 +17,22 @@ from sqlalchemy import func, or_, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from bot.store.tables import Debate, Escalation, Outbox, OutboxState
+from bot.store.tables import (
+    Debate,
+    Escalation,
+    Outbox,
+    OutboxAction,
+    OutboxFallback,
+    OutboxState,
+    OutboxTarget,
+)
 from engine.models import utcnow
 
 DEFAULT_DEADLINE_S = 24 * 3600.0
 PARENT = "parent"
 PARENT_UPDATE = "update:parent"
 REVIEW = "review"
-OPEN_STATES = (OutboxState.PENDING.value, OutboxState.SENDING.value)
+OPEN_STATES = (OutboxState.PENDING, OutboxState.SENDING)
 
 
 @dataclass(frozen=True)
@@ -34,11 +42,11 @@ class Draft:
     key: str
     text: str
     blocks: list[dict[str, Any]]
-    target: str = "thread"
-    action: str = "post"
+    target: OutboxTarget = OutboxTarget.THREAD
+    action: OutboxAction = OutboxAction.POST
     target_key: str | None = None
     recipients: tuple[str, ...] = ()
-    fallback: str = "none"
+    fallback: OutboxFallback = OutboxFallback.NONE
     channel: str | None = None
     """Where a `channel` post goes when not in the debate's own channel (a review channel)."""
 
@@ -75,15 +83,15 @@ def stage(
     now = utcnow()
     staged: list[Outbox] = []
     for draft in drafts:
-        if draft.action == "update" and draft.target_key == PARENT:
+        if draft.action == OutboxAction.UPDATE and draft.target_key == PARENT:
             draft = replace(draft, target_key=_current_parent(existing))
         row = existing.get(draft.key)
         if row is not None:
-            if draft.action == "update":
+            if draft.action == OutboxAction.UPDATE:
                 row.text, row.blocks = draft.text, draft.blocks
                 row.target_key = draft.target_key or row.target_key
                 row.version += 1
-                row.state = OutboxState.PENDING.value
+                row.state = OutboxState.PENDING
                 row.attempts = 0
                 row.next_attempt_at = now
                 row.deadline_at = now + timedelta(seconds=deadline_s)
@@ -170,7 +178,7 @@ def _claim(session: Session, row: Outbox, owner: str, claim_s: float) -> Outbox 
         update(Outbox)
         .where(col(Outbox.id) == row.id, _due(now))
         .values(
-            state=OutboxState.SENDING.value,
+            state=OutboxState.SENDING,
             claimed_by=owner,
             claimed_until=now + timedelta(seconds=claim_s),
         )
@@ -254,10 +262,10 @@ def mark_sent(
     row.delivered_to = delivered_to
     row.claimed_by, row.claimed_until = None, None
     if row.version != version:
-        row.state = OutboxState.PENDING.value
+        row.state = OutboxState.PENDING
         row.next_attempt_at = now
     else:
-        row.state = OutboxState.SENT.value
+        row.state = OutboxState.SENT
         row.sent_at = now
         row.last_error = None
     session.add(row)
@@ -296,11 +304,7 @@ def mark_retry(
     row.last_error = error
     row.claimed_by, row.claimed_until = None, None
     row.next_attempt_at = now + timedelta(seconds=delay_s)
-    row.state = (
-        OutboxState.FAILED.value
-        if row.next_attempt_at > row.deadline_at
-        else OutboxState.PENDING.value
-    )
+    row.state = OutboxState.FAILED if row.next_attempt_at > row.deadline_at else OutboxState.PENDING
     session.add(row)
     session.commit()
     return row
@@ -319,7 +323,7 @@ def mark_failed(
     if row is None:
         return None
     row.attempts += 1
-    row.state = OutboxState.FAILED.value
+    row.state = OutboxState.FAILED
     row.last_error = error
     row.claimed_by, row.claimed_until = None, None
     session.add(row)
@@ -337,7 +341,7 @@ def split(
     row = _owned(session, row_id, owner)
     if row is None:
         return []
-    row.state = OutboxState.SPLIT.value
+    row.state = OutboxState.SPLIT
     row.last_error = error
     row.claimed_by, row.claimed_until = None, None
     session.add(row)
@@ -370,7 +374,7 @@ def release(session: Session, *, row_id: int, owner: str) -> None:
     row = _owned(session, row_id, owner)
     if row is None:
         return
-    row.state = OutboxState.PENDING.value
+    row.state = OutboxState.PENDING
     row.claimed_by, row.claimed_until = None, None
     session.add(row)
     session.commit()
@@ -402,12 +406,12 @@ def new_parent(
             debate_id=debate_id,
             key=key,
             seq=0,
-            action="post",
-            target="channel" if becomes_thread else "thread",
+            action=OutboxAction.POST,
+            target=OutboxTarget.CHANNEL if becomes_thread else OutboxTarget.THREAD,
             channel_id=channel_id,
             text=text,
             blocks=blocks,
-            state=OutboxState.SENT.value,
+            state=OutboxState.SENT,
             attempts=1,
             deadline_at=now,
             deliveries=[[channel_id, ts]],

@@ -37,11 +37,13 @@ from bot.store.errors import (
 from bot.store.tables import (
     ChannelSettings,
     Debate,
+    DebateSource,
     DebateState,
     Escalation,
     EscalationState,
     Outbox,
     Review,
+    TriageState,
     Turn,
     VerdictRecord,
 )
@@ -231,7 +233,7 @@ def enqueue_debate(
     *,
     trigger_key: str,
     spec: DebateSpec,
-    source: str,
+    source: DebateSource,
     channel_id: str | None = None,
     thread_ts: str | None = None,
     requested_by: str | None = None,
@@ -275,7 +277,7 @@ def enqueue_debate(
         question=spec.question,
         protocol=spec.protocol,
         spec_json=spec.model_dump_json(),
-        triage="pending" if triage else None,
+        triage=TriageState.PENDING if triage else None,
     )
     session.add(debate)
     try:
@@ -724,7 +726,7 @@ def _ending(session: Session, finish: Finish, row: Any, known: _Closing) -> _End
     triage, triage_reason = row.triage, row.triage_reason
     triaged = (result.report or {}).get("triage")
     if isinstance(triaged, dict):
-        triage = "debate" if triaged.get("debated") else "answered"
+        triage = TriageState.DEBATE if triaged.get("debated") else TriageState.ANSWERED
         triage_reason = str(triaged.get("reason") or "")
     debate: dict[str, Any] = {
         "finished_id": debate_id,

@@ -19,13 +19,16 @@ from bot.store.repository import get_debate, turn_rows
 from bot.store.tables import (
     ChannelSettings,
     Debate,
+    DebateSource,
     Escalation,
     EscalationState,
     Feedback,
+    FeedbackValue,
     Outbox,
     OutboxState,
     ProcessedTrigger,
     Review,
+    TriageState,
     Turn,
 )
 from engine.models import DebateSpec, utcnow
@@ -126,7 +129,7 @@ def record_review(
     *,
     escalation_id: int,
     reviewer: str,
-    decision: str,
+    decision: EscalationState,
     note: str | None,
     messages: ReviewMessages | None = None,
 ) -> tuple[Review, bool]:
@@ -141,7 +144,7 @@ def record_review(
         decision=decision,
         note=note or None,
     )
-    escalation.state = EscalationState(decision).value
+    escalation.state = decision
     session.add(escalation)
 
     session.add(review)
@@ -178,7 +181,7 @@ def fork_debate(
     original = get_debate(session, debate_id=debate_id)
     fork = Debate(
         trigger_key=trigger_key,
-        source="another_round",
+        source=DebateSource.ANOTHER_ROUND,
         channel_id=original.channel_id,
         thread_ts=original.thread_ts,
         requested_by=original.requested_by,
@@ -247,16 +250,12 @@ def spend_since(session: Session, *, since: datetime, requested_by: str | None =
 
 # --- feedback on verdicts ------------------------------------------------------------------------
 
-FEEDBACK_VALUES = ("positive", "negative")
-
 
 def record_feedback(
-    session: Session, *, debate_id: int, user_id: str, value: str
+    session: Session, *, debate_id: int, user_id: str, value: FeedbackValue
 ) -> tuple[Feedback, bool]:
     """Store one person's thumbs up or down on a debate; a second click overwrites their row.
     Returns the row and whether it changed anything."""
-    if value not in FEEDBACK_VALUES:
-        raise ValueError(f"feedback is one of {FEEDBACK_VALUES}; got {value!r}")
     for _ in range(2):
         row = session.exec(
             select(Feedback).where(Feedback.debate_id == debate_id, Feedback.user_id == user_id)
@@ -283,7 +282,7 @@ def feedback_counts(session: Session, *, debate_ids: list[int]) -> dict[int, dic
     """Thumbs up and down per debate: {debate_id: {"positive": n, "negative": m}}."""
     if not debate_ids:
         return {}
-    counts: dict[int, dict[str, int]] = {d: {v: 0 for v in FEEDBACK_VALUES} for d in debate_ids}
+    counts: dict[int, dict[str, int]] = {d: {v: 0 for v in FeedbackValue} for d in debate_ids}
     rows = session.exec(
         select(Feedback.debate_id, Feedback.value, func.count())
         .where(col(Feedback.debate_id).in_(debate_ids))
@@ -324,7 +323,7 @@ def protocol_stats(
     debates = counted(per_protocol)
     finished = counted(per_protocol.where(Debate.state == "finished"))
     escalated = counted(per_protocol.join(Escalation, col(Escalation.debate_id) == col(Debate.id)))
-    answered = counted(per_protocol.where(Debate.triage == "answered"))
+    answered = counted(per_protocol.where(Debate.triage == TriageState.ANSWERED))
     votes: dict[tuple[str, str], int] = {
         (protocol, value): count
         for protocol, value, count in session.exec(

@@ -11,9 +11,33 @@ from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import JSON, Column, Text, UniqueConstraint
+from sqlalchemy import Enum as SqlEnum
 from sqlmodel import Field, SQLModel
 
-from engine.models import utcnow
+from engine.models import ConfidenceLevel, DebateStatus, Decision, utcnow
+
+
+def enum_column(
+    enum: type[StrEnum],
+    *,
+    name: str,
+    length: int,
+    nullable: bool = False,
+    index: bool = False,
+    default: StrEnum | None = None,
+) -> Column[Any]:
+    """A column holding one of `enum`'s values as a string (not a database enum type, so a new
+    value needs no type migration), with a CHECK constraint `name` that refuses any other."""
+    kind = SqlEnum(
+        enum,
+        name=name,
+        native_enum=False,
+        create_constraint=True,
+        length=length,
+        values_callable=lambda members: [member.value for member in members],
+        validate_strings=True,
+    )
+    return Column(kind, nullable=nullable, index=index, default=default)
 
 
 class DebateState(StrEnum):
@@ -22,12 +46,38 @@ class DebateState(StrEnum):
     FINISHED = "finished"
 
 
+class DebateSource(StrEnum):
+    """What asked for a debate."""
+
+    COMMAND = "command"
+    MODAL = "modal"
+    ADR = "adr"
+    UPLOAD = "upload"
+    LINK = "link"
+    REACTION = "reaction"
+    SHORTCUT = "shortcut"
+    ANOTHER_ROUND = "another_round"
+    DEBATE_ANYWAY = "debate_anyway"
+    ASSISTANT = "assistant"
+    CLI = "cli"
+
+
+class TriageState(StrEnum):
+    PENDING = "pending"
+    """One cheap call decides first whether to debate at all."""
+    DEBATE = "debate"
+    ANSWERED = "answered"
+    """The single answer was posted with a Debate anyway button."""
+
+
 class Debate(SQLModel, table=True):
     """One requested debate and its job state; `trigger_key` makes a request idempotent."""
 
     id: int | None = Field(default=None, primary_key=True)
     trigger_key: str = Field(max_length=255, unique=True)
-    source: str = Field(max_length=40)
+    source: DebateSource = Field(
+        sa_column=enum_column(DebateSource, name="ck_debate_source", length=40)
+    )
     channel_id: str | None = Field(default=None, max_length=40, index=True)
     thread_ts: str | None = Field(default=None, max_length=40)
     requested_by: str | None = Field(default=None, max_length=80)
@@ -35,12 +85,21 @@ class Debate(SQLModel, table=True):
     question: str = Field(sa_column=Column(Text, nullable=False))
     protocol: str = Field(max_length=40)
     spec_json: str = Field(sa_column=Column(Text, nullable=False))
-    state: str = Field(default=DebateState.QUEUED.value, max_length=20, index=True)
+    state: DebateState = Field(
+        default=DebateState.QUEUED,
+        sa_column=enum_column(DebateState, name="ck_debate_state", length=20, index=True),
+    )
     lease_owner: str | None = Field(default=None, max_length=120)
     lease_expires_at: datetime | None = Field(default=None, index=True)
     claims: int = Field(default=0)
-    outcome: str | None = Field(default=None, max_length=20)
-    decision: str | None = Field(default=None, max_length=40)
+    outcome: DebateStatus | None = Field(
+        default=None,
+        sa_column=enum_column(DebateStatus, name="ck_debate_outcome", length=20, nullable=True),
+    )
+    decision: Decision | None = Field(
+        default=None,
+        sa_column=enum_column(Decision, name="ck_debate_decision", length=40, nullable=True),
+    )
     confidence: float | None = None
     cost_usd: float = Field(default=0.0)
     error: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
@@ -49,9 +108,10 @@ class Debate(SQLModel, table=True):
     instead of spending on a debate nobody can read."""
     chain_head: str | None = Field(default=None, max_length=64)
     chain_turns: int | None = None
-    triage: str | None = Field(default=None, max_length=20)
-    """`pending`: one cheap call decides first whether to debate at all; then `debate` or
-    `answered` (the single answer was posted with a Debate anyway button)."""
+    triage: TriageState | None = Field(
+        default=None,
+        sa_column=enum_column(TriageState, name="ck_debate_triage", length=20, nullable=True),
+    )
     triage_reason: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     review_channel_id: str | None = Field(default=None, max_length=40)
     """Where the review request goes when not in the debate's thread (an assistant thread's
@@ -117,10 +177,16 @@ class VerdictRecord(SQLModel, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     debate_id: int = Field(foreign_key="debate.id", unique=True)
-    status: str = Field(max_length=20)
-    decision: str = Field(max_length=40)
+    status: DebateStatus = Field(
+        sa_column=enum_column(DebateStatus, name="ck_verdict_status", length=20)
+    )
+    decision: Decision = Field(
+        sa_column=enum_column(Decision, name="ck_verdict_decision", length=40)
+    )
     confidence: float
-    level: str = Field(max_length=20)
+    level: ConfidenceLevel = Field(
+        sa_column=enum_column(ConfidenceLevel, name="ck_verdict_level", length=20)
+    )
     escalate: bool
     synthesis: str = Field(sa_column=Column(Text, nullable=False))
     result_json: str = Field(sa_column=Column(Text, nullable=False))
@@ -154,7 +220,10 @@ class Escalation(SQLModel, table=True):
     reasons: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     reviewers: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     message_ts: str | None = Field(default=None, max_length=40)
-    state: str = Field(default="open", max_length=20)
+    state: EscalationState = Field(
+        default=EscalationState.OPEN,
+        sa_column=enum_column(EscalationState, name="ck_escalation_state", length=20),
+    )
     created_at: datetime = Field(default_factory=utcnow)
 
 
@@ -165,9 +234,16 @@ class Review(SQLModel, table=True):
     escalation_id: int = Field(foreign_key="escalation.id", unique=True)
     debate_id: int = Field(foreign_key="debate.id", index=True)
     reviewer: str = Field(max_length=80)
-    decision: str = Field(max_length=20)
+    decision: EscalationState = Field(
+        sa_column=enum_column(EscalationState, name="ck_review_decision", length=20)
+    )
     note: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class FeedbackValue(StrEnum):
+    POSITIVE = "positive"
+    NEGATIVE = "negative"
 
 
 class Feedback(SQLModel, table=True):
@@ -178,7 +254,9 @@ class Feedback(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     debate_id: int = Field(foreign_key="debate.id", index=True)
     user_id: str = Field(max_length=40)
-    value: str = Field(max_length=10)
+    value: FeedbackValue = Field(
+        sa_column=enum_column(FeedbackValue, name="ck_feedback_value", length=10)
+    )
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
 
@@ -216,6 +294,28 @@ class ChannelSettings(SQLModel, table=True):
     updated_at: datetime = Field(default_factory=utcnow)
 
 
+class OutboxAction(StrEnum):
+    POST = "post"
+    UPDATE = "update"
+    """Replace the content of the message `target_key` names."""
+
+
+class OutboxTarget(StrEnum):
+    THREAD = "thread"
+    """The debate's thread."""
+    CHANNEL = "channel"
+    """Top level of `channel_id`."""
+    DM = "dm"
+    """A direct message to each of `recipients`."""
+
+
+class OutboxFallback(StrEnum):
+    NONE = "none"
+    REVIEWERS = "reviewers"
+    """When the thread cannot be reached, DM the reviewers, then the requester, then the
+    workspace admins."""
+
+
 class OutboxState(StrEnum):
     PENDING = "pending"
     SENDING = "sending"
@@ -244,20 +344,29 @@ class Outbox(SQLModel, table=True):
     key: str = Field(max_length=120)
     seq: int = Field(default=0)
     part: int = Field(default=0)
-    action: str = Field(default="post", max_length=10)
-    target: str = Field(default="thread", max_length=10)
-    """post: `channel` (top level), `thread` (the debate's thread) or `dm` (to `recipients`)."""
+    action: OutboxAction = Field(
+        default=OutboxAction.POST,
+        sa_column=enum_column(OutboxAction, name="ck_outbox_action", length=10),
+    )
+    target: OutboxTarget = Field(
+        default=OutboxTarget.THREAD,
+        sa_column=enum_column(OutboxTarget, name="ck_outbox_target", length=10),
+    )
     target_key: str | None = Field(default=None, max_length=120)
     recipients: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
-    fallback: str = Field(default="none", max_length=20)
-    """`reviewers`: when the thread cannot be reached, DM the reviewers, then the requester, then
-    the workspace admins."""
+    fallback: OutboxFallback = Field(
+        default=OutboxFallback.NONE,
+        sa_column=enum_column(OutboxFallback, name="ck_outbox_fallback", length=20),
+    )
     channel_id: str = Field(max_length=40)
     text: str = Field(sa_column=Column(Text, nullable=False))
     blocks: list[dict[str, Any]] = Field(
         default_factory=list, sa_column=Column(JSON, nullable=False)
     )
-    state: str = Field(default=OutboxState.PENDING.value, max_length=20, index=True)
+    state: OutboxState = Field(
+        default=OutboxState.PENDING,
+        sa_column=enum_column(OutboxState, name="ck_outbox_state", length=20, index=True),
+    )
     version: int = Field(default=1)
     attempts: int = Field(default=0)
     next_attempt_at: datetime = Field(default_factory=utcnow)
@@ -288,6 +397,12 @@ class ProcessedTrigger(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class RunOutcome(StrEnum):
+    RUNNING = "running"
+    OK = "ok"
+    FAILED = "failed"
+
+
 class ScheduledRun(SQLModel, table=True):
     """One run of a scheduled job per slot (its aligned fire time): the row makes a job fire
     once per slot across replicas, and tells operators when each job last ran and how."""
@@ -297,7 +412,10 @@ class ScheduledRun(SQLModel, table=True):
     job: str = Field(primary_key=True, max_length=40)
     slot: str = Field(primary_key=True, max_length=40)
     runner: str = Field(max_length=120)
-    outcome: str = Field(default="running", max_length=20)
+    outcome: RunOutcome = Field(
+        default=RunOutcome.RUNNING,
+        sa_column=enum_column(RunOutcome, name="ck_scheduled_run_outcome", length=20),
+    )
     detail: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     started_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime | None = None

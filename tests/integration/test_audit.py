@@ -24,7 +24,7 @@ from bot.store import audit, repository
 from bot.store.audit import GENESIS_HASH, head_of, turn_digest
 from bot.store.db import alembic_config, upgrade
 from bot.store.export import export_record, verify_export
-from bot.store.tables import Turn, VerdictRecord
+from bot.store.tables import DebateSource, Turn, VerdictRecord
 from engine.models import ContextDocument, DebateSpec, ModelSettings
 from tests.helpers import DebateScript, shipped_prompts
 
@@ -44,7 +44,7 @@ async def finished(store: Engine, key: bytes | None = KEY, trigger: str = "a") -
             session,
             trigger_key=trigger,
             spec=SPEC,
-            source="slash_command",
+            source=DebateSource.COMMAND,
             channel_id="C1",
             thread_ts="1700000000.000100",
             requested_by="U1",
@@ -428,7 +428,9 @@ async def test_audit_verify_without_an_id_checks_every_debate_and_names_each_fai
 ) -> None:
     good, unverdicted, unsealed = [await finished(store, trigger=t) for t in ("a", "b", "c")]
     with Session(store) as session:
-        queued, _ = repository.enqueue_debate(session, trigger_key="d", spec=SPEC, source="cli")
+        queued, _ = repository.enqueue_debate(
+            session, trigger_key="d", spec=SPEC, source=DebateSource.CLI
+        )
     monkeypatch.setenv("DEBATEBOT_DATABASE_URL", database_url)
     assert run_cli(["audit", "verify"], KEY, monkeypatch, capsys)[:2] == (
         0,

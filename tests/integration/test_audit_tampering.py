@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Boolean, DateTime, Engine, Float, Integer, delete, insert, select, update
+from sqlalchemy import Enum as SqlEnum
 from sqlmodel import Session
 
 from bot.store import audit, repository
@@ -211,6 +212,15 @@ def _length(table: Any, name: str) -> int | None:
     return getattr(table.c[name].type, "length", None)
 
 
+def edited(table: Any, name: str, value: Any, rng: random.Random) -> Any:
+    """`value` changed: for a column the database holds to an enum's values (CHECK), another of
+    them, since that is the only edit it lets through; else `changed`."""
+    kind = table.c[name].type
+    if isinstance(kind, SqlEnum):
+        return rng.choice([v for v in kind.enums if v != value])
+    return changed(value, rng, length=_length(table, name))
+
+
 def edit_turn(store: Engine, rows: Rows, rng: random.Random) -> Case:
     turn = rng.choice(rows.turns)
     name = rng.choice(TURN_AUDITED)
@@ -241,11 +251,7 @@ def append_turn(store: Engine, rows: Rows, rng: random.Random) -> Case:
 def edit_verdict(store: Engine, rows: Rows, rng: random.Random) -> Case:
     name = rng.choice(VERDICT_AUDITED)
     value = rows.verdict[name]
-    new = (
-        rng.choice([0, 1, 3])
-        if name == "chain_version"
-        else changed(value, rng, length=_length(VERDICTS, name))
-    )
+    new = rng.choice([0, 1, 3]) if name == "chain_version" else edited(VERDICTS, name, value, rng)
     set_column(store, VERDICTS, rows.verdict["id"], name, new)
     return Case(f"verdict: {name} edited")
 
@@ -273,8 +279,10 @@ def edit_debate(store: Engine, rows: Rows, rng: random.Random) -> Case:
         new = rows.debate["id"] if value is None else None
     elif value is None:
         new = {"error": "the model failed", "triage": "answered"}.get(name, "added")
+        if isinstance(DEBATES.c[name].type, SqlEnum):
+            new = rng.choice(DEBATES.c[name].type.enums)
     else:
-        new = changed(value, rng, length=_length(DEBATES, name))
+        new = edited(DEBATES, name, value, rng)
     set_column(store, DEBATES, rows.debate["id"], name, new)
     return Case(f"debate: {name} edited")
 

@@ -30,7 +30,7 @@ from bot.settings import Settings
 from bot.store import repository
 from bot.store.db import POSTGRES_STORE_THREADS, in_session, make_engine, upgrade
 from bot.store.errors import DatabaseUnavailableError, StoreNoAnswerError
-from bot.store.tables import DebateState
+from bot.store.tables import DebateSource, DebateState
 from engine.llm import LLMRequest
 from engine.providers.fake import FunctionLLM
 from tests.helpers import DebateScript, reply_for
@@ -226,7 +226,9 @@ async def test_a_statement_stuck_in_the_database_is_given_up_at_the_deadline(
             raise OperationalError(sql, {}, Exception("server closed the connection"))
 
     def enqueue(session: Session) -> None:
-        repository.enqueue_debate(session, trigger_key="late", spec=SPEC, source="test")
+        repository.enqueue_debate(
+            session, trigger_key="late", spec=SPEC, source=DebateSource.COMMAND
+        )
 
     with failing(engine, stuck):
         counts = [in_session(engine, lambda s: repository.count_debates(s)) for _ in range(threads)]

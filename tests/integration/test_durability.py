@@ -14,7 +14,7 @@ from sqlmodel import Session
 
 from bot.store import repository
 from bot.store.db import make_engine, upgrade
-from bot.store.tables import DebateState
+from bot.store.tables import DebateSource, DebateState
 from engine.models import DebateSpec, ModelSettings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,7 +63,7 @@ def test_sigkilled_worker_is_resumed_without_repeating_stored_turns(
 ) -> None:
     with Session(store) as session:
         debate, _ = repository.enqueue_debate(
-            session, trigger_key="crash", spec=THREE_ROUNDS, source="test"
+            session, trigger_key="crash", spec=THREE_ROUNDS, source=DebateSource.COMMAND
         )
     assert debate.id is not None
     first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
@@ -112,7 +112,7 @@ def queue_one_round_debates(engine: Engine, prefix: str, count: int) -> list[int
     with Session(engine) as session:
         queued = [
             repository.enqueue_debate(
-                session, trigger_key=f"{prefix}-{i}", spec=spec, source="test"
+                session, trigger_key=f"{prefix}-{i}", spec=spec, source=DebateSource.COMMAND
             )[0].id
             for i in range(count)
         ]
@@ -189,7 +189,7 @@ def test_the_worker_command_stops_on_sigterm_or_sigint_mid_debate_and_hands_back
     engine = make_engine(url)
     with Session(engine) as session:
         debate, _ = repository.enqueue_debate(
-            session, trigger_key="stop", spec=THREE_ROUNDS, source="cli"
+            session, trigger_key="stop", spec=THREE_ROUNDS, source=DebateSource.CLI
         )
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEBATEBOT_")}
     env.update(

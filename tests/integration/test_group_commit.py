@@ -20,7 +20,14 @@ from bot.store import outbox, repository
 from bot.store.db import make_engine, upgrade
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError, StoreRefusedError
 from bot.store.repository import ChainHead, TurnWrite
-from bot.store.tables import ChannelSettings, Debate, DebateState, Escalation, VerdictRecord
+from bot.store.tables import (
+    ChannelSettings,
+    Debate,
+    DebateSource,
+    DebateState,
+    Escalation,
+    VerdictRecord,
+)
 from bot.store.writer import FinishWriter, TurnWriter
 from engine.llm import LLMRequest
 from engine.models import (
@@ -47,7 +54,7 @@ def queued(engine: Engine, count: int) -> list[int]:
     with Session(engine) as session:
         for index in range(count):
             debate, _ = repository.enqueue_debate(
-                session, trigger_key=f"gc:{index}", spec=SPEC, source="test"
+                session, trigger_key=f"gc:{index}", spec=SPEC, source=DebateSource.COMMAND
             )
             assert debate.id is not None
             ids.append(debate.id)
@@ -357,7 +364,9 @@ async def test_a_debate_queued_while_the_queue_was_empty_is_taken_at_the_next_po
     pool = asyncio.create_task(worker.run_pool(stop, concurrency=2))
     await asyncio.sleep(0.3)
     with Session(store) as session:
-        late, _ = repository.enqueue_debate(session, trigger_key="late", spec=SPEC, source="test")
+        late, _ = repository.enqueue_debate(
+            session, trigger_key="late", spec=SPEC, source=DebateSource.COMMAND
+        )
         assert repository.get_debate(session, debate_id=late.id).state == DebateState.QUEUED
     await asyncio.sleep(0.3)
     with Session(store) as session:

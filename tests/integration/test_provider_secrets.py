@@ -13,6 +13,7 @@ from bot.app import build_services, build_worker
 from bot.settings import Settings
 from bot.store import repository
 from bot.store.db import session_scope
+from bot.store.tables import DebateSource
 from engine.models import DebateStatus
 from tests.integration.llm_server import ModelServer, Step
 
@@ -37,7 +38,7 @@ async def run_debate_on(store: Engine, database_url: str, settings: Settings) ->
     worker = build_worker(services, store, worker_id="secrets-test")
     with session_scope(store) as session:
         queued, _ = repository.enqueue_debate(
-            session, trigger_key="secrets", spec=spec, source="test"
+            session, trigger_key="secrets", spec=spec, source=DebateSource.COMMAND
         )
     assert queued.id is not None
     claimed = await worker.claim(debate_id=queued.id)

@@ -33,7 +33,7 @@ from bot.store.errors import (
     StoreReadOnlyError,
     StoreRefusedError,
 )
-from bot.store.tables import Debate
+from bot.store.tables import Debate, DebateSource
 from engine.models import DebateSpec, ModelSettings
 from tests.e2e.test_serve import free_port
 
@@ -45,7 +45,7 @@ SPEC = DebateSpec(
 
 def enqueue(engine: Engine, key: str) -> None:
     with session_scope(engine) as session:
-        repository.enqueue_debate(session, trigger_key=key, spec=SPEC, source="test")
+        repository.enqueue_debate(session, trigger_key=key, spec=SPEC, source=DebateSource.COMMAND)
 
 
 def sqlite_with_a_debate(tmp_path: Path, folder: str) -> tuple[Path, str, Engine]:
@@ -161,7 +161,9 @@ async def test_a_full_sqlite_database_is_reported_as_full_and_keeps_what_it_had(
     )
     big = SPEC.model_copy(update={"question": "Should we adopt ADR-042? " + "x" * 30_000})
     with pytest.raises(DatabaseUnavailableError) as raised, session_scope(full) as session:
-        repository.enqueue_debate(session, trigger_key="after", spec=big, source="test")
+        repository.enqueue_debate(
+            session, trigger_key="after", spec=big, source=DebateSource.COMMAND
+        )
     message = str(raised.value)
     assert "database or disk is full" in message
     assert f"the disk holding the SQLite file {path} is full" in message
@@ -176,12 +178,18 @@ async def test_a_full_sqlite_database_is_reported_as_full_and_keeps_what_it_had(
     }
     with session_scope(full) as session:
         # A statement that writes nothing commits on a full disk too, and proves nothing.
-        session.execute(update(Debate).where(col(Debate.trigger_key) == "none").values(source="x"))
+        session.execute(
+            update(Debate)
+            .where(col(Debate.trigger_key) == "none")
+            .values(source=DebateSource.COMMAND)
+        )
         session.commit()
     assert (await HealthProbe(full, 1)())["database"].startswith("disk full")
     with session_scope(full) as session:
         session.connection().exec_driver_sql(f"PRAGMA max_page_count = {pages * 4}")
-        repository.enqueue_debate(session, trigger_key="after", spec=big, source="test")
+        repository.enqueue_debate(
+            session, trigger_key="after", spec=big, source=DebateSource.COMMAND
+        )
     assert await HealthProbe(full, 1)() == {"ok": True, "database": "ok", "concurrency": 1}
     full.dispose()
 
@@ -247,7 +255,7 @@ def test_data_postgresql_refuses_is_a_clear_store_error(postgres_url: str) -> No
     store = make_engine(postgres_url)
     row = Debate(
         trigger_key="nul",
-        source="test",
+        source=DebateSource.COMMAND,
         requested_by="U\x00SER",
         question="q",
         protocol="adversarial",
@@ -272,7 +280,9 @@ def test_control_characters_are_cleaned_before_they_reach_the_store(store: Engin
         {**SPEC.model_dump(), "question": "Adopt\x00 ADR\x07-042?\r\nYes\tor no"}
     )
     with session_scope(store) as session:
-        debate, _ = repository.enqueue_debate(session, trigger_key="c", spec=spec, source="t")
+        debate, _ = repository.enqueue_debate(
+            session, trigger_key="c", spec=spec, source=DebateSource.COMMAND
+        )
     assert debate.question == "Adopt ADR-042?\nYes\tor no"
 
 

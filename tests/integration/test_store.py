@@ -10,6 +10,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, text
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, SQLModel
 
 from bot.jobs.worker import DebateWorker, WorkerConfig
@@ -17,7 +18,7 @@ from bot.migrations import SCHEMA_HEAD
 from bot.store import repository
 from bot.store.db import alembic_config, check_schema, make_engine, session_scope, upgrade
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError, SchemaOutdatedError
-from bot.store.tables import DebateState
+from bot.store.tables import DebateSource, DebateState
 from engine.models import DebateSpec, DebateStatus, ModelSettings
 from tests.helpers import DebateScript, reply_for, shipped_prompts
 
@@ -34,7 +35,9 @@ class SimulatedCrash(Exception):
 
 def enqueue(engine: Engine, key: str, spec: DebateSpec = SPEC) -> int:
     with Session(engine) as session:
-        debate, _ = repository.enqueue_debate(session, trigger_key=key, spec=spec, source="test")
+        debate, _ = repository.enqueue_debate(
+            session, trigger_key=key, spec=spec, source=DebateSource.COMMAND
+        )
         assert debate.id is not None
         return debate.id
 
@@ -56,6 +59,49 @@ def test_migrations_produce_exactly_the_models_schema(store: Engine) -> None:
         diff = compare_metadata(MigrationContext.configure(connection), SQLModel.metadata)
     assert diff == []
     check_schema(store)
+
+
+@pytest.mark.parametrize(
+    ("table", "column"),
+    [
+        ("debate", "source"),
+        ("debate", "state"),
+        ("debate", "triage"),
+        ("outbox", "target"),
+        ("outbox", "state"),
+    ],
+)
+def test_a_state_outside_its_enum_is_refused_by_the_database(
+    store: Engine, table: str, column: str
+) -> None:
+    """Sources, states and outbox kinds are enums in the code and CHECK constraints in the
+    database, so a row written around the code (a hand edit, an old process) cannot hold a
+    value the code has no name for."""
+    debate_id = enqueue(store, f"check-{table}-{column}")
+    with session_scope(store) as session:
+        repository.get_debate(session, debate_id=debate_id)
+    with store.begin() as connection:
+        if table == "outbox":
+            connection.execute(
+                text(
+                    "INSERT INTO outbox (debate_id, key, seq, part, action, target, recipients,"
+                    " fallback, channel_id, text, blocks, state, version, attempts,"
+                    " next_attempt_at, deadline_at, deliveries, created_at)"
+                    " VALUES (:d, 'k', 1, 0, 'post', 'thread', '[]', 'none', 'C1', 't', '[]',"
+                    " 'pending', 1, 0, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, '[]',"
+                    " CURRENT_TIMESTAMP)"
+                ),
+                {"d": debate_id},
+            )
+    with pytest.raises(IntegrityError), store.begin() as connection:
+        connection.execute(
+            text(
+                f"UPDATE {table} SET {column} = 'bogus' WHERE "
+                + ("id" if table == "debate" else "debate_id")
+                + " = :d"
+            ),
+            {"d": debate_id},
+        )
 
 
 def test_an_unmigrated_database_says_to_upgrade(database_url: str) -> None:
@@ -213,11 +259,13 @@ def test_sqlite_locked_past_the_timeout_says_what_to_do(tmp_path: Path) -> None:
             pytest.raises(DatabaseUnavailableError, match="holds the SQLite write lock"),
             session_scope(impatient) as session,
         ):
-            repository.enqueue_debate(session, trigger_key="blocked", spec=SPEC, source="test")
+            repository.enqueue_debate(
+                session, trigger_key="blocked", spec=SPEC, source=DebateSource.COMMAND
+            )
         connection.rollback()
     with Session(impatient) as session:
         debate, created = repository.enqueue_debate(
-            session, trigger_key="blocked", spec=SPEC, source="test"
+            session, trigger_key="blocked", spec=SPEC, source=DebateSource.COMMAND
         )
     assert created
     assert debate.state == DebateState.QUEUED
