@@ -139,13 +139,13 @@ def test_a_template_that_states_its_fields_itself_names_every_field_and_value() 
 async def test_every_role_of_a_one_round_debate_can_serve_most_of_its_prompt_from_cache() -> None:
     """The issue's goal, checked on every shipped example case with the keyless fake model: at
     least 70 % of each role's prompt is a prefix another call of the debate already sent."""
-    from benchmarks.tokens import SHARE_GOAL, load_cases, one_round, shares
+    from benchmarks.tokens import SHARE_GOAL, load_cases, run_case, shares
     from bot.app import build_services
     from bot.settings import Settings
 
     services = build_services(Settings(provider="fake"))
     for case in load_cases():
-        _, recorder, result = await one_round(services, case)
+        _, recorder, result = await run_case(services, case)
         roles = [turn.role.value for turn in result.transcript]
         for role, (cached, total) in shares(recorder.requests, roles).items():
             assert cached / total >= SHARE_GOAL, (case["id"], role, f"{cached / total:.1%}")
