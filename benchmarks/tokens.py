@@ -13,8 +13,9 @@ alone (`engine.single`), and how much of each role's prompt is cacheable. In one
   Goal: ≥ 70 % for every role.
 - Rounds (`--rounds 1 2 3`): a debate for each round count (the figures above are the first
   count's), then a table of tokens by count, beside the single review and the first count, in
-  all tokens and in tokens a prefix cache cannot serve. The goal beside three rounds is the bill's (≤ 2.2x one round, with vendor
-  prefix caching), which the tokens a cache cannot serve only approximate.
+  all tokens and in tokens a prefix cache cannot serve. The goal beside three rounds is the
+  bill's (≤ 2.2x one round, with vendor prefix caching), which the tokens a cache cannot serve
+  only approximate.
 
 The case comes from examples/review_cases.jsonl (`--case` picks it by id); `--protocol` picks
 the protocol (adversarial by default; the per-role goals are the adversarial debate's).
