@@ -241,8 +241,10 @@ class ConsensusProtocol:
                             rationale=turn.rationale,
                             vote=str(getattr(turn.vote, "value", turn.vote)),
                         )
+                        first = not entries or entries[-1].round < number
                         entries.append(entry)
-                        so_far.add(render_entry(entry, schedule))
+                        heading = f"ROUND {number}, IN FULL:\n" if first else ""
+                        so_far.add(heading + render_entry(entry, schedule))
                     tally = tally_votes(entries, options.votes)
                     winner = next((v for v, n in tally.items() if n >= threshold), None)
                     await ledger.emit(

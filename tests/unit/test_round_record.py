@@ -169,8 +169,9 @@ def adversarial_ids(past: AdversarialRound) -> list[str]:
 
 def adversarial_round_bound(number: int) -> int:
     """The most characters a round's record can take, from the schema's list bounds alone."""
-    points = sum(max_items(model, name) for _, model, name in ADVERSARIAL_LISTS)
-    id_line = len(f"R{number}.P{max(8, points)}: ") + LINE_CHARS + 1
+    bounds = [max_items(model, name) for _, model, name in ADVERSARIAL_LISTS]
+    points = sum(bounds)
+    id_line = len(f"R{number}.P{max(bounds)}: ") + LINE_CHARS + 1
     header = len(f"ROUND {number} RECORD:\n")
     decision = len(f"Round {number} decision: accept_with_conditions (MODERATE): ") + LINE_CHARS
     return header + points * id_line + decision
@@ -185,7 +186,7 @@ def test_the_adversarial_record_holds_every_id_once_in_order_within_its_bound(se
     for past, record in zip(rounds, records, strict=True):
         expected = adversarial_ids(past)
         assert labels(record) == expected
-        lines = record.split("\n")
+        lines = record.splitlines()
         assert lines[0] == f"ROUND {past.round} RECORD:"
         assert lines[-1].startswith(f"Round {past.round} decision: {past.moderator.decision}")
         assert len(lines) == len(expected) + 2, "one line per id: nothing a model wrote adds one"
@@ -199,8 +200,8 @@ def test_the_adversarial_record_holds_every_id_once_in_order_within_its_bound(se
         assert later.startswith(earlier + "\n\n"), "the record only grows"
         shown = labels(later)
         assert shown == [id for past in rounds[:k] for id in adversarial_ids(past)]
-        bound = len(earlier) + adversarial_round_bound(k) + 500
-        assert len(later) <= bound, "each round adds at most its own bounded record"
+        growth = len(later) - len(earlier)
+        assert growth <= len(records[k - 1]) + 60, "a round adds its bounded record, no more"
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -332,7 +333,7 @@ def test_every_protocols_record_holds_every_id_once_in_order_and_only_grows(
     records, expected = transcript(random.Random(seed))
     for number, (record, wanted) in enumerate(zip(records, expected, strict=True), 1):
         assert labels(record) == wanted
-        lines = record.split("\n")
+        lines = record.splitlines()
         assert lines[0] == f"ROUND {number} RECORD:"
         assert len(lines) == len(wanted) + 1, "one line per id: nothing a model wrote adds one"
         for line, id in zip(lines[1:], wanted, strict=True):
