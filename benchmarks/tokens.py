@@ -11,10 +11,17 @@ alone (`engine.single`), and how much of each role's prompt is cacheable. In one
   shares with another call of the same debate, which a provider's prefix cache can serve once
   the first of them has run; per role, shared characters over prompt characters.
   Goal: ≥ 70 % for every role.
+- Rounds (`--rounds 1 2 3`): a debate for each round count (the figures above are the first
+  count's), then a table of tokens by count, beside the single review and the first count, in
+  all tokens and in tokens a prefix cache cannot serve. The goal beside three rounds is the
+  bill's (≤ 2.2x one round, with vendor prefix caching), which the tokens a cache cannot serve
+  only approximate.
 
-The case comes from examples/review_cases.jsonl (`--case` picks it by id).
+The case comes from examples/review_cases.jsonl (`--case` picks it by id); `--protocol` picks
+the protocol (adversarial by default; the per-role goals are the adversarial debate's).
 
     .venv/bin/python -m benchmarks.tokens [--provider local|fake] [--case adr-001]
+        [--protocol adversarial] [--rounds 1 2 3]
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CASES = ROOT / "examples" / "review_cases.jsonl"
 TOKEN_GOAL = 4.0
 SHARE_GOAL = 0.70
+ROUNDS_GOAL = 2.2
 
 
 @dataclass
@@ -117,26 +125,44 @@ def load_cases() -> list[dict[str, str]]:
     return [json.loads(line) for line in lines if line]
 
 
-async def one_round(
-    services: DebateServices, case: dict[str, str]
+async def run_case(
+    services: DebateServices,
+    case: dict[str, str],
+    *,
+    protocol: str = "adversarial",
+    rounds: int = 1,
 ) -> tuple[DebateSpec, Recorder, DebateResult]:
-    """A one-round debate of `case`, every request it sent kept by the returned recorder."""
+    """A debate of `case` over up to `rounds` rounds, every request it sent kept by the returned
+    recorder. The adversarial moderator cannot end it sooner (`min_rounds`); consensus and panel
+    still stop by their own rules. A stances debate gets one stance for and one against."""
     from engine.runner import run_debate
 
     context = [ContextDocument(title=case["title"], text=case["context"])]
-    spec = services.new_spec(case["question"], context=context, rounds=1)
+    stances = (
+        (["adopt it as written"], ["reject or revise it"]) if protocol == "stances" else ((), ())
+    )
+    spec = services.new_spec(
+        case["question"],
+        context=context,
+        protocol=protocol,
+        rounds=rounds,
+        stances_for=stances[0],
+        stances_against=stances[1],
+    )
+    spec = spec.model_copy(update={"min_rounds": rounds})
     recorder = Recorder(services.resolve_llm)
     result = await run_debate(spec, resolve_llm=recorder, prompts=services.prompts)
     return spec, recorder, result
 
 
-async def measure(provider: str, case: dict[str, str]) -> None:
+async def measure(provider: str, case: dict[str, str], protocol: str, rounds: list[int]) -> None:
     from bot.app import build_services
     from bot.settings import Settings
     from engine.single import single_review
 
     services = build_services(Settings(provider=provider))
-    spec, recorder, result = await one_round(services, case)
+    runs = [await run_case(services, case, protocol=protocol, rounds=n) for n in rounds]
+    spec, recorder, result = runs[0]
     debate_requests = list(recorder.requests)
     roles = [turn.role.value for turn in result.transcript]
     _, single_turn = await single_review(spec, resolve_llm=recorder, prompts=services.prompts)
@@ -144,7 +170,10 @@ async def measure(provider: str, case: dict[str, str]) -> None:
     debate = sum((turn.usage for turn in result.transcript), Usage())
     single = single_turn.usage
     calls = sum(1 + turn.reasks for turn in result.transcript)
-    print(f"case {case['id']} on {provider}: debate {result.status.value}, {calls} calls")
+    print(
+        f"case {case['id']} on {provider}: {rounds[0]}-round {protocol} debate"
+        f" {result.status.value}, {calls} calls"
+    )
     print(f"{'':<10} {'input':>7} {'output':>7} {'total':>7}")
     for name, usage in (("debate", debate), ("single", single)):
         print(
@@ -154,8 +183,9 @@ async def measure(provider: str, case: dict[str, str]) -> None:
         f"input {debate.input_tokens / single.input_tokens:.2f}x, output"
         f" {debate.output_tokens / single.output_tokens:.2f}x"
     )
+    goal = f"goal ≤ {TOKEN_GOAL:g}, " if (protocol, rounds[0]) == ("adversarial", 1) else ""
     print(
-        f"tokens, one-round debate ÷ single answer: goal ≤ {TOKEN_GOAL:g}, measured"
+        f"tokens, {rounds[0]}-round debate ÷ single answer: {goal}measured"
         f" {debate.total_tokens / single.total_tokens:.2f}"
     )
     floor = shared_floor(debate_requests, prompt_text(recorder.requests[-1]), single)
@@ -178,18 +208,60 @@ async def measure(provider: str, case: dict[str, str]) -> None:
             f" ({shared:,} of {total:,} characters)"
         )
     print(f"cacheable share, all roles: {overall[0] / overall[1]:.1%}")
+    if len(runs) > 1:
+        print_rounds(rounds, runs, single)
+
+
+def print_rounds(
+    rounds: list[int], runs: list[tuple[DebateSpec, Recorder, DebateResult]], single: Usage
+) -> None:
+    """Tokens by round count, beside the single review and the first count in the list; the
+    goal is the bill's (three rounds ≤ 2.2x one round, under vendor prefix caching), which
+    tokens a prefix cache cannot serve approximate."""
+    print(
+        f"{'rounds':>6} {'ran':>4} {'calls':>5} {'total':>7} {'÷single':>8} {'uncached':>9}"
+        f" {'÷first':>7}"
+    )
+    first: tuple[int, int] | None = None
+    for asked, (_, recorder, result) in zip(rounds, runs, strict=True):
+        usage = sum((turn.usage for turn in result.transcript), Usage())
+        # The first run's recorder also holds the single review, sent after the debate.
+        requests = recorder.requests[: len(result.transcript)]
+        fresh = usage.output_tokens + uncached_input(
+            requests, [t.usage.input_tokens for t in result.transcript]
+        )
+        first = first or (usage.total_tokens, fresh)
+        ran = max((turn.round for turn in result.transcript), default=0)
+        goal = f" (goal for the bill ≤ {ROUNDS_GOAL:g})" if asked == 3 and rounds[0] == 1 else ""
+        print(
+            f"{asked:>6} {ran:>4} {len(requests):>5} {usage.total_tokens:>7}"
+            f" {usage.total_tokens / single.total_tokens:>7.2f}x {fresh:>9}"
+            f" {fresh / first[1]:>6.2f}x{goal}"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--provider", choices=["local", "fake"], default="local")
     parser.add_argument("--case", default="adr-001")
+    parser.add_argument(
+        "--protocol",
+        choices=["adversarial", "stances", "consensus", "structured", "panel"],
+        default="adversarial",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        nargs="+",
+        default=[1],
+        help="round counts to run, each forced to run all its rounds (e.g. --rounds 1 2 3)",
+    )
     args = parser.parse_args()
     os.environ.pop("DEBATEBOT_PROVIDER", None)
     chosen = [c for c in load_cases() if c["id"] == args.case]
     if not chosen:
         raise SystemExit(f"no case {args.case!r} in {CASES}")
-    asyncio.run(measure(args.provider, chosen[0]))
+    asyncio.run(measure(args.provider, chosen[0], args.protocol, args.rounds))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@
   recommends one, up to `spec.max_rounds` (default 1, hard maximum 3); `spec.min_rounds` forces
   rounds a human reviewer asked for ("Another round") even when the moderator does not.
 - Every quote cited as evidence is checked against the context (`engine.citations`).
+- A later round sees the earlier ones as a compact record with stable ids, built in code
+  (`engine.protocols.record`), and its own turns in full.
 
 Confidence (documented method): the moderator's level maps to a base (HIGH 0.85, MODERATE 0.60,
 LOW 0.35), then penalties apply: 0.10 per fabricated citation (at most 0.30), 0.10 for a weak
@@ -50,6 +52,15 @@ from engine.models import (
 )
 from engine.prompts import PromptLibrary
 from engine.protocols.base import LEVEL_BASE, Asker, level_for, threshold_reason
+from engine.protocols.record import (
+    ADVERSARIAL_IDS,
+    DebateSoFar,
+    clip,
+    full_line,
+    indented,
+    point_id,
+    record_line,
+)
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -65,85 +76,84 @@ TRUNCATION_PENALTY = 0.15
 
 
 def _bullets(items: list[str], empty: str = "(none)") -> str:
-    return "\n".join(f"- {item}" for item in items) if items else empty
+    return "\n".join(f"- {indented(item)}" for item in items) if items else empty
 
 
-def _numbered(items: list[str]) -> str:
-    return "\n".join(f"{i}. {item}" for i, item in enumerate(items, 1))
+def _points(number: int, kind: str, items: list[str], empty: str = "(none)") -> str:
+    """A turn's points in full, each labelled with its id."""
+    lines = [full_line(point_id(number, kind, n), item) for n, item in enumerate(items, 1)]
+    return "\n".join(lines) if lines else empty
 
 
 def render_proposition(p: Proposition) -> str:
     return (
-        f"Thesis: {p.thesis}\nScope: {p.scope}\nCriteria:\n{_bullets(p.criteria)}\n"
-        f"Key evidence:\n{_bullets(p.key_evidence)}"
+        f"Thesis: {indented(p.thesis)}\nScope: {indented(p.scope)}\n"
+        f"Criteria:\n{_bullets(p.criteria)}\nKey evidence:\n{_bullets(p.key_evidence)}"
     )
 
 
-def render_proposer(turn: ProposerTurn) -> str:
+def render_proposer(turn: ProposerTurn, number: int) -> str:
     return (
-        f"Thesis: {turn.thesis}\nArguments:\n{_numbered(turn.supporting_arguments)}\n"
+        f"Thesis: {indented(turn.thesis)}\n"
+        f"Arguments:\n{_points(number, 'P', turn.supporting_arguments)}\n"
         f"Evidence cited:\n{_bullets(turn.evidence_cited)}"
     )
 
 
-def render_critic(turn: CriticTurn) -> str:
+def render_critic(turn: CriticTurn, number: int) -> str:
     return (
-        f"Thesis: {turn.thesis}\nCounter-arguments:\n{_numbered(turn.counter_arguments)}\n"
+        f"Thesis: {indented(turn.thesis)}\n"
+        f"Counter-arguments:\n{_points(number, 'C', turn.counter_arguments)}\n"
         f"Evidence cited:\n{_bullets(turn.evidence_cited)}"
     )
 
 
-def render_rebuttal(turn: RebuttalTurn) -> str:
+def render_rebuttal(turn: RebuttalTurn, number: int) -> str:
     return (
-        f"Thesis: {turn.thesis}\nRebuttals:\n{_bullets(turn.rebuttals)}\n"
-        f"Concessions:\n{_bullets(turn.concessions)}"
+        f"Thesis: {indented(turn.thesis)}\nRebuttals:\n{_bullets(turn.rebuttals)}\n"
+        f"Concessions:\n{_points(number, 'K', turn.concessions)}"
     )
 
 
-def render_history(rounds: list[AdversarialRound]) -> str:
-    """Earlier rounds, condensed to what later speakers need: theses and the moderator's view."""
-    if not rounds:
-        return "none: this is the first round."
-    parts = []
-    for past in rounds:
-        parts.append(
-            f"Round {past.round}: proposer argued: {past.proposer.thesis}\n"
-            f"critic argued: {past.critic.thesis}\n"
-            f"rebuttal: {past.rebuttal.thesis}\n"
-            f"moderator synthesis: {past.moderator.synthesis}\n"
-            f"moderator's unresolved points:\n{_bullets(past.moderator.unresolved_points)}"
-        )
-    return "\n\n".join(parts)
+def round_record(past: AdversarialRound) -> str:
+    """One earlier round as a compact record, from its structured turns alone: a line per
+    argument, counter-argument, concession, settled and open point, then the decision."""
+    number, moderator = past.round, past.moderator
+    lines = [f"ROUND {number} RECORD:"]
+    for kind, items in (
+        ("P", past.proposer.supporting_arguments),
+        ("C", past.critic.counter_arguments),
+        ("K", past.rebuttal.concessions),
+        ("S", moderator.resolved_points),
+        ("U", moderator.unresolved_points),
+    ):
+        lines += [record_line(point_id(number, kind, n), item) for n, item in enumerate(items, 1)]
+    lines.append(
+        f"Round {number} decision: {moderator.decision.value}"
+        f" ({moderator.confidence_level.value}): {clip(moderator.synthesis)}"
+    )
+    return "\n".join(lines)
 
 
-class DebateSoFar:
-    """What a turn of round `number` is shown before its instructions: the one compaction rule.
+class RoundSoFar(DebateSoFar):
+    """What a turn of adversarial round `number` is shown before its instructions: the
+    proposition in full, the record of each earlier round, this round's turns so far in full."""
 
-    The proposition in full; each earlier round condensed by `render_history` (theses, the
-    moderator's synthesis and unresolved points); this round's turns so far in full. The text
-    only grows within a round, so each turn's prompt starts with everything the previous turn's
-    prompt held before its instructions, and providers can serve that prefix from their cache.
-    """
-
-    def __init__(self, proposition: Proposition, rounds: list[AdversarialRound], number: int):
+    def __init__(self, proposition: Proposition, records: list[str], number: int) -> None:
+        shared = [f"PROPOSITION:\n{render_proposition(proposition)}"]
+        super().__init__("THE DEBATE SO FAR", ADVERSARIAL_IDS, shared, records)
         self.number = number
-        self.parts = [
-            "THE DEBATE SO FAR",
-            f"PROPOSITION:\n{render_proposition(proposition)}",
-            f"EARLIER ROUNDS:\n{render_history(rounds)}",
-        ]
 
-    def add(self, label: str, text: str) -> None:
-        self.parts.append(f"{label} (round {self.number}):\n{text}")
-
-    def text(self) -> str:
-        return "\n\n".join(self.parts)
+    def turn(self, label: str, text: str) -> None:
+        self.add(f"{label} (round {self.number}):\n{text}")
 
 
 @dataclass
 class _DebateState:
     proposition: Proposition | None = None
     rounds: list[AdversarialRound] = field(default_factory=list)
+    records: list[str] = field(default_factory=list)
+    """The compact record of each round in `rounds`, built once when the round ends."""
     citations: list[CitationCheck] = field(default_factory=list)
     weakest_final_challenge: int | None = None
     status: DebateStatus = DebateStatus.COMPLETE
@@ -174,6 +184,7 @@ class AdversarialProtocol:
             for number in range(1, spec.max_rounds + 1):
                 record = await self._round(number, state, turns, checker, ledger)
                 state.rounds.append(record)
+                state.records.append(round_record(record))
                 await ledger.emit(RoundFinished(record=record))
                 more = record.moderator.recommend_another_round or number < spec.min_rounds
                 if not more:
@@ -207,12 +218,12 @@ class AdversarialProtocol:
         ledger: TurnLedger,
     ) -> AdversarialRound:
         assert state.proposition is not None
-        so_far = DebateSoFar(state.proposition, state.rounds, number)
+        so_far = RoundSoFar(state.proposition, state.records, number)
         proposer = await turns.ask(Role.PROPOSER, number, ProposerTurn, so_far.text())
         state.citations += checker.check_all(
             proposer.evidence_cited, round=number, role=Role.PROPOSER
         )
-        so_far.add("PROPOSER'S ARGUMENT", render_proposer(proposer))
+        so_far.turn("PROPOSER'S ARGUMENT", render_proposer(proposer, number))
         critic, attempts = await turns.critic(number, so_far.text())
         state.citations += checker.check_all(critic.evidence_cited, round=number, role=Role.CRITIC)
         if state.weakest_final_challenge is None:
@@ -221,9 +232,9 @@ class AdversarialProtocol:
             state.weakest_final_challenge = min(
                 state.weakest_final_challenge, critic.challenge_strength
             )
-        so_far.add("CRITIC'S ARGUMENT", render_critic(critic))
+        so_far.turn("CRITIC'S ARGUMENT", render_critic(critic, number))
         rebuttal = await turns.ask(Role.REBUTTAL, number, RebuttalTurn, so_far.text())
-        so_far.add("REBUTTAL", render_rebuttal(rebuttal))
+        so_far.turn("REBUTTAL", render_rebuttal(rebuttal, number))
         moderator = await turns.ask(Role.MODERATOR, number, ModeratorTurn, so_far.text())
         usage_by_role: dict[Role, Usage] = {}
         cost = 0.0
@@ -291,7 +302,7 @@ class _Turns:
             return critique, 1
         escalation = self.prompts.get("adversarial/critic_escalation.md").render(
             previous_strength=str(critique.challenge_strength),
-            previous_critique=render_critic(critique),
+            previous_critique=render_critic(critique, number),
         )
         stronger = await self.ask(
             Role.CRITIC, number, CriticTurn, so_far, attempt=2, extra=escalation

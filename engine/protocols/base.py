@@ -35,8 +35,9 @@ MATERIAL_CLOSE = "MATERIAL>>>"
 class DebateProtocol(Protocol):
     name: str
     max_rounds: int
-    """The hard maximum of rounds: every round resends what came before, so cost and time grow
-    faster than the round count, and one request must not hold a worker for hours."""
+    """The hard maximum of rounds: every round's calls resend the case and a compact record of
+    the rounds before, so cost and time grow with every round, and one request must not hold a
+    worker for hours."""
 
     def validate(self, spec: DebateSpec) -> None:
         """Raise SpecError when `spec` cannot run under this protocol; called before any call."""

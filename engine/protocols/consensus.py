@@ -5,10 +5,11 @@ schedule, the round count, the maximum rounds, the threshold, the tally and the 
 all decided here; models only speak (stance, rationale, vote from the configured vote set).
 
 Round 1 runs proposal, critique, revision and consensus; later rounds run critique, revision and
-consensus again. Every debater speaks in every phase, in the declared order. After each phase the
-latest vote of each distinct debater is tallied: the first option reaching the threshold ends the
-debate (`decision_rule=threshold_vote`); when the maximum rounds pass without it, the decision is
-`escalate` (`decision_rule=max_rounds_exhausted`).
+consensus again. Every debater speaks in every phase, in the declared order, and sees this
+round's contributions in full and earlier rounds as a compact record (`engine.protocols.record`).
+After each phase the latest vote of each distinct debater is tallied: the first option reaching
+the threshold ends the debate (`decision_rule=threshold_vote`); when the maximum rounds pass
+without it, the decision is `escalate` (`decision_rule=max_rounds_exhausted`).
 
 Confidence is the share of debaters behind the decision (for an exhausted run: the largest share),
 so a split panel always falls under the escalation threshold.
@@ -45,6 +46,14 @@ from engine.protocols.base import (
     no_verdict,
     options_for,
 )
+from engine.protocols.record import (
+    CONSENSUS_IDS,
+    CONSENSUS_PHASE_KINDS,
+    DebateSoFar,
+    full_line,
+    point_id,
+    record_line,
+)
 from engine.rounds import ConsensusEntry, ConsensusPhase
 
 __all__ = ["ConsensusEntry", "ConsensusProtocol"]
@@ -53,7 +62,7 @@ PHASES = ("proposal", "critique", "revision", "consensus")
 LATER_ROUND_PHASES = PHASES[1:]
 PHASE_INSTRUCTIONS = {
     "proposal": "Propose what the team should do and vote on it.",
-    "critique": "Critique the proposals above: name the weakest point of each that you doubt.",
+    "critique": "Critique the proposals above: name the weakest point of each you doubt, by id.",
     "revision": "Revise your position in the light of the critiques; keep what survived.",
     "consensus": "State the position you can commit to and cast your vote for the decision.",
 }
@@ -133,14 +142,32 @@ def tally_votes(entries: list[ConsensusEntry], votes: list[str]) -> dict[str, in
     return {vote: counts[vote] for vote in votes if counts[vote]}
 
 
-def render_entries(entries: list[ConsensusEntry]) -> str:
-    if not entries:
-        return "(nothing yet: you open the discussion)"
-    return "\n".join(
-        f"- [{e.speaker}, round {e.round}, {e.phase}] stance: {e.stance} | rationale:"
-        f" {e.rationale} | vote: {e.vote}"
-        for e in entries
+def entry_id(entry: ConsensusEntry, schedule: list[str]) -> str:
+    """The contribution's id: its round, its phase's letter, the speaker's place in the order."""
+    kind = CONSENSUS_PHASE_KINDS[entry.phase]
+    return point_id(entry.round, kind, schedule.index(entry.speaker) + 1)
+
+
+def render_entry(entry: ConsensusEntry, schedule: list[str]) -> str:
+    """A contribution of the current round in full."""
+    return full_line(
+        entry_id(entry, schedule),
+        f"[{entry.speaker}, {entry.phase} phase, vote: {entry.vote}] stance: {entry.stance}\n"
+        f"rationale: {entry.rationale}",
     )
+
+
+def round_record(number: int, entries: list[ConsensusEntry], schedule: list[str]) -> str:
+    """A finished round as a compact record: one line per contribution, in speaking order."""
+    lines = [f"ROUND {number} RECORD:"]
+    lines += [
+        record_line(
+            entry_id(e, schedule), f"[{e.speaker}, vote: {e.vote}] {e.stance} | {e.rationale}"
+        )
+        for e in entries
+        if e.round == number
+    ]
+    return "\n".join(lines)
 
 
 class ConsensusProtocol:
@@ -176,6 +203,7 @@ class ConsensusProtocol:
         asker = Asker(spec=spec, ledger=ledger, prompts=prompts)
         ending = Ending()
         entries: list[ConsensusEntry] = []
+        records: list[str] = []
         phases_run: list[str] = []
         rounds_run = 0
         tally: dict[str, int] = {}
@@ -183,6 +211,7 @@ class ConsensusProtocol:
         try:
             for number in range(1, spec.max_rounds + 1):
                 rounds_run = number
+                so_far = DebateSoFar("THE DISCUSSION SO FAR", CONSENSUS_IDS, [], records)
                 for phase in PHASES if number == 1 else LATER_ROUND_PHASES:
                     phases_run.append(phase)
                     for speaker in schedule:
@@ -200,20 +229,22 @@ class ConsensusProtocol:
                                 "round": str(number),
                                 "phase": phase,
                                 "phase_instruction": PHASE_INSTRUCTIONS[phase],
-                                "transcript": render_entries(entries),
                                 "votes": ", ".join(options.votes),
                             },
+                            so_far=so_far.text(),
                         )
-                        entries.append(
-                            ConsensusEntry(
-                                speaker=speaker,
-                                round=number,
-                                phase=phase,
-                                stance=turn.stance,
-                                rationale=turn.rationale,
-                                vote=str(getattr(turn.vote, "value", turn.vote)),
-                            )
+                        entry = ConsensusEntry(
+                            speaker=speaker,
+                            round=number,
+                            phase=phase,
+                            stance=turn.stance,
+                            rationale=turn.rationale,
+                            vote=str(getattr(turn.vote, "value", turn.vote)),
                         )
+                        first = not entries or entries[-1].round < number
+                        entries.append(entry)
+                        heading = f"ROUND {number}, IN FULL:\n" if first else ""
+                        so_far.add(heading + render_entry(entry, schedule))
                     tally = tally_votes(entries, options.votes)
                     winner = next((v for v, n in tally.items() if n >= threshold), None)
                     await ledger.emit(
@@ -237,6 +268,7 @@ class ConsensusProtocol:
                         break
                 if winner is not None:
                     break
+                records.append(round_record(number, entries, schedule))
         except (BudgetExhausted, LLMError) as stop:
             ending.record(stop)
         report = ConsensusReport(

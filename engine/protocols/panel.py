@@ -4,7 +4,9 @@
   and a `role_hint`. Round 1: all answer independently and concurrently, with a confidence.
   Later rounds: each restates its answer, critiques every peer by name, and may change its answer
   only with a stated reason (`changed_from_previous`, `change_justification`); an answer given
-  without that flag is held at the previous one.
+  without that flag is held at the previous one. Each sees every panelist's last answer in full,
+  older rounds as a compact record (`engine.protocols.record`), and the critiques of its own
+  last answer.
 - After each round answers are clustered by word-set Jaccard similarity (>= `similarity`,
   default 0.4) against each cluster's first answer; the convergence score is the largest
   cluster's share. At or above `convergence_threshold` (0.8) the debate stops early.
@@ -23,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections import Counter
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Literal
 
@@ -51,6 +54,13 @@ from engine.protocols.base import (
     named_debaters,
     no_verdict,
     options_for,
+)
+from engine.protocols.record import (
+    PANEL_IDS,
+    DebateSoFar,
+    full_line,
+    point_id,
+    record_line,
 )
 from engine.rounds import PanelAnswer, PanelRound, PanelSpoken
 
@@ -179,10 +189,12 @@ class PanelProtocol:
                         started_at=started_at,
                         report=report,
                     )
+            names = [d.name or "" for d in debaters]
+            rounds: list[PanelRoundText] = []
             for number in range(1, spec.max_rounds + 1):
                 previous = answers
-                answers = await self._round(asker, debaters, number, answers)
-                names = [d.name or "" for d in debaters]
+                answers, critiques = await self._round(asker, debaters, number, answers, rounds)
+                rounds.append(PanelRoundText(number, names, answers, previous, critiques))
                 clusters = cluster([answers[n].answer for n in names], options.similarity)
                 score = convergence(clusters, len(names))
                 grouped = [[names[i] for i in c] for c in clusters]
@@ -245,13 +257,17 @@ class PanelProtocol:
         debaters: list[Participant],
         number: int,
         previous: dict[str, PanelAnswer],
-    ) -> dict[str, PanelAnswer]:
-        """One round, every panelist's call in flight together."""
+        rounds: list[PanelRoundText],
+    ) -> tuple[dict[str, PanelAnswer], list[Critique]]:
+        """One round, every panelist's call in flight together: the answers, and the critiques
+        in speaking order (none in round 1). Every revision is first shown the same panel so
+        far (`rounds`), then the critiques of its own last answer."""
+        so_far = panel_so_far(rounds)
 
-        async def speak(who: Participant) -> PanelAnswer:
+        async def speak(who: Participant) -> tuple[PanelAnswer, list[Critique]]:
             name = who.name or ""
             if number == 1:
-                return await self._answer(asker, who, number)
+                return await self._answer(asker, who, number), []
             peers = [d.name or "" for d in debaters if d.name != name]
             revision = await asker.ask(
                 "panel/revise.md",
@@ -264,20 +280,19 @@ class PanelProtocol:
                     "speaker": name,
                     "role_hint": who.role_hint or "",
                     "round": str(number),
-                    "previous": render_answer(previous[name]),
-                    "peers": "\n".join(f"- {p}: {render_answer(previous[p])}" for p in peers),
+                    "critiques": rounds[-1].critiques_of(name),
                 },
+                so_far=so_far,
             )
-            if not revision.changed_from_previous:
-                kept = previous[name]
-                return PanelAnswer(
-                    decision=kept.decision, answer=kept.answer, confidence=revision.confidence
-                )
-            return PanelAnswer(
-                decision=revision.decision,
-                answer=revision.answer,
-                confidence=revision.confidence,
+            critiques = [
+                Critique(name, str(getattr(c.peer, "value", c.peer)), c.critique)
+                for c in revision.critiques
+            ]
+            said: PanelAnswer = revision if revision.changed_from_previous else previous[name]
+            answer = PanelAnswer(
+                decision=said.decision, answer=said.answer, confidence=revision.confidence
             )
+            return answer, critiques
 
         tasks = [asyncio.create_task(speak(who)) for who in debaters]
         try:
@@ -289,7 +304,7 @@ class PanelProtocol:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
-        results: list[PanelAnswer] = []
+        results: list[tuple[PanelAnswer, list[Critique]]] = []
         stops: list[BaseException] = []
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
@@ -299,7 +314,10 @@ class PanelProtocol:
         if stops:
             # A failure says more than a budget stop beside it.
             raise next((s for s in stops if not isinstance(s, BudgetExhausted)), stops[0])
-        return {who.name or "": answer for who, answer in zip(debaters, results, strict=True)}
+        answers = {
+            who.name or "": answer for who, (answer, _) in zip(debaters, results, strict=True)
+        }
+        return answers, [critique for _, critiques in results for critique in critiques]
 
     async def _aggregate(
         self,
@@ -403,3 +421,70 @@ class PanelProtocol:
 
 def render_answer(answer: PanelAnswer) -> str:
     return f"[{answer.decision.value}, confidence {answer.confidence:.2f}] {answer.answer}"
+
+
+def panel_so_far(rounds: list[PanelRoundText]) -> str:
+    """What every revision of the round after `rounds` is shown first: the record of each round
+    but the last, then the last round's answers in full."""
+    if not rounds:
+        return ""
+    so_far = DebateSoFar("THE PANEL SO FAR", PANEL_IDS, [], [r.record for r in rounds[:-1]])
+    so_far.add(rounds[-1].answers_in_full)
+    return so_far.text()
+
+
+@dataclass(frozen=True)
+class Critique:
+    """One panelist's critique of a peer's answer of the round before."""
+
+    by: str
+    peer: str
+    text: str
+
+
+@dataclass
+class PanelRoundText:
+    """A finished round as later rounds read it: the next one its answers in full (and each
+    panelist the critiques of its own answer), the ones after it a record; built once."""
+
+    number: int
+    names: list[str]
+    answers: dict[str, PanelAnswer]
+    previous: dict[str, PanelAnswer]
+    critiques: list[Critique]
+    answers_in_full: str = field(init=False)
+    record: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        answers = [
+            (point_id(self.number, "A", n), f"{self._lead(name)}: {self.answers[name].answer}")
+            for n, name in enumerate(self.names, 1)
+        ]
+        critiques = self._critiques()
+        self.answers_in_full = "\n".join(
+            [f"ROUND {self.number} ANSWERS, IN FULL:", *(full_line(*a) for a in answers)]
+        )
+        self.record = "\n".join(
+            [
+                f"ROUND {self.number} RECORD:",
+                *(record_line(*a) for a in answers),
+                *(record_line(id, f"{c.by} on {c.peer}: {c.text}") for id, c in critiques),
+            ]
+        )
+
+    def _lead(self, name: str) -> str:
+        answer = self.answers[name]
+        change = ""
+        if name in self.previous:
+            change = ", changed" if answer.answer != self.previous[name].answer else ", kept"
+        return f"{name} [{answer.decision.value}, confidence {answer.confidence:.2f}{change}]"
+
+    def _critiques(self) -> list[tuple[str, Critique]]:
+        return [(point_id(self.number, "C", n), c) for n, c in enumerate(self.critiques, 1)]
+
+    def critiques_of(self, name: str) -> str:
+        """The critiques of `name`'s answer made in this round, in full, with their ids."""
+        lines = [
+            full_line(id, f"{c.by}: {c.text}") for id, c in self._critiques() if c.peer == name
+        ]
+        return "\n".join(lines) or "(none)"

@@ -1,8 +1,9 @@
 """The `stances` protocol: debaters defend assigned stances, then one judge decides.
 
 - At least two debaters, each with a unique name and a stance. Every debater speaks every round
-  in the declared order and sees every earlier argument (earlier rounds and earlier speakers of
-  this round) as a list tagged with stances, without names. Their prompt forbids conceding.
+  in the declared order and sees the stances by letter, earlier rounds as a compact record
+  (each argument and key point by id, `engine.protocols.record`) and this round's earlier
+  speakers in full, never a name. Their prompt forbids conceding.
 - After the final round one judge returns `{verdict, winner, reasoning}`; `winner: null` means
   the answer is a synthesis of stances. The judge's transcript is anonymized (labels instead of
   names) and shuffled within each round, both on by default and both switchable; the shuffle uses
@@ -50,6 +51,14 @@ from engine.protocols.base import (
     named_debaters,
     no_verdict,
     options_for,
+)
+from engine.protocols.record import (
+    STANCES_IDS,
+    DebateSoFar,
+    full_line,
+    indented,
+    point_id,
+    record_line,
 )
 from engine.rounds import StanceArgument, StanceSpoken, StancesRound
 
@@ -176,7 +185,11 @@ class StancesProtocol:
         synthesis: dict[str, Any] | None = None
         judge_view = ""
         try:
+            letters = stance_letters(debaters)
+            shared = [render_stances(letters, stance_of)]
+            records: list[str] = []
             for number in range(1, spec.max_rounds + 1):
+                so_far = DebateSoFar("THE DEBATE SO FAR", STANCES_IDS, shared, records)
                 for debater in debaters:
                     name = debater.name or ""
                     argument = await asker.ask(
@@ -189,11 +202,15 @@ class StancesProtocol:
                         values={
                             "round": str(number),
                             "rounds": str(spec.max_rounds),
+                            "letter": letters[name],
                             "stance": stance_of[name],
-                            "earlier": render_earlier(spoken, stance_of),
                         },
+                        so_far=so_far.text(),
                     )
                     spoken.append((number, name, argument))
+                    so_far.add(render_argument(number, letters[name], argument))
+                this_round = [(n, a) for r, n, a in spoken if r == number]
+                records.append(round_record(number, this_round, letters))
                 await ledger.emit(
                     RoundFinished(
                         record=StancesRound(
@@ -201,8 +218,7 @@ class StancesProtocol:
                             max_rounds=spec.max_rounds,
                             arguments=[
                                 StanceSpoken(speaker=n, stance=stance_of[n], argument=a)
-                                for r, n, a in spoken
-                                if r == number
+                                for n, a in this_round
                             ],
                         )
                     )
@@ -283,15 +299,41 @@ class StancesProtocol:
         )
 
 
-def render_earlier(spoken: list[tuple[int, str, StanceArgument]], stance_of: dict[str, str]) -> str:
-    """What a debater sees: every earlier argument, tagged by stance and round, never by name."""
-    if not spoken:
-        return "(none yet: you speak first)"
-    return "\n".join(
-        f"- [round {number}, stance: {stance_of[name]}] {argument.argument}"
-        + "".join(f"\n    * {point}" for point in argument.key_points)
-        for number, name, argument in spoken
+def stance_letters(debaters: list[Participant]) -> dict[str, str]:
+    """Debater name -> the letter of its stance in the declared order, which the debaters' ids
+    use (`engine.protocols.record`); debaters never see each other's names."""
+    return {d.name or "": chr(ord("A") + i) for i, d in enumerate(debaters)}
+
+
+def render_stances(letters: dict[str, str], stance_of: dict[str, str]) -> str:
+    return "STANCES:\n" + "\n".join(
+        f"{letter}: {indented(stance_of[name])}" for name, letter in letters.items()
     )
+
+
+def render_argument(number: int, letter: str, argument: StanceArgument) -> str:
+    """An argument of the current round in full, with its key points, labelled by id."""
+    lines = [
+        f"STANCE {letter}, ROUND {number}, IN FULL:",
+        full_line(point_id(number, letter), argument.argument),
+        *(full_line(point_id(number, letter, n), p) for n, p in enumerate(argument.key_points, 1)),
+    ]
+    return "\n".join(lines)
+
+
+def round_record(
+    number: int, arguments: list[tuple[str, StanceArgument]], letters: dict[str, str]
+) -> str:
+    """One finished round as a compact record: each argument and its key points, by stance."""
+    lines = [f"ROUND {number} RECORD:"]
+    for name, argument in arguments:
+        letter = letters[name]
+        lines.append(record_line(point_id(number, letter), argument.argument))
+        lines += [
+            record_line(point_id(number, letter, n), point)
+            for n, point in enumerate(argument.key_points, 1)
+        ]
+    return "\n".join(lines)
 
 
 def render_judge_view(

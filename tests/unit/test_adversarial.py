@@ -135,7 +135,7 @@ async def test_round_ceiling_stops_a_moderator_that_always_wants_more() -> None:
     assert len(result.rounds) == 2
     assert len(calls_for(llm, "moderator")) == 2
     second_proposer_prompt = calls_for(llm, "proposer")[1].messages[-1].content
-    assert "Round 1: proposer argued" in second_proposer_prompt
+    assert "ROUND 1 RECORD:\nR1.P1: " in second_proposer_prompt
 
 
 async def test_another_round_runs_only_when_the_moderator_recommends_it() -> None:

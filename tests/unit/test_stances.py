@@ -77,13 +77,15 @@ async def test_every_debater_speaks_in_order_and_sees_all_earlier_arguments_with
     assert [t.speaker for t in result.transcript if t.role is Role.DEBATER] == list(DEBATERS) * 2
     for index, call in enumerate(debater_calls):
         prompt = call.messages[-1].content
-        seen = re.findall(r"\] argument (\d+)", prompt)
+        seen = re.findall(r"^R\d\.[A-C]: argument (\d+)$", prompt, re.MULTILINE)
         assert seen == [str(n) for n in range(1, index + 1)], f"speaker {index} saw {seen}"
         for name in DEBATERS:
             assert name not in prompt
         assert "must not concede" in prompt
     fourth = debater_calls[3].messages[-1].content
-    assert "[round 1, stance: move to DynamoDB] argument 2" in fourth
+    assert "STANCES:\nA: keep PostgreSQL\nB: move to DynamoDB\nC: use both" in fourth
+    assert "ROUND 1 RECORD:\nR1.A: argument 1\nR1.A1: point 1\nR1.B: argument 2" in fourth
+    assert "(stance A). Round 2 of 2." in fourth
 
 
 async def test_judge_sees_labels_not_names_and_the_winner_maps_back() -> None:
