@@ -25,6 +25,7 @@ from bot.store import operations, repository
 from bot.store import slack as store
 from bot.store.db import in_session
 from bot.store.errors import StoreError
+from bot.store.results import StoredResult
 from bot.store.tables import Debate, Review, VerdictRecord
 from engine.models import DebateResult
 
@@ -39,7 +40,7 @@ def thread_url(channel: str, ts: str) -> str:
 
 def comment_body(debate: Debate, verdict: VerdictRecord, review: Review | None) -> str:
     """What the pull request reads: the verdict, why, what is open, who decided, the thread."""
-    result = DebateResult.model_validate_json(verdict.result_json)
+    result = StoredResult.read(verdict.result_json)
     synthesis = verdict.synthesis
     if len(synthesis) > MAX_SYNTHESIS_CHARS:
         synthesis = synthesis[: MAX_SYNTHESIS_CHARS - 1].rstrip() + "…"

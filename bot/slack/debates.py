@@ -35,12 +35,13 @@ from bot.slack.files import UploadRefusedError, Uploads, is_document_upload, rea
 from bot.slack.notifier import DebateNotifier
 from bot.slack.people import SlackDirectory
 from bot.slack.poster import SlackPoster
-from bot.store import outbox, repository
+from bot.store import operations, outbox, repository
 from bot.store import slack as store
 from bot.store.db import in_session
 from bot.store.errors import BudgetExceededError, InFlightLimitError, StoreNoAnswerError
 from bot.store.outbox import Draft
 from bot.store.repository import InFlightLimits, SpendCaps
+from bot.store.results import StoredResult
 from bot.store.tables import (
     ChannelSettings,
     Debate,
@@ -52,7 +53,7 @@ from bot.store.tables import (
     TriageState,
 )
 from engine.errors import SpecError
-from engine.models import ContextDocument, DebateResult, DebateSpec
+from engine.models import ContextDocument, DebateSpec
 from engine.protocols import PROTOCOL_NAMES, checked_protocol
 
 log = logging.getLogger(__name__)
@@ -620,7 +621,7 @@ class SlackDebates:
             )
         rounds = 0
         if record is not None:
-            rounds = len(DebateResult.model_validate_json(record.result_json).rounds)
+            rounds = len(StoredResult.read(record.result_json).rounds)
         more = spec.model_copy(update={"max_rounds": rounds + 1, "min_rounds": rounds + 1})
         try:
             checked_protocol(more)
@@ -662,7 +663,7 @@ class SlackDebates:
         spec = DebateSpec.model_validate_json(original.spec_json)
         record = await self.db(lambda s: repository.verdict_for(s, debate_id=debate_id))
         assert record is not None
-        answered = DebateResult.model_validate_json(record.result_json)
+        answered = StoredResult.read(record.result_json)
         started = await self._start(
             trigger_key=f"anyway:{debate_id}",
             spec=spec,
@@ -744,8 +745,10 @@ class SlackDebates:
         ids = [d.id for d in recent if d.id is not None]
         votes = await self.db(lambda s: store.feedback_counts(s, debate_ids=ids))
         stats = await self.db(store.protocol_stats)
-        mine = await self.db(lambda s: store.spend_since(s, since=month_start, requested_by=user))
-        everyone = await self.db(lambda s: store.spend_since(s, since=month_start))
+        mine = await self.db(
+            lambda s: operations.spend_since(s, since=month_start, requested_by=user)
+        )
+        everyone = await self.db(lambda s: operations.spend_since(s, since=month_start))
         return blocks.home_view(
             pending=pending,
             recent=[_home_item(d, votes.get(d.id or 0)) for d in recent],

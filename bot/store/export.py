@@ -11,8 +11,9 @@ from sqlmodel import Session
 
 from bot.store import repository
 from bot.store.audit import KEY_DEPENDENT_KINDS, PRE_SEAL_VERSION, ChainReport, audit
+from bot.store.results import StoredResult
 from bot.store.tables import Debate, Turn, VerdictRecord
-from engine.models import DebateResult, TurnRecord
+from engine.models import TurnRecord
 
 
 def export_record(session: Session, *, debate_id: int, key: bytes | None = None) -> dict[str, Any]:
@@ -57,9 +58,11 @@ def _result(verdict: VerdictRecord | None, transcript: list[TurnRecord]) -> dict
     transcript of the turn rows."""
     if verdict is None:
         return None
-    parsed = DebateResult.model_validate_json(verdict.result_json)
+    parsed = StoredResult.read(verdict.result_json)
     parsed.transcript = transcript
-    return parsed.model_dump(mode="json")
+    return parsed.model_dump(
+        mode="json", exclude={"turn_count", "total_usage", "total_cost_usd", "total_cost_by_role"}
+    )
 
 
 def verify_export(record: dict[str, Any], *, key: bytes | None) -> ChainReport:

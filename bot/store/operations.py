@@ -86,13 +86,24 @@ def month_start(now: datetime) -> datetime:
     return now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
 
 
-def spend_since(session: Session, *, since: datetime, channel_id: str | None = None) -> float:
-    """Model spend of the turns stored since `since`, in one channel or the whole workspace."""
+def spend_since(
+    session: Session,
+    *,
+    since: datetime,
+    channel_id: str | None = None,
+    requested_by: str | None = None,
+) -> float:
+    """What the models were paid since `since`: the cost of the turns stored since then (so a
+    debate that runs across the 1st counts in the month each turn was bought), in the whole
+    workspace, one channel, or the debates one person asked for. The one definition of spend:
+    the monthly caps and App Home both read it."""
     query = select(func.coalesce(func.sum(Turn.cost_usd), 0.0)).where(col(Turn.created_at) >= since)
+    if channel_id is not None or requested_by is not None:
+        query = query.join(Debate, col(Debate.id) == col(Turn.debate_id))
     if channel_id is not None:
-        query = query.join(Debate, col(Debate.id) == col(Turn.debate_id)).where(
-            col(Debate.channel_id) == channel_id
-        )
+        query = query.where(col(Debate.channel_id) == channel_id)
+    if requested_by is not None:
+        query = query.where(col(Debate.requested_by) == requested_by)
     return float(session.exec(query).one())
 
 

@@ -34,6 +34,7 @@ from bot.store.errors import (
     LeaseLostError,
     StoreRefusedError,
 )
+from bot.store.results import StoredResult
 from bot.store.tables import (
     ChannelSettings,
     Debate,
@@ -716,7 +717,7 @@ def _ending(session: Session, finish: Finish, row: Any, known: _Closing) -> _End
         "level": verdict.level.value,
         "escalate": verdict.escalate,
         "synthesis": verdict.synthesis,
-        "result_json": result.model_dump_json(exclude={"transcript"}),
+        "result_json": StoredResult.document(result),
         "created_at": now,
     }
     if finish.head is not None:

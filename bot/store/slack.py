@@ -238,16 +238,6 @@ def recent_debates(session: Session, *, channel_ids: list[str], limit: int = 10)
     )
 
 
-def spend_since(session: Session, *, since: datetime, requested_by: str | None = None) -> float:
-    """Model spend of debates created since `since` (all of them, or one requester's)."""
-    query = select(func.coalesce(func.sum(Debate.cost_usd), 0.0)).where(
-        col(Debate.created_at) >= since
-    )
-    if requested_by is not None:
-        query = query.where(Debate.requested_by == requested_by)
-    return float(session.exec(query).one())
-
-
 # --- feedback on verdicts ------------------------------------------------------------------------
 
 

@@ -5,6 +5,7 @@ clicked."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from bot.slack import blocks
@@ -12,6 +13,7 @@ from bot.store import slack as store
 from bot.store.db import session_scope
 from engine.errors import LLMError
 from engine.llm import LLMRequest
+from engine.pricing import Pricing
 from engine.providers.fake import FunctionLLM
 from tests.e2e.conftest import ADMIN, CHANNEL, Bot, BotFactory
 from tests.e2e.test_triggers import ADR_TEXT, message_event
@@ -38,7 +40,8 @@ def triaging(downside: float) -> FunctionLLM:
             return estimate(downside)
         return script(request)
 
-    return FunctionLLM(reply)
+    # Priced, so the answer's cost is not zero and a message that loses it shows.
+    return FunctionLLM(reply, pricing=Pricing(input_per_mtok=3.0, output_per_mtok=15.0))
 
 
 async def watching_with_triage(start_bot: BotFactory, downside: float) -> tuple[Bot, str]:
@@ -84,6 +87,10 @@ async def test_a_low_downside_adr_gets_the_single_answer_and_debate_anyway(
     assert already, "the later clicks are told where the debate is"
     updated = next(m for m in bot.emulator.in_thread(CHANNEL, ts) if m["ts"] == answer["ts"])
     assert "asked for the debate anyway" in str(updated["blocks"])
+    # The updated answer is made from the stored result: it shows what the answer cost.
+    [cost] = re.findall(r"cost \$([0-9.]+) · one call", str(answer["blocks"]))
+    assert float(cost) > 0
+    assert f"cost ${cost} · one call" in str(updated["blocks"])
     assert not any(b["type"] == "actions" for b in updated["blocks"])
     thread = [m["text"] for m in bot.emulator.in_thread(CHANNEL, ts)]
     assert any(t.startswith("Verdict") for t in thread)
