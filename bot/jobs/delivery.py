@@ -39,7 +39,7 @@ from bot.slack.poster import SLACK_FAILURES, Posted, SlackPoster
 from bot.store import outbox
 from bot.store.db import in_session
 from bot.store.errors import DatabaseUnavailableError
-from bot.store.outbox import PARENT, Draft
+from bot.store.outbox import PARENT, Draft, Lane
 from bot.store.tables import Debate, Outbox, OutboxAction, OutboxFallback, OutboxTarget
 from engine.models import DebateSpec
 
@@ -83,7 +83,7 @@ class OutboxDelivery:
         self.config = config or DeliveryConfig()
         self._rng = rng or random.Random()
         self._wake = asyncio.Event()
-        self._lanes: dict[tuple[int, str], asyncio.Task[None]] = {}
+        self._lanes: dict[Lane, asyncio.Task[None]] = {}
         self._failing = False
         self._updated_at: dict[int, float] = {}
         self._background: set[asyncio.Task[None]] = set()
@@ -121,7 +121,7 @@ class OutboxDelivery:
         started = 0
         for lane in await self._db(outbox.due_lanes):
             if lane not in self._lanes:
-                self._lanes[lane] = asyncio.create_task(self._run_lane(*lane))
+                self._lanes[lane] = asyncio.create_task(self._run_lane(lane))
                 started += 1
         return started
 
@@ -136,15 +136,54 @@ class OutboxDelivery:
         await asyncio.gather(*self._lanes.values(), return_exceptions=True)
         self._lanes.clear()
 
-    async def _run_lane(self, debate_id: int, action: str) -> None:
+    async def _run_lane(self, lane: Lane) -> None:
         try:
-            if action == OutboxAction.POST:
-                while await self._next_post(debate_id):
+            if lane.debate_id is None:
+                while await self._next_channel_post(lane.channel):
+                    pass
+            elif lane.action == OutboxAction.POST:
+                while await self._next_post(lane.debate_id):
                     pass
             else:
-                await self._updates(debate_id)
+                await self._updates(lane.debate_id)
         except DatabaseUnavailableError as error:
-            log.error("delivery for debate %s paused: %s", debate_id, error)
+            where = (
+                f"channel {lane.channel}" if lane.debate_id is None else f"debate {lane.debate_id}"
+            )
+            log.error("delivery for %s paused: %s", where, error)
+
+    # --- a channel's own posts (no debate: the digest) ----------------------------------------
+
+    async def _next_channel_post(self, channel: str) -> bool:
+        """Deliver the head of a channel's own posts: retried, re-split and given up by the
+        same rules as a debate's, with no thread to tell when one is refused."""
+        row = await self._db(
+            lambda s: outbox.claim_channel_head(
+                s, channel_id=channel, owner=self.owner, claim_s=self.config.claim_s
+            )
+        )
+        if row is None:
+            return False
+        try:
+            posted = await self.poster.post(
+                channel=row.channel_id, message=blocks.Message(row.text, row.blocks), attempts=1
+            )
+        except PostError as error:
+            if error.retryable:
+                await self._retry(row, error)
+                return False
+            self._recovered()
+            if error.code in TOO_BIG and row.part == 0:
+                await self._resplit(row, error.code)
+                return True
+            await self._fail(row, f"refused by Slack: {error.code}")
+            return True
+        except asyncio.CancelledError:
+            with contextlib.suppress(DatabaseUnavailableError):
+                await self._release(row)
+            raise
+        await self._sent(row, [posted], "channel")
+        return True
 
     # --- posts -------------------------------------------------------------------------------
 
@@ -203,17 +242,21 @@ class OutboxDelivery:
         if error.code in THREAD_GONE and row.target == OutboxTarget.THREAD:
             return await self._move_thread(row, debate, error.code)
         if error.code in TOO_BIG and row.part == 0:
-            parts = blocks.resplit(blocks.Message(row.text, row.blocks))
-            drafts = [Draft(key="", text=p.text, blocks=p.blocks) for p in parts]
-            await self._db(
-                lambda s: outbox.split(
-                    s, row_id=row.id or 0, owner=self.owner, error=error.code, parts=drafts
-                )
-            )
-            log.warning("debate %s: %s refused (%s); re-split", row.debate_id, row.key, error.code)
+            await self._resplit(row, error.code)
             return True
         await self._give_up(row, error.code)
         return True
+
+    async def _resplit(self, row: Outbox, code: str) -> None:
+        """Replace a message refused for its size by smaller parts, sent in its place."""
+        parts = blocks.resplit(blocks.Message(row.text, row.blocks))
+        drafts = [Draft(key="", text=p.text, blocks=p.blocks) for p in parts]
+        await self._db(
+            lambda s: outbox.split(
+                s, row_id=row.id or 0, owner=self.owner, error=code, parts=drafts
+            )
+        )
+        log.warning("%s: %s refused (%s); re-split", _owner_of(row), row.key, code)
 
     async def _move_thread(self, row: Outbox, debate: Debate, code: str) -> bool:
         """The thread's root, or the parent an update changes, is gone: post the parent again,
@@ -420,8 +463,8 @@ class OutboxDelivery:
         self._failing = True
         delay = self._backoff(row, error)
         log.warning(
-            "debate %s: %s not delivered (%s: %s); retry %d in %.1fs",
-            row.debate_id,
+            "%s: %s not delivered (%s: %s); retry %d in %.1fs",
+            _owner_of(row),
             row.key,
             error.code,
             error,
@@ -438,7 +481,7 @@ class OutboxDelivery:
             )
         )
         if updated is not None and updated.state == "failed":
-            log.error("debate %s: %s given up after its deadline", row.debate_id, row.key)
+            log.error("%s: %s given up after its deadline", _owner_of(row), row.key)
 
     async def _retry_quietly(self, row: Outbox) -> None:
         await self._db(
@@ -484,7 +527,7 @@ class OutboxDelivery:
         await self._db(lambda s: outbox.release(s, row_id=row.id or 0, owner=self.owner))
 
     async def _fail(self, row: Outbox, error: str, notices: list[Draft] | None = None) -> None:
-        log.error("debate %s: %s not delivered: %s", row.debate_id, row.key, error)
+        log.error("%s: %s not delivered: %s", _owner_of(row), row.key, error)
         await self._db(
             lambda s: outbox.mark_failed(
                 s, row_id=row.id or 0, owner=self.owner, error=error, notices=notices or []
@@ -532,3 +575,8 @@ class OutboxDelivery:
             log.error("debate %s halted: %s", debate_id, reason)
             debate.halt_reason = reason
             self.wake()
+
+
+def _owner_of(row: Outbox) -> str:
+    """Whose message `row` is, for the log: a debate's, or a channel's own."""
+    return f"channel {row.channel_id}" if row.debate_id is None else f"debate {row.debate_id}"

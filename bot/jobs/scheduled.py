@@ -46,10 +46,11 @@ from bot.settings import Settings
 from bot.slack import blocks
 from bot.slack.errors import PostError
 from bot.slack.notifier import DebateNotifier
-from bot.store import operations
+from bot.store import operations, outbox
 from bot.store.db import in_session, store_executor
 from bot.store.errors import StoreError
 from bot.store.export import export_record, verify_export
+from bot.store.outbox import Draft
 from engine.models import utcnow
 
 if TYPE_CHECKING:
@@ -290,57 +291,20 @@ class ScheduledJobs:
             )
             message = digest_message(channel.channel_id, local_day, day)
             key = f"digest:{channel.channel_id}:{local_day}"
+            draft = Draft(key=key, text=message.text, blocks=message.blocks)
             if await in_session(
                 self.engine,
                 partial(
-                    operations.owe_notice,
-                    key=key,
+                    outbox.owe_channel,
                     channel_id=channel.channel_id,
-                    text=message.text,
-                    blocks=message.blocks,
+                    draft=draft,
                     deadline_s=NOTICE_DEADLINE_S,
                 ),
             ):
                 owed += 1
-        sent, failed = await self.deliver_notices()
-        return f"{owed} digest(s) owed, {sent} sent, {failed} given up"
-
-    async def deliver_notices(self) -> tuple[int, int]:
-        """Post the channel notices that are due; a transient failure is retried later (next
-        run), a refusal or a passed deadline gives the notice up, logged."""
-        assert self.poster is not None
-        now = self.clock()
-        due = await in_session(self.engine, lambda s: operations.due_notices(s, now=now))
-        sent = failed = 0
-        for notice in due:
-            notice_id = notice.id or 0
-            try:
-                posted = await self.poster.post(
-                    channel=notice.channel_id,
-                    message=blocks.Message(notice.text, notice.blocks),
-                    attempts=1,
-                )
-            except PostError as error:
-                retry_at = now + timedelta(minutes=5) if error.retryable else None
-                await in_session(
-                    self.engine,
-                    partial(
-                        operations.notice_outcome,
-                        notice_id=notice_id,
-                        error=f"{error.code}: {error}",
-                        retry_at=retry_at,
-                    ),
-                )
-                if retry_at is None:
-                    failed += 1
-                    log.error("notice %s to %s given up: %s", notice.key, notice.channel_id, error)
-                continue
-            await in_session(
-                self.engine,
-                partial(operations.notice_outcome, notice_id=notice_id, ts=posted.ts),
-            )
-            sent += 1
-        return sent, failed
+        if owed:
+            self.notifier.wake()
+        return f"{owed} digest(s) owed"
 
     async def retention(self) -> str:
         days, folder = self.settings.retention_days, self.settings.retention_dir

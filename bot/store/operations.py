@@ -16,7 +16,6 @@ from sqlmodel import Session, col, select
 
 from bot.store import outbox
 from bot.store.tables import (
-    ChannelNotice,
     ChannelSettings,
     Debate,
     DebateState,
@@ -36,7 +35,7 @@ from engine.models import utcnow
 # --- job slots -------------------------------------------------------------------------------
 
 
-def _insert_once(session: Session, row: ScheduledRun | ChannelNotice) -> bool:
+def _insert_once(session: Session, row: ScheduledRun) -> bool:
     """Insert a row whose key makes it unique; False when it was there already."""
     session.add(row)
     try:
@@ -294,65 +293,6 @@ def channel_day(
         month_spend_usd=spend_since(session, since=month_start(now), channel_id=cid),
         budget_usd=channel.monthly_budget_usd,
     )
-
-
-def owe_notice(
-    session: Session,
-    *,
-    key: str,
-    channel_id: str,
-    text: str,
-    blocks: list[dict[str, Any]],
-    deadline_s: float,
-) -> bool:
-    """Owe a channel a message once per `key`; False when it was owed before."""
-    now = utcnow()
-    notice = ChannelNotice(
-        key=key,
-        channel_id=channel_id,
-        text=text,
-        blocks=blocks,
-        next_attempt_at=now,
-        deadline_at=now + timedelta(seconds=deadline_s),
-    )
-    return _insert_once(session, notice)
-
-
-def due_notices(session: Session, *, now: datetime, limit: int = 50) -> list[ChannelNotice]:
-    return list(
-        session.exec(
-            select(ChannelNotice)
-            .where(
-                col(ChannelNotice.state) == OutboxState.PENDING,
-                col(ChannelNotice.next_attempt_at) <= now,
-            )
-            .order_by(col(ChannelNotice.id))
-            .limit(limit)
-        )
-    )
-
-
-def notice_outcome(
-    session: Session,
-    *,
-    notice_id: int,
-    ts: str | None = None,
-    error: str | None = None,
-    retry_at: datetime | None = None,
-) -> None:
-    """Record a delivery try: sent (`ts`), to retry at `retry_at`, or failed for good."""
-    notice = session.get(ChannelNotice, notice_id)
-    assert notice is not None
-    notice.attempts += 1
-    notice.last_error = error
-    if ts is not None:
-        notice.state, notice.ts = OutboxState.SENT.value, ts
-    elif retry_at is not None and retry_at < notice.deadline_at:
-        notice.next_attempt_at = retry_at
-    else:
-        notice.state = OutboxState.FAILED.value
-    session.add(notice)
-    session.commit()
 
 
 # --- retention -------------------------------------------------------------------------------

@@ -164,12 +164,74 @@ def _due(now: datetime) -> Any:
     )
 
 
-def due_lanes(session: Session) -> list[tuple[int, str]]:
-    """(debate id, action) of every lane with a message due now."""
+@dataclass(frozen=True, order=True)
+class Lane:
+    """Messages delivered one after another: a debate's posts, a debate's updates, or the posts
+    owed to a channel with no debate (`debate_id` None; `channel` names it)."""
+
+    debate_id: int | None
+    channel: str
+    action: OutboxAction
+
+
+def due_lanes(session: Session) -> list[Lane]:
+    """Every lane with a message due now."""
     rows = session.exec(
-        select(Outbox.debate_id, Outbox.action).where(_due(utcnow())).distinct()
+        select(Outbox.debate_id, Outbox.channel_id, Outbox.action).where(_due(utcnow())).distinct()
     ).all()
-    return sorted((int(debate_id), str(action)) for debate_id, action in rows)
+    lanes = {
+        Lane(None, channel, OutboxAction(action))
+        if debate_id is None
+        else Lane(int(debate_id), "", OutboxAction(action))
+        for debate_id, channel, action in rows
+    }
+    return sorted(lanes, key=lambda lane: (lane.debate_id or 0, lane.channel, lane.action))
+
+
+def owe_channel(
+    session: Session, *, channel_id: str, draft: Draft, deadline_s: float = DEFAULT_DEADLINE_S
+) -> bool:
+    """Owe `channel_id` a top-level post with no debate (the daily digest), once per key;
+    False when it was owed before. Delivered like every other owed message."""
+    now = utcnow()
+    session.add(
+        Outbox(
+            debate_id=None,
+            key=draft.key,
+            channel_key=f"{channel_id}:{draft.key}",
+            seq=0,
+            action=OutboxAction.POST,
+            target=OutboxTarget.CHANNEL,
+            channel_id=channel_id,
+            text=draft.text,
+            blocks=draft.blocks,
+            next_attempt_at=now,
+            deadline_at=now + timedelta(seconds=deadline_s),
+        )
+    )
+    try:
+        session.commit()
+    except IntegrityError:
+        session.rollback()
+        return False
+    return True
+
+
+def claim_channel_head(
+    session: Session, *, channel_id: str, owner: str, claim_s: float
+) -> Outbox | None:
+    """Claim the first undelivered post owed to the channel with no debate, if it is due."""
+    head = session.exec(
+        select(Outbox)
+        .where(
+            col(Outbox.debate_id).is_(None),
+            Outbox.channel_id == channel_id,
+            col(Outbox.state).in_(OPEN_STATES),
+        )
+        .order_by(col(Outbox.id))
+        .limit(1)
+    ).one_or_none()
+    return None if head is None else _claim(session, head, owner, claim_s)
 
 
 def _claim(session: Session, row: Outbox, owner: str, claim_s: float) -> Outbox | None:
@@ -269,12 +331,18 @@ def mark_sent(
         row.sent_at = now
         row.last_error = None
     session.add(row)
-    if row.action == "post" and row.key.startswith(PARENT) and row.target == "channel":
+    owned_by_debate = row.debate_id is not None
+    if (
+        owned_by_debate
+        and row.action == "post"
+        and row.key.startswith(PARENT)
+        and row.target == "channel"
+    ):
         debate = session.get(Debate, row.debate_id)
         assert debate is not None
         debate.thread_ts = deliveries[0][1]
         session.add(debate)
-    if row.key == REVIEW and deliveries:
+    if owned_by_debate and row.key == REVIEW and deliveries:
         escalation = session.exec(
             select(Escalation).where(Escalation.debate_id == row.debate_id)
         ).one_or_none()
@@ -327,9 +395,10 @@ def mark_failed(
     row.last_error = error
     row.claimed_by, row.claimed_until = None, None
     session.add(row)
-    debate = session.get(Debate, row.debate_id)
-    assert debate is not None
-    stage(session, debate=debate, drafts=notices)
+    if row.debate_id is not None:
+        debate = session.get(Debate, row.debate_id)
+        assert debate is not None
+        stage(session, debate=debate, drafts=notices)
     session.commit()
     return row
 

@@ -659,6 +659,7 @@ class _Closing:
         if outboxes:
             where_owed = _among(session, col(Outbox.debate_id), debate_ids)
             for row in session.exec(select(Outbox).where(where_owed)):
+                assert row.debate_id is not None  # selected by debate
                 owed.setdefault(row.debate_id, {})[row.key] = row
         return _Closing(debates=by_id, outboxes=owed)
 

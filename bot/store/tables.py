@@ -326,22 +326,29 @@ class OutboxState(StrEnum):
 
 
 class Outbox(SQLModel, table=True):
-    """One message a debate owes people (parent, status, round, verdict, review request,
-    reminder, notice), written in the transaction of the state that creates it and delivered by
-    `bot.jobs.delivery`, which retries until Slack takes it or its deadline passes.
+    """One message owed to people, written in the transaction of the state that creates it and
+    delivered by `bot.jobs.delivery`, which retries until Slack takes it or its deadline passes:
+    what a debate owes (parent, status, round, verdict, review request, reminder, notice), or,
+    with no debate, what a channel is owed (the daily digest).
 
-    Posts of one debate go out in `(seq, part, id)` order; an update (`action="update"`) replaces
-    the content of the message `target_key` names and is coalesced: a newer status replaces a
-    pending one and bumps `version`. `deliveries` holds `[channel, ts]` of every copy Slack took,
-    so nothing is posted twice and a resumed run updates instead of reposting.
+    Posts of one debate (or, without one, of one channel) go out in `(seq, part, id)` order; an
+    update (`action="update"`) replaces the content of the message `target_key` names and is
+    coalesced: a newer status replaces a pending one and bumps `version`. `deliveries` holds
+    `[channel, ts]` of every copy Slack took, so nothing is posted twice and a resumed run
+    updates instead of reposting. A key is owed once per debate, or once per channel for
+    channel messages (`digest:C1:2026-11-25`).
     """
 
     __tablename__ = "outbox"
     __table_args__ = (UniqueConstraint("debate_id", "key", name="uq_outbox_key"),)
 
     id: int | None = Field(default=None, primary_key=True)
-    debate_id: int = Field(foreign_key="debate.id", index=True)
+    debate_id: int | None = Field(default=None, foreign_key="debate.id", index=True)
     key: str = Field(max_length=120)
+    channel_key: str | None = Field(default=None, max_length=170, unique=True)
+    """`channel_id:key` of a channel's own message (no debate), so it is owed once; None for a
+    debate's, which (debate_id, key) keeps unique (a unique column takes many NULLs, where a
+    unique pair with a NULL debate would not hold)."""
     seq: int = Field(default=0)
     part: int = Field(default=0)
     action: OutboxAction = Field(
@@ -419,25 +426,3 @@ class ScheduledRun(SQLModel, table=True):
     detail: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     started_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime | None = None
-
-
-class ChannelNotice(SQLModel, table=True):
-    """A message owed to a channel rather than to a debate's thread (the daily digest), kept
-    until Slack takes it or its deadline passes. `key` makes it owed once (`digest:C1:date`)."""
-
-    __tablename__ = "channel_notice"
-
-    id: int | None = Field(default=None, primary_key=True)
-    key: str = Field(max_length=120, unique=True)
-    channel_id: str = Field(max_length=40)
-    text: str = Field(sa_column=Column(Text, nullable=False))
-    blocks: list[dict[str, Any]] = Field(
-        default_factory=list, sa_column=Column(JSON, nullable=False)
-    )
-    state: str = Field(default=OutboxState.PENDING.value, max_length=20, index=True)
-    attempts: int = Field(default=0)
-    next_attempt_at: datetime = Field(default_factory=utcnow)
-    deadline_at: datetime
-    last_error: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
-    ts: str | None = Field(default=None, max_length=40)
-    created_at: datetime = Field(default_factory=utcnow)

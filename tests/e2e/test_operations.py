@@ -10,12 +10,12 @@ from datetime import datetime, timedelta
 
 import aiohttp
 import pytest
-from sqlmodel import select
+from sqlmodel import col, select
 
 from bot.jobs.scheduled import ScheduledJobs
 from bot.slack import blocks
 from bot.store.db import session_scope
-from bot.store.tables import ChannelNotice, Escalation, ScheduledRun
+from bot.store.tables import Escalation, Outbox, OutboxState, ScheduledRun
 from engine.llm import LLMRequest
 from engine.models import Usage, utcnow
 from engine.pricing import Pricing
@@ -83,6 +83,8 @@ fits the default $1 budget and costs $0.50."""
 async def test_the_daily_digest_goes_out_once_a_local_day_and_survives_a_slack_outage(
     start_bot: BotFactory,
 ) -> None:
+    """The digest is an outbox row with no debate, delivered by the one delivery loop: a 5xx
+    window is waited out with the backoff every message has, and it is posted once."""
     llm = DebateScript().llm(pricing=PRICED, usage=PRICED_USAGE)
     bot = await start_bot(llm=llm)
     await bot.driver.command("config set digest 00:00", user=ADMIN)
@@ -90,27 +92,73 @@ async def test_the_daily_digest_goes_out_once_a_local_day_and_survives_a_slack_o
     await bot.driver.command("Should we adopt ADR-042?")
     await bot.finished()
 
-    bot.emulator.fail("chat.postMessage", Fault(status=503))
+    bot.emulator.fail_for("chat.postMessage", Fault(status=503), 1.0)
     jobs = later(bot, 0)
-    detail = await jobs.fire("digest", jobs.digest, 300)
-    assert detail == "1 digest(s) owed, 0 sent, 0 given up"
-    assert not [m for m in bot.emulator.posted(CHANNEL) if "digest" in m["text"]]
-
-    bot.emulator.heal()
-    retry = later(bot, 0.2)
-    assert await retry.fire("digest", retry.digest, 300) == "0 digest(s) owed, 1 sent, 0 given up"
-    [digest] = [m for m in bot.emulator.posted(CHANNEL) if "Debate digest" in m["text"]]
+    assert await jobs.fire("digest", jobs.digest, 300) == "1 digest(s) owed"
+    [digest] = await bot.wait_for(
+        lambda: [m for m in bot.emulator.posted(CHANNEL) if "Debate digest" in m["text"]],
+        "the digest, once Slack answers again",
+    )
     assert "Debates started: 1" in digest["text"]
     assert "Spend this month: $0.50 of the $40.00 monthly budget" in digest["text"]
+    failed = [
+        c for c in bot.emulator.calls_of("chat.postMessage", ok_only=False) if c.status == 503
+    ]
+    assert failed, "it met the outage first"
 
     next_slot = later(bot, 0.4)
-    assert await next_slot.fire("digest", next_slot.digest, 300) == (
-        "0 digest(s) owed, 0 sent, 0 given up"
-    )
+    assert await next_slot.fire("digest", next_slot.digest, 300) == "0 digest(s) owed"
+    await bot.finished()
+    digests = [m for m in bot.emulator.posted(CHANNEL) if "Debate digest" in m["text"]]
+    assert len(digests) == 1
     with session_scope(bot.engine) as session:
-        assert len(session.exec(select(ChannelNotice)).all()) == 1
+        [row] = session.exec(select(Outbox).where(col(Outbox.debate_id).is_(None))).all()
         runs = session.exec(select(ScheduledRun).where(ScheduledRun.job == "digest")).all()
-    assert [run.outcome for run in runs] == ["ok", "ok", "ok"]
+    assert (row.key, row.state, row.target) == (
+        f"digest:{CHANNEL}:{row.key[-10:]}",
+        "sent",
+        "channel",
+    )
+    assert [run.outcome for run in runs] == ["ok", "ok"]
+
+
+async def test_the_digest_honours_retry_after_and_gives_up_a_channel_it_cannot_post_in(
+    start_bot: BotFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The same Slack faults the other messages meet: a 429's Retry-After is waited out as
+    given; `not_in_channel` gives the digest up, logged, with no thread to tell."""
+    bot = await start_bot()
+    await bot.driver.command("config set digest 00:00", user=ADMIN)
+    bot.emulator.fail("chat.postMessage", Fault(status=429, error="ratelimited", retry_after=1))
+    jobs = later(bot, 0)
+    assert await jobs.fire("digest", jobs.digest, 300) == "1 digest(s) owed"
+    await bot.wait_for(
+        lambda: [m for m in bot.emulator.posted(CHANNEL) if "Debate digest" in m["text"]],
+        "the digest after the rate limit",
+    )
+    calls = bot.emulator.calls_of("chat.postMessage", ok_only=False)
+    refused = next(c for c in calls if c.status == 429)
+    took = next(c for c in calls if c.status == 200 and c.at > refused.at)
+    assert took.at - refused.at >= 1.0, "Retry-After is honoured"
+
+    bot.emulator.fail("chat.postMessage", Fault(error="not_in_channel"))
+    tomorrow = later(bot, 24)
+    assert await tomorrow.fire("digest", tomorrow.digest, 300) == "1 digest(s) owed"
+
+    def given_up() -> list[Outbox]:
+        with session_scope(bot.engine) as session:
+            return list(
+                session.exec(
+                    select(Outbox).where(
+                        col(Outbox.debate_id).is_(None), Outbox.state == OutboxState.FAILED
+                    )
+                )
+            )
+
+    [failed] = await bot.wait_for(given_up, "the refused digest given up")
+    assert failed.last_error == "refused by Slack: not_in_channel"
+    assert f"channel {CHANNEL}: {failed.key} not delivered" in caplog.text
+    assert len([m for m in bot.emulator.posted(CHANNEL) if "Debate digest" in m["text"]]) == 1
 
 
 async def refusal_after(bot: Bot, question: str) -> dict:

@@ -7,18 +7,20 @@ import time
 from pathlib import Path
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, SQLModel
+from sqlmodel import Session, SQLModel, col, select
 
 from bot.jobs.worker import DebateWorker, WorkerConfig
 from bot.migrations import SCHEMA_HEAD
-from bot.store import repository
+from bot.store import outbox, repository
 from bot.store.db import alembic_config, check_schema, make_engine, session_scope, upgrade
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError, SchemaOutdatedError
-from bot.store.tables import DebateSource, DebateState
+from bot.store.outbox import Draft
+from bot.store.tables import DebateSource, DebateState, Outbox
 from engine.models import DebateSpec, DebateStatus, ModelSettings
 from tests.helpers import DebateScript, reply_for, shipped_prompts
 
@@ -278,3 +280,49 @@ def test_the_schema_head_the_code_checks_is_alembics_head() -> None:
     from alembic.script import ScriptDirectory
 
     assert ScriptDirectory.from_config(alembic_config()).get_current_head() == SCHEMA_HEAD
+
+
+def test_channel_notices_move_into_the_outbox_and_back(database_url: str) -> None:
+    """Migration 0015: the digests a channel was owed (one still due, one delivered) become
+    outbox rows with no debate, delivered by the one loop; a downgrade puts them back."""
+    config = alembic_config(database_url)
+    command.upgrade(config, "0014")
+    engine = make_engine(database_url)
+    with engine.begin() as connection:
+        for key, state, ts in (
+            ("digest:C1:2026-11-24", "sent", "1.2"),
+            ("digest:C1:2026-11-25", "pending", None),
+        ):
+            connection.execute(
+                text(
+                    "INSERT INTO channel_notice (key, channel_id, text, blocks, state, attempts,"
+                    " next_attempt_at, deadline_at, ts, created_at) VALUES (:k, 'C1', 'digest',"
+                    " '[]', :s, 0, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, :ts, CURRENT_TIMESTAMP)"
+                ),
+                {"k": key, "s": state, "ts": ts},
+            )
+    engine.dispose()
+    command.upgrade(config, "head")
+    engine = make_engine(database_url)
+    with session_scope(engine) as session:
+        rows = sorted(
+            session.exec(select(Outbox).where(col(Outbox.debate_id).is_(None))).all(),
+            key=lambda row: row.key,
+        )
+        assert [(r.key, r.state, r.target, r.deliveries) for r in rows] == [
+            ("digest:C1:2026-11-24", "sent", "channel", [["C1", "1.2"]]),
+            ("digest:C1:2026-11-25", "pending", "channel", []),
+        ]
+        draft = Draft(key="digest:C1:2026-11-25", text="again", blocks=[])
+        assert not outbox.owe_channel(session, channel_id="C1", draft=draft), "owed once"
+    engine.dispose()
+    command.downgrade(config, "0014")
+    engine = make_engine(database_url)
+    with engine.connect() as connection:
+        back = connection.execute(text("SELECT key, state, ts FROM channel_notice ORDER BY key"))
+        assert [tuple(row) for row in back] == [
+            ("digest:C1:2026-11-24", "sent", "1.2"),
+            ("digest:C1:2026-11-25", "pending", None),
+        ]
+    engine.dispose()
+    upgrade(database_url)
