@@ -18,6 +18,7 @@ LOW. Every step is listed in `Verdict.confidence_method`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -50,6 +51,7 @@ from engine.models import (
 )
 from engine.prompts import PromptLibrary
 from engine.protocols.base import LEVEL_BASE, Asker, level_for, threshold_reason
+from engine.protocols.outputs import Outputs
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -62,6 +64,11 @@ WEAK_CHALLENGE_PENALTY = 0.10
 UNRESOLVED_PENALTY = 0.02
 UNRESOLVED_PENALTY_CAP = 0.10
 TRUNCATION_PENALTY = 0.15
+
+OUTPUTS = Outputs.of(
+    "adversarial", Proposition, ProposerTurn, CriticTurn, RebuttalTurn, ModeratorTurn
+)
+"""Every output type of the protocol, in the one envelope schema all its calls send."""
 
 
 def _bullets(items: list[str], empty: str = "(none)") -> str:
@@ -136,8 +143,10 @@ class DebateSoFar:
     def add(self, label: str, text: str) -> None:
         self.parts.append(f"{label} (round {self.number}):\n{text}")
 
-    def text(self) -> str:
-        return "\n\n".join(self.parts)
+    def sections(self) -> tuple[str, ...]:
+        """The parts as they stand, for a turn's prompt (`Asker.ask` joins them with blank
+        lines and tells providers where each ends)."""
+        return tuple(self.parts)
 
 
 @dataclass
@@ -208,12 +217,12 @@ class AdversarialProtocol:
     ) -> AdversarialRound:
         assert state.proposition is not None
         so_far = DebateSoFar(state.proposition, state.rounds, number)
-        proposer = await turns.ask(Role.PROPOSER, number, ProposerTurn, so_far.text())
+        proposer = await turns.ask(Role.PROPOSER, number, ProposerTurn, so_far.sections())
         state.citations += checker.check_all(
             proposer.evidence_cited, round=number, role=Role.PROPOSER
         )
         so_far.add("PROPOSER'S ARGUMENT", render_proposer(proposer))
-        critic, attempts = await turns.critic(number, so_far.text())
+        critic, attempts = await turns.critic(number, so_far.sections())
         state.citations += checker.check_all(critic.evidence_cited, round=number, role=Role.CRITIC)
         if state.weakest_final_challenge is None:
             state.weakest_final_challenge = critic.challenge_strength
@@ -222,9 +231,9 @@ class AdversarialProtocol:
                 state.weakest_final_challenge, critic.challenge_strength
             )
         so_far.add("CRITIC'S ARGUMENT", render_critic(critic))
-        rebuttal = await turns.ask(Role.REBUTTAL, number, RebuttalTurn, so_far.text())
+        rebuttal = await turns.ask(Role.REBUTTAL, number, RebuttalTurn, so_far.sections())
         so_far.add("REBUTTAL", render_rebuttal(rebuttal))
-        moderator = await turns.ask(Role.MODERATOR, number, ModeratorTurn, so_far.text())
+        moderator = await turns.ask(Role.MODERATOR, number, ModeratorTurn, so_far.sections())
         usage_by_role: dict[Role, Usage] = {}
         cost = 0.0
         for turn in ledger.transcript:
@@ -260,14 +269,14 @@ class _Turns:
 
     def __init__(self, *, spec: DebateSpec, ledger: TurnLedger, prompts: PromptLibrary) -> None:
         self.prompts = prompts
-        self.asker = Asker(spec=spec, ledger=ledger, prompts=prompts)
+        self.asker = Asker(spec=spec, ledger=ledger, prompts=prompts, outputs=OUTPUTS)
 
     async def ask(
         self,
         role: Role,
         number: int,
         output_type: type[T],
-        so_far: str = "",
+        so_far: Sequence[str] = (),
         *,
         attempt: int = 1,
         extra: str = "",
@@ -284,7 +293,7 @@ class _Turns:
             extra=extra,
         )
 
-    async def critic(self, number: int, so_far: str) -> tuple[CriticTurn, int]:
+    async def critic(self, number: int, so_far: Sequence[str]) -> tuple[CriticTurn, int]:
         """The critique, re-asked once with a stronger instruction when it rates itself weak."""
         critique = await self.ask(Role.CRITIC, number, CriticTurn, so_far)
         if critique.challenge_strength >= CRITIC_RETRY_BELOW:

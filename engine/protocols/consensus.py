@@ -45,6 +45,7 @@ from engine.protocols.base import (
     no_verdict,
     options_for,
 )
+from engine.protocols.outputs import Outputs
 from engine.rounds import ConsensusEntry, ConsensusPhase
 
 __all__ = ["ConsensusEntry", "ConsensusProtocol"]
@@ -82,6 +83,11 @@ class ConsensusTurnBase(BaseModel):
     stance: ShortText
     rationale: LongText
     vote: str
+
+
+OUTPUTS = Outputs("consensus", {"ConsensusTurn": ConsensusTurnBase})
+"""The envelope of every consensus debate: the vote is a string there (the vote set is an
+option), restricted to the debate's votes by the turn's own type."""
 
 
 def turn_type(votes: list[str]) -> type[ConsensusTurnBase]:
@@ -173,7 +179,7 @@ class ConsensusProtocol:
         hints = {d.name: d.role_hint or "" for d in spec.debaters()}
         threshold = self._threshold(options, len(schedule))
         output_type = turn_type(options.votes)
-        asker = Asker(spec=spec, ledger=ledger, prompts=prompts)
+        asker = Asker(spec=spec, ledger=ledger, prompts=prompts, outputs=OUTPUTS)
         ending = Ending()
         entries: list[ConsensusEntry] = []
         phases_run: list[str] = []
