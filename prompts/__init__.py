@@ -15,6 +15,9 @@ How a turn's prompt is laid out, and what each role sees (adversarial protocol):
 
 What turns share comes first and only grows within a round, so every turn's prompt begins with
 the previous turn's prompt up to its instructions, and providers serve that prefix from their
-prompt cache (`benchmarks/tokens.py` measures the share per role). The other protocols' templates
+prompt cache (`benchmarks/tokens.py` measures the share per role). OpenAI and Anthropic, whose
+caches put the output schema before the messages, get one schema for every call of a protocol
+(`engine/envelope.py`); the sentence naming the key a call fills is added by the provider after
+the role's instructions, not by a template. The other protocols' templates
 carry their own sections, filled by their protocol module.
 """
