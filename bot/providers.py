@@ -294,6 +294,7 @@ class ProviderRegistry:
                 retry=self.retry_policy(),
                 key_variable=KEY_VARIABLES["openai"],
                 max_tokens_param="max_completion_tokens",
+                prompt_cache=True,
             )
         if name == "openai-compatible":
             if not s.openai_compatible_base_url:

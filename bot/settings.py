@@ -83,7 +83,10 @@ class Settings(BaseSettings):
     )
     anthropic_base_url: str | None = Field(default=None, description="default: Anthropic's API")
     anthropic_prompt_caching: bool = Field(
-        default=True, description="mark the stable prompt prefix with cache_control"
+        default=True,
+        description="mark the preamble and the debate so far with cache_control, and send every"
+        " call of a debate the protocol's one envelope schema; off for a gateway to a model"
+        " without Anthropic's cache",
     )
     openai_compatible_base_url: str | None = Field(
         default=None, description="e.g. http://127.0.0.1:8080/v1 (vLLM, Ollama, llama.cpp)"

@@ -26,6 +26,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
+from engine.envelope import Envelope
 from engine.errors import DebateHaltedError, EngineError
 from engine.events import DebateEvent, EventSink, TurnFinished, TurnStarted
 from engine.llm import (
@@ -213,11 +214,15 @@ class TurnLedger:
         speaker: str = "",
         phase: str = "",
         step: str = "",
+        envelope: Envelope | None = None,
+        shared_breaks: Sequence[int] = (),
     ) -> T:
         """One agent turn: replayed from the record if stored, otherwise asked of its model.
 
         `speaker` names the debater when the role has several; it selects the debater's model.
         `step` says what the turn is for in the live status (a phase), when the role does not.
+        `envelope` is the protocol's shared output schema with this turn's key, and
+        `shared_breaks` where the text later turns repeat ends (`LLMRequest` says more).
         """
         stored = self._recorded.get((round, role, speaker, phase, attempt))
         if stored is not None:
@@ -243,6 +248,8 @@ class TurnLedger:
             effort=settings.effort,
             output_schema=output_schema(output_type),
             schema_name=output_type.__name__,
+            envelope=envelope,
+            shared_breaks=list(shared_breaks),
         )
         # Checked before the turn is announced; the call itself holds its worst case (a
         # concurrent call may have taken the room meanwhile).

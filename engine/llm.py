@@ -17,6 +17,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
+from engine.envelope import Envelope
 from engine.errors import StructuredOutputError
 from engine.models import Effort, Usage
 from engine.pricing import Pricing
@@ -43,7 +44,14 @@ class LLMRequest(BaseModel):
     """The role's thinking effort, for providers whose model takes one."""
     output_schema: dict[str, Any] | None = None
     schema_name: str | None = None
+    envelope: Envelope | None = None
+    """The debate's shared output schema and this call's key in it: providers whose vendor
+    caches the schema ahead of the messages send it instead of `output_schema`."""
     stable_prefix_messages: int = Field(default=1, ge=0)
+    shared_breaks: list[int] = Field(default_factory=list)
+    """Where the text that later turns of the same round repeat (the debate so far, section by
+    section) ends in the first message after the stable prefix: ascending character offsets.
+    A provider whose cache works on content blocks (Anthropic) can split the message there."""
 
 
 class Completion(BaseModel):
@@ -54,6 +62,8 @@ class Completion(BaseModel):
     model: str
     latency_s: float = Field(default=0.0, ge=0.0)
     finish_reason: str | None = None
+    enveloped: bool = False
+    """The provider sent the request's envelope, so the answer is under the envelope's key."""
 
 
 class LLM(Protocol):
@@ -82,14 +92,21 @@ def input_token_bound(request: LLMRequest) -> int:
     The hosted vendors' tokenizers are byte-level BPE: every token stands for at least one byte
     of the text, so no text takes more tokens than its UTF-8 bytes (English takes about a
     quarter of that). So: the bytes of every message and of the output schema as JSON (a
-    provider sends the schema once, or a subset of it), plus a fixed allowance per message and
-    per request for what is not text (role markers, tool-use framing). The bound is loose on
-    purpose: a budget check on it can refuse a call that would have fit, never let through one
-    that does not.
+    provider sends the schema once, or a subset of it; or the envelope instead), plus a fixed
+    allowance per message and per request for what is not text (role markers, tool-use
+    framing). The bound is loose on purpose: a budget check on it can refuse a call that would
+    have fit, never let through one that does not.
     """
     text_bytes = sum(len(m.content.encode("utf-8")) for m in request.messages)
+    schema_bytes = 0
     if request.output_schema is not None:
-        text_bytes += len(json.dumps(request.output_schema).encode("utf-8"))
+        schema_bytes = len(json.dumps(request.output_schema).encode("utf-8"))
+    if request.envelope is not None:
+        # A provider sends the envelope or the role's schema: count the larger, and the
+        # envelope's instruction.
+        schema_bytes = max(schema_bytes, request.envelope.size_bytes)
+        text_bytes += len(request.envelope.instruction().encode("utf-8"))
+    text_bytes += schema_bytes
     return text_bytes + MESSAGE_OVERHEAD_TOKENS * len(request.messages) + REQUEST_OVERHEAD_TOKENS
 
 
@@ -121,6 +138,27 @@ class StructuredResult(Generic[T]):
         return sum(c.latency_s for c in self.completions)
 
 
+def _closed(node: Any, defs: dict[str, Any], *, inline: bool) -> Any:
+    """`node` with every object closed (`additionalProperties: false`, every property
+    required), titles and defaults dropped, and local `$ref`s inlined when `inline`."""
+    if isinstance(node, dict):
+        if "$ref" in node and inline:
+            name = node["$ref"].rsplit("/", 1)[-1]
+            return _closed(defs[name], defs, inline=inline)
+        resolved = {
+            k: _closed(v, defs, inline=inline)
+            for k, v in node.items()
+            if k not in ("title", "default")
+        }
+        if resolved.get("type") == "object":
+            resolved.setdefault("additionalProperties", False)
+            resolved["required"] = list(resolved.get("properties", {}))
+        return resolved
+    if isinstance(node, list):
+        return [_closed(item, defs, inline=inline) for item in node]
+    return node
+
+
 @functools.lru_cache(maxsize=256)
 def output_schema(output_type: type[BaseModel]) -> dict[str, Any]:
     """The JSON schema sent to providers: pydantic's, with `$ref`s inlined and no extra keys.
@@ -132,23 +170,20 @@ def output_schema(output_type: type[BaseModel]) -> dict[str, Any]:
     """
     schema = output_type.model_json_schema()
     defs = schema.pop("$defs", {})
-
-    def inline(node: Any) -> Any:
-        if isinstance(node, dict):
-            if "$ref" in node:
-                name = node["$ref"].rsplit("/", 1)[-1]
-                return inline(defs[name])
-            resolved = {k: inline(v) for k, v in node.items() if k not in ("title", "default")}
-            if resolved.get("type") == "object":
-                resolved.setdefault("additionalProperties", False)
-                resolved["required"] = list(resolved.get("properties", {}))
-            return resolved
-        if isinstance(node, list):
-            return [inline(item) for item in node]
-        return node
-
-    inlined: dict[str, Any] = inline(schema)
+    inlined: dict[str, Any] = _closed(schema, defs, inline=True)
     return inlined
+
+
+def referencing_schema(output_type: type[BaseModel]) -> dict[str, Any]:
+    """`output_schema`'s rules with the local `$ref`s kept, so a type used in several places
+    is written once (in `$defs`): for the vendors' structured outputs, which take them
+    (OpenAI's strict mode and Anthropic's structured outputs both accept local references)."""
+    schema = output_type.model_json_schema()
+    defs = schema.pop("$defs", {})
+    closed: dict[str, Any] = _closed(schema, defs, inline=False)
+    if defs:
+        closed["$defs"] = {name: _closed(d, defs, inline=False) for name, d in defs.items()}
+    return closed
 
 
 def describe_schema(schema: dict[str, Any]) -> str:
@@ -275,6 +310,8 @@ async def complete_structured(
 ) -> StructuredResult[T]:
     """Call `llm` until its reply validates as `output_type`, re-asking with the errors.
 
+    A reply to the request's envelope (`Completion.enveloped`) is first taken out of it: one
+    under another key, or several, is re-asked like any invalid reply.
     Raises StructuredOutputError after `max_attempts` invalid replies, keeping every raw reply.
     Spend is accounted by the caller's metering wrapper around `llm`, call by call.
     """
@@ -290,7 +327,10 @@ async def complete_structured(
         completions.append(completion)
         raw_outputs.append(completion.text)
         try:
-            value = output_type.model_validate(parse_json_lenient(completion.text))
+            reply = parse_json_lenient(completion.text)
+            if completion.enveloped and current.envelope is not None:
+                reply = current.envelope.unwrap(reply, schema)
+            value = output_type.model_validate(reply)
         except (ValueError, ValidationError) as error:
             problem = _problem_text(error)
             current = current.model_copy(

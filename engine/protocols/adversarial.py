@@ -20,6 +20,7 @@ LOW. Every step is listed in `Verdict.confidence_method`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -52,6 +53,7 @@ from engine.models import (
 )
 from engine.prompts import PromptLibrary
 from engine.protocols.base import LEVEL_BASE, Asker, level_for, threshold_reason
+from engine.protocols.outputs import Outputs
 from engine.protocols.record import (
     ADVERSARIAL_IDS,
     DebateSoFar,
@@ -73,6 +75,11 @@ WEAK_CHALLENGE_PENALTY = 0.10
 UNRESOLVED_PENALTY = 0.02
 UNRESOLVED_PENALTY_CAP = 0.10
 TRUNCATION_PENALTY = 0.15
+
+OUTPUTS = Outputs.of(
+    "adversarial", Proposition, ProposerTurn, CriticTurn, RebuttalTurn, ModeratorTurn
+)
+"""Every output type of the protocol, in the one envelope schema all its calls send."""
 
 
 def _bullets(items: list[str], empty: str = "(none)") -> str:
@@ -219,12 +226,12 @@ class AdversarialProtocol:
     ) -> AdversarialRound:
         assert state.proposition is not None
         so_far = RoundSoFar(state.proposition, state.records, number)
-        proposer = await turns.ask(Role.PROPOSER, number, ProposerTurn, so_far.text())
+        proposer = await turns.ask(Role.PROPOSER, number, ProposerTurn, so_far.sections())
         state.citations += checker.check_all(
             proposer.evidence_cited, round=number, role=Role.PROPOSER
         )
         so_far.turn("PROPOSER'S ARGUMENT", render_proposer(proposer, number))
-        critic, attempts = await turns.critic(number, so_far.text())
+        critic, attempts = await turns.critic(number, so_far.sections())
         state.citations += checker.check_all(critic.evidence_cited, round=number, role=Role.CRITIC)
         if state.weakest_final_challenge is None:
             state.weakest_final_challenge = critic.challenge_strength
@@ -233,9 +240,9 @@ class AdversarialProtocol:
                 state.weakest_final_challenge, critic.challenge_strength
             )
         so_far.turn("CRITIC'S ARGUMENT", render_critic(critic, number))
-        rebuttal = await turns.ask(Role.REBUTTAL, number, RebuttalTurn, so_far.text())
+        rebuttal = await turns.ask(Role.REBUTTAL, number, RebuttalTurn, so_far.sections())
         so_far.turn("REBUTTAL", render_rebuttal(rebuttal, number))
-        moderator = await turns.ask(Role.MODERATOR, number, ModeratorTurn, so_far.text())
+        moderator = await turns.ask(Role.MODERATOR, number, ModeratorTurn, so_far.sections())
         usage_by_role: dict[Role, Usage] = {}
         cost = 0.0
         for turn in ledger.transcript:
@@ -271,14 +278,14 @@ class _Turns:
 
     def __init__(self, *, spec: DebateSpec, ledger: TurnLedger, prompts: PromptLibrary) -> None:
         self.prompts = prompts
-        self.asker = Asker(spec=spec, ledger=ledger, prompts=prompts)
+        self.asker = Asker(spec=spec, ledger=ledger, prompts=prompts, outputs=OUTPUTS)
 
     async def ask(
         self,
         role: Role,
         number: int,
         output_type: type[T],
-        so_far: str = "",
+        so_far: Sequence[str] = (),
         *,
         attempt: int = 1,
         extra: str = "",
@@ -295,7 +302,7 @@ class _Turns:
             extra=extra,
         )
 
-    async def critic(self, number: int, so_far: str) -> tuple[CriticTurn, int]:
+    async def critic(self, number: int, so_far: Sequence[str]) -> tuple[CriticTurn, int]:
         """The critique, re-asked once with a stronger instruction when it rates itself weak."""
         critique = await self.ask(Role.CRITIC, number, CriticTurn, so_far)
         if critique.challenge_strength >= CRITIC_RETRY_BELOW:

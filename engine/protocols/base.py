@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
@@ -24,6 +26,7 @@ from engine.models import (
     utcnow,
 )
 from engine.prompts import PromptLibrary
+from engine.protocols.outputs import Outputs
 
 T = TypeVar("T", bound=BaseModel)
 OptionsT = TypeVar("OptionsT", bound=BaseModel)
@@ -102,11 +105,20 @@ def level_for(confidence: float) -> ConfidenceLevel:
 
 class Asker:
     """Builds a turn's messages (the shared preamble, then the role's prompt) and asks the
-    ledger; the preamble is the same for every turn, so providers can cache it."""
+    ledger; the preamble is the same for every turn, so providers can cache it. With the
+    protocol's `outputs`, every call carries the protocol's one envelope schema too."""
 
-    def __init__(self, *, spec: DebateSpec, ledger: TurnLedger, prompts: PromptLibrary) -> None:
+    def __init__(
+        self,
+        *,
+        spec: DebateSpec,
+        ledger: TurnLedger,
+        prompts: PromptLibrary,
+        outputs: Outputs | None = None,
+    ) -> None:
         self.ledger = ledger
         self.prompts = prompts
+        self.outputs = outputs
         self.preamble = render_material(prompts, spec)
 
     async def ask(
@@ -122,16 +134,20 @@ class Asker:
         step: str = "",
         attempt: int = 1,
         extra: str = "",
-        so_far: str = "",
+        so_far: str | Sequence[str] = "",
     ) -> T:
         """One turn: `so_far` (what the debate has said, the same for every turn of a round up
-        to this one), then `template` filled with `values` and the output's fields (+ `extra`).
-        Putting what turns share first, and the role's own instructions last, lets providers
-        serve the shared part from their prompt cache."""
+        to this one; its sections, when given as several), then `template` filled with `values`
+        and the output's fields (+ `extra`). Putting what turns share first, and the role's own
+        instructions last, lets providers serve the shared part from their prompt cache; the
+        request says where each section ends, so a provider caching by content block can
+        split there and a later turn finds the earlier turn's blocks."""
         prompt = self.prompts.get(template)
         user = prompt.render(output_format=describe_output(output_type), **(values or {}))
-        if so_far:
-            user = f"{so_far}\n\n{user}"
+        sections = [so_far] if isinstance(so_far, str) else list(so_far)
+        shared = "".join(f"{section}\n\n" for section in sections if section)
+        breaks = list(itertools.accumulate(len(s) + 2 for s in sections if s))
+        user = shared + user
         if extra:
             user = f"{user}\n\n{extra}"
         return await self.ledger.call(
@@ -147,6 +163,8 @@ class Asker:
                 Message(role="user", content=user),
             ],
             output_type=output_type,
+            envelope=self.outputs.envelope(output_type) if self.outputs else None,
+            shared_breaks=breaks,
         )
 
 

@@ -46,6 +46,7 @@ from engine.protocols.base import (
     no_verdict,
     options_for,
 )
+from engine.protocols.outputs import Outputs
 from engine.protocols.record import (
     CONSENSUS_IDS,
     CONSENSUS_PHASE_KINDS,
@@ -91,6 +92,11 @@ class ConsensusTurnBase(BaseModel):
     stance: ShortText
     rationale: LongText
     vote: str
+
+
+OUTPUTS = Outputs("consensus", {"ConsensusTurn": ConsensusTurnBase})
+"""The envelope of every consensus debate: the vote is a string there (the vote set is an
+option), restricted to the debate's votes by the turn's own type."""
 
 
 def turn_type(votes: list[str]) -> type[ConsensusTurnBase]:
@@ -200,7 +206,7 @@ class ConsensusProtocol:
         hints = {d.name: d.role_hint or "" for d in spec.debaters()}
         threshold = self._threshold(options, len(schedule))
         output_type = turn_type(options.votes)
-        asker = Asker(spec=spec, ledger=ledger, prompts=prompts)
+        asker = Asker(spec=spec, ledger=ledger, prompts=prompts, outputs=OUTPUTS)
         ending = Ending()
         entries: list[ConsensusEntry] = []
         records: list[str] = []
@@ -231,7 +237,7 @@ class ConsensusProtocol:
                                 "phase_instruction": PHASE_INSTRUCTIONS[phase],
                                 "votes": ", ".join(options.votes),
                             },
-                            so_far=so_far.text(),
+                            so_far=so_far.sections(),
                         )
                         entry = ConsensusEntry(
                             speaker=speaker,

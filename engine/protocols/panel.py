@@ -55,6 +55,7 @@ from engine.protocols.base import (
     no_verdict,
     options_for,
 )
+from engine.protocols.outputs import Outputs
 from engine.protocols.record import (
     PANEL_IDS,
     DebateSoFar,
@@ -124,6 +125,11 @@ class PanelJudgment(BaseModel):
     reasoning: LongText
 
 
+OUTPUTS = Outputs.of("panel", PanelAnswer, PanelRevision, PanelJudgment)
+"""The envelope of every panel debate: a critique's peer is a string there, restricted to the
+panelist's peers by the revision's own type."""
+
+
 def words(text: str) -> frozenset[str]:
     return frozenset(_WORD.findall(text.lower()))
 
@@ -168,7 +174,7 @@ class PanelProtocol:
         started_at = utcnow()
         options = options_for(PanelOptions, spec)
         debaters = spec.debaters()
-        asker = Asker(spec=spec, ledger=ledger, prompts=prompts)
+        asker = Asker(spec=spec, ledger=ledger, prompts=prompts, outputs=OUTPUTS)
         ending = Ending()
         report: dict[str, Any] = {"routing": "debate", "aggregation": options.aggregation}
         answers: dict[str, PanelAnswer] = {}

@@ -99,3 +99,9 @@ class DebateSoFar:
 
     def text(self) -> str:
         return "\n\n".join(self.parts)
+
+    def sections(self) -> tuple[str, ...]:
+        """The parts as they stand, for a turn's prompt: `Asker.ask` joins them as `text` does
+        and tells providers where each ends, so a provider caching by content block can split
+        there and a later turn finds the earlier turn's blocks."""
+        return tuple(self.parts)

@@ -19,6 +19,8 @@ Confidence is the judge's level mapped like the adversarial moderator's (HIGH 0.
 
 from __future__ import annotations
 
+import functools
+import json
 import logging
 import random
 from enum import Enum
@@ -52,6 +54,7 @@ from engine.protocols.base import (
     no_verdict,
     options_for,
 )
+from engine.protocols.outputs import Outputs
 from engine.protocols.record import (
     STANCES_IDS,
     DebateSoFar,
@@ -123,6 +126,20 @@ def _field_type(name: str, node: Any) -> Any:
     )
 
 
+@functools.lru_cache(maxsize=64)
+def stances_outputs(synthesis_schema: str | None) -> Outputs:
+    """The envelope of a stances debate: the judge's winner is a string there (restricted to
+    the debate's labels by the judgment's own type); with a synthesizer, its caller-given
+    schema (as JSON) is the one part that differs between debates."""
+    types: dict[str, type[BaseModel]] = {
+        "StanceArgument": StanceArgument,
+        "StancesJudgment": JudgeDecisionBase,
+    }
+    if synthesis_schema is not None:
+        types["SynthesisOutput"] = model_from_schema(json.loads(synthesis_schema))
+    return Outputs("stances", types)
+
+
 def labels_for(debaters: list[Participant], anonymize: bool) -> dict[str, str]:
     """Debater name -> what the judge sees."""
     if not anonymize:
@@ -177,7 +194,14 @@ class StancesProtocol:
         debaters = spec.debaters()
         stance_of = {d.name or "": d.stance or "" for d in debaters}
         labels = labels_for(debaters, options.anonymize)
-        asker = Asker(spec=spec, ledger=ledger, prompts=prompts)
+        projection = (
+            json.dumps(options.output_schema, sort_keys=True)
+            if options.synthesizer and options.output_schema is not None
+            else None
+        )
+        asker = Asker(
+            spec=spec, ledger=ledger, prompts=prompts, outputs=stances_outputs(projection)
+        )
         ending = Ending()
         spoken: list[tuple[int, str, StanceArgument]] = []
         judgment: JudgeDecisionBase | None = None
@@ -205,7 +229,7 @@ class StancesProtocol:
                             "letter": letters[name],
                             "stance": stance_of[name],
                         },
-                        so_far=so_far.text(),
+                        so_far=so_far.sections(),
                     )
                     spoken.append((number, name, argument))
                     so_far.add(render_argument(number, letters[name], argument))

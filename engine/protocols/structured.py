@@ -42,6 +42,7 @@ from engine.models import (
 )
 from engine.prompts import PromptLibrary
 from engine.protocols.base import LEVEL_BASE, Asker, Ending, common_verdict, finish, no_verdict
+from engine.protocols.outputs import Outputs
 from engine.rounds import (
     CLOSING_MAX_WORDS,
     WEIGHTS,
@@ -188,6 +189,67 @@ def judgment_type(ids: list[str]) -> type[Judgment]:
     return FullJudgment
 
 
+# The envelope (engine/envelope.py): one schema for every call of every structured debate, so
+# the per-debate types above map to static supersets. A new output type goes into OUTPUTS with
+# its static type (itself, when nothing in it is decided per debate).
+ARGUMENT_IDS = tuple(f"{side}-{n}" for side in SIDES for n in range(1, 6))
+"""Every argument id a structured debate can have: three to five a side."""
+MIN_ARGUMENTS = 3
+AnyArgumentId = Enum("AnyArgumentId", {a: a for a in ARGUMENT_IDS}, type=str)  # type: ignore[misc]
+
+
+class AnyArgument(Argument):
+    id: str = Field(pattern=r"^(PRO|CON)-[1-5]$")
+
+
+class AnyOpening(Opening):
+    arguments: list[AnyArgument] = Field(min_length=3, max_length=5)  # type: ignore[assignment]
+
+
+class AnyResponse(Response):
+    target: AnyArgumentId  # type: ignore[assignment]
+
+
+class AnyCrossExamination(CrossExamination):
+    responses: list[AnyResponse] = Field(min_length=1, max_length=5)  # type: ignore[assignment]
+
+
+def _any_keyed(name: str, value: type[BaseModel]) -> Any:
+    """An object with a key per possible argument id. The first three of a side always exist;
+    the fourth and fifth are nullable (null when the side made fewer): only those, since
+    Anthropic refuses a schema with more than 16 union-typed parameters."""
+    fields: dict[str, Any] = {
+        f"arg_{i}": (value if int(a[-1]) <= MIN_ARGUMENTS else value | None, Field(alias=a))
+        for i, a in enumerate(ARGUMENT_IDS)
+    }
+    return create_model(name, __config__=ConfigDict(extra="forbid"), **fields)
+
+
+AnyScores = _any_keyed("AnyScores", Dimensions)
+AnyTrace = _any_keyed("AnyTrace", TraceEntry)
+
+
+class AnyFallacy(FallacyFinding):
+    argument: AnyArgumentId  # type: ignore[assignment]
+
+
+class AnyJudgment(Judgment):
+    scores: AnyScores  # type: ignore[valid-type]
+    trace: AnyTrace  # type: ignore[valid-type]
+    fallacies: list[AnyFallacy] = Field(default_factory=list, max_length=10)  # type: ignore[assignment]
+
+
+OUTPUTS = Outputs(
+    "structured",
+    {
+        "Opening": AnyOpening,
+        "CrossExamination": AnyCrossExamination,
+        "Closing": Closing,
+        "Judgment": AnyJudgment,
+    },
+)
+
+
 def _id(value: object) -> str:
     """An argument id, whether given as text or as a schema enum member."""
     return str(getattr(value, "value", value))
@@ -272,7 +334,7 @@ class StructuredProtocol:
         self, spec: DebateSpec, *, ledger: TurnLedger, prompts: PromptLibrary
     ) -> DebateResult:
         started_at = utcnow()
-        asker = Asker(spec=spec, ledger=ledger, prompts=prompts)
+        asker = Asker(spec=spec, ledger=ledger, prompts=prompts, outputs=OUTPUTS)
         speakers = self._speakers(spec)
         ending = Ending()
         openings: dict[str, Opening] = {}

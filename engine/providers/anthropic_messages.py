@@ -16,8 +16,24 @@ Thinking: a model that always thinks is sent `{"type": "adaptive"}` and the role
 never sent. The reply's `thinking` blocks are skipped; their tokens are output tokens, counted
 as reasoning tokens too.
 
-Prompt caching marks the end of the request's stable prefix (system prompt, question, context)
-with `cache_control`, so later turns of the debate read it from the cache; cache reads and
+Prompt caching. "Prompt caching references the entire prompt: `tools`, `system`, and
+`messages` (in that order), up to and including the block designated with `cache_control`", and
+"changing `output_config.format` invalidates the prompt cache" (Anthropic, prompt-caching and
+structured-outputs). So, with caching on:
+- a request carrying the debate's envelope sends it, in `output_config.format` or as the one
+  forced tool (the same name for every role), instead of the role's schema: every call of the
+  debate then has the same tools, format and system. Its keys are optional rather than nullable
+  there (Anthropic refuses a schema with more than 16 union-typed parameters); the call's key is
+  named after its instructions, at the end of the last message;
+- `cache_control` goes on the last block of the stable prefix (the preamble of rules and case),
+  which every call shares, and on the end of the debate so far, split into one block per
+  section, so a later turn of the round finds the earlier turn's blocks ("the system checks for
+  cache hits at content block boundaries", up to 20 blocks back from a breakpoint; two of the
+  four breakpoints a request may carry);
+- thinking and effort stay what the model's catalogue entry and the role say, the same on every
+  call of a role ("changing the thinking mode, the effort value ... invalidates message
+  breakpoints"): roles sharing a model share a cache only when they share an effort.
+Below a model's minimum cacheable length nothing is cached, without an error. Cache reads and
 writes are counted apart because they are billed apart.
 
 The role's temperature is not sent. The SDK has no `temperature` argument (it was removed in
@@ -40,6 +56,7 @@ import anthropic
 from anthropic import AsyncAnthropic
 
 from engine.catalog import ModelEntry, Thinking
+from engine.envelope import Envelope
 from engine.errors import LLMError
 from engine.llm import Completion, LLMRequest
 from engine.models import Usage
@@ -59,9 +76,22 @@ EFFORTS = ("low", "medium", "high", "xhigh", "max")
 EFFORT_SETTING = "DEBATEBOT_ROLES__<ROLE>__EFFORT"
 
 
-def tool_name(request: LLMRequest) -> str:
-    """A valid tool name (`^[a-zA-Z0-9_-]{1,64}$`) for the request's schema."""
-    return _TOOL_NAME.sub("_", request.schema_name or "answer")[:64] or "answer"
+def tool_name(request: LLMRequest, envelope: Envelope | None = None) -> str:
+    """A valid tool name (`^[a-zA-Z0-9_-]{1,64}$`) for the request's schema, or its envelope's."""
+    name = envelope.name if envelope is not None else request.schema_name or "answer"
+    return _TOOL_NAME.sub("_", name)[:64] or "answer"
+
+
+def sent_envelope(
+    request: LLMRequest, mode: StructuredMode | None, *, prompt_caching: bool
+) -> Envelope | None:
+    """The envelope `request` is sent with in `mode`: the debate's, when it has one and the
+    mode sends a schema, with prompt caching on (without it, the role's schema is smaller)."""
+    if not prompt_caching or request.output_schema is None:
+        return None
+    if mode in (StructuredMode.OUTPUT_FORMAT, StructuredMode.TOOL):
+        return request.envelope
+    return None
 
 
 def check_effort(
@@ -104,27 +134,46 @@ def _block(text: str, *, cached: bool) -> dict[str, Any]:
     return block
 
 
+def _content(text: str, breaks: list[int], *, cached: bool) -> str | list[dict[str, Any]]:
+    """A message's content: plain text, or text blocks split at `breaks` (the ends of the
+    sections later turns repeat), the block ending at the last break marked for the cache."""
+    if not breaks or breaks[-1] >= len(text):
+        return [_block(text, cached=True)] if cached else text
+    ends = [*breaks, len(text)]
+    starts = [0, *breaks]
+    return [
+        _block(text[start:end], cached=end == breaks[-1])
+        for start, end in zip(starts, ends, strict=True)
+        if end > start
+    ]
+
+
 def build_params(request: LLMRequest, shape: Shape, *, prompt_caching: bool) -> dict[str, Any]:
     """The Messages API parameters of `request` in `shape`.
 
-    System messages go to `system`; the last message of the stable prefix carries
-    `cache_control`, which caches everything up to it (Anthropic, prompt-caching: "`tools`,
-    `system`, and `messages` (in that order)"). Thinking, effort and the output format are
-    the same on every call of a role, so they do not break its cache.
+    System messages go to `system`. With prompt caching, the last message of the stable prefix
+    carries `cache_control`, which caches everything up to it (Anthropic, prompt-caching:
+    "`tools`, `system`, and `messages` (in that order)"), and so does the end of the debate so
+    far (`request.shared_breaks`); the request's envelope, if any, replaces the role's schema.
+    Thinking, effort and the output format are the same on every call of a role, so they do not
+    break its cache.
     """
     stable = request.stable_prefix_messages if prompt_caching else 0
+    breaks = request.shared_breaks if prompt_caching else []
+    envelope = sent_envelope(request, shape.mode, prompt_caching=prompt_caching)
+    texts = [m.content for m in request.messages]
+    if envelope is not None:
+        # After the role's own instructions: the part of the prompt no other call shares.
+        texts[-1] = f"{texts[-1].rstrip()}\n\n{envelope.instruction(others_left_out=True)}"
     system: list[dict[str, Any]] = []
     messages: list[dict[str, Any]] = []
-    for index, message in enumerate(request.messages):
+    for index, (message, text) in enumerate(zip(request.messages, texts, strict=True)):
         cached = index == stable - 1
         if message.role == "system":
-            system.append(_block(message.content, cached=cached))
-        elif cached:
-            messages.append(
-                {"role": message.role, "content": [_block(message.content, cached=True)]}
-            )
-        else:
-            messages.append({"role": message.role, "content": message.content})
+            system.append(_block(text, cached=cached))
+            continue
+        content = _content(text, breaks if index == stable else [], cached=cached)
+        messages.append({"role": message.role, "content": content})
     params: dict[str, Any] = {
         "model": request.model,
         "max_tokens": request.max_tokens,
@@ -134,18 +183,23 @@ def build_params(request: LLMRequest, shape: Shape, *, prompt_caching: bool) -> 
         plain = not any("cache_control" in block for block in system)
         params["system"] = "\n\n".join(b["text"] for b in system) if plain else system
     output_config: dict[str, Any] = {}
-    if shape.mode is StructuredMode.OUTPUT_FORMAT and request.output_schema is not None:
+    source = envelope.json_schema if envelope is not None else request.output_schema
+
+    def sent(schema: dict[str, Any]) -> dict[str, Any]:
+        return envelope.with_optional_keys(schema) if envelope is not None else schema
+
+    if shape.mode is StructuredMode.OUTPUT_FORMAT and source is not None:
         output_config["format"] = {
             "type": "json_schema",
-            "schema": output_format_schema(request.output_schema),
+            "schema": sent(output_format_schema(source)),
         }
-    elif shape.mode is StructuredMode.TOOL and request.output_schema is not None:
-        name = tool_name(request)
+    elif shape.mode is StructuredMode.TOOL and source is not None:
+        name = tool_name(request, envelope)
         params["tools"] = [
             {
                 "name": name,
                 "description": "Give your answer as this tool's input; nothing else is read.",
-                "input_schema": tool_input_schema(request.output_schema),
+                "input_schema": sent(tool_input_schema(source)),
             }
         ]
         params["tool_choice"] = {"type": "tool", "name": name}
@@ -161,14 +215,19 @@ def build_params(request: LLMRequest, shape: Shape, *, prompt_caching: bool) -> 
     return params
 
 
-def reply_text(response: Any, request: LLMRequest, mode: StructuredMode | None) -> str:
+def reply_text(
+    response: Any,
+    request: LLMRequest,
+    mode: StructuredMode | None,
+    envelope: Envelope | None = None,
+) -> str:
     """The answer in `response`: the forced tool's input as JSON, else the `text` blocks (the
     first one for structured outputs). Blocks are picked by type, never by position: Anthropic,
     whats-new-opus-5-5, "every response can begin with one or more `thinking` blocks"; those
     and `redacted_thinking` blocks are skipped. A tool-mode reply without the tool call (cut
     off at max_tokens, say) gives its text, which the caller's validation rejects and re-asks."""
     if mode is StructuredMode.TOOL:
-        name = tool_name(request)
+        name = tool_name(request, envelope)
         for block in response.content:
             if getattr(block, "type", None) == "tool_use" and block.name == name:
                 return json.dumps(block.input)
@@ -365,7 +424,8 @@ class AnthropicLLM:
                 f"anthropic model {request.model} refused to answer. Rephrase the question or"
                 " use another model for this role"
             )
-        text = reply_text(response, request, shape.mode)
+        envelope = sent_envelope(request, shape.mode, prompt_caching=self.prompt_caching)
+        text = reply_text(response, request, shape.mode, envelope)
         if not text and response.stop_reason == "max_tokens" and counted.reasoning_tokens:
             # Returned, not raised: the thinking was billed, and only a completion carries
             # its cost to the budget. The caller re-asks, then fails naming max_tokens.
@@ -384,6 +444,7 @@ class AnthropicLLM:
             model=request.model,
             latency_s=latency,
             finish_reason=response.stop_reason,
+            enveloped=envelope is not None,
         )
 
     async def _create(self, params: dict[str, Any], model: str, shape: Shape) -> Any:

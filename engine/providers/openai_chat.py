@@ -33,11 +33,24 @@ server refuses one:
 - `prompt`: no response format at all.
 The mode that worked is remembered per model. Whatever the mode, the caller validates the reply
 with pydantic; this adapter only gets the best-constrained text it can.
+
+Prompt caching (OpenAI itself, `prompt_cache=True`): "The structured output schema serves as a
+prefix to the system message" and cache hits need an "exact prefix match" (prompt-caching
+guide), so in `json_schema` mode a request that carries the debate's envelope sends it instead
+of the role's schema: every call of a debate then starts with the same schema and the same
+preamble. The call's key is named after its instructions, at the end of the last message. Every
+request also sends a `prompt_cache_key`, the same for all calls sharing the preamble ("Use
+`prompt_cache_key` consistently for requests that share a prefix"), so they are routed to the
+same cache. OpenAI-compatible servers get neither: their prefix caches (vLLM's, llama.cpp's)
+match prompt tokens, which a response format is not part of, so the role's own schema costs
+them no cache hit, and a small model given a schema of every role's answer can fill the wrong
+one; nor do they all take `prompt_cache_key`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib
 import logging
 import re
@@ -50,6 +63,7 @@ import openai
 from openai import AsyncOpenAI
 
 from engine.catalog import ModelEntry, check_effort
+from engine.envelope import Envelope
 from engine.errors import LLMError
 from engine.llm import Completion, LLMRequest
 from engine.models import Usage
@@ -136,13 +150,19 @@ def _mode_refused(status: int, param: str | None, message: str) -> bool:
     return (param or "").startswith("response_format") or bool(_MODE_REFUSAL.search(message))
 
 
-def response_format(mode: StructuredMode, request: LLMRequest) -> dict[str, Any] | None:
-    """The `response_format` parameter of `mode` for a request with an output schema."""
+def response_format(
+    mode: StructuredMode, request: LLMRequest, envelope: Envelope | None = None
+) -> dict[str, Any] | None:
+    """The `response_format` parameter of `mode` for a request with an output schema (the
+    `envelope`'s schema instead, when given, in `json_schema` mode)."""
     schema = request.output_schema
     assert schema is not None
     if mode is StructuredMode.JSON_SCHEMA:
+        named = request.schema_name or "output"
+        if envelope is not None:
+            named, schema = envelope.name, envelope.json_schema
         # The name must match ^[a-zA-Z0-9_-]{1,64}$ (the SDK's ResponseFormatJSONSchema).
-        name = _SCHEMA_NAME.sub("_", request.schema_name or "output")[:64] or "output"
+        name = _SCHEMA_NAME.sub("_", named)[:64] or "output"
         return {
             "type": "json_schema",
             "json_schema": {"name": name, "schema": strict_schema(schema), "strict": True},
@@ -192,8 +212,52 @@ def sampling_params(
     return params
 
 
+def prompt_cache_key(request: LLMRequest) -> str | None:
+    """The `prompt_cache_key` of `request`: a hash of its stable prefix (the preamble of rules
+    and case), the same for every call of a debate; None without one."""
+    stable = request.messages[: request.stable_prefix_messages]
+    if not stable:
+        return None
+    digest = hashlib.sha256("\x1e".join(m.content for m in stable).encode("utf-8"))
+    return f"debatebot-{digest.hexdigest()[:32]}"
+
+
+def chat_params(
+    request: LLMRequest,
+    mode: StructuredMode | None,
+    entry: ModelEntry | None,
+    learned: Learned,
+    *,
+    tokens_field: str,
+    prompt_cache: bool,
+) -> tuple[dict[str, Any], bool]:
+    """The Chat Completions arguments of `request` in `mode`, and whether they carry its
+    envelope (the answer is then under the envelope's key)."""
+    envelope = request.envelope if prompt_cache and mode is StructuredMode.JSON_SCHEMA else None
+    messages = [m.model_dump() for m in request.messages]
+    if envelope is not None:
+        # After the role's own instructions: the part of the prompt no other call shares.
+        last = messages[-1]
+        text = f"{last['content'].rstrip()}\n\n{envelope.instruction()}"
+        messages[-1] = {**last, "content": text}
+    kwargs: dict[str, Any] = {
+        "model": request.model,
+        "messages": messages,
+        **sampling_params(request, entry, learned, tokens_field=tokens_field),
+    }
+    if mode is not None:
+        format_ = response_format(mode, request, envelope)
+        if format_ is not None:
+            kwargs["response_format"] = format_
+    key = prompt_cache_key(request) if prompt_cache else None
+    if key is not None:
+        kwargs["prompt_cache_key"] = key
+    return kwargs, envelope is not None
+
+
 class OpenAIChatLLM:
-    """Chat completions on OpenAI or any server speaking its API at `base_url`."""
+    """Chat completions on OpenAI or any server speaking its API at `base_url`; `prompt_cache`
+    says the server is OpenAI's, with its prompt cache (the envelope and `prompt_cache_key`)."""
 
     def __init__(
         self,
@@ -208,6 +272,7 @@ class OpenAIChatLLM:
         retry: RetryPolicy,
         key_variable: str | None,
         max_tokens_param: str = "max_tokens",
+        prompt_cache: bool = False,
     ) -> None:
         if not modes:
             raise LLMError(f"{provider}: no structured output mode configured")
@@ -220,6 +285,7 @@ class OpenAIChatLLM:
         self.retry = retry
         self.key_variable = key_variable
         self.max_tokens_param = max_tokens_param
+        self.prompt_cache = prompt_cache
         self.timeout_s = timeout_s
         self._learned: dict[str, Learned] = {}
         self._client = AsyncOpenAI(
@@ -323,15 +389,14 @@ class OpenAIChatLLM:
         learned: Learned,
         pricing: Pricing,
     ) -> Completion:
-        kwargs: dict[str, Any] = {
-            "model": request.model,
-            "messages": [m.model_dump() for m in request.messages],
-            **sampling_params(request, entry, learned, tokens_field=self.max_tokens_param),
-        }
-        if mode is not None:
-            format_ = response_format(mode, request)
-            if format_ is not None:
-                kwargs["response_format"] = format_
+        kwargs, enveloped = chat_params(
+            request,
+            mode,
+            entry,
+            learned,
+            tokens_field=self.max_tokens_param,
+            prompt_cache=self.prompt_cache,
+        )
         started = time.perf_counter()
         response = await with_retries(
             lambda: self._create(kwargs, request.model, mode),
@@ -357,6 +422,7 @@ class OpenAIChatLLM:
             model=request.model,
             latency_s=latency,
             finish_reason=choice.finish_reason,
+            enveloped=enveloped,
         )
 
     async def _create(self, kwargs: dict[str, Any], model: str, mode: StructuredMode | None) -> Any:

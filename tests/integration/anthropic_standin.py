@@ -11,15 +11,19 @@ Replies begin with an empty `thinking` block (the default `display: "omitted"`) 
 thinks, then the answer: a `text` block for structured outputs and plain replies, a `tool_use`
 block for a forced tool. The answer is the canned debate reply of its schema, else one filled
 from the schema, with the bounds the client moved into descriptions put back (a model reads
-them). Usage counts tokens as UTF-8 bytes / 4; `output_tokens` includes the thinking, reported
-apart in `output_tokens_details.thinking_tokens`. A prompt prefix marked with `cache_control`
-is written to a cache on first sight and read after, keyed on everything before it and on the
-thinking, effort, tools and output format (changing those breaks a cache, per the docs).
+them); for a protocol's envelope, the call's own type under the key its instructions name
+(`envelopes.py`). Usage counts tokens as UTF-8 bytes / 4; `output_tokens` includes the
+thinking, reported apart in `output_tokens_details.thinking_tokens`. Each prompt prefix marked
+with `cache_control` is written to a cache, keyed on everything before it and on the thinking,
+effort, tools and output format (changing those breaks a cache, per the docs); a request reads
+the longest prefix written before that ends at a block boundary up to 20 blocks before one of
+its marks. A structured-outputs schema with more than 16 union-typed parameters is refused.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import re
@@ -32,6 +36,7 @@ from aiohttp import web
 
 from engine.providers.fake import CANNED_DEBATE_REPLIES, fill_schema
 from engine.providers.schemas import HINT
+from tests.integration.envelopes import envelope_answer
 
 
 class ThinkingRule(StrEnum):
@@ -142,6 +147,14 @@ TOP_LEVEL = frozenset(
     }
 )
 REFUSED_KEYWORDS = ("minLength", "maxLength", "minimum", "maximum")
+MAX_UNIONS = 16
+TOO_MANY_UNIONS = (
+    "Schemas contains too many parameters with union types ({count} parameters with type arrays"
+    " or anyOf) which exceeds the limit: 16"
+)
+"""The refusal of a structured-outputs schema with more union-typed parameters than the limit
+(the wording quoted by several third parties; the limit is in Anthropic's structured-outputs
+page)."""
 _HINT = re.compile(re.escape(HINT) + r"(\{.*\})\)$")
 
 
@@ -192,6 +205,16 @@ def schema_problems(node: Any, path: str = "schema") -> list[str]:
         elif key in ("items", "anyOf", "oneOf", "allOf", "prefixItems", "not"):
             problems += schema_problems(value, f"{path}.{key}")
     return problems
+
+
+def union_count(node: Any) -> int:
+    """The parameters of `node` typed as a union (`anyOf`, `oneOf` or a list of types)."""
+    if isinstance(node, list):
+        return sum(union_count(item) for item in node)
+    if not isinstance(node, dict):
+        return 0
+    own = "anyOf" in node or "oneOf" in node or isinstance(node.get("type"), list)
+    return int(own) + sum(union_count(value) for value in node.values())
 
 
 def with_hints(node: Any) -> Any:
@@ -343,6 +366,9 @@ class AnthropicStandIn:
             problems = schema_problems(fmt["schema"], "output_config.format.schema")
             if problems:
                 raise invalid("; ".join(problems))
+            unions = union_count(fmt["schema"])
+            if unions > MAX_UNIONS:
+                raise invalid(TOO_MANY_UNIONS.format(count=unions))
             return "output_format"
         return "tool" if forced else "text"
 
@@ -356,12 +382,21 @@ class AnthropicStandIn:
     ) -> dict[str, Any]:
         prompt = [*_system_blocks(body), *_message_blocks(body)]
         seed = hashlib.sha256(json.dumps(prompt, sort_keys=True).encode()).hexdigest()[:16]
+        said = "\n".join(str(block.get("text", "")) for block in prompt)
+
+        def own(name: str, schema: dict[str, Any] | None) -> Any:
+            return answer_for(schema, name=name, seed=seed)
+
         if mode == "tool":
             tool = next(t for t in body["tools"] if t["name"] == body["tool_choice"]["name"])
-            answer = answer_for(tool["input_schema"], name=tool["name"], seed=seed)
+            answer = envelope_answer(tool["input_schema"], said, own)
+            if answer is None:
+                answer = answer_for(tool["input_schema"], name=tool["name"], seed=seed)
         else:
             fmt = (body.get("output_config") or {}).get("format") or {}
-            answer = answer_for(fmt.get("schema"), seed=seed)
+            answer = envelope_answer(fmt["schema"], said, own) if fmt.get("schema") else None
+            if answer is None:
+                answer = answer_for(fmt.get("schema"), seed=seed)
         thinking = THINKING_TOKENS[effort or "high"] if thinks else 0
         budget = int(body["max_tokens"])
         content: list[dict[str, Any]] = []
@@ -413,29 +448,38 @@ class AnthropicStandIn:
         effort: str | None,
         prompt: list[dict[str, Any]],
     ) -> tuple[int, int, int]:
-        """(cache read, cache write, uncached input) tokens of `body`: the prefix up to the
-        last `cache_control` mark is read when seen before, else written, when long enough."""
+        """(cache read, cache write, uncached input) tokens of `body`. Each `cache_control` mark
+        writes the prefix up to it, when long enough; the longest prefix written before that
+        ends at a block boundary up to 20 blocks before a mark is read ("the system checks for
+        cache hits at all previous content block boundaries, up to 20 blocks before the
+        breakpoint"). Keyed on the model, the thinking, the effort, the tools and the format."""
         extras = [
             part
             for part in (body.get("tools"), (body.get("output_config") or {}).get("format"))
             if part is not None
         ]
         overhead = tokens(extras) if extras else 0
-        total = sum(tokens(block.get("text", block)) for block in prompt) + overhead
+        sizes = list(
+            itertools.accumulate((tokens(block.get("text", block)) for block in prompt), initial=0)
+        )
+        total = sizes[-1] + overhead
         marked = [i for i, block in enumerate(prompt) if "cache_control" in block]
         if not marked:
             return 0, 0, total
-        prefix = prompt[: marked[-1] + 1]
-        size = sum(tokens(block.get("text", block)) for block in prefix) + overhead
-        if size < profile.min_cacheable:
-            return 0, 0, total
-        key = hashlib.sha256(
-            json.dumps([body["model"], thinks, effort, extras, prefix], sort_keys=True).encode()
-        ).hexdigest()
-        if key in self._cache:
-            return size, 0, total - size
-        self._cache.add(key)
-        return 0, size, total - size
+        plain = [{k: v for k, v in block.items() if k != "cache_control"} for block in prompt]
+
+        def key(end: int) -> str:
+            head = [body["model"], thinks, effort, extras, plain[: end + 1]]
+            return hashlib.sha256(json.dumps(head, sort_keys=True).encode()).hexdigest()
+
+        window = {j for mark in marked for j in range(max(0, mark - 19), mark + 1)}
+        hits = [sizes[j + 1] + overhead for j in window if key(j) in self._cache]
+        read = max(hits, default=0)
+        written = [m for m in marked if sizes[m + 1] + overhead >= profile.min_cacheable]
+        for mark in written:
+            self._cache.add(key(mark))
+        write = max(0, sizes[written[-1] + 1] + overhead - read) if written else 0
+        return read, write, total - read - write
 
 
 def _system_blocks(body: dict[str, Any]) -> list[dict[str, Any]]:

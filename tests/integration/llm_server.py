@@ -29,6 +29,7 @@ from aiohttp.typedefs import Handler
 
 from engine.providers.fake import CANNED_DEBATE_REPLIES, fill_schema
 from tests.integration.anthropic_standin import answer_for
+from tests.integration.envelopes import asked_key, envelope_answer, type_name
 
 
 @dataclass
@@ -68,9 +69,30 @@ def anthropic_format(body: dict[str, Any]) -> dict[str, Any] | None:
     return dict(schema) if isinstance(schema, dict) else None
 
 
+def prompt_of(api: str, body: dict[str, Any]) -> str:
+    """Every text of the request's prompt, in order."""
+    texts: list[str] = []
+    system = body.get("system")
+    if isinstance(system, str):
+        texts.append(system)
+    elif isinstance(system, list):
+        texts += [str(block.get("text", "")) for block in system]
+    for message in body.get("messages", []):
+        content = message.get("content")
+        if isinstance(content, list):
+            texts += [str(block.get("text", "")) for block in content]
+        else:
+            texts.append(str(content or ""))
+    return "\n".join(texts)
+
+
 def schema_name(api: str, body: dict[str, Any]) -> str:
-    """The requested output type: the tool or json_schema name, else the canned reply whose
-    fields the json_object or output_config schema lists."""
+    """The requested output type: the one the instructions name for a protocol's envelope, the
+    tool or json_schema name, else the canned reply whose fields the json_object or
+    output_config schema lists."""
+    key = asked_key(prompt_of(api, body))
+    if key is not None:
+        return type_name(key)
     if api == "anthropic":
         if body.get("tools"):
             return str(body["tools"][0]["name"])
@@ -185,7 +207,14 @@ class ModelServer:
             return failure
         text = step.text
         if text is None:
-            text = json.dumps(reply_for(schema_name("openai", body), requested_schema(body)))
+            schema = requested_schema(body)
+            wrapped = (
+                envelope_answer(schema, prompt_of("openai", body), reply_for) if schema else None
+            )
+            answer = (
+                wrapped if wrapped is not None else reply_for(schema_name("openai", body), schema)
+            )
+            text = json.dumps(answer)
         usage = OPENAI_USAGE
         return web.json_response(
             {
@@ -222,16 +251,27 @@ class ModelServer:
         if step.text is not None:
             content.append({"type": "text", "text": step.text})
         elif body.get("tools"):
+            tool = body["tools"][0]
+            answer = envelope_answer(
+                tool.get("input_schema") or {}, prompt_of("anthropic", body), reply_for
+            )
             content.append(
                 {
                     "type": "tool_use",
                     "id": f"toolu_{uuid.uuid4().hex[:20]}",
-                    "name": name,
-                    "input": reply_for(name, body["tools"][0].get("input_schema")),
+                    "name": tool["name"],
+                    "input": answer
+                    if answer is not None
+                    else reply_for(name, tool.get("input_schema")),
                 }
             )
         else:
-            answer = answer_for(anthropic_format(body), name=name)
+            schema = anthropic_format(body)
+            answer = (
+                envelope_answer(schema, prompt_of("anthropic", body), reply_for) if schema else None
+            )
+            if answer is None:
+                answer = answer_for(schema, name=name)
             content.append({"type": "text", "text": json.dumps(answer)})
         usage = ANTHROPIC_USAGE
         tool_call = content[-1]["type"] == "tool_use"

@@ -18,7 +18,9 @@ Per model (`Profile`), it refuses what OpenAI refuses, with OpenAI's error envel
   no bearer key: 401.
 Its replies fill the requested schema (`reply_for` of llm_server, from the full schema of the
 engine's output type the strict one was derived from, since a model reads the prompt's limits);
-in JSON mode without a schema, the output type whose field list the prompt carries.
+for a protocol's envelope, the call's own type under the key its instructions name, the other
+keys null (`envelopes.py`); in JSON mode without a schema, the output type whose field list the
+prompt carries.
 Usage follows the documented shape: `prompt_tokens` counts every prompt token, of them
 `prompt_tokens_details.cached_tokens` read from the cache (a prefix seen before, 1,024 tokens or
 more, in 128-token steps) and `cache_write_tokens` written to it (gpt-5.6 and later);
@@ -39,11 +41,11 @@ from typing import Any
 
 from aiohttp import web
 from openai.types.chat.completion_create_params import CompletionCreateParamsBase
-from pydantic import BaseModel
 
 import engine.protocols  # noqa: F401  (defines every protocol's output types)
 from engine.llm import describe_output, output_schema
 from engine.providers.schemas import strict_schema
+from tests.integration.envelopes import engine_types, envelope_answer
 from tests.integration.llm_server import reply_for
 
 REASONING_TOKENS = {
@@ -176,17 +178,10 @@ def strict_problem(schema: Any, context: tuple[str, ...] = ()) -> str | None:
     return None
 
 
-def _subclasses(kind: type[BaseModel]) -> list[type[BaseModel]]:
-    found: list[type[BaseModel]] = []
-    for sub in kind.__subclasses__():
-        found += [sub, *_subclasses(sub)]
-    return found
-
-
 @functools.lru_cache(maxsize=128)
 def _full_schema(name: str, strict: str) -> dict[str, Any] | None:
     """The schema of the engine output type named `name` whose strict form is `strict`."""
-    for kind in _engine_types():
+    for kind in engine_types():
         if kind.__name__ != name:
             continue
         schema = output_schema(kind)
@@ -195,17 +190,13 @@ def _full_schema(name: str, strict: str) -> dict[str, Any] | None:
     return None
 
 
-def _engine_types() -> list[type[BaseModel]]:
-    return [kind for kind in _subclasses(BaseModel) if kind.__module__.startswith("engine.")]
-
-
 def described_type(messages: list[dict[str, Any]]) -> tuple[str, dict[str, Any] | None]:
     """The output type whose field list (`describe_output`) the prompt carries, the longest
     when several do: what a model asked for JSON without a schema goes by."""
     said = "\n".join(str(m.get("content", "")) for m in messages)
     best: tuple[str, dict[str, Any] | None] = ("", None)
     longest = 0
-    for kind in _engine_types():
+    for kind in engine_types():
         try:
             described = describe_output(kind)
         except (KeyError, TypeError, ValueError):
@@ -280,7 +271,9 @@ class OpenAIStandIn:
         limit = self._limit(body, profile)
         self._temperature(body, profile, effort)
         name, schema = self._format(body, profile)
-        text = json.dumps(reply_for(name, schema))
+        said = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
+        wrapped = envelope_answer(schema, said, reply_for) if schema else None
+        text = json.dumps(wrapped if wrapped is not None else reply_for(name, schema))
         return self._completion(body, profile, effort, limit, text, exchange)
 
     @staticmethod

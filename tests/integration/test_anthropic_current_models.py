@@ -257,7 +257,8 @@ async def test_the_documented_refusal_of_forced_tools_moves_a_current_model_to_s
 
     assert result.status is DebateStatus.COMPLETE, result.error
     first, *rest = standin.exchanges
-    assert first.body["tool_choice"] == {"type": "tool", "name": "Proposition"}
+    # The protocol's envelope as the one tool, named the same for every role.
+    assert first.body["tool_choice"] == {"type": "tool", "name": "adversarial_reply"}
     assert first.answer["error"] == {"type": "invalid_request_error", "message": FORCED_TOOL}
     assert rest
     assert all(not e.refused and "format" in e.body["output_config"] for e in rest)
