@@ -335,6 +335,10 @@ class Recording:
             record.reply = completion.text
             return completion
         reply = realistic_reply(request.output_schema, record.index, word_limit(request))
+        if completion.enveloped and request.envelope is not None:
+            # The adapter sent the protocol's envelope: the answer goes under the call's key,
+            # as a model filling the envelope would put it (the stand-in answered the same way).
+            reply = {request.envelope.key: reply}
         record.reply = json.dumps(reply)
         return completion.model_copy(update={"text": record.reply})
 

@@ -445,24 +445,31 @@ class AnthropicCache:
 
 @dataclass
 class IdealCache:
-    """A prefix cache with no minimum, no write surcharge, no expiry and no model boundary."""
+    """A prefix cache with no minimum, no write surcharge and no expiry: every call reads, at its
+    model's read rate, the longest prefix an earlier call to the same model sent. Per model,
+    because a prefix cache holds a model's own state of the prompt; no cache of any design can
+    serve one model's call from another model's work, so a debate on two models pays each
+    model's first read of the case in full, ideally too."""
 
     price_of: PriceOf
-    texts: list[str] = field(default_factory=list)
-    schemas: set[str] = field(default_factory=set)
+    texts: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    schemas: dict[tuple[str, str], set[str]] = field(default_factory=dict)
 
     def bill(self, call: Call) -> Bill:
         pricing = self.price_of(call.vendor, call.model)
+        model = (call.vendor, call.model)
+        seen_schemas = self.schemas.setdefault(model, set())
+        earlier_texts = self.texts.setdefault(model, [])
         read = 0.0
         for block in call.blocks:
             if block.part is Part.SCHEMA:
-                if block.text in self.schemas:
+                if block.text in seen_schemas:
                     read += block.tokens
-                self.schemas.add(block.text)
+                seen_schemas.add(block.text)
         text = "".join(block.text for block in call.blocks if block.part is Part.TEXT)
-        shared = max((common_prefix(text, earlier) for earlier in self.texts), default=0)
+        shared = max((common_prefix(text, earlier) for earlier in earlier_texts), default=0)
         read += estimate_tokens(text[:shared])
-        self.texts.append(text)
+        earlier_texts.append(text)
         return charge(
             pricing, input_tokens=call.input_tokens, read=read, write=0.0, output=call.output_tokens
         )

@@ -300,16 +300,28 @@ class PanelProtocol:
             )
             return answer, critiques
 
-        tasks = [asyncio.create_task(speak(who)) for who in debaters]
-        try:
-            # A panelist refused for budget or failed does not cancel the others: their calls
-            # are already paid for, and a call cut off unanswered could be billed unmetered.
-            outcomes = await asyncio.gather(*tasks, return_exceptions=True)
-        except BaseException:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
+        async def together(group: list[Participant]) -> list[Any]:
+            tasks = [asyncio.create_task(speak(who)) for who in group]
+            try:
+                # A panelist refused for budget or failed does not cancel the others: their
+                # calls are already paid for, and a call cut off unanswered could be billed
+                # unmetered.
+                return await asyncio.gather(*tasks, return_exceptions=True)
+            except BaseException:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                raise
+
+        # A vendor's prefix cache serves a call only what an earlier call wrote once that call
+        # is under way (Anthropic: "a cache entry only becomes available after the first
+        # response begins"), so panelists asked at once would each write the case. In the first
+        # round one answers first and the others read it: one call's wait, for the others'
+        # input at the cache's price. Later rounds find it written.
+        lead = debaters[:1] if number == 1 and len(debaters) > 1 else []
+        outcomes = await together(lead)
+        if not any(isinstance(outcome, BaseException) for outcome in outcomes):
+            outcomes += await together(debaters[len(lead) :])
         results: list[tuple[PanelAnswer, list[Critique]]] = []
         stops: list[BaseException] = []
         for outcome in outcomes:

@@ -56,6 +56,7 @@ def panel(
     delay_s: float = 0.0,
 ) -> FunctionLLM:
     in_flight = {"now": 0, "peak": 0}
+    events: list[tuple[str, str, str]] = []
 
     async def reply(request: LLMRequest) -> Any:
         prompt = request.messages[-1].content
@@ -68,7 +69,9 @@ def panel(
         text, confidence = answers[name]
         in_flight["now"] += 1
         in_flight["peak"] = max(in_flight["peak"], in_flight["now"])
+        events.append(("start", name, request.schema_name or ""))
         await asyncio.sleep(delay_s)
+        events.append(("end", name, request.schema_name or ""))
         in_flight["now"] -= 1
         decision = "reject" if text == DIFFERENT else "accept"
         base = {"decision": decision, "answer": text, "confidence": confidence}
@@ -82,7 +85,8 @@ def panel(
         }
 
     llm = FunctionLLM(reply)
-    llm.in_flight = in_flight  # type: ignore[attr-defined]
+    llm.in_flight = in_flight
+    llm.events = events  # type: ignore[attr-defined]
     return llm
 
 
@@ -96,13 +100,18 @@ def test_clustering_by_word_set_jaccard() -> None:
     assert convergence(clusters, 3) == pytest.approx(2 / 3)
 
 
-async def test_one_round_runs_its_calls_concurrently() -> None:
+async def test_the_first_answer_goes_alone_then_the_others_together() -> None:
+    """The first panelist answers alone, so the others read the case from the vendor's prefix
+    cache instead of each writing it; the others, and every later round, run concurrently."""
     llm = panel(
-        {"ana": (SIMILAR_A, 0.9), "ben": (SIMILAR_A, 0.9), "cy": (SIMILAR_A, 0.9)}, delay_s=0.2
+        {"ana": (SIMILAR_A, 0.9), "ben": (DIFFERENT, 0.9), "cy": (SIMILAR_A, 0.5)}, delay_s=0.05
     )
-    result = await run(spec(rounds=1), llm)
-    assert llm.in_flight["peak"] == 3, "the three calls were in flight together"  # type: ignore[attr-defined]
-    assert len(result.transcript) == 3
+    result = await run(spec(rounds=2), llm)
+    answers = [(kind, name) for kind, name, schema in llm.events if schema == "PanelAnswer"]  # type: ignore[attr-defined]
+    assert answers[:2] == [("start", "ana"), ("end", "ana")], "the lead alone"
+    assert [kind for kind, _ in answers[2:]] == ["start", "start", "end", "end"], "then together"
+    assert llm.in_flight["peak"] == 3, "the revisions were in flight together"  # type: ignore[attr-defined]
+    assert len([t for t in result.transcript if t.round == 1]) == 3
 
 
 async def test_convergence_stops_early() -> None:

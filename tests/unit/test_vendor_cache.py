@@ -239,19 +239,21 @@ def test_anthropic_minimums_follow_the_documented_table() -> None:
 # The ideal cache
 
 
-def test_the_ideal_cache_reads_any_earlier_prefix_with_no_minimum_and_no_write_surcharge() -> None:
+def test_the_ideal_cache_reads_any_earlier_prefix_of_the_model_with_no_minimum_or_surcharge() -> (
+    None
+):
     cache = IdealCache(lambda _vendor, _model: PRICE)
     first = cache.bill(call(block("a", 50, part=Part.SCHEMA), block("s", 100), block("u", 10)))
     assert first.usd == pytest.approx(usd(uncached=160))
-    # Another model, another schema: the text prefix still reads.
+    # Another model reads nothing of it: no cache serves one model from another's work.
     other = cache.bill(
-        call(block("b", 50, part=Part.SCHEMA), block("s", 100), block("v", 10), model="x", at=0)
+        call(block("a", 50, part=Part.SCHEMA), block("s", 100), block("v", 10), model="x", at=0)
     )
-    assert other.read_tokens == 100
-    assert other.usd == pytest.approx(usd(uncached=60, read=100))
-    # The first schema again: read too.
+    assert other.read_tokens == 0
+    # The same model again, with any minimum or surcharge waived: schema and text read.
     again = cache.bill(call(block("a", 50, part=Part.SCHEMA), block("s", 100), block("w", 10)))
     assert again.read_tokens == 150
+    assert again.usd == pytest.approx(usd(uncached=10, read=150))
 
 
 def test_simulate_gives_each_vendor_its_own_cache_and_the_ideal_bill() -> None:
