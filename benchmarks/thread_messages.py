@@ -27,7 +27,7 @@ import aiohttp
 
 from benchmarks.ack_latency import free_port, wait_healthy
 from benchmarks.outage_recovery import SIGNING_SECRET, start_serve, wait_until
-from bot.slack.blocks import block_chars
+from bot.messages.kit import block_chars
 from bot.store.db import upgrade
 from tests.e2e.driver import SlackDriver
 from tests.e2e.slack_emulator import SlackEmulator

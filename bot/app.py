@@ -23,10 +23,10 @@ from sqlalchemy import Engine
 from bot.hosts import HostClients, HostConfig
 from bot.jobs.pr_comments import PullRequestComments
 from bot.jobs.worker import DebateReporter, DebateWorker, SinkFactory, WorkerConfig
+from bot.messages.owed import DebateNotifier
 from bot.metrics import Metrics
 from bot.providers import ProviderRegistry, role_models
 from bot.settings import RoleModel, Settings, SettingsError
-from bot.slack.notifier import DebateNotifier
 from bot.store.db import ensure_schema, health, make_engine
 from bot.store.repository import InFlightLimits, SpendCaps
 from engine.catalog import ModelRetiredError
@@ -55,9 +55,9 @@ if TYPE_CHECKING:
     from bot.jobs.delivery import OutboxDelivery
     from bot.jobs.scheduled import ScheduledJobs
     from bot.slack.debates import SlackDebates
-    from bot.slack.people import SlackDirectory
-    from bot.slack.poster import SlackPoster
     from bot.slack.server import BotASGI
+    from bot.slackweb.people import SlackDirectory
+    from bot.slackweb.poster import SlackPoster
 
 
 @dataclass
@@ -351,9 +351,9 @@ def build_bot(
     from slack_bolt.async_app import AsyncApp
 
     from bot.slack.debates import SlackDebates
-    from bot.slack.files import Uploads
     from bot.slack.listeners import register as register_listeners
     from bot.slack.server import BotASGI
+    from bot.slackweb.files import Uploads
 
     token, signing_secret, app_token = settings.slack_secrets()
     metrics = Metrics()
@@ -478,7 +478,7 @@ def slack_client(settings: Settings, metrics: Metrics | None = None) -> AsyncWeb
     """The Web API client; with `metrics`, every failed call is counted by method and code."""
     from slack_sdk.web.async_client import AsyncWebClient
 
-    from bot.slack.poster import MeteredWebClient
+    from bot.slackweb.poster import MeteredWebClient
 
     options: dict[str, Any] = {
         "token": settings.slack_bot_token_value(),
@@ -509,8 +509,8 @@ def build_delivery(
 ) -> OutboxDelivery:
     """The loop that sends owed messages to Slack (needs the bot token)."""
     from bot.jobs.delivery import DeliveryConfig, OutboxDelivery
-    from bot.slack.people import SlackDirectory
-    from bot.slack.poster import SlackPoster
+    from bot.slackweb.people import SlackDirectory
+    from bot.slackweb.poster import SlackPoster
 
     client = client or slack_client(settings, metrics)
     return OutboxDelivery(

@@ -42,7 +42,6 @@ from bot.outbound import (
     decode_segment,
     size_text,
 )
-from bot.slack.errors import SlackLayerError
 from engine.models import ContextDocument
 
 T = TypeVar("T")
@@ -67,7 +66,11 @@ DOC_SUFFIXES = (".md", ".markdown", ".adoc", ".rst", ".txt")
 LINK = re.compile(r"https?://[^\s<>|]+")
 
 
-class LinkError(SlackLayerError):
+class HostError(Exception):
+    """Base of the code hosts' errors."""
+
+
+class LinkError(HostError):
     """A linked ADR that cannot be fetched (or a comment not posted); the message says why and
     what to do. `transient`: the host was unreachable, failing or rate-limited, so the same
     call may succeed later; otherwise it refused (no access, a bad link) and will again."""

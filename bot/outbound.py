@@ -1,5 +1,5 @@
 """The only way a credential leaves the process over HTTP: the GitHub and GitLab APIs
-(`bot.hosts`) and Slack's file downloads (`bot.slack.files`) all send through `Outbound`.
+(`bot.hosts`) and Slack's file downloads (`bot.slackweb.files`) all send through `Outbound`.
 
 - A request carries its credential only to the exact origin it belongs to (scheme, host and
   port) and under that origin's base path; anything else is refused before it is sent.

@@ -31,11 +31,11 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from bot.jobs.pause import OutagePause, idle
-from bot.slack import blocks
-from bot.slack.errors import PostError
-from bot.slack.notifier import ASSISTANT_STATUS
-from bot.slack.people import SlackDirectory
-from bot.slack.poster import SLACK_FAILURES, Posted, SlackPoster
+from bot.messages import kit, posts
+from bot.messages.owed import ASSISTANT_STATUS
+from bot.slackweb.errors import PostError
+from bot.slackweb.people import SlackDirectory
+from bot.slackweb.poster import SLACK_FAILURES, Posted, SlackPoster
 from bot.store import outbox
 from bot.store.db import in_session
 from bot.store.errors import DatabaseUnavailableError
@@ -166,7 +166,7 @@ class OutboxDelivery:
             return False
         try:
             posted = await self.poster.post(
-                channel=row.channel_id, message=blocks.Message(row.text, row.blocks), attempts=1
+                channel=row.channel_id, message=kit.Message(row.text, row.blocks), attempts=1
             )
         except PostError as error:
             if error.retryable:
@@ -221,7 +221,7 @@ class OutboxDelivery:
         try:
             posted = await self.poster.post(
                 channel=row.channel_id,
-                message=blocks.Message(row.text, row.blocks),
+                message=kit.Message(row.text, row.blocks),
                 thread_ts=thread_ts,
                 attempts=1,
             )
@@ -249,7 +249,7 @@ class OutboxDelivery:
 
     async def _resplit(self, row: Outbox, code: str) -> None:
         """Replace a message refused for its size by smaller parts, sent in its place."""
-        parts = blocks.resplit(blocks.Message(row.text, row.blocks))
+        parts = kit.resplit(kit.Message(row.text, row.blocks))
         drafts = [Draft(key="", text=p.text, blocks=p.blocks) for p in parts]
         await self._db(
             lambda s: outbox.split(
@@ -311,9 +311,9 @@ class OutboxDelivery:
         """DM the message to each of `users`. True: at least one copy was delivered (and
         recorded); None: nothing was, but trying later may help (the row is rescheduled);
         False: every recipient refused."""
-        message = blocks.Message(row.text, row.blocks)
+        message = kit.Message(row.text, row.blocks)
         if reason is not None:
-            message = blocks.direct(message, channel_id=row.channel_id, reason=reason)
+            message = posts.direct(message, channel_id=row.channel_id, reason=reason)
         delivered: list[tuple[str, Posted]] = []
         transient: PostError | None = None
         for user in users:
@@ -345,7 +345,7 @@ class OutboxDelivery:
         ):
             return False
         spec = DebateSpec.model_validate_json(debate.spec_json)
-        message = blocks.parent_message(
+        message = posts.parent_message(
             debate_id=debate_id,
             question=spec.full_question,
             requested_by=debate.requested_by,
@@ -354,7 +354,7 @@ class OutboxDelivery:
             status="running" if debate.state != "finished" else (debate.outcome or "complete"),
         )
         link = await self._permalink(channel, debate.thread_ts) if debate.thread_ts else None
-        message = blocks.reposted_parent(message, old_link=link)
+        message = posts.reposted_parent(message, old_link=link)
         posted = await self.poster.post(channel=channel, message=message, attempts=1)
         await self._db(
             lambda s: outbox.new_parent(
@@ -408,10 +408,10 @@ class OutboxDelivery:
         if row.key == ASSISTANT_STATUS:
             await self._assistant_status(row)
             return
-        message = blocks.Message(row.text, row.blocks)
+        message = kit.Message(row.text, row.blocks)
         if target.key.startswith(f"{PARENT}:"):
             # A re-posted parent keeps its note about the deleted original through updates.
-            message = blocks.Message(message.text, [*message.blocks, target.blocks[-1]])
+            message = kit.Message(message.text, [*message.blocks, target.blocks[-1]])
         for channel, ts in target.deliveries:
             try:
                 await self.poster.update(channel=channel, ts=ts, message=message, attempts=1)
@@ -543,7 +543,7 @@ class OutboxDelivery:
                 f" The debate goes on and is recorded in full: `debatebot export {row.debate_id}`."
             )
             notices.append(
-                Draft(key=f"notice:{row.key}", text=text, blocks=blocks.notice(text).blocks)
+                Draft(key=f"notice:{row.key}", text=text, blocks=posts.notice(text).blocks)
             )
         await self._fail(row, f"refused by Slack: {code}", notices)
 
@@ -563,7 +563,7 @@ class OutboxDelivery:
                 Draft(
                     key="dm:halted",
                     text=text,
-                    blocks=blocks.notice(text).blocks,
+                    blocks=posts.notice(text).blocks,
                     target=OutboxTarget.DM,
                     recipients=(debate.requested_by,),
                 )

@@ -11,7 +11,7 @@ import logging
 
 from sqlalchemy import Engine
 
-from bot.slack.notifier import DebateNotifier
+from bot.messages.owed import DebateNotifier
 from bot.store import slack as store
 from bot.store.db import in_session
 from engine.models import utcnow

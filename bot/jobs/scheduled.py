@@ -41,11 +41,11 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session
 
 from bot.jobs.reminders import remind_reviewers
+from bot.messages import kit, posts
+from bot.messages.owed import DebateNotifier
 from bot.metrics import Metrics
 from bot.settings import Settings
-from bot.slack import blocks
-from bot.slack.errors import PostError
-from bot.slack.notifier import DebateNotifier
+from bot.slackweb.errors import PostError
 from bot.store import operations, outbox
 from bot.store.db import in_session, store_executor
 from bot.store.errors import StoreError
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
     from bot.jobs.pr_comments import PullRequestComments
-    from bot.slack.poster import SlackPoster
+    from bot.slackweb.poster import SlackPoster
 
 log = logging.getLogger(__name__)
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
@@ -411,7 +411,7 @@ def due_day(digest_time: str | None, timezone: str, now: datetime) -> str | None
     return local.date().isoformat()
 
 
-def digest_message(channel_id: str, day: str, figures: operations.ChannelDay) -> blocks.Message:
+def digest_message(channel_id: str, day: str, figures: operations.ChannelDay) -> kit.Message:
     """The digest as people read it."""
     decided = ", ".join(f"{n} {decision}" for decision, n in sorted(figures.decisions.items()))
     budget = (
@@ -426,7 +426,7 @@ def digest_message(channel_id: str, day: str, figures: operations.ChannelDay) ->
         f"• Sent to review: {figures.escalated} · open reviews now: {figures.open_reviews}\n"
         f"• Spend this month: ${figures.month_spend_usd:,.2f}{budget}"
     )
-    return blocks.notice(text)
+    return posts.notice(text)
 
 
 def archive(session: Session, *, debate_id: int, folder: Path, key: bytes | None) -> str | None:

@@ -20,7 +20,7 @@ from slack_bolt.async_app import AsyncAssistant, AsyncSay, AsyncSetSuggestedProm
 from slack_bolt.context.set_title.async_set_title import AsyncSetTitle
 from slack_sdk.errors import SlackApiError
 
-from bot.slack import blocks
+from bot.messages import helptext, kit
 from bot.slack.debates import SlackDebates
 from bot.slack.errors import CommandError, NotAllowedError
 from engine.models import clean_text
@@ -75,10 +75,10 @@ async def on_user_message(
     debates: SlackDebates,
 ) -> None:
     """A message in the assistant thread: protocol advice, or a debate in this thread."""
-    text = clean_text(blocks.unescape(payload.get("text") or "")).strip()
+    text = clean_text(kit.unescape(payload.get("text") or "")).strip()
     channel, thread_ts, user = payload["channel"], payload["thread_ts"], payload["user"]
     if text.rstrip("?").lower() == PROTOCOL_QUESTION.rstrip("?").lower():
-        await say(blocks.PROTOCOL_ADVICE)
+        await say(helptext.PROTOCOL_ADVICE)
         return
     if text == ADR_REQUEST:
         await say(PASTE_THE_ADR)
@@ -88,12 +88,12 @@ async def on_user_message(
             channel=channel, thread_ts=thread_ts, user=user, text=text, ts=payload["ts"]
         )
     except (CommandError, NotAllowedError) as error:
-        await say(f":warning: {blocks.escape(str(error))}")
+        await say(f":warning: {kit.escape(str(error))}")
         return
     if not started.created:
         return
     try:
-        await set_title(blocks.clip(started.debate.question, TITLE_CHARS))
+        await set_title(kit.clip(started.debate.question, TITLE_CHARS))
     except SlackApiError as error:
         # A title is a nicety: the debate goes on without one.
         log.warning("assistant thread title not set: %s", error.response.get("error"))

@@ -26,15 +26,16 @@ from bot.hosts import (
     find_link,
     is_adr_path,
 )
+from bot.messages import home_tab, kit, posts
+from bot.messages.owed import DebateNotifier
 from bot.metrics import Metrics
 from bot.settings import SettingsError
-from bot.slack import blocks, triggers
+from bot.slack import triggers
 from bot.slack.commands import LINKED_QUESTION, DebateCommand, parse_command
 from bot.slack.errors import CommandError, NotAllowedError
-from bot.slack.files import UploadRefusedError, Uploads, is_document_upload, read_upload
-from bot.slack.notifier import DebateNotifier
-from bot.slack.people import SlackDirectory
-from bot.slack.poster import SlackPoster
+from bot.slackweb.files import UploadRefusedError, Uploads, is_document_upload, read_upload
+from bot.slackweb.people import SlackDirectory
+from bot.slackweb.poster import SlackPoster
 from bot.store import operations, outbox, repository
 from bot.store import slack as store
 from bot.store.db import in_session
@@ -464,7 +465,7 @@ class SlackDebates:
         context = [triggers.thread_document(people)]
         question = triggers.thread_question(people)
         link = None
-        opening = blocks.unescape(people[0].get("text") or "") if people else ""
+        opening = kit.unescape(people[0].get("text") or "") if people else ""
         found = None
         if self.link_in(opening) is not None:
             found = await self.linked_adr(opening, settings)
@@ -564,7 +565,7 @@ class SlackDebates:
             )
         reviewers = await self.deciders(debate)
         if not await self.directory.may_review(user, reviewers):
-            who = ", ".join(blocks.mention(p) for p in reviewers) or "workspace admins"
+            who = ", ".join(kit.mention(p) for p in reviewers) or "workspace admins"
             raise NotAllowedError(
                 f"Only the reviewers of debate #{debate.id}'s channel ({who}) can decide it."
                 " Nothing was changed.",
@@ -642,7 +643,7 @@ class SlackDebates:
         if created:
             self.wake_workers()
             text = f":repeat: Round {number} requested; it continues here as debate #{fork.id}."
-            notice = blocks.notice(text)
+            notice = posts.notice(text)
             await self.notifier.owe(
                 debate,
                 [
@@ -675,7 +676,7 @@ class SlackDebates:
         )
         if started.created:
             text = (
-                f":speaking_head_in_silhouette: {blocks.mention(user)} asked for the debate"
+                f":speaking_head_in_silhouette: {kit.mention(user)} asked for the debate"
                 f" anyway: debate #{started.debate.id}, in this thread."
             )
             await self.notifier.owe(
@@ -736,7 +737,7 @@ class SlackDebates:
         now = datetime.now(UTC)
         month_start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
         open_items = await self.db(store.open_escalations)
-        pending: list[blocks.HomeDebate] = []
+        pending: list[home_tab.HomeDebate] = []
         for _escalation, debate in open_items:
             reviewers = await self.deciders(debate)
             if reviewers and await self.directory.is_one_of(user, reviewers):
@@ -749,14 +750,14 @@ class SlackDebates:
             lambda s: operations.spend_since(s, since=month_start, requested_by=user)
         )
         everyone = await self.db(lambda s: operations.spend_since(s, since=month_start))
-        return blocks.home_view(
+        return home_tab.home_view(
             pending=pending,
             recent=[_home_item(d, votes.get(d.id or 0)) for d in recent],
             spend_mine=mine,
             spend_all=everyone,
             month=now.strftime("%B %Y"),
             stats=[
-                blocks.HomeStats(
+                home_tab.HomeStats(
                     protocol=s.protocol, debates=s.debates, positive=s.positive, negative=s.negative
                 )
                 for s in stats
@@ -799,8 +800,8 @@ def _budget_text(error: BudgetExceededError) -> str:
     )
 
 
-def _home_item(debate: Debate, votes: dict[str, int] | None = None) -> blocks.HomeDebate:
-    return blocks.HomeDebate(
+def _home_item(debate: Debate, votes: dict[str, int] | None = None) -> home_tab.HomeDebate:
+    return home_tab.HomeDebate(
         debate_id=debate.id or 0,
         channel_id=debate.channel_id,
         question=debate.question,

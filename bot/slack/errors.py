@@ -26,21 +26,3 @@ class NotAllowedError(SlackLayerError):
     def __init__(self, message: str, *, plain: str | None = None) -> None:
         super().__init__(message)
         self.plain = plain or message
-
-
-class PostError(SlackLayerError):
-    """A Slack write failed: Slack's error code (or `http_5xx`, `timeout`, `unreachable`),
-    whether trying again later may help, and how long Slack asked to wait."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        code: str,
-        retryable: bool = False,
-        retry_after_s: float | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.code = code
-        self.retryable = retryable
-        self.retry_after_s = retry_after_s

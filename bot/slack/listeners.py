@@ -29,9 +29,11 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack import blocks, payloads
+from bot.hosts import HostError
+from bot.messages import action_ids, helptext, kit, modals, posts
+from bot.messages.kit import clip
+from bot.slack import payloads
 from bot.slack.assistant import build_assistant
-from bot.slack.blocks import clip
 from bot.slack.commands import (
     ConfigCommand,
     DebateCommand,
@@ -43,7 +45,8 @@ from bot.slack.commands import (
     parse_debate_form,
 )
 from bot.slack.debates import SlackDebates
-from bot.slack.errors import CommandError, FormError, NotAllowedError, PostError, SlackLayerError
+from bot.slack.errors import CommandError, FormError, NotAllowedError, SlackLayerError
+from bot.slackweb.errors import PostError, SlackWebError
 from bot.store import slack as store
 from bot.store.errors import (
     DatabaseUnavailableError,
@@ -65,9 +68,9 @@ REDELIVERY_CHECK_S = 1.5
 """The longest the check for a redelivered event waits for the store: Slack sends an event
 again when it is not acknowledged within 3 s, and a slow store must not hold the ack."""
 REVIEW_DECISIONS = {
-    blocks.ACTION_APPROVE: EscalationState.APPROVED,
-    blocks.ACTION_REJECT: EscalationState.REJECTED,
-    blocks.ACTION_ANOTHER_ROUND: EscalationState.ANOTHER_ROUND,
+    action_ids.ACTION_APPROVE: EscalationState.APPROVED,
+    action_ids.ACTION_REJECT: EscalationState.REJECTED,
+    action_ids.ACTION_ANOTHER_ROUND: EscalationState.ANOTHER_ROUND,
 }
 Next = Callable[[], Awaitable[None]]
 Listener = Callable[..., Awaitable[None]]
@@ -88,16 +91,16 @@ def register(app: AsyncApp, debates: SlackDebates) -> None:
     app.error(on_error)
     listen = answers_failures
     app.command("/debate")(listen(on_debate_command))
-    app.view(blocks.VIEW_DEBATE)(listen(on_debate_form))
-    app.view(blocks.VIEW_CONFIG)(listen(on_config_form))
+    app.view(action_ids.VIEW_DEBATE)(listen(on_debate_form))
+    app.view(action_ids.VIEW_CONFIG)(listen(on_config_form))
     for action_id in REVIEW_DECISIONS:
         app.action(action_id)(listen(on_review_button))
-    app.view(blocks.VIEW_REVIEW_NOTE)(listen(on_review_note))
-    app.action(blocks.ACTION_FEEDBACK)(listen(on_feedback))
-    app.action(blocks.ACTION_DEBATE_ANYWAY)(listen(on_debate_anyway))
+    app.view(action_ids.VIEW_REVIEW_NOTE)(listen(on_review_note))
+    app.action(action_ids.ACTION_FEEDBACK)(listen(on_feedback))
+    app.action(action_ids.ACTION_DEBATE_ANYWAY)(listen(on_debate_anyway))
     app.event("message")(listen(on_message))
     app.event("reaction_added")(listen(on_reaction))
-    app.shortcut(blocks.SHORTCUT_DEBATE_THREAD)(listen(on_shortcut))
+    app.shortcut(action_ids.SHORTCUT_DEBATE_THREAD)(listen(on_shortcut))
     app.event("app_home_opened")(listen(on_home))
 
 
@@ -112,7 +115,7 @@ def answers_failures(listener: Listener) -> Listener:
     async def guarded(**kwargs: Any) -> None:
         try:
             await listener(**{name: kwargs[name] for name in wanted})
-        except (StoreError, SlackLayerError, SlackApiError) as error:
+        except (StoreError, SlackLayerError, SlackWebError, HostError, SlackApiError) as error:
             await on_error(error, kwargs["body"], kwargs["context"], kwargs.get("respond"))
 
     # Bolt injects the arguments the wrapped function names, plus what `on_error` needs.
@@ -226,7 +229,7 @@ def store_answer(
         cause = "The bot's disk is full"
         fix = "An admin must free space on the disk that holds the debate store"
     elif isinstance(error, StoreReadOnlyError):
-        cause = f"The debate store is read-only ({blocks.escape(error.where)})"
+        cause = f"The debate store is read-only ({kit.escape(error.where)})"
         fix = "An admin must make it writable for the bot"
     else:
         cause = "The debate store is unavailable"
@@ -282,9 +285,7 @@ async def on_error(
             return
         if event is not None and event.get("ts"):
             thread = event.get("thread_ts") or event["ts"]
-            await debates.poster.post(
-                channel=channel, thread_ts=thread, message=blocks.notice(text)
-            )
+            await debates.poster.post(channel=channel, thread_ts=thread, message=posts.notice(text))
         elif user and (event is None or event.get("type") == "reaction_added"):
             await debates.poster.ephemeral(channel=channel, user=user, text=text)
     except (PostError, SlackApiError) as failure:
@@ -294,11 +295,11 @@ async def on_error(
 def _said(error: CommandError | NotAllowedError) -> str:
     """An error as the user reads it: a command error can quote what they typed, so it is
     escaped; a refusal is built from stored ids and mentions reviewers on purpose."""
-    return blocks.escape(str(error)) if isinstance(error, CommandError) else str(error)
+    return kit.escape(str(error)) if isinstance(error, CommandError) else str(error)
 
 
 def _people(ids: list[str]) -> str:
-    return " ".join(blocks.mention(p) for p in ids) or "none"
+    return " ".join(kit.mention(p) for p in ids) or "none"
 
 
 def settings_text(settings: ChannelSettings) -> str:
@@ -335,7 +336,7 @@ def _unreadable_thread(error: SlackApiError, channel: str, ts: str) -> str:
 
 async def _tell_thread(debates: SlackDebates, channel: str, ts: str, text: str) -> None:
     try:
-        await debates.poster.post(channel=channel, thread_ts=ts, message=blocks.notice(text))
+        await debates.poster.post(channel=channel, thread_ts=ts, message=posts.notice(text))
     except PostError as error:
         log.error("could not tell thread %s in %s: %s", ts, channel, error)
 
@@ -353,7 +354,7 @@ async def on_debate_command(
     """`/debate`: help, the settings, the debate form, or a debate."""
     protocols = debates.protocols
     try:
-        typed = clean_text(blocks.unescape(command.get("text", "")))
+        typed = clean_text(kit.unescape(command.get("text", "")))
         parsed = parse_command(typed, protocols=protocols)
     except CommandError as error:
         await ack(response_type="ephemeral", text=f":warning: {_said(error)}. Nothing was queued.")
@@ -363,7 +364,7 @@ async def on_debate_command(
         current = await debates.settings_of(channel)
         await ack(
             response_type="ephemeral",
-            text=blocks.help_text(protocols=protocols, reaction=current.trigger_reaction),
+            text=helptext.help_text(protocols=protocols, reaction=current.trigger_reaction),
         )
         return
     await ack()
@@ -373,7 +374,7 @@ async def on_debate_command(
             current = await debates.settings_of(channel)
             await client.views_open(
                 trigger_id=command["trigger_id"],
-                view=blocks.debate_modal(
+                view=modals.debate_modal(
                     channel_id=channel,
                     protocols=protocols,
                     protocol=current.protocol,
@@ -414,7 +415,7 @@ async def _config(
     else:
         await client.views_open(
             trigger_id=trigger_id,
-            view=blocks.config_modal(settings=current, protocols=debates.protocols),
+            view=modals.config_modal(settings=current, protocols=debates.protocols),
         )
 
 
@@ -492,7 +493,7 @@ async def on_review_button(
         if existing is not None:
             raise NotAllowedError(
                 f"this was already decided ({existing.decision}) by"
-                f" {blocks.mention(existing.reviewer)}; nothing was changed"
+                f" {kit.mention(existing.reviewer)}; nothing was changed"
             )
         if decision is EscalationState.ANOTHER_ROUND:
             await debates.decide(
@@ -505,7 +506,7 @@ async def on_review_button(
         ):
             await client.views_open(
                 trigger_id=body["trigger_id"],
-                view=blocks.review_note_modal(escalation_id=escalation_id, decision=decision),
+                view=modals.review_note_modal(escalation_id=escalation_id, decision=decision),
             )
     except (CommandError, NotAllowedError) as error:
         await debates.poster.ephemeral(
@@ -600,7 +601,7 @@ async def on_message(event: dict[str, Any], body: dict[str, Any], debates: Slack
     if event.get("thread_ts") and event["thread_ts"] != event.get("ts"):
         return
     channel, ts = event["channel"], event["ts"]
-    text = clean_text(blocks.unescape(event.get("text") or ""))
+    text = clean_text(kit.unescape(event.get("text") or ""))
     files = [f for f in event.get("files") or [] if isinstance(f, dict)]
     try:
         if files:

@@ -11,11 +11,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from bot.slack import blocks
+from bot.messages import action_ids
 from bot.store.tables import EscalationState
 from engine.models import replace_surrogates
 
-REVIEW_ACTIONS = (blocks.ACTION_APPROVE, blocks.ACTION_REJECT, blocks.ACTION_ANOTHER_ROUND)
+REVIEW_ACTIONS = (
+    action_ids.ACTION_APPROVE,
+    action_ids.ACTION_REJECT,
+    action_ids.ACTION_ANOTHER_ROUND,
+)
 NOTE_DECISIONS = (EscalationState.APPROVED.value, EscalationState.REJECTED.value)
 FEEDBACK_VALUE = re.compile(r"^(?:positive|negative):[0-9]{1,12}$")
 SLACK_ID = re.compile(r"^[A-Z0-9][A-Z0-9_-]{1,40}$")
@@ -150,12 +154,12 @@ def _actions(body: dict[str, Any]) -> str | None:
             return "the review button's value is not a review request id"
         if not _id(_get(body, "channel", "id")):
             return "the review button was not clicked in a channel"
-    if action.get("action_id") == blocks.ACTION_FEEDBACK:
+    if action.get("action_id") == action_ids.ACTION_FEEDBACK:
         if not FEEDBACK_VALUE.match(str(action.get("value", ""))):
             return "the feedback button's value is not positive:ID or negative:ID"
         if not _id(_get(body, "channel", "id")):
             return "the feedback button was not clicked in a channel"
-    if action.get("action_id") == blocks.ACTION_DEBATE_ANYWAY:
+    if action.get("action_id") == action_ids.ACTION_DEBATE_ANYWAY:
         if not NUMBER.match(str(action.get("value", ""))):
             return "the Debate anyway button's value is not a debate id"
         if not _id(_get(body, "channel", "id")):
@@ -173,13 +177,13 @@ def _view(body: dict[str, Any]) -> str | None:
         return "the form has no type"
     metadata = view.get("private_metadata")
     callback = view.get("callback_id")
-    if callback == blocks.VIEW_REVIEW_NOTE:
+    if callback == action_ids.VIEW_REVIEW_NOTE:
         raw_id, _, decision = str(metadata or "").partition(":")
         if not NUMBER.match(raw_id) or decision not in NOTE_DECISIONS:
             return "the review form's metadata names no review request and decision"
-    elif callback in (blocks.VIEW_DEBATE, blocks.VIEW_CONFIG) and not _id(metadata):
+    elif callback in (action_ids.VIEW_DEBATE, action_ids.VIEW_CONFIG) and not _id(metadata):
         return "the form's metadata names no channel"
-    if callback == blocks.VIEW_DEBATE and not _text(view.get("id")):
+    if callback == action_ids.VIEW_DEBATE and not _text(view.get("id")):
         return "the form has no id"
     return None
 

@@ -10,7 +10,7 @@ from typing import Any
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.adr import adr_title
-from bot.slack.blocks import unescape
+from bot.messages.kit import unescape
 from engine.models import ContextDocument, clean_text
 
 MAX_THREAD_MESSAGES = 1000

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.slack import assistant, blocks
+from bot.messages import helptext
+from bot.slack import assistant
 from engine.providers.fake import CANNED_DEBATE_REPLIES, SchemaFillingLLM
 from tests.e2e.conftest import Bot, BotFactory
 from tests.e2e.slack_emulator import BOT_USER
@@ -54,7 +55,7 @@ async def test_opening_the_assistant_offers_suggested_prompts(start_bot: BotFact
 
     await ask(bot, assistant.PROTOCOL_QUESTION, root)
     await bot.wait_for(
-        lambda: any(m["text"] == blocks.PROTOCOL_ADVICE for m in thread(bot)), "the advice"
+        lambda: any(m["text"] == helptext.PROTOCOL_ADVICE for m in thread(bot)), "the advice"
     )
     await ask(bot, assistant.ADR_REQUEST, root)
     await bot.wait_for(

@@ -19,7 +19,7 @@ import pytest
 from sqlmodel import select
 
 from bot.app import serve
-from bot.slack import blocks
+from bot.messages import action_ids
 from bot.store import slack as store
 from bot.store.db import make_engine, session_scope
 from bot.store.tables import Debate, Review
@@ -174,7 +174,7 @@ async def test_a_review_note_with_a_lone_surrogate_keeps_the_decision(
 ) -> None:
     bot = await start_bot()
     request = await escalated(bot)
-    await bot.driver.click(request, blocks.ACTION_REJECT, user=REVIEWER)
+    await bot.driver.click(request, action_ids.ACTION_REJECT, user=REVIEWER)
     view = await bot.wait_for(lambda: bot.emulator.views and bot.emulator.views[-1], "note modal")
 
     note = {"note": {"type": "plain_text_input", "value": f"Not safe {SURROGATE} yet."}}

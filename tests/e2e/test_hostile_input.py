@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from bot.slack import blocks
+from bot.messages import action_ids
 from bot.store import slack as slack_store
 from bot.store.db import session_scope
 from tests.e2e.conftest import ADMIN, CHANNEL, BotFactory
@@ -24,7 +24,7 @@ CLICK: dict[str, Any] = {
     "api_app_id": "A1",
     "trigger_id": "t.1",
     "channel": {"id": CHANNEL},
-    "actions": [{"action_id": blocks.ACTION_APPROVE, "value": "1", "block_id": "b"}],
+    "actions": [{"action_id": action_ids.ACTION_APPROVE, "value": "1", "block_id": "b"}],
 }
 NOTE_VIEW: dict[str, Any] = {
     "type": "view_submission",
@@ -33,7 +33,7 @@ NOTE_VIEW: dict[str, Any] = {
     "view": {
         "id": "V1",
         "type": "modal",
-        "callback_id": blocks.VIEW_REVIEW_NOTE,
+        "callback_id": action_ids.VIEW_REVIEW_NOTE,
         "private_metadata": "1:approved",
         "state": {"values": {}},
     },

@@ -14,7 +14,7 @@ import pytest
 
 from bot.hosts import HostClients, HostConfig, LinkError, fetch, parse_link, upsert_comment
 from bot.jobs.pr_comments import PullRequestComments
-from bot.slack import blocks
+from bot.messages import action_ids
 from bot.store import slack as store
 from bot.store.db import session_scope
 from engine.models import utcnow
@@ -85,7 +85,7 @@ async def post(bot: Bot, text: str, n: int) -> str:
 
 async def approve(bot: Bot, request: dict[str, Any]) -> None:
     """The reviewer approves the review request, with the usual note."""
-    await bot.driver.click(request, blocks.ACTION_APPROVE, user=REVIEWER)
+    await bot.driver.click(request, action_ids.ACTION_APPROVE, user=REVIEWER)
     view = await bot.wait_for(lambda: bot.emulator.views and bot.emulator.views[-1], "note modal")
     await bot.driver.submit(view, NOTE, user=REVIEWER)
 

@@ -13,7 +13,7 @@ import pytest
 from sqlmodel import col, select
 
 from bot.jobs.scheduled import ScheduledJobs
-from bot.slack import blocks
+from bot.messages import action_ids
 from bot.store.db import session_scope
 from bot.store.tables import Escalation, Outbox, OutboxState, ScheduledRun
 from engine.llm import LLMRequest
@@ -304,7 +304,7 @@ async def test_serve_runs_as_many_debates_at_once_as_its_concurrency(
 async def test_metrics_time_a_review_from_request_to_decision(start_bot: BotFactory) -> None:
     bot = await start_bot()
     request = await escalated(bot)
-    await bot.driver.click(request, blocks.ACTION_APPROVE, user=REVIEWER)
+    await bot.driver.click(request, action_ids.ACTION_APPROVE, user=REVIEWER)
     view = await bot.wait_for(lambda: bot.emulator.views and bot.emulator.views[-1], "note modal")
     await bot.driver.submit(view, NOTE, user=REVIEWER)
     timed = "debatebot_review_turnaround_seconds_count 1.0"

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlmodel import select
 
-from bot.slack import blocks
+from bot.messages import action_ids, modals
 from bot.store import slack as store
 from bot.store.db import session_scope
 from bot.store.tables import Review
@@ -51,7 +51,7 @@ async def review_request(bot: Bot, channel: str) -> dict[str, Any]:
 
 async def refused(bot: Bot, request: dict[str, Any], user: str, channel: str) -> str:
     before = len(bot.emulator.ephemeral)
-    await bot.driver.click(request, blocks.ACTION_APPROVE, user=user, channel=channel)
+    await bot.driver.click(request, action_ids.ACTION_APPROVE, user=user, channel=channel)
     await bot.wait_for(lambda: len(bot.emulator.ephemeral) > before, "the refusal")
     refusal = bot.emulator.ephemeral[-1]
     assert refusal["user"] == user
@@ -60,7 +60,7 @@ async def refused(bot: Bot, request: dict[str, Any], user: str, channel: str) ->
 
 async def approves(bot: Bot, request: dict[str, Any], user: str, channel: str) -> None:
     views = len(bot.emulator.views)
-    await bot.driver.click(request, blocks.ACTION_APPROVE, user=user, channel=channel)
+    await bot.driver.click(request, action_ids.ACTION_APPROVE, user=user, channel=channel)
     view = await bot.wait_for(lambda: len(bot.emulator.views) > views, "the note form")
     submitted = await bot.driver.submit(bot.emulator.views[-1], NOTE, user=user)
     assert submitted.status == 200
@@ -119,7 +119,7 @@ async def test_the_note_form_of_a_requester_is_refused_too(start_bot: BotFactory
     await bot.finished()
     await review_request(bot, CHANNEL)
 
-    view = blocks.review_note_modal(escalation_id=1, decision="approved")
+    view = modals.review_note_modal(escalation_id=1, decision="approved")
     reply = await bot.driver.submit({**view, "id": "V1", "type": "modal"}, NOTE, user=REQUESTER)
 
     assert reply.json()["errors"] == {

@@ -7,7 +7,7 @@ import copy
 
 from sqlmodel import select
 
-from bot.slack import blocks
+from bot.messages import action_ids
 from bot.store import repository
 from bot.store import slack as store
 from bot.store.db import session_scope
@@ -53,13 +53,13 @@ async def test_low_confidence_is_escalated_and_only_a_reviewer_can_approve_once(
     assert "below the escalation threshold 0.60" in str(request["blocks"])
     actions = next(b for b in request["blocks"] if b["type"] == "actions")
     assert [e["action_id"] for e in actions["elements"]] == [
-        blocks.ACTION_APPROVE,
-        blocks.ACTION_REJECT,
-        blocks.ACTION_ANOTHER_ROUND,
+        action_ids.ACTION_APPROVE,
+        action_ids.ACTION_REJECT,
+        action_ids.ACTION_ANOTHER_ROUND,
     ]
 
     # Someone else clicks: refused ephemerally, nothing changes, no modal opens.
-    await bot.driver.click(request, blocks.ACTION_APPROVE, user="UMALLORY")
+    await bot.driver.click(request, action_ids.ACTION_APPROVE, user="UMALLORY")
     await bot.wait_for(lambda: bot.emulator.ephemeral, "the refusal")
     refusal = bot.emulator.ephemeral[-1]
     assert refusal["user"] == "UMALLORY"
@@ -68,9 +68,9 @@ async def test_low_confidence_is_escalated_and_only_a_reviewer_can_approve_once(
     assert bot.emulator.views == []
 
     # The reviewer clicks Approve, which asks for a note, and submits it.
-    await bot.driver.click(request, blocks.ACTION_APPROVE, user=REVIEWER)
+    await bot.driver.click(request, action_ids.ACTION_APPROVE, user=REVIEWER)
     view = await bot.wait_for(lambda: bot.emulator.views and bot.emulator.views[-1], "note modal")
-    assert view["callback_id"] == blocks.VIEW_REVIEW_NOTE
+    assert view["callback_id"] == action_ids.VIEW_REVIEW_NOTE
     submitted = await bot.driver.submit(view, NOTE, user=REVIEWER)
     assert submitted.status == 200
     await bot.wait_for(lambda: reviews(bot), "the stored review")
@@ -97,7 +97,7 @@ async def test_low_confidence_is_escalated_and_only_a_reviewer_can_approve_once(
 
     # A second click and a retried submission change nothing.
     refusals = len(bot.emulator.ephemeral)
-    await bot.driver.click(request, blocks.ACTION_REJECT, user=REVIEWER)
+    await bot.driver.click(request, action_ids.ACTION_REJECT, user=REVIEWER)
     await bot.wait_for(lambda: len(bot.emulator.ephemeral) > refusals, "the second refusal")
     assert "already decided (approved)" in bot.emulator.ephemeral[-1]["text"]
     await bot.driver.submit(
@@ -125,7 +125,7 @@ async def test_a_member_of_the_reviewer_group_can_reject(start_bot: BotFactory) 
     )
     assert "<!subteam^SREVIEWERS>" in request["blocks"][0]["text"]["text"]
 
-    await bot.driver.click(request, blocks.ACTION_REJECT, user="UCAROL")
+    await bot.driver.click(request, action_ids.ACTION_REJECT, user="UCAROL")
     view = await bot.wait_for(lambda: bot.emulator.views and bot.emulator.views[-1], "note modal")
     await bot.driver.submit(view, NOTE, user="UCAROL")
 
@@ -151,7 +151,7 @@ async def test_another_round_continues_the_debate_without_repeating_round_one(
     bot = await start_bot(script)
     request = await escalated(bot)
 
-    await bot.driver.click(request, blocks.ACTION_ANOTHER_ROUND, user=REVIEWER)
+    await bot.driver.click(request, action_ids.ACTION_ANOTHER_ROUND, user=REVIEWER)
 
     first, second = await bot.finished(count=2)
     assert second.parent_debate_id == first.id
@@ -194,7 +194,7 @@ async def test_config_modal_saves_every_setting(start_bot: BotFactory) -> None:
 
     await bot.driver.command("config", user=ADMIN)
     view = await bot.wait_for(lambda: bot.emulator.views and bot.emulator.views[-1], "modal")
-    assert view["callback_id"] == blocks.VIEW_CONFIG
+    assert view["callback_id"] == action_ids.VIEW_CONFIG
     values = {
         "protocol": {"type": "static_select", "selected_option": {"value": "adversarial"}},
         "rounds": {"type": "plain_text_input", "value": "2"},

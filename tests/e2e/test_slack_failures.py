@@ -12,8 +12,8 @@ import pytest
 from sqlmodel import select
 
 from bot.app import build_delivery
+from bot.messages import action_ids
 from bot.settings import Settings
-from bot.slack import blocks
 from bot.store import outbox, repository
 from bot.store import slack as slack_store
 from bot.store.db import session_scope
@@ -184,7 +184,7 @@ async def test_the_form_and_the_shortcut_check_the_channel_too(start_bot: BotFac
     shortcut = await bot.driver.interaction(
         {
             "type": "message_action",
-            "callback_id": blocks.SHORTCUT_DEBATE_THREAD,
+            "callback_id": action_ids.SHORTCUT_DEBATE_THREAD,
             "team": {"id": "T1"},
             "user": {"id": "UALICE"},
             "channel": {"id": CHANNEL},
@@ -223,8 +223,8 @@ async def test_a_thread_lost_mid_debate_stops_it_and_the_review_request_goes_by_
     assert "Review needed" in request["text"]
     assert "cannot post there" in str(request["blocks"])
     assert [a["action_id"] for a in request["blocks"][-1]["elements"]][:2] == [
-        blocks.ACTION_APPROVE,
-        blocks.ACTION_REJECT,
+        action_ids.ACTION_APPROVE,
+        action_ids.ACTION_REJECT,
     ]
     assert review_row(bot, debate.id).delivered_to == f"dm to reviewers: {REVIEWER}"
     [told] = bot.emulator.dms("UALICE")
@@ -313,8 +313,8 @@ async def test_a_double_click_opens_one_note_form_and_form_errors_show_no_raw_me
     await bot.finished()
     request = next(m for m in bot.emulator.posted(CHANNEL) if "Review needed" in m["text"])
 
-    await bot.driver.click(request, blocks.ACTION_APPROVE, user=REVIEWER)
-    await bot.driver.click(request, blocks.ACTION_APPROVE, user=REVIEWER)
+    await bot.driver.click(request, action_ids.ACTION_APPROVE, user=REVIEWER)
+    await bot.driver.click(request, action_ids.ACTION_APPROVE, user=REVIEWER)
     await bot.wait_for(lambda: bot.emulator.views, "the note form")
 
     assert len(bot.emulator.calls_of("views.open")) == 1
@@ -345,8 +345,8 @@ async def test_another_round_is_offered_only_where_it_can_run(start_bot: BotFact
     def buttons(draft: outbox.Draft) -> list[str]:
         return [e["action_id"] for e in draft.blocks[-1]["elements"]]
 
-    assert blocks.ACTION_ANOTHER_ROUND in buttons(adversarial)
-    assert buttons(other) == [blocks.ACTION_APPROVE, blocks.ACTION_REJECT]
+    assert action_ids.ACTION_ANOTHER_ROUND in buttons(adversarial)
+    assert buttons(other) == [action_ids.ACTION_APPROVE, action_ids.ACTION_REJECT]
 
 
 async def test_a_new_process_delivers_what_a_stopped_one_still_owed(start_bot: BotFactory) -> None:
@@ -428,7 +428,7 @@ async def test_when_slack_cannot_say_whether_the_bot_is_in_the_channel_the_debat
     await bot.driver.command("")
     view = await bot.wait_for(lambda: bot.emulator.views and bot.emulator.views[-1], "the form")
 
-    assert view["callback_id"] == blocks.VIEW_DEBATE
+    assert view["callback_id"] == action_ids.VIEW_DEBATE
     [debate] = await bot.finished()
     assert texts(bot.emulator.in_thread(CHANNEL, debate.thread_ts)) == THREAD_TEXTS
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from bot.slack import blocks
+from bot.messages import action_ids
 from bot.store import slack as store
 from bot.store.db import session_scope
 from engine.errors import LLMError
@@ -77,7 +77,7 @@ async def test_a_low_downside_adr_gets_the_single_answer_and_debate_anyway(
     assert "Why no debate" in str(answer["blocks"])
 
     for _ in range(3):
-        reply = await bot.driver.click(answer, blocks.ACTION_DEBATE_ANYWAY, user="UBOB")
+        reply = await bot.driver.click(answer, action_ids.ACTION_DEBATE_ANYWAY, user="UBOB")
         assert reply.status == 200
     second = (await bot.finished(2))[1]
     assert (second.source, second.parent_debate_id, second.thread_ts) == ("debate_anyway", 1, ts)

@@ -7,7 +7,7 @@ import json
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack.files import UploadRefusedError, read_upload
+from bot.slackweb.files import UploadRefusedError, read_upload
 from bot.store import slack as store
 from bot.store.db import session_scope
 from engine.llm import LLMRequest

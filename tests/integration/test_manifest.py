@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from bot.slack import blocks
+from bot.messages import action_ids
 from bot.slack.assistant import SUGGESTED_PROMPTS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,7 +55,7 @@ def test_manifest_matches_the_listeners_and_the_api_calls() -> None:
     assert 'app.command("/debate")' in code
     assert command["should_escape"] is True
     [shortcut] = manifest["features"]["shortcuts"]
-    assert shortcut["callback_id"] == blocks.SHORTCUT_DEBATE_THREAD
+    assert shortcut["callback_id"] == action_ids.SHORTCUT_DEBATE_THREAD
     assert manifest["settings"]["interactivity"]["is_enabled"] is True
     assert manifest["features"]["app_home"]["home_tab_enabled"] is True
     # Review requests fall back to DMs from the app, which need its Messages tab.

@@ -6,6 +6,7 @@ and cached tokens and prices them from the catalogue."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -231,12 +232,16 @@ async def test_concurrent_refusals_switch_a_model_once(
     standin.profiles[NEW_MODEL] = NEW_PROFILE
     roles = {"debaters": RoleModel(model=NEW_MODEL), "moderator": RoleModel(model=NEW_MODEL)}
     settings = settings_for(standin, roles, prices={f"openai:{NEW_MODEL}": NEW_PRICE})
-    result = await debate(build_services(settings), "panel")
+    services = build_services(settings)
+    try:
+        results = await asyncio.gather(*(debate(services, "panel", close=False) for _ in range(3)))
+    finally:
+        await services.registry.aclose()
 
-    assert result.status is DebateStatus.COMPLETE, result.error
+    assert all(r.status is DebateStatus.COMPLETE for r in results), [r.error for r in results]
     refused = [e for e in standin.exchanges if e.status != 200]
-    # The panel's first turns start together: they all went out with a temperature before the
-    # first refusal came back.
+    # Three debates on one adapter start together: their first turns all went out with a
+    # temperature before the first refusal came back.
     assert len(refused) >= 2
     assert {e.param for e in refused} == {"temperature"}
     answered = [e for e in standin.exchanges if e.status == 200]

@@ -15,8 +15,8 @@ from sqlmodel import Session, col, select
 
 from bot.jobs.scheduled import ScheduledJobs, slot_of
 from bot.jobs.worker import DebateWorker
+from bot.messages.owed import DebateNotifier
 from bot.settings import Settings
-from bot.slack.notifier import DebateNotifier
 from bot.store import repository
 from bot.store.db import make_engine
 from bot.store.errors import DatabaseUnavailableError

@@ -13,7 +13,7 @@ from sqlmodel import Session, select
 
 from bot.jobs.reminders import remind_reviewers
 from bot.jobs.worker import DebateWorker
-from bot.slack.notifier import DebateNotifier
+from bot.messages.owed import DebateNotifier
 from bot.store import outbox, repository
 from bot.store import slack as slack_store
 from bot.store.db import session_scope

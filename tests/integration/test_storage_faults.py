@@ -23,8 +23,8 @@ from sqlmodel import Session, col, select
 from bot.app import HealthProbe
 from bot.jobs.delivery import DeliveryConfig, OutboxDelivery
 from bot.jobs.pause import OutagePause
-from bot.slack.people import SlackDirectory
-from bot.slack.poster import SlackPoster
+from bot.slackweb.people import SlackDirectory
+from bot.slackweb.poster import SlackPoster
 from bot.store import repository
 from bot.store.db import check_schema, make_engine, session_scope, upgrade
 from bot.store.errors import (

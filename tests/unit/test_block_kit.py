@@ -14,7 +14,8 @@ from pydantic import BaseModel
 from slack_sdk.models.blocks import Block
 from slack_sdk.models.views import View
 
-from bot.slack import assistant, blocks, rounds
+from bot.messages import helptext, home_tab, kit, modals, posts, transcript
+from bot.slack import assistant
 from bot.store.tables import ChannelSettings
 from engine.llm import output_schema
 from engine.models import (
@@ -83,23 +84,23 @@ def biggest(model: type[T]) -> T:
     return model.model_validate(filled(output_schema(model)))
 
 
-def valid(message: blocks.Message) -> None:
+def valid(message: kit.Message) -> None:
     """Slack's limits, and slack_sdk's own model of every block."""
-    assert 0 < len(message.blocks) <= blocks.MAX_BLOCKS
-    assert 0 < len(message.text) <= blocks.MAX_FALLBACK_CHARS
-    assert blocks.block_chars(message.blocks) <= blocks.MAX_MESSAGE_CHARS
+    assert 0 < len(message.blocks) <= kit.MAX_BLOCKS
+    assert 0 < len(message.text) <= kit.MAX_FALLBACK_CHARS
+    assert kit.block_chars(message.blocks) <= kit.MAX_MESSAGE_CHARS
     for raw in message.blocks:
         parsed = Block.parse(raw)
         assert parsed is not None, f"slack_sdk does not know the block {raw['type']}"
         parsed.validate_json()
         if raw["type"] == "section":
-            assert 0 < len(raw["text"]["text"]) <= blocks.MAX_SECTION_CHARS
+            assert 0 < len(raw["text"]["text"]) <= kit.MAX_SECTION_CHARS
 
 
 def valid_view(view: dict[str, Any]) -> None:
     parsed = View(**view)
     parsed.validate_json()
-    assert len(view["blocks"]) <= blocks.MAX_VIEW_BLOCKS
+    assert len(view["blocks"]) <= kit.MAX_VIEW_BLOCKS
     for raw in view["blocks"]:
         block = Block.parse(raw)
         assert block is not None
@@ -235,7 +236,7 @@ def records() -> dict[str, Any]:
 
 @pytest.mark.parametrize("name", list(records()))
 def test_round_messages_at_their_limits(name: str) -> None:
-    messages = rounds.round_messages(records()[name], max_rounds=3)
+    messages = transcript.round_messages(records()[name], max_rounds=3)
     for message in messages:
         valid(message)
 
@@ -261,8 +262,8 @@ def test_verdict_messages_at_their_limits(report: dict[str, Any]) -> None:
     protocols = {"lines": "consensus", "side_totals": "structured", "routing": "panel"}
     protocol = next((p for key, p in protocols.items() if key in report), "stances")
     outcome = result(protocol if report else "adversarial", **report)
-    messages = blocks.verdict_messages(
-        outcome, debate_id=7, seal="f" * 64, outcome=rounds.outcome_sections(outcome)
+    messages = posts.verdict_messages(
+        outcome, debate_id=7, seal="f" * 64, outcome=transcript.outcome_sections(outcome)
     )
     for message in messages:
         valid(message)
@@ -282,7 +283,7 @@ def test_every_other_message_at_its_limits() -> None:
             }
         }
     )
-    parent = blocks.parent_message(
+    parent = posts.parent_message(
         debate_id=1,
         question=long,
         requested_by="U1",
@@ -295,10 +296,10 @@ def test_every_other_message_at_its_limits() -> None:
     )
     built = [
         parent,
-        *blocks.material_messages("The full question", long),
-        blocks.answer_message(outcome, debate_id=1),
-        blocks.answer_message(outcome, debate_id=1, taken=long[:500]),
-        blocks.escalation_message(
+        *posts.material_messages("The full question", long),
+        posts.answer_message(outcome, debate_id=1),
+        posts.answer_message(outcome, debate_id=1, taken=long[:500]),
+        posts.escalation_message(
             escalation_id=1,
             debate_id=1,
             reasons=[long[:600]] * 6,
@@ -307,7 +308,7 @@ def test_every_other_message_at_its_limits() -> None:
             question=long,
             synthesis=long[:2_000],
         ),
-        blocks.escalation_decided_message(
+        posts.escalation_decided_message(
             debate_id=1,
             reasons=[long[:600]] * 6,
             decision="approved",
@@ -315,9 +316,9 @@ def test_every_other_message_at_its_limits() -> None:
             note=long[:3_000],
             decided_at="2026-11-22 10:00 UTC",
         ),
-        blocks.notice(long[:2_900]),
-        blocks.direct(parent, channel_id="C1", reason=long[:300]),
-        blocks.reposted_parent(parent, old_link="https://example.slack.com/archives/C1/p1"),
+        posts.notice(long[:2_900]),
+        posts.direct(parent, channel_id="C1", reason=long[:300]),
+        posts.reposted_parent(parent, old_link="https://example.slack.com/archives/C1/p1"),
     ]
     for message in built:
         valid(message)
@@ -333,7 +334,7 @@ def test_every_view_at_its_limits() -> None:
         triage=True,
         route=True,
     )
-    item = blocks.HomeDebate(
+    item = home_tab.HomeDebate(
         debate_id=1,
         channel_id="C1",
         question="q" * 4_000,
@@ -344,18 +345,18 @@ def test_every_view_at_its_limits() -> None:
         negative=4,
     )
     views = [
-        blocks.debate_modal(
+        modals.debate_modal(
             channel_id="C1", protocols=["adversarial"] * 5, protocol="adversarial", rounds=3
         ),
-        blocks.config_modal(settings=settings, protocols=["adversarial", "panel"]),
-        blocks.review_note_modal(escalation_id=1, decision="approved"),
-        blocks.home_view(
+        modals.config_modal(settings=settings, protocols=["adversarial", "panel"]),
+        modals.review_note_modal(escalation_id=1, decision="approved"),
+        home_tab.home_view(
             pending=[item] * 30,
             recent=[item] * 30,
             spend_mine=1.0,
             spend_all=2.0,
             month="November 2026",
-            stats=[blocks.HomeStats(protocol="panel", debates=9, positive=1, negative=2)] * 5,
+            stats=[home_tab.HomeStats(protocol="panel", debates=9, positive=1, negative=2)] * 5,
         ),
     ]
     for view in views:
@@ -365,4 +366,4 @@ def test_every_view_at_its_limits() -> None:
 def test_the_assistant_texts_fit() -> None:
     for prompt in assistant.SUGGESTED_PROMPTS:
         assert len(prompt["title"]) <= 75
-    assert len(blocks.PROTOCOL_ADVICE) <= blocks.MAX_FALLBACK_CHARS
+    assert len(helptext.PROTOCOL_ADVICE) <= kit.MAX_FALLBACK_CHARS

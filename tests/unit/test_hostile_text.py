@@ -26,7 +26,8 @@ import pytest
 from pydantic import ValidationError
 
 from bot import adr, hosts
-from bot.slack import blocks, commands, payloads, server, triggers
+from bot.messages import kit
+from bot.slack import commands, payloads, server, triggers
 from bot.slack.errors import CommandError
 from engine import citations, llm, quality
 from engine.models import ContextDocument, Role, clean_text
@@ -150,8 +151,8 @@ RECOGNISERS: dict[str, Callable[[str], Any]] = {
     "is_adr_path": hosts.is_adr_path,
     "thread_question": lambda text: triggers.thread_question([{"text": text}]),
     "thread_document": lambda text: triggers.thread_document([{"text": text, "user": "U1"}]),
-    "unescape and escape": lambda text: blocks.escape(blocks.unescape(text)),
-    "split_text": blocks.split_text,
+    "unescape and escape": lambda text: kit.escape(kit.unescape(text)),
+    "split_text": kit.split_text,
     "clean_text": clean_text,
     "citation check": lambda text: citations.CitationChecker(CHECKER_DOCS, "q").check(
         text, round=1, role=Role.CRITIC

@@ -15,7 +15,7 @@ from bot.outbound import (
     decode_segment,
     size_text,
 )
-from bot.slack.files import files_origin
+from bot.slackweb.files import files_origin
 
 # A path segment that climbs a level, composed so the repository's own check for paths that
 # leave the repository (tests/unit/test_self_contained.py) does not read test data as one.

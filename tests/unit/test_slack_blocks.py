@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.slack import blocks, rounds
+from bot.messages import home_tab, kit, modals, posts, transcript
 from bot.store.tables import ChannelSettings
 from engine.models import (
     AdversarialRound,
@@ -24,20 +24,20 @@ from engine.models import (
 from tests.helpers import reply_for
 
 
-def within_limits(message: blocks.Message) -> None:
-    assert len(message.blocks) <= blocks.MAX_BLOCKS
-    assert len(message.text) <= blocks.MAX_FALLBACK_CHARS
-    assert blocks.block_chars(message.blocks) <= blocks.MAX_MESSAGE_CHARS
+def within_limits(message: kit.Message) -> None:
+    assert len(message.blocks) <= kit.MAX_BLOCKS
+    assert len(message.text) <= kit.MAX_FALLBACK_CHARS
+    assert kit.block_chars(message.blocks) <= kit.MAX_MESSAGE_CHARS
     for block in message.blocks:
         if block["type"] == "section":
-            assert 0 < len(block["text"]["text"]) <= blocks.MAX_SECTION_CHARS
+            assert 0 < len(block["text"]["text"]) <= kit.MAX_SECTION_CHARS
         if block["type"] == "header":
-            assert len(block["text"]["text"]) <= blocks.MAX_HEADER_CHARS
+            assert len(block["text"]["text"]) <= kit.MAX_HEADER_CHARS
         if block["type"] == "context":
             assert all(len(e["text"]) <= 2000 for e in block["elements"])
 
 
-def section_text(messages: list[blocks.Message]) -> str:
+def section_text(messages: list[kit.Message]) -> str:
     return "".join(b["text"]["text"] for m in messages for b in m.blocks if b["type"] == "section")
 
 
@@ -45,7 +45,7 @@ def section_text(messages: list[blocks.Message]) -> str:
 def test_material_of_any_size_is_split_into_valid_messages_losing_nothing(size: int) -> None:
     words = ("lorem ipsum dolor sit amet " * (size // 27 + 1))[:size] or "x"
 
-    messages = blocks.material_messages("The full question", words)
+    messages = posts.material_messages("The full question", words)
 
     for message in messages:
         within_limits(message)
@@ -53,18 +53,18 @@ def test_material_of_any_size_is_split_into_valid_messages_losing_nothing(size: 
 
 
 def test_a_single_unbroken_word_longer_than_a_section_is_cut_hard() -> None:
-    pieces = blocks.split_text("a" * 7_000)
+    pieces = kit.split_text("a" * 7_000)
     assert [len(p) for p in pieces] == [3_000, 3_000, 1_000]
 
 
 def test_splitting_never_breaks_an_escape_sequence() -> None:
-    text = blocks.escape("&" * 5_000)
-    for piece in blocks.split_text(text):
+    text = kit.escape("&" * 5_000)
+    for piece in kit.split_text(text):
         assert piece.replace("&amp;", "") == ""
 
 
 def test_escape_stops_mentions_and_links_from_model_text() -> None:
-    assert blocks.escape("<!channel> <@U1> <http://x|y> & co") == (
+    assert kit.escape("<!channel> <@U1> <http://x|y> & co") == (
         "&lt;!channel&gt; &lt;@U1&gt; &lt;http://x|y&gt; &amp; co"
     )
 
@@ -92,7 +92,7 @@ def huge_round() -> AdversarialRound:
 
 
 def test_a_huge_round_fits_the_limits_across_messages() -> None:
-    messages = rounds.round_messages(huge_round(), max_rounds=3)
+    messages = transcript.round_messages(huge_round(), max_rounds=3)
     for message in messages:
         within_limits(message)
     assert messages[0].text == "Round 1 of 3"
@@ -100,8 +100,8 @@ def test_a_huge_round_fits_the_limits_across_messages() -> None:
 
 
 def test_pagination_splits_past_fifty_blocks() -> None:
-    many = [blocks.divider() for _ in range(120)]
-    pages = blocks.paginate("title", many)
+    many = [kit.divider() for _ in range(120)]
+    pages = kit.paginate("title", many)
     assert [len(p.blocks) for p in pages] == [50, 50, 20]
     assert pages[1].text == "title (part 2 of 3)"
 
@@ -126,9 +126,9 @@ def test_verdict_and_parent_fit_the_limits() -> None:
     result = DebateResult(
         spec=DebateSpec(question="q?"), verdict=verdict(), started_at=now, finished_at=now
     )
-    for message in blocks.verdict_messages(result, debate_id=7):
+    for message in posts.verdict_messages(result, debate_id=7):
         within_limits(message)
-    parent = blocks.parent_message(
+    parent = posts.parent_message(
         debate_id=7,
         question="q" * 40_000,
         requested_by="U1",
@@ -143,7 +143,7 @@ def test_verdict_and_parent_fit_the_limits() -> None:
 
 
 def test_escalation_message_carries_three_buttons_and_mentions() -> None:
-    message = blocks.escalation_message(
+    message = posts.escalation_message(
         escalation_id=3, debate_id=9, reasons=["low"] * 40, reviewers=["U1", "S2"], confidence=0.3
     )
     within_limits(message)
@@ -155,7 +155,7 @@ def test_escalation_message_carries_three_buttons_and_mentions() -> None:
 
 
 def test_decided_escalation_has_no_buttons() -> None:
-    message = blocks.escalation_decided_message(
+    message = posts.escalation_decided_message(
         debate_id=9,
         reasons=["low"],
         decision="rejected",
@@ -168,18 +168,20 @@ def test_decided_escalation_has_no_buttons() -> None:
 
 
 def test_modals_and_home_fit_view_limits() -> None:
-    modal = blocks.config_modal(
+    modal = modals.config_modal(
         settings=ChannelSettings(channel_id="C1", reviewers=["U1"], adr_watch=True),
         protocols=("adversarial",),
     )
-    assert len(modal["title"]["text"]) <= blocks.MAX_MODAL_TITLE_CHARS
+    assert len(modal["title"]["text"]) <= kit.MAX_MODAL_TITLE_CHARS
     by_id = {block["block_id"]: block for block in modal["blocks"]}
     assert [o["value"] for o in by_id["adr"]["element"]["initial_options"]] == ["on"]
-    items = [blocks.HomeDebate(i, "C1", "q" * 5000, "finished", "COMPLETE", 0.7) for i in range(80)]
-    home = blocks.home_view(pending=items, recent=items, spend_mine=1, spend_all=2, month="May")
-    assert len(home["blocks"]) <= blocks.MAX_VIEW_BLOCKS
+    items = [
+        home_tab.HomeDebate(i, "C1", "q" * 5000, "finished", "COMPLETE", 0.7) for i in range(80)
+    ]
+    home = home_tab.home_view(pending=items, recent=items, spend_mine=1, spend_all=2, month="May")
+    assert len(home["blocks"]) <= kit.MAX_VIEW_BLOCKS
     assert all(
-        len(b["text"]["text"]) <= blocks.MAX_SECTION_CHARS
+        len(b["text"]["text"]) <= kit.MAX_SECTION_CHARS
         for b in home["blocks"]
         if b["type"] == "section"
     )
@@ -187,38 +189,38 @@ def test_modals_and_home_fit_view_limits() -> None:
 
 def test_block_text_is_counted_wherever_it_is_nested() -> None:
     message = [
-        blocks.header("12345"),
-        *blocks.sections("abc"),
-        blocks.context("xy"),
-        {"type": "actions", "elements": [{"type": "button", "text": blocks._plain("Go")}]},
+        kit.header("12345"),
+        *kit.sections("abc"),
+        kit.context("xy"),
+        {"type": "actions", "elements": [{"type": "button", "text": kit.plain("Go")}]},
     ]
-    assert blocks.block_chars(message) == 5 + 3 + 2 + 2
+    assert kit.block_chars(message) == 5 + 3 + 2 + 2
 
 
 @pytest.mark.parametrize("size", [14_000, 45_000])
 def test_a_long_question_never_makes_a_message_over_slacks_block_text(size: int) -> None:
     text = ("word " * size)[:size]
 
-    messages = blocks.material_messages("The full question", text)
+    messages = posts.material_messages("The full question", text)
 
-    assert len(messages) >= size // blocks.MAX_MESSAGE_CHARS
+    assert len(messages) >= size // kit.MAX_MESSAGE_CHARS
     for message in messages:
         within_limits(message)
     assert section_text(messages).replace(" ", "") == text.replace(" ", "")
 
 
 def test_a_refused_message_is_resplit_smaller_losing_nothing() -> None:
-    [message] = blocks.material_messages("T", "lorem ipsum " * 900)
-    assert blocks.block_chars(message.blocks) > 6_000
+    [message] = posts.material_messages("T", "lorem ipsum " * 900)
+    assert kit.block_chars(message.blocks) > 6_000
 
-    parts = blocks.resplit(message)
+    parts = kit.resplit(message)
 
     assert len(parts) >= 2
     for part in parts:
-        assert blocks.block_chars(part.blocks) <= blocks.MAX_MESSAGE_CHARS // 2
-        assert len(part.blocks) <= blocks.MAX_BLOCKS // 2
+        assert kit.block_chars(part.blocks) <= kit.MAX_MESSAGE_CHARS // 2
+        assert len(part.blocks) <= kit.MAX_BLOCKS // 2
         assert all(
-            len(b["text"]["text"]) <= blocks.MAX_SECTION_CHARS // 2
+            len(b["text"]["text"]) <= kit.MAX_SECTION_CHARS // 2
             for b in part.blocks
             if b["type"] == "section"
         )
@@ -227,16 +229,16 @@ def test_a_refused_message_is_resplit_smaller_losing_nothing() -> None:
 
 def test_slack_escaping_is_undone_once_on_the_way_in_and_redone_once_on_the_way_out() -> None:
     typed = "R&amp;D &lt;legacy&gt; <!here> <@U1> <https://x|y> &amp;lt;"
-    stored = blocks.unescape(typed)
+    stored = kit.unescape(typed)
 
     assert stored == "R&D <legacy> <!here> <@U1> <https://x|y> &lt;"
-    assert blocks.escape(stored) == (
+    assert kit.escape(stored) == (
         "R&amp;D &lt;legacy&gt; &lt;!here&gt; &lt;@U1&gt; &lt;https://x|y&gt; &amp;lt;"
     )
 
 
 def test_the_parents_notification_text_is_escaped_too() -> None:
-    message = blocks.parent_message(
+    message = posts.parent_message(
         debate_id=1,
         question="Ping <!channel> <@U1>?",
         requested_by="UALICE",
@@ -249,10 +251,10 @@ def test_the_parents_notification_text_is_escaped_too() -> None:
 
 
 def test_a_direct_copy_says_why_and_keeps_the_buttons() -> None:
-    request = blocks.escalation_message(
+    request = posts.escalation_message(
         escalation_id=3, debate_id=1, reasons=["low"], reviewers=["U1"], confidence=0.4
     )
-    direct = blocks.direct(request, channel_id="C1", reason="cannot post in <#C1> (is_archived)")
+    direct = posts.direct(request, channel_id="C1", reason="cannot post in <#C1> (is_archived)")
 
     assert "cannot post there" in direct.blocks[0]["text"]["text"]
     assert "&lt;#C1&gt;" in direct.blocks[0]["text"]["text"]

@@ -9,9 +9,9 @@ import pytest
 from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
-from bot.slack.blocks import Message
-from bot.slack.errors import PostError
-from bot.slack.poster import SlackPoster, classify
+from bot.messages.kit import Message
+from bot.slackweb.errors import PostError
+from bot.slackweb.poster import SlackPoster, classify
 
 
 def api_error(status: int, data: Any, headers: dict[str, str] | None = None) -> SlackApiError:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from bot.app import rounds_for
+from bot.messages.transcript import progress
 from bot.slack.commands import (
     DebateCommand,
     parse_command,
@@ -16,7 +17,6 @@ from bot.slack.commands import (
     parse_setting,
 )
 from bot.slack.errors import CommandError, FormError
-from bot.slack.rounds import progress
 from engine.events import TurnStarted
 from engine.models import DebateSpec, Role
 

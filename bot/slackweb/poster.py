@@ -22,8 +22,8 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
-from bot.slack.blocks import Message
-from bot.slack.errors import PostError
+from bot.messages.kit import Message
+from bot.slackweb.errors import PostError
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from typing import TypeVar
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from bot.slack import blocks, rounds
+from bot.messages import kit, posts, transcript
 from bot.store import outbox
 from bot.store.db import in_session
 from bot.store.outbox import PARENT, PARENT_UPDATE, REVIEW, Draft
@@ -100,7 +100,7 @@ class DebateNotifier:
         ]
         full = spec.full_question
         if full != spec.question:
-            for n, part in enumerate(blocks.material_messages("The full question", full)):
+            for n, part in enumerate(posts.material_messages("The full question", full)):
                 drafts.append(_draft(f"material:{n}", part))
         return drafts
 
@@ -115,7 +115,7 @@ class DebateNotifier:
         return [
             _draft(f"round:{slot}" if n == 0 else f"round:{slot}:{n}", part)
             for n, part in enumerate(
-                rounds.round_messages(event.record, max_rounds=spec.max_rounds)
+                transcript.round_messages(event.record, max_rounds=spec.max_rounds)
             )
         ]
 
@@ -128,7 +128,7 @@ class DebateNotifier:
         if not self.owes_messages(debate):
             return []
         if not ((result.report or {}).get("triage") or {}).get("debated", True):
-            answer = blocks.answer_message(result, debate_id=debate.id)
+            answer = posts.answer_message(result, debate_id=debate.id)
             summary = self._parent(debate, result.spec, "complete", result=result)
             return [
                 _draft(ANSWER, answer),
@@ -137,11 +137,11 @@ class DebateNotifier:
         drafts = [
             _draft("verdict" if n == 0 else f"verdict:{n}", part)
             for n, part in enumerate(
-                blocks.verdict_messages(
+                posts.verdict_messages(
                     result,
                     debate_id=debate.id,
                     seal=debate.chain_head,
-                    outcome=rounds.outcome_sections(result),
+                    outcome=transcript.outcome_sections(result),
                 )
             )
         ]
@@ -152,7 +152,7 @@ class DebateNotifier:
             drafts.append(assistant_status(""))
         if escalation is not None:
             assert escalation.id is not None
-            request = blocks.escalation_message(
+            request = posts.escalation_message(
                 escalation_id=escalation.id,
                 debate_id=debate.id,
                 reasons=escalation.reasons,
@@ -179,12 +179,12 @@ class DebateNotifier:
     def answer_taken(self, debate: Debate, result: DebateResult, taken: str) -> Draft:
         """The single answer shown with who started the debate anyway, instead of the button."""
         assert debate.id is not None
-        message = blocks.answer_message(result, debate_id=debate.id, taken=taken)
+        message = posts.answer_message(result, debate_id=debate.id, taken=taken)
         return _draft(f"update:{ANSWER}", message, action=OutboxAction.UPDATE, target_key=ANSWER)
 
     def decided(self, escalation: Escalation, review: Review, debate: Debate) -> list[Draft]:
         """The review request shown decided: who, what, when, the note; no buttons."""
-        message = blocks.escalation_decided_message(
+        message = posts.escalation_decided_message(
             debate_id=debate.id or 0,
             reasons=escalation.reasons,
             decision=review.decision,
@@ -195,14 +195,14 @@ class DebateNotifier:
         return [_draft(f"update:{REVIEW}", message, action=OutboxAction.UPDATE, target_key=REVIEW)]
 
     def reminder(self, escalation: Escalation, debate: Debate, periods: int, age_h: float) -> Draft:
-        who = " ".join(blocks.mention(p) for p in escalation.reviewers)
+        who = " ".join(kit.mention(p) for p in escalation.reviewers)
         text = (
             f":bell: Debate #{debate.id} has waited {age_h:.1f} h for a review."
             f" {who or 'A workspace admin'} can decide with the buttons on the review request."
         )
         return _draft(
             f"reminder:{periods}",
-            blocks.notice(text),
+            posts.notice(text),
             fallback=OutboxFallback.REVIEWERS,
             recipients=escalation.reviewers,
         )
@@ -212,13 +212,13 @@ class DebateNotifier:
     ) -> list[Draft]:
         """A review past its SLA: said in the thread (by DM to the reviewers when the thread is
         gone), and sent to the channel's owners."""
-        reviewers = " ".join(blocks.mention(p) for p in escalation.reviewers) or "No reviewer"
+        reviewers = " ".join(kit.mention(p) for p in escalation.reviewers) or "No reviewer"
         text = (
             f":hourglass: The review of debate #{debate.id} expired: nobody decided it within"
             f" {sla_h:g} h. The verdict stands unreviewed; {reviewers} can still decide it with"
             " the buttons on the review request."
         )
-        announce = blocks.notice(text)
+        announce = posts.notice(text)
         drafts = [
             _draft(
                 "expired",
@@ -229,7 +229,7 @@ class DebateNotifier:
         ]
         if owners:
             link = f"<#{debate.channel_id}>" if debate.channel_id else "its channel"
-            note = blocks.notice(f"{text}\nYou get this as an owner of {link}'s debate settings.")
+            note = posts.notice(f"{text}\nYou get this as an owner of {link}'s debate settings.")
             drafts.append(_draft("expired:owners", note, target=OutboxTarget.DM, recipients=owners))
         return drafts
 
@@ -240,9 +240,9 @@ class DebateNotifier:
         status: str,
         detail: str = "",
         result: DebateResult | None = None,
-    ) -> blocks.Message:
+    ) -> kit.Message:
         assert debate.id is not None
-        return blocks.parent_message(
+        return posts.parent_message(
             debate_id=debate.id,
             question=spec.full_question,
             requested_by=debate.requested_by,
@@ -268,7 +268,7 @@ class DebateNotifier:
             if not self.owes_messages(run.debate):
                 return
             if isinstance(event, TurnStarted):
-                progress = rounds.progress(event, run.spec)
+                progress = transcript.progress(event, run.spec)
                 if progress != run.progress:
                     run.progress = progress
                     drafts = [self.status(run.debate, run.spec, *progress)]
@@ -290,7 +290,7 @@ def assistant_status(text: str) -> Draft:
 
 def _draft(
     key: str,
-    message: blocks.Message,
+    message: kit.Message,
     *,
     target: OutboxTarget = OutboxTarget.THREAD,
     action: OutboxAction = OutboxAction.POST,

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack.poster import SLACK_FAILURES, classify
+from bot.slackweb.poster import SLACK_FAILURES, classify
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from bot.slack.blocks import (
+from bot.messages.kit import (
     Block,
     Message,
     bullets,

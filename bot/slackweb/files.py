@@ -17,8 +17,8 @@ from typing import Any
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.outbound import Failure, Origin, Outbound, OutboundError
-from bot.slack.errors import SlackLayerError
-from bot.slack.poster import SLACK_FAILURES, classify
+from bot.slackweb.errors import SlackWebError
+from bot.slackweb.poster import SLACK_FAILURES, classify
 from engine.models import ContextDocument
 
 MAX_UPLOAD_BYTES = 512_000
@@ -49,7 +49,7 @@ class Uploads:
     timeout_s: float = 10.0
 
 
-class UploadRefusedError(SlackLayerError):
+class UploadRefusedError(SlackWebError):
     """An upload the bot will not debate; the message says why and what to do instead."""
 
 

@@ -1,0 +1,238 @@
+"""The forms: start a debate, change a channel's settings, add a note to a review."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from bot.messages.action_ids import VIEW_CONFIG, VIEW_DEBATE, VIEW_REVIEW_NOTE
+from bot.messages.kit import MAX_MODAL_TITLE_CHARS, Block, clip, mention, plain
+from bot.store.tables import ChannelSettings
+
+
+def _input(
+    block_id: str, label: str, element: dict[str, Any], *, optional: bool = False, hint: str = ""
+) -> Block:
+    block: Block = {
+        "type": "input",
+        "block_id": block_id,
+        "label": plain(label),
+        "element": element,
+        "optional": optional,
+    }
+    if hint:
+        block["hint"] = plain(hint)
+    return block
+
+
+def _text_input(
+    action_id: str, *, initial: str = "", multiline: bool = False, max_length: int = 3000
+) -> dict[str, Any]:
+    element: dict[str, Any] = {
+        "type": "plain_text_input",
+        "action_id": action_id,
+        "multiline": multiline,
+        "max_length": max_length,
+    }
+    if initial:
+        element["initial_value"] = clip(initial, max_length)
+    return element
+
+
+def _select(action_id: str, options: Sequence[str], initial: str) -> dict[str, Any]:
+    choices = [{"text": plain(option), "value": option} for option in options]
+    element: dict[str, Any] = {"type": "static_select", "action_id": action_id, "options": choices}
+    if initial in options:
+        element["initial_option"] = {"text": plain(initial), "value": initial}
+    return element
+
+
+def _modal(
+    callback_id: str, title: str, blocks: list[Block], metadata: str, submit: str
+) -> dict[str, Any]:
+    return {
+        "type": "modal",
+        "callback_id": callback_id,
+        "title": plain(clip(title, MAX_MODAL_TITLE_CHARS)),
+        "submit": plain(submit),
+        "close": plain("Cancel"),
+        "private_metadata": metadata,
+        "blocks": blocks,
+    }
+
+
+def debate_modal(
+    *, channel_id: str, protocols: Sequence[str], protocol: str, rounds: int
+) -> dict[str, Any]:
+    """The form `/debate` alone opens; its fields are the command's options."""
+    blocks = [
+        _input("question", "Question", _text_input("value", multiline=True, max_length=3000)),
+        _input("protocol", "Protocol", _select("value", protocols, protocol)),
+        _input("rounds", "Rounds", _text_input("value", initial=str(rounds), max_length=2)),
+        _input(
+            "stances_for",
+            "Stances for",
+            _text_input("value", multiline=True, max_length=1000),
+            optional=True,
+            hint="one per line; stances protocol only",
+        ),
+        _input(
+            "stances_against",
+            "Stances against",
+            _text_input("value", multiline=True, max_length=1000),
+            optional=True,
+            hint="one per line; stances protocol only",
+        ),
+        _input("budget", "Budget (USD)", _text_input("value", max_length=10), optional=True),
+        _input(
+            "route",
+            "Fast-model router",
+            {
+                "type": "checkboxes",
+                "action_id": "value",
+                "options": [
+                    {
+                        "text": plain("Let a fast model answer first (panel protocol only)"),
+                        "value": "on",
+                    }
+                ],
+            },
+            optional=True,
+        ),
+    ]
+    return _modal(VIEW_DEBATE, "Start a debate", blocks, channel_id, "Debate")
+
+
+def config_modal(*, settings: ChannelSettings, protocols: Sequence[str]) -> dict[str, Any]:
+    """The channel settings form; people are given as mentions or ids, as in `config set`."""
+    people = " ".join
+    switches = [
+        ({"text": plain("Start a debate on new ADR posts"), "value": "on"}, settings.adr_watch),
+        (
+            {
+                "text": plain("Triage first: answer low-stakes ADRs and reactions directly"),
+                "value": "triage",
+            },
+            settings.triage,
+        ),
+        (
+            {"text": plain("Panel: let a fast model answer first"), "value": "route"},
+            settings.route,
+        ),
+        (
+            {
+                "text": plain("Comment verdicts on linked pull requests"),
+                "value": "pr_comment",
+            },
+            settings.pr_comment,
+        ),
+    ]
+    adr: dict[str, Any] = {
+        "type": "checkboxes",
+        "action_id": "value",
+        "options": [option for option, _ in switches],
+    }
+    if any(on for _, on in switches):
+        adr["initial_options"] = [option for option, on in switches if on]
+    blocks = [
+        _input("protocol", "Protocol", _select("value", protocols, settings.protocol)),
+        _input(
+            "rounds", "Rounds", _text_input("value", initial=str(settings.rounds), max_length=2)
+        ),
+        _input(
+            "threshold",
+            "Escalation threshold",
+            _text_input("value", initial=f"{settings.threshold:g}", max_length=6),
+            hint="verdicts below this confidence (0 to 1) go to the reviewers",
+        ),
+        _input(
+            "reviewers",
+            "Reviewers",
+            _text_input(
+                "value", initial=people(mention(p) for p in settings.reviewers), max_length=2000
+            ),
+            optional=True,
+            hint="@people or @user-group, or their ids (U…, S…)",
+        ),
+        _input(
+            "owners",
+            "Settings owners",
+            _text_input(
+                "value", initial=people(mention(p) for p in settings.owners), max_length=2000
+            ),
+            optional=True,
+            hint="besides workspace admins, who may change these settings",
+        ),
+        _input(
+            "budget",
+            "Budget per debate (USD)",
+            _text_input(
+                "value",
+                initial="" if settings.budget_usd is None else f"{settings.budget_usd:g}",
+                max_length=10,
+            ),
+            optional=True,
+        ),
+        _input(
+            "monthly_budget",
+            "Monthly budget (USD)",
+            _text_input("value", initial=_number(settings.monthly_budget_usd), max_length=12),
+            optional=True,
+            hint="this channel's spending cap per calendar month (UTC); empty: no cap",
+        ),
+        _input(
+            "review_sla",
+            "Review deadline (hours)",
+            _text_input("value", initial=_number(settings.review_sla_h), max_length=6),
+            optional=True,
+            hint="an open review expires after this long; empty: the workspace default",
+        ),
+        _input(
+            "digest",
+            "Daily digest at",
+            _text_input("value", initial=settings.digest_time or "", max_length=5),
+            optional=True,
+            hint="a local time like 09:00; empty: no digest",
+        ),
+        _input(
+            "timezone",
+            "Time zone",
+            _text_input("value", initial=settings.timezone, max_length=64),
+            optional=True,
+            hint="an IANA name like Europe/Berlin, for the digest; empty: UTC",
+        ),
+        _input(
+            "adr_pattern",
+            "ADR title pattern",
+            _text_input("value", initial=settings.adr_pattern or "", max_length=200),
+            optional=True,
+            hint="a regular expression for this channel's own ADR titles, like RFC-\\d+",
+        ),
+        _input("adr", "ADR watching, triage and comments", adr, optional=True),
+        _input(
+            "reaction",
+            "Review reaction",
+            _text_input("value", initial=settings.trigger_reaction, max_length=80),
+        ),
+    ]
+    return _modal(VIEW_CONFIG, "Debate settings", blocks, settings.channel_id, "Save")
+
+
+def _number(value: float | None) -> str:
+    return "" if value is None else f"{value:g}"
+
+
+def review_note_modal(*, escalation_id: int, decision: str) -> dict[str, Any]:
+    verb = "Approve" if decision == "approved" else "Reject"
+    blocks = [
+        _input(
+            "note",
+            "Note",
+            _text_input("value", multiline=True, max_length=2000),
+            optional=decision == "approved",
+            hint="recorded with your decision in the audit trail",
+        )
+    ]
+    return _modal(
+        VIEW_REVIEW_NOTE, f"{verb} the verdict", blocks, f"{escalation_id}:{decision}", verb
+    )
