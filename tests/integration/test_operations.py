@@ -20,6 +20,7 @@ from bot.jobs.worker import DebateWorker
 from bot.metrics import Metrics
 from bot.store import repository
 from bot.store.db import make_engine, upgrade
+from bot.store.tables import DebateSource
 from engine.models import DebateSpec, ModelSettings
 
 SPEC = DebateSpec(
@@ -35,7 +36,7 @@ def queue(url: str, count: int) -> list[int]:
     with Session(engine) as session:
         for n in range(count):
             debate, _ = repository.enqueue_debate(
-                session, trigger_key=f"ops:{n}", spec=SPEC, source="cli"
+                session, trigger_key=f"ops:{n}", spec=SPEC, source=DebateSource.CLI
             )
             assert debate.id is not None
             ids.append(debate.id)
