@@ -8,6 +8,7 @@ import contextlib
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine, event, update
@@ -330,8 +331,8 @@ async def test_once_the_queue_is_empty_endings_do_not_each_claim_again(
     claims: list[int] = []
     claim = repository.claim_debates
 
-    def counted(session: Session, **kwargs: object) -> list[Debate]:
-        taken = claim(session, **kwargs)  # type: ignore[arg-type]
+    def counted(session: Session, **kwargs: Any) -> list[Debate]:
+        taken = claim(session, **kwargs)
         claims.append(len(taken))
         return taken
 
