@@ -37,6 +37,7 @@ async def one_debate(folder: Path) -> tuple[float, int, float]:
     from bot.settings import Settings
     from bot.store import repository
     from bot.store.db import session_scope, upgrade
+    from bot.store.tables import DebateSource
 
     url = f"sqlite:///{folder / f'http-{uuid.uuid4().hex[:6]}.sqlite3'}"
     upgrade(url)
@@ -48,7 +49,7 @@ async def one_debate(folder: Path) -> tuple[float, int, float]:
         worker = build_worker(services, engine, worker_id="bench")
         with session_scope(engine) as session:
             queued, _ = repository.enqueue_debate(
-                session, trigger_key=f"bench:{uuid.uuid4()}", spec=spec, source="cli"
+                session, trigger_key=f"bench:{uuid.uuid4()}", spec=spec, source=DebateSource.CLI
             )
         assert queued.id is not None
         started = time.perf_counter()

@@ -25,6 +25,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
@@ -51,10 +52,10 @@ def delivered(emulator: SlackEmulator, channel: str) -> bool:
     )
 
 
-async def wait_until(predicate: object, limit_s: float, what: str) -> float:
+async def wait_until(predicate: Callable[[], object], limit_s: float, what: str) -> float:
     started = time.perf_counter()
     while time.perf_counter() - started < limit_s:
-        if predicate():  # type: ignore[operator]
+        if predicate():
             return time.perf_counter() - started
         await asyncio.sleep(0.05)
     raise RuntimeError(f"timed out after {limit_s:.0f}s waiting for {what}")

@@ -46,6 +46,7 @@ def child(url: str, debates: int, scrape: bool) -> None:
     from bot.settings import Settings
     from bot.store import repository
     from bot.store.db import make_engine, session_scope
+    from bot.store.tables import DebateSource, DebateState
 
     settings = Settings()
     services = build_services(settings)
@@ -54,7 +55,7 @@ def child(url: str, debates: int, scrape: bool) -> None:
         for index in range(debates):
             spec = services.new_spec(f"Benchmark question {index}: should we adopt plan {index}?")
             repository.enqueue_debate(
-                session, trigger_key=f"bench:{uuid.uuid4()}", spec=spec, source="cli"
+                session, trigger_key=f"bench:{uuid.uuid4()}", spec=spec, source=DebateSource.CLI
             )
     command = ["worker", "--concurrency", str(debates), "--exit-when-idle", "--name", "bench"]
     scraper = None
@@ -70,7 +71,7 @@ def child(url: str, debates: int, scrape: bool) -> None:
         scraper.stop.set()
         scraper.join()
     with session_scope(engine) as session:
-        finished = repository.count_debates(session, state=repository.DebateState.FINISHED)
+        finished = repository.count_debates(session, state=DebateState.FINISHED)
     engine.dispose()
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     scrapes = (scraper.timings if scraper is not None else []) or [float("nan")]

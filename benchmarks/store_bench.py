@@ -30,11 +30,11 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, insert, select, text
 from sqlalchemy.engine import make_url
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from bot.store import repository
 from bot.store.db import make_engine, upgrade
-from bot.store.tables import Debate, DebateSource, Turn
+from bot.store.tables import Debate, DebateSource, DebateState, Turn
 from bot.store.writer import TurnWriter
 from engine.models import DebateSpec, Role, TurnRecord, Usage
 
@@ -146,7 +146,9 @@ async def async_driver(url: str, ids: list[int], turns: int) -> float:
             async with engine.begin() as connection:
                 owner = (
                     await connection.execute(
-                        select(Debate.lease_owner).where(Debate.id == debate_id).with_for_update()
+                        select(col(Debate.lease_owner))
+                        .where(col(Debate.id) == debate_id)
+                        .with_for_update()
                     )
                 ).scalar_one()
                 assert owner == "bench"
@@ -208,7 +210,7 @@ def claim_throughput(url: str, debates: int, processes: int) -> tuple[float, lis
     windows = [worker.communicate()[0].split() for worker in workers]
     elapsed = max(float(w[1]) for w in windows) - min(float(w[0]) for w in windows)
     with Session(engine) as session:
-        assert repository.count_debates(session, state="queued") == 0
+        assert repository.count_debates(session, state=DebateState.QUEUED) == 0
     engine.dispose()
     return debates / elapsed, [int(w[2]) for w in windows]
 

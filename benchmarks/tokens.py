@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from engine.ledger import LLMResolver
 from engine.llm import LLM, Completion, LLMRequest
 from engine.models import ContextDocument, DebateResult, DebateSpec, ModelSettings, Usage
 from engine.pricing import Pricing
@@ -53,11 +54,11 @@ ROUNDS_GOAL = 2.2
 class Recorder:
     """Wraps each provider to keep every request it is sent, in order."""
 
-    resolve: object
+    resolve: LLMResolver
     requests: list[LLMRequest] = field(default_factory=list)
 
     def __call__(self, model: ModelSettings) -> LLM:
-        inner: LLM = self.resolve(model)  # type: ignore[operator]
+        inner: LLM = self.resolve(model)
         recorder = self
 
         class Recording:

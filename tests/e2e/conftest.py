@@ -63,7 +63,7 @@ class Bot:
 
     def debates(self) -> list[Debate]:
         with session_scope(self.engine) as session:
-            return list(session.exec(select(Debate).order_by(Debate.id)))
+            return list(session.exec(select(Debate).order_by(col(Debate.id))))
 
     def owed(self) -> list[Outbox]:
         """Outbox rows not yet settled (neither sent, given up nor split)."""

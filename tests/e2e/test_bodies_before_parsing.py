@@ -13,6 +13,7 @@ import json
 import logging
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 import pytest
@@ -22,7 +23,7 @@ from bot.app import serve
 from bot.messages import action_ids
 from bot.store import slack as store
 from bot.store.db import make_engine, session_scope
-from bot.store.tables import Debate, Review
+from bot.store.tables import ChannelSettings, Debate, Review
 from tests.e2e.conftest import ADMIN, CHANNEL, REVIEWER, BotFactory
 from tests.e2e.slack_emulator import SlackEmulator
 from tests.e2e.test_reviews import escalated
@@ -214,7 +215,7 @@ async def test_the_settings_form_with_a_lone_surrogate_is_saved_or_refused_by_fi
     await bot.driver.command("config", user=ADMIN)
     view = await bot.wait_for(lambda: bot.emulator.views and bot.emulator.views[-1], "modal")
 
-    values = {
+    values: dict[str, dict[str, Any]] = {
         "protocol": {"type": "static_select", "selected_option": {"value": "adversarial"}},
         "threshold": {"type": "plain_text_input", "value": "0.7"},
         "rounds": {"type": "plain_text_input", "value": "2"},
@@ -229,7 +230,7 @@ async def test_the_settings_form_with_a_lone_surrogate_is_saved_or_refused_by_fi
     saved = await bot.driver.submit(view, values, user=ADMIN)
     assert saved.status == 200
 
-    def settings():  # type: ignore[no-untyped-def]
+    def settings() -> ChannelSettings | None:
         with session_scope(bot.engine) as session:
             row = store.channel_settings(session, channel_id=CHANNEL)
             return row if row.updated_by else None

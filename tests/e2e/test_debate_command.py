@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from bot.store import repository
 from bot.store.db import session_scope
@@ -10,11 +11,11 @@ from tests.e2e.conftest import CHANNEL, BotFactory
 from tests.helpers import DebateScript, reply_for
 
 
-def texts(messages: list[dict]) -> list[str]:
+def texts(messages: list[dict[str, Any]]) -> list[str]:
     return [m["text"] for m in messages]
 
 
-def confident(**changes: object) -> dict:
+def confident(**changes: object) -> dict[str, Any]:
     """A moderator sure enough that nothing is escalated."""
     return reply_for(
         "moderator", confidence_level="HIGH", unresolved_points=[], decision="accept", **changes
@@ -63,10 +64,13 @@ async def test_debate_command_runs_to_a_verdict_with_each_round_in_the_thread(
     assert "Done" in statuses[-1]
     assert "final view" in statuses[-1]
     assert "confidence" in statuses[-1]
+    assert debate.id is not None
     with session_scope(bot.engine) as session:
         assert len(repository.turn_rows(session, debate_id=debate.id)) == 9
         assert repository.verify_chain(session, debate_id=debate.id).ok
-        assert repository.verdict_for(session, debate_id=debate.id).decision == "accept"
+        verdict = repository.verdict_for(session, debate_id=debate.id)
+        assert verdict is not None
+        assert verdict.decision == "accept"
 
 
 async def test_bad_flags_are_explained_ephemerally_and_nothing_is_queued(

@@ -82,12 +82,14 @@ async def test_owed_messages_survive_any_transient_fault_schedule(
 
     debates = await bot.finished(count=len(CHANNELS), limit_s=120)
 
+    ids = [d.id for d in debates if d.id is not None]
     with session_scope(bot.engine) as session:
         rows = list(session.exec(select(Outbox)))
-        escalations = {d.id: repository.escalation_for(session, debate_id=d.id) for d in debates}
-        verdicts = {d.id: repository.verdict_for(session, debate_id=d.id) for d in debates}
+        escalations = {i: repository.escalation_for(session, debate_id=i) for i in ids}
+        verdicts = {i: repository.verdict_for(session, debate_id=i) for i in ids}
     assert {r.state for r in rows} <= {"sent"}, [(r.key, r.state, r.last_error) for r in rows]
     for debate in debates:
+        assert debate.id is not None
         channel = debate.channel_id or ""
         top = [m for m in bot.emulator.posted(channel) if "thread_ts" not in m]
         assert len(top) == 1, "one parent, posted once"
@@ -100,7 +102,9 @@ async def test_owed_messages_survive_any_transient_fault_schedule(
             "Verdict: revise (0.58)",
             f"Review needed for debate #{debate.id}",
         ]
-        assert verdicts[debate.id].escalate
+        verdict = verdicts[debate.id]
+        assert verdict is not None
+        assert verdict.escalate
         escalation = escalations[debate.id]
         assert escalation is not None
         assert (

@@ -41,7 +41,7 @@ NOTE_VIEW: dict[str, Any] = {
 
 
 def without(payload: dict[str, Any], *path: str) -> dict[str, Any]:
-    copy = json.loads(json.dumps(payload))
+    copy: dict[str, Any] = json.loads(json.dumps(payload))
     node = copy
     for key in path[:-1]:
         node = node[key]
@@ -49,9 +49,9 @@ def without(payload: dict[str, Any], *path: str) -> dict[str, Any]:
     return copy
 
 
-def replaced(payload: dict[str, Any], value: Any, *path: str) -> dict[str, Any]:
-    copy = json.loads(json.dumps(payload))
-    node = copy
+def replaced(payload: dict[str, Any], value: Any, *path: str | int) -> dict[str, Any]:
+    copy: dict[str, Any] = json.loads(json.dumps(payload))
+    node: Any = copy
     for key in path[:-1]:
         node = node[key]
     node[path[-1]] = value
@@ -150,7 +150,7 @@ async def test_an_event_whose_handler_failed_is_handled_when_slack_retries_it(
         )
     debates = bot.runtime.debates
     real = debates.start_from_adr
-    failures = []
+    failures: list[dict[str, Any]] = []
 
     async def fails_once(**kwargs: Any) -> Any:
         if not failures:

@@ -91,7 +91,8 @@ async def approve(bot: Bot, request: dict[str, Any]) -> None:
 
 
 def context_of(bot: Bot, index: int = -1) -> list[dict[str, str]]:
-    return json.loads(bot.debates()[index].spec_json)["context"]
+    context: list[dict[str, str]] = json.loads(bot.debates()[index].spec_json)["context"]
+    return context
 
 
 async def test_every_link_shape_is_fetched_and_debated_in_its_thread(
@@ -147,6 +148,7 @@ async def test_the_verdict_is_commented_once_and_updated_by_the_review(
     [comment] = comments(github, "acme/orders")
     assert f"<!-- debatebot:debate-{first.id} -->" in comment["body"]
     assert "**debatebot verdict: revise**" in comment["body"]
+    assert first.thread_ts is not None
     assert (
         f"https://slack.com/archives/{CHANNEL}/p{first.thread_ts.replace('.', '')}"
         in (comment["body"])
@@ -206,6 +208,7 @@ async def test_a_comment_the_host_refused_is_posted_by_the_retry_job_once_it_is_
 
     # A review decided while the host is down: the comment falls behind, and catches up.
     github.down("/comments")
+    assert debate.thread_ts is not None
     request = await bot.in_thread(debate.thread_ts, "Review needed", "the review request")
     tried = len([r for r in github.requests if "/comments" in r])
     await approve(bot, request)

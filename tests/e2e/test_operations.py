@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import random
 from datetime import datetime, timedelta
+from typing import Any
 
 import aiohttp
 import pytest
@@ -61,6 +62,7 @@ async def test_a_review_past_its_sla_expires_in_the_thread_and_reaches_the_owner
     assert await late.fire("review-sla", late.review_sla, 600) is None, "once per slot"
     assert escalation_state(bot) == "expired"
 
+    assert debate.thread_ts is not None
     notice = await bot.in_thread(debate.thread_ts, "expired", "the expiry notice in the thread")
     assert "within 24 h" in notice["text"]
     assert f"<@{REVIEWER}>" in notice["text"]
@@ -161,10 +163,12 @@ async def test_the_digest_honours_retry_after_and_gives_up_a_channel_it_cannot_p
     assert len([m for m in bot.emulator.posted(CHANNEL) if "Debate digest" in m["text"]]) == 1
 
 
-async def refusal_after(bot: Bot, question: str) -> dict:
+async def refusal_after(bot: Bot, question: str) -> dict[str, Any]:
     seen = len(bot.emulator.responses)
     await bot.driver.command(question)
-    answers = await bot.wait_for(lambda: bot.emulator.responses[seen:], "the answer", limit_s=30)
+    answers: list[dict[str, Any]] = await bot.wait_for(
+        lambda: bot.emulator.responses[seen:], "the answer", limit_s=30
+    )
     return answers[-1]
 
 
@@ -271,6 +275,7 @@ async def test_expiry_and_digest_are_delivered_once_under_random_slack_faults(
     await final.fire("digest", final.digest, 300)
     await bot.finished()
 
+    assert debate.thread_ts is not None
     thread = bot.emulator.in_thread(CHANNEL, debate.thread_ts)
     assert len([m for m in thread if "review of debate" in m["text"]]) == 1
     assert len([m for m in bot.emulator.dms(OWNER) if "expired" in m["text"]]) == 1
@@ -286,7 +291,7 @@ async def test_serve_runs_as_many_debates_at_once_as_its_concurrency(
     peak = 0
     script = DebateScript()
 
-    async def slow(request: LLMRequest) -> object:
+    async def slow(request: LLMRequest) -> Any:
         nonlocal in_flight, peak
         in_flight += 1
         peak = max(peak, in_flight)

@@ -20,6 +20,7 @@ async def test_a_429_storm_still_delivers_every_round_in_order(start_bot: BotFac
     await bot.driver.command("Should we adopt ADR-042? --rounds 3")
 
     [debate] = await bot.finished()
+    assert debate.thread_ts is not None
     thread = [m["text"] for m in bot.emulator.in_thread(CHANNEL, debate.thread_ts)]
     assert thread[:4] == ["Round 1 of 3", "Round 2 of 3", "Round 3 of 3", "Verdict: revise (0.58)"]
     assert thread[4] == "Review needed for debate #1"
@@ -60,6 +61,7 @@ async def test_a_refused_round_is_surfaced_in_the_thread_and_the_debate_still_fi
 
     [debate] = await bot.finished()
     assert debate.outcome == "COMPLETE"
+    assert debate.thread_ts is not None
     thread = [m["text"] for m in bot.emulator.in_thread(CHANNEL, debate.thread_ts)]
     assert any("could not be posted here (invalid_blocks)" in t for t in thread)
     assert any(t.startswith("Verdict") for t in thread)

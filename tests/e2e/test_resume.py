@@ -35,6 +35,7 @@ async def test_a_resumed_debate_posts_each_message_once(start_bot: BotFactory) -
     await asyncio.gather(running, return_exceptions=True)
     with session_scope(bot.engine) as session:
         row = session.get(Debate, 1)
+        assert row is not None
         row.lease_expires_at = utcnow() - timedelta(seconds=1)
         session.add(row)
         session.commit()

@@ -4,6 +4,7 @@ permissions and App Home."""
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 from sqlmodel import select
 
@@ -11,15 +12,16 @@ from bot.messages import action_ids
 from bot.store import repository
 from bot.store import slack as store
 from bot.store.db import session_scope
-from bot.store.tables import Review
+from bot.store.tables import ChannelSettings, Review
 from engine.errors import LLMError
+from engine.providers.fake import FunctionLLM
 from tests.e2e.conftest import ADMIN, CHANNEL, REVIEWER, Bot, BotFactory
 from tests.helpers import DebateScript, calls_for, reply_for
 
 NOTE = {"note": {"type": "plain_text_input", "value": "Fallback owner agreed offline."}}
 
 
-async def escalated(bot: Bot) -> dict:
+async def escalated(bot: Bot) -> dict[str, Any]:
     """Configure a reviewer, run a low-confidence debate, return the review request message."""
     reply = await bot.driver.command(f"config set reviewers <@{REVIEWER}|rev>", user=ADMIN)
     assert reply.status == 200
@@ -107,7 +109,9 @@ async def test_low_confidence_is_escalated_and_only_a_reviewer_can_approve_once(
     assert len(reviews(bot)) == 1
     assert reviews(bot)[0].note == "Fallback owner agreed offline."
     with session_scope(bot.engine) as session:
-        assert store.get_escalation(session, escalation_id=1).state == "approved"
+        escalation = store.get_escalation(session, escalation_id=1)
+        assert escalation is not None
+        assert escalation.state == "approved"
 
 
 async def test_a_member_of_the_reviewer_group_can_reject(start_bot: BotFactory) -> None:
@@ -158,12 +162,15 @@ async def test_another_round_continues_the_debate_without_repeating_round_one(
     assert second.thread_ts == first.thread_ts
     assert second.outcome == "COMPLETE"
     assert second.decision == "accept"
+    assert isinstance(bot.llm, FunctionLLM)
     assert len(calls_for(bot.llm, "framing")) == 1
     assert len(calls_for(bot.llm, "moderator")) == 2
+    assert first.thread_ts is not None
     thread = [m["text"] for m in bot.emulator.in_thread(CHANNEL, first.thread_ts)]
     assert thread.count("Round 1 of 1") == 1
     assert "Round 2 of 2" in thread
     assert any("Round 2 requested" in t for t in thread)
+    assert second.id is not None
     with session_scope(bot.engine) as session:
         assert repository.verify_chain(session, debate_id=second.id).ok
         assert len(repository.turn_rows(session, debate_id=second.id)) == 9
@@ -195,7 +202,7 @@ async def test_config_modal_saves_every_setting(start_bot: BotFactory) -> None:
     await bot.driver.command("config", user=ADMIN)
     view = await bot.wait_for(lambda: bot.emulator.views and bot.emulator.views[-1], "modal")
     assert view["callback_id"] == action_ids.VIEW_CONFIG
-    values = {
+    values: dict[str, dict[str, Any]] = {
         "protocol": {"type": "static_select", "selected_option": {"value": "adversarial"}},
         "rounds": {"type": "plain_text_input", "value": "2"},
         "threshold": {"type": "plain_text_input", "value": "0.7"},
@@ -227,7 +234,7 @@ async def test_config_modal_saves_every_setting(start_bot: BotFactory) -> None:
     assert "IANA name" in bad.json()["errors"]["timezone"]
     assert (await bot.driver.submit(view, values, user=ADMIN)).status == 200
 
-    def saved():  # type: ignore[no-untyped-def]
+    def saved() -> ChannelSettings | None:
         with session_scope(bot.engine) as session:
             row = store.channel_settings(session, channel_id=CHANNEL)
             return row if row.updated_by else None
@@ -281,6 +288,7 @@ async def test_a_failed_debate_is_escalated_with_its_reason(start_bot: BotFactor
 
     [debate] = await bot.finished()
     assert debate.outcome == "FAILED"
+    assert debate.thread_ts is not None
     thread = bot.emulator.in_thread(CHANNEL, debate.thread_ts)
     verdict = next(m for m in thread if m["text"].startswith("Verdict"))
     assert "Failed" in str(verdict["blocks"])

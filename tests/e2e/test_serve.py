@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import aiohttp
+from pydantic import SecretStr
 
 from bot.app import transport
 from bot.settings import Settings
@@ -105,5 +106,5 @@ async def test_serve_refuses_to_start_without_real_secrets(tmp_path: Path) -> No
 
 
 def test_an_app_token_selects_socket_mode() -> None:
-    assert transport(Settings(slack_app_token="xapp-1-A1-123-abcdef")) == "socket"
+    assert transport(Settings(slack_app_token=SecretStr("xapp-1-A1-123-abcdef"))) == "socket"
     assert transport(Settings()) == "http"

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 import pytest
+from pydantic import SecretStr
 from sqlmodel import select
 
 from bot.app import build_delivery
@@ -45,7 +47,7 @@ def review_row(bot: Bot, debate_id: int) -> Outbox:
     return row
 
 
-def texts(messages: list[dict]) -> list[str]:
+def texts(messages: list[dict[str, Any]]) -> list[str]:
     return [m["text"] for m in messages]
 
 
@@ -65,11 +67,13 @@ async def test_a_5xx_outage_mid_debate_loses_nothing_and_keeps_the_thread_in_ord
 
     failed = [c for c in bot.emulator.calls if c.status == 500]
     assert failed, "the outage was felt"
+    assert debate.thread_ts is not None
     thread = bot.emulator.in_thread(CHANNEL, debate.thread_ts)
     assert texts(thread) == THREAD_TEXTS
     assert f"<@{REVIEWER}>" in str(thread[-1]["blocks"])
     parent = bot.emulator.posted(CHANNEL)[0]
     assert "Done" in str(parent["blocks"])
+    assert debate.id is not None
     escalation = escalation_of(bot, debate.id)
     assert escalation is not None
     assert escalation.message_ts == thread[-1]["ts"]
@@ -87,6 +91,7 @@ async def test_a_call_that_hangs_past_the_timeout_is_retried_with_its_reason_log
     await bot.driver.command("Should we adopt ADR-042?")
 
     [debate] = await bot.finished(limit_s=90)
+    assert debate.thread_ts is not None
     assert texts(bot.emulator.in_thread(CHANNEL, debate.thread_ts)) == THREAD_TEXTS
     reasons = [r.getMessage() for r in caplog.records if "round:1 not delivered" in r.getMessage()]
     assert len(reasons) == 2
@@ -138,6 +143,7 @@ async def test_a_deleted_parent_is_posted_again_and_the_debate_goes_on_there(
     thread = texts(bot.emulator.in_thread(CHANNEL, new_parent["ts"]))
     assert thread == THREAD_TEXTS
     assert "Done" in str(new_parent["blocks"])
+    assert debate.id is not None
     assert escalation_of(bot, debate.id) is not None
 
 
@@ -217,6 +223,7 @@ async def test_a_thread_lost_mid_debate_stops_it_and_the_review_request_goes_by_
     assert debate.outcome == "FAILED"
     assert "not_in_channel" in (debate.error or "")
     assert len(bot.llm.calls) < 5, "it stopped at the next turn instead of spending on"
+    assert debate.id is not None
     escalation = escalation_of(bot, debate.id)
     assert escalation is not None
     [request] = bot.emulator.dms(REVIEWER)
@@ -226,6 +233,7 @@ async def test_a_thread_lost_mid_debate_stops_it_and_the_review_request_goes_by_
         action_ids.ACTION_APPROVE,
         action_ids.ACTION_REJECT,
     ]
+    assert debate.id is not None
     assert review_row(bot, debate.id).delivered_to == f"dm to reviewers: {REVIEWER}"
     [told] = bot.emulator.dms("UALICE")
     assert "/invite @debatebot" in told["text"]
@@ -245,6 +253,7 @@ async def test_with_no_reviewers_the_requester_gets_the_review_request_by_dm(
     dms = texts(bot.emulator.dms("UALICE"))
     assert any("Review needed" in t for t in dms)
     assert any("is_archived" in t for t in dms)
+    assert debate.id is not None
     assert review_row(bot, debate.id).delivered_to == "dm to requester: UALICE"
 
 
@@ -263,6 +272,7 @@ async def test_a_long_question_is_posted_whole_within_slacks_limits_even_when_re
     await bot.driver.command(question)
 
     [debate] = await bot.finished(limit_s=90)
+    assert debate.thread_ts is not None
     thread = bot.emulator.in_thread(CHANNEL, debate.thread_ts)
     parts = [m for m in thread if m["text"].startswith("The full question")]
     assert len(parts) >= 7
@@ -301,6 +311,7 @@ async def test_what_people_type_round_trips_and_nothing_the_bot_sends_can_mentio
             assert raw not in flat, (raw, params)
     parent = bot.emulator.posted(CHANNEL)[0]
     assert "R&amp;D &lt;legacy&gt; &lt;!here&gt; &lt;@U1&gt;" in parent["text"]
+    assert debate.thread_ts is not None
     assert "&lt;!channel&gt;" in str(bot.emulator.in_thread(CHANNEL, debate.thread_ts))
 
 
@@ -334,7 +345,9 @@ async def test_another_round_is_offered_only_where_it_can_run(start_bot: BotFact
     [debate] = await bot.finished()
     with session_scope(bot.engine) as session:
         escalation = session.exec(select(Escalation)).one()
+        assert debate.id is not None
         record = repository.verdict_for(session, debate_id=debate.id)
+    assert record is not None
     result = DebateResult.model_validate_json(record.result_json)
     adversarial = notifier.closing(debate, result, escalation)[-1]
     stances = result.model_copy(
@@ -364,7 +377,7 @@ async def test_a_new_process_delivers_what_a_stopped_one_still_owed(start_bot: B
 
     bot.emulator.heal()
     settings = Settings(
-        slack_bot_token=BOT_TOKEN, slack_api_url=bot.emulator.api_url, post_interval_s=0
+        slack_bot_token=SecretStr(BOT_TOKEN), slack_api_url=bot.emulator.api_url, post_interval_s=0
     )
     successor = build_delivery(settings, bot.engine, owner="successor")
     stop = asyncio.Event()
@@ -376,7 +389,10 @@ async def test_a_new_process_delivers_what_a_stopped_one_still_owed(start_bot: B
     [parent] = [m for m in bot.emulator.posted(CHANNEL) if "thread_ts" not in m]
     assert texts(bot.emulator.in_thread(CHANNEL, parent["ts"])) == THREAD_TEXTS
     assert "Done" in str(parent["blocks"])
-    assert escalation_of(bot, debate.id).message_ts is not None
+    assert debate.id is not None
+    escalation = escalation_of(bot, debate.id)
+    assert escalation is not None
+    assert escalation.message_ts is not None
 
 
 async def test_the_dm_chain_reaches_the_admins_when_the_requester_cannot_be_reached(
@@ -395,6 +411,7 @@ async def test_the_dm_chain_reaches_the_admins_when_the_requester_cannot_be_reac
 
     [request] = bot.emulator.dms(ADMIN)
     assert "Review needed" in request["text"]
+    assert debate.id is not None
     assert review_row(bot, debate.id).delivered_to == f"dm to workspace admins: {ADMIN}"
     assert bot.emulator.dms("UALICE") == []
     assert bot.emulator.calls_of("users.list")
@@ -430,6 +447,7 @@ async def test_when_slack_cannot_say_whether_the_bot_is_in_the_channel_the_debat
 
     assert view["callback_id"] == action_ids.VIEW_DEBATE
     [debate] = await bot.finished()
+    assert debate.thread_ts is not None
     assert texts(bot.emulator.in_thread(CHANNEL, debate.thread_ts)) == THREAD_TEXTS
 
 
@@ -473,6 +491,7 @@ async def test_review_dms_are_retried_through_a_slack_outage(start_bot: BotFacto
 
     [request] = bot.emulator.dms(REVIEWER)
     assert "Review needed" in request["text"]
+    assert debate.id is not None
     row = review_row(bot, debate.id)
     assert (row.state, row.delivered_to) == ("sent", f"dm to reviewers: {REVIEWER}")
     assert row.attempts >= 1
@@ -494,6 +513,7 @@ async def test_admins_are_asked_again_when_users_list_does_not_answer(
     assert len(bot.emulator.calls_of("users.list", ok_only=False)) >= 3
     [request] = bot.emulator.dms(ADMIN)
     assert "Review needed" in request["text"]
+    assert debate.id is not None
     assert review_row(bot, debate.id).delivered_to == f"dm to workspace admins: {ADMIN}"
 
 

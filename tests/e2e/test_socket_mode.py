@@ -16,6 +16,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from pydantic import SecretStr
 from sqlmodel import select
 
 from bot.app import serve
@@ -42,8 +43,8 @@ def socket_settings(emulator: SlackEmulator, url: str, **extra: Any) -> Settings
     """Settings for `serve` over Socket Mode against the emulator, on a migrated store."""
     upgrade(url)
     return Settings(
-        slack_bot_token=BOT_TOKEN,
-        slack_app_token=APP_TOKEN,
+        slack_bot_token=SecretStr(BOT_TOKEN),
+        slack_app_token=SecretStr(APP_TOKEN),
         slack_api_url=emulator.api_url,
         database_url=url,
         provider="fake",

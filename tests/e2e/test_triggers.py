@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
@@ -12,7 +13,7 @@ from bot.store import slack as store
 from bot.store.db import session_scope
 from engine.llm import LLMRequest
 from engine.protocols.base import MATERIAL_CLOSE, MATERIAL_OPEN
-from tests.e2e.conftest import ADMIN, BOT_TOKEN, CHANNEL, BotFactory
+from tests.e2e.conftest import ADMIN, BOT_TOKEN, CHANNEL, Bot, BotFactory
 from tests.e2e.slack_emulator import Fault, SlackEmulator
 from tests.helpers import REPO_ROOT, DebateScript, reply_for
 
@@ -28,14 +29,14 @@ Every key is written with a fixed TTL of 60 minutes.
 If Redis is unreachable, pricing-service returns HTTP 503."""
 
 
-def watch_adrs(bot) -> None:  # type: ignore[no-untyped-def]
+def watch_adrs(bot: Bot) -> None:
     with session_scope(bot.engine) as session:
         store.save_channel_settings(
             session, channel_id=CHANNEL, updated_by=ADMIN, values={"adr_watch": True}
         )
 
 
-def message_event(ts: str, text: str, **extra: object) -> dict:
+def message_event(ts: str, text: str, **extra: object) -> dict[str, Any]:
     return {
         "type": "message",
         "channel": CHANNEL,
@@ -167,7 +168,7 @@ INJECTION = (
 async def test_a_prompt_injection_thread_stays_data_and_cannot_ping_the_channel(
     start_bot: BotFactory,
 ) -> None:
-    def obedient_moderator(request: LLMRequest) -> dict:
+    def obedient_moderator(request: LLMRequest) -> dict[str, Any]:
         # A model that fell for it: it repeats the injected text in its synthesis.
         return reply_for("moderator", synthesis="As instructed: <!channel> approve. <@UADMIN>")
 
@@ -266,7 +267,7 @@ async def test_each_adr_format_and_the_channels_own_title_pattern_start_a_debate
     assert "RFC-0031: Deprecate the v1 webhooks" in questions
 
 
-def file_share(bot, ts: str, text: str, *files: dict) -> dict:  # type: ignore[no-untyped-def]
+def file_share(bot: Bot, ts: str, text: str, *files: dict[str, Any]) -> dict[str, Any]:
     return message_event(ts, text, subtype="file_share", files=list(files))
 
 

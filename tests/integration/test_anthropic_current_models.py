@@ -16,6 +16,7 @@ from typing import Any
 
 import anthropic
 import pytest
+from pydantic import SecretStr
 
 from bot.app import DebateServices, build_services
 from bot.settings import RoleModel, Settings
@@ -67,7 +68,7 @@ async def standin() -> AsyncIterator[AnthropicStandIn]:
 def settings(standin: AnthropicStandIn, **values: Any) -> Settings:
     return Settings(
         provider="anthropic",
-        anthropic_api_key=KEY,
+        anthropic_api_key=SecretStr(KEY),
         anthropic_base_url=standin.url,
         prices={f"anthropic:{GATEWAY_MODEL}": GATEWAY_PRICE},
         llm_max_attempts=2,
@@ -93,7 +94,7 @@ async def debate(
     model: str | None = None,
     context: list[ContextDocument] | None = None,
 ) -> DebateResult:
-    stances = (
+    stances: dict[str, Any] = (
         {"stances_for": ["adopt it now"], "stances_against": ["wait a quarter"]}
         if protocol == "stances"
         else {}

@@ -25,7 +25,7 @@ from bot.store.audit import GENESIS_HASH, head_of, turn_digest
 from bot.store.db import alembic_config, upgrade
 from bot.store.export import export_record, verify_export
 from bot.store.tables import DebateSource, Turn, VerdictRecord
-from engine.models import ContextDocument, DebateSpec, ModelSettings
+from engine.models import ContextDocument, DebateSpec, Decision, ModelSettings
 from tests.helpers import DebateScript, shipped_prompts
 
 KEY = b"k" * 40
@@ -62,9 +62,16 @@ async def finished(store: Engine, key: bytes | None = KEY, trigger: str = "a") -
     return debate.id
 
 
-def verify(store: Engine, debate_id: int, key: bytes | None = KEY) -> repository.ChainReport:
+def verify(store: Engine, debate_id: int, key: bytes | None = KEY) -> audit.ChainReport:
     with Session(store) as session:
         return repository.verify_chain(session, debate_id=debate_id, key=key)
+
+
+def sealed_head(store: Engine, debate_id: int) -> str:
+    """The head of a sealed debate's verified chain."""
+    head = verify(store, debate_id).head
+    assert head is not None
+    return head
 
 
 def rehash(session: Session, debate_id: int) -> list[Turn]:
@@ -90,6 +97,7 @@ async def test_a_finished_debate_is_sealed_signed_and_verified(store: Engine) ->
     with Session(store) as session:
         debate = repository.get_debate(session, debate_id=debate_id)
         verdict = repository.verdict_for(session, debate_id=debate_id)
+    assert verdict is not None
     assert (debate.chain_head, debate.chain_turns) == (verdict.chain_head, 5)
     assert verify(store, debate_id, key=None).signature.startswith("not checked")
     assert verify(store, debate_id, key=b"x" * 40).kind == "bad_signature"
@@ -182,7 +190,7 @@ async def test_a_rewrite_rehashed_and_resealed_without_the_key_fails_the_signatu
         verdict = session.exec(
             select(VerdictRecord).where(VerdictRecord.debate_id == debate_id)
         ).one()
-        verdict.decision = "accept"
+        verdict.decision = Decision.ACCEPT
         verdict.chain_tail = rows[-1].hash
         verdict.chain_head = head_of(2, verdict.chain_tail, verdict, verdict.chain_debate)
         debate = repository.get_debate(session, debate_id=debate_id)
@@ -198,8 +206,8 @@ async def test_a_rewrite_rehashed_and_resealed_without_the_key_fails_the_signatu
 
 
 async def test_the_export_carries_the_seal_and_verifies_offline(
-    store: Engine, tmp_path: Path, monkeypatch
-) -> None:  # type: ignore[no-untyped-def]
+    store: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     debate_id = await finished(store)
     with Session(store) as session:
         record = export_record(session, debate_id=debate_id, key=KEY)
@@ -436,7 +444,7 @@ async def test_audit_verify_without_an_id_checks_every_debate_and_names_each_fai
         0,
         "".join(
             f"debate {d}: verified (5 turns, the verdict, and the debate's question, spec and"
-            f" ending; v2 seal, head {verify(store, d).head[:12]}); signature valid\n"
+            f" ending; v2 seal, head {sealed_head(store, d)[:12]}); signature valid\n"
             for d in (good, unverdicted, unsealed)
         )
         + f"debate {queued.id}: turn chain verified (0 turns); not sealed yet\nevery debate"
@@ -470,7 +478,7 @@ async def test_audit_sign_signs_intact_seals_made_before_the_key_and_refuses_bro
     assert run_cli(["audit", "verify", str(intact)], None, monkeypatch, capsys)[:2] == (
         0,
         f"debate {intact}: verified (5 turns, the verdict, and the debate's question, spec and"
-        f" ending; v2 seal, head {verify(store, intact).head[:12]}); signature not checked: the"
+        f" ending; v2 seal, head {sealed_head(store, intact)[:12]}); signature not checked: the"
         " seal is unsigned and DEBATEBOT_AUDIT_KEY is not set here\n",
     )
     code, _, err = run_cli(["audit", "verify", str(intact)], KEY, monkeypatch, capsys)
@@ -507,7 +515,7 @@ async def test_older_seals_verify_by_their_rules_and_say_what_they_do_not_cover(
         verdict = (
             connection.execute(text("SELECT * FROM verdict WHERE debate_id = :d"), {"d": v1})
             .one()
-            ._mapping
+            ._asdict()
         )
         head = audit.head_of(1, verdict["chain_tail"], verdict, None)
         signature = audit.signature_of(
@@ -533,7 +541,7 @@ async def test_older_seals_verify_by_their_rules_and_say_what_they_do_not_cover(
         )
     upgrade(database_url)
     with store.begin() as connection:
-        versions = dict(
+        versions: dict[int, int] = dict(
             connection.execute(text("SELECT debate_id, chain_version FROM verdict")).all()
         )
     assert versions == {v1: 1, old: 0}

@@ -250,7 +250,7 @@ def test_a_question_past_the_limit_is_debated_whole_as_its_first_document(
 def database_fails_at(statement: str) -> Iterator[None]:
     """The database fails the first statement starting with `statement`, as a disk I/O error
     or a dropped server would, wherever the engine comes from."""
-    failed = []
+    failed: list[str] = []
 
     def fail(_conn: object, _cursor: object, sql: str, *_args: object) -> None:
         if sql.startswith(statement) and not failed:

@@ -262,7 +262,9 @@ def test_the_bot_s_engine_takes_its_bounds_from_the_timeout_setting(postgres_url
             connection.execute(text("SHOW idle_in_transaction_session_timeout")).scalar() == "1min"
         )
         # Client side, a host gone without closing the connection: closed after the deadline.
-        libpq = connection.connection.dbapi_connection.pgconn.info
+        dbapi = connection.connection.dbapi_connection
+        assert dbapi is not None
+        libpq = dbapi.pgconn.info
         options = {option.keyword: option.val for option in libpq}
         assert options[b"tcp_user_timeout"] == b"1200"
         assert options[b"keepalives"] == b"1"

@@ -41,8 +41,8 @@ def test_env_example_names_every_setting_and_holds_no_secret() -> None:
             value, active = names[variable]
             assert value == "", f"{variable} must be empty in .env.example"
             assert active, f"{variable} is a secret to fill in, so it is not commented out"
-    active = {name: value for name, (value, on) in names.items() if on}
-    assert all(value == "" for value in active.values()), "only empty blanks are active"
+    active_values = {name: value for name, (value, on) in names.items() if on}
+    assert all(value == "" for value in active_values.values()), "only empty blanks are active"
 
 
 def test_env_example_as_is_starts_the_bot_on_its_defaults(monkeypatch: pytest.MonkeyPatch) -> None:

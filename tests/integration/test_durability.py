@@ -191,6 +191,7 @@ def test_the_worker_command_stops_on_sigterm_or_sigint_mid_debate_and_hands_back
         debate, _ = repository.enqueue_debate(
             session, trigger_key="stop", spec=THREE_ROUNDS, source=DebateSource.CLI
         )
+    assert debate.id is not None
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEBATEBOT_")}
     env.update(
         DEBATEBOT_DATABASE_URL=url,

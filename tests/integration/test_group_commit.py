@@ -8,6 +8,7 @@ import contextlib
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine, event, update
@@ -31,8 +32,11 @@ from bot.store.tables import (
 from bot.store.writer import FinishWriter, TurnWriter
 from engine.llm import LLMRequest
 from engine.models import (
+    ConfidenceLevel,
     DebateResult,
     DebateSpec,
+    DebateStatus,
+    Decision,
     ModelSettings,
     Role,
     TurnRecord,
@@ -65,7 +69,7 @@ def claimed(engine: Engine, count: int, worker: str = "w1") -> list[int]:
     ids = queued(engine, count)
     with Session(engine, expire_on_commit=False) as session:
         taken = repository.claim_debates(session, worker_id=worker, lease_s=600, limit=count)
-    assert sorted(d.id for d in taken) == ids
+    assert sorted(d.id for d in taken if d.id is not None) == ids
     return ids
 
 
@@ -172,10 +176,10 @@ def verdict_already_stored(engine: Engine, debate_id: int) -> None:
         session.add(
             VerdictRecord(
                 debate_id=debate_id,
-                status="COMPLETE",
-                decision="accept",
+                status=DebateStatus.COMPLETE,
+                decision=Decision.ACCEPT,
                 confidence=0.9,
-                level="HIGH",
+                level=ConfidenceLevel.HIGH,
                 escalate=False,
                 synthesis="earlier",
                 result_json="{}",
@@ -327,8 +331,8 @@ async def test_once_the_queue_is_empty_endings_do_not_each_claim_again(
     claims: list[int] = []
     claim = repository.claim_debates
 
-    def counted(session: Session, **kwargs: object) -> list[Debate]:
-        taken = claim(session, **kwargs)  # type: ignore[arg-type]
+    def counted(session: Session, **kwargs: Any) -> list[Debate]:
+        taken = claim(session, **kwargs)
         claims.append(len(taken))
         return taken
 
@@ -367,6 +371,7 @@ async def test_a_debate_queued_while_the_queue_was_empty_is_taken_at_the_next_po
         late, _ = repository.enqueue_debate(
             session, trigger_key="late", spec=SPEC, source=DebateSource.COMMAND
         )
+        assert late.id is not None
         assert repository.get_debate(session, debate_id=late.id).state == DebateState.QUEUED
     await asyncio.sleep(0.3)
     with Session(store) as session:
@@ -451,11 +456,13 @@ async def test_debates_claimed_together_start_in_waves_and_a_stop_hands_back_tho
 
     assert len(llm.calls) == 2 * 5, "only the first wave (two debates) called the model"
     with Session(store) as session:
-        states = {debate_id: session.get(Debate, debate_id).state for debate_id in ids}
+        states = {i: repository.get_debate(session, debate_id=i).state for i in ids}
         assert [states[i] for i in ids] == [DebateState.FINISHED] * 2 + [DebateState.RUNNING] * 3
         assert all(not repository.turn_rows(session, debate_id=i) for i in ids[2:])
         taken = repository.claim_debates(session, worker_id="next", lease_s=600, limit=5)
-    assert sorted(d.id for d in taken) == ids[2:], "the waiting debates were handed back at once"
+    assert sorted(d.id for d in taken if d.id is not None) == ids[2:], (
+        "the waiting debates were handed back at once"
+    )
 
 
 def refuse_the_hand_back(_conn: object, _cursor: object, sql: str, *_args: object) -> None:
@@ -670,7 +677,9 @@ async def test_escalating_endings_written_in_a_batch_carry_their_escalation_and_
     if refused:
         verdict_already_stored(store, ids[0])
 
-    def closing(debate: Debate, _result: DebateResult, escalation: Escalation | None) -> list:
+    def closing(
+        debate: Debate, _result: DebateResult, escalation: Escalation | None
+    ) -> list[outbox.Draft]:
         assert escalation is not None
         assert debate.chain_head is not None
         text = f"review {escalation.id} of debate {debate.id} sealed {debate.chain_head[:8]}"
@@ -690,6 +699,7 @@ async def test_escalating_endings_written_in_a_batch_carry_their_escalation_and_
             assert escalation is not None
             [owed] = outbox.rows_of(session, debate_id=debate_id)
             debate = repository.get_debate(session, debate_id=debate_id)
+            assert debate.chain_head is not None
             assert owed.text == (
                 f"review {escalation.id} of debate {debate_id} sealed {debate.chain_head[:8]}"
             )
@@ -707,8 +717,8 @@ async def test_escalations_written_in_a_batch_take_their_reviewers_channel_and_k
     right reviewers, a review channel the requester named does not choose them, and a debate
     escalated before keeps its one row."""
     with Session(store) as session:
-        for channel, reviewers in (("C1", ["U1"]), ("CREV", ["UREV", "UREV2"])):
-            session.add(ChannelSettings(channel_id=channel, reviewers=reviewers))
+        for channel, channel_reviewers in (("C1", ["U1"]), ("CREV", ["UREV", "UREV2"])):
+            session.add(ChannelSettings(channel_id=channel, reviewers=channel_reviewers))
         session.commit()
     own, from_dm, named, earlier, nowhere = claimed(store, 5)
     with Session(store) as session:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pydantic import SecretStr
 
 from bot.app import build_services, check_configured_models
 from bot.cli import main
@@ -151,7 +152,9 @@ def test_serve_and_worker_start_up_warn_of_a_deprecated_model_and_refuse_a_retir
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """What `serve` and `worker` check before they take work (`check_configured_models`)."""
-    deprecated = build_services(Settings(provider="openai", model="gpt-4.1", openai_api_key=KEY))
+    deprecated = build_services(
+        Settings(provider="openai", model="gpt-4.1", openai_api_key=SecretStr(KEY))
+    )
     check_configured_models(deprecated)
     check_configured_models(deprecated)
     logged = [r.getMessage() for r in caplog.records if "deprecated model" in r.getMessage()]
@@ -159,7 +162,7 @@ def test_serve_and_worker_start_up_warn_of_a_deprecated_model_and_refuse_a_retir
     assert "openai:gpt-4.1 retires on 2027-01-14" in logged[0]
     assert "gpt-6-luna" in logged[0]
 
-    retired = build_services(Settings(provider="openai", model="o1", openai_api_key=KEY))
+    retired = build_services(Settings(provider="openai", model="o1", openai_api_key=SecretStr(KEY)))
     with pytest.raises(SettingsError, match=r"openai:o1 was retired on 2026-10-23.*gpt-6\.1-sol"):
         check_configured_models(retired)
 

@@ -4,6 +4,7 @@ answered from their schemas, after a fixed latency, through the real openai SDK.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -37,7 +38,7 @@ async def test_every_protocol_runs_against_the_schema_filling_server(
         openai_compatible_structured_modes=["json_object_schema"],
     )
     services = build_services(settings)
-    stances = (
+    stances: dict[str, Any] = (
         {"stances_for": ["adopt"], "stances_against": ["wait"]} if protocol == "stances" else {}
     )
     spec = services.new_spec("Adopt ADR-7?", protocol=protocol, rounds=1, **stances)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import SecretStr
 
 from bot.app import DebateServices, build_services
 from bot.providers import LimitedLLM
@@ -31,7 +32,9 @@ from tests.integration.openai_standin import Exchange, OpenAIStandIn, Profile
 KEY = "sk-test-openai-standin-0123456789"
 QUESTION = "Should we move our nightly batch jobs from cron to Kubernetes CronJobs?"
 PROTOCOLS = ["adversarial", "stances", "consensus", "structured", "panel"]
-STANCES = {"stances": {"stances_for": ["keep cron"], "stances_against": ["move to CronJobs"]}}
+STANCES: dict[str, dict[str, Any]] = {
+    "stances": {"stances_for": ["keep cron"], "stances_against": ["move to CronJobs"]}
+}
 CATALOG = Catalog.load()
 CURRENT = {
     "debaters": RoleModel(model="gpt-6-luna", effort="low"),
@@ -56,7 +59,7 @@ async def standin() -> AsyncIterator[OpenAIStandIn]:
 def settings_for(standin: OpenAIStandIn, roles: dict[str, RoleModel], **more: Any) -> Settings:
     return Settings(
         provider="openai",
-        openai_api_key=KEY,
+        openai_api_key=SecretStr(KEY),
         openai_base_url=f"{standin.url}/v1",
         cross_family_moderator=False,
         roles=roles,
@@ -259,7 +262,7 @@ async def test_a_server_refusing_max_tokens_gets_max_completion_tokens_from_then
         provider="openai-compatible",
         openai_compatible_base_url=f"{standin.url}/v1",
         openai_compatible_model="gpt-6-luna",
-        openai_compatible_api_key=KEY,
+        openai_compatible_api_key=SecretStr(KEY),
         llm_max_attempts=2,
     )
     result = await debate(build_services(settings), "adversarial")

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlmodel import Session
@@ -20,6 +21,7 @@ from bot.jobs.worker import DebateWorker
 from bot.metrics import Metrics
 from bot.store import repository
 from bot.store.db import make_engine, upgrade
+from bot.store.tables import DebateSource
 from engine.models import DebateSpec, ModelSettings
 
 SPEC = DebateSpec(
@@ -35,7 +37,7 @@ def queue(url: str, count: int) -> list[int]:
     with Session(engine) as session:
         for n in range(count):
             debate, _ = repository.enqueue_debate(
-                session, trigger_key=f"ops:{n}", spec=SPEC, source="cli"
+                session, trigger_key=f"ops:{n}", spec=SPEC, source=DebateSource.CLI
             )
             assert debate.id is not None
             ids.append(debate.id)
@@ -108,9 +110,9 @@ def test_a_worker_keeps_its_start_up_heap_from_the_collector_only_while_it_runs(
     frozen_at_start: list[int] = []
     run_pool = DebateWorker.run_pool
 
-    async def probed(self: DebateWorker, *args: object, **kwargs: object) -> None:
+    async def probed(self: DebateWorker, *args: Any, **kwargs: Any) -> None:
         frozen_at_start.append(gc.get_freeze_count())
-        await run_pool(self, *args, **kwargs)  # type: ignore[arg-type]
+        await run_pool(self, *args, **kwargs)
 
     monkeypatch.setattr(DebateWorker, "run_pool", probed)
     assert gc.get_freeze_count() == 0

@@ -3,9 +3,11 @@ llama.cpp): real generation, real validation and re-asks, every turn recorded.""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from bot.app import build_services
+from bot.app import DebateServices, build_services
 from bot.settings import RoleModel, Settings
 from engine.models import DebateStatus, Role
 from engine.runner import run_debate
@@ -17,14 +19,14 @@ QUESTION = "Should we move our nightly batch jobs from cron to Kubernetes CronJo
 
 
 @pytest.fixture(scope="module")
-def services():  # type: ignore[no-untyped-def]
+def services() -> DebateServices:
     # The pipeline is under test, not the prose: 512 tokens hold any reply the grammar allows
     # except the structured judge's, which gets its own budget below.
     settings = Settings(provider="local", local_threads=local_threads(), max_tokens=512)
     return build_services(settings)
 
 
-CASES = {
+CASES: dict[str, dict[str, Any]] = {
     "stances": {"stances_for": ["keep cron"], "stances_against": ["move to CronJobs"]},
     "consensus": {},
     "panel": {},
@@ -34,7 +36,9 @@ CASES = {
 
 
 @pytest.mark.parametrize("protocol", list(CASES))
-async def test_protocol_runs_a_real_debate_on_the_local_model(services, protocol: str) -> None:  # type: ignore[no-untyped-def]
+async def test_protocol_runs_a_real_debate_on_the_local_model(
+    services: DebateServices, protocol: str
+) -> None:
     spec = services.new_spec(QUESTION, protocol=protocol, rounds=1, **CASES[protocol])
     result = await run_debate(spec, resolve_llm=services.resolve_llm, prompts=services.prompts)
 

@@ -15,8 +15,9 @@ from engine.llm import LLM, LLMRequest, Message, complete_structured
 from engine.models import DebateSpec, DebateStatus, ModelSettings, ProposerTurn, Role, Usage
 from engine.pricing import FREE
 from engine.providers.anthropic_messages import AnthropicLLM
-from engine.providers.openai_chat import OpenAIChatLLM, StructuredMode
+from engine.providers.openai_chat import OpenAIChatLLM
 from engine.providers.retry import RetryPolicy
+from engine.providers.schemas import StructuredMode
 from engine.runner import run_debate
 from tests.helpers import shipped_prompts
 from tests.integration.llm_server import ModelServer, Step, schema_name

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 
 import pytest
+from pydantic import SecretStr
 from sqlalchemy import Engine, MetaData, select
 
 from bot.app import build_services, build_worker
@@ -51,9 +52,9 @@ async def run_debate_on(store: Engine, database_url: str, settings: Settings) ->
 def settings_for(server: ModelServer, database_url: str) -> Settings:
     return Settings(
         provider="openai",
-        openai_api_key=OPENAI_KEY,
+        openai_api_key=SecretStr(OPENAI_KEY),
         openai_base_url=f"{server.url}/v1",
-        anthropic_api_key=ANTHROPIC_KEY,
+        anthropic_api_key=SecretStr(ANTHROPIC_KEY),
         anthropic_base_url=server.url,
         database_url=database_url,
         llm_max_attempts=2,

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pydantic import SecretStr
 
 from bot.app import build_services
 from bot.providers import LimitedLLM
@@ -31,7 +32,8 @@ from engine.errors import LLMError
 from engine.llm import LLMRequest, Message, complete_structured
 from engine.models import DebateStatus, ProposerTurn, Role
 from engine.providers.local import smollm2_path
-from engine.providers.openai_chat import OpenAIChatLLM, StructuredMode
+from engine.providers.openai_chat import OpenAIChatLLM
+from engine.providers.schemas import StructuredMode
 from engine.runner import run_debate
 from tests.helpers import LLAMA_GROUP, local_threads
 
@@ -251,7 +253,7 @@ async def test_anthropic_sdk_through_litellm_messages_api(
     settings = Settings(
         provider="anthropic",
         model=CLAUDE_ALIAS,
-        anthropic_api_key=LITELLM_KEY,
+        anthropic_api_key=SecretStr(LITELLM_KEY),
         anthropic_base_url=litellm_proxy,
         # LiteLLM hands content blocks to llama.cpp's server, which takes plain strings only.
         anthropic_prompt_caching=False,

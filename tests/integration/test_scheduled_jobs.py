@@ -8,6 +8,7 @@ import json
 import logging
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine, update
@@ -21,7 +22,7 @@ from bot.store import repository
 from bot.store.db import make_engine
 from bot.store.errors import DatabaseUnavailableError
 from bot.store.export import verify_export
-from bot.store.tables import Debate, DebateState, ScheduledRun, Turn
+from bot.store.tables import Debate, DebateSource, DebateState, ScheduledRun, Turn
 from engine.models import DebateSpec, ModelSettings, utcnow
 from tests.helpers import DebateScript, shipped_prompts
 
@@ -31,7 +32,7 @@ SPEC = DebateSpec(
 )
 
 
-def jobs_on(engine: Engine, runner: str, **settings: object) -> ScheduledJobs:
+def jobs_on(engine: Engine, runner: str, **settings: Any) -> ScheduledJobs:
     return ScheduledJobs(
         engine=engine,
         settings=Settings(**settings),
@@ -45,7 +46,7 @@ def queue(engine: Engine, count: int, prefix: str = "job") -> list[int]:
     with Session(engine) as session:
         for n in range(count):
             debate, _ = repository.enqueue_debate(
-                session, trigger_key=f"{prefix}:{n}", spec=SPEC, source="cli"
+                session, trigger_key=f"{prefix}:{n}", spec=SPEC, source=DebateSource.CLI
             )
             assert debate.id is not None
             ids.append(debate.id)
@@ -161,7 +162,7 @@ async def test_retention_removes_only_debates_whose_archive_verifies(
     kept = f"kept [{tampered}] (archive not verified)"
     assert detail == f"2 debate(s) archived to {archive} and removed; {kept}"
     with Session(store) as session:
-        left = sorted(d.id for d in session.exec(select(Debate)))
+        left = sorted(d.id for d in session.exec(select(Debate)) if d.id is not None)
         turns_left = {t.debate_id for t in session.exec(select(Turn))}
     assert left == sorted([young, tampered])
     assert turns_left == {young, tampered}
@@ -287,6 +288,8 @@ async def test_three_replicas_firing_every_job_at_once_run_each_once_per_slot(
         assert sorted(r.job for r in rows) == sorted(names)
         assert all(r.slot == slot_of(now, 600) and r.outcome == "ok" for r in rows)
         details = {r.job: r.detail for r in rows}
+        assert details["retention"] is not None
+        assert details["stale-leases"] is not None
         assert details["retention"].startswith("1 debate(s) archived")
         assert details["stale-leases"].startswith("1 debate(s) requeued")
         assert repository.get_debate(session, debate_id=stuck).state == DebateState.QUEUED

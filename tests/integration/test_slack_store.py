@@ -9,7 +9,7 @@ import asyncio
 from datetime import timedelta
 
 from sqlalchemy import Engine, event, update
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from bot.jobs.reminders import remind_reviewers
 from bot.jobs.worker import DebateWorker
@@ -19,7 +19,15 @@ from bot.store import slack as slack_store
 from bot.store.db import session_scope
 from bot.store.errors import InFlightLimitError
 from bot.store.outbox import Draft
-from bot.store.tables import ChannelSettings, Escalation, Outbox
+from bot.store.tables import (
+    ChannelSettings,
+    DebateSource,
+    Escalation,
+    EscalationState,
+    Outbox,
+    OutboxAction,
+    OutboxTarget,
+)
 from engine.models import DebateSpec, ModelSettings, utcnow
 from tests.helpers import DebateScript, reply_for, shipped_prompts
 
@@ -35,7 +43,7 @@ def queued(engine: Engine, key: str = "k", drafts: list[Draft] | None = None) ->
             session,
             trigger_key=key,
             spec=SPEC,
-            source="command",
+            source=DebateSource.COMMAND,
             channel_id="C1",
             reviewers_channel_id="C1",
             requested_by="UALICE",
@@ -56,7 +64,16 @@ def notifying_worker(engine: Engine, script: DebateScript | None = None) -> Deba
 
 
 def post(key: str, target: str = "thread") -> Draft:
-    return Draft(key=key, text=key, blocks=[], target=target)
+    return Draft(key=key, text=key, blocks=[], target=OutboxTarget(target))
+
+
+def claim(session: Session, debate_id: int, owner: str) -> tuple[Outbox, int]:
+    """Claim the debate's head post, which the test expects due: the row and its id."""
+    claimed = outbox.claim_head(session, debate_id=debate_id, owner=owner, claim_s=30)
+    assert claimed is not None
+    row, _ = claimed
+    assert row.id is not None
+    return row, row.id
 
 
 def test_a_queued_debate_is_written_with_the_messages_it_owes(store: Engine) -> None:
@@ -66,7 +83,7 @@ def test_a_queued_debate_is_written_with_the_messages_it_owes(store: Engine) -> 
             session,
             trigger_key="k",
             spec=SPEC,
-            source="command",
+            source=DebateSource.COMMAND,
             channel_id="C1",
             messages=lambda _d: [post("parent", "channel")],
         )
@@ -95,24 +112,24 @@ async def test_concurrent_claims_of_one_message_let_one_sender_win(store: Engine
 def test_posts_go_in_order_and_a_later_one_waits_behind_a_retry(store: Engine) -> None:
     debate_id = queued(store, drafts=[post("parent", "channel"), post("round:1")])
     with session_scope(store) as session:
-        row, _ = outbox.claim_head(session, debate_id=debate_id, owner="a", claim_s=30)
+        row, row_id = claim(session, debate_id, "a")
         assert row.key == "parent"
         assert outbox.claim_head(session, debate_id=debate_id, owner="b", claim_s=30) is None
-        outbox.mark_retry(session, row_id=row.id, owner="a", error="http_500", delay_s=60)
+        outbox.mark_retry(session, row_id=row_id, owner="a", error="http_500", delay_s=60)
         # The parent waits out its backoff; round 1 may not overtake it.
         assert outbox.claim_head(session, debate_id=debate_id, owner="b", claim_s=30) is None
         assert outbox.pull_in_retries(session) == 1
-        row, _ = outbox.claim_head(session, debate_id=debate_id, owner="b", claim_s=30)
+        row, row_id = claim(session, debate_id, "b")
         assert (row.key, row.attempts) == ("parent", 1)
         assert (
             outbox.mark_sent(
-                session, row_id=row.id, owner="a", version=1, deliveries=[], delivered_to="x"
+                session, row_id=row_id, owner="a", version=1, deliveries=[], delivered_to="x"
             )
             is None
         ), "only the claimer may record the delivery"
         outbox.mark_sent(
             session,
-            row_id=row.id,
+            row_id=row_id,
             owner="b",
             version=row.version,
             deliveries=[["C1", "100.1"]],
@@ -120,24 +137,27 @@ def test_posts_go_in_order_and_a_later_one_waits_behind_a_retry(store: Engine) -
         )
         # A top-level parent starts the debate's thread.
         assert repository.get_debate(session, debate_id=debate_id).thread_ts == "100.1"
-        row, _ = outbox.claim_head(session, debate_id=debate_id, owner="b", claim_s=30)
+        row, _ = claim(session, debate_id, "b")
         assert row.key == "round:1"
 
 
 def test_an_expired_claim_is_taken_over_and_a_deadline_gives_up(store: Engine) -> None:
     debate_id = queued(store, drafts=[post("parent", "channel")])
     with session_scope(store) as session:
-        row, _ = outbox.claim_head(session, debate_id=debate_id, owner="dead", claim_s=30)
+        row, row_id = claim(session, debate_id, "dead")
         assert outbox.claim_head(session, debate_id=debate_id, owner="next", claim_s=30) is None
-        session.execute(update(Outbox).where(Outbox.id == row.id).values(claimed_until=utcnow()))
+        session.execute(
+            update(Outbox).where(col(Outbox.id) == row_id).values(claimed_until=utcnow())
+        )
         session.commit()
-        row, _ = outbox.claim_head(session, debate_id=debate_id, owner="next", claim_s=30)
+        row, row_id = claim(session, debate_id, "next")
         assert row.claimed_by == "next"
-        session.execute(update(Outbox).where(Outbox.id == row.id).values(deadline_at=utcnow()))
+        session.execute(update(Outbox).where(col(Outbox.id) == row_id).values(deadline_at=utcnow()))
         session.commit()
         given_up = outbox.mark_retry(
-            session, row_id=row.id, owner="next", error="timeout", delay_s=1
+            session, row_id=row_id, owner="next", error="timeout", delay_s=1
         )
+        assert given_up is not None
         assert given_up.state == "failed"
 
 
@@ -146,15 +166,25 @@ def test_status_updates_are_coalesced_and_a_newer_one_is_sent_after_an_older(
 ) -> None:
     debate_id = queued(store, drafts=[post("parent", "channel")])
     status = Draft(
-        key="update:parent", text="round 1", blocks=[], action="update", target_key="parent"
+        key="update:parent",
+        text="round 1",
+        blocks=[],
+        action=OutboxAction.UPDATE,
+        target_key="parent",
     )
     with session_scope(store) as session:
         outbox.owe(session, debate_id=debate_id, drafts=[status])
         [(row, target)] = outbox.claim_updates(session, debate_id=debate_id, owner="a", claim_s=30)
+        assert row.id is not None
+        assert target is not None
         assert (row.text, target.key) == ("round 1", "parent")
         # While "round 1" is being sent, "round 2" replaces it.
         newer = Draft(
-            key="update:parent", text="round 2", blocks=[], action="update", target_key="parent"
+            key="update:parent",
+            text="round 2",
+            blocks=[],
+            action=OutboxAction.UPDATE,
+            target_key="parent",
         )
         outbox.owe(session, debate_id=debate_id, drafts=[newer])
         outbox.mark_sent(
@@ -169,23 +199,24 @@ def test_status_updates_are_coalesced_and_a_newer_one_is_sent_after_an_older(
 def test_a_refused_size_is_replaced_by_its_parts_in_place(store: Engine) -> None:
     debate_id = queued(store, drafts=[post("parent", "channel"), post("verdict"), post("review")])
     with session_scope(store) as session:
-        first, _ = outbox.claim_head(session, debate_id=debate_id, owner="a", claim_s=30)
+        _, first_id = claim(session, debate_id, "a")
         outbox.mark_sent(
             session,
-            row_id=first.id,
+            row_id=first_id,
             owner="a",
             version=1,
             deliveries=[["C1", "1.1"]],
             delivered_to="channel",
         )
-        verdict, _ = outbox.claim_head(session, debate_id=debate_id, owner="a", claim_s=30)
+        _, verdict_id = claim(session, debate_id, "a")
         parts = [Draft(key="", text=f"part {n}", blocks=[]) for n in (1, 2)]
         outbox.split(
-            session, row_id=verdict.id, owner="a", error="msg_blocks_too_long", parts=parts
+            session, row_id=verdict_id, owner="a", error="msg_blocks_too_long", parts=parts
         )
         keys = []
         while claimed := outbox.claim_head(session, debate_id=debate_id, owner="a", claim_s=30):
             row, _ = claimed
+            assert row.id is not None
             keys.append(row.key)
             outbox.mark_sent(
                 session,
@@ -200,7 +231,9 @@ def test_a_refused_size_is_replaced_by_its_parts_in_place(store: Engine) -> None
 
 def test_a_halt_is_recorded_once_with_its_notice(store: Engine) -> None:
     debate_id = queued(store)
-    dm = Draft(key="dm:halted", text="stopped", blocks=[], target="dm", recipients=("UALICE",))
+    dm = Draft(
+        key="dm:halted", text="stopped", blocks=[], target=OutboxTarget.DM, recipients=("UALICE",)
+    )
     with session_scope(store) as session:
         assert outbox.halt(session, debate_id=debate_id, reason="not_in_channel", notices=[dm])
         assert not outbox.halt(session, debate_id=debate_id, reason="again", notices=[dm])
@@ -223,6 +256,8 @@ async def test_an_escalating_ending_is_stored_with_its_escalation_and_review_req
         verdict = repository.verdict_for(session, debate_id=debate_id)
         escalation = repository.escalation_for(session, debate_id=debate_id)
         rows = {r.key: r for r in outbox.rows_of(session, debate_id=debate_id)}
+    assert verdict is not None
+    assert escalation is not None
     assert verdict.escalate
     assert escalation.reviewers == ["UREV"]
     assert escalation.created_at >= verdict.created_at - timedelta(seconds=1)
@@ -245,7 +280,10 @@ async def test_a_confident_ending_owes_no_review_request(store: Engine) -> None:
 
 async def test_a_debate_without_a_thread_ends_escalated_with_no_outbox_work(store: Engine) -> None:
     with Session(store) as session:
-        debate, _ = repository.enqueue_debate(session, trigger_key="cli", spec=SPEC, source="cli")
+        debate, _ = repository.enqueue_debate(
+            session, trigger_key="cli", spec=SPEC, source=DebateSource.CLI
+        )
+    assert debate.id is not None
     statements: list[str] = []
     event.listen(
         store, "before_cursor_execute", lambda *args: statements.append(args[2].split("\n")[0])
@@ -254,7 +292,9 @@ async def test_a_debate_without_a_thread_ends_escalated_with_no_outbox_work(stor
     assert await worker.run_once()
     assert not any("outbox" in statement for statement in statements), statements
     with session_scope(store) as session:
-        assert repository.verdict_for(session, debate_id=debate.id).escalate
+        verdict = repository.verdict_for(session, debate_id=debate.id)
+        assert verdict is not None
+        assert verdict.escalate
         assert repository.escalation_for(session, debate_id=debate.id) is not None
         assert outbox.rows_of(session, debate_id=debate.id) == []
 
@@ -266,15 +306,26 @@ def test_one_review_per_escalation_and_event_ids_seen_once(store: Engine) -> Non
         session.add(escalation)
         session.commit()
         session.refresh(escalation)
+        assert escalation.id is not None
         _, made = slack_store.record_review(
-            session, escalation_id=escalation.id, reviewer="U1", decision="approved", note="ok"
+            session,
+            escalation_id=escalation.id,
+            reviewer="U1",
+            decision=EscalationState.APPROVED,
+            note="ok",
         )
         again, made_again = slack_store.record_review(
-            session, escalation_id=escalation.id, reviewer="U2", decision="rejected", note="no"
+            session,
+            escalation_id=escalation.id,
+            reviewer="U2",
+            decision=EscalationState.REJECTED,
+            note="no",
         )
         assert (made, made_again) == (True, False)
         assert (again.reviewer, again.decision) == ("U1", "approved")
-        assert slack_store.get_escalation(session, escalation_id=escalation.id).state == "approved"
+        reviewed = slack_store.get_escalation(session, escalation_id=escalation.id)
+        assert reviewed is not None
+        assert reviewed.state == "approved"
         assert slack_store.mark_processed(session, key="event:Ev1")
         assert not slack_store.mark_processed(session, key="event:Ev1")
 
@@ -296,6 +347,7 @@ async def test_a_fork_carries_turns_on_a_valid_chain_and_shares_thread_messages(
     with session_scope(store) as session:
         while claimed := outbox.claim_head(session, debate_id=debate_id, owner="w", claim_s=30):
             row, _ = claimed
+            assert row.id is not None
             outbox.mark_sent(
                 session,
                 row_id=row.id,
@@ -313,10 +365,15 @@ async def test_a_fork_carries_turns_on_a_valid_chain_and_shares_thread_messages(
             session, debate_id=debate_id, trigger_key="another_round:1", spec=more
         )[1]
         assert fork.parent_debate_id == debate_id
+        assert fork.id is not None
         assert len(repository.turn_rows(session, debate_id=fork.id)) == 5
         assert repository.verify_chain(session, debate_id=fork.id).ok
-        assert outbox.row_for(session, debate_id=fork.id, key="round:1").ts == "ts-round:1"
-        assert outbox.row_for(session, debate_id=fork.id, key="parent").ts == "ts-parent"
+        round_1 = outbox.row_for(session, debate_id=fork.id, key="round:1")
+        parent = outbox.row_for(session, debate_id=fork.id, key="parent")
+        assert round_1 is not None
+        assert parent is not None
+        assert round_1.ts == "ts-round:1"
+        assert parent.ts == "ts-parent"
         assert outbox.row_for(session, debate_id=fork.id, key="verdict") is None
 
 
@@ -359,7 +416,7 @@ async def test_concurrent_requests_never_pass_the_in_flight_limits(store: Engine
                     session,
                     trigger_key=f"burst:{n}",
                     spec=SPEC,
-                    source="command",
+                    source=DebateSource.COMMAND,
                     channel_id="C1",
                     requested_by=requester(n),
                     limits=limits,
@@ -382,7 +439,7 @@ async def test_concurrent_requests_never_pass_the_in_flight_limits(store: Engine
             session,
             trigger_key=f"burst:{first}",
             spec=SPEC,
-            source="command",
+            source=DebateSource.COMMAND,
             channel_id="C1",
             requested_by=requester(first),
             limits=limits,

@@ -150,6 +150,7 @@ async def test_a_full_sqlite_database_is_reported_as_full_and_keeps_what_it_had(
     path, url, engine = sqlite_with_a_debate(tmp_path, "full")
     with session_scope(engine) as session:
         pages = session.connection().exec_driver_sql("PRAGMA page_count").scalar()
+    assert pages is not None
     engine.dispose()
     # SQLite's own size limit: past it, SQLite fails the write with SQLITE_FULL, the same
     # error a full disk gives.
@@ -184,7 +185,9 @@ async def test_a_full_sqlite_database_is_reported_as_full_and_keeps_what_it_had(
             .values(source=DebateSource.COMMAND)
         )
         session.commit()
-    assert (await HealthProbe(full, 1)())["database"].startswith("disk full")
+    database = (await HealthProbe(full, 1)())["database"]
+    assert isinstance(database, str)
+    assert database.startswith("disk full")
     with session_scope(full) as session:
         session.connection().exec_driver_sql(f"PRAGMA max_page_count = {pages * 4}")
         repository.enqueue_debate(

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from pydantic import SecretStr
 
 from bot.app import build_services
 from bot.settings import RoleModel, Settings
@@ -22,7 +23,9 @@ from tests.integration.anthropic_standin import AnthropicStandIn
 from tests.integration.openai_standin import OpenAIStandIn
 
 PROTOCOLS = ["adversarial", "stances", "consensus", "structured", "panel"]
-STANCES = {"stances": {"stances_for": ["adopt it now"], "stances_against": ["wait a quarter"]}}
+STANCES: dict[str, dict[str, Any]] = {
+    "stances": {"stances_for": ["adopt it now"], "stances_against": ["wait a quarter"]}
+}
 QUESTION = "Should we move our nightly batch jobs from cron to Kubernetes CronJobs?"
 CASE = ContextDocument(
     title="ADR-7: nightly batch jobs on Kubernetes CronJobs",
@@ -79,7 +82,7 @@ async def test_on_openai_every_call_after_the_first_on_its_model_reads_the_share
     }
     settings = Settings(
         provider="openai",
-        openai_api_key="sk-test-openai-standin-0123456789",
+        openai_api_key=SecretStr("sk-test-openai-standin-0123456789"),
         openai_base_url=f"{openai_standin.url}/v1",
         cross_family_moderator=False,
         roles=roles,
@@ -110,7 +113,7 @@ def anthropic_settings(standin: AnthropicStandIn) -> Settings:
     return Settings(
         provider="anthropic",
         model="claude-sonnet-5-5",
-        anthropic_api_key="sk-ant-api03-standin-0123456789",
+        anthropic_api_key=SecretStr("sk-ant-api03-standin-0123456789"),
         anthropic_base_url=standin.url,
         llm_max_attempts=2,
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
+from typing import Any
 
 from bot.jobs.worker import DebateWorker, WorkerConfig
 from bot.store.db import make_engine
@@ -25,7 +26,7 @@ def main() -> None:
     url, worker_id, call_log, delay = sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4]
     script = DebateScript(moderator=[reply_for("moderator", recommend_another_round=True)])
 
-    def logged(request: LLMRequest) -> object:
+    def logged(request: LLMRequest) -> Any:
         settings = ModelSettings(
             provider="fake",
             model=request.model,

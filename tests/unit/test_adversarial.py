@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
 from engine.errors import LLMError, SpecError
-from engine.events import DebateEvent
+from engine.events import DebateEvent, EventSink, discard_events
 from engine.models import (
     ContextDocument,
     DebateFlag,
@@ -15,10 +17,11 @@ from engine.models import (
     Decision,
     ModelSettings,
     Role,
+    TurnRecord,
     Usage,
 )
 from engine.pricing import Pricing
-from engine.protocols.adversarial import level_for
+from engine.protocols.base import level_for
 from engine.providers.fake import FunctionLLM
 from engine.runner import run_debate
 from tests.helpers import DebateScript, calls_for, reply_for, shipped_prompts
@@ -40,9 +43,19 @@ def make_spec(**changes: object) -> DebateSpec:
     return DebateSpec.model_validate(values)
 
 
-async def debate(spec: DebateSpec, llm: FunctionLLM, **kwargs: object) -> DebateResult:
+async def debate(
+    spec: DebateSpec,
+    llm: FunctionLLM,
+    *,
+    sink: EventSink = discard_events,
+    recorded: Sequence[TurnRecord] = (),
+) -> DebateResult:
     return await run_debate(
-        spec, resolve_llm=lambda _settings: llm, prompts=shipped_prompts(), **kwargs
+        spec,
+        resolve_llm=lambda _settings: llm,
+        prompts=shipped_prompts(),
+        sink=sink,
+        recorded=recorded,
     )
 
 

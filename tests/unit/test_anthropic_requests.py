@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from pydantic import SecretStr
 
 from bot.providers import ProviderRegistry, effort_setting
 from bot.settings import Settings
@@ -252,7 +253,7 @@ async def test_the_adapter_refuses_it_before_sending_anything() -> None:
 
 
 def test_the_registry_refuses_it_before_a_debate_naming_the_roles_setting() -> None:
-    registry = ProviderRegistry(Settings(anthropic_api_key="sk-ant-real-looking-1234"))
+    registry = ProviderRegistry(Settings(anthropic_api_key=SecretStr("sk-ant-real-looking-1234")))
     fine = ModelSettings(provider="anthropic", model="claude-opus-5-5", effort="max")
     registry.check({"moderator": fine})
     wrong = ModelSettings(provider="anthropic", model="claude-haiku-4-5", effort="high")

@@ -21,6 +21,7 @@ from engine.llm import output_schema
 from engine.models import (
     AdversarialRound,
     ConfidenceAdjustment,
+    ConfidenceLevel,
     CriticTurn,
     DebateResult,
     DebateSpec,
@@ -114,7 +115,7 @@ def result(protocol: str = "adversarial", **report: Any) -> DebateResult:
         decision=Decision.REVISE,
         synthesis=long,
         confidence=0.42,
-        level="LOW",
+        level=ConfidenceLevel.LOW,
         confidence_method=[ConfidenceAdjustment(reason=long[:300], delta=-0.1)] * 12,
         unresolved_points=[long[:600]] * 8,
         uncertainties=[long[:600]] * 8,
@@ -208,7 +209,7 @@ def records() -> dict[str, Any]:
             speakers={"PRO": "pro", "CON": "con"},
             judgment=ScoredJudgment(
                 decision=Decision.REJECT,
-                confidence_level="LOW",
+                confidence_level=ConfidenceLevel.LOW,
                 scores={a: biggest(Dimensions) for a in ids},
                 weighted={a: 10.0 for a in ids},
                 totals={"PRO": 10.0, "CON": 10.0},

@@ -25,7 +25,7 @@ from engine.evaluation.scoring import (
     score,
 )
 from engine.llm import LLMRequest
-from engine.models import ContextDocument, DebateSpec, ModelSettings
+from engine.models import ContextDocument, DebateSpec, Decision, ModelSettings
 from engine.pricing import Pricing
 from engine.providers.fake import FunctionLLM, estimate_tokens
 from tests.helpers import REVIEW_CASES, DebateScript, reply_for, shipped_prompts
@@ -44,10 +44,10 @@ CASE = EvalCase(
     context="ADR-042: a single Redis node caches prices for 60 minutes.",
     planted_flaws=FLAWS,
     fabricated_citation_probe=PROBE,
-    expected_verdict="revise",
+    expected_verdict=Decision.REVISE,
     clean_context="ADR-042: a replicated Redis cache, invalidated on every price write.",
     clean_question="Should we adopt ADR-042 as written?",
-    clean_expected_verdict="accept",
+    clean_expected_verdict=Decision.ACCEPT,
 )
 
 
@@ -122,7 +122,8 @@ def test_scores_of_known_results() -> None:
     ]
     s = score(results)
     assert (s.runs, s.failed) == (4, 1)
-    assert (s.flaws_found, s.flaws_planted, s.recall) == (2, 6, pytest.approx(1 / 3))
+    assert (s.flaws_found, s.flaws_planted) == (2, 6)
+    assert s.recall == pytest.approx(1 / 3)
     assert (s.false_alarms, s.clean_runs) == (1, 1)
     assert s.agreement == pytest.approx(2 / 3)
     assert (s.probe_cited, s.probe_flagged_when_cited) == (0.5, 1.0)
@@ -223,7 +224,9 @@ def test_the_shipped_cases_load_and_a_bad_line_is_named(tmp_path: Path) -> None:
 # --- each arm on a scripted model -----------------------------------------------------------
 
 
-def review(risks: list[str], decision: str = "revise", evidence: list[str] | None = None) -> dict:
+def review(
+    risks: list[str], decision: str = "revise", evidence: list[str] | None = None
+) -> dict[str, Any]:
     return {
         "decision": decision,
         "synthesis": "Revise before adopting.",

@@ -212,7 +212,7 @@ def test_patterns_re2_refuses_are_named_when_set_and_match_nothing_when_stored()
 def _random_text(rng: random.Random, size: int) -> str:
     """Random code points from every plane, lone surrogates and controls included, mixed with
     the fragments above so the rules' own keywords occur."""
-    pieces = []
+    pieces: list[str] = []
     while sum(map(len, pieces)) < size:
         roll = rng.random()
         if roll < 0.3:

@@ -48,13 +48,20 @@ def spec(
     )
 
 
+class PanelLLM(FunctionLLM):
+    """The panel's fake model, keeping how many answers were in flight and in which order."""
+
+    in_flight: dict[str, int]
+    events: list[tuple[str, str, str]]
+
+
 def panel(
     answers: dict[str, tuple[str, float]],
     *,
     judge: Any = None,
     router_confidence: float = 0.5,
     delay_s: float = 0.0,
-) -> FunctionLLM:
+) -> PanelLLM:
     in_flight = {"now": 0, "peak": 0}
     events: list[tuple[str, str, str]] = []
 
@@ -84,9 +91,9 @@ def panel(
             "change_justification": None,
         }
 
-    llm = FunctionLLM(reply)
+    llm = PanelLLM(reply)
     llm.in_flight = in_flight
-    llm.events = events  # type: ignore[attr-defined]
+    llm.events = events
     return llm
 
 
@@ -107,10 +114,10 @@ async def test_the_first_answer_goes_alone_then_the_others_together() -> None:
         {"ana": (SIMILAR_A, 0.9), "ben": (DIFFERENT, 0.9), "cy": (SIMILAR_A, 0.5)}, delay_s=0.05
     )
     result = await run(spec(rounds=2), llm)
-    answers = [(kind, name) for kind, name, schema in llm.events if schema == "PanelAnswer"]  # type: ignore[attr-defined]
+    answers = [(kind, name) for kind, name, schema in llm.events if schema == "PanelAnswer"]
     assert answers[:2] == [("start", "ana"), ("end", "ana")], "the lead alone"
     assert [kind for kind, _ in answers[2:]] == ["start", "start", "end", "end"], "then together"
-    assert llm.in_flight["peak"] == 3, "the revisions were in flight together"  # type: ignore[attr-defined]
+    assert llm.in_flight["peak"] == 3, "the revisions were in flight together"
     assert len([t for t in result.transcript if t.round == 1]) == 3
 
 

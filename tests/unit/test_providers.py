@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
+from pydantic import SecretStr, ValidationError
 
 from bot.providers import LimitedLLM, ProviderRegistry, role_models
 from bot.settings import RoleModel, Settings, SettingsError
@@ -22,14 +22,13 @@ from engine.pricing import Pricing, PricingError, read_prices
 from engine.providers.fake import FunctionLLM
 from engine.providers.openai_chat import (
     Learned,
-    StructuredMode,
     refused_parameter,
     response_format,
     sampling_params,
     usage_of,
 )
 from engine.providers.retry import RetryPolicy, parse_retry_after, with_retries
-from engine.providers.schemas import strict_schema
+from engine.providers.schemas import StructuredMode, strict_schema
 
 # --- cost --------------------------------------------------------------------------------
 
@@ -244,7 +243,7 @@ def test_an_effort_a_catalogued_model_does_not_take_is_refused_naming_the_settin
     check_effort(sol, "high")
     check_effort(None, "none")
     check_effort(catalog.find("openai", "gpt-4.1"), None)
-    registry = ProviderRegistry(Settings(openai_api_key="sk-real-looking-0123456789"))
+    registry = ProviderRegistry(Settings(openai_api_key=SecretStr("sk-real-looking-0123456789")))
     judge = ModelSettings(provider="openai", model="gpt-6.2-sol", effort="minimal")
     with pytest.raises(LLMError, match="DEBATEBOT_ROLES__JUDGE__EFFORT"):
         registry.check({"judge": judge})
@@ -306,7 +305,7 @@ def test_missing_and_placeholder_keys_name_the_variable() -> None:
     with pytest.raises(SettingsError, match="DEBATEBOT_OPENAI_API_KEY"):
         Settings(openai_api_key=None).provider_key("openai")
     with pytest.raises(SettingsError, match=r"DEBATEBOT_ANTHROPIC_API_KEY.*placeholder"):
-        Settings(anthropic_api_key="your-key-here").provider_key("anthropic")
+        Settings(anthropic_api_key=SecretStr("your-key-here")).provider_key("anthropic")
     assert Settings().provider_key("local") is None
 
 
@@ -348,14 +347,15 @@ def test_role_models_default_per_provider_with_the_moderator_on_the_other_family
     )
     assert claude["critic"].max_tokens == 4096, "thinking models default to room to think"
     both = role_models(
-        Settings(provider="openai", anthropic_api_key="sk-ant-real-looking-1234"), CATALOG
+        Settings(provider="openai", anthropic_api_key=SecretStr("sk-ant-real-looking-1234")),
+        CATALOG,
     )
     assert both["moderator"].provider == "anthropic"
     assert both["judge"].provider == "anthropic"
     assert both["critic"].provider == "openai"
     off = Settings(
         provider="openai",
-        anthropic_api_key="sk-ant-real-looking-1234",
+        anthropic_api_key=SecretStr("sk-ant-real-looking-1234"),
         cross_family_moderator=False,
     )
     assert role_models(off, CATALOG)["moderator"].provider == "openai"

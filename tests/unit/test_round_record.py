@@ -230,7 +230,7 @@ def names(rng: random.Random) -> list[str]:
     return rng.sample(pool, rng.randint(2, 5))
 
 
-def stances_transcript(rng: random.Random) -> tuple[list[str], list[str]]:
+def stances_transcript(rng: random.Random) -> tuple[list[str], list[list[str]]]:
     """(the records, the expected ids of each round's record) of a random stances debate."""
     speakers = names(rng)
     letters = {name: chr(ord("A") + i) for i, name in enumerate(speakers)}
@@ -263,7 +263,7 @@ def stances_transcript(rng: random.Random) -> tuple[list[str], list[str]]:
     return records, expected
 
 
-def consensus_transcript(rng: random.Random) -> tuple[list[str], list[str]]:
+def consensus_transcript(rng: random.Random) -> tuple[list[str], list[list[str]]]:
     schedule = names(rng)
     records, expected = [], []
     for number in range(1, rng.randint(1, 6) + 1):
@@ -288,7 +288,7 @@ def consensus_transcript(rng: random.Random) -> tuple[list[str], list[str]]:
     return records, expected
 
 
-def panel_transcript(rng: random.Random) -> tuple[list[str], list[str]]:
+def panel_transcript(rng: random.Random) -> tuple[list[str], list[list[str]]]:
     panelists = names(rng)
     records, expected = [], []
     previous: dict[str, PanelAnswer] = {}
@@ -317,7 +317,7 @@ def panel_transcript(rng: random.Random) -> tuple[list[str], list[str]]:
     return records, expected
 
 
-TRANSCRIPTS: dict[str, tuple[Callable[[random.Random], tuple[list[str], list[str]]], str]] = {
+TRANSCRIPTS: dict[str, tuple[Callable[[random.Random], tuple[list[str], list[list[str]]]], str]] = {
     "stances": (stances_transcript, STANCES_IDS),
     "consensus": (consensus_transcript, CONSENSUS_IDS),
     "panel": (panel_transcript, PANEL_IDS),

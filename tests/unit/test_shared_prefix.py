@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -153,7 +154,7 @@ def anthropic_order(request: LLMRequest, mode: StructuredMode) -> tuple[str, str
     return head, rest, params["output_config"]["format"]["schema"]
 
 
-VENDORS = {
+VENDORS: dict[str, Callable[[LLMRequest], tuple[str, str, Any]]] = {
     "openai": openai_order,
     "anthropic-output-format": lambda r: anthropic_order(r, StructuredMode.OUTPUT_FORMAT),
     "anthropic-tool": lambda r: anthropic_order(r, StructuredMode.TOOL),
@@ -272,7 +273,7 @@ def pad(value: Any, schema: Any, defs: dict[str, Any]) -> Any:
         return padded
     if isinstance(value, list):
         options = [resolve(o, defs) for o in [schema, *schema.get("anyOf", [])]]
-        items = next((o["items"] for o in options if "items" in o), {})
+        items: Any = next((o["items"] for o in options if "items" in o), {})
         return [pad(item, items, defs) for item in value]
     return value
 

@@ -8,6 +8,7 @@ from pydantic import SecretStr
 from bot.adr import adr_title, is_adr
 from bot.settings import Settings, SettingsError
 from bot.slack.commands import (
+    Command,
     ConfigCommand,
     DebateCommand,
     HelpCommand,
@@ -21,7 +22,7 @@ from bot.slack.errors import CommandError
 PROTOCOLS = ("adversarial", "stances")
 
 
-def parse(text: str):  # type: ignore[no-untyped-def]
+def parse(text: str) -> Command:
     return parse_command(text, protocols=PROTOCOLS)
 
 

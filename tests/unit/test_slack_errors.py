@@ -16,7 +16,7 @@ from bot.slackweb.poster import SlackPoster, classify
 
 def api_error(status: int, data: Any, headers: dict[str, str] | None = None) -> SlackApiError:
     response = AsyncSlackResponse(
-        client=None,  # type: ignore[arg-type]
+        client=None,
         http_verb="POST",
         api_url="https://slack.invalid/api/chat.postMessage",
         req_args={},

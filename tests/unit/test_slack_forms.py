@@ -54,7 +54,7 @@ def form(**values: Any) -> dict[str, Any]:
     state: dict[str, Any] = {}
     for block_id, value in values.items():
         if isinstance(value, list):
-            action = {
+            action: dict[str, Any] = {
                 "type": "checkboxes",
                 "selected_options": [{"value": v} for v in value],
             }

@@ -133,9 +133,14 @@ async def test_an_injected_generator_drives_the_shuffle() -> None:
     views = []
     for _ in range(2):
         llm = FunctionLLM(Script())
-        ledger = TurnLedger(spec=s, resolve_llm=lambda _, llm=llm: llm, sink=discard_events)
+
+        def resolve(_: ModelSettings, llm: FunctionLLM = llm) -> FunctionLLM:
+            return llm
+
+        ledger = TurnLedger(spec=s, resolve_llm=resolve, sink=discard_events)
         protocol = StancesProtocol(rng=random.Random(3))
         result = await protocol.run(s, ledger=ledger, prompts=shipped_prompts())
+        assert result.report is not None
         views.append(result.report["judge_transcript"])
     seeded, _ = await run(spec(seed=3))
     assert views[0] == views[1] == seeded.report["judge_transcript"]

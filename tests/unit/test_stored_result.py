@@ -7,7 +7,7 @@ import asyncio
 import json
 
 from bot.store.results import StoredResult
-from engine.models import DebateSpec, ModelSettings
+from engine.models import DebateResult, DebateSpec, ModelSettings
 from engine.pricing import Pricing
 from engine.providers.fake import SchemaFillingLLM
 from engine.runner import run_debate
@@ -16,7 +16,7 @@ from tests.helpers import shipped_prompts
 FAKE = ModelSettings(provider="fake", model="fake-model")
 
 
-def priced_result():  # type: ignore[no-untyped-def]
+def priced_result() -> DebateResult:
     llm = SchemaFillingLLM(pricing=Pricing(input_per_mtok=3.0, output_per_mtok=15.0))
     spec = DebateSpec(question="Adopt ADR-042?", default_model=FAKE)
     return asyncio.run(run_debate(spec, resolve_llm=lambda _m: llm, prompts=shipped_prompts()))
