@@ -61,8 +61,8 @@ from benchmarks.vendor_cache import (
     openai_call,
     simulate,
 )
-from bot.app import DebateServices, build_services
 from bot.settings import Settings
+from bot.wiring import DebateServices, build_services
 from engine.catalog import Catalog
 from engine.events import DebateEvent, RoundFinished
 from engine.llm import LLM, Completion, LLMRequest
@@ -403,7 +403,7 @@ async def run_scenario(
     services = session.services
     session.recorder = Recorder(session.call_s)
     if scenario.protocol is None:
-        spec = services.new_spec(case.question, context=case.documents, budget_usd=BUDGET_USD)
+        spec = services.policy.spec(case.question, context=case.documents, budget_usd=BUDGET_USD)
         if scenario.baseline == "moderator":
             moderator = spec.participant_for(Role.MODERATOR).model
             spec = spec.model_copy(update={"default_model": moderator})
@@ -411,7 +411,7 @@ async def run_scenario(
         rounds = 1
     else:
         extra: dict[str, Any] = STANCES if scenario.protocol == "stances" else {}
-        spec = services.new_spec(
+        spec = services.policy.spec(
             case.question,
             context=case.documents,
             protocol=scenario.protocol,
@@ -541,7 +541,7 @@ async def measure(
     )
     services = build_services(settings)
     session = Session(services, call_s)
-    models = services.models(None, None, None)
+    models = services.policy.models(None, None, None)
     catalog = services.registry.catalog
     report: dict[str, Any] = {
         "config": config.name,

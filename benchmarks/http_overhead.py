@@ -33,23 +33,26 @@ GOAL = 1.05
 async def one_debate(folder: Path) -> tuple[float, int, float]:
     """(wall seconds, model calls, seconds inside the SDK's calls) of one adversarial debate on a
     fresh SQLite store."""
-    from bot.app import build_services, build_worker, open_store
     from bot.settings import Settings
-    from bot.store import repository
+    from bot.store import queue
     from bot.store.db import session_scope, upgrade
     from bot.store.tables import DebateSource
+    from bot.wiring import build_services, build_worker, open_store
 
     url = f"sqlite:///{folder / f'http-{uuid.uuid4().hex[:6]}.sqlite3'}"
     upgrade(url)
     settings = Settings(database_url=url)
     services = build_services(settings)
-    spec = services.new_spec("Should we move the session store to Redis?", rounds=1)
+    spec = services.policy.spec("Should we move the session store to Redis?", rounds=1)
     services.registry.check({p.role.value: p.model for p in spec.participants})
     with open_store(settings) as engine:
         worker = build_worker(services, engine, worker_id="bench")
         with session_scope(engine) as session:
-            queued, _ = repository.enqueue_debate(
-                session, trigger_key=f"bench:{uuid.uuid4()}", spec=spec, source=DebateSource.CLI
+            queued, _ = queue.enqueue_debate(
+                session,
+                new=queue.NewDebate(
+                    trigger_key=f"bench:{uuid.uuid4()}", spec=spec, source=DebateSource.CLI
+                ),
             )
         assert queued.id is not None
         started = time.perf_counter()

@@ -27,7 +27,7 @@ import aiohttp
 from sqlmodel import Session
 
 from benchmarks.ack_latency import SIGNING_SECRET, TOKEN, free_port, wait_healthy
-from bot.store import slack as store
+from bot.store import channels
 from bot.store.db import make_engine, upgrade
 from tests.e2e.driver import SlackDriver
 from tests.e2e.host_emulators import GitHubEmulator
@@ -58,7 +58,7 @@ async def main(runs: int) -> None:
     upgrade(url)
     engine = make_engine(url)
     with Session(engine) as session:
-        store.save_channel_settings(
+        channels.save_channel_settings(
             session,
             channel_id=CHANNEL,
             updated_by="UADMIN",

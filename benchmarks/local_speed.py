@@ -31,15 +31,15 @@ GOAL = 0.9
 
 def debate_requests() -> list[Any]:
     """The framing, proposer and critic requests of a one-round debate on the first case."""
-    from bot.app import build_services
     from bot.settings import Settings
+    from bot.wiring import build_services
     from engine.models import ContextDocument
     from engine.runner import run_debate
 
     case = json.loads(CASES.read_text(encoding="utf-8").splitlines()[0])
     services = build_services(Settings(provider="fake"))
     context = [ContextDocument(title=case["title"], text=case["context"])]
-    spec = services.new_spec(case["question"], context=context, rounds=1)
+    spec = services.policy.spec(case["question"], context=context, rounds=1)
     recorder = Recorder(services.resolve_llm)
     asyncio.run(run_debate(spec, resolve_llm=recorder, prompts=services.prompts))
     return recorder.requests[:3]

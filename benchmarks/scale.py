@@ -41,21 +41,26 @@ GOAL = 1.2
 def child(url: str, debates: int, scrape: bool) -> None:
     """Queue `debates` debates in the migrated database at `url`, then time the worker command
     on them; prints a JSON line."""
-    from bot.app import build_services
     from bot.cli import main
     from bot.settings import Settings
-    from bot.store import repository
+    from bot.store import queue
     from bot.store.db import make_engine, session_scope
     from bot.store.tables import DebateSource, DebateState
+    from bot.wiring import build_services
 
     settings = Settings()
     services = build_services(settings)
     engine = make_engine(url)
     with session_scope(engine) as session:
         for index in range(debates):
-            spec = services.new_spec(f"Benchmark question {index}: should we adopt plan {index}?")
-            repository.enqueue_debate(
-                session, trigger_key=f"bench:{uuid.uuid4()}", spec=spec, source=DebateSource.CLI
+            spec = services.policy.spec(
+                f"Benchmark question {index}: should we adopt plan {index}?"
+            )
+            queue.enqueue_debate(
+                session,
+                new=queue.NewDebate(
+                    trigger_key=f"bench:{uuid.uuid4()}", spec=spec, source=DebateSource.CLI
+                ),
             )
     command = ["worker", "--concurrency", str(debates), "--exit-when-idle", "--name", "bench"]
     scraper = None
@@ -71,7 +76,7 @@ def child(url: str, debates: int, scrape: bool) -> None:
         scraper.stop.set()
         scraper.join()
     with session_scope(engine) as session:
-        finished = repository.count_debates(session, state=DebateState.FINISHED)
+        finished = queue.count_debates(session, state=DebateState.FINISHED)
     engine.dispose()
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     scrapes = (scraper.timings if scraper is not None else []) or [float("nan")]

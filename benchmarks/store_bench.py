@@ -32,7 +32,7 @@ from sqlalchemy import create_engine, insert, select, text
 from sqlalchemy.engine import make_url
 from sqlmodel import Session, col
 
-from bot.store import repository
+from bot.store import queue, turns
 from bot.store.db import make_engine, upgrade
 from bot.store.tables import Debate, DebateSource, DebateState, Turn
 from bot.store.writer import TurnWriter
@@ -68,25 +68,26 @@ def turn(index: int) -> TurnRecord:
     )
 
 
-def write_latencies(url: str, turns: int) -> list[float]:
+def write_latencies(url: str, count: int) -> list[float]:
     upgrade(url)
     engine = make_engine(url)
     with Session(engine) as session:
-        debate, _ = repository.enqueue_debate(
-            session, trigger_key="bench", spec=SPEC, source=DebateSource.COMMAND
+        debate, _ = queue.enqueue_debate(
+            session,
+            new=queue.NewDebate(trigger_key="bench", spec=SPEC, source=DebateSource.COMMAND),
         )
         debate_id = debate.id
-        repository.claim_debate(session, worker_id="bench", lease_s=600)
+        queue.claim_debate(session, worker_id="bench", lease_s=600)
     assert debate_id is not None
     samples = []
-    head = repository.ChainHead()
-    for index in range(turns):
-        write = repository.TurnWrite(debate_id, "bench", turn(index), head)
+    head = turns.ChainHead()
+    for index in range(count):
+        write = turns.TurnWrite(debate_id, "bench", turn(index), head)
         started = time.perf_counter()
         with Session(engine) as session:
-            (outcome,) = repository.append_turns(session, writes=[write])
+            (outcome,) = turns.append_turns(session, writes=[write])
         samples.append(time.perf_counter() - started)
-        assert isinstance(outcome, repository.ChainHead)
+        assert isinstance(outcome, turns.ChainHead)
         head = outcome
     engine.dispose()
     return samples
@@ -99,26 +100,29 @@ def claimed_debates(url: str, debates: int) -> list[int]:
     ids = []
     with Session(engine) as session:
         for index in range(debates):
-            debate, _ = repository.enqueue_debate(
-                session, trigger_key=f"w{index}", spec=SPEC, source=DebateSource.COMMAND
+            debate, _ = queue.enqueue_debate(
+                session,
+                new=queue.NewDebate(
+                    trigger_key=f"w{index}", spec=SPEC, source=DebateSource.COMMAND
+                ),
             )
             assert debate.id is not None
             ids.append(debate.id)
-        while repository.claim_debate(session, worker_id="bench", lease_s=600):
+        while queue.claim_debate(session, worker_id="bench", lease_s=600):
             pass
     engine.dispose()
     return ids
 
 
-async def group_commit(url: str, ids: list[int], turns: int) -> float:
-    """Design A: seconds for every debate to store `turns` turns through one TurnWriter."""
+async def group_commit(url: str, ids: list[int], count: int) -> float:
+    """Design A: seconds for every debate to store `count` turns through one TurnWriter."""
     engine = make_engine(url)
     writer = TurnWriter(engine)
 
     async def debate(debate_id: int) -> None:
-        head = repository.ChainHead()
-        for index in range(turns):
-            head = await writer.append(repository.TurnWrite(debate_id, "bench", turn(index), head))
+        head = turns.ChainHead()
+        for index in range(count):
+            head = await writer.append(turns.TurnWrite(debate_id, "bench", turn(index), head))
 
     started = time.perf_counter()
     await asyncio.gather(*(debate(i) for i in ids))
@@ -127,7 +131,7 @@ async def group_commit(url: str, ids: list[int], turns: int) -> float:
     return elapsed
 
 
-async def async_driver(url: str, ids: list[int], turns: int) -> float:
+async def async_driver(url: str, ids: list[int], count: int) -> float:
     """Design B: the same writes through SQLAlchemy's asyncio extension, one transaction each
     (lease check, insert, commit), as the worker's old path did on a thread."""
     from sqlalchemy.ext.asyncio import create_async_engine
@@ -140,9 +144,9 @@ async def async_driver(url: str, ids: list[int], turns: int) -> float:
     )
 
     async def debate(debate_id: int) -> None:
-        head = repository.ChainHead()
-        for index in range(turns):
-            row = repository._turn_row(repository.TurnWrite(debate_id, "bench", turn(index), head))
+        head = turns.ChainHead()
+        for index in range(count):
+            row = turns.turn_row(turns.TurnWrite(debate_id, "bench", turn(index), head))
             async with engine.begin() as connection:
                 owner = (
                     await connection.execute(
@@ -153,7 +157,7 @@ async def async_driver(url: str, ids: list[int], turns: int) -> float:
                 ).scalar_one()
                 assert owner == "bench"
                 await connection.execute(insert(Turn), [row])
-            head = repository.ChainHead(seq=row["seq"], hash=row["hash"])
+            head = turns.ChainHead(seq=row["seq"], hash=row["hash"])
 
     started = time.perf_counter()
     await asyncio.gather(*(debate(i) for i in ids))
@@ -162,16 +166,16 @@ async def async_driver(url: str, ids: list[int], turns: int) -> float:
     return elapsed
 
 
-def concurrent_writes(url_for: Callable[[], str], debates: int, turns: int) -> str:
+def concurrent_writes(url_for: Callable[[], str], debates: int, count: int) -> str:
     """Turns/s of both designs on fresh databases from `url_for`, in one run."""
     rates = []
     for design in (group_commit, async_driver):
         url = url_for()
         ids = claimed_debates(url, debates)
-        elapsed = asyncio.run(design(url, ids, turns))
-        rates.append(debates * turns / elapsed)
+        elapsed = asyncio.run(design(url, ids, count))
+        rates.append(debates * count / elapsed)
     return (
-        f"{debates} debates x {turns} turns at once: group-commit writer {rates[0]:.0f} turns/s,"
+        f"{debates} debates x {count} turns at once: group-commit writer {rates[0]:.0f} turns/s,"
         f" async driver {rates[1]:.0f} turns/s (writer / driver {rates[0] / rates[1]:.1f}x)"
     )
 
@@ -182,7 +186,7 @@ def claimer(url: str) -> None:
     claims = 0
     with Session(engine) as session:
         first = time.time()
-        while repository.claim_debate(session, worker_id=f"c{os.getpid()}", lease_s=600):
+        while queue.claim_debate(session, worker_id=f"c{os.getpid()}", lease_s=600):
             claims += 1
         last = time.time()
     engine.dispose()
@@ -195,8 +199,9 @@ def claim_throughput(url: str, debates: int, processes: int) -> tuple[float, lis
     engine = make_engine(url)
     with Session(engine) as session:
         for i in range(debates):
-            repository.enqueue_debate(
-                session, trigger_key=f"q{i}", spec=SPEC, source=DebateSource.COMMAND
+            queue.enqueue_debate(
+                session,
+                new=queue.NewDebate(trigger_key=f"q{i}", spec=SPEC, source=DebateSource.COMMAND),
             )
     workers = [
         subprocess.Popen(
@@ -210,7 +215,7 @@ def claim_throughput(url: str, debates: int, processes: int) -> tuple[float, lis
     windows = [worker.communicate()[0].split() for worker in workers]
     elapsed = max(float(w[1]) for w in windows) - min(float(w[0]) for w in windows)
     with Session(engine) as session:
-        assert repository.count_debates(session, state=DebateState.QUEUED) == 0
+        assert queue.count_debates(session, state=DebateState.QUEUED) == 0
     engine.dispose()
     return debates / elapsed, [int(w[2]) for w in windows]
 

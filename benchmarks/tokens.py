@@ -41,7 +41,7 @@ from engine.models import ContextDocument, DebateResult, DebateSpec, ModelSettin
 from engine.pricing import Pricing
 
 if TYPE_CHECKING:
-    from bot.app import DebateServices
+    from bot.wiring import DebateServices
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ROOT / "examples" / "review_cases.jsonl"
@@ -142,7 +142,7 @@ async def run_case(
     stances = (
         (["adopt it as written"], ["reject or revise it"]) if protocol == "stances" else ((), ())
     )
-    spec = services.new_spec(
+    spec = services.policy.spec(
         case["question"],
         context=context,
         protocol=protocol,
@@ -157,8 +157,8 @@ async def run_case(
 
 
 async def measure(provider: str, case: dict[str, str], protocol: str, rounds: list[int]) -> None:
-    from bot.app import build_services
     from bot.settings import Settings
+    from bot.wiring import build_services
     from engine.single import single_review
 
     services = build_services(Settings(provider=provider))

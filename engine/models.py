@@ -14,9 +14,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator, model_validator
 
-MAX_QUESTION_CHARS = 4_000
-LONG_QUESTION_TITLE = "The question as asked (full text)"
-QUESTION_HEAD_CHARS = 300
 MAX_CONTEXT_CHARS = 200_000
 ADVERSARIAL_MAX_ROUNDS = 3
 
@@ -153,24 +150,10 @@ class ContextDocument(BaseModel):
         return clean_text(value) if isinstance(value, str) else value
 
 
-def fit_question(
-    question: str, context: list[ContextDocument]
-) -> tuple[str, list[ContextDocument]]:
-    """A question longer than `MAX_QUESTION_CHARS` becomes the first context document, whole
-    (nothing is dropped: the debate reads and cites it), and the question its first words."""
-    if len(question) <= MAX_QUESTION_CHARS:
-        return question, context
-    head = " ".join(question[:QUESTION_HEAD_CHARS].split())
-    return (
-        f"{head}\u2026 (the full question is the first document)",
-        [ContextDocument(title=LONG_QUESTION_TITLE, text=question), *context],
-    )
-
-
 class DebateSpec(BaseModel):
     """Everything a protocol needs to run one debate; validated before any model is called."""
 
-    question: str = Field(max_length=MAX_QUESTION_CHARS)
+    question: str
     protocol: str = "adversarial"
     context: list[ContextDocument] = Field(default_factory=list)
     participants: list[Participant] = Field(default_factory=list)
@@ -201,16 +184,17 @@ class DebateSpec(BaseModel):
             raise ValueError("the question is empty: say what the debate should decide")
         return stripped
 
-    @field_validator("context")
-    @classmethod
-    def _context_within_limit(cls, value: list[ContextDocument]) -> list[ContextDocument]:
-        total = sum(len(doc.text) for doc in value)
+    @model_validator(mode="after")
+    def _material_within_limit(self) -> DebateSpec:
+        # The one rule for long questions: a question is kept whole, however long, and counts
+        # with the documents against what a debate can read.
+        total = len(self.question) + sum(len(doc.text) for doc in self.context)
         if total > MAX_CONTEXT_CHARS:
             raise ValueError(
-                f"the context is {total:,} characters; at most {MAX_CONTEXT_CHARS:,} fit a debate."
-                " Pass the relevant sections only"
+                f"the question and documents are {total:,} characters; at most"
+                f" {MAX_CONTEXT_CHARS:,} fit a debate. Pass the relevant sections only"
             )
-        return value
+        return self
 
     @model_validator(mode="after")
     def _rounds_consistent(self) -> DebateSpec:
@@ -225,14 +209,6 @@ class DebateSpec(BaseModel):
             if participant.role == role and (not name or participant.name == name):
                 return participant
         return Participant(role=role, name=name or None, model=self.default_model)
-
-    @property
-    def full_question(self) -> str:
-        """The question as the user wrote it: an overlong one travels as the first document."""
-        for doc in self.context:
-            if doc.title == LONG_QUESTION_TITLE:
-                return doc.text
-        return self.question
 
     def debaters(self) -> list[Participant]:
         """The debaters in declared order (the speaking order of the protocols that use them)."""

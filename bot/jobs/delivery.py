@@ -31,7 +31,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from bot.jobs.pause import OutagePause, idle
-from bot.messages import kit, posts
+from bot.messages import kit, owed, posts
 from bot.messages.owed import ASSISTANT_STATUS
 from bot.slackweb.errors import PostError
 from bot.slackweb.people import SlackDirectory
@@ -345,16 +345,8 @@ class OutboxDelivery:
         ):
             return False
         spec = DebateSpec.model_validate_json(debate.spec_json)
-        message = posts.parent_message(
-            debate_id=debate_id,
-            question=spec.full_question,
-            requested_by=debate.requested_by,
-            protocol=spec.protocol,
-            max_rounds=spec.max_rounds,
-            status="running" if debate.state != "finished" else (debate.outcome or "complete"),
-        )
         link = await self._permalink(channel, debate.thread_ts) if debate.thread_ts else None
-        message = posts.reposted_parent(message, old_link=link)
+        message = owed.reposted_parent(debate, spec, old_link=link)
         posted = await self.poster.post(channel=channel, message=message, attempts=1)
         await self._db(
             lambda s: outbox.new_parent(
@@ -538,13 +530,7 @@ class OutboxDelivery:
         """Slack refused the message for good: say so in the thread, and go on."""
         notices = []
         if not row.key.startswith("notice:"):
-            text = (
-                f":warning: Part of debate #{row.debate_id} could not be posted here ({code})."
-                f" The debate goes on and is recorded in full: `debatebot export {row.debate_id}`."
-            )
-            notices.append(
-                Draft(key=f"notice:{row.key}", text=text, blocks=posts.notice(text).blocks)
-            )
+            notices.append(owed.given_up(row.debate_id, row.key, code))
         await self._fail(row, f"refused by Slack: {code}", notices)
 
     async def _halt(self, debate: Debate, reason: str) -> None:
@@ -554,20 +540,7 @@ class OutboxDelivery:
         notices = []
         if debate.requested_by:
             _, name = await self.directory.bot_identity()
-            text = (
-                f":warning: Debate #{debate_id} {reason}, so it stops at its next turn and"
-                f" nothing more is spent on it. Invite me with `/invite @{name}` and ask again;"
-                f" what it produced is recorded in full: `debatebot export {debate_id}`."
-            )
-            notices.append(
-                Draft(
-                    key="dm:halted",
-                    text=text,
-                    blocks=posts.notice(text).blocks,
-                    target=OutboxTarget.DM,
-                    recipients=(debate.requested_by,),
-                )
-            )
+            notices.append(owed.halted(debate, reason, name))
         halted = await self._db(
             lambda s: outbox.halt(s, debate_id=debate_id, reason=reason, notices=notices)
         )

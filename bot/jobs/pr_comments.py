@@ -21,8 +21,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from bot.hosts import HostClients, LinkError, parse_link, upsert_comment
-from bot.store import operations, repository
-from bot.store import slack as store
+from bot.store import channels, endings, operations, queue, reviews
 from bot.store.db import in_session
 from bot.store.errors import StoreError
 from bot.store.results import StoredResult
@@ -140,18 +139,18 @@ class _Owed:
 
 
 def _load(session: Session, debate_id: int) -> _Owed:
-    debate = repository.get_debate(session, debate_id=debate_id)
+    debate = queue.get_debate(session, debate_id=debate_id)
     due = debate.pr_comment_due
     if not debate.link or not debate.channel_id:
         return _Owed(due, None)
-    if not store.channel_settings(session, channel_id=debate.channel_id).pr_comment:
+    if not channels.channel_settings(session, channel_id=debate.channel_id).pr_comment:
         return _Owed(due, None)
-    verdict = repository.verdict_for(session, debate_id=debate_id)
+    verdict = endings.verdict_for(session, debate_id=debate_id)
     if verdict is None:
         return _Owed(due, None)
-    escalation = repository.escalation_for(session, debate_id=debate_id)
+    escalation = reviews.escalation_for(session, debate_id=debate_id)
     review = (
-        store.review_of(session, escalation_id=escalation.id)
+        reviews.review_of(session, escalation_id=escalation.id)
         if escalation is not None and escalation.id is not None
         else None
     )

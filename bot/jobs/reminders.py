@@ -11,8 +11,9 @@ import logging
 
 from sqlalchemy import Engine
 
-from bot.messages.owed import DebateNotifier
-from bot.store import slack as store
+from bot.messages import owed
+from bot.messages.notifier import DebateNotifier
+from bot.store import reviews
 from bot.store.db import in_session
 from engine.models import utcnow
 
@@ -22,11 +23,11 @@ log = logging.getLogger(__name__)
 async def remind_reviewers(*, engine: Engine, notifier: DebateNotifier, period_s: float) -> int:
     """Owe one reminder per elapsed period on every open review; returns how many were due."""
     due = 0
-    for escalation, debate in await in_session(engine, store.open_escalations):
+    for escalation, debate in await in_session(engine, reviews.open_escalations):
         age = (utcnow() - escalation.created_at).total_seconds()
         periods = int(age // period_s)
         if periods < 1:
             continue
         due += 1
-        await notifier.owe(debate, [notifier.reminder(escalation, debate, periods, age / 3600)])
+        await notifier.owe(debate, [owed.reminder(escalation, debate, periods, age / 3600)])
     return due

@@ -41,8 +41,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session
 
 from bot.jobs.reminders import remind_reviewers
-from bot.messages import kit, posts
-from bot.messages.owed import DebateNotifier
+from bot.messages import kit, owed, posts
+from bot.messages.notifier import DebateNotifier
 from bot.metrics import Metrics
 from bot.settings import Settings
 from bot.slackweb.errors import PostError
@@ -259,7 +259,7 @@ class ScheduledJobs:
         expired = 0
         for escalation, debate, channel, sla_h in overdue:
             owners = list(channel.owners) if channel is not None else []
-            drafts = self.notifier.expired(escalation, debate, owners, sla_h)
+            drafts = owed.expired(escalation, debate, owners, sla_h)
             escalation_id = escalation.id or 0
             if await in_session(
                 self.engine,

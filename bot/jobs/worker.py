@@ -16,7 +16,7 @@
 - A Slack debate whose thread became unreachable (`debate.halt_reason`) stops before its next
   model call and ends FAILED with that reason. The reason is read with the claim and with each
   turn's write (which reads the debate's lease row anyway), not by a read before every call.
-- The ending is stored in one transaction with the messages it owes (`reporter.closing`).
+- The ending is stored in one transaction with the messages it owes (`bot.jobs.closing`).
 """
 
 from __future__ import annotations
@@ -33,14 +33,15 @@ from typing import Protocol, TypeVar
 from sqlalchemy import Engine
 from sqlmodel import Session
 
+from bot.jobs.closing import FinishWriter
 from bot.jobs.pause import OutagePause
 from bot.logs import debate_context
 from bot.metrics import Metrics
-from bot.store import outbox, repository
+from bot.store import endings, queue, turns
 from bot.store.db import in_session
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError, StoreRefusedError
-from bot.store.tables import Debate, Escalation, TriageState
-from bot.store.writer import FinishWriter, TurnWriter
+from bot.store.tables import Debate, TriageState
+from bot.store.writer import TurnWriter
 from engine import triage
 from engine.errors import LLMError
 from engine.events import DebateEvent, EventSink, TurnFinished
@@ -51,7 +52,7 @@ from engine.runner import run_debate
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
-StoredRun = tuple[list[TurnRecord], repository.ChainHead]
+StoredRun = tuple[list[TurnRecord], turns.ChainHead]
 """A debate's stored turns and the head of its chain."""
 SinkFactory = Callable[[Debate], EventSink]
 """Builds an extra event sink for one debate (the console)."""
@@ -65,8 +66,8 @@ class ShuttingDown(Exception):
 
 
 class DebateReporter(Protocol):
-    """What a worker tells people through (the Slack notifier): events of a run as owed
-    messages, and the messages its ending owes."""
+    """What a worker tells people through (the Slack notifier): the events of a run as owed
+    messages. A debate it reports on owes messages at its ending too (`bot.jobs.closing`)."""
 
     def owes_messages(self, debate: Debate) -> bool:
         """Whether the debate has anyone to tell (a Slack thread): one that has not gets no
@@ -74,10 +75,6 @@ class DebateReporter(Protocol):
         ...
 
     def sink_for(self, debate: Debate, spec: DebateSpec) -> EventSink: ...
-
-    def closing(
-        self, debate: Debate, result: DebateResult, escalation: Escalation | None
-    ) -> list[outbox.Draft]: ...
 
     def wake(self) -> None: ...
 
@@ -141,7 +138,7 @@ class DebateWorker:
     async def claim(self, debate_id: int | None = None) -> Debate | None:
         """Claim the next claimable debate, or only `debate_id` when given."""
         return await self._db(
-            lambda s: repository.claim_debate(
+            lambda s: queue.claim_debate(
                 s, worker_id=self.worker_id, lease_s=self.config.lease_s, debate_id=debate_id
             )
         )
@@ -152,19 +149,19 @@ class DebateWorker:
         call. None when another worker holds it."""
 
         def work(session: Session) -> tuple[Debate, StoredRun] | None:
-            debate = repository.claim_debate(
+            debate = queue.claim_debate(
                 session, worker_id=self.worker_id, lease_s=self.config.lease_s, debate_id=debate_id
             )
             if debate is None:
                 return None
-            return debate, repository.stored_runs(session, debate_ids=[debate_id])[debate_id]
+            return debate, turns.stored_runs(session, debate_ids=[debate_id])[debate_id]
 
         return await self._db(work)
 
     async def claim_many(self, limit: int) -> list[Debate]:
         """Claim up to `limit` claimable debates in one statement."""
         return await self._db(
-            lambda s: repository.claim_debates(
+            lambda s: queue.claim_debates(
                 s, worker_id=self.worker_id, lease_s=self.config.lease_s, limit=limit
             )
         )
@@ -174,7 +171,7 @@ class DebateWorker:
             await asyncio.sleep(self.config.heartbeat_s)
             try:
                 await self._db(
-                    lambda s: repository.renew_lease(
+                    lambda s: queue.renew_lease(
                         s,
                         debate_id=debate_id,
                         worker_id=self.worker_id,
@@ -206,7 +203,7 @@ class DebateWorker:
         # its parent's turns.
         if stored is None:
             stored = await self._db(
-                lambda s: repository.stored_runs(s, debate_ids=[debate_id])[debate_id]
+                lambda s: turns.stored_runs(s, debate_ids=[debate_id])[debate_id]
             )
         recorded, head = stored
         if recorded:
@@ -232,7 +229,7 @@ class DebateWorker:
             if isinstance(event, TurnFinished) and not event.replayed:
                 async with chain:
                     head = await self.turns.append(
-                        repository.TurnWrite(debate_id, self.worker_id, event.turn, head)
+                        turns.TurnWrite(debate_id, self.worker_id, event.turn, head)
                     )
                     halted = head.halt_reason
             for extra in extras:
@@ -283,14 +280,13 @@ class DebateWorker:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
-        closing = reporter.closing if reporter is not None else None
         try:
             await self.endings.finish(
-                repository.Finish(
+                endings.Finish(
                     debate_id,
                     self.worker_id,
                     result,
-                    messages=closing,
+                    owes_messages=reporter is not None,
                     audit_key=self.config.audit_key,
                     head=head,
                 )
@@ -352,7 +348,7 @@ class DebateWorker:
         """
         release = asyncio.ensure_future(
             self._db(
-                lambda s: repository.release_lease(s, debate_id=debate_id, worker_id=self.worker_id)
+                lambda s: queue.release_lease(s, debate_id=debate_id, worker_id=self.worker_id)
             )
         )
         cancelled = False
@@ -449,7 +445,7 @@ class DebateWorker:
             return {}
         ids = [debate.id for debate in claimed if debate.id is not None]
         try:
-            runs = await self._db(lambda s: repository.stored_runs(s, debate_ids=ids))
+            runs = await self._db(lambda s: turns.stored_runs(s, debate_ids=ids))
         except DatabaseUnavailableError:
             return {}
         return dict(runs.items())

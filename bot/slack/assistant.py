@@ -21,8 +21,8 @@ from slack_bolt.context.set_title.async_set_title import AsyncSetTitle
 from slack_sdk.errors import SlackApiError
 
 from bot.messages import helptext, kit
-from bot.slack.debates import SlackDebates
 from bot.slack.errors import CommandError, NotAllowedError
+from bot.slack.surface import Surface
 from engine.models import clean_text
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ def build_assistant(
 ) -> AsyncAssistant:
     """The assistant middleware with debatebot's listeners, each passed through `wrap` (the
     listeners' store-failure answer); `app.use` it after the middleware that provides
-    `debates`."""
+    `surface`."""
     assistant = AsyncAssistant()
     assistant.thread_started(wrap(on_thread_started))
     assistant.user_message(wrap(on_user_message))
@@ -72,7 +72,7 @@ async def on_user_message(
     payload: dict[str, Any],
     say: AsyncSay,
     set_title: AsyncSetTitle,
-    debates: SlackDebates,
+    surface: Surface,
 ) -> None:
     """A message in the assistant thread: protocol advice, or a debate in this thread."""
     text = clean_text(kit.unescape(payload.get("text") or "")).strip()
@@ -84,7 +84,7 @@ async def on_user_message(
         await say(PASTE_THE_ADR)
         return
     try:
-        started = await debates.start_from_assistant(
+        started = await surface.starts.start_from_assistant(
             channel=channel, thread_ts=thread_ts, user=user, text=text, ts=payload["ts"]
         )
     except (CommandError, NotAllowedError) as error:

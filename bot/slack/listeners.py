@@ -1,8 +1,8 @@
 """Bolt listeners: one top-level function per entry point, each acknowledging at once, parsing,
-handing the work to `SlackDebates` and telling the user.
+handing the work to the use cases (`bot.slack.surface`) and telling the user.
 
 Cross-cutting work is middleware: malformed payloads are refused, the use cases are put in the
-request's context (listeners take `debates` as an argument, like Bolt's own `ack` or `client`),
+request's context (listeners take `surface` as an argument, like Bolt's own `ack` or `client`),
 and Slack's retried or duplicated event deliveries are dropped (the event id is stored in
 `processed_trigger`), so no retry ever starts a second debate. `on_error` gives every listener
 the same clear answer when the store fails: what is wrong (down, full, read-only, a refusal),
@@ -34,7 +34,7 @@ from bot.messages import action_ids, helptext, kit, modals, posts
 from bot.messages.kit import clip
 from bot.slack import payloads
 from bot.slack.assistant import build_assistant
-from bot.slack.commands import (
+from bot.slack.command_text import (
     ConfigCommand,
     DebateCommand,
     HelpCommand,
@@ -44,10 +44,10 @@ from bot.slack.commands import (
     parse_config_form,
     parse_debate_form,
 )
-from bot.slack.debates import SlackDebates
 from bot.slack.errors import CommandError, FormError, NotAllowedError, SlackLayerError
+from bot.slack.surface import Surface
 from bot.slackweb.errors import PostError, SlackWebError
-from bot.store import slack as store
+from bot.store import dedupe
 from bot.store.errors import (
     DatabaseUnavailableError,
     StoreError,
@@ -76,16 +76,16 @@ Next = Callable[[], Awaitable[None]]
 Listener = Callable[..., Awaitable[None]]
 
 
-def register(app: AsyncApp, debates: SlackDebates) -> None:
+def register(app: AsyncApp, surface: Surface) -> None:
     """Attach the middleware, the error handler and every listener of the bot to `app`."""
 
-    async def provide_debates(context: AsyncBoltContext, next: Next) -> None:
-        context["debates"] = debates
+    async def provide_surface(context: AsyncBoltContext, next: Next) -> None:
+        context["surface"] = surface
         await next()
 
     app.middleware(scrub_text)
     app.middleware(reject_malformed)
-    app.middleware(provide_debates)
+    app.middleware(provide_surface)
     app.middleware(drop_redeliveries)
     app.use(build_assistant(wrap=answers_failures))
     app.error(on_error)
@@ -162,7 +162,7 @@ async def reject_malformed(body: dict[str, Any], next: Next) -> BoltResponse | N
 
 async def drop_redeliveries(
     body: dict[str, Any],
-    debates: SlackDebates,
+    surface: Surface,
     request: AsyncBoltRequest,
     context: AsyncBoltContext,
     next: Next,
@@ -179,7 +179,7 @@ async def drop_redeliveries(
     if body.get("type") == "event_callback" and event_id:
         try:
             seen = await asyncio.wait_for(
-                debates.db(lambda s: store.was_processed(s, key=f"event:{event_id}")),
+                surface.db(lambda s: dedupe.was_processed(s, key=f"event:{event_id}")),
                 REDELIVERY_CHECK_S,
             )
         except (StoreError, TimeoutError) as error:
@@ -197,12 +197,12 @@ async def drop_redeliveries(
     return None
 
 
-async def handled(debates: SlackDebates, body: dict[str, Any]) -> None:
+async def handled(surface: Surface, body: dict[str, Any]) -> None:
     """Mark the event handled. Failing to is only logged: what it started is stored, so telling
     the person the store failed would be false, and a redelivery finds it by its trigger key."""
     if event_id := body.get("event_id"):
         try:
-            await debates.db(lambda s: store.mark_processed(s, key=f"event:{event_id}"))
+            await surface.db(lambda s: dedupe.mark_processed(s, key=f"event:{event_id}"))
         except StoreError as error:
             log.warning("event %s was handled but could not be marked so: %s", event_id, error)
 
@@ -270,7 +270,7 @@ async def on_error(
         log.error("listener failed on a %s payload", kind, exc_info=error)
         return
     log.error("store failure on a %s payload: %s", kind, error)
-    debates: SlackDebates | None = context.get("debates")
+    surface: Surface | None = context.get("surface")
     event = (body.get("event") or {}) if kind == "event_callback" else None
     text = store_answer(error, event=event, unchecked_resend=bool(context.get("unchecked_resend")))
     try:
@@ -281,13 +281,13 @@ async def on_error(
         metadata = str((body.get("view") or {}).get("private_metadata") or "")
         channel = context.channel_id or (metadata if metadata[:1] in ("C", "G") else None)
         user = context.user_id
-        if debates is None or channel is None:
+        if surface is None or channel is None:
             return
         if event is not None and event.get("ts"):
             thread = event.get("thread_ts") or event["ts"]
-            await debates.poster.post(channel=channel, thread_ts=thread, message=posts.notice(text))
+            await surface.poster.post(channel=channel, thread_ts=thread, message=posts.notice(text))
         elif user and (event is None or event.get("type") == "reaction_added"):
-            await debates.poster.ephemeral(channel=channel, user=user, text=text)
+            await surface.poster.ephemeral(channel=channel, user=user, text=text)
     except (PostError, SlackApiError) as failure:
         log.error("could not tell the user about the store failure: %s", failure)
 
@@ -334,9 +334,9 @@ def _unreadable_thread(error: SlackApiError, channel: str, ts: str) -> str:
     )
 
 
-async def _tell_thread(debates: SlackDebates, channel: str, ts: str, text: str) -> None:
+async def _tell_thread(surface: Surface, channel: str, ts: str, text: str) -> None:
     try:
-        await debates.poster.post(channel=channel, thread_ts=ts, message=posts.notice(text))
+        await surface.poster.post(channel=channel, thread_ts=ts, message=posts.notice(text))
     except PostError as error:
         log.error("could not tell thread %s in %s: %s", ts, channel, error)
 
@@ -349,10 +349,10 @@ async def on_debate_command(
     command: dict[str, Any],
     respond: AsyncRespond,
     client: AsyncWebClient,
-    debates: SlackDebates,
+    surface: Surface,
 ) -> None:
     """`/debate`: help, the settings, the debate form, or a debate."""
-    protocols = debates.protocols
+    protocols = surface.protocols
     try:
         typed = clean_text(kit.unescape(command.get("text", "")))
         parsed = parse_command(typed, protocols=protocols)
@@ -361,7 +361,7 @@ async def on_debate_command(
         return
     channel, user = command["channel_id"], command["user_id"]
     if isinstance(parsed, HelpCommand):
-        current = await debates.settings_of(channel)
+        current = await surface.channels.settings_of(channel)
         await ack(
             response_type="ephemeral",
             text=helptext.help_text(protocols=protocols, reaction=current.trigger_reaction),
@@ -370,8 +370,8 @@ async def on_debate_command(
     await ack()
     try:
         if isinstance(parsed, OpenDebateModal):
-            await debates.check_reachable(channel)
-            current = await debates.settings_of(channel)
+            await surface.starts.check_reachable(channel)
+            current = await surface.channels.settings_of(channel)
             await client.views_open(
                 trigger_id=command["trigger_id"],
                 view=modals.debate_modal(
@@ -382,9 +382,9 @@ async def on_debate_command(
                 ),
             )
         elif isinstance(parsed, ConfigCommand):
-            await _config(parsed, channel, user, command["trigger_id"], respond, client, debates)
+            await _config(parsed, channel, user, command["trigger_id"], respond, client, surface)
         elif isinstance(parsed, DebateCommand):
-            await debates.start_from_command(
+            await surface.starts.start_from_command(
                 command=parsed,
                 channel=channel,
                 user=user,
@@ -402,31 +402,31 @@ async def _config(
     trigger_id: str,
     respond: AsyncRespond,
     client: AsyncWebClient,
-    debates: SlackDebates,
+    surface: Surface,
 ) -> None:
-    current = await debates.settings_of(channel)
+    current = await surface.channels.settings_of(channel)
     if parsed.action == "show":
         await respond(response_type="ephemeral", text=settings_text(current))
     elif parsed.action == "set":
-        saved = await debates.configure(channel=channel, user=user, values=parsed.values)
+        saved = await surface.channels.configure(channel=channel, user=user, values=parsed.values)
         await respond(
             response_type="ephemeral", text=f":white_check_mark: Saved.\n{settings_text(saved)}"
         )
     else:
         await client.views_open(
             trigger_id=trigger_id,
-            view=modals.config_modal(settings=current, protocols=debates.protocols),
+            view=modals.config_modal(settings=current, protocols=surface.protocols),
         )
 
 
 async def on_debate_form(
-    ack: AsyncAck, body: dict[str, Any], view: dict[str, Any], debates: SlackDebates
+    ack: AsyncAck, body: dict[str, Any], view: dict[str, Any], surface: Surface
 ) -> None:
     """The debate form: field errors under the fields, else the debate is queued."""
     channel, user = view["private_metadata"], body["user"]["id"]
     try:
-        command = parse_debate_form(view, protocols=debates.protocols)
-        await debates.check_reachable(channel)
+        command = parse_debate_form(view, protocols=surface.protocols)
+        await surface.starts.check_reachable(channel)
     except FormError as error:
         await ack(response_action="errors", errors=error.errors)
         return
@@ -435,38 +435,37 @@ async def on_debate_form(
         return
     await ack()
     try:
-        await debates.start_from_command(
+        await surface.starts.start_from_command(
             command=command,
             channel=channel,
             user=user,
             trigger_key=f"modal:{view['id']}",
             source=DebateSource.MODAL,
-            reachable=True,
         )
     except CommandError as error:
-        await debates.poster.ephemeral(channel=channel, user=user, text=f":warning: {_said(error)}")
+        await surface.poster.ephemeral(channel=channel, user=user, text=f":warning: {_said(error)}")
 
 
 async def on_config_form(
-    ack: AsyncAck, body: dict[str, Any], view: dict[str, Any], debates: SlackDebates
+    ack: AsyncAck, body: dict[str, Any], view: dict[str, Any], surface: Surface
 ) -> None:
     """The settings form: only admins and the channel's owners may save it."""
     channel, user = view["private_metadata"], body["user"]["id"]
     try:
-        values = parse_config_form(view, protocols=debates.protocols)
+        values = parse_config_form(view, protocols=surface.protocols)
     except FormError as error:
         await ack(response_action="errors", errors=error.errors)
         return
-    current = await debates.settings_of(channel)
-    if not await debates.directory.may_configure(user, current.owners):
+    current = await surface.channels.settings_of(channel)
+    if not await surface.directory.may_configure(user, current.owners):
         await ack(
             response_action="errors",
             errors={"protocol": "only workspace admins and this channel's owners can change these"},
         )
         return
     await ack()
-    await debates.configure(channel=channel, user=user, values=values)
-    await debates.poster.ephemeral(
+    await surface.channels.configure(channel=channel, user=user, values=values)
+    await surface.poster.ephemeral(
         channel=channel, user=user, text=":white_check_mark: Debate settings saved."
     )
 
@@ -479,7 +478,7 @@ async def on_review_button(
     body: dict[str, Any],
     action: dict[str, Any],
     client: AsyncWebClient,
-    debates: SlackDebates,
+    surface: Surface,
 ) -> None:
     """Approve or Reject opens the note form (once per click burst); Another round decides."""
     await ack()
@@ -488,19 +487,19 @@ async def on_review_button(
     thread_ts = (body.get("message") or {}).get("thread_ts")
     decision = REVIEW_DECISIONS[action["action_id"]]
     try:
-        await debates.authorize_review(escalation_id=escalation_id, user=user)
-        existing = await debates.existing_review(escalation_id)
+        await surface.reviews.authorize_review(escalation_id=escalation_id, user=user)
+        existing = await surface.reviews.existing_review(escalation_id)
         if existing is not None:
             raise NotAllowedError(
                 f"this was already decided ({existing.decision}) by"
                 f" {kit.mention(existing.reviewer)}; nothing was changed"
             )
         if decision is EscalationState.ANOTHER_ROUND:
-            await debates.decide(
+            await surface.reviews.decide(
                 escalation_id=escalation_id, user=user, decision=decision, note=None
             )
-        elif await debates.db(
-            lambda s: store.open_window(
+        elif await surface.db(
+            lambda s: dedupe.open_window(
                 s, key=f"note-form:{escalation_id}:{user}", window_s=NOTE_FORM_WINDOW_S
             )
         ):
@@ -509,30 +508,30 @@ async def on_review_button(
                 view=modals.review_note_modal(escalation_id=escalation_id, decision=decision),
             )
     except (CommandError, NotAllowedError) as error:
-        await debates.poster.ephemeral(
+        await surface.poster.ephemeral(
             channel=channel, user=user, text=f":no_entry: {_said(error)}", thread_ts=thread_ts
         )
 
 
 async def on_review_note(
-    ack: AsyncAck, body: dict[str, Any], view: dict[str, Any], debates: SlackDebates
+    ack: AsyncAck, body: dict[str, Any], view: dict[str, Any], surface: Surface
 ) -> None:
     """The note form's submission records the decision, once."""
     raw_id, _, decision = view["private_metadata"].partition(":")
     escalation_id, user = int(raw_id), body["user"]["id"]
     note = form_value(view, "note") or None
     try:
-        _, debate = await debates.authorize_review(escalation_id=escalation_id, user=user)
+        _, debate = await surface.reviews.authorize_review(escalation_id=escalation_id, user=user)
     except NotAllowedError as refusal:
         # Form errors are plain text, where a mention would show as raw `<@U…>`.
         await ack(response_action="errors", errors={"note": refusal.plain})
         return
     await ack()
-    review, created = await debates.decide(
+    review, created = await surface.reviews.decide(
         escalation_id=escalation_id, user=user, decision=decision, note=note
     )
     if not created and debate.channel_id:
-        await debates.poster.ephemeral(
+        await surface.poster.ephemeral(
             channel=debate.channel_id,
             user=user,
             thread_ts=debate.thread_ts,
@@ -542,7 +541,7 @@ async def on_review_note(
 
 
 async def on_feedback(
-    ack: AsyncAck, body: dict[str, Any], action: dict[str, Any], debates: SlackDebates
+    ack: AsyncAck, body: dict[str, Any], action: dict[str, Any], surface: Surface
 ) -> None:
     """A thumbs up or down on a verdict: stored once per person, a change of mind overwrites."""
     await ack()
@@ -551,16 +550,16 @@ async def on_feedback(
     message_ts = message.get("ts") or (body.get("container") or {}).get("message_ts")
     thread_ts = message.get("thread_ts")
     try:
-        debate_id, changed = await debates.record_feedback(
+        debate_id, changed = await surface.reviews.record_feedback(
             value=str(action.get("value", "")), user=user, channel=channel, message_ts=message_ts
         )
     except NotAllowedError as error:
-        await debates.poster.ephemeral(
+        await surface.poster.ephemeral(
             channel=channel, user=user, text=f":no_entry: {_said(error)}", thread_ts=thread_ts
         )
         return
     thanks = "Thanks, noted" if changed else "Already noted"
-    await debates.poster.ephemeral(
+    await surface.poster.ephemeral(
         channel=channel,
         user=user,
         thread_ts=thread_ts,
@@ -569,21 +568,21 @@ async def on_feedback(
 
 
 async def on_debate_anyway(
-    ack: AsyncAck, body: dict[str, Any], action: dict[str, Any], debates: SlackDebates
+    ack: AsyncAck, body: dict[str, Any], action: dict[str, Any], surface: Surface
 ) -> None:
     """*Debate anyway* under a triage's single answer: exactly one debate, however many clicks."""
     await ack()
     user, channel = body["user"]["id"], body["channel"]["id"]
     thread_ts = (body.get("message") or {}).get("thread_ts")
     try:
-        started = await debates.debate_anyway(debate_id=int(action["value"]), user=user)
+        started = await surface.reviews.debate_anyway(debate_id=int(action["value"]), user=user)
     except CommandError as error:
-        await debates.poster.ephemeral(
+        await surface.poster.ephemeral(
             channel=channel, user=user, text=f":warning: {_said(error)}", thread_ts=thread_ts
         )
         return
     if not started.created:
-        await debates.poster.ephemeral(
+        await surface.poster.ephemeral(
             channel=channel,
             user=user,
             thread_ts=thread_ts,
@@ -594,7 +593,7 @@ async def on_debate_anyway(
 # --- triggers ------------------------------------------------------------------------------------
 
 
-async def on_message(event: dict[str, Any], body: dict[str, Any], debates: SlackDebates) -> None:
+async def on_message(event: dict[str, Any], body: dict[str, Any], surface: Surface) -> None:
     """A top-level post in a channel that watches for ADRs: its text, or a file it shares."""
     if event.get("subtype") not in (None, "file_share") or event.get("bot_id"):
         return
@@ -605,42 +604,44 @@ async def on_message(event: dict[str, Any], body: dict[str, Any], debates: Slack
     files = [f for f in event.get("files") or [] if isinstance(f, dict)]
     try:
         if files:
-            await debates.start_from_upload(
+            await surface.starts.start_from_upload(
                 channel=channel, ts=ts, user=event.get("user"), text=text, files=files
             )
         else:
-            await debates.start_from_adr(channel=channel, ts=ts, user=event.get("user"), text=text)
+            await surface.starts.start_from_adr(
+                channel=channel, ts=ts, user=event.get("user"), text=text
+            )
     except CommandError as error:
         await _tell_thread(
-            debates,
+            surface,
             channel,
             ts,
             f":warning: This looks like an ADR, but I cannot debate it: {_said(error)}",
         )
-    await handled(debates, body)
+    await handled(surface, body)
 
 
-async def on_reaction(event: dict[str, Any], body: dict[str, Any], debates: SlackDebates) -> None:
+async def on_reaction(event: dict[str, Any], body: dict[str, Any], surface: Surface) -> None:
     """The channel's review reaction debates the thread of the message it was put on."""
     item = event.get("item") or {}
     if item.get("type") != "message":
         return
     channel, ts = item["channel"], item["ts"]
     try:
-        await debates.start_from_reaction(
+        await surface.starts.start_from_reaction(
             channel=channel, ts=ts, user=event["user"], reaction=event["reaction"]
         )
     except CommandError as error:
         await _tell_thread(
-            debates, channel, ts, f":warning: I cannot debate this thread: {_said(error)}"
+            surface, channel, ts, f":warning: I cannot debate this thread: {_said(error)}"
         )
     except SlackApiError as error:
-        await _tell_thread(debates, channel, ts, _unreadable_thread(error, channel, ts))
-    await handled(debates, body)
+        await _tell_thread(surface, channel, ts, _unreadable_thread(error, channel, ts))
+    await handled(surface, body)
 
 
 async def on_shortcut(
-    ack: AsyncAck, shortcut: dict[str, Any], respond: AsyncRespond, debates: SlackDebates
+    ack: AsyncAck, shortcut: dict[str, Any], respond: AsyncRespond, surface: Surface
 ) -> None:
     """The message shortcut debates the thread; answers go through response_url, which works
     where the bot is not a member."""
@@ -648,7 +649,7 @@ async def on_shortcut(
     channel, ts = shortcut["channel"]["id"], shortcut["message"]["ts"]
     user = shortcut["user"]["id"]
     try:
-        await debates.start_from_thread(
+        await surface.starts.start_from_thread(
             channel=channel, ts=ts, user=user, source=DebateSource.SHORTCUT
         )
     except CommandError as error:
@@ -657,9 +658,9 @@ async def on_shortcut(
         await respond(response_type="ephemeral", text=_unreadable_thread(error, channel, ts))
 
 
-async def on_home(event: dict[str, Any], client: AsyncWebClient, debates: SlackDebates) -> None:
+async def on_home(event: dict[str, Any], client: AsyncWebClient, surface: Surface) -> None:
     """App Home: reviews waiting, recent debates with their feedback, spend."""
     if event.get("tab", "home") != "home":
         return
-    view = await debates.home(user=event["user"])
+    view = await surface.home.view(user=event["user"])
     await client.views_publish(user_id=event["user"], view=view)

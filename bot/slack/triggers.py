@@ -17,7 +17,13 @@ MAX_THREAD_MESSAGES = 1000
 
 
 def adr_question(text: str) -> str:
-    return f"Should the team accept this architecture decision record: {adr_title(text)}?"
+    """The question an ADR's text is debated under."""
+    return titled_adr_question(adr_title(text))
+
+
+def titled_adr_question(title: str) -> str:
+    """The question an ADR titled `title` is debated under (a linked or uploaded one)."""
+    return f"Should the team accept this architecture decision record: {title}?"
 
 
 def thread_question(messages: Sequence[dict[str, Any]]) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import ValidationError
 from sqlmodel import Session
 
-from bot.store import repository
+from bot.store import endings, queue, reviews, turns
 from bot.store.audit import KEY_DEPENDENT_KINDS, PRE_SEAL_VERSION, ChainReport, audit
 from bot.store.results import StoredResult
 from bot.store.tables import Debate, Turn, VerdictRecord
@@ -20,12 +20,12 @@ def export_record(session: Session, *, debate_id: int, key: bytes | None = None)
     """The debate's job record, its result (transcript from the turn rows), reviews, and the
     audit chain whole: the turn rows with their hashes, the verdict row and its seal, so the
     file can be verified offline (`debatebot audit verify-export`)."""
-    debate = repository.get_debate(session, debate_id=debate_id)
-    verdict = repository.verdict_for(session, debate_id=debate_id)
-    rows = repository.turn_rows(session, debate_id=debate_id)
-    escalation = repository.escalation_for(session, debate_id=debate_id)
+    debate = queue.get_debate(session, debate_id=debate_id)
+    verdict = endings.verdict_for(session, debate_id=debate_id)
+    rows = turns.turn_rows(session, debate_id=debate_id)
+    escalation = reviews.escalation_for(session, debate_id=debate_id)
     chain = audit(debate, rows, verdict, key=key)
-    transcript = [repository.turn_record(row) for row in rows]
+    transcript = [turns.turn_record(row) for row in rows]
     return {
         "debate": debate.model_dump(mode="json", exclude={"spec_json"}),
         "spec": json.loads(debate.spec_json),
@@ -34,7 +34,7 @@ def export_record(session: Session, *, debate_id: int, key: bytes | None = None)
         "escalation": escalation.model_dump(mode="json") if escalation else None,
         "reviews": [
             review.model_dump(mode="json")
-            for review in repository.reviews_for(session, debate_id=debate_id)
+            for review in reviews.reviews_for(session, debate_id=debate_id)
         ],
         "audit": {
             "chain_ok": chain.ok,
@@ -114,7 +114,7 @@ def _edited(
     report: ChainReport,
 ) -> str | None:
     """Which human-readable part of a verified export differs from its sealed rows, if any."""
-    transcript = [repository.turn_record(row) for row in rows]
+    transcript = [turns.turn_record(row) for row in rows]
     spec = record["spec"]
     if not isinstance(spec, dict) or spec.get("question") != debate.question:
         return "debate.question differs from the question in the spec"

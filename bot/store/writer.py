@@ -1,6 +1,6 @@
-"""Group commit: the store writes the worker's hot path makes (turns, endings) go in batches,
-everything that arrives while one batch is being written going into the next, one transaction
-for each batch.
+"""Group commit: the store writes the worker's hot path makes (turns here, endings in
+`bot.jobs.closing`) go in batches, everything that arrives while one batch is being written
+going into the next, one transaction for each batch.
 
 Each caller still waits until its own write is committed (a turn is stored before the debate's
 next model call, an ending before the run reports it), so durability is what it was. What
@@ -18,9 +18,9 @@ from typing import Generic, TypeVar
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from bot.store import repository
+from bot.store import turns
 from bot.store.db import in_session
-from bot.store.repository import ChainHead, Finish, Sealed, TurnWrite
+from bot.store.turns import ChainHead, TurnWrite
 
 W = TypeVar("W")
 R = TypeVar("R")
@@ -76,11 +76,7 @@ class GroupWriter(Generic[W, R]):
 
 
 def _append(session: Session, writes: Sequence[TurnWrite]) -> Sequence[ChainHead | Exception]:
-    return repository.append_turns(session, writes=writes)
-
-
-def _finish(session: Session, writes: Sequence[Finish]) -> Sequence[Sealed | Exception]:
-    return repository.finish_debates(session, finishes=writes)
+    return turns.append_turns(session, writes=writes)
 
 
 class TurnWriter(GroupWriter[TurnWrite, ChainHead]):
@@ -93,15 +89,3 @@ class TurnWriter(GroupWriter[TurnWrite, ChainHead]):
         """Store the turn; returns the debate's new head. Raises LeaseLostError,
         StoreRefusedError or DatabaseUnavailableError as a single write would."""
         return await self.submit(write)
-
-
-class FinishWriter(GroupWriter[Finish, Sealed]):
-    """Records endings (verdict, seal, escalation, owed messages) of any number of debates."""
-
-    def __init__(self, engine: Engine) -> None:
-        super().__init__(engine, _finish)
-
-    async def finish(self, finish: Finish) -> Sealed:
-        """Record the ending; returns its seal. Raises LeaseLostError when the run no longer
-        holds the debate."""
-        return await self.submit(finish)

@@ -16,10 +16,11 @@ import uvicorn
 from sqlalchemy import Engine
 from sqlmodel import col, select
 
-from bot.app import BotRuntime, DebateServices, build_bot, build_services
+from bot.runtime import BotRuntime
 from bot.settings import Settings
 from bot.store.db import make_engine, session_scope, upgrade
 from bot.store.tables import Debate, Outbox
+from bot.wiring import DebateServices, build_bot, build_services
 from engine.providers.fake import FunctionLLM, SchemaFillingLLM
 from tests.e2e.driver import SlackDriver
 from tests.e2e.slack_emulator import SlackEmulator

@@ -19,9 +19,9 @@ from urllib.parse import urlencode
 import pytest
 from sqlmodel import select
 
-from bot.app import serve
 from bot.messages import action_ids
-from bot.store import slack as store
+from bot.serving import serve
+from bot.store import channels
 from bot.store.db import make_engine, session_scope
 from bot.store.tables import ChannelSettings, Debate, Review
 from tests.e2e.conftest import ADMIN, CHANNEL, REVIEWER, BotFactory
@@ -232,7 +232,7 @@ async def test_the_settings_form_with_a_lone_surrogate_is_saved_or_refused_by_fi
 
     def settings() -> ChannelSettings | None:
         with session_scope(bot.engine) as session:
-            row = store.channel_settings(session, channel_id=CHANNEL)
+            row = channels.channel_settings(session, channel_id=CHANNEL)
             return row if row.updated_by else None
 
     row = await bot.wait_for(settings, "the saved settings")

@@ -5,8 +5,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from bot.store import repository
+from bot.store import endings, turns, verify
 from bot.store.db import session_scope
+from engine.models import DebateSpec
 from tests.e2e.conftest import CHANNEL, BotFactory
 from tests.helpers import DebateScript, reply_for
 
@@ -66,9 +67,9 @@ async def test_debate_command_runs_to_a_verdict_with_each_round_in_the_thread(
     assert "confidence" in statuses[-1]
     assert debate.id is not None
     with session_scope(bot.engine) as session:
-        assert len(repository.turn_rows(session, debate_id=debate.id)) == 9
-        assert repository.verify_chain(session, debate_id=debate.id).ok
-        verdict = repository.verdict_for(session, debate_id=debate.id)
+        assert len(turns.turn_rows(session, debate_id=debate.id)) == 9
+        assert verify.verify_chain(session, debate_id=debate.id).ok
+        verdict = endings.verdict_for(session, debate_id=debate.id)
         assert verdict is not None
         assert verdict.decision == "accept"
 
@@ -162,8 +163,10 @@ async def test_a_40000_character_question_is_debated_whole_and_posted_in_parts(
     assert reply.status == 200
     [debate] = await bot.finished()
     assert debate.error is None
-    spec = debate.spec_json
-    assert '"title":"The question as asked (full text)"' in spec
+    # Stored as written: whole, in the debate row and in its spec, with no document split off.
+    assert debate.question == question
+    spec = DebateSpec.model_validate_json(debate.spec_json)
+    assert (spec.question, spec.context) == (question, [])
     parent = bot.emulator.posted(CHANNEL)[0]
     assert "the full text is in the thread" in parent["blocks"][0]["text"]["text"]
     parts = [

@@ -19,8 +19,7 @@ import random
 import pytest
 from sqlmodel import select
 
-from bot.store import repository
-from bot.store import slack as slack_store
+from bot.store import channels, endings, reviews
 from bot.store.db import session_scope
 from bot.store.tables import Outbox
 from engine.providers.fake import CANNED_DEBATE_REPLIES, SchemaFillingLLM
@@ -68,7 +67,7 @@ async def test_owed_messages_survive_any_transient_fault_schedule(
     bot.llm.delay_s = 0.05
     with session_scope(bot.engine) as session:
         for channel in CHANNELS:
-            slack_store.save_channel_settings(
+            channels.save_channel_settings(
                 session, channel_id=channel, updated_by=ADMIN, values={"reviewers": [REVIEWER]}
             )
     faults = asyncio.create_task(inject(bot, rng))
@@ -85,8 +84,8 @@ async def test_owed_messages_survive_any_transient_fault_schedule(
     ids = [d.id for d in debates if d.id is not None]
     with session_scope(bot.engine) as session:
         rows = list(session.exec(select(Outbox)))
-        escalations = {i: repository.escalation_for(session, debate_id=i) for i in ids}
-        verdicts = {i: repository.verdict_for(session, debate_id=i) for i in ids}
+        escalations = {i: reviews.escalation_for(session, debate_id=i) for i in ids}
+        verdicts = {i: endings.verdict_for(session, debate_id=i) for i in ids}
     assert {r.state for r in rows} <= {"sent"}, [(r.key, r.state, r.last_error) for r in rows]
     for debate in debates:
         assert debate.id is not None

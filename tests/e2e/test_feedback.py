@@ -10,7 +10,7 @@ import pytest
 from sqlmodel import select
 
 from bot.slack import listeners
-from bot.store import slack as store
+from bot.store import overview, reviews
 from bot.store.db import session_scope
 from bot.store.errors import DatabaseUnavailableError
 from bot.store.tables import Feedback
@@ -59,7 +59,7 @@ async def test_each_person_has_one_row_and_a_change_of_mind_overwrites_it(
         "alice's change of mind and bob's vote",
     )
     with session_scope(bot.engine) as session:
-        [stats] = store.protocol_stats(session)
+        [stats] = overview.protocol_stats(session)
     assert (stats.protocol, stats.positive, stats.negative) == ("adversarial", 1, 1)
 
     bot.emulator.user_channels["UALICE"] = [CHANNEL]
@@ -109,7 +109,7 @@ async def test_a_click_while_the_store_is_down_is_told_so(
     def down(*_: Any, **__: Any) -> None:
         raise DatabaseUnavailableError("the database is unavailable")
 
-    monkeypatch.setattr(store, "record_feedback", down)
+    monkeypatch.setattr(reviews, "record_feedback", down)
     reply = await bot.driver.feedback(verdict, True, user="UALICE")
     assert reply.status == 200
     # The click's response_url carries the answer, as for a command.

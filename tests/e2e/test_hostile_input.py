@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 import pytest
 
 from bot.messages import action_ids
-from bot.store import slack as slack_store
+from bot.store import channels, dedupe
 from bot.store.db import session_scope
 from tests.e2e.conftest import ADMIN, CHANNEL, BotFactory
 
@@ -122,7 +122,7 @@ async def test_signed_but_malformed_events_get_a_400_and_stay_unhandled(
     assert reason in reply.body
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
     with session_scope(bot.engine) as session:
-        assert not slack_store.was_processed(session, key="event:EvBroken")
+        assert not dedupe.was_processed(session, key="event:EvBroken")
 
 
 async def test_control_characters_are_cleaned_and_invisible_questions_refused(
@@ -145,11 +145,11 @@ async def test_an_event_whose_handler_failed_is_handled_when_slack_retries_it(
 ) -> None:
     bot = await start_bot()
     with session_scope(bot.engine) as session:
-        slack_store.save_channel_settings(
+        channels.save_channel_settings(
             session, channel_id=CHANNEL, updated_by=ADMIN, values={"adr_watch": True}
         )
-    debates = bot.runtime.debates
-    real = debates.start_from_adr
+    starts = bot.runtime.surface.starts
+    real = starts.start_from_adr
     failures: list[dict[str, Any]] = []
 
     async def fails_once(**kwargs: Any) -> Any:
@@ -158,7 +158,7 @@ async def test_an_event_whose_handler_failed_is_handled_when_slack_retries_it(
             raise RuntimeError("the database connection dropped mid-request")
         return await real(**kwargs)
 
-    monkeypatch.setattr(debates, "start_from_adr", fails_once)
+    monkeypatch.setattr(starts, "start_from_adr", fails_once)
     adr = "ADR-042: Cache prices\nContext\nDecision\nConsequences"
     ts = bot.emulator.seed_message(CHANNEL, adr)
     event = {"type": "message", "channel": CHANNEL, "user": "UALICE", "ts": ts, "text": adr}
@@ -170,7 +170,7 @@ async def test_an_event_whose_handler_failed_is_handled_when_slack_retries_it(
     [debate] = await bot.finished()
     assert debate.source == "adr"
     with session_scope(bot.engine) as session:
-        assert slack_store.was_processed(session, key="event:EvRetry")
+        assert dedupe.was_processed(session, key="event:EvRetry")
     again = await bot.driver.event(event, event_id="EvRetry", retry_num=2)
     assert again.status == 200
     assert len(bot.debates()) == 1
@@ -184,7 +184,7 @@ async def test_an_adversarial_adr_post_or_assistant_message_does_not_stall_the_b
     in an ADR channel and in the assistant pane: the bot keeps answering."""
     bot = await start_bot()
     with session_scope(bot.engine) as session:
-        slack_store.save_channel_settings(
+        channels.save_channel_settings(
             session, channel_id=CHANNEL, updated_by=ADMIN, values={"adr_watch": True}
         )
     hostile = ("in the context of a facing b we decided c to achieve d " * 800)[:40_000]

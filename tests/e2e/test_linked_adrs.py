@@ -15,7 +15,7 @@ import pytest
 from bot.hosts import HostClients, HostConfig, LinkError, fetch, parse_link, upsert_comment
 from bot.jobs.pr_comments import PullRequestComments
 from bot.messages import action_ids
-from bot.store import slack as store
+from bot.store import channels
 from bot.store.db import session_scope
 from engine.models import utcnow
 from tests.e2e.conftest import ADMIN, CHANNEL, REVIEWER, Bot, BotFactory
@@ -68,7 +68,7 @@ async def linked_bot(
     }
     bot = await start_bot(**(hosts | overrides))
     with session_scope(bot.engine) as session:
-        store.save_channel_settings(
+        channels.save_channel_settings(
             session,
             channel_id=CHANNEL,
             updated_by=ADMIN,
@@ -156,7 +156,9 @@ async def test_the_verdict_is_commented_once_and_updated_by_the_review(
     assert "Waiting for a human review in Slack." in comment["body"]
 
     # A retried ending or a resumed run syncs again: still one comment, on both hosts.
-    follower = PullRequestComments(bot.engine, bot.runtime.debates.hosts)  # type: ignore[arg-type]
+    clients = bot.runtime.surface.starts.hosts
+    assert clients is not None
+    follower = PullRequestComments(bot.engine, clients)
     assert await follower.sync(first.id or 0) == str(comment["id"])
     await follower.sync(second.id or 0)
     assert len(comments(github, "acme/orders")) == 1

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from bot.app import build_services, build_worker
 from bot.settings import Settings
-from bot.store import repository
+from bot.store import endings, turns
 from bot.store.db import session_scope
 from bot.store.tables import Debate
+from bot.wiring import build_services, build_worker
 from engine.models import DebateResult, utcnow
 from engine.providers.fake import CANNED_DEBATE_REPLIES, SchemaFillingLLM
 from tests.e2e.conftest import CHANNEL, Bot, BotFactory
@@ -52,11 +52,11 @@ def fake(delay_s: float = 0.02) -> SchemaFillingLLM:
 def result_of(bot: Bot, debate_id: int = 1) -> DebateResult:
     """The stored outcome, with its turns (stored apart from the verdict)."""
     with session_scope(bot.engine) as session:
-        record = repository.verdict_for(session, debate_id=debate_id)
+        record = endings.verdict_for(session, debate_id=debate_id)
         assert record is not None
         result = DebateResult.model_validate_json(record.result_json)
-        turns = repository.stored_turns(session, debate_id=debate_id)
-    return result.model_copy(update={"transcript": turns})
+        stored = turns.stored_turns(session, debate_id=debate_id)
+    return result.model_copy(update={"transcript": stored})
 
 
 def expected_titles(result: DebateResult) -> list[str]:
@@ -174,7 +174,7 @@ async def test_a_worker_that_dies_mid_debate_posts_no_round_twice(
 
     def turns_stored() -> int:
         with session_scope(bot.engine) as session:
-            return len(repository.turn_rows(session, debate_id=1))
+            return len(turns.turn_rows(session, debate_id=1))
 
     # Two turns in: stances and structured have finished their first round, the others are
     # inside one; the next turn takes 0.3 s, so the worker dies mid-debate.

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-from bot.app import build_services, build_worker
 from bot.settings import Settings
-from bot.store import repository
+from bot.store import turns
 from bot.store.db import session_scope
 from bot.store.tables import Debate
+from bot.wiring import build_services, build_worker
 from engine.models import utcnow
 from tests.e2e.conftest import CHANNEL, BotFactory
 from tests.helpers import DebateScript, reply_for
@@ -39,7 +39,7 @@ async def test_a_resumed_debate_posts_each_message_once(start_bot: BotFactory) -
         row.lease_expires_at = utcnow() - timedelta(seconds=1)
         session.add(row)
         session.commit()
-        stored = len(repository.turn_rows(session, debate_id=1))
+        stored = len(turns.turn_rows(session, debate_id=1))
     assert 5 <= stored < 9
     calls_before = len(bot.llm.calls)
 

@@ -16,7 +16,7 @@ from typing import Any
 from sqlmodel import select
 
 from bot.messages import action_ids, modals
-from bot.store import slack as store
+from bot.store import channels
 from bot.store.db import session_scope
 from bot.store.tables import Review
 from tests.e2e.conftest import ADMIN, CHANNEL, REVIEWER, Bot, BotFactory
@@ -29,7 +29,7 @@ NOTE = {"note": {"type": "plain_text_input", "value": "checked"}}
 
 def configure(bot: Bot, channel: str, reviewers: list[str]) -> None:
     with session_scope(bot.engine) as session:
-        store.save_channel_settings(
+        channels.save_channel_settings(
             session, channel_id=channel, updated_by=ADMIN, values={"reviewers": reviewers}
         )
 

@@ -9,8 +9,7 @@ from typing import Any
 from sqlmodel import select
 
 from bot.messages import action_ids
-from bot.store import repository
-from bot.store import slack as store
+from bot.store import channels, reviews, turns, verify
 from bot.store.db import session_scope
 from bot.store.tables import ChannelSettings, Review
 from engine.errors import LLMError
@@ -38,7 +37,7 @@ async def escalated(bot: Bot) -> dict[str, Any]:
     return copy.deepcopy(message)
 
 
-def reviews(bot: Bot) -> list[Review]:
+def reviews_of(bot: Bot) -> list[Review]:
     with session_scope(bot.engine) as session:
         return list(session.exec(select(Review)))
 
@@ -66,7 +65,7 @@ async def test_low_confidence_is_escalated_and_only_a_reviewer_can_approve_once(
     refusal = bot.emulator.ephemeral[-1]
     assert refusal["user"] == "UMALLORY"
     assert "Only the reviewers of debate #1's channel" in refusal["text"]
-    assert reviews(bot) == []
+    assert reviews_of(bot) == []
     assert bot.emulator.views == []
 
     # The reviewer clicks Approve, which asks for a note, and submits it.
@@ -75,8 +74,8 @@ async def test_low_confidence_is_escalated_and_only_a_reviewer_can_approve_once(
     assert view["callback_id"] == action_ids.VIEW_REVIEW_NOTE
     submitted = await bot.driver.submit(view, NOTE, user=REVIEWER)
     assert submitted.status == 200
-    await bot.wait_for(lambda: reviews(bot), "the stored review")
-    [review] = reviews(bot)
+    await bot.wait_for(lambda: reviews_of(bot), "the stored review")
+    [review] = reviews_of(bot)
     assert (review.reviewer, review.decision, review.note) == (
         REVIEWER,
         "approved",
@@ -106,10 +105,10 @@ async def test_low_confidence_is_escalated_and_only_a_reviewer_can_approve_once(
         view, {"note": {"type": "plain_text_input", "value": "again"}}, user=REVIEWER
     )
     await bot.wait_for(lambda: len(bot.emulator.ephemeral) > refusals + 1, "the third refusal")
-    assert len(reviews(bot)) == 1
-    assert reviews(bot)[0].note == "Fallback owner agreed offline."
+    assert len(reviews_of(bot)) == 1
+    assert reviews_of(bot)[0].note == "Fallback owner agreed offline."
     with session_scope(bot.engine) as session:
-        escalation = store.get_escalation(session, escalation_id=1)
+        escalation = reviews.get_escalation(session, escalation_id=1)
         assert escalation is not None
         assert escalation.state == "approved"
 
@@ -133,8 +132,8 @@ async def test_a_member_of_the_reviewer_group_can_reject(start_bot: BotFactory) 
     view = await bot.wait_for(lambda: bot.emulator.views and bot.emulator.views[-1], "note modal")
     await bot.driver.submit(view, NOTE, user="UCAROL")
 
-    await bot.wait_for(lambda: reviews(bot), "the stored review")
-    assert reviews(bot)[0].decision == "rejected"
+    await bot.wait_for(lambda: reviews_of(bot), "the stored review")
+    assert reviews_of(bot)[0].decision == "rejected"
 
 
 async def test_another_round_continues_the_debate_without_repeating_round_one(
@@ -172,9 +171,9 @@ async def test_another_round_continues_the_debate_without_repeating_round_one(
     assert any("Round 2 requested" in t for t in thread)
     assert second.id is not None
     with session_scope(bot.engine) as session:
-        assert repository.verify_chain(session, debate_id=second.id).ok
-        assert len(repository.turn_rows(session, debate_id=second.id)) == 9
-    assert reviews(bot)[0].decision == "another_round"
+        assert verify.verify_chain(session, debate_id=second.id).ok
+        assert len(turns.turn_rows(session, debate_id=second.id)) == 9
+    assert reviews_of(bot)[0].decision == "another_round"
 
 
 async def test_channel_settings_need_an_owner_or_admin(start_bot: BotFactory) -> None:
@@ -190,7 +189,7 @@ async def test_channel_settings_need_an_owner_or_admin(start_bot: BotFactory) ->
     await bot.wait_for(lambda: len(bot.emulator.responses) == 3, "the second confirmation")
     assert "Saved" in bot.emulator.responses[-1]["text"]
     with session_scope(bot.engine) as session:
-        settings = store.channel_settings(session, channel_id=CHANNEL)
+        settings = channels.channel_settings(session, channel_id=CHANNEL)
     assert settings.threshold == 0.8
     assert settings.owners == ["UALICE"]
     assert settings.updated_by == "UALICE"
@@ -236,7 +235,7 @@ async def test_config_modal_saves_every_setting(start_bot: BotFactory) -> None:
 
     def saved() -> ChannelSettings | None:
         with session_scope(bot.engine) as session:
-            row = store.channel_settings(session, channel_id=CHANNEL)
+            row = channels.channel_settings(session, channel_id=CHANNEL)
             return row if row.updated_by else None
 
     settings = await bot.wait_for(saved, "the saved settings")

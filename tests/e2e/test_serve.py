@@ -12,7 +12,7 @@ from pathlib import Path
 import aiohttp
 from pydantic import SecretStr
 
-from bot.app import transport
+from bot.serving import transport
 from bot.settings import Settings
 from bot.store.db import upgrade
 from tests.e2e.conftest import BOT_TOKEN, CHANNEL, SIGNING_SECRET

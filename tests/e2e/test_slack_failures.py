@@ -13,13 +13,12 @@ import pytest
 from pydantic import SecretStr
 from sqlmodel import select
 
-from bot.app import build_delivery
-from bot.messages import action_ids
+from bot.messages import action_ids, owed
 from bot.settings import Settings
-from bot.store import outbox, repository
-from bot.store import slack as slack_store
+from bot.store import channels, endings, outbox, reviews
 from bot.store.db import session_scope
 from bot.store.tables import Escalation, Outbox
+from bot.wiring import build_delivery
 from engine.models import DebateResult
 from tests.e2e.conftest import ADMIN, BOT_TOKEN, CHANNEL, REVIEWER, Bot, BotFactory
 from tests.e2e.slack_emulator import MAX_BLOCK_TEXT, Fault, block_chars
@@ -30,14 +29,14 @@ THREAD_TEXTS = ["Round 1 of 1", "Verdict: revise (0.58)", "Review needed for deb
 
 def with_reviewer(bot: Bot) -> None:
     with session_scope(bot.engine) as session:
-        slack_store.save_channel_settings(
+        channels.save_channel_settings(
             session, channel_id=CHANNEL, updated_by=ADMIN, values={"reviewers": [REVIEWER]}
         )
 
 
 def escalation_of(bot: Bot, debate_id: int) -> Escalation | None:
     with session_scope(bot.engine) as session:
-        return repository.escalation_for(session, debate_id=debate_id)
+        return reviews.escalation_for(session, debate_id=debate_id)
 
 
 def review_row(bot: Bot, debate_id: int) -> Outbox:
@@ -339,21 +338,20 @@ async def test_a_double_click_opens_one_note_form_and_form_errors_show_no_raw_me
 
 async def test_another_round_is_offered_only_where_it_can_run(start_bot: BotFactory) -> None:
     bot = await start_bot()
-    notifier = bot.runtime.notifier
     with_reviewer(bot)
     await bot.driver.command("Should we adopt ADR-042?")
     [debate] = await bot.finished()
     with session_scope(bot.engine) as session:
         escalation = session.exec(select(Escalation)).one()
         assert debate.id is not None
-        record = repository.verdict_for(session, debate_id=debate.id)
+        record = endings.verdict_for(session, debate_id=debate.id)
     assert record is not None
     result = DebateResult.model_validate_json(record.result_json)
-    adversarial = notifier.closing(debate, result, escalation)[-1]
+    adversarial = owed.closing(debate, result, escalation)[-1]
     stances = result.model_copy(
         update={"spec": result.spec.model_copy(update={"protocol": "stances"})}
     )
-    other = notifier.closing(debate, stances, escalation)[-1]
+    other = owed.closing(debate, stances, escalation)[-1]
 
     def buttons(draft: outbox.Draft) -> list[str]:
         return [e["action_id"] for e in draft.blocks[-1]["elements"]]

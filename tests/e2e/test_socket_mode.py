@@ -19,7 +19,7 @@ import pytest
 from pydantic import SecretStr
 from sqlmodel import select
 
-from bot.app import serve
+from bot.serving import serve
 from bot.settings import Settings, SettingsError
 from bot.store.db import make_engine, session_scope, upgrade
 from bot.store.tables import Debate

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import event
 
 from bot.slack import listeners
-from bot.store import slack as slack_store
+from bot.store import channels
 from bot.store.errors import DatabaseUnavailableError
 from bot.store.tables import ChannelSettings
 from tests.e2e.conftest import ADMIN, CHANNEL, BotFactory
@@ -23,14 +23,14 @@ from tests.e2e.test_triggers import ADR_TEXT, message_event
 def store_down(monkeypatch: pytest.MonkeyPatch) -> dict[str, bool]:
     """Channel settings (read by every entry point) fail while `down["now"]` is true."""
     down = {"now": False}
-    real = slack_store.channel_settings
+    real = channels.channel_settings
 
     def settings(session: Any, *, channel_id: str) -> ChannelSettings:
         if down["now"]:
             raise DatabaseUnavailableError("the database at sqlite:///… is unavailable")
         return real(session, channel_id=channel_id)
 
-    monkeypatch.setattr(slack_store, "channel_settings", settings)
+    monkeypatch.setattr(channels, "channel_settings", settings)
     return down
 
 
@@ -38,8 +38,8 @@ async def test_every_entry_point_says_the_store_is_down(
     start_bot: BotFactory, store_down: dict[str, bool]
 ) -> None:
     bot = await start_bot()
-    await bot.runtime.debates.db(
-        lambda s: slack_store.save_channel_settings(
+    await bot.runtime.surface.db(
+        lambda s: channels.save_channel_settings(
             s, channel_id=CHANNEL, updated_by=ADMIN, values={"adr_watch": True}
         )
     )

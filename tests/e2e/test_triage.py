@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from bot.messages import action_ids
-from bot.store import slack as store
+from bot.store import channels
 from bot.store.db import session_scope
 from engine.errors import LLMError
 from engine.llm import LLMRequest
@@ -47,7 +47,7 @@ def triaging(downside: float) -> FunctionLLM:
 async def watching_with_triage(start_bot: BotFactory, downside: float) -> tuple[Bot, str]:
     bot = await start_bot(llm=triaging(downside))
     with session_scope(bot.engine) as session:
-        store.save_channel_settings(
+        channels.save_channel_settings(
             session,
             channel_id=CHANNEL,
             updated_by=ADMIN,
@@ -113,7 +113,7 @@ async def test_a_high_downside_adr_is_debated_with_the_reason_recorded(
 async def test_triage_off_debates_without_asking(start_bot: BotFactory) -> None:
     bot = await start_bot(llm=triaging(0.1))
     with session_scope(bot.engine) as session:
-        store.save_channel_settings(
+        channels.save_channel_settings(
             session, channel_id=CHANNEL, updated_by=ADMIN, values={"adr_watch": True}
         )
     ts = bot.emulator.seed_message(CHANNEL, ADR_TEXT)
@@ -134,7 +134,7 @@ async def test_a_triage_model_that_fails_means_a_debate(start_bot: BotFactory) -
 
     bot = await start_bot(llm=FunctionLLM(reply))
     with session_scope(bot.engine) as session:
-        store.save_channel_settings(
+        channels.save_channel_settings(
             session,
             channel_id=CHANNEL,
             updated_by=ADMIN,

@@ -9,7 +9,7 @@ import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slackweb.files import UploadRefusedError, read_upload
-from bot.store import slack as store
+from bot.store import channels
 from bot.store.db import session_scope
 from engine.llm import LLMRequest
 from engine.protocols.base import MATERIAL_CLOSE, MATERIAL_OPEN
@@ -31,7 +31,7 @@ If Redis is unreachable, pricing-service returns HTTP 503."""
 
 def watch_adrs(bot: Bot) -> None:
     with session_scope(bot.engine) as session:
-        store.save_channel_settings(
+        channels.save_channel_settings(
             session, channel_id=CHANNEL, updated_by=ADMIN, values={"adr_watch": True}
         )
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +18,8 @@ import anthropic
 import pytest
 from pydantic import SecretStr
 
-from bot.app import DebateServices, build_services
 from bot.settings import RoleModel, Settings
+from bot.wiring import DebateServices, build_services
 from engine.catalog import Catalog
 from engine.errors import LLMError
 from engine.llm import LLMRequest, Message, output_schema
@@ -92,14 +92,14 @@ async def debate(
     services: DebateServices,
     protocol: str = "adversarial",
     model: str | None = None,
-    context: list[ContextDocument] | None = None,
+    context: Sequence[ContextDocument] = (),
 ) -> DebateResult:
     stances: dict[str, Any] = (
         {"stances_for": ["adopt it now"], "stances_against": ["wait a quarter"]}
         if protocol == "stances"
         else {}
     )
-    spec = services.new_spec(
+    spec = services.policy.spec(
         "Should we move our nightly batch jobs from cron to Kubernetes CronJobs?",
         protocol=protocol,
         model=model,
@@ -348,7 +348,7 @@ async def test_an_effort_the_model_does_not_take_is_refused_before_any_request(
 ) -> None:
     roles = {"critic": RoleModel(model="claude-haiku-4-5", effort="xhigh")}
     services = build_services(settings(standin, roles=roles))
-    spec = services.new_spec("Adopt ADR-7?")
+    spec = services.policy.spec("Adopt ADR-7?")
     try:
         with pytest.raises(LLMError) as refused:
             services.registry.check({p.role.value: p.model for p in spec.participants})

@@ -20,7 +20,7 @@ from sqlmodel import Session, select
 
 from bot.cli import main
 from bot.jobs.worker import DebateWorker, WorkerConfig
-from bot.store import audit, repository
+from bot.store import audit, endings, queue, turns, verify
 from bot.store.audit import GENESIS_HASH, head_of, turn_digest
 from bot.store.db import alembic_config, upgrade
 from bot.store.export import export_record, verify_export
@@ -40,16 +40,18 @@ async def finished(store: Engine, key: bytes | None = KEY, trigger: str = "a") -
     """A debate run to its end by a worker with `key`, asked in a Slack channel with a link,
     so every column its seal covers holds something."""
     with Session(store) as session:
-        debate, _ = repository.enqueue_debate(
+        debate, _ = queue.enqueue_debate(
             session,
-            trigger_key=trigger,
-            spec=SPEC,
-            source=DebateSource.COMMAND,
-            channel_id="C1",
-            thread_ts="1700000000.000100",
-            requested_by="U1",
-            review_channel_id="C2",
-            link="https://github.com/acme/app/pull/42",
+            new=queue.NewDebate(
+                trigger_key=trigger,
+                spec=SPEC,
+                source=DebateSource.COMMAND,
+                channel_id="C1",
+                thread_ts="1700000000.000100",
+                requested_by="U1",
+                review_channel_id="C2",
+                link="https://github.com/acme/app/pull/42",
+            ),
         )
     worker = DebateWorker(
         engine=store,
@@ -62,14 +64,14 @@ async def finished(store: Engine, key: bytes | None = KEY, trigger: str = "a") -
     return debate.id
 
 
-def verify(store: Engine, debate_id: int, key: bytes | None = KEY) -> audit.ChainReport:
+def verify_debate(store: Engine, debate_id: int, key: bytes | None = KEY) -> audit.ChainReport:
     with Session(store) as session:
-        return repository.verify_chain(session, debate_id=debate_id, key=key)
+        return verify.verify_chain(session, debate_id=debate_id, key=key)
 
 
 def sealed_head(store: Engine, debate_id: int) -> str:
     """The head of a sealed debate's verified chain."""
-    head = verify(store, debate_id).head
+    head = verify_debate(store, debate_id).head
     assert head is not None
     return head
 
@@ -77,7 +79,7 @@ def sealed_head(store: Engine, debate_id: int) -> str:
 def rehash(session: Session, debate_id: int) -> list[Turn]:
     """What a forger without the key can do: recompute every link of the chain."""
     prev = GENESIS_HASH
-    rows = repository.turn_rows(session, debate_id=debate_id)
+    rows = turns.turn_rows(session, debate_id=debate_id)
     for row in rows:
         row.prev_hash = prev
         row.hash = turn_digest(row, prev)
@@ -90,31 +92,33 @@ def rehash(session: Session, debate_id: int) -> list[Turn]:
 async def test_a_finished_debate_is_sealed_signed_and_verified(store: Engine) -> None:
     debate_id = await finished(store)
 
-    report = verify(store, debate_id)
+    report = verify_debate(store, debate_id)
 
     assert report.ok
     assert (report.sealed, report.turns_checked, report.signature) == (True, 5, "valid")
     with Session(store) as session:
-        debate = repository.get_debate(session, debate_id=debate_id)
-        verdict = repository.verdict_for(session, debate_id=debate_id)
+        debate = queue.get_debate(session, debate_id=debate_id)
+        verdict = endings.verdict_for(session, debate_id=debate_id)
     assert verdict is not None
     assert (debate.chain_head, debate.chain_turns) == (verdict.chain_head, 5)
-    assert verify(store, debate_id, key=None).signature.startswith("not checked")
-    assert verify(store, debate_id, key=b"x" * 40).kind == "bad_signature"
+    assert verify_debate(store, debate_id, key=None).signature.startswith("not checked")
+    assert verify_debate(store, debate_id, key=b"x" * 40).kind == "bad_signature"
 
 
 async def test_without_a_key_the_seal_is_unsigned_and_still_catches_deletions(
     store: Engine,
 ) -> None:
     debate_id = await finished(store, key=None)
-    assert verify(store, debate_id, key=None).signature.startswith("not checked: the seal is")
-    assert verify(store, debate_id).kind == "unsigned_seal"
+    assert verify_debate(store, debate_id, key=None).signature.startswith(
+        "not checked: the seal is"
+    )
+    assert verify_debate(store, debate_id).kind == "unsigned_seal"
     with store.begin() as connection:
         connection.execute(
             text("DELETE FROM turn WHERE debate_id = :d AND seq = 4"), {"d": debate_id}
         )
 
-    report = verify(store, debate_id, key=None)
+    report = verify_debate(store, debate_id, key=None)
 
     assert report.kind == "missing_tail"
 
@@ -126,7 +130,7 @@ async def test_deleting_the_tail_is_named(store: Engine) -> None:
             text("DELETE FROM turn WHERE debate_id = :d AND seq >= 3"), {"d": debate_id}
         )
 
-    report = verify(store, debate_id)
+    report = verify_debate(store, debate_id)
 
     assert report.kind == "missing_tail"
     assert "sealed with 5 turns, 3 remain: the last 2 were deleted" in (report.problem or "")
@@ -137,7 +141,7 @@ async def test_deleting_every_turn_is_named(store: Engine) -> None:
     with store.begin() as connection:
         connection.execute(text("DELETE FROM turn WHERE debate_id = :d"), {"d": debate_id})
 
-    report = verify(store, debate_id)
+    report = verify_debate(store, debate_id)
 
     assert report.kind == "missing_tail"
     assert "every turn was deleted" in (report.problem or "")
@@ -152,12 +156,12 @@ async def test_an_edited_turn_is_named_whether_or_not_the_chain_was_rehashed(
             text("UPDATE turn SET raw_text = 'rewritten' WHERE debate_id = :d AND seq = 2"),
             {"d": debate_id},
         )
-    assert verify(store, debate_id).kind == "edited_turn"
-    assert verify(store, debate_id).first_broken_seq == 2
+    assert verify_debate(store, debate_id).kind == "edited_turn"
+    assert verify_debate(store, debate_id).first_broken_seq == 2
 
     with Session(store) as session:
         rehash(session, debate_id)
-    report = verify(store, debate_id)
+    report = verify_debate(store, debate_id)
 
     assert report.kind == "edited_turn"
     assert "hashes recomputed" in (report.problem or "")
@@ -171,7 +175,7 @@ async def test_an_edited_verdict_is_named(store: Engine) -> None:
             {"d": debate_id},
         )
 
-    report = verify(store, debate_id)
+    report = verify_debate(store, debate_id)
 
     assert report.kind == "edited_verdict"
 
@@ -181,7 +185,7 @@ async def test_a_rewrite_rehashed_and_resealed_without_the_key_fails_the_signatu
 ) -> None:
     debate_id = await finished(store)
     with Session(store) as session:
-        for row in repository.turn_rows(session, debate_id=debate_id):
+        for row in turns.turn_rows(session, debate_id=debate_id):
             if row.seq == 3:
                 row.raw_text = "the critic conceded everything"
                 session.add(row)
@@ -193,13 +197,13 @@ async def test_a_rewrite_rehashed_and_resealed_without_the_key_fails_the_signatu
         verdict.decision = Decision.ACCEPT
         verdict.chain_tail = rows[-1].hash
         verdict.chain_head = head_of(2, verdict.chain_tail, verdict, verdict.chain_debate)
-        debate = repository.get_debate(session, debate_id=debate_id)
+        debate = queue.get_debate(session, debate_id=debate_id)
         debate.chain_head = verdict.chain_head
         session.add(verdict)
         session.add(debate)
         session.commit()
 
-    report = verify(store, debate_id)
+    report = verify_debate(store, debate_id)
 
     assert report.kind == "bad_signature"
     assert "without the audit key" in (report.problem or "")
@@ -247,9 +251,9 @@ def reseal(store: Engine, debate_id: int, *, version: int = 2, signature: str = 
     """What a forger without the key can do once rows are changed: seal them again, every hash
     recomputed, and keep the old signature (`keep`) or drop it (`drop`)."""
     with Session(store) as session:
-        rows = repository.turn_rows(session, debate_id=debate_id)
-        debate = repository.get_debate(session, debate_id=debate_id)
-        verdict = repository.verdict_for(session, debate_id=debate_id)
+        rows = turns.turn_rows(session, debate_id=debate_id)
+        debate = queue.get_debate(session, debate_id=debate_id)
+        verdict = endings.verdict_for(session, debate_id=debate_id)
         assert verdict is not None
         values = verdict.model_dump()
         tail = rows[-1].hash if rows else GENESIS_HASH
@@ -436,8 +440,8 @@ async def test_audit_verify_without_an_id_checks_every_debate_and_names_each_fai
 ) -> None:
     good, unverdicted, unsealed = [await finished(store, trigger=t) for t in ("a", "b", "c")]
     with Session(store) as session:
-        queued, _ = repository.enqueue_debate(
-            session, trigger_key="d", spec=SPEC, source=DebateSource.CLI
+        queued, _ = queue.enqueue_debate(
+            session, new=queue.NewDebate(trigger_key="d", spec=SPEC, source=DebateSource.CLI)
         )
     monkeypatch.setenv("DEBATEBOT_DATABASE_URL", database_url)
     assert run_cli(["audit", "verify"], KEY, monkeypatch, capsys)[:2] == (
@@ -495,7 +499,7 @@ async def test_audit_sign_signs_intact_seals_made_before_the_key_and_refuses_bro
     assert out.startswith(f"debate {intact}: signed its v2 seal (head ")
     assert f"debate {broken}: not signed: EDITED_TURN: turn 1:" in err
     assert run_cli(["audit", "verify", str(intact)], KEY, monkeypatch, capsys)[0] == 0
-    assert verify(store, intact).signature == "valid"
+    assert verify_debate(store, intact).signature == "valid"
     assert run_cli(["audit", "sign", str(intact)], KEY, monkeypatch, capsys)[:2] == (0, "")
 
 
@@ -582,10 +586,10 @@ async def test_older_seals_verify_by_their_rules_and_say_what_they_do_not_cover(
 async def test_a_downgrade_of_the_seal_by_someone_without_the_key_fails(store: Engine) -> None:
     debate_id = await finished(store)
     reseal(store, debate_id, version=1, signature="keep")
-    assert verify(store, debate_id).kind == "bad_signature"
+    assert verify_debate(store, debate_id).kind == "bad_signature"
     reseal(store, debate_id, version=1, signature="drop")
-    assert verify(store, debate_id).kind == "unsigned_seal"
-    assert verify(store, debate_id, key=None).ok
+    assert verify_debate(store, debate_id).kind == "unsigned_seal"
+    assert verify_debate(store, debate_id, key=None).ok
 
 
 async def test_an_export_made_before_schema_0012_still_verifies(store: Engine) -> None:

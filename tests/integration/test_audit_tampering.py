@@ -25,7 +25,7 @@ from sqlalchemy import Boolean, DateTime, Engine, Float, Integer, delete, insert
 from sqlalchemy import Enum as SqlEnum
 from sqlmodel import Session
 
-from bot.store import audit, repository
+from bot.store import audit, turns
 from bot.store.tables import Debate, Turn, VerdictRecord
 from tests.integration.test_audit import (
     KEY,
@@ -34,7 +34,7 @@ from tests.integration.test_audit import (
     finished,
     reseal,
     run_cli,
-    verify,
+    verify_debate,
 )
 
 SEED = 30
@@ -324,7 +324,7 @@ def forge(store: Engine, rows: Rows, rng: random.Random) -> Case:
         set_column(store, TURNS, turn["id"], "raw_text", "the critic conceded everything")
         with Session(store) as session:
             prev = audit.GENESIS_HASH
-            for row in repository.turn_rows(session, debate_id=debate_id):
+            for row in turns.turn_rows(session, debate_id=debate_id):
                 row.prev_hash, row.hash = prev, audit.turn_digest(row, prev)
                 prev = row.hash
                 session.add(row)
@@ -405,7 +405,7 @@ async def test_random_tampering_with_the_rows_fails_audit_verify(
         if problem is not None:
             wrong.append(f"{case.what}: {problem}")
         rows.restore(store)
-        assert verify(store, debate_id, key=key).ok, case.what
+        assert verify_debate(store, debate_id, key=key).ok, case.what
 
     assert not wrong, "\n".join(wrong)
 

@@ -14,7 +14,7 @@ from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, select
 
 from bot.cli import main
-from bot.store import repository
+from bot.store import endings, turns
 from bot.store.db import check_schema, make_engine
 from bot.store.tables import Debate
 from engine.models import DebateResult, DebateStatus
@@ -232,17 +232,19 @@ def test_route_needs_the_panel(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--protocol panel" in capsys.readouterr().err
 
 
-def test_a_question_past_the_limit_is_debated_whole_as_its_first_document(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_a_long_question_is_debated_and_stored_whole(
+    database: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The same rule as in Slack (`engine.models.fit_question`): nothing is cut."""
-    question = "Should we adopt this? " + "word " * 8_000
+    """The same rule as in Slack (`DebateSpec`): nothing is cut or moved."""
+    question = "Should we adopt this? " + "word " * 7_999 + "word"
     out = tmp_path / "record.json"
     assert main(["run", question, "--provider", "fake", "--json", str(out)]) == 0
     spec = DebateResult.model_validate(json.loads(out.read_text())).spec
-    assert spec.full_question == question
-    assert spec.context[0].title == "The question as asked (full text)"
-    assert len(spec.question) < 4_000
+    assert spec.question == question
+    assert spec.context == []
+    with Session(make_engine(database)) as session:
+        [stored] = session.exec(select(Debate)).all()
+    assert stored.question == question
     capsys.readouterr()
 
 
@@ -266,7 +268,7 @@ def database_fails_at(statement: str) -> Iterator[None]:
 
 
 @pytest.mark.parametrize(
-    ("statement", "turns", "state"),
+    ("statement", "stored", "state"),
     [
         ("UPDATE debate SET state", 0, "queued"),
         # Claimed, then its (empty) turns unreadable: a worker resumes it once the lease ends.
@@ -276,7 +278,7 @@ def database_fails_at(statement: str) -> Iterator[None]:
     ids=["at-the-claim", "at-the-stored-turns-read", "at-the-ending"],
 )
 def test_run_says_the_database_failed_and_keeps_what_it_stored(
-    database: str, capsys: pytest.CaptureFixture[str], statement: str, turns: int, state: str
+    database: str, capsys: pytest.CaptureFixture[str], statement: str, stored: int, state: str
 ) -> None:
     """The claim, the read of its stored turns and the ending are the calls `run` makes to the
     store around its debate: any failing ends the command with the database's reason and advice,
@@ -295,6 +297,6 @@ def test_run_says_the_database_failed_and_keeps_what_it_stored(
     with Session(engine) as session:
         [debate] = session.exec(select(Debate)).all()
         assert debate.state == state
-        assert len(repository.turn_rows(session, debate_id=debate.id or 0)) == turns
-        assert repository.verdict_for(session, debate_id=debate.id or 0) is None
+        assert len(turns.turn_rows(session, debate_id=debate.id or 0)) == stored
+        assert endings.verdict_for(session, debate_id=debate.id or 0) is None
     engine.dispose()

@@ -24,13 +24,14 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 
-from bot.app import HealthProbe, open_store
+from bot.health import HealthProbe
 from bot.jobs.worker import DebateWorker
 from bot.settings import Settings
-from bot.store import repository
+from bot.store import queue, turns
 from bot.store.db import POSTGRES_STORE_THREADS, in_session, make_engine, upgrade
 from bot.store.errors import DatabaseUnavailableError, StoreNoAnswerError
 from bot.store.tables import DebateSource, DebateState
+from bot.wiring import open_store
 from engine.llm import LLMRequest
 from engine.providers.fake import FunctionLLM
 from tests.helpers import DebateScript, reply_for
@@ -87,12 +88,12 @@ async def claimed_again(engine: Engine, debate_id: int, llm: FunctionLLM) -> Non
 
 def stored_roles(engine: Engine, debate_id: int) -> list[str]:
     with Session(engine) as session:
-        return [t.role.value for t in repository.stored_turns(session, debate_id=debate_id)]
+        return [t.role.value for t in turns.stored_turns(session, debate_id=debate_id)]
 
 
 def state(engine: Engine, debate_id: int) -> DebateState:
     with Session(engine) as session:
-        return repository.get_debate(session, debate_id=debate_id).state
+        return queue.get_debate(session, debate_id=debate_id).state
 
 
 async def test_a_row_lock_held_elsewhere_is_given_up_at_the_lock_timeout(
@@ -226,12 +227,12 @@ async def test_a_statement_stuck_in_the_database_is_given_up_at_the_deadline(
             raise OperationalError(sql, {}, Exception("server closed the connection"))
 
     def enqueue(session: Session) -> None:
-        repository.enqueue_debate(
-            session, trigger_key="late", spec=SPEC, source=DebateSource.COMMAND
+        queue.enqueue_debate(
+            session, new=queue.NewDebate(trigger_key="late", spec=SPEC, source=DebateSource.COMMAND)
         )
 
     with failing(engine, stuck):
-        counts = [in_session(engine, lambda s: repository.count_debates(s)) for _ in range(threads)]
+        counts = [in_session(engine, lambda s: queue.count_debates(s)) for _ in range(threads)]
         outcomes = await asyncio.gather(
             *counts, in_session(engine, enqueue), return_exceptions=True
         )
@@ -247,7 +248,7 @@ async def test_a_statement_stuck_in_the_database_is_given_up_at_the_deadline(
     assert "unavailable (no answer within 0.6 s)" in said
     assert "server closed the connection" in caplog.text
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
-    assert await in_session(engine, lambda s: repository.count_debates(s)) == 0
+    assert await in_session(engine, lambda s: queue.count_debates(s)) == 0
     engine.dispose()
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from bot.store import repository
+from bot.store import endings, queue, turns, verify
 from bot.store.db import make_engine, upgrade
 from bot.store.tables import DebateSource, DebateState
 from engine.models import DebateSpec, ModelSettings
@@ -55,15 +55,18 @@ def wait_for(condition: object, timeout_s: float) -> None:
 
 def turn_count(engine: Engine, debate_id: int) -> int:
     with Session(engine) as session:
-        return len(repository.turn_rows(session, debate_id=debate_id))
+        return len(turns.turn_rows(session, debate_id=debate_id))
 
 
 def test_sigkilled_worker_is_resumed_without_repeating_stored_turns(
     store: Engine, database_url: str, tmp_path: Path
 ) -> None:
     with Session(store) as session:
-        debate, _ = repository.enqueue_debate(
-            session, trigger_key="crash", spec=THREE_ROUNDS, source=DebateSource.COMMAND
+        debate, _ = queue.enqueue_debate(
+            session,
+            new=queue.NewDebate(
+                trigger_key="crash", spec=THREE_ROUNDS, source=DebateSource.COMMAND
+            ),
         )
     assert debate.id is not None
     first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
@@ -75,8 +78,8 @@ def test_sigkilled_worker_is_resumed_without_repeating_stored_turns(
     assert first.returncode == -signal.SIGKILL
 
     with Session(store) as session:
-        stored_before = repository.turn_rows(session, debate_id=debate.id)
-        assert repository.get_debate(session, debate_id=debate.id).state == DebateState.RUNNING
+        stored_before = turns.turn_rows(session, debate_id=debate.id)
+        assert queue.get_debate(session, debate_id=debate.id).state == DebateState.RUNNING
     assert 5 <= len(stored_before) < TURNS_IN_THREE_ROUNDS
 
     second = start_worker(database_url, "rescuer", second_log, delay_s=0.0)
@@ -84,9 +87,9 @@ def test_sigkilled_worker_is_resumed_without_repeating_stored_turns(
     assert second.returncode == 0, err
 
     with Session(store) as session:
-        final = repository.get_debate(session, debate_id=debate.id)
-        rows = repository.turn_rows(session, debate_id=debate.id)
-        report = repository.verify_chain(session, debate_id=debate.id)
+        final = queue.get_debate(session, debate_id=debate.id)
+        rows = turns.turn_rows(session, debate_id=debate.id)
+        report = verify.verify_chain(session, debate_id=debate.id)
     assert final.state == DebateState.FINISHED
     assert final.claims == 2
     assert len(rows) == TURNS_IN_THREE_ROUNDS
@@ -111,8 +114,11 @@ def queue_one_round_debates(engine: Engine, prefix: str, count: int) -> list[int
     spec = THREE_ROUNDS.model_copy(update={"max_rounds": 1})
     with Session(engine) as session:
         queued = [
-            repository.enqueue_debate(
-                session, trigger_key=f"{prefix}-{i}", spec=spec, source=DebateSource.COMMAND
+            queue.enqueue_debate(
+                session,
+                new=queue.NewDebate(
+                    trigger_key=f"{prefix}-{i}", spec=spec, source=DebateSource.COMMAND
+                ),
             )[0].id
             for i in range(count)
         ]
@@ -124,14 +130,14 @@ def assert_each_ran_exactly_once(engine: Engine, ids: list[int]) -> None:
     and its hash chain intact."""
     with Session(engine) as session:
         for debate_id in ids:
-            debate = repository.get_debate(session, debate_id=debate_id)
+            debate = queue.get_debate(session, debate_id=debate_id)
             assert debate.state == DebateState.FINISHED, (debate_id, debate.error)
             assert debate.claims == 1
-            rows = repository.turn_rows(session, debate_id=debate_id)
+            rows = turns.turn_rows(session, debate_id=debate_id)
             assert sorted((row.round, row.role) for row in rows) == sorted(ONE_ROUND_TURNS)
             assert all(row.attempt == 1 for row in rows), "no turn was asked twice"
-            assert repository.verdict_for(session, debate_id=debate_id) is not None
-            assert repository.verify_chain(session, debate_id=debate_id).ok
+            assert endings.verdict_for(session, debate_id=debate_id) is not None
+            assert verify.verify_chain(session, debate_id=debate_id).ok
 
 
 def worker_env(url: str, delay_s: float) -> dict[str, str]:
@@ -188,8 +194,9 @@ def test_the_worker_command_stops_on_sigterm_or_sigint_mid_debate_and_hands_back
     upgrade(url)
     engine = make_engine(url)
     with Session(engine) as session:
-        debate, _ = repository.enqueue_debate(
-            session, trigger_key="stop", spec=THREE_ROUNDS, source=DebateSource.CLI
+        debate, _ = queue.enqueue_debate(
+            session,
+            new=queue.NewDebate(trigger_key="stop", spec=THREE_ROUNDS, source=DebateSource.CLI),
         )
     assert debate.id is not None
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEBATEBOT_")}
@@ -216,7 +223,7 @@ def test_the_worker_command_stops_on_sigterm_or_sigint_mid_debate_and_hands_back
         assert worker.returncode == 0, stderr
         assert "handed back" in stderr
         with Session(engine) as session:
-            row = repository.get_debate(session, debate_id=debate.id)
+            row = queue.get_debate(session, debate_id=debate.id)
         assert row.state == DebateState.RUNNING
         assert row.lease_expires_at is not None
         assert row.lease_expires_at.timestamp() <= time.time(), "claimable again at once"
@@ -225,7 +232,7 @@ def test_the_worker_command_stops_on_sigterm_or_sigint_mid_debate_and_hands_back
     )
     assert finisher.returncode == 0, finisher.stderr
     with Session(engine) as session:
-        done = repository.get_debate(session, debate_id=debate.id)
+        done = queue.get_debate(session, debate_id=debate.id)
     assert (done.state, done.claims) == (DebateState.FINISHED, 3)
     # The canned moderator asks for no second round: framing and one round, each turn once.
     assert turn_count(engine, debate.id) == 5

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli import EVAL_ARMS, main
+from bot.cli import main
+from bot.cli.parser import EVAL_ARMS
 from engine.evaluation.scoring import ArmResult
 from tests.helpers import LLAMA_GROUP, REVIEW_CASES, local_threads
 from tests.integration.llm_server import OPENAI_USAGE, ModelServer, Step, schema_name
@@ -184,8 +185,8 @@ async def test_a_judge_that_fails_over_http_fails_best_of_n_alone_and_a_rerun_ju
     or hangs past the timeout. The other arms finish; best-of-n is recorded as failed with the
     reason, printed and counted in the report; the rerun retries only the judge, on the vote's
     stored samples, and charges best-of-n for them."""
-    from bot import commands
-    from bot.cli import build_parser
+    from bot.cli import evaluate
+    from bot.cli.parser import build_parser
 
     monkeypatch.setenv("DEBATEBOT_OPENAI_COMPATIBLE_BASE_URL", f"{server.url}/v1")
     monkeypatch.setenv("DEBATEBOT_OPENAI_COMPATIBLE_MODEL", "loopback")
@@ -210,7 +211,7 @@ async def test_a_judge_that_fails_over_http_fails_best_of_n_alone_and_a_rerun_ju
     ]
     server.always_fail("PickedReview", fault)
 
-    assert await commands._eval(build_parser().parse_args(argv)) == 0
+    assert await evaluate.evaluate(build_parser().parse_args(argv)) == 0
     err = capsys.readouterr().err
     failure = next(line for line in err.splitlines() if line.startswith("failed: "))
     assert failure.startswith("failed: adr-001/best_of_n (planted): RetriesExhaustedError:")
@@ -225,7 +226,7 @@ async def test_a_judge_that_fails_over_http_fails_best_of_n_alone_and_a_rerun_ju
 
     server.fail_schema.clear()
     asked = len(server.requests)
-    assert await commands._eval(build_parser().parse_args(argv)) == 0
+    assert await evaluate.evaluate(build_parser().parse_args(argv)) == 0
     assert "2 run(s) already in" in capsys.readouterr().err
     assert [schema_name("openai", r.body) for r in server.requests[asked:]] == ["PickedReview"]
     best = next(r for r in stored(out)[::-1] if r.arm == "best_of_n")

@@ -15,12 +15,12 @@ from sqlalchemy import Engine, event, update
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, col, select
 
+from bot.jobs.closing import FinishWriter
 from bot.jobs.worker import DebateWorker, WorkerConfig, start_delays
 from bot.metrics import Metrics
-from bot.store import outbox, repository
+from bot.store import endings, outbox, queue, reviews, turns, verify
 from bot.store.db import make_engine, upgrade
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError, StoreRefusedError
-from bot.store.repository import ChainHead, TurnWrite
 from bot.store.tables import (
     ChannelSettings,
     Debate,
@@ -29,11 +29,11 @@ from bot.store.tables import (
     Escalation,
     VerdictRecord,
 )
-from bot.store.writer import FinishWriter, TurnWriter
+from bot.store.turns import ChainHead, TurnWrite
+from bot.store.writer import TurnWriter
 from engine.llm import LLMRequest
 from engine.models import (
     ConfidenceLevel,
-    DebateResult,
     DebateSpec,
     DebateStatus,
     Decision,
@@ -57,8 +57,11 @@ def queued(engine: Engine, count: int) -> list[int]:
     ids = []
     with Session(engine) as session:
         for index in range(count):
-            debate, _ = repository.enqueue_debate(
-                session, trigger_key=f"gc:{index}", spec=SPEC, source=DebateSource.COMMAND
+            debate, _ = queue.enqueue_debate(
+                session,
+                new=queue.NewDebate(
+                    trigger_key=f"gc:{index}", spec=SPEC, source=DebateSource.COMMAND
+                ),
             )
             assert debate.id is not None
             ids.append(debate.id)
@@ -68,7 +71,7 @@ def queued(engine: Engine, count: int) -> list[int]:
 def claimed(engine: Engine, count: int, worker: str = "w1") -> list[int]:
     ids = queued(engine, count)
     with Session(engine, expire_on_commit=False) as session:
-        taken = repository.claim_debates(session, worker_id=worker, lease_s=600, limit=count)
+        taken = queue.claim_debates(session, worker_id=worker, lease_s=600, limit=count)
     assert sorted(d.id for d in taken if d.id is not None) == ids
     return ids
 
@@ -155,7 +158,7 @@ async def until_finished(engine: Engine, count: int) -> None:
 
     def finished() -> int:
         with Session(engine) as session:
-            return repository.count_debates(session, state=DebateState.FINISHED)
+            return queue.count_debates(session, state=DebateState.FINISHED)
 
     await until(lambda: finished() >= count)
 
@@ -190,7 +193,7 @@ def verdict_already_stored(engine: Engine, debate_id: int) -> None:
 
 def verified(engine: Engine, debate_id: int) -> int:
     with Session(engine) as session:
-        report = repository.verify_chain(session, debate_id=debate_id)
+        report = verify.verify_chain(session, debate_id=debate_id)
     assert report.ok, report.problem
     return report.turns_checked
 
@@ -224,10 +227,10 @@ def test_on_postgresql_batches_of_any_size_send_one_statement_text(postgres_url:
     for batch in ([ids[0]], ids[1:3], ids[3:]):
         with Session(engine) as session:
             writes = [TurnWrite(debate_id, "w1", turn(0), ChainHead()) for debate_id in batch]
-            heads = repository.append_turns(session, writes=writes)
+            heads = turns.append_turns(session, writes=writes)
         assert [head.seq for head in heads] == [0] * len(batch)  # type: ignore[union-attr]
         with Session(engine) as session:
-            runs = repository.stored_runs(session, debate_ids=batch)
+            runs = turns.stored_runs(session, debate_ids=batch)
         assert sorted(runs) == sorted(batch)
     leases = {sql for sql in sent if "lease_owner" in sql and "FOR UPDATE" in sql}
     reads = {sql for sql in sent if sql.startswith("SELECT turn.")}
@@ -240,13 +243,13 @@ def test_on_postgresql_batches_of_any_size_send_one_statement_text(postgres_url:
 def test_a_refused_write_in_a_batch_fails_alone(store: Engine) -> None:
     first, second, third = claimed(store, 3)
     with Session(store) as session:
-        (head,) = repository.append_turns(
+        (head,) = turns.append_turns(
             session, writes=[TurnWrite(second, "w1", turn(0), ChainHead())]
         )
     assert isinstance(head, ChainHead)
 
     with Session(store) as session:
-        outcomes = repository.append_turns(
+        outcomes = turns.append_turns(
             session,
             writes=[
                 TurnWrite(first, "w1", turn(0), ChainHead()),
@@ -263,7 +266,7 @@ def test_a_refused_write_in_a_batch_fails_alone(store: Engine) -> None:
     assert verified(store, first) == 1
     assert verified(store, second) == 1
     with Session(store) as session:
-        assert repository.chain_head(session, debate_id=third) == ChainHead()
+        assert turns.chain_head(session, debate_id=third) == ChainHead()
 
 
 def refuse_at_begin(*_args: object) -> None:
@@ -300,9 +303,9 @@ async def test_a_database_failure_reaches_every_waiting_turn(
 def test_batch_claims_take_each_debate_once(store: Engine) -> None:
     ids = queued(store, 7)
     with Session(store, expire_on_commit=False) as session:
-        first = repository.claim_debates(session, worker_id="a", lease_s=600, limit=4)
-        second = repository.claim_debates(session, worker_id="b", lease_s=600, limit=4)
-        third = repository.claim_debates(session, worker_id="c", lease_s=600, limit=4)
+        first = queue.claim_debates(session, worker_id="a", lease_s=600, limit=4)
+        second = queue.claim_debates(session, worker_id="b", lease_s=600, limit=4)
+        third = queue.claim_debates(session, worker_id="c", lease_s=600, limit=4)
 
     assert [d.id for d in first] == ids[:4]
     assert [d.id for d in second] == ids[4:]
@@ -320,7 +323,7 @@ async def test_one_worker_runs_many_debates_at_once_and_stops_when_idle(store: E
     )
 
     with Session(store) as session:
-        assert repository.count_debates(session, state=DebateState.FINISHED) == 12
+        assert queue.count_debates(session, state=DebateState.FINISHED) == 12
     assert all(verified(store, debate_id) == 5 for debate_id in ids)
 
 
@@ -329,14 +332,14 @@ async def test_once_the_queue_is_empty_endings_do_not_each_claim_again(
 ) -> None:
     queued(store, 12)
     claims: list[int] = []
-    claim = repository.claim_debates
+    claim = queue.claim_debates
 
     def counted(session: Session, **kwargs: Any) -> list[Debate]:
         taken = claim(session, **kwargs)
         claims.append(len(taken))
         return taken
 
-    monkeypatch.setattr(repository, "claim_debates", counted)
+    monkeypatch.setattr(queue, "claim_debates", counted)
     # The moderators answer 0.05 s apart, so the endings land one by one.
     delays = iter(range(12))
 
@@ -351,7 +354,7 @@ async def test_once_the_queue_is_empty_endings_do_not_each_claim_again(
     )
 
     with Session(store) as session:
-        assert repository.count_debates(session, state=DebateState.FINISHED) == 12
+        assert queue.count_debates(session, state=DebateState.FINISHED) == 12
     # All twelve at once; after the first ending, one claim finds the queue empty; the pool
     # then waits for the last ending (not the 60 s poll), claims once more and exits. Not a
     # claim after each of the twelve endings.
@@ -368,14 +371,14 @@ async def test_a_debate_queued_while_the_queue_was_empty_is_taken_at_the_next_po
     pool = asyncio.create_task(worker.run_pool(stop, concurrency=2))
     await asyncio.sleep(0.3)
     with Session(store) as session:
-        late, _ = repository.enqueue_debate(
-            session, trigger_key="late", spec=SPEC, source=DebateSource.COMMAND
+        late, _ = queue.enqueue_debate(
+            session, new=queue.NewDebate(trigger_key="late", spec=SPEC, source=DebateSource.COMMAND)
         )
         assert late.id is not None
-        assert repository.get_debate(session, debate_id=late.id).state == DebateState.QUEUED
+        assert queue.get_debate(session, debate_id=late.id).state == DebateState.QUEUED
     await asyncio.sleep(0.3)
     with Session(store) as session:
-        assert repository.get_debate(session, debate_id=late.id).lease_owner == "pool", (
+        assert queue.get_debate(session, debate_id=late.id).lease_owner == "pool", (
             "taken while the first debate still waits on its model"
         )
     stop.set()
@@ -406,7 +409,7 @@ async def test_a_cancelled_pool_hands_every_lease_back(
         await pool
 
     with Session(store) as session:
-        taken = repository.claim_debates(session, worker_id="next", lease_s=600, limit=3)
+        taken = queue.claim_debates(session, worker_id="next", lease_s=600, limit=3)
     assert len(taken) == 3, "every lease was handed back, so the debates are claimable now"
 
 
@@ -456,10 +459,10 @@ async def test_debates_claimed_together_start_in_waves_and_a_stop_hands_back_tho
 
     assert len(llm.calls) == 2 * 5, "only the first wave (two debates) called the model"
     with Session(store) as session:
-        states = {i: repository.get_debate(session, debate_id=i).state for i in ids}
+        states = {i: queue.get_debate(session, debate_id=i).state for i in ids}
         assert [states[i] for i in ids] == [DebateState.FINISHED] * 2 + [DebateState.RUNNING] * 3
-        assert all(not repository.turn_rows(session, debate_id=i) for i in ids[2:])
-        taken = repository.claim_debates(session, worker_id="next", lease_s=600, limit=5)
+        assert all(not turns.turn_rows(session, debate_id=i) for i in ids[2:])
+        taken = queue.claim_debates(session, worker_id="next", lease_s=600, limit=5)
     assert sorted(d.id for d in taken if d.id is not None) == ids[2:], (
         "the waiting debates were handed back at once"
     )
@@ -480,10 +483,10 @@ async def test_a_hand_back_the_database_fails_leaves_the_waiting_debate_to_its_l
         assert f"debate {debate_id}: lease not handed back (database" in caplog.text
     assert "it expires" in caplog.text
     with Session(store) as session:
-        assert repository.claim_debates(session, worker_id="next", lease_s=600, limit=3) == [], (
+        assert queue.claim_debates(session, worker_id="next", lease_s=600, limit=3) == [], (
             "still leased: another worker takes them when the lease ends"
         )
-        assert all(not repository.turn_rows(session, debate_id=i) for i in ids[1:])
+        assert all(not turns.turn_rows(session, debate_id=i) for i in ids[1:])
 
 
 async def test_a_hand_back_that_waits_on_a_locked_database_gives_up_at_its_busy_timeout(
@@ -495,7 +498,7 @@ async def test_a_hand_back_that_waits_on_a_locked_database_gives_up_at_its_busy_
     try:
         ids, llm = await stop_after_the_first_wave(engine, 3, 1, write_locked(path))
         with Session(engine) as session:
-            taken = repository.claim_debates(session, worker_id="next", lease_s=600, limit=3)
+            taken = queue.claim_debates(session, worker_id="next", lease_s=600, limit=3)
     finally:
         engine.dispose()
 
@@ -535,8 +538,8 @@ async def test_a_stopped_pool_lets_each_turn_in_flight_finish_then_hands_leases_
     assert len(llm.calls) == 3, "no model call starts once the pool is stopping"
     with Session(store) as session:
         for debate_id in ids:
-            assert len(repository.turn_rows(session, debate_id=debate_id)) == 1
-        taken = repository.claim_debates(session, worker_id="next", lease_s=600, limit=3)
+            assert len(turns.turn_rows(session, debate_id=debate_id)) == 1
+        taken = queue.claim_debates(session, worker_id="next", lease_s=600, limit=3)
     assert len(taken) == 3, "each debate was handed back after its turn was stored"
 
 
@@ -547,12 +550,12 @@ async def test_endings_of_many_debates_share_commits_and_refused_ones_fail_alone
     llm = DebateScript().llm()
     result = await run_debate(SPEC, resolve_llm=lambda _m: llm, prompts=shipped_prompts())
     verdict_already_stored(store, ids[4])
-    endings = FinishWriter(store)
+    writer = FinishWriter(store)
     seen = commits(store)
 
     outcomes = await asyncio.gather(
         *(
-            endings.finish(repository.Finish(i, "w1" if i != ids[2] else "intruder", result))
+            writer.finish(endings.Finish(i, "w1" if i != ids[2] else "intruder", result))
             for i in ids
         ),
         return_exceptions=True,
@@ -561,10 +564,10 @@ async def test_endings_of_many_debates_share_commits_and_refused_ones_fail_alone
     assert isinstance(outcomes[2], LeaseLostError)
     assert isinstance(outcomes[4], StoreRefusedError)
     assert "already has a verdict" in str(outcomes[4])
-    assert all(isinstance(o, repository.Sealed) for n, o in enumerate(outcomes) if n not in (2, 4))
+    assert all(isinstance(o, endings.Sealed) for n, o in enumerate(outcomes) if n not in (2, 4))
     assert len(seen) < 6, f"{len(seen)} commits for 6 endings"
     with Session(store) as session:
-        states = [repository.get_debate(session, debate_id=i).state for i in ids]
+        states = [queue.get_debate(session, debate_id=i).state for i in ids]
     finished, running = DebateState.FINISHED, DebateState.RUNNING
     assert states == [finished, finished, running, finished, running, finished]
     assert all(verified(store, i) == 0 for n, i in enumerate(ids) if n not in (2, 4))
@@ -584,7 +587,7 @@ async def test_a_pool_waits_out_a_database_outage_and_then_runs_everything(store
 
     assert failures["left"] == 0, "the claims met the outage"
     with Session(store) as session:
-        assert repository.count_debates(session, state=DebateState.FINISHED) == 4
+        assert queue.count_debates(session, state=DebateState.FINISHED) == 4
     assert all(verified(store, debate_id) == 5 for debate_id in ids)
 
 
@@ -631,14 +634,14 @@ async def test_a_run_that_lost_its_lease_stops_and_is_counted(store: Engine) -> 
     running = asyncio.create_task(worker.execute(claimed))
     await asyncio.sleep(0.4)
     with Session(store, expire_on_commit=False) as session:
-        [stolen] = repository.claim_debates(session, worker_id="other", lease_s=600, limit=1)
+        [stolen] = queue.claim_debates(session, worker_id="other", lease_s=600, limit=1)
     assert stolen.id == debate_id
     taken.set()
 
     assert await running is None
     assert metrics.registry.get_sample_value("debatebot_lease_losses_total") == 1
     with Session(store) as session:
-        assert repository.turn_rows(session, debate_id=debate_id) == []
+        assert turns.turn_rows(session, debate_id=debate_id) == []
 
 
 async def test_claiming_one_debate_brings_its_stored_turns_and_refuses_a_held_one(
@@ -647,7 +650,7 @@ async def test_claiming_one_debate_brings_its_stored_turns_and_refuses_a_held_on
     resumed, held = queued(store, 2)
     with Session(store, expire_on_commit=False) as session:
         for debate_id, owner in ((resumed, "crashed"), (held, "other")):
-            repository.claim_debates(session, worker_id=owner, lease_s=600, debate_id=debate_id)
+            queue.claim_debates(session, worker_id=owner, lease_s=600, debate_id=debate_id)
     head = await TurnWriter(store).append(TurnWrite(resumed, "crashed", turn(0), ChainHead()))
     lease_ended(store, resumed)
     worker = pool_worker(store)
@@ -677,17 +680,14 @@ async def test_escalating_endings_written_in_a_batch_carry_their_escalation_and_
     if refused:
         verdict_already_stored(store, ids[0])
 
-    def closing(
-        debate: Debate, _result: DebateResult, escalation: Escalation | None
-    ) -> list[outbox.Draft]:
-        assert escalation is not None
-        assert debate.chain_head is not None
-        text = f"review {escalation.id} of debate {debate.id} sealed {debate.chain_head[:8]}"
-        return [outbox.Draft(key="review", text=text, blocks=[])]
-
-    endings = FinishWriter(store)
+    with Session(store) as session:
+        # The ending owes messages only to a debate with a channel.
+        for debate_id in ids:
+            queue.get_debate(session, debate_id=debate_id).channel_id = "C1"
+        session.commit()
+    writer = FinishWriter(store)
     outcomes = await asyncio.gather(
-        *(endings.finish(repository.Finish(i, "w1", result, messages=closing)) for i in ids),
+        *(writer.finish(endings.Finish(i, "w1", result, owes_messages=True)) for i in ids),
         return_exceptions=True,
     )
 
@@ -695,16 +695,15 @@ async def test_escalating_endings_written_in_a_batch_carry_their_escalation_and_
     assert isinstance(outcomes[0], StoreRefusedError) == refused
     with Session(store) as session:
         for debate_id in finished:
-            escalation = repository.escalation_for(session, debate_id=debate_id)
+            escalation = reviews.escalation_for(session, debate_id=debate_id)
             assert escalation is not None
-            [owed] = outbox.rows_of(session, debate_id=debate_id)
-            debate = repository.get_debate(session, debate_id=debate_id)
+            rows = {row.key: row for row in outbox.rows_of(session, debate_id=debate_id)}
+            debate = queue.get_debate(session, debate_id=debate_id)
             assert debate.chain_head is not None
-            assert owed.text == (
-                f"review {escalation.id} of debate {debate_id} sealed {debate.chain_head[:8]}"
-            )
+            assert f"review:{escalation.id}" in str(rows["review"].blocks)
+            assert debate.chain_head[:12] in str(rows["verdict"].blocks)
         if refused:
-            assert repository.escalation_for(session, debate_id=ids[0]) is None
+            assert reviews.escalation_for(session, debate_id=ids[0]) is None
             assert outbox.rows_of(session, debate_id=ids[0]) == []
 
 
@@ -744,14 +743,14 @@ async def test_escalations_written_in_a_batch_take_their_reviewers_channel_and_k
     result = await run_debate(SPEC, resolve_llm=lambda _m: llm, prompts=shipped_prompts())
     assert result.verdict.escalate
 
-    endings = FinishWriter(store)
+    writer = FinishWriter(store)
     ids = (own, from_dm, named, earlier, nowhere)
-    finishes = [repository.Finish(i, "w1", result) for i in ids]
-    await asyncio.gather(*(endings.finish(finish) for finish in finishes))
+    finishes = [endings.Finish(i, "w1", result) for i in ids]
+    await asyncio.gather(*(writer.finish(finish) for finish in finishes))
 
     with Session(store) as session:
         reviewers = {
-            debate_id: repository.escalation_for(session, debate_id=debate_id).reviewers  # type: ignore[union-attr]
+            debate_id: reviews.escalation_for(session, debate_id=debate_id).reviewers  # type: ignore[union-attr]
             for debate_id in ids
         }
         rows = session.exec(select(Escalation).where(Escalation.debate_id == earlier)).all()
@@ -811,8 +810,8 @@ async def test_an_ending_the_database_fails_is_finished_by_the_next_claim_withou
     assert "disk I/O error" in caplog.text
     asked = len(llm.calls)
     with Session(store) as session:
-        assert repository.get_debate(session, debate_id=debate_id).state == DebateState.RUNNING
-        assert repository.verdict_for(session, debate_id=debate_id) is None
+        assert queue.get_debate(session, debate_id=debate_id).state == DebateState.RUNNING
+        assert endings.verdict_for(session, debate_id=debate_id) is None
     lease_ended(store, debate_id)
 
     await asyncio.wait_for(
@@ -821,5 +820,5 @@ async def test_an_ending_the_database_fails_is_finished_by_the_next_claim_withou
 
     assert len(llm.calls) == asked == 5
     with Session(store) as session:
-        assert repository.get_debate(session, debate_id=debate_id).state == DebateState.FINISHED
+        assert queue.get_debate(session, debate_id=debate_id).state == DebateState.FINISHED
     assert verified(store, debate_id) == 5

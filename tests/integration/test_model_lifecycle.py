@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from bot.app import build_services, check_configured_models
 from bot.cli import main
 from bot.settings import Settings, SettingsError
+from bot.wiring import build_services, check_configured_models
 from engine.pricing import FREE
 from engine.providers.openai_chat import OpenAIChatLLM
 from engine.providers.retry import RetryPolicy

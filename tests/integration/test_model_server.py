@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from bot.app import build_services
 from bot.settings import Settings
+from bot.wiring import build_services
 from engine.models import DebateStatus
 from engine.runner import run_debate
 from tests.integration.llm_server import ModelServer
@@ -41,7 +41,7 @@ async def test_every_protocol_runs_against_the_schema_filling_server(
     stances: dict[str, Any] = (
         {"stances_for": ["adopt"], "stances_against": ["wait"]} if protocol == "stances" else {}
     )
-    spec = services.new_spec("Adopt ADR-7?", protocol=protocol, rounds=1, **stances)
+    spec = services.policy.spec("Adopt ADR-7?", protocol=protocol, rounds=1, **stances)
 
     result = await run_debate(spec, resolve_llm=services.resolve_llm, prompts=services.prompts)
 

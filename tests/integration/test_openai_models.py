@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from bot.app import DebateServices, build_services
 from bot.providers import LimitedLLM
 from bot.settings import RoleModel, Settings
+from bot.wiring import DebateServices, build_services
 from engine.catalog import Catalog
 from engine.errors import LLMError
 from engine.llm import LLMRequest, Message
@@ -74,7 +74,7 @@ async def debate(
 ) -> DebateResult:
     """One debate of one round; `close` closes the providers after it (and forgets what they
     learned, as a restart would)."""
-    spec = services.new_spec(QUESTION, protocol=protocol, rounds=1, **STANCES.get(protocol, {}))
+    spec = services.policy.spec(QUESTION, protocol=protocol, rounds=1, **STANCES.get(protocol, {}))
     if check:
         services.registry.check({p.role.value: p.model for p in spec.participants})
     try:
@@ -186,7 +186,7 @@ async def test_an_effort_the_model_does_not_take_is_refused_before_any_request(
     roles = {**CURRENT, "moderator": RoleModel(model="gpt-6.2-sol", effort="none")}
     services = build_services(settings_for(standin, roles))
     with pytest.raises(LLMError) as refused:
-        services.registry.check(services.models())
+        services.registry.check(services.policy.models())
     message = str(refused.value)
     assert "DEBATEBOT_ROLES__MODERATOR__EFFORT" in message
     assert "low, medium, high, xhigh, max" in message
@@ -200,7 +200,7 @@ async def test_an_effort_the_model_does_not_take_is_refused_before_any_request(
         settings_for(standin, {"critic": RoleModel(model="gpt-4.1", effort="low")})
     )
     with pytest.raises(LLMError, match=r"gpt-4.1 takes no effort level.*CRITIC__EFFORT"):
-        older.registry.check(older.models())
+        older.registry.check(older.policy.models())
 
 
 async def test_refused_temperature_and_effort_are_dropped_once_and_remembered(

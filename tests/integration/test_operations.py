@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from sqlmodel import Session
 
-from bot.app import serve_metrics
 from bot.cli import main
 from bot.jobs.worker import DebateWorker
 from bot.metrics import Metrics
-from bot.store import repository
+from bot.serving import serve_metrics
+from bot.store import queue
 from bot.store.db import make_engine, upgrade
 from bot.store.tables import DebateSource
 from engine.models import DebateSpec, ModelSettings
@@ -31,13 +31,14 @@ SPEC = DebateSpec(
 DEBATEBOT = str(Path(sys.executable).with_name("debatebot"))
 
 
-def queue(url: str, count: int) -> list[int]:
+def queue_debates(url: str, count: int) -> list[int]:
     engine = make_engine(url)
     ids = []
     with Session(engine) as session:
         for n in range(count):
-            debate, _ = repository.enqueue_debate(
-                session, trigger_key=f"ops:{n}", spec=SPEC, source=DebateSource.CLI
+            debate, _ = queue.enqueue_debate(
+                session,
+                new=queue.NewDebate(trigger_key=f"ops:{n}", spec=SPEC, source=DebateSource.CLI),
             )
             assert debate.id is not None
             ids.append(debate.id)
@@ -48,7 +49,7 @@ def queue(url: str, count: int) -> list[int]:
 def test_worker_logs_json_lines_that_name_the_debate_and_the_worker(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'logs.sqlite3'}"
     upgrade(url)
-    ids = queue(url, 2)
+    ids = queue_debates(url, 2)
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEBATEBOT_")}
     env.update(DEBATEBOT_DATABASE_URL=url, DEBATEBOT_PROVIDER="fake", DEBATEBOT_LOG_FORMAT="json")
     done = subprocess.run(

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from bot.app import DebateServices, build_services
 from bot.settings import RoleModel, Settings
+from bot.wiring import DebateServices, build_services
 from engine.models import DebateStatus, Role
 from engine.runner import run_debate
 from tests.helpers import local_threads
@@ -39,7 +39,7 @@ CASES: dict[str, dict[str, Any]] = {
 async def test_protocol_runs_a_real_debate_on_the_local_model(
     services: DebateServices, protocol: str
 ) -> None:
-    spec = services.new_spec(QUESTION, protocol=protocol, rounds=1, **CASES[protocol])
+    spec = services.policy.spec(QUESTION, protocol=protocol, rounds=1, **CASES[protocol])
     result = await run_debate(spec, resolve_llm=services.resolve_llm, prompts=services.prompts)
 
     assert result.status is DebateStatus.COMPLETE, result.error

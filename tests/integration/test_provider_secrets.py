@@ -10,11 +10,11 @@ import pytest
 from pydantic import SecretStr
 from sqlalchemy import Engine, MetaData, select
 
-from bot.app import build_services, build_worker
 from bot.settings import Settings
-from bot.store import repository
+from bot.store import queue
 from bot.store.db import session_scope
 from bot.store.tables import DebateSource
+from bot.wiring import build_services, build_worker
 from engine.models import DebateStatus
 from tests.integration.llm_server import ModelServer, Step
 
@@ -35,11 +35,12 @@ def every_stored_value(engine: Engine) -> str:
 
 async def run_debate_on(store: Engine, database_url: str, settings: Settings) -> DebateStatus:
     services = build_services(settings)
-    spec = services.new_spec("Should we adopt ADR-42 (event sourcing for billing)?")
+    spec = services.policy.spec("Should we adopt ADR-42 (event sourcing for billing)?")
     worker = build_worker(services, store, worker_id="secrets-test")
     with session_scope(store) as session:
-        queued, _ = repository.enqueue_debate(
-            session, trigger_key="secrets", spec=spec, source=DebateSource.COMMAND
+        queued, _ = queue.enqueue_debate(
+            session,
+            new=queue.NewDebate(trigger_key="secrets", spec=spec, source=DebateSource.COMMAND),
         )
     assert queued.id is not None
     claimed = await worker.claim(debate_id=queued.id)

@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from bot.app import build_services
 from bot.providers import LimitedLLM
 from bot.settings import Settings
+from bot.wiring import build_services
 from engine.errors import LLMError
 from engine.llm import LLMRequest, Message, complete_structured
 from engine.models import DebateStatus, ProposerTurn, Role
@@ -180,7 +180,7 @@ async def test_openai_sdk_runs_a_real_debate_against_llama_cpp_server(
         openai_compatible_model=MODEL,
     )
     services = build_services(settings)
-    spec = services.new_spec(
+    spec = services.policy.spec(
         "Should we move our nightly batch jobs from cron to Kubernetes CronJobs?", rounds=1
     )
     result = await run_debate(spec, resolve_llm=services.resolve_llm, prompts=services.prompts)
@@ -211,7 +211,7 @@ async def test_llama_cpp_server_refusing_json_schema_is_detected_not_retried(
         openai_compatible_structured_modes=["json_schema"],
     )
     services = build_services(settings)
-    llm = services.resolve_llm(services.new_spec("q?").default_model)
+    llm = services.resolve_llm(services.policy.spec("q?").default_model)
     request = LLMRequest(
         model=MODEL,
         messages=[Message(role="user", content="Argue for cron. Reply in JSON.")],
@@ -261,7 +261,7 @@ async def test_anthropic_sdk_through_litellm_messages_api(
         llm_max_attempts=2,
     )
     services = build_services(settings)
-    model = services.new_spec("q?", provider="anthropic", model=CLAUDE_ALIAS).default_model
+    model = services.policy.spec("q?", provider="anthropic", model=CLAUDE_ALIAS).default_model
     llm = services.resolve_llm(model)
     assert llm.provider == "anthropic"
     request = LLMRequest(

@@ -16,9 +16,9 @@ from sqlmodel import Session, col, select
 
 from bot.jobs.scheduled import ScheduledJobs, slot_of
 from bot.jobs.worker import DebateWorker
-from bot.messages.owed import DebateNotifier
+from bot.messages.notifier import DebateNotifier
 from bot.settings import Settings
-from bot.store import repository
+from bot.store import queue, turns
 from bot.store.db import make_engine
 from bot.store.errors import DatabaseUnavailableError
 from bot.store.export import verify_export
@@ -41,12 +41,15 @@ def jobs_on(engine: Engine, runner: str, **settings: Any) -> ScheduledJobs:
     )
 
 
-def queue(engine: Engine, count: int, prefix: str = "job") -> list[int]:
+def queue_debates(engine: Engine, count: int, prefix: str = "job") -> list[int]:
     ids = []
     with Session(engine) as session:
         for n in range(count):
-            debate, _ = repository.enqueue_debate(
-                session, trigger_key=f"{prefix}:{n}", spec=SPEC, source=DebateSource.CLI
+            debate, _ = queue.enqueue_debate(
+                session,
+                new=queue.NewDebate(
+                    trigger_key=f"{prefix}:{n}", spec=SPEC, source=DebateSource.CLI
+                ),
             )
             assert debate.id is not None
             ids.append(debate.id)
@@ -127,7 +130,7 @@ def test_slots_are_the_same_on_every_replica() -> None:
 
 
 async def finished(store: Engine, count: int) -> list[int]:
-    ids = queue(store, count, prefix="old")
+    ids = queue_debates(store, count, prefix="old")
     llm = DebateScript().llm()
     worker = DebateWorker(
         engine=store, resolve_llm=lambda _s: llm, prompts=shipped_prompts(), worker_id="w"
@@ -183,9 +186,9 @@ def test_retention_needs_a_folder_for_its_archive() -> None:
 async def test_a_dead_workers_debate_goes_back_to_the_queue_and_a_long_wait_is_logged(
     store: Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
-    queue(store, 2, prefix="stuck")
+    queue_debates(store, 2, prefix="stuck")
     with Session(store, expire_on_commit=False) as session:
-        [held] = repository.claim_debates(session, worker_id="dead-worker", lease_s=5, limit=1)
+        [held] = queue.claim_debates(session, worker_id="dead-worker", lease_s=5, limit=1)
     jobs = jobs_on(store, "r", worker_lease_s=5, queue_warn_s=60)
     jobs.clock = lambda: utcnow() + timedelta(seconds=120)
 
@@ -196,7 +199,7 @@ async def test_a_dead_workers_debate_goes_back_to_the_queue_and_a_long_wait_is_l
         assert await jobs.fire("queue-depth", jobs.queue_depth, 60) == "2 waiting, oldest 120 s"
 
     with Session(store) as session:
-        row = repository.get_debate(session, debate_id=held.id or 0)
+        row = queue.get_debate(session, debate_id=held.id or 0)
     assert (row.state, row.lease_owner) == (DebateState.QUEUED, None)
     assert f"debate {held.id}: worker dead-worker stopped renewing its lease" in caplog.text
     assert "2 debate(s) waiting for a worker, the oldest for 120 s" in caplog.text
@@ -239,8 +242,8 @@ async def test_retention_that_cannot_write_its_archive_removes_nothing(
     assert detail is not None
     assert detail.startswith(("NotADirectoryError", "FileExistsError"))
     with Session(store) as session:
-        assert repository.get_debate(session, debate_id=debate_id).state == DebateState.FINISHED
-        assert len(repository.turn_rows(session, debate_id=debate_id)) == 5
+        assert queue.get_debate(session, debate_id=debate_id).state == DebateState.FINISHED
+        assert len(turns.turn_rows(session, debate_id=debate_id)) == 5
 
 
 async def test_three_replicas_firing_every_job_at_once_run_each_once_per_slot(
@@ -249,7 +252,7 @@ async def test_three_replicas_firing_every_job_at_once_run_each_once_per_slot(
     """Every job of the schedule, fired by three replicas for the same slot at the same moment:
     one run each, recorded once, and its work (an archived debate, a requeued lease) done once."""
     [old] = await finished(store, 1)
-    [stuck] = queue(store, 1, prefix="stuck")
+    [stuck] = queue_debates(store, 1, prefix="stuck")
     with Session(store) as session:
         session.execute(
             update(Debate)
@@ -292,7 +295,7 @@ async def test_three_replicas_firing_every_job_at_once_run_each_once_per_slot(
         assert details["stale-leases"] is not None
         assert details["retention"].startswith("1 debate(s) archived")
         assert details["stale-leases"].startswith("1 debate(s) requeued")
-        assert repository.get_debate(session, debate_id=stuck).state == DebateState.QUEUED
+        assert queue.get_debate(session, debate_id=stuck).state == DebateState.QUEUED
         assert session.get(Debate, old) is None
     assert len(list((tmp_path / "archive").iterdir())) == 1
     for engine in engines[1:]:

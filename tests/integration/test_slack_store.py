@@ -13,9 +13,8 @@ from sqlmodel import Session, col, select
 
 from bot.jobs.reminders import remind_reviewers
 from bot.jobs.worker import DebateWorker
-from bot.messages.owed import DebateNotifier
-from bot.store import outbox, repository
-from bot.store import slack as slack_store
+from bot.messages.notifier import DebateNotifier
+from bot.store import channels, dedupe, endings, outbox, queue, reviews, turns, verify
 from bot.store.db import session_scope
 from bot.store.errors import InFlightLimitError
 from bot.store.outbox import Draft
@@ -38,17 +37,23 @@ SPEC = DebateSpec(
 
 
 def queued(engine: Engine, key: str = "k", drafts: list[Draft] | None = None) -> int:
+    """A queued debate and, in the same unit of work, the messages it owes (as the intake
+    stages them)."""
     with Session(engine) as session:
-        debate, _ = repository.enqueue_debate(
+        debate, created = queue.add_debate(
             session,
-            trigger_key=key,
-            spec=SPEC,
-            source=DebateSource.COMMAND,
-            channel_id="C1",
-            reviewers_channel_id="C1",
-            requested_by="UALICE",
-            messages=(lambda _debate: list(drafts)) if drafts else None,
+            new=queue.NewDebate(
+                trigger_key=key,
+                spec=SPEC,
+                source=DebateSource.COMMAND,
+                channel_id="C1",
+                reviewers_channel_id="C1",
+                requested_by="UALICE",
+            ),
         )
+        if created and drafts:
+            outbox.stage(session, debate=debate, drafts=drafts)
+        session.commit()
         assert debate.id is not None
         return debate.id
 
@@ -79,13 +84,11 @@ def claim(session: Session, debate_id: int, owner: str) -> tuple[Outbox, int]:
 def test_a_queued_debate_is_written_with_the_messages_it_owes(store: Engine) -> None:
     debate_id = queued(store, drafts=[post("parent", "channel"), post("material:0")])
     with session_scope(store) as session:
-        again, created = repository.enqueue_debate(
+        again, created = queue.enqueue_debate(
             session,
-            trigger_key="k",
-            spec=SPEC,
-            source=DebateSource.COMMAND,
-            channel_id="C1",
-            messages=lambda _d: [post("parent", "channel")],
+            new=queue.NewDebate(
+                trigger_key="k", spec=SPEC, source=DebateSource.COMMAND, channel_id="C1"
+            ),
         )
         assert (again.id, created) == (debate_id, False)
         rows = outbox.rows_of(session, debate_id=debate_id)
@@ -136,7 +139,7 @@ def test_posts_go_in_order_and_a_later_one_waits_behind_a_retry(store: Engine) -
             delivered_to="channel",
         )
         # A top-level parent starts the debate's thread.
-        assert repository.get_debate(session, debate_id=debate_id).thread_ts == "100.1"
+        assert queue.get_debate(session, debate_id=debate_id).thread_ts == "100.1"
         row, _ = claim(session, debate_id, "b")
         assert row.key == "round:1"
 
@@ -237,7 +240,7 @@ def test_a_halt_is_recorded_once_with_its_notice(store: Engine) -> None:
     with session_scope(store) as session:
         assert outbox.halt(session, debate_id=debate_id, reason="not_in_channel", notices=[dm])
         assert not outbox.halt(session, debate_id=debate_id, reason="again", notices=[dm])
-        assert repository.get_debate(session, debate_id=debate_id).halt_reason == "not_in_channel"
+        assert queue.get_debate(session, debate_id=debate_id).halt_reason == "not_in_channel"
         [row] = outbox.rows_of(session, debate_id=debate_id)
         assert (row.key, row.target, row.recipients) == ("dm:halted", "dm", ["UALICE"])
 
@@ -247,14 +250,14 @@ async def test_an_escalating_ending_is_stored_with_its_escalation_and_review_req
 ) -> None:
     debate_id = queued(store)
     with session_scope(store) as session:
-        slack_store.save_channel_settings(
+        channels.save_channel_settings(
             session, channel_id="C1", updated_by="UADMIN", values={"reviewers": ["UREV"]}
         )
     worker = notifying_worker(store)
     assert await worker.run_once()
     with session_scope(store) as session:
-        verdict = repository.verdict_for(session, debate_id=debate_id)
-        escalation = repository.escalation_for(session, debate_id=debate_id)
+        verdict = endings.verdict_for(session, debate_id=debate_id)
+        escalation = reviews.escalation_for(session, debate_id=debate_id)
         rows = {r.key: r for r in outbox.rows_of(session, debate_id=debate_id)}
     assert verdict is not None
     assert escalation is not None
@@ -273,15 +276,15 @@ async def test_a_confident_ending_owes_no_review_request(store: Engine) -> None:
     worker = notifying_worker(store, DebateScript(moderator=[sure]))
     assert await worker.run_once()
     with session_scope(store) as session:
-        assert repository.escalation_for(session, debate_id=debate_id) is None
+        assert reviews.escalation_for(session, debate_id=debate_id) is None
         assert outbox.row_for(session, debate_id=debate_id, key="review") is None
         assert outbox.row_for(session, debate_id=debate_id, key="verdict") is not None
 
 
 async def test_a_debate_without_a_thread_ends_escalated_with_no_outbox_work(store: Engine) -> None:
     with Session(store) as session:
-        debate, _ = repository.enqueue_debate(
-            session, trigger_key="cli", spec=SPEC, source=DebateSource.CLI
+        debate, _ = queue.enqueue_debate(
+            session, new=queue.NewDebate(trigger_key="cli", spec=SPEC, source=DebateSource.CLI)
         )
     assert debate.id is not None
     statements: list[str] = []
@@ -292,10 +295,10 @@ async def test_a_debate_without_a_thread_ends_escalated_with_no_outbox_work(stor
     assert await worker.run_once()
     assert not any("outbox" in statement for statement in statements), statements
     with session_scope(store) as session:
-        verdict = repository.verdict_for(session, debate_id=debate.id)
+        verdict = endings.verdict_for(session, debate_id=debate.id)
         assert verdict is not None
         assert verdict.escalate
-        assert repository.escalation_for(session, debate_id=debate.id) is not None
+        assert reviews.escalation_for(session, debate_id=debate.id) is not None
         assert outbox.rows_of(session, debate_id=debate.id) == []
 
 
@@ -307,14 +310,14 @@ def test_one_review_per_escalation_and_event_ids_seen_once(store: Engine) -> Non
         session.commit()
         session.refresh(escalation)
         assert escalation.id is not None
-        _, made = slack_store.record_review(
+        _, made = reviews.record_review(
             session,
             escalation_id=escalation.id,
             reviewer="U1",
             decision=EscalationState.APPROVED,
             note="ok",
         )
-        again, made_again = slack_store.record_review(
+        again, made_again = reviews.record_review(
             session,
             escalation_id=escalation.id,
             reviewer="U2",
@@ -323,19 +326,19 @@ def test_one_review_per_escalation_and_event_ids_seen_once(store: Engine) -> Non
         )
         assert (made, made_again) == (True, False)
         assert (again.reviewer, again.decision) == ("U1", "approved")
-        reviewed = slack_store.get_escalation(session, escalation_id=escalation.id)
+        reviewed = reviews.get_escalation(session, escalation_id=escalation.id)
         assert reviewed is not None
         assert reviewed.state == "approved"
-        assert slack_store.mark_processed(session, key="event:Ev1")
-        assert not slack_store.mark_processed(session, key="event:Ev1")
+        assert dedupe.mark_processed(session, key="event:Ev1")
+        assert not dedupe.mark_processed(session, key="event:Ev1")
 
 
 def test_a_second_click_within_the_window_opens_nothing(store: Engine) -> None:
     with session_scope(store) as session:
-        assert slack_store.open_window(session, key="note-form:1:U1", window_s=10)
-        assert not slack_store.open_window(session, key="note-form:1:U1", window_s=10)
-        assert slack_store.open_window(session, key="note-form:1:U2", window_s=10)
-        assert slack_store.open_window(session, key="note-form:1:U1", window_s=0)
+        assert dedupe.open_window(session, key="note-form:1:U1", window_s=10)
+        assert not dedupe.open_window(session, key="note-form:1:U1", window_s=10)
+        assert dedupe.open_window(session, key="note-form:1:U2", window_s=10)
+        assert dedupe.open_window(session, key="note-form:1:U1", window_s=0)
 
 
 async def test_a_fork_carries_turns_on_a_valid_chain_and_shares_thread_messages(
@@ -357,17 +360,20 @@ async def test_a_fork_carries_turns_on_a_valid_chain_and_shares_thread_messages(
                 delivered_to="thread",
             )
         more = SPEC.model_copy(update={"max_rounds": 2, "min_rounds": 2})
-        fork, created = slack_store.fork_debate(
-            session, debate_id=debate_id, trigger_key="another_round:1", spec=more
+        new = queue.NewDebate(
+            trigger_key="another_round:1",
+            spec=more,
+            source=DebateSource.ANOTHER_ROUND,
+            channel_id="C1",
+            parent_debate_id=debate_id,
         )
+        fork, created = queue.fork_debate(session, new=new, original_id=debate_id)
         assert created
-        assert not slack_store.fork_debate(
-            session, debate_id=debate_id, trigger_key="another_round:1", spec=more
-        )[1]
+        assert not queue.fork_debate(session, new=new, original_id=debate_id)[1]
         assert fork.parent_debate_id == debate_id
         assert fork.id is not None
-        assert len(repository.turn_rows(session, debate_id=fork.id)) == 5
-        assert repository.verify_chain(session, debate_id=fork.id).ok
+        assert len(turns.turn_rows(session, debate_id=fork.id)) == 5
+        assert verify.verify_chain(session, debate_id=fork.id).ok
         round_1 = outbox.row_for(session, debate_id=fork.id, key="round:1")
         parent = outbox.row_for(session, debate_id=fork.id, key="parent")
         assert round_1 is not None
@@ -407,18 +413,20 @@ async def test_reminders_are_owed_once_per_period_however_many_replicas_fire(
 
 
 async def test_concurrent_requests_never_pass_the_in_flight_limits(store: Engine) -> None:
-    limits = repository.InFlightLimits(per_user=3, per_channel=5)
+    limits = queue.InFlightLimits(per_user=3, per_channel=5)
 
     def request(n: int) -> str:
         with session_scope(store) as session:
             try:
-                repository.enqueue_debate(
+                queue.enqueue_debate(
                     session,
-                    trigger_key=f"burst:{n}",
-                    spec=SPEC,
-                    source=DebateSource.COMMAND,
-                    channel_id="C1",
-                    requested_by=requester(n),
+                    new=queue.NewDebate(
+                        trigger_key=f"burst:{n}",
+                        spec=SPEC,
+                        source=DebateSource.COMMAND,
+                        channel_id="C1",
+                        requested_by=requester(n),
+                    ),
                     limits=limits,
                 )
             except InFlightLimitError as error:
@@ -435,13 +443,15 @@ async def test_concurrent_requests_never_pass_the_in_flight_limits(store: Engine
     assert outcomes.count("queued") == 5, "the channel's limit holds too"
     first = outcomes.index("queued")
     with session_scope(store) as session:
-        _, created = repository.enqueue_debate(
+        _, created = queue.enqueue_debate(
             session,
-            trigger_key=f"burst:{first}",
-            spec=SPEC,
-            source=DebateSource.COMMAND,
-            channel_id="C1",
-            requested_by=requester(first),
+            new=queue.NewDebate(
+                trigger_key=f"burst:{first}",
+                spec=SPEC,
+                source=DebateSource.COMMAND,
+                channel_id="C1",
+                requested_by=requester(first),
+            ),
             limits=limits,
         )
     assert not created, "a retried request finds its debate instead of being refused"

@@ -48,7 +48,8 @@ def test_the_parser_alone_loads_no_database_layer() -> None:
     ("statement", "expected"),
     [
         ("from bot.providers import ProviderRegistry", set()),
-        ("import bot.commands", set()),
+        ("import bot.cli.run", set()),
+        ("import bot.cli.processes", set()),
         ("import engine.providers.openai_chat", {"openai"}),
         ("import bot.slack.listeners", {"slack_bolt", "slack_sdk"}),
     ],
@@ -62,10 +63,10 @@ def test_a_sqlite_store_loads_no_postgresql_dialect(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'bot.sqlite3'}"
     upgrade(url)  # alembic loads every dialect; a worker's store does not migrate
     statement = (
-        "from bot.store import repository; from bot.store.db import make_engine, session_scope;"
+        "from bot.store import turns; from bot.store.db import make_engine, session_scope;"
         f" s = session_scope(make_engine({url!r})).__enter__();"
-        " repository.stored_runs(s, debate_ids=[1]); repository.append_turns(s, writes=[])"
+        " turns.stored_runs(s, debate_ids=[1]); turns.append_turns(s, writes=[])"
     )
     loaded = imported_by(statement)
-    assert "bot.store.repository" in loaded
+    assert "bot.store.turns" in loaded
     assert not {name for name in loaded if name.startswith("sqlalchemy.dialects.postgresql")}

@@ -20,12 +20,12 @@ from sqlalchemy import Engine, create_engine, event, text, update
 from sqlalchemy.engine import make_url
 from sqlmodel import Session, col, select
 
-from bot.app import HealthProbe
+from bot.health import HealthProbe
 from bot.jobs.delivery import DeliveryConfig, OutboxDelivery
 from bot.jobs.pause import OutagePause
 from bot.slackweb.people import SlackDirectory
 from bot.slackweb.poster import SlackPoster
-from bot.store import repository
+from bot.store import queue
 from bot.store.db import check_schema, make_engine, session_scope, upgrade
 from bot.store.errors import (
     DatabaseUnavailableError,
@@ -45,7 +45,9 @@ SPEC = DebateSpec(
 
 def enqueue(engine: Engine, key: str) -> None:
     with session_scope(engine) as session:
-        repository.enqueue_debate(session, trigger_key=key, spec=SPEC, source=DebateSource.COMMAND)
+        queue.enqueue_debate(
+            session, new=queue.NewDebate(trigger_key=key, spec=SPEC, source=DebateSource.COMMAND)
+        )
 
 
 def sqlite_with_a_debate(tmp_path: Path, folder: str) -> tuple[Path, str, Engine]:
@@ -162,8 +164,8 @@ async def test_a_full_sqlite_database_is_reported_as_full_and_keeps_what_it_had(
     )
     big = SPEC.model_copy(update={"question": "Should we adopt ADR-042? " + "x" * 30_000})
     with pytest.raises(DatabaseUnavailableError) as raised, session_scope(full) as session:
-        repository.enqueue_debate(
-            session, trigger_key="after", spec=big, source=DebateSource.COMMAND
+        queue.enqueue_debate(
+            session, new=queue.NewDebate(trigger_key="after", spec=big, source=DebateSource.COMMAND)
         )
     message = str(raised.value)
     assert "database or disk is full" in message
@@ -190,8 +192,8 @@ async def test_a_full_sqlite_database_is_reported_as_full_and_keeps_what_it_had(
     assert database.startswith("disk full")
     with session_scope(full) as session:
         session.connection().exec_driver_sql(f"PRAGMA max_page_count = {pages * 4}")
-        repository.enqueue_debate(
-            session, trigger_key="after", spec=big, source=DebateSource.COMMAND
+        queue.enqueue_debate(
+            session, new=queue.NewDebate(trigger_key="after", spec=big, source=DebateSource.COMMAND)
         )
     assert await HealthProbe(full, 1)() == {"ok": True, "database": "ok", "concurrency": 1}
     full.dispose()
@@ -283,8 +285,8 @@ def test_control_characters_are_cleaned_before_they_reach_the_store(store: Engin
         {**SPEC.model_dump(), "question": "Adopt\x00 ADR\x07-042?\r\nYes\tor no"}
     )
     with session_scope(store) as session:
-        debate, _ = repository.enqueue_debate(
-            session, trigger_key="c", spec=spec, source=DebateSource.COMMAND
+        debate, _ = queue.enqueue_debate(
+            session, new=queue.NewDebate(trigger_key="c", spec=spec, source=DebateSource.COMMAND)
         )
     assert debate.question == "Adopt ADR-042?\nYes\tor no"
 

@@ -16,7 +16,7 @@ from sqlmodel import Session, SQLModel, col, select
 
 from bot.jobs.worker import DebateWorker, WorkerConfig
 from bot.migrations import SCHEMA_HEAD
-from bot.store import outbox, repository
+from bot.store import endings, outbox, queue, turns, verify
 from bot.store.db import alembic_config, check_schema, make_engine, session_scope, upgrade
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError, SchemaOutdatedError
 from bot.store.outbox import Draft
@@ -37,8 +37,8 @@ class SimulatedCrash(Exception):
 
 def enqueue(engine: Engine, key: str, spec: DebateSpec = SPEC) -> int:
     with Session(engine) as session:
-        debate, _ = repository.enqueue_debate(
-            session, trigger_key=key, spec=spec, source=DebateSource.COMMAND
+        debate, _ = queue.enqueue_debate(
+            session, new=queue.NewDebate(trigger_key=key, spec=spec, source=DebateSource.COMMAND)
         )
         assert debate.id is not None
         return debate.id
@@ -81,7 +81,7 @@ def test_a_state_outside_its_enum_is_refused_by_the_database(
     value the code has no name for."""
     debate_id = enqueue(store, f"check-{table}-{column}")
     with session_scope(store) as session:
-        repository.get_debate(session, debate_id=debate_id)
+        queue.get_debate(session, debate_id=debate_id)
     with store.begin() as connection:
         if table == "outbox":
             connection.execute(
@@ -122,31 +122,31 @@ def test_same_trigger_key_gives_the_same_debate(store: Engine) -> None:
     second = enqueue(store, "slack:C1:1700000000.1")
     assert first == second
     with Session(store) as session:
-        assert repository.count_debates(session) == 1
+        assert queue.count_debates(session) == 1
 
 
 async def test_concurrent_enqueues_of_one_key_yield_one_debate(store: Engine) -> None:
     ids = await asyncio.gather(*(asyncio.to_thread(enqueue, store, "dup-key") for _ in range(8)))
     assert len(set(ids)) == 1
     with Session(store) as session:
-        assert repository.count_debates(session) == 1
+        assert queue.count_debates(session) == 1
 
 
 def test_claims_take_each_debate_once_and_reclaim_expired_leases(store: Engine) -> None:
     debate_id = enqueue(store, "claim-me")
     with Session(store) as session:
-        claimed = repository.claim_debate(session, worker_id="a", lease_s=0.5)
+        claimed = queue.claim_debate(session, worker_id="a", lease_s=0.5)
         assert claimed is not None
         assert claimed.id == debate_id
-        assert repository.claim_debate(session, worker_id="b", lease_s=30) is None
+        assert queue.claim_debate(session, worker_id="b", lease_s=30) is None
     time.sleep(0.7)
     with Session(store) as session:
-        stolen = repository.claim_debate(session, worker_id="b", lease_s=30)
+        stolen = queue.claim_debate(session, worker_id="b", lease_s=30)
         assert stolen is not None
         assert stolen.id == debate_id
         assert stolen.claims == 2
         with pytest.raises(LeaseLostError):
-            repository.renew_lease(session, debate_id=debate_id, worker_id="a", lease_s=30)
+            queue.renew_lease(session, debate_id=debate_id, worker_id="a", lease_s=30)
 
 
 async def test_worker_stores_every_turn_and_the_verdict(store: Engine) -> None:
@@ -154,10 +154,10 @@ async def test_worker_stores_every_turn_and_the_verdict(store: Engine) -> None:
     calls = await run_to_end(store)
 
     with Session(store) as session:
-        debate = repository.get_debate(session, debate_id=debate_id)
-        rows = repository.turn_rows(session, debate_id=debate_id)
-        verdict = repository.verdict_for(session, debate_id=debate_id)
-        report = repository.verify_chain(session, debate_id=debate_id)
+        debate = queue.get_debate(session, debate_id=debate_id)
+        rows = turns.turn_rows(session, debate_id=debate_id)
+        verdict = endings.verdict_for(session, debate_id=debate_id)
+        report = verify.verify_chain(session, debate_id=debate_id)
     assert debate.state == DebateState.FINISHED
     assert debate.outcome == DebateStatus.COMPLETE.value
     assert debate.lease_owner is None
@@ -179,7 +179,7 @@ async def test_tampering_with_a_turn_is_caught_at_the_first_broken_link(store: E
             {"t": '{"thesis": "quietly rewritten"}', "d": debate_id},
         )
     with Session(store) as session:
-        report = repository.verify_chain(session, debate_id=debate_id)
+        report = verify.verify_chain(session, debate_id=debate_id)
     assert not report.ok
     assert report.first_broken_seq == 3
     assert "altered" in (report.problem or "")
@@ -194,7 +194,7 @@ async def test_removing_a_turn_is_caught(store: Engine) -> None:
             text("DELETE FROM turn WHERE debate_id = :d AND seq = 5"), {"d": debate_id}
         )
     with Session(store) as session:
-        report = repository.verify_chain(session, debate_id=debate_id)
+        report = verify.verify_chain(session, debate_id=debate_id)
     assert report.first_broken_seq == 6
     assert "removed" in (report.problem or "")
 
@@ -216,7 +216,7 @@ async def test_resume_replays_stored_turns_and_asks_only_for_the_rest(store: Eng
 
     async def crash_after_four(event: object) -> None:
         with Session(store) as session:
-            if len(repository.turn_rows(session, debate_id=debate_id)) >= stop_after:
+            if len(turns.turn_rows(session, debate_id=debate_id)) >= stop_after:
                 raise SimulatedCrash
 
     first.sinks = lambda _debate: crash_after_four
@@ -230,8 +230,8 @@ async def test_resume_replays_stored_turns_and_asks_only_for_the_rest(store: Eng
     )
     assert await second.run_once()
     with Session(store) as session:
-        rows = repository.turn_rows(session, debate_id=debate_id)
-        assert repository.verify_chain(session, debate_id=debate_id).ok
+        rows = turns.turn_rows(session, debate_id=debate_id)
+        assert verify.verify_chain(session, debate_id=debate_id).ok
     assert len(rows) == 9
     assert len(second_llm.calls) == 9 - stop_after
     assert {row.request_sha256 for row in rows[:stop_after]}.isdisjoint(
@@ -245,7 +245,7 @@ def test_an_unreachable_database_gives_advice() -> None:
         pytest.raises(DatabaseUnavailableError, match="DEBATEBOT_DATABASE_URL") as info,
         session_scope(engine) as session,
     ):
-        repository.count_debates(session)
+        queue.count_debates(session)
     assert "secret" not in str(info.value)
 
 
@@ -261,13 +261,15 @@ def test_sqlite_locked_past_the_timeout_says_what_to_do(tmp_path: Path) -> None:
             pytest.raises(DatabaseUnavailableError, match="holds the SQLite write lock"),
             session_scope(impatient) as session,
         ):
-            repository.enqueue_debate(
-                session, trigger_key="blocked", spec=SPEC, source=DebateSource.COMMAND
+            queue.enqueue_debate(
+                session,
+                new=queue.NewDebate(trigger_key="blocked", spec=SPEC, source=DebateSource.COMMAND),
             )
         connection.rollback()
     with Session(impatient) as session:
-        debate, created = repository.enqueue_debate(
-            session, trigger_key="blocked", spec=SPEC, source=DebateSource.COMMAND
+        debate, created = queue.enqueue_debate(
+            session,
+            new=queue.NewDebate(trigger_key="blocked", spec=SPEC, source=DebateSource.COMMAND),
         )
     assert created
     assert debate.state == DebateState.QUEUED

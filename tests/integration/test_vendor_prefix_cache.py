@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from bot.app import build_services
 from bot.settings import RoleModel, Settings
+from bot.wiring import build_services
 from engine.models import ContextDocument, DebateResult, DebateStatus, Role
 from engine.runner import run_debate
 from tests.integration.anthropic_standin import AnthropicStandIn
@@ -56,7 +56,7 @@ async def anthropic_standin() -> AsyncIterator[AnthropicStandIn]:
 
 async def debate(settings: Settings, protocol: str, rounds: int = 1) -> DebateResult:
     services = build_services(settings)
-    spec = services.new_spec(
+    spec = services.policy.spec(
         QUESTION, protocol=protocol, rounds=rounds, context=[CASE], **STANCES.get(protocol, {})
     )
     # Every round runs, whatever the moderator recommends.

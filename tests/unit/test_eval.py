@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bot.evaluation import EvalPlan, Progress, estimate, matched_k, meaning, report_markdown
+from bot.cli.eval_runner import EvalPlan, Progress, estimate, matched_k, meaning, report_markdown
 from engine.evaluation.arms import ArmRunner, question_for
 from engine.evaluation.cases import CaseFileError, EvalCase, PlantedFlaw, load_cases
 from engine.evaluation.scoring import (

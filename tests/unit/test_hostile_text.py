@@ -27,7 +27,7 @@ from pydantic import ValidationError
 
 from bot import adr, hosts
 from bot.messages import kit
-from bot.slack import commands, payloads, server, triggers
+from bot.slack import command_text, payloads, server, triggers
 from bot.slack.errors import CommandError
 from engine import citations, llm, quality
 from engine.models import ContextDocument, Role, clean_text
@@ -139,13 +139,13 @@ RECOGNISERS: dict[str, Callable[[str], Any]] = {
     "adr_title": adr.adr_title,
     "clean_line": adr.clean_line,
     "parse_command": _ignore(
-        (CommandError,), lambda text: commands.parse_command(text, protocols=PROTOCOL_NAMES)
+        (CommandError,), lambda text: command_text.parse_command(text, protocols=PROTOCOL_NAMES)
     ),
-    "parse_people": _ignore((CommandError,), commands.parse_people),
-    "parse_channel": _ignore((CommandError,), commands.parse_channel),
-    "parse_link": _ignore((CommandError,), commands.parse_link),
-    "parse_title_pattern": _ignore((CommandError,), commands.parse_title_pattern),
-    "parse_clock": _ignore((CommandError,), commands.parse_clock),
+    "parse_people": _ignore((CommandError,), command_text.parse_people),
+    "parse_channel": _ignore((CommandError,), command_text.parse_channel),
+    "parse_link": _ignore((CommandError,), command_text.parse_link),
+    "parse_title_pattern": _ignore((CommandError,), command_text.parse_title_pattern),
+    "parse_clock": _ignore((CommandError,), command_text.parse_clock),
     # A link whose path could reach outside the repository is refused with LinkError.
     "find_link": _ignore((hosts.LinkError,), lambda text: hosts.find_link(text, CONFIG)),
     "is_adr_path": hosts.is_adr_path,
@@ -204,7 +204,7 @@ def test_a_channel_pattern_that_backtracks_in_python_runs_in_linear_time() -> No
 
 def test_patterns_re2_refuses_are_named_when_set_and_match_nothing_when_stored() -> None:
     with pytest.raises(CommandError, match="backreferences and lookarounds"):
-        commands.parse_title_pattern(r"(rfc)-\1")
+        command_text.parse_title_pattern(r"(rfc)-\1")
     assert adr.adr_format("RFC-12: caching", r"(?=RFC)RFC-\d+") is None
     assert adr.adr_format("RFC-12: caching", r"RFC-\d+") == "channel"
 

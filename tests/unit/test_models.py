@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from engine.models import MAX_QUESTION_CHARS, ContextDocument, DebateSpec, Participant, Role, Usage
+from engine.models import MAX_CONTEXT_CHARS, ContextDocument, DebateSpec, Participant, Role, Usage
 
 
 @pytest.mark.parametrize("question", ["", "   \n\t"])
@@ -14,9 +14,16 @@ def test_empty_question_is_refused(question: str) -> None:
         DebateSpec(question=question)
 
 
-def test_forty_thousand_character_question_is_refused_with_the_limit() -> None:
-    with pytest.raises(ValidationError, match=f"at most {MAX_QUESTION_CHARS}"):
-        DebateSpec(question="x" * 40_000)
+def test_a_forty_thousand_character_question_is_kept_whole() -> None:
+    question = "Should we adopt this? " + "x" * 40_000
+    assert DebateSpec(question=question).question == question
+
+
+def test_a_question_counts_with_the_documents_against_the_limit() -> None:
+    doc = ContextDocument(title="dump", text="y" * (MAX_CONTEXT_CHARS - 100))
+    assert DebateSpec(question="q" * 100, context=[doc]).question == "q" * 100
+    with pytest.raises(ValidationError, match="the question and documents are 200,001"):
+        DebateSpec(question="q" * 101, context=[doc])
 
 
 def test_oversized_context_is_refused_with_advice() -> None:

@@ -168,8 +168,8 @@ async def test_every_role_of_a_one_round_debate_can_serve_most_of_its_prompt_fro
     """The issue's goal, checked on every shipped example case with the keyless fake model: at
     least 70 % of each role's prompt is a prefix another call of the debate already sent."""
     from benchmarks.tokens import SHARE_GOAL, load_cases, run_case, shares
-    from bot.app import build_services
     from bot.settings import Settings
+    from bot.wiring import build_services
 
     services = build_services(Settings(provider="fake"))
     for case in load_cases():

@@ -7,7 +7,7 @@ from pydantic import SecretStr
 
 from bot.adr import adr_title, is_adr
 from bot.settings import Settings, SettingsError
-from bot.slack.commands import (
+from bot.slack.command_text import (
     Command,
     ConfigCommand,
     DebateCommand,

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from bot.app import rounds_for
+from bot.intake.policy import rounds_for
 from bot.messages.transcript import progress
-from bot.slack.commands import (
+from bot.slack.command_text import (
     DebateCommand,
     parse_command,
     parse_config_form,

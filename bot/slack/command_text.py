@@ -61,7 +61,8 @@ class ConfigCommand:
 
 @dataclass(frozen=True)
 class DebateCommand:
-    question: str
+    question: str | None
+    """None when the command names only an ADR link (`--adr`): the ADR's title makes it."""
     protocol: str | None = None
     rounds: int | None = None
     stances_for: tuple[str, ...] = ()
@@ -76,8 +77,6 @@ class DebateCommand:
 
 
 Command = HelpCommand | OpenDebateModal | ConfigCommand | DebateCommand
-LINKED_QUESTION = "Should the team accept the linked architecture decision record?"
-"""The question of `/debate --adr URL` with none of its own (the ADR's title replaces it)."""
 
 
 def _unquote(value: str) -> str:
@@ -299,9 +298,7 @@ def parse_command(text: str, *, protocols: tuple[str, ...]) -> Command:
         if len(values.get(name, [])) > 1:
             raise CommandError(f"--{name} is given more than once")
     adr_url = parse_link(values["adr"][0]) if "adr" in values else None
-    if not question and adr_url:
-        question = LINKED_QUESTION
-    if not question:
+    if not question and not adr_url:
         raise CommandError(
             "there is no question: write it after /debate, e.g."
             " `/debate Should we move sessions to Redis? --rounds 2`"
@@ -319,7 +316,7 @@ def parse_command(text: str, *, protocols: tuple[str, ...]) -> Command:
             "--route lets a fast model answer before a panel; add `--protocol panel`"
         )
     return DebateCommand(
-        question=question,
+        question=question or None,
         protocol=protocol,
         rounds=parse_rounds(values["rounds"][0]) if "rounds" in values else None,
         stances_for=stances_for,

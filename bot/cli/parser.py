@@ -1,26 +1,15 @@
-"""`debatebot` command line: run debates, run workers, manage the database, audit and export.
-
-This module only parses; `bot.commands` does the work and is imported once a command is chosen,
-so `--help` and a mistyped option answer at once (a test keeps the provider SDKs, Slack and
-uvicorn out of `import bot.cli`).
-"""
+"""The `debatebot` command line's options and subcommands; each subcommand names the module of
+`bot.cli` that runs it (`handler`, as `module:function`)."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import re
-import sys
-from collections.abc import Sequence
 from datetime import timedelta
 
-from pydantic import ValidationError
-
 from bot.providers import PROVIDERS
-from bot.settings import ROLE_SLOTS, Settings, SettingsError
-from bot.store.errors import StoreError
-from engine.errors import EngineError
+from bot.settings import ROLE_SLOTS
 from engine.protocols import PROTOCOL_NAMES
 
 EVAL_ARMS = ("single", "vote", "best_of_n", *PROTOCOL_NAMES)
@@ -118,13 +107,13 @@ def build_parser() -> argparse.ArgumentParser:
         " no panel is convened",
     )
     run.add_argument("--json", metavar="OUT", help="write the full record as JSON to OUT")
-    run.set_defaults(handler="_run", is_async=True)
+    run.set_defaults(handler="run:run", is_async=True)
 
     models = commands.add_parser(
         "models", help="list each role's model, its price and whether its key is present"
     )
     _model_options(models)
-    models.set_defaults(handler="_models", is_async=False)
+    models.set_defaults(handler="models:models", is_async=False)
 
     worker = commands.add_parser("worker", help="run debate workers against the database")
     worker.add_argument(
@@ -141,16 +130,16 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument(
         "--exit-when-idle", action="store_true", help="stop once no debate is waiting"
     )
-    worker.set_defaults(handler="_worker", is_async=True)
+    worker.set_defaults(handler="processes:worker", is_async=True)
 
     serve_cmd = commands.add_parser(
         "serve", help="run the Slack bot (Socket Mode with an app token, else HTTP)"
     )
-    serve_cmd.set_defaults(handler="_serve", is_async=True)
+    serve_cmd.set_defaults(handler="processes:serve", is_async=True)
 
     db = commands.add_parser("db", help="database schema")
     db.add_argument("action", choices=("upgrade",))
-    db.set_defaults(handler="_db", is_async=False)
+    db.set_defaults(handler="database:database", is_async=False)
 
     audit = commands.add_parser(
         "audit",
@@ -164,13 +153,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DEBATE_ID|FILE",
         help="a debate id (verify, sign: every debate when left out), or an export file",
     )
-    audit.set_defaults(handler="_audit", is_async=False)
+    audit.set_defaults(handler="audit:audit", is_async=False)
 
     export = commands.add_parser("export", help="export a whole debate record")
     export.add_argument("debate_id", type=int)
     export.add_argument("--format", choices=("json", "md"), default="json")
     export.add_argument("--out", metavar="FILE", help="write here instead of stdout")
-    export.set_defaults(handler="_export", is_async=False)
+    export.set_defaults(handler="audit:export", is_async=False)
 
     stats = commands.add_parser(
         "stats",
@@ -182,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--since", type=_duration, help="only debates started this long ago or later: 30d, 12h"
     )
     stats.add_argument("--channel", help="only debates of this channel id (C…)")
-    stats.set_defaults(handler="_stats", is_async=False)
+    stats.set_defaults(handler="stats:stats", is_async=False)
 
     evaluation = commands.add_parser(
         "eval",
@@ -216,41 +205,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-controls", action="store_true", help="skip the clean control documents"
     )
     evaluation.add_argument("--limit", type=_positive, help="only the first N cases")
-    evaluation.set_defaults(handler="_eval", is_async=True)
+    evaluation.set_defaults(handler="evaluate:evaluate", is_async=True)
 
     prompts = commands.add_parser("prompts", help="pin or verify the prompt files")
     prompts.add_argument("action", choices=("lock", "verify"))
     prompts.add_argument("--dir", help="prompt directory (default: the shipped prompts/)")
-    prompts.set_defaults(handler="_prompts", is_async=False)
+    prompts.set_defaults(handler="prompt_lock:lock_prompts", is_async=False)
     return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    from bot import commands
-
-    handler = getattr(commands, args.handler)
-    try:
-        if args.is_async:
-            code: int = asyncio.run(handler(args))
-        else:
-            code = handler(args)
-    except (EngineError, StoreError, SettingsError) as error:
-        print(f"debatebot: {error}", file=sys.stderr)
-        return 1
-    except ValidationError as error:
-        if error.title != Settings.__name__:
-            raise
-        problems = "; ".join(
-            f"DEBATEBOT_{'__'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in error.errors()
-        )
-        print(f"debatebot: invalid setting: {problems}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("debatebot: interrupted", file=sys.stderr)
-        return 130
-    return code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,177 @@
+"""The one place a debate's spec is decided: the deployment's defaults, the channel's settings
+and what was asked, with each role's model written in (so the record says who spoke on what)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from bot.providers import ProviderRegistry, role_models
+from bot.settings import RoleModel, Settings, SettingsError
+from bot.store.tables import ChannelSettings, DebateSource
+from engine.catalog import ModelRetiredError
+from engine.models import (
+    ADVERSARIAL_ROLES,
+    ContextDocument,
+    DebateSpec,
+    ModelSettings,
+    Participant,
+    Role,
+)
+
+DEFAULT_ROUNDS = {"adversarial": 1, "stances": 2, "consensus": 2, "structured": 1, "panel": 3}
+
+DEFAULT_DEBATERS: dict[str, list[tuple[str, str | None, str | None]]] = {
+    "consensus": [
+        ("planner", None, "You plan the change and own its delivery."),
+        ("critic", None, "You look for what will break and who gets hurt."),
+        ("operator", None, "You will run this in production at 3 a.m."),
+    ],
+    "panel": [
+        ("architect", None, "Judge it as the system's architect."),
+        ("security", None, "Judge it as the security reviewer."),
+        ("operator", None, "Judge it as the on-call engineer who runs it."),
+    ],
+}
+
+TRIAGED_SOURCES = frozenset(
+    {DebateSource.ADR, DebateSource.LINK, DebateSource.UPLOAD, DebateSource.REACTION}
+)
+"""Triggers nobody typed a question for: in a channel with `triage` on, a cheap model first
+asks whether they warrant a debate at all."""
+
+
+def rounds_for(protocol: str, asked: int | None, configured: int) -> int:
+    """A debate's round count: as asked, else the configured count (the channel's or the
+    deployment's) for adversarial debates, else the protocol's default. The configured count is
+    an adversarial one; the other protocols end by their own rule."""
+    if asked is not None:
+        return asked
+    if protocol == "adversarial":
+        return configured
+    return DEFAULT_ROUNDS.get(protocol, 1)
+
+
+def default_debaters(
+    protocol: str, stances_for: Sequence[str], stances_against: Sequence[str]
+) -> list[tuple[str, str | None, str | None]]:
+    """(name, stance, role hint) of the debaters a protocol gets when the request names none:
+    stances from --for/--against (named for-1, against-1, …), fixed panels otherwise."""
+    if stances_for or stances_against:
+        return [
+            (f"{side}-{n}", stance, None)
+            for side, stances in (("for", stances_for), ("against", stances_against))
+            for n, stance in enumerate(stances, 1)
+        ]
+    return list(DEFAULT_DEBATERS.get(protocol, []))
+
+
+class SpecPolicy:
+    """Builds specs under the deployment's settings and its providers' catalogue."""
+
+    def __init__(self, settings: Settings, registry: ProviderRegistry) -> None:
+        self.settings = settings
+        self.registry = registry
+
+    def models(
+        self,
+        provider: str | None = None,
+        model: str | None = None,
+        overrides: Mapping[str, RoleModel] | None = None,
+    ) -> dict[str, ModelSettings]:
+        """Every role's model under the settings and these overrides (see bot.providers)."""
+        return role_models(
+            self.settings,
+            self.registry.catalog,
+            provider=provider,
+            model=model,
+            overrides=overrides,
+        )
+
+    def for_channel(
+        self,
+        channel: ChannelSettings,
+        question: str,
+        *,
+        context: Sequence[ContextDocument] = (),
+        protocol: str | None = None,
+        rounds: int | None = None,
+        budget_usd: float | None = None,
+        stances_for: Sequence[str] = (),
+        stances_against: Sequence[str] = (),
+        route: bool = False,
+    ) -> DebateSpec:
+        """A spec with `channel`'s settings filling in what was not asked: its protocol, its
+        adversarial round count, its budget and threshold, and its router for panels."""
+        protocol = protocol or channel.protocol
+        return self.spec(
+            question,
+            context=context,
+            protocol=protocol,
+            rounds=rounds,
+            default_rounds=channel.rounds,
+            budget_usd=budget_usd if budget_usd is not None else channel.budget_usd,
+            threshold=channel.threshold,
+            stances_for=stances_for,
+            stances_against=stances_against,
+            route=route or (channel.route and protocol == "panel"),
+        )
+
+    def spec(
+        self,
+        question: str,
+        *,
+        context: Sequence[ContextDocument] = (),
+        protocol: str = "adversarial",
+        rounds: int | None = None,
+        default_rounds: int | None = None,
+        budget_usd: float | None = None,
+        threshold: float | None = None,
+        provider: str | None = None,
+        model: str | None = None,
+        overrides: Mapping[str, RoleModel] | None = None,
+        stances_for: Sequence[str] = (),
+        stances_against: Sequence[str] = (),
+        route: bool = False,
+        options: Mapping[str, Any] | None = None,
+    ) -> DebateSpec:
+        """A spec with the deployment's defaults and each role's model written into it.
+        `default_rounds` is the channel's adversarial round count; `route` gives a panel its
+        fast-model router (the framing model). Raises pydantic's ValidationError on bad input
+        and SettingsError on a bad or retired model configuration."""
+        models = self.models(provider, model, overrides)
+        try:
+            self.registry.refuse_retired(models)
+        except ModelRetiredError as error:
+            raise SettingsError(str(error)) from error
+        debaters = [
+            Participant(
+                role=Role.DEBATER,
+                name=name,
+                stance=stance,
+                role_hint=hint,
+                model=models["debaters"],
+            )
+            for name, stance, hint in default_debaters(protocol, stances_for, stances_against)
+        ]
+        router = [Participant(role=Role.ROUTER, model=models["framing"])] if route else []
+        return DebateSpec(
+            question=question,
+            protocol=protocol,
+            context=list(context),
+            max_rounds=rounds_for(protocol, rounds, default_rounds or self.settings.rounds),
+            options=dict(options or {}),
+            budget_usd=budget_usd if budget_usd is not None else self.settings.budget_usd,
+            escalation_threshold=(
+                threshold if threshold is not None else self.settings.escalation_threshold
+            ),
+            participants=[
+                *(Participant(role=role, model=models[role.value]) for role in ADVERSARIAL_ROLES),
+                Participant(role=Role.JUDGE, model=models["judge"]),
+                Participant(role=Role.SYNTHESIZER, model=models["judge"]),
+                Participant(role=Role.TRIAGE, model=models["framing"]),
+                *debaters,
+                *router,
+            ],
+            default_model=models["debaters"],
+        )

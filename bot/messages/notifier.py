@@ -1,0 +1,75 @@
+"""Follows a debate's run and owes its messages: each finished round, and the parent's live
+status as turns start. Replayed events owe nothing new, since every draft has a key; the
+delivery loop (`bot.jobs.delivery`) sends what is owed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import Engine
+
+from bot.messages import owed, transcript
+from bot.store import outbox
+from bot.store.db import in_session
+from bot.store.outbox import Draft
+from bot.store.tables import Debate, DebateSource
+from engine.events import DebateEvent, EventSink, RoundFinished, TurnStarted
+from engine.models import DebateSpec
+
+
+@dataclass
+class _Run:
+    """One worker's run of one debate, as the notifier follows it."""
+
+    debate: Debate
+    spec: DebateSpec
+    progress: tuple[str, str] | None = None
+
+
+class DebateNotifier:
+    """Writes what a debate owes to its outbox and wakes the delivery loop."""
+
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        deadline_s: float = outbox.DEFAULT_DEADLINE_S,
+        wake: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.engine = engine
+        self.deadline_s = deadline_s
+        self.wake = wake
+
+    async def owe(self, debate: Debate, drafts: Sequence[Draft]) -> None:
+        """Write `drafts` to the debate's outbox and wake the delivery loop."""
+        assert debate.id is not None
+        debate_id = debate.id
+        await in_session(
+            self.engine,
+            lambda s: outbox.owe(s, debate_id=debate_id, drafts=drafts, deadline_s=self.deadline_s),
+        )
+        self.wake()
+
+    def owes_messages(self, debate: Debate) -> bool:
+        return owed.owes_messages(debate)
+
+    def sink_for(self, debate: Debate, spec: DebateSpec) -> EventSink:
+        """The event sink a worker runs this debate with: rounds and live status as owed rows."""
+        run = _Run(debate=debate, spec=spec)
+
+        async def sink(event: DebateEvent) -> None:
+            if not owed.owes_messages(run.debate):
+                return
+            if isinstance(event, TurnStarted):
+                progress = transcript.progress(event, run.spec)
+                if progress != run.progress:
+                    run.progress = progress
+                    drafts = [owed.status(run.debate, run.spec, *progress)]
+                    if run.debate.source == DebateSource.ASSISTANT:
+                        drafts.append(owed.assistant_status(progress[1]))
+                    await self.owe(run.debate, drafts)
+            elif isinstance(event, RoundFinished):
+                await self.owe(run.debate, owed.round_finished(event, run.spec))
+
+        return sink

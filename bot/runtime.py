@@ -1,0 +1,140 @@
+"""The background work of a long-running process, started and stopped one way for `serve` and
+`worker`: the debate worker pool, the delivery loop (in a process that holds the bot token) and
+the scheduled jobs; and, for `serve`, the Slack app around it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+from collections.abc import Coroutine, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from bot.jobs.worker import DebateWorker
+from bot.messages.notifier import DebateNotifier
+from bot.metrics import Metrics
+
+if TYPE_CHECKING:
+    from apscheduler.schedulers.asyncio import AsyncIOScheduler
+    from slack_bolt.async_app import AsyncApp
+
+    from bot.jobs.delivery import OutboxDelivery
+    from bot.jobs.scheduled import ScheduledJobs
+    from bot.slack.server import BotASGI
+    from bot.slack.surface import Surface
+
+
+@contextlib.contextmanager
+def startup_heap_frozen() -> Iterator[None]:
+    """For a long-running command: what start-up built (modules, mappers, schemas, prompts) is
+    kept out of the garbage collector's view until the block ends.
+
+    That heap lives as long as the process, yet a full collection walks all of it, holding the
+    interpreter lock while a pool launches its first model calls (`benchmarks/scale.py`
+    measures it). What start-up left as garbage is frozen with it and freed once, when the
+    block ends.
+    """
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+@dataclass
+class Runtime:
+    """The worker pool (`concurrency` debates at once; none at 0), the delivery loop when there
+    is one, and the scheduler when there is one. With `exit_when_idle` the pool ends once no
+    debate is left to claim."""
+
+    worker: DebateWorker
+    concurrency: int
+    delivery: OutboxDelivery | None = None
+    scheduler: AsyncIOScheduler | None = None
+    grace_s: float = 10.0
+    exit_when_idle: bool = False
+    _stop: asyncio.Event = field(default_factory=asyncio.Event)
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    _pool: asyncio.Task[None] | None = None
+    _delivering: asyncio.Task[None] | None = None
+
+    def background(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run `work` beside the runtime; `stop` waits for it like for the worker pool."""
+        self._tasks.append(asyncio.create_task(work))
+
+    async def start(self) -> None:
+        """Start the pool, the delivery loop and the scheduler (inside the loop)."""
+        self._stop.clear()
+        self._tasks = []
+        self._pool = None
+        if self.concurrency > 0:
+            pool = self.worker.run_pool(
+                self._stop, concurrency=self.concurrency, exit_when_idle=self.exit_when_idle
+            )
+            self._pool = asyncio.create_task(pool)
+            self._tasks.append(self._pool)
+        if self.delivery is not None:
+            self._delivering = asyncio.create_task(self.delivery.run_forever(self._stop))
+        if self.scheduler is not None:
+            self.scheduler.start()
+
+    async def run_until(self, stop: asyncio.Event) -> None:
+        """Until `stop` is set or, with `exit_when_idle`, the pool has run out of debates (then
+        what they owe is delivered before it returns)."""
+        stopping = asyncio.ensure_future(stop.wait())
+        waits: list[asyncio.Future[Any]] = [stopping]
+        if self.exit_when_idle and self._pool is not None:
+            waits.append(self._pool)
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+        if self.exit_when_idle and self.delivery is not None:
+            await self.delivery.drain()
+
+    async def stop(self) -> None:
+        """Stop claiming, give running turns `grace_s` to finish (each debate then hands its
+        lease back, so another process resumes it at once), then cancel what still runs; owed
+        messages stay in the outbox for the next process."""
+        self._stop.set()
+        if self.scheduler is not None and self.scheduler.running:
+            self.scheduler.shutdown(wait=False)
+        if self._tasks:
+            _, running = await asyncio.wait(self._tasks, timeout=self.grace_s)
+            for task in running:
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._delivering is not None:
+            await asyncio.gather(self._delivering, return_exceptions=True)
+
+
+@dataclass
+class BotRuntime:
+    """Everything `debatebot serve` runs in one process: the Bolt app and its ASGI front, the
+    use cases the listeners reach, and the shared runtime."""
+
+    app: AsyncApp
+    asgi: BotASGI
+    surface: Surface
+    notifier: DebateNotifier
+    metrics: Metrics
+    jobs: ScheduledJobs
+    work: Runtime
+
+    def wake_workers(self) -> None:
+        self.work.worker.wake()
+
+    def background(self, work: Coroutine[Any, Any, None]) -> None:
+        self.work.background(work)
+
+    async def start(self) -> None:
+        await self.work.start()
+        self.background(self._learn_bot_identity())
+
+    async def _learn_bot_identity(self) -> None:
+        # Bolt's authorization reads it from the cache (`bot.wiring.local_authorize`).
+        await self.surface.directory.bot_identity()
+
+    async def stop(self) -> None:
+        await self.work.stop()

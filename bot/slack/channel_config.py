@@ -1,0 +1,43 @@
+"""A channel's debate settings as Slack people see them: read by anyone in it, changed only by
+workspace admins and the channel's settings owners."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Engine
+
+from bot.slack.errors import NotAllowedError
+from bot.slackweb.people import SlackDirectory
+from bot.store import channels
+from bot.store.db import in_session
+from bot.store.tables import ChannelSettings
+
+
+class ChannelConfig:
+    """Reads and changes channels' settings, checking who may change them."""
+
+    def __init__(self, *, engine: Engine, directory: SlackDirectory) -> None:
+        self.engine = engine
+        self.directory = directory
+
+    async def settings_of(self, channel: str) -> ChannelSettings:
+        return await in_session(
+            self.engine, lambda s: channels.channel_settings(s, channel_id=channel)
+        )
+
+    async def configure(
+        self, *, channel: str, user: str, values: dict[str, Any]
+    ) -> ChannelSettings:
+        current = await self.settings_of(channel)
+        if not await self.directory.may_configure(user, current.owners):
+            raise NotAllowedError(
+                "Only workspace admins and this channel's settings owners can change its debate"
+                " settings. Nothing was changed."
+            )
+        return await in_session(
+            self.engine,
+            lambda s: channels.save_channel_settings(
+                s, channel_id=channel, updated_by=user, values=values
+            ),
+        )

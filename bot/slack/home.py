@@ -1,0 +1,74 @@
+"""App Home: the reviews the viewer may decide, recent debates in their channels with their
+feedback, this month's spend, and how each protocol's verdicts were received."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Engine
+
+from bot.messages import home_tab
+from bot.slack.reviews import Reviews
+from bot.slackweb.people import SlackDirectory
+from bot.store import operations, overview, reviews
+from bot.store.db import in_session
+from bot.store.tables import Debate
+
+
+class AppHome:
+    """Builds a viewer's App Home from the store and Slack's directory."""
+
+    def __init__(self, *, engine: Engine, directory: SlackDirectory, reviews: Reviews) -> None:
+        self.engine = engine
+        self.directory = directory
+        self.reviews = reviews
+
+    async def view(self, *, user: str) -> dict[str, Any]:
+        channels = await self.directory.channels_of(user)
+        now = datetime.now(UTC)
+        month_start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+        open_items = await in_session(self.engine, reviews.open_escalations)
+        pending: list[home_tab.HomeDebate] = []
+        for _escalation, debate in open_items:
+            deciders = await self.reviews.deciders(debate)
+            if deciders and await self.directory.is_one_of(user, deciders):
+                pending.append(_home_item(debate))
+        recent = await in_session(
+            self.engine, lambda s: overview.recent_debates(s, channel_ids=channels)
+        )
+        ids = [d.id for d in recent if d.id is not None]
+        votes = await in_session(self.engine, lambda s: reviews.feedback_counts(s, debate_ids=ids))
+        stats = await in_session(self.engine, overview.protocol_stats)
+        mine = await in_session(
+            self.engine, lambda s: operations.spend_since(s, since=month_start, requested_by=user)
+        )
+        everyone = await in_session(
+            self.engine, lambda s: operations.spend_since(s, since=month_start)
+        )
+        return home_tab.home_view(
+            pending=pending,
+            recent=[_home_item(d, votes.get(d.id or 0)) for d in recent],
+            spend_mine=mine,
+            spend_all=everyone,
+            month=now.strftime("%B %Y"),
+            stats=[
+                home_tab.HomeStats(
+                    protocol=s.protocol, debates=s.debates, positive=s.positive, negative=s.negative
+                )
+                for s in stats
+            ],
+        )
+
+
+def _home_item(debate: Debate, votes: dict[str, int] | None = None) -> home_tab.HomeDebate:
+    return home_tab.HomeDebate(
+        debate_id=debate.id or 0,
+        channel_id=debate.channel_id,
+        question=debate.question,
+        state=debate.state,
+        outcome=debate.outcome,
+        confidence=debate.confidence,
+        positive=(votes or {}).get("positive", 0),
+        negative=(votes or {}).get("negative", 0),
+    )

@@ -1,0 +1,38 @@
+"""What Bolt's listeners reach, put in each request's context as `surface`: the use cases
+(starting debates, reviews, App Home, channel settings) and the Web API clients they answer
+with."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from sqlalchemy import Engine
+from sqlmodel import Session
+
+from bot.slack.channel_config import ChannelConfig
+from bot.slack.home import AppHome
+from bot.slack.reviews import Reviews
+from bot.slack.starts import DebateStarts
+from bot.slackweb.people import SlackDirectory
+from bot.slackweb.poster import SlackPoster
+from bot.store.db import in_session
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Surface:
+    engine: Engine
+    poster: SlackPoster
+    directory: SlackDirectory
+    starts: DebateStarts
+    reviews: Reviews
+    home: AppHome
+    channels: ChannelConfig
+    protocols: tuple[str, ...]
+
+    async def db(self, work: Callable[[Session], R]) -> R:
+        """Run `work` on the store off the event loop (the listeners' dedupe keys)."""
+        return await in_session(self.engine, work)

@@ -1,0 +1,55 @@
+"""Each channel's debate settings, stored or the defaults."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlmodel import Session
+
+from bot.store.tables import (
+    ChannelSettings,
+)
+from engine.models import utcnow
+
+CHANNEL_SETTING_FIELDS = (
+    "protocol",
+    "rounds",
+    "threshold",
+    "reviewers",
+    "owners",
+    "budget_usd",
+    "adr_watch",
+    "trigger_reaction",
+    "triage",
+    "route",
+    "monthly_budget_usd",
+    "review_sla_h",
+    "digest_time",
+    "timezone",
+    "adr_pattern",
+    "pr_comment",
+)
+
+
+def channel_settings(session: Session, *, channel_id: str) -> ChannelSettings:
+    """The channel's stored settings, or the defaults (not stored) when it has none."""
+    stored = session.get(ChannelSettings, channel_id)
+    return stored if stored is not None else ChannelSettings(channel_id=channel_id)
+
+
+def save_channel_settings(
+    session: Session, *, channel_id: str, updated_by: str, values: dict[str, Any]
+) -> ChannelSettings:
+    """Create or update the channel's settings with `values` (only known fields)."""
+    unknown = set(values) - set(CHANNEL_SETTING_FIELDS)
+    if unknown:
+        raise ValueError(f"unknown channel settings: {', '.join(sorted(unknown))}")
+    row = session.get(ChannelSettings, channel_id) or ChannelSettings(channel_id=channel_id)
+    for name, value in values.items():
+        setattr(row, name, value)
+    row.updated_by = updated_by
+    row.updated_at = utcnow()
+    session.add(row)
+    session.commit()
+    session.refresh(row)
+    return row

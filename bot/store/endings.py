@@ -1,0 +1,327 @@
+"""A finished run recorded: its verdict sealed over the turn chain, the debate closed, and an
+escalation raised when the verdict asks for one; in batches, in one transaction each.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from sqlalchemy import Select, bindparam, insert, update
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, SQLModel, col, select
+
+from bot.store.audit import (
+    seal,
+)
+from bot.store.errors import (
+    LeaseLostError,
+    StoreRefusedError,
+)
+from bot.store.results import StoredResult
+from bot.store.sql import CHANNELS, DEBATES, ESCALATIONS, VERDICTS, among
+from bot.store.tables import (
+    Debate,
+    DebateState,
+    Escalation,
+    EscalationState,
+    Outbox,
+    TriageState,
+    VerdictRecord,
+)
+from bot.store.turns import ChainHead, chain_tail
+from engine.models import DebateResult, utcnow
+
+M = TypeVar("M", bound=SQLModel)
+
+
+_FINISH_DEBATE = update(DEBATES).where(DEBATES.c.id == bindparam("finished_id"))
+
+
+_SEALED_AT_ENQUEUE = (
+    "trigger_key",
+    "source",
+    "channel_id",
+    "requested_by",
+    "parent_debate_id",
+    "review_channel_id",
+    "reviewers_channel_id",
+    "link",
+    "question",
+    "protocol",
+    "spec_json",
+    "created_at",
+    "triage",
+    "triage_reason",
+)
+"""The debate's columns an ending reads besides its lease: what its seal covers from the debate
+as queued (`bot.store.audit.debate_digest`), and the triage it keeps unless the run decided it."""
+
+
+@functools.cache
+def _closing_read(escalating: bool) -> Select[Any]:
+    """The columns of a batch of debates that their endings need; when one escalates, joined to
+    the escalation a debate may already have and to the channel whose reviewers decide it (the
+    server's choice at enqueue, `reviewers_channel_id`; not where the request is posted). One
+    statement, compiled once per process: three made a cold `debatebot run` compile three."""
+    c = DEBATES.c
+    query: Select[Any] = DEBATES.select().with_only_columns(
+        c.id,
+        c.lease_owner,
+        c.state,
+        c.pr_comment_due,
+        *(getattr(c, name) for name in _SEALED_AT_ENQUEUE),
+    )
+    if not escalating:
+        return query
+    escalations, channels = ESCALATIONS.c, CHANNELS.c
+    joined = DEBATES.outerjoin(ESCALATIONS, escalations.debate_id == c.id).outerjoin(
+        CHANNELS, channels.channel_id == c.reviewers_channel_id
+    )
+    return query.add_columns(
+        escalations.id.label("escalation_id"), channels.reviewers.label("reviewers")
+    ).select_from(joined)
+
+
+@dataclass(frozen=True)
+class Finish:
+    """A finished run to record: its result, the key that signs its seal, its chain head when
+    the run knows it (else it is read), and whether its ending owes messages (then the rows
+    they are rendered from are read back)."""
+
+    debate_id: int
+    worker_id: str
+    result: DebateResult
+    audit_key: bytes | None = None
+    head: ChainHead | None = None
+    owes_messages: bool = False
+
+
+@dataclass(frozen=True)
+class Sealed:
+    """What recording an ending stored: the verdict's seal over the debate's turn chain."""
+
+    debate_id: int
+    turns: int
+    tail: str
+    head: str
+
+
+@dataclass(frozen=True)
+class Closed:
+    """An ending recorded in the caller's open transaction. For a finish that owes messages:
+    the debate and escalation rows as now stored (the seal, the escalation's id), and the
+    debate's outbox by key when it was read with the batch (None: read it afresh)."""
+
+    sealed: Sealed
+    debate: Debate | None = None
+    escalation: Escalation | None = None
+    outbox: dict[str, Outbox] | None = None
+
+
+Ended = Sealed | LeaseLostError | StoreRefusedError
+"""Per ending: its seal, or why it was not recorded."""
+Recorded = Closed | LeaseLostError | StoreRefusedError
+"""Per ending, in the open transaction: what was recorded, or why it was not."""
+
+
+def record_endings(session: Session, *, finishes: Sequence[Finish]) -> list[Recorded]:
+    """Record the verdicts and close the debates in the caller's transaction (not committed),
+    so the caller stages the messages the endings owe and commits them together: an escalating
+    verdict never exists without its escalation row and its review request. Only each
+    debate's lease holder may finish it.
+
+    For each, the verdict and the escalation when the verdict asks for one (with the channel's
+    reviewers at this moment) are written; the verdict seals the turn chain (signed with the
+    finish's `audit_key` when there is one). The rows are written with a few statements for the
+    whole batch (Core, not one ORM object per row: at 200 endings landing together, the unit of
+    work cost more than the database). When the database refuses the batch (a verdict already
+    stored), it is rolled back to a savepoint and each ending is written again in a savepoint of
+    its own, so only the refused one fails. An ending whose run lost its lease is returned as
+    LeaseLostError and writes nothing.
+    """
+    known = _Closing.load(
+        session,
+        [finish.debate_id for finish in finishes],
+        escalating=any(finish.result.verdict.escalate for finish in finishes),
+        outboxes=any(finish.owes_messages for finish in finishes),
+    )
+    try:
+        with session.begin_nested():
+            return _record_endings(session, finishes, known)
+    except IntegrityError:
+        pass
+    outcomes: list[Recorded] = []
+    for finish in finishes:
+        try:
+            with session.begin_nested():
+                outcomes += _record_endings(session, [finish], known, reread_outbox=True)
+        except IntegrityError as error:
+            outcomes.append(
+                StoreRefusedError(
+                    f"debate {finish.debate_id} already has a verdict; it was not stored twice"
+                    f" ({error.orig})"
+                )
+            )
+    return outcomes
+
+
+def finish_debates(session: Session, *, finishes: Sequence[Finish]) -> list[Ended]:
+    """`record_endings`, committed: for endings that owe no messages (the CLI's)."""
+    recorded = record_endings(session, finishes=finishes)
+    session.commit()
+    return [outcome.sealed if isinstance(outcome, Closed) else outcome for outcome in recorded]
+
+
+@dataclass(frozen=True)
+class _Closing:
+    """What a batch of endings reads, in one or two queries rather than a few per ending: each
+    debate's lease and the columns an ending keeps, with (when one of them escalates) the id of
+    an escalation it already has and its reviewers' channel's reviewers; and, when messages are
+    owed, the outbox rows."""
+
+    debates: dict[int, Any]
+    outboxes: dict[int, dict[str, Outbox]]
+
+    @staticmethod
+    def load(
+        session: Session, debate_ids: list[int], *, escalating: bool, outboxes: bool
+    ) -> _Closing:
+        """Read what the endings need; the escalations and reviewers only when one of them
+        escalates, the outbox rows only when one owes messages."""
+        query = _closing_read(escalating).where(among(session, DEBATES.c.id, debate_ids))
+        by_id = {row.id: row for row in session.connection().execute(query)}
+        owed: dict[int, dict[str, Outbox]] = {}
+        if outboxes:
+            where_owed = among(session, col(Outbox.debate_id), debate_ids)
+            for row in session.exec(select(Outbox).where(where_owed)):
+                assert row.debate_id is not None  # selected by debate
+                owed.setdefault(row.debate_id, {})[row.key] = row
+        return _Closing(debates=by_id, outboxes=owed)
+
+
+@dataclass
+class _Ending:
+    finish: Finish
+    sealed: Sealed
+    verdict: dict[str, Any]
+    debate: dict[str, Any]
+    escalation: dict[str, Any] | None
+
+
+def _record_endings(
+    session: Session, finishes: Sequence[Finish], known: _Closing, *, reread_outbox: bool = False
+) -> list[Recorded]:
+    """Write the endings of `finishes` in the caller's transaction (no commit): the verdicts,
+    the debates' final state and new escalations; then read back the rows of those that owe
+    messages. `reread_outbox` leaves each debate's outbox to be read afresh (after a
+    rollback)."""
+    outcomes: list[_Ending | LeaseLostError] = []
+    for finish in finishes:
+        row = known.debates.get(finish.debate_id)
+        if row is None or row.lease_owner != finish.worker_id or row.state != DebateState.RUNNING:
+            lost = f"worker {finish.worker_id} no longer holds debate {finish.debate_id}"
+            outcomes.append(LeaseLostError(lost))
+        else:
+            outcomes.append(_ending(session, finish, row, known))
+    endings = [o for o in outcomes if isinstance(o, _Ending)]
+    if endings:
+        connection = session.connection()
+        connection.execute(insert(VERDICTS), [ending.verdict for ending in endings])
+        connection.execute(_FINISH_DEBATE, [ending.debate for ending in endings])
+        raised = [ending.escalation for ending in endings if ending.escalation is not None]
+        if raised:
+            connection.execute(insert(ESCALATIONS), raised)
+    ids = [ending.finish.debate_id for ending in endings if ending.finish.owes_messages]
+    debates = _as_stored(session, Debate, col(Debate.id), ids) if ids else {}
+    escalations = _as_stored(session, Escalation, col(Escalation.debate_id), ids) if ids else {}
+
+    def closed(ending: _Ending) -> Closed:
+        finish = ending.finish
+        if not finish.owes_messages:
+            return Closed(ending.sealed)
+        debate_id = finish.debate_id
+        return Closed(
+            ending.sealed,
+            debate=debates[debate_id],
+            escalation=escalations.get(debate_id) if finish.result.verdict.escalate else None,
+            outbox=None if reread_outbox else known.outboxes.get(debate_id, {}),
+        )
+
+    return [closed(o) if isinstance(o, _Ending) else o for o in outcomes]
+
+
+def _ending(session: Session, finish: Finish, row: Any, known: _Closing) -> _Ending:
+    """The rows that record `finish`: the sealed verdict, the debate's final columns, and a new
+    escalation when the verdict asks for one and the debate has none yet."""
+    debate_id, result = finish.debate_id, finish.result
+    verdict = result.verdict
+    now = utcnow()
+    values: dict[str, Any] = {
+        "debate_id": debate_id,
+        "status": verdict.status.value,
+        "decision": verdict.decision.value,
+        "confidence": verdict.confidence,
+        "level": verdict.level.value,
+        "escalate": verdict.escalate,
+        "synthesis": verdict.synthesis,
+        "result_json": StoredResult.document(result),
+        "created_at": now,
+    }
+    if finish.head is not None:
+        turns, tail = finish.head.seq + 1, finish.head.hash
+    else:
+        turns, tail = chain_tail(session, debate_id=debate_id)
+    triage, triage_reason = row.triage, row.triage_reason
+    triaged = (result.report or {}).get("triage")
+    if isinstance(triaged, dict):
+        triage = TriageState.DEBATE if triaged.get("debated") else TriageState.ANSWERED
+        triage_reason = str(triaged.get("reason") or "")
+    debate: dict[str, Any] = {
+        "finished_id": debate_id,
+        "state": DebateState.FINISHED.value,
+        "outcome": verdict.status.value,
+        "decision": verdict.decision.value,
+        "confidence": verdict.confidence,
+        "cost_usd": result.cost_usd,
+        "error": result.error,
+        "triage": triage,
+        "triage_reason": triage_reason,
+        "lease_owner": None,
+        "lease_expires_at": None,
+        "finished_at": now,
+        "updated_at": now,
+        "pr_comment_due": now if row.link else row.pr_comment_due,
+    }
+    finished = {name: getattr(row, name) for name in _SEALED_AT_ENQUEUE}
+    seal(values, turns, tail, finish.audit_key, debate={**finished, **debate, "id": debate_id})
+    debate["chain_head"], debate["chain_turns"] = values["chain_head"], turns
+    escalation = None
+    if verdict.escalate and row.escalation_id is None:
+        escalation = {
+            "debate_id": debate_id,
+            "reasons": verdict.escalation_reasons or ["the verdict asks for a human decision"],
+            "reviewers": list(row.reviewers or []),
+            "message_ts": None,
+            "state": EscalationState.OPEN.value,
+            "created_at": now,
+        }
+    sealed = Sealed(debate_id=debate_id, turns=turns, tail=tail, head=values["chain_head"])
+    return _Ending(finish, sealed, values, debate, escalation)
+
+
+def _as_stored(session: Session, table: type[M], key: Any, ids: list[int]) -> dict[int, M]:
+    """The rows of `table` whose `key` column is among `ids`, keyed by it, as the database now
+    holds them (objects the session already has are refreshed)."""
+    rows = session.exec(
+        select(table).where(among(session, key, ids)).execution_options(populate_existing=True)
+    )
+    return {getattr(row, key.key): row for row in rows}
+
+
+def verdict_for(session: Session, *, debate_id: int) -> VerdictRecord | None:
+    return session.exec(
+        select(VerdictRecord).where(VerdictRecord.debate_id == debate_id)
+    ).one_or_none()

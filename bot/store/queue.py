@@ -1,0 +1,331 @@
+"""The debate queue: admission (debates in flight, monthly spend), enqueueing once per trigger,
+claims and leases, and follow-up debates that carry an earlier one forward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from sqlalchemy import func, or_, text, update
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
+
+from bot.store import operations, outbox
+from bot.store.audit import (
+    GENESIS_HASH,
+    turn_digest,
+)
+from bot.store.errors import (
+    BudgetExceededError,
+    DebateNotFoundError,
+    InFlightLimitError,
+    LeaseLostError,
+)
+from bot.store.tables import (
+    ChannelSettings,
+    Debate,
+    DebateSource,
+    DebateState,
+    Outbox,
+    OutboxState,
+    TriageState,
+    Turn,
+)
+from bot.store.turns import turn_rows
+from engine.models import DebateSpec, utcnow
+
+
+@dataclass(frozen=True)
+class InFlightLimits:
+    """How many debates one person, and one channel, may have queued or running at once."""
+
+    per_user: int
+    per_channel: int
+
+
+def _within_limits(
+    session: Session, *, limits: InFlightLimits, requested_by: str | None, channel_id: str | None
+) -> None:
+    """Count in the inserting transaction, so concurrent requests cannot both slip under a
+    limit: SQLite has one writer at a time; PostgreSQL takes a transaction advisory lock per
+    person and per channel (in a fixed order, so two requests never deadlock)."""
+    keys = sorted([f"channel:{channel_id}", *([f"user:{requested_by}"] if requested_by else [])])
+    if session.get_bind().dialect.name == "postgresql":
+        for key in keys:
+            session.execute(
+                text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"), {"key": key}
+            )
+    active = col(Debate.state).in_((DebateState.QUEUED.value, DebateState.RUNNING.value))
+    count = select(func.count()).select_from(Debate).where(active)
+    checks = [("channel", Debate.channel_id == channel_id, limits.per_channel)]
+    if requested_by is not None:
+        checks.insert(0, ("user", Debate.requested_by == requested_by, limits.per_user))
+    for scope, where, limit in checks:
+        current = int(session.exec(count.where(where)).one())
+        if current >= limit:
+            session.rollback()
+            raise InFlightLimitError(
+                f"{current} debates of this {scope} are queued or running (limit {limit})",
+                scope=scope,
+                count=current,
+                limit=limit,
+            )
+
+
+@dataclass(frozen=True)
+class SpendCaps:
+    """Monthly spending caps (calendar month, UTC): the workspace's, and each channel's own
+    (its `monthly_budget_usd` setting)."""
+
+    workspace_usd: float | None = None
+
+
+def _within_budget(
+    session: Session, *, caps: SpendCaps, channel_id: str | None, ceiling: float
+) -> None:
+    """Refuse a debate whose cost ceiling, added to this month's spend (from the stored
+    turns), could pass the channel's or the workspace's cap."""
+    since = operations.month_start(utcnow())
+    channel = session.get(ChannelSettings, channel_id) if channel_id else None
+    checks: list[tuple[str, float | None, str | None]] = [("workspace", caps.workspace_usd, None)]
+    if channel is not None and channel.monthly_budget_usd is not None:
+        checks.insert(0, ("channel", channel.monthly_budget_usd, channel_id))
+    for scope, cap, where in checks:
+        if cap is None:
+            continue
+        spent = operations.spend_since(session, since=since, channel_id=where)
+        if spent + ceiling > cap or spent >= cap:
+            session.rollback()
+            raise BudgetExceededError(
+                f"the {scope} has spent ${spent:.2f} of its ${cap:.2f} monthly cap",
+                scope=scope,
+                cap=cap,
+                spent=spent,
+                ceiling=ceiling,
+            )
+
+
+@dataclass(frozen=True)
+class NewDebate:
+    """A debate to queue, as the intake admitted it: the spec it runs, what asked for it, where
+    it lives in Slack, and whose reviewers decide it (`reviewers_channel_id`, the server's
+    choice; see `Debate.reviewers_channel_id`). With `triage` its worker first asks whether a
+    debate is warranted at all."""
+
+    trigger_key: str
+    spec: DebateSpec
+    source: DebateSource
+    channel_id: str | None = None
+    thread_ts: str | None = None
+    requested_by: str | None = None
+    triage: bool = False
+    parent_debate_id: int | None = None
+    review_channel_id: str | None = None
+    reviewers_channel_id: str | None = None
+    link: str | None = None
+
+
+def add_debate(
+    session: Session,
+    *,
+    new: NewDebate,
+    limits: InFlightLimits | None = None,
+    caps: SpendCaps | None = None,
+) -> tuple[Debate, bool]:
+    """Add a queued debate in the caller's unit of work (flushed, not committed), so the caller
+    stages the messages it owes and commits them together: a queued debate never lacks its
+    parent message. Or return the debate already made for the trigger key (created False,
+    nothing pending).
+
+    The unique key, not a prior lookup, decides: two concurrent requests with one key yield one
+    debate. With `limits`, a new debate past the person's or channel's debates in flight raises
+    InFlightLimitError; with `caps`, one whose cost ceiling could pass a monthly cap raises
+    BudgetExceededError (both counted in this transaction).
+    """
+    key = new.trigger_key
+    existing = session.exec(select(Debate).where(Debate.trigger_key == key)).one_or_none()
+    if existing is not None:
+        return existing, False
+    if limits is not None:
+        _within_limits(
+            session, limits=limits, requested_by=new.requested_by, channel_id=new.channel_id
+        )
+    if caps is not None:
+        ceiling = new.spec.budget_usd or 0.0
+        _within_budget(session, caps=caps, channel_id=new.channel_id, ceiling=ceiling)
+    debate = Debate(
+        trigger_key=key,
+        source=new.source,
+        channel_id=new.channel_id,
+        thread_ts=new.thread_ts,
+        requested_by=new.requested_by,
+        parent_debate_id=new.parent_debate_id,
+        review_channel_id=new.review_channel_id,
+        reviewers_channel_id=new.reviewers_channel_id,
+        link=new.link,
+        question=new.spec.question,
+        protocol=new.spec.protocol,
+        spec_json=new.spec.model_dump_json(),
+        triage=TriageState.PENDING if new.triage else None,
+    )
+    session.add(debate)
+    try:
+        session.flush()
+    except IntegrityError:
+        session.rollback()
+        return session.exec(select(Debate).where(Debate.trigger_key == key)).one(), False
+    return debate, True
+
+
+def enqueue_debate(
+    session: Session,
+    *,
+    new: NewDebate,
+    limits: InFlightLimits | None = None,
+    caps: SpendCaps | None = None,
+) -> tuple[Debate, bool]:
+    """`add_debate`, committed: for a debate that owes no messages (the CLI's, a benchmark's)."""
+    debate, created = add_debate(session, new=new, limits=limits, caps=caps)
+    if created:
+        session.commit()
+        session.refresh(debate)
+    return debate, created
+
+
+def get_debate(session: Session, *, debate_id: int) -> Debate:
+    debate = session.get(Debate, debate_id)
+    if debate is None:
+        raise DebateNotFoundError(f"no debate with id {debate_id}")
+    return debate
+
+
+def claim_debates(
+    session: Session,
+    *,
+    worker_id: str,
+    lease_s: float,
+    limit: int = 1,
+    debate_id: int | None = None,
+) -> list[Debate]:
+    """Take up to `limit` of the oldest queued debates, or ones whose worker's lease expired,
+    in one statement; with `debate_id`, that debate only (the CLI runs the debate it queued).
+
+    On PostgreSQL the candidate rows are locked `FOR UPDATE SKIP LOCKED`, so concurrent workers
+    never wait on or take the same debate; SQLite has one writer at a time anyway.
+    """
+    now = utcnow()
+    candidates = select(Debate.id).where(
+        or_(
+            col(Debate.state) == DebateState.QUEUED,
+            (col(Debate.state) == DebateState.RUNNING) & (col(Debate.lease_expires_at) < now),
+        )
+    )
+    if debate_id is not None:
+        candidates = candidates.where(col(Debate.id) == debate_id)
+    locked = candidates.order_by(col(Debate.id)).limit(limit).with_for_update(skip_locked=True)
+    claimed = session.scalars(
+        update(Debate)
+        .where(col(Debate.id).in_(locked.scalar_subquery()))
+        .values(
+            state=DebateState.RUNNING,
+            lease_owner=worker_id,
+            lease_expires_at=now + timedelta(seconds=lease_s),
+            claims=col(Debate.claims) + 1,
+            updated_at=now,
+        )
+        .returning(Debate)
+        .execution_options(synchronize_session=False)
+    ).all()
+    session.commit()
+    return sorted(claimed, key=lambda debate: debate.id or 0)
+
+
+def claim_debate(
+    session: Session, *, worker_id: str, lease_s: float, debate_id: int | None = None
+) -> Debate | None:
+    """Take the oldest claimable debate (or only `debate_id`); None if there is none."""
+    claimed = claim_debates(session, worker_id=worker_id, lease_s=lease_s, debate_id=debate_id)
+    return claimed[0] if claimed else None
+
+
+def renew_lease(session: Session, *, debate_id: int, worker_id: str, lease_s: float) -> None:
+    """Extend our lease; raises LeaseLostError when another worker has taken the debate."""
+    now = utcnow()
+    renewed = session.execute(
+        update(Debate)
+        .where(
+            col(Debate.id) == debate_id,
+            col(Debate.lease_owner) == worker_id,
+            col(Debate.state) == DebateState.RUNNING,
+        )
+        .values(lease_expires_at=now + timedelta(seconds=lease_s), updated_at=now)
+        .returning(col(Debate.id))
+    ).scalar_one_or_none()
+    session.commit()
+    if renewed is None:
+        raise LeaseLostError(f"worker {worker_id} no longer holds debate {debate_id}")
+
+
+def release_lease(session: Session, *, debate_id: int, worker_id: str) -> None:
+    """Give up our lease now (we are stopping): the debate is claimable again at once."""
+    now = utcnow()
+    session.execute(
+        update(Debate)
+        .where(
+            col(Debate.id) == debate_id,
+            col(Debate.lease_owner) == worker_id,
+            col(Debate.state) == DebateState.RUNNING,
+        )
+        .values(lease_expires_at=now, updated_at=now)
+    )
+    session.commit()
+
+
+def count_debates(session: Session, *, state: DebateState | None = None) -> int:
+    query = select(func.count()).select_from(Debate)
+    if state is not None:
+        query = query.where(Debate.state == state)
+    return int(session.exec(query).one())
+
+
+def debate_ids(session: Session, *, finished: bool = False) -> list[int]:
+    """Every debate's id (only finished ones' with `finished`), in order."""
+    query = select(Debate.id).order_by(col(Debate.id))
+    if finished:
+        query = query.where(Debate.state == DebateState.FINISHED)
+    return [int(debate_id) for debate_id in session.exec(query) if debate_id is not None]
+
+
+def fork_debate(session: Session, *, new: NewDebate, original_id: int) -> tuple[Debate, bool]:
+    """Queue `new` as a follow-up that carries debate `original_id`'s turns and thread messages
+    forward (another round); or return the one already made for its trigger key.
+
+    The turns are copied (re-chained under the new debate), so the engine replays them instead of
+    asking a model again; the delivered parent and round messages are shared, so nothing is
+    re-posted and the status updates land on the same parent.
+    """
+    fork, created = add_debate(session, new=new)
+    if not created:
+        return fork, False
+    assert fork.id is not None
+    try:
+        prev = GENESIS_HASH
+        for row in turn_rows(session, debate_id=original_id):
+            fields = row.model_dump(exclude={"id", "debate_id", "prev_hash", "hash"})
+            copy = Turn(**fields, debate_id=fork.id, prev_hash=prev, hash="")
+            copy.hash = turn_digest(copy, prev)
+            prev = copy.hash
+            session.add(copy)
+        for owed in outbox.rows_of(session, debate_id=original_id):
+            carried = owed.key.startswith((outbox.PARENT, "round:")) and owed.action == "post"
+            if carried and owed.state == OutboxState.SENT:
+                fields = owed.model_dump(exclude={"id", "debate_id"})
+                session.add(Outbox(**fields, debate_id=fork.id))
+        session.commit()
+    except IntegrityError:
+        session.rollback()
+        key = new.trigger_key
+        return session.exec(select(Debate).where(Debate.trigger_key == key)).one(), False
+    session.refresh(fork)
+    return fork, True

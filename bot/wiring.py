@@ -1,0 +1,421 @@
+"""The composition root: the one place that turns settings into working objects.
+
+Nothing here runs at import time: the CLI calls these builders, and tests pass their own fakes
+instead. Slack, uvicorn and APScheduler are imported by the functions that build them, so a
+command that needs none of them (`run`, `audit`, `--help`) starts without paying for them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Engine
+
+from bot.health import HealthProbe
+from bot.hosts import HostClients, HostConfig
+from bot.intake.intake import Intake, Reach
+from bot.intake.policy import SpecPolicy
+from bot.jobs.pr_comments import PullRequestComments
+from bot.jobs.worker import DebateReporter, DebateWorker, SinkFactory, WorkerConfig
+from bot.messages.notifier import DebateNotifier
+from bot.metrics import Metrics
+from bot.providers import ProviderRegistry
+from bot.runtime import BotRuntime, Runtime
+from bot.settings import Settings, SettingsError
+from bot.store.db import ensure_schema, make_engine
+from bot.store.queue import InFlightLimits, SpendCaps
+from engine.catalog import ModelRetiredError
+from engine.ledger import LLMResolver
+from engine.prompts import PromptLibrary
+from engine.protocols import PROTOCOL_NAMES
+
+log = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    from bot.jobs.delivery import OutboxDelivery
+    from bot.jobs.scheduled import ScheduledJobs
+    from bot.slackweb.people import SlackDirectory
+    from bot.slackweb.poster import SlackPoster
+
+
+@dataclass
+class DebateServices:
+    settings: Settings
+    prompts: PromptLibrary
+    resolve_llm: LLMResolver
+
+    registry: ProviderRegistry
+    hosts: HostClients
+    policy: SpecPolicy
+
+    async def aclose(self) -> None:
+        """Close what the services opened: the providers' clients and the code hosts' HTTP
+        session."""
+        await self.hosts.aclose()
+        await self.registry.aclose()
+
+
+@contextlib.contextmanager
+def open_store(settings: Settings) -> Iterator[Engine]:
+    """The database engine at the current schema (SQLite migrates itself, and creates its file
+    in a folder that exists; PostgreSQL must have had `debatebot db upgrade`), disposed of when
+    the block ends."""
+    engine = make_engine(settings.database_url, busy_timeout_s=settings.database_timeout_s)
+    try:
+        ensure_schema(engine)
+        yield engine
+    finally:
+        engine.dispose()
+
+
+def build_worker(
+    services: DebateServices,
+    engine: Engine,
+    *,
+    worker_id: str | None = None,
+    reporter: DebateReporter | None = None,
+    sinks: SinkFactory | None = None,
+    metrics: Metrics | None = None,
+) -> DebateWorker:
+    """A worker on `engine`; its pool's turns and endings are committed in groups (see
+    bot.store.writer)."""
+    settings = services.settings
+    return DebateWorker(
+        engine=engine,
+        resolve_llm=services.resolve_llm,
+        prompts=services.prompts,
+        worker_id=worker_id,
+        config=WorkerConfig(
+            lease_s=settings.worker_lease_s,
+            heartbeat_s=settings.worker_heartbeat_s,
+            poll_s=settings.worker_poll_s,
+            audit_key=settings.audit_key_bytes(),
+        ),
+        reporter=reporter,
+        sinks=sinks,
+        metrics=metrics,
+        followers=[PullRequestComments(engine, services.hosts).after_finish],
+    )
+
+
+def build_services(settings: Settings, *, resolve_llm: LLMResolver | None = None) -> DebateServices:
+    """Load and verify the prompts and set up the providers; fails fast on tampered prompts.
+    `resolve_llm` replaces the providers (tests and benchmarks pass their fakes here)."""
+    registry = ProviderRegistry(settings)
+    return DebateServices(
+        settings=settings,
+        prompts=PromptLibrary.load(settings.prompts_dir),
+        resolve_llm=resolve_llm or registry.resolve,
+        registry=registry,
+        hosts=HostClients(host_config(settings)),
+        policy=SpecPolicy(settings, registry),
+    )
+
+
+def host_config(settings: Settings) -> HostConfig:
+    """Where linked ADRs are fetched from, with which tokens (placeholders refused)."""
+    return HostConfig(
+        github_url=settings.github_url,
+        github_token=settings.host_token("github"),
+        gitlab_url=settings.gitlab_url,
+        gitlab_token=settings.host_token("gitlab"),
+        github_api_url=settings.github_api_url,
+        gitlab_api_url=settings.gitlab_api_url,
+        timeout_s=settings.host_timeout_s,
+    )
+
+
+def build_bot(
+    settings: Settings,
+    services: DebateServices,
+    engine: Engine,
+    *,
+    client: AsyncWebClient | None = None,
+) -> BotRuntime:
+    """Wire the Slack app: client, delivery loop, notifier, intake, the listeners' use cases,
+    workers and scheduled jobs. Raises SettingsError when a Slack secret is missing or a
+    placeholder."""
+    from apscheduler.schedulers.asyncio import AsyncIOScheduler
+    from slack_bolt.async_app import AsyncApp
+
+    from bot.slack.channel_config import ChannelConfig
+    from bot.slack.home import AppHome
+    from bot.slack.listeners import register as register_listeners
+    from bot.slack.reviews import Reviews
+    from bot.slack.server import BotASGI
+    from bot.slack.starts import DebateStarts
+    from bot.slack.surface import Surface
+    from bot.slackweb.files import Uploads
+
+    token, signing_secret, app_token = settings.slack_secrets()
+    metrics = Metrics()
+    client = client or slack_client(settings, metrics)
+    owner = process_name()
+    delivery = build_delivery(settings, engine, client, owner=owner)
+    directory = delivery.directory
+    app = AsyncApp(
+        client=client,
+        signing_secret=signing_secret or "socket-mode-signs-nothing",
+        request_verification_enabled=app_token is None,
+        process_before_response=False,
+        authorize=local_authorize(token, directory),
+    )
+    notifier = build_notifier(settings, engine, wake=delivery.wake)
+    worker = build_worker(
+        services, engine, worker_id=f"{owner}/serve", reporter=notifier, metrics=metrics
+    )
+
+    def wake() -> None:
+        worker.wake()
+        notifier.wake()
+
+    intake = build_intake(settings, services, engine, reach=directory, wake=wake)
+    reviews = Reviews(
+        engine=engine,
+        intake=intake,
+        notifier=notifier,
+        directory=directory,
+        allow_self_review=settings.allow_self_review,
+        metrics=metrics,
+        after_review=PullRequestComments(engine, services.hosts).after_review,
+    )
+    surface = Surface(
+        engine=engine,
+        poster=delivery.poster,
+        directory=directory,
+        starts=DebateStarts(
+            engine=engine,
+            intake=intake,
+            client=client,
+            directory=directory,
+            hosts=services.hosts,
+            uploads=Uploads(files_url=settings.slack_files_url, timeout_s=settings.slack_timeout_s),
+        ),
+        reviews=reviews,
+        home=AppHome(engine=engine, directory=directory, reviews=reviews),
+        channels=ChannelConfig(engine=engine, directory=directory),
+        protocols=PROTOCOL_NAMES,
+    )
+    scheduler = AsyncIOScheduler(timezone="UTC")
+    jobs = build_jobs(
+        settings,
+        engine,
+        notifier,
+        runner=owner,
+        poster=delivery.poster,
+        metrics=metrics,
+        hosts=services.hosts,
+    )
+    jobs.schedule(scheduler)
+    runtime = BotRuntime(
+        app=app,
+        asgi=BotASGI(
+            app,
+            health=HealthProbe(engine, settings.worker_concurrency),
+            metrics=metrics,
+            signing_secret=signing_secret or "socket-mode-signs-nothing",
+        ),
+        surface=surface,
+        notifier=notifier,
+        metrics=metrics,
+        jobs=jobs,
+        work=Runtime(
+            worker=worker,
+            concurrency=settings.worker_concurrency,
+            delivery=delivery,
+            scheduler=scheduler,
+            grace_s=settings.shutdown_grace_s,
+        ),
+    )
+    register_listeners(app, surface)
+    return runtime
+
+
+def build_intake(
+    settings: Settings,
+    services: DebateServices,
+    engine: Engine,
+    *,
+    reach: Reach | None = None,
+    wake: Callable[[], None] = lambda: None,
+) -> Intake:
+    """The one intake, with the deployment's limits, caps and review channel."""
+    return Intake(
+        engine=engine,
+        policy=services.policy,
+        reach=reach,
+        limits=InFlightLimits(
+            per_user=settings.max_debates_per_user,
+            per_channel=settings.max_debates_per_channel,
+        ),
+        caps=SpendCaps(workspace_usd=settings.workspace_monthly_budget_usd),
+        review_channel=settings.review_channel,
+        wake=wake,
+    )
+
+
+def build_worker_runtime(
+    settings: Settings,
+    services: DebateServices,
+    engine: Engine,
+    *,
+    name: str,
+    concurrency: int,
+    metrics: Metrics,
+    exit_when_idle: bool = False,
+) -> Runtime:
+    """What `debatebot worker` runs: the pool and, with the bot token, the delivery loop; the
+    scheduled jobs unless it exits when idle."""
+    delivery = (
+        build_delivery(settings, engine, metrics=metrics) if settings.slack_bot_token else None
+    )
+    notifier = build_notifier(settings, engine, wake=delivery.wake if delivery else (lambda: None))
+    worker = build_worker(services, engine, worker_id=name, reporter=notifier, metrics=metrics)
+    scheduler = None
+    if not exit_when_idle:
+        from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+        scheduler = AsyncIOScheduler(timezone="UTC")
+        jobs = build_jobs(
+            settings,
+            engine,
+            notifier,
+            runner=name,
+            poster=delivery.poster if delivery is not None else None,
+            metrics=metrics,
+            hosts=services.hosts,
+        )
+        jobs.schedule(scheduler)
+    return Runtime(
+        worker=worker,
+        concurrency=concurrency,
+        delivery=delivery,
+        scheduler=scheduler,
+        grace_s=settings.shutdown_grace_s,
+        exit_when_idle=exit_when_idle,
+    )
+
+
+def build_jobs(
+    settings: Settings,
+    engine: Engine,
+    notifier: DebateNotifier,
+    *,
+    runner: str,
+    poster: SlackPoster | None = None,
+    metrics: Metrics | None = None,
+    hosts: HostClients | None = None,
+) -> ScheduledJobs:
+    """The scheduled jobs of a `serve` or `worker` process (see bot.jobs.scheduled); the
+    digest needs `poster`, so only processes with the bot token send it, and the pull request
+    comments' retry needs `hosts`."""
+    from bot.jobs.scheduled import ScheduledJobs
+
+    return ScheduledJobs(
+        engine=engine,
+        settings=settings,
+        notifier=notifier,
+        runner=runner,
+        poster=poster,
+        metrics=metrics,
+        pr_comments=PullRequestComments(engine, hosts) if hosts is not None else None,
+    )
+
+
+def local_authorize(token: str, directory: SlackDirectory) -> Callable[..., Any]:
+    """Bolt's authorization from what the bot already holds, with no Slack call per request.
+
+    Bolt's default asks Slack (`auth.test`) before the first request is handled, so while
+    Slack's Web API is down every `/debate` would be refused unqueued. The bot's user id comes
+    from an `auth.test` made in the background and cached.
+    """
+    from slack_bolt.authorization import AuthorizeResult
+
+    async def authorize(
+        enterprise_id: str | None = None, team_id: str | None = None, **_: Any
+    ) -> AuthorizeResult:
+        return AuthorizeResult(
+            enterprise_id=enterprise_id,
+            team_id=team_id,
+            bot_token=token,
+            bot_user_id=directory.known_bot_user(),
+        )
+
+    return authorize
+
+
+def process_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def slack_client(settings: Settings, metrics: Metrics | None = None) -> AsyncWebClient:
+    """The Web API client; with `metrics`, every failed call is counted by method and code."""
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    from bot.slackweb.poster import MeteredWebClient
+
+    options: dict[str, Any] = {
+        "token": settings.slack_bot_token_value(),
+        "base_url": settings.slack_api_url,
+        "timeout": int(max(1, settings.slack_timeout_s)),
+    }
+    if metrics is None:
+        return AsyncWebClient(**options)
+    errors = metrics.slack_errors
+    return MeteredWebClient(on_error=lambda m, code: errors.labels(m, code).inc(), **options)
+
+
+def build_notifier(
+    settings: Settings, engine: Engine, *, wake: Callable[[], None] = lambda: None
+) -> DebateNotifier:
+    """What a debate owes Slack, as outbox rows: every worker writes them (no token needed),
+    and whichever process delivers (`serve`, or a worker with a bot token) sends them."""
+    return DebateNotifier(engine=engine, deadline_s=settings.outbox_deadline_h * 3600, wake=wake)
+
+
+def build_delivery(
+    settings: Settings,
+    engine: Engine,
+    client: AsyncWebClient | None = None,
+    *,
+    owner: str | None = None,
+    metrics: Metrics | None = None,
+) -> OutboxDelivery:
+    """The loop that sends owed messages to Slack (needs the bot token)."""
+    from bot.jobs.delivery import DeliveryConfig, OutboxDelivery
+    from bot.slackweb.people import SlackDirectory
+    from bot.slackweb.poster import SlackPoster
+
+    client = client or slack_client(settings, metrics)
+    return OutboxDelivery(
+        engine=engine,
+        poster=SlackPoster(client, interval_s=settings.post_interval_s),
+        directory=SlackDirectory(client),
+        owner=owner or process_name(),
+        config=DeliveryConfig(
+            poll_s=settings.outbox_poll_s,
+            claim_s=settings.slack_timeout_s * 2 + 5,
+            backoff_max_s=settings.outbox_backoff_max_s,
+            status_interval_s=settings.outbox_status_interval_s,
+        ),
+    )
+
+
+def check_configured_models(services: DebateServices) -> None:
+    """At start-up: the configured models' lifecycle. A retired one stops the process with
+    SettingsError naming its replacement (every debate would fail); a deprecated one is logged
+    once, with its retirement date and replacement."""
+    try:
+        notes = services.registry.lifecycle(services.policy.models())
+    except ModelRetiredError as error:
+        raise SettingsError(str(error)) from error
+    for note in notes:
+        log.warning("deprecated model: %s", note)
