@@ -77,7 +77,8 @@ def debatebot_rate(requests: list[Any], max_tokens: int) -> float:
     llm = LocalLlamaLLM()
 
     async def run() -> float:
-        await llm.complete(requests[0].model_copy(update={"max_tokens": 1}))  # loads the model
+        # Loads the model: one token and no schema (no reply to a schema fits one token).
+        await llm.complete(requests[0].model_copy(update={"max_tokens": 1, "output_schema": None}))
         tokens, seconds = 0, 0.0
         for request in requests:
             completion = await llm.complete(request.model_copy(update={"max_tokens": max_tokens}))
