@@ -5,10 +5,9 @@ installed package, so nothing is downloaded. Generation is constrained by llama.
 grammar, adapted to what that converter supports and sized so the longest reply it allows fits
 the request's `max_tokens` (`engine.providers.grammar`): a reply is never cut off unfinished.
 
-The schema grammar is kept although it is not free: on this project's prompts it generates at
-0.76 of unconstrained speed, and llama.cpp's generic JSON grammar, the looser choice, at 0.84,
-while a schema-valid first reply saves the re-ask an invalid one costs (a whole turn);
-`benchmarks/local_speed.py` measures all three.
+The schema grammar is kept although it is not free (`benchmarks/local_speed.py` measures it
+against llama.cpp's generic JSON grammar and unconstrained generation): a schema-valid first
+reply saves the re-ask an invalid one costs, a whole turn.
 """
 
 from __future__ import annotations
