@@ -53,7 +53,7 @@ KEY_VARIABLES = {
 
 
 SLOT_OF = {"debater": "debaters", "synthesizer": "judge", "triage": "framing", "router": "framing"}
-"""The role slot whose settings a participant's role takes (`bot/app.py: new_spec`)."""
+"""The role slot whose settings a participant's role takes (`bot.intake.policy.SpecPolicy.spec`)."""
 
 
 def effort_setting(role: str) -> str:

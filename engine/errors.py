@@ -54,3 +54,9 @@ class DebateHaltedError(LLMError):
     """The run was stopped from outside before its next model call, for example because the
     place its results go can no longer be reached; protocols end FAILED with this reason, as
     after a model failure, so nothing more is spent."""
+
+
+class SchemaTooLargeError(LLMError):
+    """An output schema whose longest reply cannot be bounded to fit the call's `max_tokens`
+    under a constrained decoder's grammar: a design error (split the call) or a setting to
+    raise."""

@@ -303,7 +303,8 @@ class Usage(BaseModel):
 class TurnRecord(BaseModel):
     """One agent output as the audit trail keeps it; (round, role, speaker, phase, attempt)
     identifies it. `speaker` names the debater when a role has several, `phase` the phase of a
-    round when a debater speaks more than once in it (consensus); both empty otherwise."""
+    round when a debater speaks more than once in it (consensus) or the part of an answer given
+    in several calls (the structured judge); both empty otherwise."""
 
     round: int = Field(ge=0)
     role: Role

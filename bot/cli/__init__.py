@@ -48,4 +48,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("debatebot: interrupted", file=sys.stderr)
         return 130
     return code
-

@@ -7,11 +7,13 @@
    challenge, concede or partial plus a follow-up question; a reply that skips an argument or
    adds one is re-asked.
 3. Closings: concessions, unrebutted arguments and final position, at most 200 words.
-4. The judge scores every argument on logic, evidence, responsiveness and honesty (1-10), names
-   fallacies from the seven, gives the trace table (UPHELD / PARTIALLY_UPHELD / REFUTED /
-   UNCERTAIN), unresolved questions and a recommendation. Weighted scores (logic .30, evidence
-   .30, responsiveness .25, honesty .15) and side totals (the mean of a side's weighted scores)
-   are computed here, never by the model.
+4. The judge scores every argument on logic, evidence, responsiveness and honesty (1-10) and
+   gives the trace table (UPHELD / PARTIALLY_UPHELD / REFUTED / UNCERTAIN), one side per call;
+   then, shown its scores, rules: decision, level, fallacies from the seven, unresolved
+   questions and a recommendation. Three calls, not one: the whole judgment of ten arguments
+   does not fit a small model's `max_tokens`, and a reply cut short loses its last fields.
+   Weighted scores (logic .30, evidence .30, responsiveness .25, honesty .15) and side totals
+   (the mean of a side's weighted scores) are computed here, never by the model.
 
 The two sides are the spec's two debaters (first PRO, second CON) or, without debaters, two on
 the default model. Confidence: the judge's level (HIGH 0.85, MODERATE 0.60, LOW 0.35) less 0.05
@@ -88,16 +90,22 @@ class CrossExamination(BaseModel):
     responses: list[Response] = Field(min_length=1, max_length=5)
 
 
-class Judgment(BaseModel):
-    """Scores and trace are objects keyed by argument id: a schema with one required key per
-    argument cannot skip or repeat one, even under a constrained decoder. The short decision
-    fields come first, so a reply cut at max_tokens loses prose, not the decision."""
+class SideJudgment(BaseModel):
+    """The judge's scores and trace rows for one side's arguments. Both are objects keyed by
+    argument id: a schema with one required key per argument cannot skip or repeat one, even
+    under a constrained decoder."""
+
+    scores: Any
+    trace: Any
+
+
+class Ruling(BaseModel):
+    """The judge's ruling, asked once every argument is scored. The short decision fields come
+    first, so a reply cut at max_tokens loses prose, not the decision."""
 
     decision: Decision
     confidence_level: ConfidenceLevel
-    scores: Any
     fallacies: list[FallacyFinding] = Field(default_factory=list, max_length=10)
-    trace: Any
     unresolved_questions: list[ShortText] = Field(default_factory=list, max_length=8)
     recommendation: LongText
 
@@ -158,35 +166,46 @@ def cross_type(opposing: list[str]) -> type[CrossExamination]:
     return SideCross
 
 
-def judgment_type(ids: list[str]) -> type[Judgment]:
-    """The judge's schema: a score and a trace row for every argument id, and no others."""
+def side_judgment_type(ids: list[str]) -> type[SideJudgment]:
+    """One side's judgment schema: a score and a trace row for each of its argument ids, and no
+    others."""
 
     def keyed(name: str, value: type[BaseModel]) -> Any:
         fields: dict[str, Any] = {f"arg_{i}": (value, Field(alias=a)) for i, a in enumerate(ids)}
-        return create_model(name, __config__=ConfigDict(extra="forbid"), **fields)
+        # Dumped by alias: a stored turn keeps the argument ids, so a resumed run replays it.
+        config = ConfigDict(extra="forbid", serialize_by_alias=True)
+        return create_model(name, __config__=config, **fields)
 
     scores_model = keyed("Scores", Dimensions)
     trace_model = keyed("Trace", TraceEntry)
 
+    class KeyedSideJudgment(SideJudgment):
+        scores: scores_model  # type: ignore[valid-type]
+        trace: trace_model  # type: ignore[valid-type]
+
+    KeyedSideJudgment.__name__ = "SideJudgment"
+    return KeyedSideJudgment
+
+
+def ruling_type(ids: list[str]) -> type[Ruling]:
+    """The ruling's schema: fallacies may name only the debate's argument ids."""
     id_enum = Enum("ArgumentId", {a: a for a in ids}, type=str)  # type: ignore[misc]
 
     class IdFallacy(FallacyFinding):
         argument: id_enum  # type: ignore[assignment]
 
-    class FullJudgment(Judgment):
-        scores: scores_model  # type: ignore[valid-type]
-        trace: trace_model  # type: ignore[valid-type]
+    class IdRuling(Ruling):
         fallacies: list[IdFallacy] = Field(default_factory=list, max_length=10)  # type: ignore[assignment]
 
         @model_validator(mode="after")
-        def _known_fallacies(self) -> FullJudgment:
+        def _known_fallacies(self) -> IdRuling:
             unknown = [_id(f.argument) for f in self.fallacies if _id(f.argument) not in ids]
             if unknown:
                 raise ValueError(f"fallacies name unknown arguments {unknown}")
             return self
 
-    FullJudgment.__name__ = "Judgment"
-    return FullJudgment
+    IdRuling.__name__ = "Ruling"
+    return IdRuling
 
 
 # The envelope (engine/envelope.py): one schema for every call of every structured debate, so
@@ -214,28 +233,34 @@ class AnyCrossExamination(CrossExamination):
     responses: list[AnyResponse] = Field(min_length=1, max_length=5)  # type: ignore[assignment]
 
 
-def _any_keyed(name: str, value: type[BaseModel]) -> Any:
-    """An object with a key per possible argument id. The first three of a side always exist;
+def _any_keyed(name: str, value: type[BaseModel], side: str) -> Any:
+    """An object with a key per possible argument id of `side`. The first three always exist;
     the fourth and fifth are nullable (null when the side made fewer): only those, since
     Anthropic refuses a schema with more than 16 union-typed parameters."""
+    ids = [f"{side}-{n}" for n in range(1, 6)]
     fields: dict[str, Any] = {
         f"arg_{i}": (value if int(a[-1]) <= MIN_ARGUMENTS else value | None, Field(alias=a))
-        for i, a in enumerate(ARGUMENT_IDS)
+        for i, a in enumerate(ids)
     }
-    return create_model(name, __config__=ConfigDict(extra="forbid"), **fields)
+    return create_model(f"{name}{side.title()}", __config__=ConfigDict(extra="forbid"), **fields)
 
 
-AnyScores = _any_keyed("AnyScores", Dimensions)
-AnyTrace = _any_keyed("AnyTrace", TraceEntry)
+AnyScores = _any_keyed("AnyScores", Dimensions, "PRO") | _any_keyed("AnyScores", Dimensions, "CON")
+AnyTrace = _any_keyed("AnyTrace", TraceEntry, "PRO") | _any_keyed("AnyTrace", TraceEntry, "CON")
+
+
+class AnySideJudgment(SideJudgment):
+    """Either side's judgment: one side's keys (the judge scores one side per call)."""
+
+    scores: AnyScores  # type: ignore[valid-type]
+    trace: AnyTrace  # type: ignore[valid-type]
 
 
 class AnyFallacy(FallacyFinding):
     argument: AnyArgumentId  # type: ignore[assignment]
 
 
-class AnyJudgment(Judgment):
-    scores: AnyScores  # type: ignore[valid-type]
-    trace: AnyTrace  # type: ignore[valid-type]
+class AnyRuling(Ruling):
     fallacies: list[AnyFallacy] = Field(default_factory=list, max_length=10)  # type: ignore[assignment]
 
 
@@ -245,7 +270,8 @@ OUTPUTS = Outputs(
         "Opening": AnyOpening,
         "CrossExamination": AnyCrossExamination,
         "Closing": Closing,
-        "Judgment": AnyJudgment,
+        "SideJudgment": AnySideJudgment,
+        "Ruling": AnyRuling,
     },
 )
 
@@ -270,23 +296,28 @@ def side_totals(scores: dict[str, Dimensions]) -> dict[str, float]:
     return totals
 
 
-def scored(judgment: Judgment) -> ScoredJudgment:
-    """The judgment with the weighted scores and side totals computed here, never by the model."""
-    scores = keyed_rows(judgment.scores, Dimensions)
+def scored(ruling: Ruling, sides: dict[str, SideJudgment]) -> ScoredJudgment:
+    """The judgment as one record, with the weighted scores and side totals computed here,
+    never by the model."""
+    scores = {
+        a: d for side in sides.values() for a, d in keyed_rows(side.scores, Dimensions).items()
+    }
     totals = side_totals(scores)
     return ScoredJudgment(
-        decision=judgment.decision,
-        confidence_level=judgment.confidence_level,
+        decision=ruling.decision,
+        confidence_level=ruling.confidence_level,
         scores=scores,
         weighted={a: d.weighted for a, d in scores.items()},
         totals=totals,
         leading_side=max(totals, key=lambda side: totals[side])
         if totals["PRO"] != totals["CON"]
         else None,
-        fallacies=_plain(judgment.fallacies, FallacyFinding),
-        trace=keyed_rows(judgment.trace, TraceEntry),
-        unresolved_questions=list(judgment.unresolved_questions),
-        recommendation=judgment.recommendation,
+        fallacies=_plain(ruling.fallacies, FallacyFinding),
+        trace={
+            a: t for side in sides.values() for a, t in keyed_rows(side.trace, TraceEntry).items()
+        },
+        unresolved_questions=list(ruling.unresolved_questions),
+        recommendation=ruling.recommendation,
     )
 
 
@@ -301,6 +332,25 @@ def render_arguments(opening: Opening) -> str:
         f"{a.id}: {a.claim}\n   reasoning: {a.reasoning}\n   evidence: {a.evidence}"
         for a in opening.arguments
     )
+
+
+def render_scores(sides: dict[str, SideJudgment]) -> str:
+    """The sides' scores and trace rows, with the weighted scores and totals computed here, for
+    the judge's ruling."""
+    lines = []
+    for side, judged in sides.items():
+        trace = keyed_rows(judged.trace, TraceEntry)
+        weighted = []
+        for argument, d in keyed_rows(judged.scores, Dimensions).items():
+            weighted.append(d.weighted)
+            row = trace[argument]
+            lines.append(
+                f"{argument}: logic {d.logic}, evidence {d.evidence}, responsiveness"
+                f" {d.responsiveness}, honesty {d.honesty}; weighted {d.weighted:.2f};"
+                f" {row.status}: {row.note}"
+            )
+        lines.append(f"{side} total (mean weighted score): {sum(weighted) / len(weighted):.2f}")
+    return "\n".join(lines)
 
 
 def render_cross(side: str, cross: CrossExamination) -> str:
@@ -340,7 +390,7 @@ class StructuredProtocol:
         openings: dict[str, Opening] = {}
         crosses: dict[str, CrossExamination] = {}
         closings: dict[str, Closing] = {}
-        judgment: Judgment | None = None
+        judged: ScoredJudgment | None = None
 
         def sided(side: str) -> dict[str, str]:
             return {"side": side, "side_meaning": SIDE_MEANING[side], "prefix": side}
@@ -397,32 +447,46 @@ class StructuredProtocol:
                     },
                 )
             await posted(phase="closings", closings=closings)
-            ids = [a.id for side in SIDES for a in openings[side].arguments]
-            judgment = await asker.ask(
+            material = {
+                "pro": render_arguments(openings["PRO"]),
+                "con": render_arguments(openings["CON"]),
+                "cross": "\n".join(render_cross(s, c) for s, c in crosses.items()),
+                "closings": "\n".join(
+                    f"{s}: {c.final_position} (concedes: {'; '.join(c.concessions) or '-'})"
+                    for s, c in closings.items()
+                ),
+            }
+            sides: dict[str, SideJudgment] = {}
+            for side in SIDES:
+                side_ids = [a.id for a in openings[side].arguments]
+                sides[side] = await asker.ask(
+                    "structured/judge_side.md",
+                    round=4,
+                    role=Role.JUDGE,
+                    phase=side,
+                    step=f"scoring the {side} arguments",
+                    output_type=side_judgment_type(side_ids),
+                    values={**material, "side": side, "ids": ", ".join(side_ids)},
+                )
+            ruling = await asker.ask(
                 "structured/judge.md",
                 round=4,
                 role=Role.JUDGE,
-                step="scoring",
-                output_type=judgment_type(ids),
-                values={
-                    "pro": render_arguments(openings["PRO"]),
-                    "con": render_arguments(openings["CON"]),
-                    "cross": "\n".join(render_cross(s, c) for s, c in crosses.items()),
-                    "closings": "\n".join(
-                        f"{s}: {c.final_position} (concedes: {'; '.join(c.concessions) or '-'})"
-                        for s, c in closings.items()
-                    ),
-                },
+                phase="ruling",
+                step="ruling",
+                output_type=ruling_type([a.id for s in SIDES for a in openings[s].arguments]),
+                values={**material, "scored": render_scores(sides)},
             )
-            await posted(phase="judgment", judgment=scored(judgment))
+            judged = scored(ruling, sides)
+            await posted(phase="judgment", judgment=judged)
         except (BudgetExhausted, LLMError) as stop:
             ending.record(stop)
-        report = self._report(openings, crosses, closings, judgment)
+        report = self._report(openings, crosses, closings, judged)
         return finish(
             spec,
             ledger,
             ending,
-            self._verdict(spec, ending, judgment, report),
+            self._verdict(spec, ending, judged, report),
             started_at=started_at,
             report=report,
         )
@@ -432,15 +496,14 @@ class StructuredProtocol:
         openings: dict[str, Opening],
         crosses: dict[str, CrossExamination],
         closings: dict[str, Closing],
-        judgment: Judgment | None,
+        judged: ScoredJudgment | None,
     ) -> dict[str, Any]:
         report: dict[str, Any] = {
             "openings": {s: o.model_dump(mode="json") for s, o in openings.items()},
             "cross_examination": {s: c.model_dump(mode="json") for s, c in crosses.items()},
             "closings": {s: c.model_dump(mode="json") for s, c in closings.items()},
         }
-        if judgment is not None:
-            judged = scored(judgment)
+        if judged is not None:
             report |= {
                 "weighted_scores": {a: round(w, 4) for a, w in judged.weighted.items()},
                 "side_totals": {side: round(t, 4) for side, t in judged.totals.items()},
@@ -456,7 +519,7 @@ class StructuredProtocol:
 
     @staticmethod
     def _verdict(
-        spec: DebateSpec, ending: Ending, judgment: Judgment | None, report: dict[str, Any]
+        spec: DebateSpec, ending: Ending, judgment: ScoredJudgment | None, report: dict[str, Any]
     ) -> Verdict:
         if judgment is None:
             return no_verdict(spec, ending)

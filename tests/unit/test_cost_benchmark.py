@@ -16,7 +16,7 @@ from engine.models import CriticTurn, ModeratorTurn, ProposerTurn, Proposition, 
 from engine.protocols.consensus import turn_type
 from engine.protocols.panel import revision_type
 from engine.protocols.stances import judge_type
-from engine.protocols.structured import cross_type, judgment_type, opening_type
+from engine.protocols.structured import cross_type, opening_type, ruling_type, side_judgment_type
 from engine.rounds import Closing
 from engine.single import SingleReview
 
@@ -32,7 +32,8 @@ TYPES: list[type[BaseModel]] = [
     judge_type(["A", "B"]),
     opening_type("PRO"),
     cross_type(["CON-1", "CON-2", "CON-3"]),
-    judgment_type(["PRO-1", "PRO-2", "PRO-3", "CON-1", "CON-2", "CON-3"]),
+    side_judgment_type(["PRO-1", "PRO-2", "PRO-3"]),
+    ruling_type(["PRO-1", "PRO-2", "PRO-3", "CON-1", "CON-2", "CON-3"]),
 ]
 
 

@@ -14,7 +14,7 @@ from engine.events import DebateEvent, RoundFinished
 from engine.llm import LLMRequest, output_schema
 from engine.models import DebateResult, DebateSpec, DebateStatus, ModelSettings, Participant, Role
 from engine.protocols.consensus import PHASES
-from engine.protocols.structured import cross_type, judgment_type, opening_type
+from engine.protocols.structured import cross_type, opening_type, side_judgment_type
 from engine.providers.fake import (
     CANNED_DEBATE_REPLIES,
     FunctionLLM,
@@ -159,10 +159,11 @@ def test_enum_typed_lists_name_every_member_once() -> None:
 
 
 def test_keyed_objects_get_every_key() -> None:
-    ids = ["PRO-1", "PRO-2", "PRO-3", "CON-1", "CON-2", "CON-3"]
-    judgment = judgment_type(ids)
+    ids = ["PRO-1", "PRO-2", "PRO-3", "PRO-4", "PRO-5"]
+    judgment = side_judgment_type(ids)
     value = judgment.model_validate(fill_schema(output_schema(judgment), seed=1))
     assert set(value.scores.model_dump(by_alias=True)) == set(ids)
+    assert set(value.trace.model_dump(by_alias=True)) == set(ids)
 
 
 def test_bounds_are_respected() -> None:

@@ -52,6 +52,7 @@ from engine.providers.schemas import (
     strict_schema,
     tool_input_schema,
 )
+from engine.rounds import Dimensions
 from engine.runner import run_debate
 from tests.helpers import shipped_prompts
 from tests.integration.anthropic_standin import schema_problems, union_count
@@ -259,9 +260,13 @@ def pad(value: Any, schema: Any, defs: dict[str, Any]) -> Any:
     model constrained by the envelope's superset sends for ids its debate does not have."""
     schema = resolve(schema, defs)
     if isinstance(value, dict):
+        objects = [
+            o for o in [schema, *schema.get("anyOf", [])] if "properties" in resolve(o, defs)
+        ]
+        # Of a union of objects, the one whose members the value has (one side's argument ids).
         option = next(
-            (o for o in [schema, *schema.get("anyOf", [])] if "properties" in resolve(o, defs)),
-            None,
+            (o for o in objects if set(value) <= set(resolve(o, defs)["properties"])),
+            objects[0] if objects else None,
         )
         if option is None:
             return value
@@ -411,26 +416,23 @@ async def test_a_reply_under_another_key_or_several_is_reasked_like_any_invalid_
 async def test_null_padding_for_ids_a_debate_lacks_is_dropped_before_the_exact_type_validates() -> (
     None
 ):
-    """The structured judge's envelope has keys for all ten argument ids; a debate with three
-    arguments a side validates the judge's answer with exactly its six."""
-    ids = ["PRO-1", "PRO-2", "PRO-3", "CON-1", "CON-2", "CON-3"]
+    """The structured judge's envelope has keys for all five argument ids of a side; a debate
+    with three arguments a side validates the judge's answer with exactly that side's three."""
+    ids = ["PRO-1", "PRO-2", "PRO-3"]
     scores = {"logic": 7, "evidence": 6, "responsiveness": 5, "honesty": 8}
-    absent = {"PRO-4": None, "PRO-5": None, "CON-4": None, "CON-5": None}
+    absent = {"PRO-4": None, "PRO-5": None}
     judgment = {
-        "decision": "revise",
-        "confidence_level": "MODERATE",
         "scores": {**{i: dict(scores) for i in ids}, **absent},
-        "fallacies": [],
         "trace": {**{i: {"status": "UPHELD", "note": "held"} for i in ids}, **absent},
-        "unresolved_questions": [],
-        "recommendation": "Revise the rollout plan.",
     }
-    own = structured.judgment_type(ids)
+    own = structured.side_judgment_type(ids)
     request = proposer_request().model_copy(update={"envelope": structured.OUTPUTS.envelope(own)})
     nulls = dict.fromkeys(structured.OUTPUTS.schema["properties"])
-    result = await complete_structured(Enveloped({**nulls, "judgment": judgment}), request, own)
+    result = await complete_structured(
+        Enveloped({**nulls, "side_judgment": judgment}), request, own
+    )
     assert result.reasks == 0
-    assert structured.scored(result.value).weighted.keys() == set(ids)
+    assert structured.keyed_rows(result.value.scores, Dimensions).keys() == set(ids)
 
 
 def test_a_call_whose_type_the_protocol_did_not_declare_fails_naming_the_declaration() -> None:

@@ -62,21 +62,28 @@ SCORES = {  # argument: (logic, evidence, responsiveness, honesty)
 }
 
 
-def judgment(scores: dict[str, tuple[int, int, int, int]] = SCORES) -> dict[str, Any]:
+def side_judgment(
+    side: str, scores: dict[str, tuple[int, int, int, int]] = SCORES
+) -> dict[str, Any]:
+    own = {a: v for a, v in scores.items() if a.startswith(f"{side}-")}
     return {
         "scores": {
             a: dict(zip(("logic", "evidence", "responsiveness", "honesty"), v, strict=True))
-            for a, v in scores.items()
+            for a, v in own.items()
         },
-        "fallacies": [
-            {"argument": "CON-3", "fallacy": "slippery_slope", "explanation": "one bug, doom"}
-        ],
-        "trace": {a: {"status": "UPHELD", "note": "stands"} for a in scores},
-        "unresolved_questions": ["How long does a full replay take?"],
-        "recommendation": "Adopt event sourcing for the ledger only.",
-        "decision": "accept_with_conditions",
-        "confidence_level": "MODERATE",
+        "trace": {a: {"status": "UPHELD", "note": "stands"} for a in own},
     }
+
+
+RULING = {
+    "decision": "accept_with_conditions",
+    "confidence_level": "MODERATE",
+    "fallacies": [
+        {"argument": "CON-3", "fallacy": "slippery_slope", "explanation": "one bug, doom"}
+    ],
+    "unresolved_questions": ["How long does a full replay take?"],
+    "recommendation": "Adopt event sourcing for the ledger only.",
+}
 
 
 class Script:
@@ -86,7 +93,7 @@ class Script:
 
     def __call__(self, request: LLMRequest) -> Any:
         prompt = request.messages[1].content
-        side = "PRO" if "the PRO side" in prompt else "CON"
+        side = "PRO" if "the PRO side" in prompt or "judge the PRO arguments" in prompt else "CON"
         kind = request.schema_name or ""
         self.calls.append((kind, side))
         queue = self.queues.get(f"{kind}:{side}") or self.queues.get(kind)
@@ -98,7 +105,9 @@ class Script:
             return cross([f"{'CON' if side == 'PRO' else 'PRO'}-{n}" for n in (1, 2, 3)])
         if kind == "Closing":
             return CLOSING
-        return judgment()
+        if kind == "SideJudgment":
+            return side_judgment(side)
+        return RULING
 
 
 async def run(script: Script, spec: DebateSpec = SPEC) -> Any:
@@ -116,10 +125,13 @@ async def test_a_full_structured_debate_in_order() -> None:
         ("CrossExamination", "CON"),
         ("Closing", "PRO"),
         ("Closing", "CON"),
-        ("Judgment", "CON"),
+        ("SideJudgment", "PRO"),
+        ("SideJudgment", "CON"),
+        ("Ruling", "CON"),
     ]
     assert [t.speaker for t in result.transcript[:2]] == ["pro", "con"]
-    assert result.transcript[-1].role is Role.JUDGE
+    judge = [(t.role, t.round, t.phase) for t in result.transcript[-3:]]
+    assert judge == [(Role.JUDGE, 4, "PRO"), (Role.JUDGE, 4, "CON"), (Role.JUDGE, 4, "ruling")]
     assert result.verdict.decision is Decision.ACCEPT_WITH_CONDITIONS
     assert result.verdict.unresolved_points == ["How long does a full replay take?"]
     assert result.verdict.confidence == pytest.approx(0.60 - 0.05)
@@ -180,10 +192,47 @@ async def test_a_closing_over_200_words_is_reasked() -> None:
     assert pro_closing.reasks == 1
 
 
-async def test_a_judgment_missing_an_argument_is_reasked() -> None:
-    partial = judgment({k: v for k, v in SCORES.items() if k != "CON-2"})
-    result, _ = await run(Script(Judgment=[partial, judgment()]))
+async def test_a_side_judgment_missing_or_adding_an_argument_is_reasked() -> None:
+    partial = side_judgment("CON", {k: v for k, v in SCORES.items() if k != "CON-2"})
+    other_side = side_judgment("CON") | {"scores": side_judgment("PRO")["scores"]}
+    script = Script(**{"SideJudgment:CON": [partial, other_side, side_judgment("CON")]})
+    result, llm = await run(script)
+    con = next(t for t in result.transcript if t.role is Role.JUDGE and t.phase == "CON")
+    assert con.reasks == 2
+    reasks = [c.messages[-1].content for c in llm.calls if c.schema_name == "SideJudgment"]
+    assert "scores.CON-2: Field required" in reasks[2]
+    assert "scores.PRO-1: Extra inputs are not permitted" in reasks[3]
+    assert set(result.report["weighted_scores"]) == set(SCORES), "every argument scored once"
+    assert [row["argument"] for row in result.report["trace"]] == list(SCORES)
+
+
+async def test_the_ruling_sees_the_scores_computed_in_code() -> None:
+    _, llm = await run(Script())
+    ruling = next(c for c in llm.calls if c.schema_name == "Ruling").messages[1].content
+    weighted = 8 * 0.30 + 6 * 0.30 + 7 * 0.25 + 9 * 0.15
+    shown = f"PRO-1: logic 8, evidence 6, responsiveness 7, honesty 9; weighted {weighted:.2f}"
+    assert shown in ruling
+    assert f"PRO total (mean weighted score): {(weighted + 5 + 9) / 3:.2f}" in ruling
+
+
+async def test_a_fallacy_naming_an_unknown_argument_is_reasked() -> None:
+    unknown = RULING | {
+        "fallacies": [{"argument": "CON-9", "fallacy": "straw_man", "explanation": "no such"}]
+    }
+    result, _ = await run(Script(Ruling=[unknown, RULING]))
     assert result.transcript[-1].reasks == 1
+    assert result.report["fallacies"][0]["argument"] == "CON-3"
+
+
+async def test_a_resumed_debate_replays_each_judge_call_under_its_own_key() -> None:
+    first, _ = await run(Script())
+    llm = FunctionLLM(Script())
+    resumed = await run_debate(
+        SPEC, resolve_llm=lambda _: llm, prompts=shipped_prompts(), recorded=first.transcript
+    )
+    assert llm.calls == []
+    assert resumed.report == first.report
+    assert resumed.verdict == first.verdict
 
 
 def test_structured_takes_two_sides() -> None:
