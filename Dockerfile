@@ -28,6 +28,7 @@ COPY pyproject.toml README.md ./
 COPY bot bot
 COPY engine engine
 COPY prompts prompts
+COPY migrations migrations
 # The runtime needs no pip. Wheels copy each shared library once per symlinked name (libllama
 # three times over); `hardlink` makes identical files one, and the copy below keeps the links.
 RUN --mount=type=secret,id=ca,required=false \

@@ -1,9 +1,9 @@
 """Waiting: for work or a stop signal, and out a database outage without flooding the log.
 
-A loop that meets the same failure every poll would log it every second (a read-only SQLite
-file gave 23 lines in 10 s). `OutagePause` waits longer after each consecutive failure (1 s,
-2 s, 4 s … up to a minute), logs a failure when it starts or changes and then only at each
-backoff doubling, and logs once when the database answers again.
+A loop that meets the same failure every poll would log it every poll. `OutagePause` waits
+longer after each consecutive failure (1 s, 2 s, 4 s … up to a minute), logs a failure when it
+starts or changes and then only at each backoff doubling, and logs once when the database
+answers again.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Periodic jobs of `debatebot serve`, run by APScheduler in every replica.
+"""Review reminders, one of the scheduled jobs (`bot.jobs.scheduled`).
 
-Review reminders need no cross-replica lock: each reminder is an outbox message keyed by how
+They need no cross-replica lock: each reminder is an outbox message keyed by how
 many reminder periods have passed, so however many replicas fire, the debate owes it once, and
 the delivery loop sends it (by DM, like the review request, when the thread cannot be reached).
 """

@@ -396,8 +396,8 @@ class DebateWorker:
         their model answers arrive within a few milliseconds, the event loop handles them all
         before the store thread commits any, every turn waits for one large commit and the next
         calls leave in one burst again, at every turn. Started in waves, one wave's turns are
-        committed while the next wave's answers are handled (200 debates on PostgreSQL: 1.48 s
-        against 1.41 s). A debate still waiting for its wave when the pool stops hands its lease
+        committed while the next wave's answers are handled (`benchmarks/scale.py` measures
+        it). A debate still waiting for its wave when the pool stops hands its lease
         back without a model call.
         """
         self._draining.clear()

@@ -25,6 +25,7 @@ A failure is reported as what it is: the disk is full (`StoreFullError`, remembe
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import logging
 import os
 import sqlite3
@@ -48,7 +49,6 @@ from sqlalchemy.exc import (
 )
 from sqlmodel import Session
 
-from bot.migrations import SCHEMA_HEAD
 from bot.store import space
 from bot.store.errors import (
     DatabaseMissingError,
@@ -71,8 +71,8 @@ POSTGRES_CONNECTIONS = 10
 """Connections per PostgreSQL engine: half kept open, half on demand."""
 POSTGRES_STORE_THREADS = 3
 """Threads doing a PostgreSQL engine's store work. Its writes come in batches (bot.store.writer),
-so a few threads keep the server busy; at 200 debates, 10 threads measured slower than 3
-(benchmarks/scale.py: 2.5–2.8 against 1.9–2.4), their Python work taking turns on one GIL."""
+so a few threads keep the server busy; more measured slower at 200 debates
+(`benchmarks/scale.py`), their Python work taking turns on one GIL."""
 STORE_DEADLINE_FACTOR = 3
 """A unit of store work run from the event loop (`in_session`) that has not answered after this
 many busy timeouts is given up: the database (or the network to it) has stopped answering."""
@@ -80,8 +80,23 @@ DEFAULT_DEADLINE_S = 30.0
 """The deadline of an engine `make_engine` did not build."""
 IDLE_IN_TRANSACTION_S = 60.0
 """PostgreSQL ends a session idle inside a transaction this long, releasing its locks."""
-MIGRATIONS_DIR = Path(__file__).resolve().parents[1] / "migrations"
-"""Alembic's scripts, shipped inside the package so a plain wheel install can migrate."""
+SCHEMA_HEAD = "0015"
+"""The newest revision in `migrations/versions/`: the schema this code needs. Kept here so
+checking a database's schema imports no alembic; a test keeps it equal to alembic's own head."""
+MIGRATIONS_PACKAGE = "bot.migrations"
+"""Alembic's scripts: `migrations/` in the repository, shipped as this package."""
+
+
+def migrations_dir() -> Path:
+    """Where the migration scripts are (found, not imported: the store does not import the
+    layer that migrates it)."""
+    spec = importlib.util.find_spec(MIGRATIONS_PACKAGE)
+    if spec is None or spec.origin is None:
+        raise StoreError(
+            f"the migrations ({MIGRATIONS_PACKAGE}) are not installed: reinstall debatebot"
+            " (`pip install .`, or `scripts/setup` in a checkout)"
+        )
+    return Path(spec.origin).parent
 
 
 def redacted(url: str) -> str:
@@ -193,12 +208,12 @@ def _postgres_connect_args(
 
 
 def alembic_config(url: str | None = None) -> Config:
-    """Alembic's config for `bot/migrations/`; with `url`, pointed at that database. Alembic
-    is imported here, by migrations only: checking the schema needs none of it."""
+    """Alembic's config for the migrations; with `url`, pointed at that database. Alembic is
+    imported here, by migrations only: checking the schema needs none of it."""
     from alembic.config import Config
 
     config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.set_main_option("script_location", str(migrations_dir()))
     if url is not None:
         config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     return config
@@ -238,7 +253,7 @@ def check_schema(engine: Engine) -> None:
 
 
 def _current_revision(connection: Connection) -> str | None:
-    """The revision alembic recorded, read directly (importing alembic costs 0.15 s of
+    """The revision alembic recorded, read directly (importing alembic would slow every
     start-up); None for a database alembic never touched."""
     if not inspect(connection).has_table("alembic_version"):
         return None
@@ -448,9 +463,9 @@ def store_executor(engine: Engine) -> ThreadPoolExecutor:
     """The threads that do `engine`'s store work: one for SQLite, the pool's size otherwise.
 
     SQLite takes one writer at a time, and a second thread waiting for its lock sleeps in
-    SQLite's busy handler (1 ms, 2 ms, … 100 ms): with the default executor's threads contending,
-    a 1 ms write waited a second at 200 debates. One thread per SQLite engine queues the work in
-    order instead. PostgreSQL has row locks, so its work runs on a few threads
+    SQLite's busy handler (1 ms, 2 ms, … 100 ms): with the default executor's threads
+    contending, a short write could wait a second at 200 debates. One thread per SQLite engine
+    queues the work in order instead. PostgreSQL has row locks, so its work runs on a few threads
     (`POSTGRES_STORE_THREADS`); asyncio's shared default executor is left to everything else.
     """
     with _executors_lock:

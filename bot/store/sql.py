@@ -39,12 +39,12 @@ def member_of(
 ) -> ColumnElement[bool]:
     """`column IN (...)` over one parameter (`key` when the statement is built once, `values`
     for a batch's own). On PostgreSQL it is `column = ANY(array)`, one SQL text whatever the
-    batch's size: an IN list of each new length was a new statement for psycopg to convert and
-    for the server to plan, 1-1.7 ms of CPU per batch where the array form takes 0.6 (and
-    psycopg prepares it once it repeats)."""
+    batch's size: an IN list of each new length is a new statement for psycopg to convert and
+    for the server to plan, where the array form is one (and psycopg prepares it once it
+    repeats)."""
     listed = None if values is None else list(values)
     if dialect == "postgresql":
-        # Imported here: a SQLite deployment never loads the PostgreSQL dialect (30 ms).
+        # Imported here: a SQLite deployment never loads the PostgreSQL dialect.
         from sqlalchemy.dialects.postgresql import ARRAY
 
         array = bindparam(key, listed, type_=ARRAY(column.type))

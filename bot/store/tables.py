@@ -1,4 +1,4 @@
-"""SQLModel tables of the audit store. Alembic (`bot/migrations/`) owns the schema built from these.
+"""SQLModel tables of the audit store. Alembic (`migrations/`) owns the schema built from these.
 
 Timestamps are timezone-aware UTC (SQLModel's `UTCDateTime` refuses naive ones), so the turn hash
 chain recomputes identically on SQLite and PostgreSQL.

@@ -375,18 +375,3 @@ CANNED_DEBATE_REPLIES: dict[str, dict[str, Any]] = {
         "uncertainties": ["[fake] Real load figures are unknown."],
     },
 }
-
-
-def canned_debate_reply(request: LLMRequest) -> dict[str, Any]:
-    """A fixed, clearly labelled reply per debate role, for `--provider fake` dry runs.
-
-    Lets someone try the whole pipeline (CLI, events, JSON record) in a second with no model.
-    Every text starts with "[fake]" so no one mistakes it for analysis.
-    """
-    try:
-        return CANNED_DEBATE_REPLIES[request.schema_name or ""]
-    except KeyError:
-        raise LLMError(
-            f"the fake provider has no canned reply for {request.schema_name!r};"
-            " use a real provider for this protocol"
-        ) from None

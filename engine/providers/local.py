@@ -55,8 +55,8 @@ def usable_cores() -> int:
     """The cores this process may run on (a container's CPU set, not the host's count).
 
     llama-cpp-python's own default generates on half of `os.cpu_count()`: one thread of two
-    here. Measured on the 2-core CI machine (benchmarks/local_speed.py), every core for
-    generation and for prompt processing was the fastest setting.
+    here. Every core for generation and for prompt processing was the fastest setting
+    (`benchmarks/local_speed.py` measures it).
     """
     try:
         return max(1, len(os.sched_getaffinity(0)))

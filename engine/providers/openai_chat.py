@@ -87,8 +87,8 @@ CHAT_MODES = frozenset(
 
 def _warm(client: AsyncOpenAI) -> None:
     """Load now what the SDK and its HTTP stack would import inside the first call (its chat
-    resources, anyio's asyncio backend): about 0.1 s of CPU that otherwise lands on the first
-    turn, and on every turn of a panel's first round, which start together."""
+    resources, anyio's asyncio backend): CPU that otherwise lands on the first turn, and on
+    every turn of a panel's first round, which start together."""
     _ = client.chat.completions
     # httpx reaches the backend through anyio when it opens its first connection.
     with contextlib.suppress(ImportError):

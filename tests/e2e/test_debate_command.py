@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
+
 from bot.store import endings, turns, verify
 from bot.store.db import session_scope
 from engine.models import DebateSpec
@@ -148,6 +150,46 @@ async def test_debate_without_text_opens_a_modal_whose_submission_starts_the_deb
     assert debate.source == "modal"
     assert debate.question == "Adopt ADR-042?"
     assert '"budget_usd":0.5' in debate.spec_json
+
+
+class CountingValidator:
+    """DebateSpec's pydantic validator, counting the specs it validates (built or parsed)."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.count = 0
+
+    def validate_python(self, *args: Any, **kwargs: Any) -> Any:
+        self.count += 1
+        return self.real.validate_python(*args, **kwargs)
+
+    def validate_json(self, *args: Any, **kwargs: Any) -> Any:
+        self.count += 1
+        return self.real.validate_json(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+@pytest.mark.parametrize("length", [40, 40_000])
+async def test_a_debate_command_builds_its_spec_once_and_stores_the_question_as_written(
+    start_bot: BotFactory, monkeypatch: pytest.MonkeyPatch, length: int
+) -> None:
+    """From the listener to the queued row and its owed parent, with no worker to run it: one
+    DebateSpec is validated (the intake's), never parsed back from its JSON on the way."""
+    bot = await start_bot(worker_concurrency=0)
+    counting = CountingValidator(DebateSpec.__pydantic_validator__)
+    monkeypatch.setattr(DebateSpec, "__pydantic_validator__", counting)
+    question = ("Should we adopt ADR-042 & move sessions to <Redis>? " * 1000)[: length - 1] + "?"
+
+    assert (await bot.driver.command(question)).status == 200
+    [debate] = await bot.wait_for(bot.debates, "the queued debate")
+    await bot.wait_for(lambda: bot.emulator.posted(CHANNEL), "the parent")
+
+    assert counting.count == 1
+    assert debate.question == question
+    monkeypatch.undo()
+    assert DebateSpec.model_validate_json(debate.spec_json).question == question
 
 
 async def test_a_40000_character_question_is_debated_whole_and_posted_in_parts(

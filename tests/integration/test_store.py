@@ -15,9 +15,15 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, SQLModel, col, select
 
 from bot.jobs.worker import DebateWorker, WorkerConfig
-from bot.migrations import SCHEMA_HEAD
 from bot.store import endings, outbox, queue, turns, verify
-from bot.store.db import alembic_config, check_schema, make_engine, session_scope, upgrade
+from bot.store.db import (
+    SCHEMA_HEAD,
+    alembic_config,
+    check_schema,
+    make_engine,
+    session_scope,
+    upgrade,
+)
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError, SchemaOutdatedError
 from bot.store.outbox import Draft
 from bot.store.tables import DebateSource, DebateState, Outbox
@@ -278,7 +284,7 @@ def test_sqlite_locked_past_the_timeout_says_what_to_do(tmp_path: Path) -> None:
 
 
 def test_the_schema_head_the_code_checks_is_alembics_head() -> None:
-    """`bot.migrations.SCHEMA_HEAD` spares start-up alembic's import; it must not drift."""
+    """`bot.store.db.SCHEMA_HEAD` spares start-up alembic's import; it must not drift."""
     from alembic.script import ScriptDirectory
 
     assert ScriptDirectory.from_config(alembic_config()).get_current_head() == SCHEMA_HEAD

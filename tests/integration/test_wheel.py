@@ -38,8 +38,8 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, source / name)
     skip = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for package in ("bot", "engine", "prompts"):
-        shutil.copytree(REPO / package, source / package, ignore=skip)
+    for folder in ("bot", "engine", "prompts", "migrations"):
+        shutil.copytree(REPO / folder, source / folder, ignore=skip)
     dist = root / "dist"
     run(
         sys.executable,
@@ -94,7 +94,7 @@ def test_a_wheel_install_migrates_a_sqlite_file(wheel: Path, tmp_path: Path) -> 
     assert Path(where.strip()).is_relative_to(purelib)
 
     out = run(venv / "bin" / "debatebot", "db", "upgrade", cwd=work, env=env)
-    head = sorted((REPO / "bot" / "migrations" / "versions").glob("0*.py"))[-1].name[:4]
+    head = sorted((REPO / "migrations" / "versions").glob("0*.py"))[-1].name[:4]
     assert head in out
     with sqlite3.connect(database) as connection:
         (version,) = connection.execute("SELECT version_num FROM alembic_version").fetchone()

@@ -1,4 +1,6 @@
-"""Layering rules from DESIGN.md: the engine stays pure; vendor SDKs stay in engine/providers/."""
+"""The layering, enforced: the engine stays pure, vendor SDKs stay in engine/providers/, and the
+packages of bot/ import only from their own layer or the ones below it (docs/architecture.md
+lists the layers)."""
 
 from __future__ import annotations
 
@@ -44,3 +46,110 @@ def test_vendor_sdks_only_inside_engine_providers(path: Path) -> None:
         return
     sdks = imported_modules(path.read_text(encoding="utf-8")) & VENDOR_SDKS
     assert not sdks, f"{path.relative_to(ROOT)} imports vendor SDKs {sorted(sdks)}"
+
+
+BOT_LAYERS: list[tuple[str, ...]] = [
+    ("bot.settings", "bot.logs", "bot.metrics", "bot.outbound", "bot.adr"),
+    ("bot.store", "bot.migrations"),
+    ("bot.hosts", "bot.providers"),
+    ("bot.messages",),
+    ("bot.slackweb",),
+    ("bot.intake",),
+    ("bot.jobs",),
+    ("bot.slack",),
+    ("bot.health", "bot.runtime", "bot.wiring", "bot.serving", "bot.cli"),
+]
+"""bot/'s layers, lowest first: foundations; the store; clients of the code hosts and model
+providers; rendering (values only); Slack's Web API; the intake; background jobs; the Slack
+surface (Bolt); the composition root and the processes it runs. The engine is below them all."""
+SLACK_LAYER = ("bot.slack", "bot.slackweb", "slack_bolt", "slack_sdk")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[0] == "migrations":
+        parts = ["bot", *parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def bot_imports(source: str) -> set[str]:
+    """Every bot module `source` imports (a `from bot.x import y` counts as bot.x.y too, so a
+    submodule imported by name is seen), including under TYPE_CHECKING and inside functions."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names if a.name.split(".")[0] == "bot")
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.level == 0
+            and node.module.split(".")[0] == "bot"
+        ):
+            names.add(node.module)
+            names.update(f"{node.module}.{a.name}" for a in node.names)
+    return names
+
+
+def layer_of(module: str) -> int | None:
+    """The layer of `module` (by its package or top module), or None for `bot` itself."""
+    for index, layer in enumerate(BOT_LAYERS):
+        if any(module == name or module.startswith(f"{name}.") for name in layer):
+            return index
+    return None
+
+
+def test_the_scanner_sees_type_checking_and_submodule_imports() -> None:
+    source = (
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from bot.slack.surface import X\n"
+        "def f():\n    from bot import serving\n"
+    )
+    assert bot_imports(source) == {
+        "bot.slack.surface",
+        "bot.slack.surface.X",
+        "bot",
+        "bot.serving",
+    }
+
+
+BOT_FILES = python_files("bot", "migrations")
+
+
+@pytest.mark.parametrize("path", BOT_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_bot_imports_run_down_the_layers(path: Path) -> None:
+    own = layer_of(module_name(path))
+    assert own is not None or module_name(path) == "bot", (
+        f"{path.relative_to(ROOT)} is in no layer: add its package to BOT_LAYERS and to the"
+        " layer list in docs/architecture.md"
+    )
+    if own is None:
+        return
+    upward = sorted(
+        name
+        for name in bot_imports(path.read_text(encoding="utf-8"))
+        if (layer := layer_of(name)) is not None and layer > own
+    )
+    assert not upward, f"{path.relative_to(ROOT)} (layer {own}) imports up: {upward}"
+
+
+@pytest.mark.parametrize(
+    "path", python_files("bot/store", "migrations"), ids=lambda p: str(p.relative_to(ROOT))
+)
+def test_the_store_imports_nothing_of_the_slack_layer(path: Path) -> None:
+    source = path.read_text(encoding="utf-8")
+    slack = sorted(
+        name
+        for name in bot_imports(source) | imported_modules(source)
+        if name.startswith(SLACK_LAYER)
+    )
+    assert not slack, f"{path.relative_to(ROOT)} imports the Slack layer: {slack}"
+
+
+def test_an_upward_import_is_caught() -> None:
+    """A store module importing the renderer (what the store once did) is seen as going up."""
+    store = layer_of("bot.store.queue")
+    assert store is not None
+    imported = bot_imports("from bot.messages import owed\n")
+    assert sorted(n for n in imported if (layer_of(n) or 0) > store) == [
+        "bot.messages",
+        "bot.messages.owed",
+    ]
