@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Engine
 
 from bot.health import HealthProbe
-from bot.hosts import HostClients, HostConfig
+from bot.hosts.clients import HostClients
+from bot.hosts.links import HostConfig
 from bot.intake.intake import Intake, Reach
 from bot.intake.policy import SpecPolicy
 from bot.jobs.pr_comments import PullRequestComments

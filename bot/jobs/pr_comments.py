@@ -2,7 +2,7 @@
 comment linking the Slack thread, and updated when a reviewer decides. Opt-in per channel
 (`/debate config set pr_comment on`).
 
-The comment carries a marker naming the debate (`bot.hosts.upsert_comment`), so a retried
+The comment carries a marker naming the debate (`bot.hosts.comments.upsert_comment`), so a retried
 ending, a resumed run or a second worker updates the one comment and never adds another.
 
 The ending and a review mark the debate's comment due (`Debate.pr_comment_due`) in their own
@@ -20,7 +20,9 @@ from datetime import datetime
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from bot.hosts import HostClients, LinkError, parse_link, upsert_comment
+from bot.hosts.clients import HostClients
+from bot.hosts.comments import upsert_comment
+from bot.hosts.links import LinkError, parse_link
 from bot.store import channels, endings, operations, queue, reviews
 from bot.store.db import in_session
 from bot.store.errors import StoreError

@@ -29,7 +29,7 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.hosts import HostError
+from bot.hosts.links import HostError
 from bot.messages import action_ids, helptext, kit, modals, posts
 from bot.messages.kit import clip
 from bot.slack import payloads

@@ -13,16 +13,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import Engine
 
 from bot.adr import adr_title, is_adr
-from bot.hosts import (
-    Fetched,
-    HostClients,
-    HostLink,
-    LinkError,
-    NoAdrError,
-    fetch,
-    find_link,
-    is_adr_path,
-)
+from bot.hosts.clients import HostClients
+from bot.hosts.fetch import Fetched, fetch
+from bot.hosts.links import HostLink, LinkError, NoAdrError, find_link, is_adr_path
 from bot.intake.errors import NotAdmittedError
 from bot.intake.intake import Intake, Started
 from bot.intake.request import Ask, DebateRequest

@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
-from bot.hosts import HostClients, HostConfig, LinkError, parse_link, upsert_comment
+from bot.hosts.clients import HostClients
+from bot.hosts.comments import upsert_comment
+from bot.hosts.links import HostConfig, LinkError, parse_link
 from tests.e2e.conftest import CHANNEL, Bot, BotFactory
 from tests.e2e.host_emulators import GitHubEmulator, GitLabEmulator, HostFault, OtherHost, redirect
 from tests.e2e.test_linked_adrs import ADR, HEAD, linked_bot, post

@@ -12,7 +12,10 @@ from typing import Any
 
 import pytest
 
-from bot.hosts import HostClients, HostConfig, LinkError, fetch, parse_link, upsert_comment
+from bot.hosts.clients import HostClients
+from bot.hosts.comments import upsert_comment
+from bot.hosts.fetch import fetch
+from bot.hosts.links import HostConfig, LinkError, parse_link
 from bot.jobs.pr_comments import PullRequestComments
 from bot.messages import action_ids
 from bot.store import channels

@@ -25,7 +25,8 @@ from urllib.parse import urlencode
 import pytest
 from pydantic import ValidationError
 
-from bot import adr, hosts
+from bot import adr
+from bot.hosts import links
 from bot.messages import kit
 from bot.slack import command_text, payloads, server, triggers
 from bot.slack.errors import CommandError
@@ -131,7 +132,7 @@ def _ignore(
     return run
 
 
-CONFIG = hosts.HostConfig()
+CONFIG = links.HostConfig()
 CHECKER_DOCS = [ContextDocument(title="case", text="we decided to cache sessions in redis " * 50)]
 RECOGNISERS: dict[str, Callable[[str], Any]] = {
     "adr_format": adr.adr_format,
@@ -147,8 +148,8 @@ RECOGNISERS: dict[str, Callable[[str], Any]] = {
     "parse_title_pattern": _ignore((CommandError,), command_text.parse_title_pattern),
     "parse_clock": _ignore((CommandError,), command_text.parse_clock),
     # A link whose path could reach outside the repository is refused with LinkError.
-    "find_link": _ignore((hosts.LinkError,), lambda text: hosts.find_link(text, CONFIG)),
-    "is_adr_path": hosts.is_adr_path,
+    "find_link": _ignore((links.LinkError,), lambda text: links.find_link(text, CONFIG)),
+    "is_adr_path": links.is_adr_path,
     "thread_question": lambda text: triggers.thread_question([{"text": text}]),
     "thread_document": lambda text: triggers.thread_document([{"text": text, "user": "U1"}]),
     "unescape and escape": lambda text: kit.escape(kit.unescape(text)),

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.hosts import HostClients, HostConfig, LinkError, find_link, parse_link
+from bot.hosts.clients import HostClients
+from bot.hosts.links import HostConfig, LinkError, find_link, parse_link
 
 # A path segment that climbs a level, composed so the repository's own check for paths that
 # leave the repository (tests/unit/test_self_contained.py) does not read test data as one.
