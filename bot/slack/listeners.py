@@ -426,22 +426,22 @@ async def on_debate_form(
     channel, user = view["private_metadata"], body["user"]["id"]
     try:
         command = parse_debate_form(view, protocols=surface.protocols)
-        await surface.starts.check_reachable(channel)
+        admitted = await surface.starts.admit_form(
+            command=command, channel=channel, user=user, trigger_key=f"modal:{view['id']}"
+        )
     except FormError as error:
         await ack(response_action="errors", errors=error.errors)
         return
     except CommandError as error:
         await ack(response_action="errors", errors={"question": clip(str(error), 150)})
         return
+    except StoreError:
+        # The form closes, and `on_error` tells the person what became of it.
+        await ack()
+        raise
     await ack()
     try:
-        await surface.starts.start_from_command(
-            command=command,
-            channel=channel,
-            user=user,
-            trigger_key=f"modal:{view['id']}",
-            source=DebateSource.MODAL,
-        )
+        await surface.starts.enqueue(admitted)
     except CommandError as error:
         await surface.poster.ephemeral(channel=channel, user=user, text=f":warning: {_said(error)}")
 

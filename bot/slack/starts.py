@@ -17,7 +17,7 @@ from bot.hosts.clients import HostClients
 from bot.hosts.fetch import Fetched, fetch
 from bot.hosts.links import HostLink, LinkError, NoAdrError, find_link, is_adr_path
 from bot.intake.errors import NotAdmittedError
-from bot.intake.intake import Intake, Started
+from bot.intake.intake import Admitted, Intake, Started
 from bot.intake.request import Ask, DebateRequest
 from bot.messages import kit
 from bot.slack import triggers
@@ -86,37 +86,37 @@ class DebateStarts:
         thread_ts: str | None = None,
         context: tuple[ContextDocument, ...] = (),
     ) -> Started:
-        """Queue the debate a command, the form or the assistant asks for (with `context`
-        pasted beside it); with `--adr`, the linked ADR is fetched first and is the material."""
+        """Queue the debate a command or the assistant asks for (with `context` pasted beside
+        it); with `--adr`, the linked ADR is fetched first and is the material."""
         question, link = command.question, None
         if command.adr_url:
             found, fetched = await self.linked(command.adr_url)
             link = found.url
             context = (*fetched.documents, *context)
             question = question or triggers.titled_adr_question(fetched.title)
-        assert question is not None  # a command without a question names an ADR
-        ask = Ask(
-            question=question,
-            context=context,
-            protocol=command.protocol,
-            rounds=command.rounds,
-            budget_usd=command.budget_usd,
-            stances_for=command.stances_for,
-            stances_against=command.stances_against,
-            route=command.route,
+        request = _command_request(
+            command, question, context, channel, user, trigger_key, source, thread_ts, link
         )
-        return await self.submit(
-            DebateRequest(
-                trigger_key=trigger_key,
-                source=source,
-                asked=ask,
-                channel_id=channel,
-                thread_ts=thread_ts,
-                requested_by=user,
-                review_in=command.review_in,
-                link=link,
-            )
+        return await self.submit(request)
+
+    async def admit_form(
+        self, *, command: DebateCommand, channel: str, user: str, trigger_key: str
+    ) -> Admitted:
+        """The form's request, admitted before the form is acknowledged, so what is wrong (the
+        channel, the spec) shows under its fields; `enqueue` queues it after."""
+        request = _command_request(
+            command, command.question, (), channel, user, trigger_key, DebateSource.MODAL
         )
+        try:
+            return await self.intake.admit(request)
+        except NotAdmittedError as error:
+            raise CommandError(str(error)) from error
+
+    async def enqueue(self, admitted: Admitted) -> Started:
+        try:
+            return await self.intake.enqueue(admitted)
+        except NotAdmittedError as error:
+            raise CommandError(str(error)) from error
 
     # --- ADR posts, pasted, linked or uploaded -----------------------------------------------
 
@@ -337,3 +337,40 @@ class DebateStarts:
             thread_ts=thread_ts,
             context=context,
         )
+
+
+def _command_request(
+    command: DebateCommand,
+    question: str | None,
+    context: tuple[ContextDocument, ...],
+    channel: str,
+    user: str,
+    trigger_key: str,
+    source: DebateSource,
+    thread_ts: str | None = None,
+    link: str | None = None,
+) -> DebateRequest:
+    """The request of a `/debate`-style command: its question (or the linked ADR's) and its
+    options."""
+    if question is None:
+        raise CommandError("write the question the debate should decide, or link an ADR")
+    ask = Ask(
+        question=question,
+        context=context,
+        protocol=command.protocol,
+        rounds=command.rounds,
+        budget_usd=command.budget_usd,
+        stances_for=command.stances_for,
+        stances_against=command.stances_against,
+        route=command.route,
+    )
+    return DebateRequest(
+        trigger_key=trigger_key,
+        source=source,
+        asked=ask,
+        channel_id=channel,
+        thread_ts=thread_ts,
+        requested_by=user,
+        review_in=command.review_in,
+        link=link,
+    )

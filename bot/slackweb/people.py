@@ -2,9 +2,12 @@
 owners, workspace admins, and the bot's membership of a channel.
 
 Answers come from Slack (`users.info`, `users.list`, `usergroups.users.list`,
-`users.conversations`, `conversations.info`, `auth.test`) and are cached briefly, so a burst of
-clicks does not hit Slack's rate limits. A lookup Slack cannot answer is logged and treated as
-"no" (or, for membership, "unknown"), never as a crash.
+`users.conversations`, `conversations.info`, `auth.test`). Admin status and user groups' members
+are cached for a minute, the bot's identity and DM channels for the process, so a burst of
+clicks does not hit Slack's rate limits; the others are asked each time. A lookup Slack cannot
+answer is logged and treated as "no" (or, for membership, "unknown"), never as a crash, except
+the list of admins, whose failure is raised so the caller retries instead of concluding there
+are none.
 """
 
 from __future__ import annotations

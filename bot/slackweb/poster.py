@@ -1,4 +1,6 @@
-"""The one way the bot writes to Slack: paced per channel, in order, every failure classified.
+"""How the bot writes messages to Slack: paced per channel, in order, every failure classified.
+Every owed message goes this way; what Bolt answers on its own (`ack`, `respond`, `say`, the
+forms, the assistant's title and prompts) does not.
 
 Slack allows about one message per second per channel. Every write to a channel waits its turn
 behind one lock, so messages land in the order they were asked for, and a 429 holds the whole

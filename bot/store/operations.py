@@ -1,5 +1,5 @@
 """Store work of the scheduled jobs and of budgets: job slots, spend, the queue, expired
-reviews, stale leases, channel notices and retention. Keyword-only, like the repository."""
+reviews, stale leases and retention. Keyword-only, like the rest of the store."""
 
 from __future__ import annotations
 

@@ -37,7 +37,8 @@ OPEN_STATES = (OutboxState.PENDING, OutboxState.SENDING)
 
 @dataclass(frozen=True)
 class Draft:
-    """A message to owe: rendered by the Slack layer, written by the store, sent by the loop."""
+    """A message to owe: rendered by `bot.messages.owed`, written by the store, sent by the
+    delivery loop."""
 
     key: str
     text: str

@@ -60,8 +60,9 @@ BOT_LAYERS: list[tuple[str, ...]] = [
     ("bot.health", "bot.runtime", "bot.wiring", "bot.serving", "bot.cli"),
 ]
 """bot/'s layers, lowest first: foundations; the store; clients of the code hosts and model
-providers; rendering (values only); Slack's Web API; the intake; background jobs; the Slack
-surface (Bolt); the composition root and the processes it runs. The engine is below them all."""
+providers; rendering (and the notifier that owes it); Slack's Web API; the intake; background
+jobs; the Slack surface (Bolt); the composition root and the processes it runs. The engine is
+below them all."""
 SLACK_LAYER = ("bot.slack", "bot.slackweb", "slack_bolt", "slack_sdk")
 
 
