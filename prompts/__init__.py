@@ -19,8 +19,9 @@ What turns share comes first and only grows: within a round, so every turn's pro
 the previous turn's prompt up to its instructions, and from round to round, since records are
 only appended. Providers serve that prefix from their prompt cache (`benchmarks/tokens.py`
 measures the share per role, and tokens by round count). Stances debaters, consensus debaters
-and panelists' revisions are shown their debate so far the same way, before their template;
-the judges' templates carry their own sections, filled by their protocol module.
+and panelists' revisions are shown their debate so far the same way, before their template, and
+so are the structured judge's three calls (the whole debate, the same on each); the other judges'
+templates carry their own sections, filled by their protocol module.
 OpenAI and Anthropic, whose caches put the output schema before the messages, get one schema
 for every call of a protocol (`engine/envelope.py`); the sentence naming the key a call fills is
 added by the provider after the role's instructions, not by a template.

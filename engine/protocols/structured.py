@@ -45,6 +45,7 @@ from engine.models import (
 from engine.prompts import PromptLibrary
 from engine.protocols.base import LEVEL_BASE, Asker, Ending, common_verdict, finish, no_verdict
 from engine.protocols.outputs import Outputs
+from engine.protocols.record import DebateSoFar
 from engine.rounds import (
     CLOSING_MAX_WORDS,
     WEIGHTS,
@@ -76,6 +77,7 @@ T = TypeVar("T", bound=BaseModel)
 FALLACY_PENALTY = 0.05
 FALLACY_PENALTY_CAP = 0.15
 SIDES = ("PRO", "CON")
+STRUCTURED_IDS = "Ids PRO-<n>, CON-<n>: the n-th argument of the PRO or CON side's opening."
 SIDE_MEANING = {
     "PRO": "you argue FOR the proposal in the question",
     "CON": "you argue AGAINST the proposal in the question",
@@ -361,6 +363,29 @@ def render_cross(side: str, cross: CrossExamination) -> str:
     )
 
 
+def judge_so_far(
+    openings: dict[str, Opening],
+    crosses: dict[str, CrossExamination],
+    closings: dict[str, Closing],
+) -> DebateSoFar:
+    """What each of the judge's three calls is shown before its instructions: the whole debate,
+    one section per phase. The same bytes on all three calls, ahead of what differs (the side
+    judged, the scores), so the vendor's prompt cache serves the second and third from the
+    first."""
+    so_far = DebateSoFar("THE DEBATE SO FAR", STRUCTURED_IDS, [], [])
+    so_far.add(f"PRO ARGUMENTS:\n{render_arguments(openings['PRO'])}")
+    so_far.add(f"CON ARGUMENTS:\n{render_arguments(openings['CON'])}")
+    so_far.add("CROSS-EXAMINATION:\n" + "\n".join(render_cross(s, c) for s, c in crosses.items()))
+    so_far.add(
+        "CLOSINGS:\n"
+        + "\n".join(
+            f"{s}: {c.final_position} (concedes: {'; '.join(c.concessions) or '-'})"
+            for s, c in closings.items()
+        )
+    )
+    return so_far
+
+
 class StructuredProtocol:
     """Formal debate: openings, cross-examination, closings, and a judge scored in code."""
 
@@ -447,15 +472,7 @@ class StructuredProtocol:
                     },
                 )
             await posted(phase="closings", closings=closings)
-            material = {
-                "pro": render_arguments(openings["PRO"]),
-                "con": render_arguments(openings["CON"]),
-                "cross": "\n".join(render_cross(s, c) for s, c in crosses.items()),
-                "closings": "\n".join(
-                    f"{s}: {c.final_position} (concedes: {'; '.join(c.concessions) or '-'})"
-                    for s, c in closings.items()
-                ),
-            }
+            so_far = judge_so_far(openings, crosses, closings).sections()
             sides: dict[str, SideJudgment] = {}
             for side in SIDES:
                 side_ids = [a.id for a in openings[side].arguments]
@@ -466,7 +483,8 @@ class StructuredProtocol:
                     phase=side,
                     step=f"scoring the {side} arguments",
                     output_type=side_judgment_type(side_ids),
-                    values={**material, "side": side, "ids": ", ".join(side_ids)},
+                    values={"side": side, "ids": ", ".join(side_ids)},
+                    so_far=so_far,
                 )
             ruling = await asker.ask(
                 "structured/judge.md",
@@ -475,7 +493,8 @@ class StructuredProtocol:
                 phase="ruling",
                 step="ruling",
                 output_type=ruling_type([a.id for s in SIDES for a in openings[s].arguments]),
-                values={**material, "scored": render_scores(sides)},
+                values={"scored": render_scores(sides)},
+                so_far=so_far,
             )
             judged = scored(ruling, sides)
             await posted(phase="judgment", judgment=judged)

@@ -163,3 +163,31 @@ async def test_on_anthropic_each_turn_of_a_round_reads_the_debate_so_far_the_tur
         mark = next(i for i, b in enumerate(blocks) if "cache_control" in b)
         so_far_before = sum(tokens(b["text"]) for b in blocks[:mark])
         assert read >= tokens(exchange.body["system"][-1]["text"]) + so_far_before, turn.role
+
+
+async def test_on_anthropic_the_structured_judges_later_calls_read_the_debate_the_first_wrote(
+    anthropic_standin: AnthropicStandIn,
+) -> None:
+    """The judge's three calls (PRO side, CON side, ruling) share the whole debate ahead of
+    their own instructions: the first writes it, the second and third read all of it."""
+    result = await debate(anthropic_settings(anthropic_standin), "structured")
+
+    assert result.status is DebateStatus.COMPLETE, result.error
+    exchanges = anthropic_standin.exchanges
+    assert len(exchanges) == len(result.transcript)
+    judged = [
+        (turn.phase, exchange)
+        for turn, exchange in zip(result.transcript, exchanges, strict=True)
+        if turn.role is Role.JUDGE
+    ]
+    assert [phase for phase, _ in judged] == ["PRO", "CON", "ruling"]
+    (_, first), *later = judged
+    blocks = first.body["messages"][0]["content"]
+    marks = [i for i, b in enumerate(blocks) if isinstance(b, dict) and "cache_control" in b]
+    assert marks, "the end of the debate so far carries cache_control"
+    so_far = sum(tokens(b["text"]) for b in blocks[: marks[-1] + 1])
+    preamble = tokens(first.body["system"][-1]["text"])
+    assert read_and_written(first)[1] >= so_far
+    for phase, exchange in later:
+        read, _ = read_and_written(exchange)
+        assert read >= preamble + so_far, phase

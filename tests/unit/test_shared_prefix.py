@@ -227,6 +227,38 @@ async def test_anthropic_marks_the_preamble_and_the_debate_so_far_for_later_turn
         assert len(turns) >= 4, "proposer, critic (once or twice), rebuttal, moderator"
 
 
+async def test_anthropic_marks_the_whole_debate_as_the_structured_judges_shared_prefix() -> None:
+    """The structured judge answers in three calls (the PRO side, the CON side, the ruling), all
+    on one model: each is shown the whole debate before its own instructions, in the same
+    blocks, with `cache_control` on the last, so the second and third read what the first
+    wrote; nothing side-specific comes before the mark."""
+    _, calls, _ = await recorded("structured")
+    judge = [c for c in calls if c.envelope and c.envelope.key in ("side_judgment", "ruling")]
+    assert [call.envelope.key for call in judge if call.envelope] == [
+        "side_judgment",
+        "side_judgment",
+        "ruling",
+    ]
+    shape = Shape(mode=StructuredMode.OUTPUT_FORMAT, thinking=True, effort="high")
+    shared: list[list[str]] = []
+    for call in judge:
+        params = build_params(call, shape, prompt_caching=True)
+        blocks = params["messages"][0]["content"]
+        marks = [i for i, block in enumerate(blocks) if "cache_control" in block]
+        assert len(marks) == 1
+        (mark,) = marks
+        assert blocks[mark + 1]["text"].startswith(ROLE), "the mark ends the debate so far"
+        assert len(params["system"]) + mark + 1 <= 20, "within the lookback of 20 blocks"
+        before = [block["text"] for block in blocks[: mark + 1]]
+        shared.append(before)
+        text = "".join(before)
+        for heading in ("PRO ARGUMENTS:", "CON ARGUMENTS:", "CROSS-EXAMINATION:", "CLOSINGS:"):
+            assert heading in text
+        for own in ("Now judge the", "Your scores"):
+            assert own not in text, "nothing of one call before the mark"
+    assert shared[0] == shared[1] == shared[2], "the same blocks up to the mark on every call"
+
+
 def envelope_of(outputs: Outputs) -> Envelope:
     """The envelope of a call filling the first key of `outputs`."""
     return Envelope(
