@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import logging
 from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -14,6 +15,9 @@ from typing import TYPE_CHECKING, Any
 from bot.jobs.worker import DebateWorker
 from bot.messages.notifier import DebateNotifier
 from bot.metrics import Metrics
+from bot.settings import SettingsError
+from bot.slackweb.errors import PostError
+from bot.slackweb.token import SETTING, token_fix
 
 if TYPE_CHECKING:
     from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -23,6 +27,10 @@ if TYPE_CHECKING:
     from bot.jobs.scheduled import ScheduledJobs
     from bot.slack.server import BotASGI
     from bot.slack.surface import Surface
+    from bot.slackweb.people import SlackDirectory
+
+
+log = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
@@ -40,6 +48,21 @@ def startup_heap_frozen() -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
+
+
+async def check_bot_token(directory: SlackDirectory) -> None:
+    """At start-up: SettingsError naming DEBATEBOT_SLACK_BOT_TOKEN when Slack refuses the bot
+    token (nothing the process does could reach anyone). Slack not answering is no refusal: it
+    is logged, and the process starts (delivery retries, `auth.test` is asked again)."""
+    try:
+        refused = await directory.check_token()
+    except PostError as error:
+        log.warning("could not check the bot token with Slack (%s); starting anyway", error)
+        return
+    if refused is not None:
+        raise SettingsError(
+            f"Slack refused {SETTING} ({refused.code}): {token_fix(refused.code, refused.needed)}"
+        )
 
 
 @dataclass
@@ -133,8 +156,15 @@ class BotRuntime:
         self.background(self._learn_bot_identity())
 
     async def _learn_bot_identity(self) -> None:
-        # Bolt's authorization reads it from the cache (`bot.wiring.local_authorize`).
-        await self.surface.directory.bot_identity()
+        """Until Slack answers `auth.test` (Bolt's authorization reads the bot's id from the
+        cache, `bot.wiring.local_authorize`), asking again less and less often."""
+        directory = self.surface.directory
+        wait = 1.0
+        while directory.known_bot_user() is None:
+            await directory.bot_identity()
+            if directory.known_bot_user() is None:
+                await asyncio.sleep(wait)
+                wait = min(wait * 2, 60.0)
 
     async def stop(self) -> None:
         await self.work.stop()

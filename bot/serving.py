@@ -10,7 +10,7 @@ import socket
 from typing import TYPE_CHECKING
 
 from bot.metrics import Metrics
-from bot.runtime import BotRuntime, startup_heap_frozen
+from bot.runtime import BotRuntime, check_bot_token, startup_heap_frozen
 from bot.settings import Settings, SettingsError
 from bot.wiring import build_bot, build_services, check_configured_models, open_store
 
@@ -29,12 +29,17 @@ def transport(settings: Settings) -> str:
 
 async def serve(settings: Settings, stop: asyncio.Event) -> None:
     """Run the bot until `stop` is set: Socket Mode or HTTP, with workers, delivery and
-    scheduler. Raises SettingsError when Slack refuses the app-level token for good, or when
-    a configured model is retired."""
+    scheduler. Raises SettingsError when Slack refuses the bot token at start-up or the
+    app-level token for good, or when a configured model is retired."""
     services = build_services(settings)
     check_configured_models(services)
     with open_store(settings) as engine, contextlib.ExitStack() as frozen:
         runtime = build_bot(settings, services, engine)
+        try:
+            await check_bot_token(runtime.surface.directory)
+        except SettingsError:
+            await services.aclose()
+            raise
         exporter = None
         if settings.metrics_port is not None:
             exporter = serve_metrics(runtime.metrics, settings.http_host, settings.metrics_port)

@@ -29,6 +29,7 @@ from bot.metrics import Metrics
 from bot.providers import ProviderRegistry
 from bot.runtime import BotRuntime, Runtime
 from bot.settings import Settings, SettingsError
+from bot.slackweb.token import TokenGate
 from bot.store.db import ensure_schema, make_engine
 from bot.store.queue import InFlightLimits, SpendCaps
 from engine.catalog import ModelRetiredError
@@ -85,9 +86,11 @@ def build_worker(
     reporter: DebateReporter | None = None,
     sinks: SinkFactory | None = None,
     metrics: Metrics | None = None,
+    gate: TokenGate | None = None,
 ) -> DebateWorker:
     """A worker on `engine`; its pool's turns and endings are committed in groups (see
-    bot.store.writer)."""
+    bot.store.writer). With `gate`, it claims no new debate while Slack refuses the bot
+    token."""
     settings = services.settings
     return DebateWorker(
         engine=engine,
@@ -104,6 +107,7 @@ def build_worker(
         sinks=sinks,
         metrics=metrics,
         followers=[PullRequestComments(engine, services.hosts).after_finish],
+        may_claim=(lambda: not gate.refused) if gate is not None else (lambda: True),
     )
 
 
@@ -158,9 +162,10 @@ def build_bot(
 
     token, signing_secret, app_token = settings.slack_secrets()
     metrics = Metrics()
-    client = client or slack_client(settings, metrics)
+    gate = TokenGate()
+    client = client or slack_client(settings, metrics, gate)
     owner = process_name()
-    delivery = build_delivery(settings, engine, client, owner=owner)
+    delivery = build_delivery(settings, engine, client, owner=owner, gate=gate)
     directory = delivery.directory
     app = AsyncApp(
         client=client,
@@ -171,14 +176,19 @@ def build_bot(
     )
     notifier = build_notifier(settings, engine, wake=delivery.wake)
     worker = build_worker(
-        services, engine, worker_id=f"{owner}/serve", reporter=notifier, metrics=metrics
+        services,
+        engine,
+        worker_id=f"{owner}/serve",
+        reporter=notifier,
+        metrics=metrics,
+        gate=gate,
     )
 
     def wake() -> None:
         worker.wake()
         notifier.wake()
 
-    intake = build_intake(settings, services, engine, reach=directory, wake=wake)
+    intake = build_intake(settings, services, engine, reach=directory, wake=wake, gate=gate)
     reviews = Reviews(
         engine=engine,
         intake=intake,
@@ -220,7 +230,7 @@ def build_bot(
         app=app,
         asgi=BotASGI(
             app,
-            health=HealthProbe(engine, settings.worker_concurrency),
+            health=HealthProbe(engine, settings.worker_concurrency, gate=gate),
             metrics=metrics,
             signing_secret=signing_secret or "socket-mode-signs-nothing",
         ),
@@ -247,8 +257,10 @@ def build_intake(
     *,
     reach: Reach | None = None,
     wake: Callable[[], None] = lambda: None,
+    gate: TokenGate | None = None,
 ) -> Intake:
-    """The one intake, with the deployment's limits, caps and review channel."""
+    """The one intake, with the deployment's limits, caps and review channel; with `gate`, it
+    refuses new debates while Slack refuses the bot token."""
     return Intake(
         engine=engine,
         policy=services.policy,
@@ -260,6 +272,7 @@ def build_intake(
         caps=SpendCaps(workspace_usd=settings.workspace_monthly_budget_usd),
         review_channel=settings.review_channel,
         wake=wake,
+        gate=gate,
     )
 
 
@@ -275,11 +288,16 @@ def build_worker_runtime(
 ) -> Runtime:
     """What `debatebot worker` runs: the pool and, with the bot token, the delivery loop; the
     scheduled jobs unless it exits when idle."""
+    gate = TokenGate() if settings.slack_bot_token else None
     delivery = (
-        build_delivery(settings, engine, metrics=metrics) if settings.slack_bot_token else None
+        build_delivery(settings, engine, metrics=metrics, gate=gate)
+        if settings.slack_bot_token
+        else None
     )
     notifier = build_notifier(settings, engine, wake=delivery.wake if delivery else (lambda: None))
-    worker = build_worker(services, engine, worker_id=name, reporter=notifier, metrics=metrics)
+    worker = build_worker(
+        services, engine, worker_id=name, reporter=notifier, metrics=metrics, gate=gate
+    )
     scheduler = None
     if not exit_when_idle:
         from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -357,21 +375,31 @@ def process_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def slack_client(settings: Settings, metrics: Metrics | None = None) -> AsyncWebClient:
-    """The Web API client; with `metrics`, every failed call is counted by method and code."""
+def slack_client(
+    settings: Settings, metrics: Metrics | None = None, gate: TokenGate | None = None
+) -> AsyncWebClient:
+    """The Web API client; with `metrics`, every failed call is counted by method and code, and
+    with `gate`, any call Slack answers by refusing the bot token (Bolt's own too) tells it."""
     from slack_sdk.web.async_client import AsyncWebClient
 
-    from bot.slackweb.poster import MeteredWebClient
+    from bot.slackweb.poster import MeteredWebClient, classify, token_refusal
 
     options: dict[str, Any] = {
         "token": settings.slack_bot_token_value(),
         "base_url": settings.slack_api_url,
         "timeout": int(max(1, settings.slack_timeout_s)),
     }
-    if metrics is None:
+    if metrics is None and gate is None:
         return AsyncWebClient(**options)
-    errors = metrics.slack_errors
-    return MeteredWebClient(on_error=lambda m, code: errors.labels(m, code).inc(), **options)
+
+    def failed(method: str, raised: Exception) -> None:
+        if metrics is not None:
+            metrics.slack_errors.labels(method, classify(raised, method, "-").code).inc()
+        refused = token_refusal(raised, method)
+        if gate is not None and refused is not None:
+            gate.refuse(refused)
+
+    return MeteredWebClient(on_error=failed, **options)
 
 
 def build_notifier(
@@ -389,14 +417,17 @@ def build_delivery(
     *,
     owner: str | None = None,
     metrics: Metrics | None = None,
+    gate: TokenGate | None = None,
 ) -> OutboxDelivery:
-    """The loop that sends owed messages to Slack (needs the bot token)."""
+    """The loop that sends owed messages to Slack (needs the bot token); `gate` is the
+    process's view of that token."""
     from bot.jobs.delivery import DeliveryConfig, OutboxDelivery
     from bot.slackweb.people import SlackDirectory
     from bot.slackweb.poster import SlackPoster
 
-    client = client or slack_client(settings, metrics)
+    client = client or slack_client(settings, metrics, gate)
     return OutboxDelivery(
+        gate=gate,
         engine=engine,
         poster=SlackPoster(client, interval_s=settings.post_interval_s),
         directory=SlackDirectory(client),

@@ -12,7 +12,7 @@ import sys
 from bot import serving
 from bot.logs import configure_logging
 from bot.metrics import Metrics
-from bot.runtime import startup_heap_frozen
+from bot.runtime import check_bot_token, startup_heap_frozen
 from bot.settings import Settings, SettingsError
 from bot.store.db import redacted
 from bot.wiring import build_services, build_worker_runtime, check_configured_models, open_store
@@ -61,6 +61,8 @@ async def worker(args: argparse.Namespace) -> int:
                 metrics=metrics,
                 exit_when_idle=args.exit_when_idle,
             )
+            if runtime.delivery is not None:
+                await check_bot_token(runtime.delivery.directory)
             frozen.enter_context(startup_heap_frozen())
             await runtime.start()
             try:

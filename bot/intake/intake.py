@@ -18,6 +18,7 @@ from bot.intake.policy import TRIAGED_SOURCES, SpecPolicy
 from bot.intake.request import Ask, DebateRequest, FollowUp
 from bot.messages import owed
 from bot.settings import SettingsError
+from bot.slackweb.token import TokenGate
 from bot.store import channels, outbox, queue
 from bot.store.db import in_session
 from bot.store.errors import BudgetExceededError, InFlightLimitError, StoreNoAnswerError
@@ -66,6 +67,7 @@ class Intake:
         caps: SpendCaps | None = None,
         review_channel: str | None = None,
         wake: Callable[[], None] = lambda: None,
+        gate: TokenGate | None = None,
     ) -> None:
         self.engine = engine
         self.policy = policy
@@ -74,6 +76,7 @@ class Intake:
         self.caps = caps or SpendCaps()
         self.review_channel = review_channel
         self.wake = wake
+        self.gate = gate
 
     async def submit(self, request: DebateRequest) -> Started:
         """Admit `request` and queue it; NotAdmittedError says why it was not."""
@@ -104,6 +107,9 @@ class Intake:
         under its fields."""
         asked = request.asked
         review_in = request.review_in
+        if self.gate is not None and self.gate.refused and request.channel_id is not None:
+            # Nothing it queued could be posted, and it would be paid for.
+            raise NotAdmittedError(self.gate.refusal())
         if isinstance(asked, Ask):
             if request.channel_id is not None and not _is_dm(request.channel_id):
                 await self.check_reachable(request.channel_id)

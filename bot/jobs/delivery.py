@@ -7,6 +7,10 @@
   failures, every waiting message is made due at once instead of sleeping out its backoff.
 - A message refused for its size is re-split smaller once; anything else Slack refuses is
   given up with a short notice in the thread, and the next message goes on.
+- A refused bot token (`token_revoked`, `invalid_auth`, `missing_scope`, …; see
+  `bot.slackweb.token`) is no message's fault: delivery pauses with every message still owed
+  and held ones handed back, `auth.test` is asked now and then, and once Slack takes the token
+  everything owed is sent, the debates owing a review request first.
 - A thread that cannot be reached (`not_in_channel`, `channel_not_found`, `is_archived`) halts
   its debate (the worker stops at the next turn), tells the requester by DM, and sends the review
   request by DM to the reviewers, else the requester, else the workspace admins. A deleted
@@ -33,9 +37,10 @@ from sqlmodel import Session
 from bot.jobs.pause import OutagePause, idle
 from bot.messages import kit, owed, posts
 from bot.messages.owed import ASSISTANT_STATUS
-from bot.slackweb.errors import PostError
+from bot.slackweb.errors import PostError, TokenRefusedError
 from bot.slackweb.people import SlackDirectory
 from bot.slackweb.poster import SLACK_FAILURES, Posted, SlackPoster
+from bot.slackweb.token import TokenGate
 from bot.store import outbox
 from bot.store.db import in_session
 from bot.store.errors import DatabaseUnavailableError
@@ -61,6 +66,10 @@ class DeliveryConfig:
     status_interval_s: float = 2.0
     """Updates of one debate go at most this often: a status per turn is coalesced to the
     newest, and the channel's write budget (one a second) stays free for the rounds."""
+    token_probe_s: float = 2.0
+    token_probe_max_s: float = 15.0
+    """While Slack refuses the bot token, `auth.test` is asked after `token_probe_s`, then
+    twice as long each time up to `token_probe_max_s`."""
 
 
 class OutboxDelivery:
@@ -75,6 +84,7 @@ class OutboxDelivery:
         owner: str,
         config: DeliveryConfig | None = None,
         rng: random.Random | None = None,
+        gate: TokenGate | None = None,
     ) -> None:
         self.engine = engine
         self.poster = poster
@@ -87,6 +97,9 @@ class OutboxDelivery:
         self._failing = False
         self._updated_at: dict[int, float] = {}
         self._background: set[asyncio.Task[None]] = set()
+        self.gate = gate or TokenGate()
+        self._probe_at = 0.0
+        self._probe_wait = self.config.token_probe_s
 
     async def _db(self, work: Callable[[Session], R]) -> R:
         return await in_session(self.engine, work)
@@ -114,8 +127,11 @@ class OutboxDelivery:
             await self.cancel_lanes()
 
     async def start_due(self) -> int:
-        """Start a task for every lane with a due message that has none yet; returns how many."""
+        """Start a task for every lane with a due message that has none yet; returns how many.
+        None while Slack refuses the bot token (until a probe finds it taken again)."""
         self._lanes = {lane: task for lane, task in self._lanes.items() if not task.done()}
+        if self.gate.refused and not await self._token_taken():
+            return 0
         horizon = asyncio.get_running_loop().time() - self.config.status_interval_s
         self._updated_at = {d: at for d, at in self._updated_at.items() if at > horizon}
         started = 0
@@ -124,6 +140,27 @@ class OutboxDelivery:
                 self._lanes[lane] = asyncio.create_task(self._run_lane(lane))
                 started += 1
         return started
+
+    async def _token_taken(self) -> bool:
+        """Whether Slack takes the bot token again, asked at most every so often."""
+        loop = asyncio.get_running_loop()
+        if loop.time() < self._probe_at:
+            return False
+        try:
+            refused = await self.directory.check_token()
+        except PostError as error:
+            # Slack did not answer: no news about the token; ask again later.
+            log.warning("cannot ask Slack about the bot token yet: %s", error)
+            refused = self.gate.refused_error()
+        if refused is not None:
+            self.gate.refuse(refused)
+            self._probe_at = loop.time() + self._probe_wait
+            self._probe_wait = min(self._probe_wait * 2, self.config.token_probe_max_s)
+            return False
+        self.gate.accept()
+        self._probe_wait = self.config.token_probe_s
+        await self._db(outbox.pull_in_retries)
+        return True
 
     async def drain(self) -> None:
         """Deliver everything due now and wait for it (`worker --exit-when-idle` does, to end)."""
@@ -151,6 +188,10 @@ class OutboxDelivery:
                 f"channel {lane.channel}" if lane.debate_id is None else f"debate {lane.debate_id}"
             )
             log.error("delivery for %s paused: %s", where, error)
+        except TokenRefusedError as error:
+            self.gate.refuse(error)
+            self._probe_at = asyncio.get_running_loop().time() + self._probe_wait
+            await self._db(lambda s: outbox.release_claims(s, owner=self.owner))
 
     # --- a channel's own posts (no debate: the digest) ----------------------------------------
 

@@ -117,10 +117,12 @@ class DebateWorker:
         endings: FinishWriter | None = None,
         metrics: Metrics | None = None,
         followers: Sequence[Follower] = (),
+        may_claim: Callable[[], bool] = lambda: True,
     ) -> None:
         self.engine = engine
         self.metrics = metrics
         self.followers = tuple(followers)
+        self.may_claim = may_claim
         self.turns = turns or TurnWriter(engine)
         self.endings = endings or FinishWriter(engine)
         self.resolve_llm = resolve_llm
@@ -407,7 +409,8 @@ class DebateWorker:
             while not stop.is_set():
                 free = concurrency - len(running)
                 claimed: list[Debate] = []
-                if free > 0:
+                # No new debate while it could not be told (Slack refuses the bot token).
+                if free > 0 and self.may_claim():
                     try:
                         claimed = await self.claim_many(free)
                     except DatabaseUnavailableError as error:

@@ -23,3 +23,23 @@ class PostError(SlackWebError):
         self.code = code
         self.retryable = retryable
         self.retry_after_s = retry_after_s
+
+
+TOKEN_REFUSED = frozenset(
+    {"token_revoked", "token_expired", "invalid_auth", "account_inactive", "not_authed"}
+    | {"missing_scope"}
+)
+"""Slack's answers that refuse the bot token itself, whatever the call (the common errors of
+every Web API method: "invalid_auth", "not_authed", "account_inactive", "token_revoked",
+"token_expired", and "missing_scope", which names the scope in `needed`). No message is at
+fault: every other call fails the same way until the token is fixed."""
+
+
+class TokenRefusedError(SlackWebError):
+    """Slack refused the bot token (`code`; `needed`: the scope a `missing_scope` names). Not a
+    `PostError`: the message is not at fault, so nothing catches it as one and gives it up."""
+
+    def __init__(self, message: str, *, code: str, needed: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.needed = needed

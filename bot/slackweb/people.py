@@ -19,7 +19,8 @@ from collections.abc import Callable, Sequence
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slackweb.poster import SLACK_FAILURES, classify
+from bot.slackweb.errors import TokenRefusedError
+from bot.slackweb.poster import SLACK_FAILURES, classify, token_refusal
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +128,9 @@ class SlackDirectory:
             try:
                 response = await self.client.users_list(limit=200, cursor=cursor)
             except SLACK_FAILURES as error:
+                refused = token_refusal(error, "users.list")
+                if refused is not None:
+                    raise refused from error
                 refusal = classify(error, "users.list", "-")
                 log.error("users.list failed: %s", refusal)
                 raise refusal from error
@@ -154,6 +158,20 @@ class SlackDirectory:
         channel = str((response.get("channel") or {}).get("id") or user)
         self._dms[user] = channel
         return channel
+
+    async def check_token(self) -> TokenRefusedError | None:
+        """Ask Slack whether it takes the bot token (`auth.test`): its refusal, or None when it
+        does (the bot's identity is then known). Raises the classified PostError when Slack
+        cannot be reached or does not answer in time: that is no refusal."""
+        try:
+            auth = await asyncio.wait_for(self.client.auth_test(), timeout=self.lookup_s)
+        except SLACK_FAILURES as error:
+            refused = token_refusal(error, "auth.test")
+            if refused is not None:
+                return refused
+            raise classify(error, "auth.test", "-") from error
+        self._bot = (auth.get("user_id"), str(auth.get("user") or "debatebot"))
+        return None
 
     def known_bot_user(self) -> str | None:
         """The bot's user id if an `auth.test` has answered (never a call to Slack)."""

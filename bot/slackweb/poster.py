@@ -25,7 +25,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.messages.kit import Message
-from bot.slackweb.errors import PostError
+from bot.slackweb.errors import TOKEN_REFUSED, PostError, TokenRefusedError
 
 log = logging.getLogger(__name__)
 
@@ -115,16 +115,32 @@ def classify(error: Exception, method: str, channel: str) -> PostError:
     )
 
 
+def token_refusal(raised: Exception, method: str) -> TokenRefusedError | None:
+    """The refusal of the bot token itself in what a call raised (`TOKEN_REFUSED`), or None."""
+    if not isinstance(raised, SlackApiError):
+        return None
+    code = _code(raised)
+    if code not in TOKEN_REFUSED:
+        return None
+    data = getattr(raised.response, "data", None)
+    needed = data.get("needed") if isinstance(data, dict) else None
+    return TokenRefusedError(
+        f"Slack refused the bot token on {method}: {code}",
+        code=code,
+        needed=str(needed) if needed else None,
+    )
+
+
 SLACK_FAILURES = (SlackApiError, SlackClientError, aiohttp.ClientError, TimeoutError, ValueError)
 """What a slack_sdk call raises when Slack or the network fails (ValueError: a body that is not
 JSON)."""
 
 
 class MeteredWebClient(AsyncWebClient):
-    """Slack's Web API client, telling `on_error(method, code)` of every call that fails: the
+    """Slack's Web API client, telling `on_error(method, raised)` of every call that fails: the
     one place every Slack call (the bot's, and Bolt's own) passes through."""
 
-    def __init__(self, *, on_error: Callable[[str, str], None], **kwargs: Any) -> None:
+    def __init__(self, *, on_error: Callable[[str, Exception], None], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.on_error = on_error
 
@@ -132,7 +148,7 @@ class MeteredWebClient(AsyncWebClient):
         try:
             return await super().api_call(api_method, **kwargs)
         except SLACK_FAILURES as raised:
-            self.on_error(api_method, classify(raised, api_method, "-").code)
+            self.on_error(api_method, raised)
             raise
 
 
@@ -187,6 +203,9 @@ class SlackPoster:
                 try:
                     response: AsyncSlackResponse = await api(**{channel_param: channel}, **kwargs)
                 except SLACK_FAILURES as raised:
+                    refused = token_refusal(raised, method)
+                    if refused is not None:
+                        raise refused from raised
                     error = classify(raised, method, channel)
                     if error.code == "ratelimited":
                         delay = min(error.retry_after_s or 1.0, self.max_retry_after_s)

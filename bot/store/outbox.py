@@ -176,7 +176,8 @@ class Lane:
 
 
 def due_lanes(session: Session) -> list[Lane]:
-    """Every lane with a message due now."""
+    """Every lane with a message due now: first the lanes of debates that still owe their
+    review request (after an outage they go first, so reviewers hear soonest), then by debate."""
     rows = session.exec(
         select(Outbox.debate_id, Outbox.channel_id, Outbox.action).where(_due(utcnow())).distinct()
     ).all()
@@ -186,7 +187,20 @@ def due_lanes(session: Session) -> list[Lane]:
         else Lane(int(debate_id), "", OutboxAction(action))
         for debate_id, channel, action in rows
     }
-    return sorted(lanes, key=lambda lane: (lane.debate_id or 0, lane.channel, lane.action))
+    reviewing = set(
+        session.exec(
+            select(Outbox.debate_id).where(Outbox.key == REVIEW, col(Outbox.state).in_(OPEN_STATES))
+        ).all()
+    )
+    return sorted(
+        lanes,
+        key=lambda lane: (
+            lane.debate_id not in reviewing,
+            lane.debate_id or 0,
+            lane.channel,
+            lane.action,
+        ),
+    )
 
 
 def owe_channel(
@@ -514,6 +528,18 @@ def halt(session: Session, *, debate_id: int, reason: str, notices: Sequence[Dra
     stage(session, debate=debate, drafts=notices)
     session.commit()
     return True
+
+
+def release_claims(session: Session, *, owner: str) -> int:
+    """Hand back every message `owner` holds, due at once (Slack refused the bot token: no
+    message is at fault, and none is given up)."""
+    released = session.execute(
+        update(Outbox)
+        .where(col(Outbox.state) == OutboxState.SENDING, col(Outbox.claimed_by) == owner)
+        .values(state=OutboxState.PENDING, claimed_by=None, claimed_until=None)
+    )
+    session.commit()
+    return int(released.rowcount or 0)  # type: ignore[attr-defined]
 
 
 def pull_in_retries(session: Session) -> int:

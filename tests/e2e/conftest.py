@@ -62,6 +62,16 @@ class Bot:
             what,
         )
 
+    async def wait_for_health(self, status: int, limit_s: float = 30) -> tuple[int, Any]:
+        """Poll `/healthz` until it answers `status`; its status and report."""
+        deadline = time.monotonic() + limit_s
+        while True:
+            answer = await self.driver.health()
+            if answer[0] == status or time.monotonic() > deadline:
+                assert answer[0] == status, f"/healthz still answers {answer}"
+                return answer
+            await asyncio.sleep(0.05)
+
     def debates(self) -> list[Debate]:
         with session_scope(self.engine) as session:
             return list(session.exec(select(Debate).order_by(col(Debate.id))))

@@ -80,6 +80,8 @@ class Fault:
     then close the connection."""
     redirect: str = ""
     """A file download only: answer `status` (a 3xx) pointing at this address."""
+    needed: str | None = None
+    """With `missing_scope`: the scope Slack names as needed (and the token's as provided)."""
 
 
 @dataclass
@@ -329,9 +331,10 @@ class SlackEmulator:
                     content_type="text/html",
                 )
             error = fault.error or ("ratelimited" if fault.status == 429 else "internal_error")
-            return web.json_response(
-                {"ok": False, "error": error}, status=fault.status, headers=headers
-            )
+            body: dict[str, Any] = {"ok": False, "error": error}
+            if fault.needed is not None:
+                body |= {"needed": fault.needed, "provided": "commands,chat:write"}
+            return web.json_response(body, status=fault.status, headers=headers)
         handler = getattr(self, "_" + method.replace(".", "_"), None)
         if handler is None:
             return web.json_response({"ok": False, "error": "unknown_method"})
