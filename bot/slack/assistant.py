@@ -93,7 +93,8 @@ async def on_user_message(
     if not started.created:
         return
     try:
-        await set_title(kit.clip(started.debate.question, TITLE_CHARS))
+        # Escaped like every text the bot sends: a title is no place for a mention or a link.
+        await set_title(kit.escape(kit.clip(started.debate.question, TITLE_CHARS)))
     except SlackApiError as error:
         # A title is a nicety: the debate goes on without one.
         log.warning("assistant thread title not set: %s", error.response.get("error"))

@@ -15,6 +15,7 @@ SCOPE_OF_METHOD = {
     "chat_postMessage": "chat:write",
     "chat_update": "chat:write",
     "chat_postEphemeral": "chat:write",
+    "chat_delete": "chat:write",
     "conversations_replies": "channels:history",
     "users_info": "users:read",
     "usergroups_users_list": "usergroups:read",
