@@ -149,10 +149,7 @@ async def run(debates: int, outage_s: float, delay_s: float, fault_kind: str) ->
     print(f"  calls refused during the outage        {failed}")
     print(f"  messages delivered (posts + updates)   {messages} + {updates}")
     print(f"  outage start to everything delivered   {total:.1f}s")
-    print(
-        f"  outage end to everything delivered     goal <= {goal:.0f}s,"
-        f" measured {recovery:.1f}s"
-    )
+    print(f"  outage end to everything delivered     goal <= {goal:.0f}s, measured {recovery:.1f}s")
 
 
 def main() -> None:
