@@ -257,6 +257,11 @@ def main() -> None:
         f" {outcome.brier_current:.4f} of {DEFAULT_WEIGHTS.version}"
     )
     print(
+        f"  there, catching {DEFAULT_TARGET:.0%} of the wrong verdicts escalates"
+        f" {percent(outcome.needless_fit)} of the right ones needlessly, against"
+        f" {percent(outcome.needless_current)} with the defaults"
+    )
+    print(
         "  weights: "
         + ", ".join(f"{c.value} {w:+.2f}" for c, w in fitted.weights.items())
         + f", intercept {fitted.intercept:+.2f}"

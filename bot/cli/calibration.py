@@ -45,7 +45,7 @@ def calibration(args: argparse.Namespace) -> int:
             target=settings.calibration_target,
             min_labels=settings.calibration_min_labels,
         )
-    print_report(report, settings.calibration_target)
+    print_report(report)
     series = [(figures.group, figures.bins) for figures in [report.overall, *report.by_task_type]]
     path = write_reliability_png(
         Path(args.png), series, title="Reliability of the confidence (reviews and evals)"
@@ -121,8 +121,8 @@ def figure_row(figures: Figures) -> str:
     )
 
 
-def print_report(report: CalibrationReport, target: float) -> None:
-    kinds = report.kinds
+def print_report(report: CalibrationReport) -> None:
+    kinds, target = report.kinds, report.target
     print(
         f"calibration: {sum(kinds.values())} label(s): {kinds[LabelKind.REVIEW]} from reviews,"
         f" {kinds[LabelKind.EVAL]} from evals, {kinds[LabelKind.FEEDBACK]} from feedback"
@@ -156,6 +156,12 @@ def print_report(report: CalibrationReport, target: float) -> None:
             f" label(s). Adopt them with `debatebot calibration adopt {fit.weights.version}`"
             " (or on App Home)."
         )
+        if fit.needless_fit is not None and fit.needless_current is not None:
+            print(
+                f"  on those labels, catching {target:.0%} of the wrong verdicts escalates"
+                f" {fit.needless_fit:.0%} of the right ones needlessly with these weights,"
+                f" {fit.needless_current:.0%} with {fit.current_version}"
+            )
         for component, weight in fit.weights.weights.items():
             print(f"  {component.value:<14} {weight:+.3f}")
         print(f"  {'intercept':<14} {fit.weights.intercept:+.3f}")

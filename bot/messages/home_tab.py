@@ -123,6 +123,13 @@ def calibration_blocks(report: CalibrationReport) -> list[Block]:
             f"*Proposed weights* `{escape(version)}` ({escape(fit.method)}): held-out Brier"
             f" {fit.brier_fit:.4f} against {fit.brier_current:.4f} of the weights in use, on"
             f" {fit.held_out} label(s)."
+            + (
+                f" There, catching {report.target:.0%} of the wrong verdicts escalates"
+                f" {fit.needless_fit:.0%} of the right ones needlessly, against"
+                f" {fit.needless_current:.0%} with the weights in use."
+                if fit.needless_fit is not None and fit.needless_current is not None
+                else ""
+            )
         )
         blocks.append(
             {

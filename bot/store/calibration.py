@@ -32,6 +32,8 @@ def calibration_report(session: Session, *, target: float, min_labels: int) -> C
                 "brier_fit": fit.brier_fit,
                 "brier_current": fit.brier_current,
                 "current_version": fit.current_version,
+                "needless_fit": fit.needless_fit,
+                "needless_current": fit.needless_current,
                 "task_types": report.fitted_task_types,
                 **fit.evidence,
             },

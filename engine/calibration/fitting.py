@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from engine.calibration.labels import Label
 from engine.calibration.metrics import brier
+from engine.calibration.threshold import DEFAULT_TARGET, recommend_threshold
 from engine.confidence import Component, ConfidenceComponents, ConfidenceWeights, IsotonicMap
 
 RIDGE = 1.0
@@ -122,37 +123,27 @@ def fit_logistic(
 
 
 def fit_isotonic(scores: Sequence[float], correct: Sequence[bool]) -> IsotonicMap:
-    """The non-decreasing map from score to the share of right verdicts that fits best in
-    squared error (pool-adjacent-violators). Each pooled block gives its lowest and highest
-    score the block's share; between blocks the map is linear."""
+    """The non-decreasing map from score to the share of right verdicts, by
+    pool-adjacent-violators, centred: each pooled block is one knot at its mean score and its
+    share of right verdicts, joined by straight lines and anchored at (0, 0) and (1, 1). The
+    plain isotonic fit is flat across each block, which ties every verdict in it; an escalation
+    threshold then has to take a whole block to catch one wrong verdict in it. Centred, the map
+    rises between knots, so distinct scores keep their order."""
     if not scores:
         raise FitError("there are no labels to fit")
     pairs = sorted(zip(scores, correct, strict=True), key=lambda pair: pair[0])
-    # Blocks of (sum of outcomes, count, lowest score, highest score); equal scores pool first.
+    # Blocks of (right verdicts, verdicts, sum of scores); a block never has a share at or above
+    # the next one's, so the knots rise.
     blocks: list[list[float]] = []
     for score, right in pairs:
-        if blocks and blocks[-1][3] == score:
-            blocks[-1][0] += float(right)
-            blocks[-1][1] += 1
-        else:
-            blocks.append([float(right), 1.0, score, score])
+        blocks.append([float(right), 1.0, score])
         while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] >= blocks[-1][0] / blocks[-1][1]:
-            total, count, _, high = blocks.pop()
+            total, count, summed = blocks.pop()
             blocks[-1][0] += total
             blocks[-1][1] += count
-            blocks[-1][3] = high
-    xs: list[float] = []
-    ys: list[float] = []
-    for total, count, low, high in blocks:
-        share = total / count
-        xs.append(low)
-        ys.append(share)
-        if high > low:
-            xs.append(high)
-            ys.append(share)
-    if len(xs) == 1:
-        xs.append(xs[0])
-        ys.append(ys[0])
+            blocks[-1][2] += summed
+    xs = [0.0, *(summed / count for _, count, summed in blocks), 1.0]
+    ys = [0.0, *(total / count for total, count, _ in blocks), 1.0]
     return IsotonicMap(xs=xs, ys=ys)
 
 
@@ -177,6 +168,13 @@ class Proposal:
     brier_fit: float
     brier_current: float
     current_version: str
+    needless_fit: float | None = None
+    """On the held-out labels: the share of right verdicts escalated needlessly by the lowest
+    threshold that catches the target share of wrong ones, with the fitted weights. A fit
+    chosen for its Brier score (an average) can rank the few most confident wrong verdicts
+    worse than the weights in use, and those decide this figure; the admin sees both."""
+    needless_current: float | None = None
+    """The same with the weights in use."""
     evidence: dict[str, object] = field(default_factory=dict)
 
 
@@ -219,6 +217,7 @@ def propose(
     current: ConfidenceWeights,
     seed: int = 0,
     holdout: float = HOLDOUT_SHARE,
+    target: float = DEFAULT_TARGET,
 ) -> Proposal | Refused:
     """Fit weights on `labels` (those with components) and propose them when, on the held-out
     part, the better of the logistic fit and the logistic fit followed by an isotonic map has
@@ -254,11 +253,17 @@ def propose(
     )
     outcomes = [label.correct for label in held]
 
+    def held_scores(weights: ConfidenceWeights) -> list[float]:
+        return [weights.score(label.components) for label in held if label.components]
+
     def held_brier(weights: ConfidenceWeights) -> float:
-        scores = [weights.score(label.components) for label in held if label.components]
-        value = brier(scores, outcomes)
+        value = brier(held_scores(weights), outcomes)
         assert value is not None  # the split holds out at least one label of each side
         return value
+
+    def needless(weights: ConfidenceWeights) -> float | None:
+        advice = recommend_threshold(held_scores(weights), outcomes, target)
+        return advice.counts.needless_share if advice is not None else None
 
     baseline = held_brier(current)
     candidates = {"logistic": logistic, "logistic+isotonic": isotonic}
@@ -290,5 +295,7 @@ def propose(
         brier_fit=best,
         brier_current=baseline,
         current_version=current.version,
+        needless_fit=needless(chosen),
+        needless_current=needless(current),
         evidence={"seed": seed, "holdout_share": holdout},
     )

@@ -80,6 +80,8 @@ class CalibrationReport:
     current: ConfidenceWeights
     fit: Proposal | Refused | NotEnough
     fitted_task_types: list[str]
+    target: float
+    """Share of wrong verdicts the recommended thresholds must escalate."""
 
 
 def calibrate(
@@ -107,6 +109,7 @@ def calibrate(
             [label for task in enough for label in with_components[task]],
             current=current,
             seed=seed,
+            target=target,
         )
     else:
         counts = ", ".join(f"{task} {len(with_components[task])}" for task in task_types)
@@ -132,4 +135,5 @@ def calibrate(
         current=current,
         fit=fit,
         fitted_task_types=enough,
+        target=target,
     )

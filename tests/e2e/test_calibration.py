@@ -199,6 +199,7 @@ async def test_weights_fitted_on_eval_labels_are_adopted_by_an_admin_only(
     assert match, out
     version = match.group(1)
     assert f"`debatebot calibration adopt {version}`" in out
+    assert "on those labels, catching 95% of the wrong verdicts escalates" in out
 
     # App Home: a person who is not an admin sees no calibration; an admin sees the proposal.
     await bot.driver.event({"type": "app_home_opened", "user": "UALICE", "tab": "home"})
@@ -211,6 +212,7 @@ async def test_weights_fitted_on_eval_labels_are_adopted_by_an_admin_only(
     assert "*security*: 300 label(s)" in shown
     assert f"Weights in use: `{DEFAULT_WEIGHTS.version}`" in shown
     assert f"Adopt {version}" in shown
+    assert "catching 95% of the wrong verdicts escalates" in shown
 
     # The button lifted from the admin's home and clicked by someone else changes nothing.
     await bot.driver.home_click(admin_home, action_ids.ACTION_ADOPT_WEIGHTS, user="UALICE")

@@ -193,12 +193,15 @@ def test_no_threshold_reaching_the_target_escalates_fewer_right_verdicts() -> No
 # --- fitting -----------------------------------------------------------------------------------
 
 
-def test_isotonic_pools_adjacent_violators() -> None:
+def test_isotonic_pools_adjacent_violators_into_centred_knots() -> None:
     mapping = fit_isotonic([0.1, 0.2, 0.3, 0.4, 0.5], [True, False, True, False, True])
-    # 1,0 pool to ½; 1 then 0 pool to ½, which joins the first block; 1 stays.
-    assert mapping.xs == [0.1, 0.4, 0.5]
-    assert mapping.ys == [0.5, 0.5, 1.0]
-    assert mapping(0.45) == pytest.approx(0.75)
+    # 1,0 pool to ½; 1 then 0 pool to ½, which joins the first block (0.1-0.4, mean 0.25);
+    # the last 1 stays: knots (0.25, ½) and (0.5, 1), anchored at (0, 0) and (1, 1).
+    assert mapping.xs == pytest.approx([0.0, 0.25, 0.5, 1.0])
+    assert mapping.ys == pytest.approx([0.0, 0.5, 1.0, 1.0])
+    assert mapping(0.45) == pytest.approx(0.9)
+    # Distinct scores inside a pooled block keep their order (no plateau).
+    assert mapping(0.1) < mapping(0.2) < mapping(0.3) < mapping(0.4)
     monotone = fit_isotonic([0.3, 0.1, 0.2], [True, False, True])
     assert monotone.ys == sorted(monotone.ys)
 
@@ -219,6 +222,9 @@ def test_a_fit_on_labels_from_a_known_model_beats_the_defaults() -> None:
     assert proposal.brier_fit < proposal.brier_current
     assert proposal.current_version == DEFAULT_WEIGHTS.version
     assert proposal.weights.version.startswith("fit-")
+    # What the fit does to the escalations it must trade for is measured on the same labels.
+    assert proposal.needless_fit is not None
+    assert proposal.needless_current is not None
     # The same labels propose the same version: the split is seeded.
     again = propose(labels, current=DEFAULT_WEIGHTS, seed=0)
     assert isinstance(again, Proposal)
