@@ -15,12 +15,12 @@ from sqlmodel import Session
 from bot.cli.reliability_chart import write_reliability_png
 from bot.settings import Settings
 from bot.store import labels, weights
-from bot.store.calibration import calibration_report
+from bot.store.calibration import calibration_inputs, store_proposal
 from bot.store.db import session_scope
 from bot.wiring import open_store
 from engine.calibration.fitting import Proposal, Refused
 from engine.calibration.labels import LabelKind
-from engine.calibration.report import CalibrationReport, Figures
+from engine.calibration.report import CalibrationReport, Figures, calibrate
 from engine.evaluation.scoring import ArmResult
 
 
@@ -40,11 +40,14 @@ def calibration(args: argparse.Namespace) -> int:
             return _adopt(session, args.target)
         if args.action == "import-eval":
             return _import_eval(session, Path(args.target))
-        report = calibration_report(
-            session,
+        found, current = calibration_inputs(session)
+        report = calibrate(
+            found,
+            current=current,
             target=settings.calibration_target,
             min_labels=settings.calibration_min_labels,
         )
+        store_proposal(session, report=report)
     print_report(report)
     series = [(figures.group, figures.bins) for figures in [report.overall, *report.by_task_type]]
     path = write_reliability_png(

@@ -4,6 +4,7 @@ admins the confidence's calibration and the weights they may adopt."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,11 +14,11 @@ from bot.messages import home_tab
 from bot.slack.reviews import Reviews
 from bot.slackweb.people import SlackDirectory
 from bot.store import operations, overview, reviews, weights
-from bot.store.calibration import calibration_report
+from bot.store.calibration import calibration_inputs, store_proposal
 from bot.store.db import in_session
 from bot.store.errors import WeightsNotFoundError
 from bot.store.tables import Debate
-from engine.calibration.report import DEFAULT_MIN_LABELS
+from engine.calibration.report import DEFAULT_MIN_LABELS, CalibrationReport, calibrate
 from engine.calibration.threshold import DEFAULT_TARGET
 
 
@@ -53,6 +54,20 @@ class AppHome:
             return f"Nothing was changed: {error}"
         return f"Adopted confidence weights {adoption.version}: new verdicts are scored with them."
 
+    async def _calibration(self) -> CalibrationReport:
+        """The calibration report, computed off the store's threads (a fit is CPU work), with
+        the weights it proposes stored so the Adopt button finds them."""
+        found, current = await in_session(self.engine, calibration_inputs)
+        report = await asyncio.to_thread(
+            calibrate,
+            found,
+            current=current,
+            target=self.calibration_target,
+            min_labels=self.calibration_min_labels,
+        )
+        await in_session(self.engine, lambda s: store_proposal(s, report=report))
+        return report
+
     async def view(self, *, user: str, notice: str | None = None) -> dict[str, Any]:
         channels = await self.directory.channels_of(user)
         now = datetime.now(UTC)
@@ -75,14 +90,7 @@ class AppHome:
         everyone = await in_session(
             self.engine, lambda s: operations.spend_since(s, since=month_start)
         )
-        calibration = None
-        if await self.directory.is_admin(user):
-            calibration = await in_session(
-                self.engine,
-                lambda s: calibration_report(
-                    s, target=self.calibration_target, min_labels=self.calibration_min_labels
-                ),
-            )
+        calibration = await self._calibration() if await self.directory.is_admin(user) else None
         return home_tab.home_view(
             pending=pending,
             recent=[_home_item(d, votes.get(d.id or 0)) for d in recent],

@@ -1,6 +1,7 @@
-"""The calibration report of the stored labels against the weights in use, as `debatebot
-calibration` and App Home show it; a fit that beats those weights is stored as a proposed
-version, so an admin can adopt it."""
+"""What the calibration report reads from the store (every label and the weights in use) and
+what it writes back (the weights a fit proposes, so an admin can adopt them). The report itself
+is `engine.calibration.report.calibrate`, run by the caller off the store's threads: a fit is
+CPU work that must not hold a thread the debates' writes wait for."""
 
 from __future__ import annotations
 
@@ -8,34 +9,35 @@ from sqlmodel import Session
 
 from bot.store import labels, weights
 from engine.calibration.fitting import Proposal
-from engine.calibration.report import CalibrationReport, calibrate
+from engine.calibration.labels import Label
+from engine.calibration.report import CalibrationReport
+from engine.confidence import ConfidenceWeights
 
 
-def calibration_report(session: Session, *, target: float, min_labels: int) -> CalibrationReport:
-    """Every label's figures (per task type, overall, feedback apart) and the fit's outcome;
-    a proposal is stored (committed) before it is returned."""
-    report = calibrate(
-        labels.labels(session),
-        current=weights.active_weights(session),
-        target=target,
-        min_labels=min_labels,
-    )
+def calibration_inputs(session: Session) -> tuple[list[Label], ConfidenceWeights]:
+    """Every label, and the weights that score new verdicts."""
+    return labels.labels(session), weights.active_weights(session)
+
+
+def store_proposal(session: Session, *, report: CalibrationReport) -> None:
+    """Store the weights `report` proposes (committed), with what their fit was checked on;
+    nothing when it proposes none."""
     fit = report.fit
-    if isinstance(fit, Proposal):
-        weights.propose_weights(
-            session,
-            weights=fit.weights,
-            evidence={
-                "method": fit.method,
-                "trained_on": fit.trained_on,
-                "held_out": fit.held_out,
-                "brier_fit": fit.brier_fit,
-                "brier_current": fit.brier_current,
-                "current_version": fit.current_version,
-                "needless_fit": fit.needless_fit,
-                "needless_current": fit.needless_current,
-                "task_types": report.fitted_task_types,
-                **fit.evidence,
-            },
-        )
-    return report
+    if not isinstance(fit, Proposal):
+        return
+    weights.propose_weights(
+        session,
+        weights=fit.weights,
+        evidence={
+            "method": fit.method,
+            "trained_on": fit.trained_on,
+            "held_out": fit.held_out,
+            "brier_fit": fit.brier_fit,
+            "brier_current": fit.brier_current,
+            "current_version": fit.current_version,
+            "needless_fit": fit.needless_fit,
+            "needless_current": fit.needless_current,
+            "task_types": report.fitted_task_types,
+            **fit.evidence,
+        },
+    )
