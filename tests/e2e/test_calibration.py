@@ -248,3 +248,30 @@ async def test_weights_fitted_on_eval_labels_are_adopted_by_an_admin_only(
             DEFAULT_WEIGHTS.version,
         ]
         assert weights.active_weights(session).version == DEFAULT_WEIGHTS.version
+
+
+async def test_an_adopt_click_naming_no_version_is_refused_before_anything_runs(
+    start_bot: BotFactory,
+) -> None:
+    bot = await start_bot()
+    forged = {
+        "type": "home",
+        "blocks": [
+            {
+                "type": "actions",
+                "block_id": "calibration",
+                "elements": [
+                    {
+                        "type": "button",
+                        "action_id": action_ids.ACTION_ADOPT_WEIGHTS,
+                        "value": "fit-1; DROP TABLE debate",
+                    }
+                ],
+            }
+        ],
+    }
+    reply = await bot.driver.home_click(forged, action_ids.ACTION_ADOPT_WEIGHTS, user=ADMIN)
+    assert reply.status == 400
+    assert "not a confidence weights version" in reply.body
+    with session_scope(bot.engine) as session:
+        assert weights.adoptions(session) == []
