@@ -218,6 +218,26 @@ class Settings(BaseSettings):
         description="a review open this long expires, is announced in its thread and sent to the"
         " channel's owners (a channel's own `review_sla` wins)",
     )
+    review_sample_rate: float = Field(
+        default=0.05,
+        ge=0.0,
+        le=1.0,
+        description="share of completed verdicts that did not escalate sent for review anyway,"
+        " marked as a sample, so calibration's labels are not only from doubted verdicts",
+    )
+    calibration_target: float = Field(
+        default=0.95,
+        gt=0.0,
+        le=1.0,
+        description="share of wrong verdicts the recommended escalation threshold must send to"
+        " people (`debatebot calibration`, App Home, the eval report)",
+    )
+    calibration_min_labels: int = Field(
+        default=50,
+        ge=1,
+        description="review and eval labels with recorded components a task type needs before"
+        " `debatebot calibration` fits and proposes weights on it",
+    )
     workspace_monthly_budget_usd: float | None = Field(
         default=None,
         gt=0,

@@ -32,6 +32,7 @@ from bot.settings import Settings, SettingsError
 from bot.slackweb.token import TokenGate
 from bot.store.db import ensure_schema, make_engine
 from bot.store.queue import InFlightLimits, SpendCaps
+from engine.calibration.sampling import ReviewSampler
 from engine.catalog import ModelRetiredError
 from engine.ledger import LLMResolver
 from engine.prompts import PromptLibrary
@@ -102,6 +103,7 @@ def build_worker(
             heartbeat_s=settings.worker_heartbeat_s,
             poll_s=settings.worker_poll_s,
             audit_key=settings.audit_key_bytes(),
+            review_sample=ReviewSampler(settings.review_sample_rate),
         ),
         reporter=reporter,
         sinks=sinks,
@@ -211,7 +213,13 @@ def build_bot(
             uploads=Uploads(files_url=settings.slack_files_url, timeout_s=settings.slack_timeout_s),
         ),
         reviews=reviews,
-        home=AppHome(engine=engine, directory=directory, reviews=reviews),
+        home=AppHome(
+            engine=engine,
+            directory=directory,
+            reviews=reviews,
+            calibration_target=settings.calibration_target,
+            calibration_min_labels=settings.calibration_min_labels,
+        ),
         channels=ChannelConfig(engine=engine, directory=directory),
         protocols=PROTOCOL_NAMES,
     )

@@ -81,3 +81,7 @@ class BudgetExceededError(StoreError):
         self.cap = cap
         self.spent = spent
         self.ceiling = ceiling
+
+
+class WeightsNotFoundError(StoreError):
+    """No confidence weights of that version were proposed."""
