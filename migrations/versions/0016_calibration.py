@@ -2,7 +2,7 @@
 the confidence weights and their adoptions, and the escalations drawn as a random sample of the
 verdicts that did not escalate
 
-Revision ID: 0018
+Revision ID: 0016
 Revises: 0015
 Create Date: 2026-11-26 12:00:00
 """
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 import sqlmodel
 from alembic import op
 
-revision = "0018"
+revision = "0016"
 down_revision = "0015"
 branch_labels = None
 depends_on = None
