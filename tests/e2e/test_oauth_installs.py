@@ -22,6 +22,8 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import aiohttp
 import pytest
 from pydantic import SecretStr
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
 from sqlmodel import select
 
 from bot.settings import Settings, SettingsError
@@ -33,7 +35,7 @@ from bot.store.db import session_scope
 from bot.store.tables import InstallationEventKind, SlackBot
 from bot.wiring import build_installs
 from tests.e2e.conftest import BOT_TOKEN, CHANNEL, SIGNING_SECRET, Bot, BotFactory
-from tests.e2e.slack_emulator import BOT_ID, BOT_USER
+from tests.e2e.slack_emulator import BOT_ID, BOT_USER, SlackEmulator
 from tests.e2e.slack_workspaces import CLIENT_ID, CLIENT_SECRET, Workspaces
 
 KEY = "7d1f0c2a9b8e4d3c6a5f1e0d9c8b7a6f5e4d3c2b1a0f9e8d"
@@ -455,3 +457,35 @@ async def test_a_key_that_does_not_open_the_stored_tokens_stops_start_up(
     assert oauth is not None
     with pytest.raises(SettingsError, match="DEBATEBOT_TOKEN_ENCRYPTION_KEY is not the key"):
         build_installs(settings, oauth, bot.engine)
+
+
+async def test_the_emulator_refuses_a_token_where_slack_would() -> None:
+    """The stand-in fails the way Slack does: a workspace's token on another workspace's
+    channel, and a token unknown, revoked or expired."""
+    emulator = SlackEmulator()
+    await emulator.start()
+    emulator.tenancy = Workspaces(rotation=True)
+    emulator.tenancy.add("T1", channels={CHANNEL}, token=BOT_TOKEN)
+    emulator.tenancy.add("T2", channels={OTHER}, token="xoxb-t2-token")
+    try:
+
+        async def post(token: str, channel: str) -> str:
+            client = AsyncWebClient(token=token, base_url=emulator.api_url)
+            try:
+                await client.chat_postMessage(channel=channel, text="hello")
+            except SlackApiError as error:
+                return str(error.response["error"])
+            return "ok"
+
+        assert await post(BOT_TOKEN, CHANNEL) == "ok"
+        assert await post("xoxb-t2-token", OTHER) == "ok"
+        assert await post(BOT_TOKEN, OTHER) == "channel_not_found"
+        assert await post("xoxb-t2-token", CHANNEL) == "channel_not_found"
+        assert await post("xoxb-nobody", CHANNEL) == "invalid_auth"
+        emulator.tenancy.expire("xoxb-t2-token")
+        assert await post("xoxb-t2-token", OTHER) == "token_expired"
+        emulator.tenancy.uninstall("T1")
+        assert await post(BOT_TOKEN, CHANNEL) == "token_revoked"
+        assert [m["text"] for m in emulator.posted(OTHER)] == ["hello"]
+    finally:
+        await emulator.stop()
