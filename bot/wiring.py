@@ -377,8 +377,9 @@ def build_installs(
     from slack_sdk.oauth.token_rotation.async_rotator import AsyncTokenRotator
 
     from bot.slack.installs import NOT_INSTALLED, StoredAuthorize, authorize_url, oauth_flow
-    from bot.slackweb.installations import BotTokens, DatabaseInstallationStore, DatabaseStateStore
+    from bot.slackweb.installations import DatabaseInstallationStore, DatabaseStateStore
     from bot.slackweb.poster import MeteredWebClient, classify
+    from bot.slackweb.rotation import BotTokens
     from bot.store.cipher import TokenCipher
     from bot.store.db import session_scope
     from bot.store.errors import TokenDecryptError

@@ -48,10 +48,10 @@ from sqlalchemy import Engine
 from bot.settings import REDIRECT_PATH
 from bot.slackweb.installations import (
     STATE_EXPIRES_S,
-    BotTokens,
     DatabaseInstallationStore,
     DatabaseStateStore,
 )
+from bot.slackweb.rotation import BotTokens
 from bot.store import installations
 from bot.store.db import in_session
 from bot.store.errors import TokenDecryptError

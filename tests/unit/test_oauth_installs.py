@@ -6,6 +6,7 @@ renewal of a rotating token, and what Bolt's authorization of a request gets."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 from typing import Any
 
@@ -21,7 +22,7 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.settings import Settings, SettingsError
 from bot.slack.installs import SLACK_AUTHORIZE_URL, StoredAuthorize, authorize_url
-from bot.slackweb.installations import BotTokens
+from bot.slackweb.rotation import BotTokens
 from bot.store.cipher import TokenCipher
 from bot.store.errors import TokenDecryptError
 from bot.store.installations import key, lookup_key
@@ -118,7 +119,9 @@ def test_a_tampered_or_foreign_ciphertext_is_refused_naming_the_key() -> None:
     cipher = TokenCipher(KEY.encode())
     where = "slack_bot:-:T1:bot_token"
     sealed = cipher.seal("xoxb-1-secret", where=where)
-    flipped = sealed[:-2] + ("A" if sealed[-2] != "A" else "B") + sealed[-1]
+    raw = bytearray(base64.urlsafe_b64decode(sealed.removeprefix("v1.")))
+    raw[20] ^= 0x01  # one bit of the ciphertext
+    flipped = "v1." + base64.urlsafe_b64encode(bytes(raw)).decode()
     for bad in (flipped, sealed[:20], "v1.not-base64!!", "v1."):
         with pytest.raises(TokenDecryptError, match="DEBATEBOT_TOKEN_ENCRYPTION_KEY"):
             cipher.open(bad, where=where)
