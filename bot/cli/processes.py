@@ -61,8 +61,8 @@ async def worker(args: argparse.Namespace) -> int:
                 metrics=metrics,
                 exit_when_idle=args.exit_when_idle,
             )
-            if runtime.delivery is not None:
-                await check_bot_token(runtime.delivery.directory)
+            if runtime.delivery is not None and not runtime.delivery.config.per_workspace:
+                await check_bot_token(runtime.delivery.directory, engine)
             frozen.enter_context(startup_heap_frozen())
             await runtime.start()
             try:

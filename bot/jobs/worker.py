@@ -41,6 +41,7 @@ from bot.store import endings, queue, turns
 from bot.store.db import in_session
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError, StoreRefusedError
 from bot.store.tables import Debate, TriageState
+from bot.store.tenancy import EVERY_WORKSPACE
 from bot.store.writer import TurnWriter
 from engine import triage
 from engine.calibration.sampling import ReviewSampler
@@ -150,7 +151,7 @@ class DebateWorker:
         return sampler.draw()
 
     async def _db(self, work: Callable[[Session], R]) -> R:
-        return await in_session(self.engine, work)
+        return await in_session(self.engine, work, workspace=EVERY_WORKSPACE)
 
     async def claim(self, debate_id: int | None = None) -> Debate | None:
         """Claim the next claimable debate, or only `debate_id` when given."""

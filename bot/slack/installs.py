@@ -56,6 +56,7 @@ from bot.store import installations
 from bot.store.db import in_session
 from bot.store.errors import TokenDecryptError
 from bot.store.tables import InstallationEventKind
+from bot.store.tenancy import EVERY_WORKSPACE
 
 log = logging.getLogger(__name__)
 
@@ -164,6 +165,7 @@ def oauth_flow(
                 bot=done.bot_token is not None,
                 user_ids=[done.user_id],
             ),
+            workspace=EVERY_WORKSPACE,
         )
         log.info(
             "installed in %s by %s%s",
@@ -268,6 +270,7 @@ class Uninstalls:
                 user_ids=people,
                 event_id=body.get("event_id"),
             ),
+            workspace=EVERY_WORKSPACE,
         )
 
 

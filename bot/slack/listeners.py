@@ -57,7 +57,7 @@ from bot.slack.command_text import (
     parse_debate_form,
 )
 from bot.slack.errors import CommandError, FormError, NotAllowedError, SlackLayerError
-from bot.slack.surface import Surface
+from bot.slack.surface import Surface, Surfaces
 from bot.slackweb.errors import PostError, SlackWebError
 from bot.store import dedupe
 from bot.store.errors import (
@@ -69,6 +69,7 @@ from bot.store.errors import (
     StoreRefusedError,
 )
 from bot.store.tables import ChannelSettings, DebateSource, EscalationState
+from bot.store.tenancy import PENDING_TEAM, Workspace
 from engine.models import clean_text
 
 log = logging.getLogger(__name__)
@@ -88,11 +89,15 @@ Next = Callable[[], Awaitable[None]]
 Listener = Callable[..., Awaitable[None]]
 
 
-def register(app: AsyncApp, surface: Surface) -> None:
-    """Attach the middleware, the error handler and every listener of the bot to `app`."""
+def register(app: AsyncApp, surfaces: Surfaces, *, installs: bool = False) -> None:
+    """Attach the middleware, the error handler and every listener of the bot to `app`. Each
+    request gets the surface of its own workspace; with OAuth `installs`, on the client Bolt
+    authorized for it (that workspace's token)."""
 
     async def provide_surface(context: AsyncBoltContext, next: Next) -> None:
-        context["surface"] = surface
+        team = context.team_id or context.enterprise_id or PENDING_TEAM
+        workspace = Workspace(team_id=team, enterprise_id=context.enterprise_id)
+        context["surface"] = surfaces.get(workspace, context.client if installs else None)
         await next()
 
     app.middleware(scrub_text)

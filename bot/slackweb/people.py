@@ -21,6 +21,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slackweb.errors import TokenRefusedError
 from bot.slackweb.poster import SLACK_FAILURES, classify, token_refusal
+from bot.store.tenancy import Workspace
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,7 @@ class SlackDirectory:
         self._admins: dict[str, tuple[float, bool]] = {}
         self._groups: dict[str, tuple[float, frozenset[str]]] = {}
         self._bot: tuple[str | None, str] | None = None
+        self._workspace: Workspace | None = None
         self._dms: dict[str, str] = {}
 
     async def is_admin(self, user: str) -> bool:
@@ -171,7 +173,16 @@ class SlackDirectory:
                 return refused
             raise classify(error, "auth.test", "-") from error
         self._bot = (auth.get("user_id"), str(auth.get("user") or "debatebot"))
+        if auth.get("team_id"):
+            self._workspace = Workspace(
+                team_id=str(auth["team_id"]),
+                enterprise_id=str(auth["enterprise_id"]) if auth.get("enterprise_id") else None,
+            )
         return None
+
+    def known_workspace(self) -> Workspace | None:
+        """The token's workspace if an `auth.test` has answered (never a call to Slack)."""
+        return self._workspace
 
     def known_bot_user(self) -> str | None:
         """The bot's user id if an `auth.test` has answered (never a call to Slack)."""

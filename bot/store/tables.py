@@ -41,6 +41,16 @@ def enum_column(
     return Column(kind, nullable=nullable, index=index, default=default)
 
 
+class WorkspaceOwned(SQLModel):
+    """The columns of a row that belongs to one Slack workspace (issue 37): its team and, on
+    Enterprise Grid, its org. The store stamps them and filters every read and write by them
+    (bot.store.tenancy); a row is never read into another workspace's answer."""
+
+    team_id: str | None = Field(default=None, max_length=40, index=True, nullable=False)
+    """Slack's team id of the workspace (None only until the store stamps it)."""
+    enterprise_id: str | None = Field(default=None, max_length=40)
+
+
 class DebateState(StrEnum):
     QUEUED = "queued"
     RUNNING = "running"
@@ -71,7 +81,7 @@ class TriageState(StrEnum):
     """The single answer was posted with a Debate anyway button."""
 
 
-class Debate(SQLModel, table=True):
+class Debate(WorkspaceOwned, table=True):
     """One requested debate and its job state; `trigger_key` makes a request idempotent."""
 
     id: int | None = Field(default=None, primary_key=True)
@@ -133,7 +143,7 @@ class Debate(SQLModel, table=True):
     finished_at: datetime | None = None
 
 
-class Turn(SQLModel, table=True):
+class Turn(WorkspaceOwned, table=True):
     """One agent output. Append-only; `hash` chains it to the previous turn of its debate."""
 
     __table_args__ = (
@@ -171,7 +181,7 @@ class Turn(SQLModel, table=True):
     hash: str = Field(max_length=64)
 
 
-class VerdictRecord(SQLModel, table=True):
+class VerdictRecord(WorkspaceOwned, table=True):
     """The final verdict of a debate and the whole result document it came from."""
 
     __tablename__ = "verdict"
@@ -213,7 +223,7 @@ class EscalationState(StrEnum):
     """Open past the channel's review SLA; a reviewer may still decide it."""
 
 
-class Escalation(SQLModel, table=True):
+class Escalation(WorkspaceOwned, table=True):
     """A review request for one debate; `reviewers` is the snapshot the request mentioned."""
 
     id: int | None = Field(default=None, primary_key=True)
@@ -231,7 +241,7 @@ class Escalation(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
-class Review(SQLModel, table=True):
+class Review(WorkspaceOwned, table=True):
     """A human decision on an escalation; one per escalation, so double clicks change nothing."""
 
     id: int | None = Field(default=None, primary_key=True)
@@ -250,7 +260,7 @@ class FeedbackValue(StrEnum):
     NEGATIVE = "negative"
 
 
-class Feedback(SQLModel, table=True):
+class Feedback(WorkspaceOwned, table=True):
     """One person's thumbs up or down on a debate's verdict; a changed mind overwrites it."""
 
     __table_args__ = (UniqueConstraint("debate_id", "user_id", name="uq_feedback_person"),)
@@ -265,7 +275,7 @@ class Feedback(SQLModel, table=True):
     updated_at: datetime = Field(default_factory=utcnow)
 
 
-class CalibrationLabel(SQLModel, table=True):
+class CalibrationLabel(WorkspaceOwned, table=True):
     """One verdict labelled right or wrong (a review, an eval run, a reader's thumbs), with the
     confidence it had and what that confidence was made of, copied when the label was made, so
     a label outlives its debate's retention."""
@@ -307,7 +317,7 @@ class WeightsVersion(SQLModel, table=True):
     proposed_at: datetime = Field(default_factory=utcnow)
 
 
-class WeightsAdoption(SQLModel, table=True):
+class WeightsAdoption(WorkspaceOwned, table=True):
     """An admin adopting a weights version; the newest adoption's version scores new
     verdicts."""
 
@@ -319,9 +329,12 @@ class WeightsAdoption(SQLModel, table=True):
     adopted_at: datetime = Field(default_factory=utcnow)
 
 
-class ChannelSettings(SQLModel, table=True):
+class ChannelSettings(WorkspaceOwned, table=True):
     __tablename__ = "channel_settings"
 
+    team_id: str | None = Field(default=None, primary_key=True, max_length=40)
+    """A channel's settings are its workspace's: a Slack Connect channel shared by two
+    workspaces that both installed the app has one id and two sets of settings."""
     channel_id: str = Field(primary_key=True, max_length=40)
     protocol: str = Field(default="adversarial", max_length=40)
     rounds: int = Field(default=1)
@@ -383,7 +396,7 @@ class OutboxState(StrEnum):
     """Refused by Slack for its size and replaced by smaller parts (rows of their own)."""
 
 
-class Outbox(SQLModel, table=True):
+class Outbox(WorkspaceOwned, table=True):
     """One message owed to people, written in the transaction of the state that creates it and
     delivered by `bot.jobs.delivery`, which retries until Slack takes it or its deadline passes:
     what a debate owes (parent, status, round, verdict, review request, reminder, notice), or,
@@ -398,13 +411,17 @@ class Outbox(SQLModel, table=True):
     """
 
     __tablename__ = "outbox"
-    __table_args__ = (UniqueConstraint("debate_id", "key", name="uq_outbox_key"),)
+    __table_args__ = (
+        UniqueConstraint("debate_id", "key", name="uq_outbox_key"),
+        UniqueConstraint("team_id", "channel_key", name="uq_outbox_channel_key"),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     debate_id: int | None = Field(default=None, foreign_key="debate.id", index=True)
     key: str = Field(max_length=120)
-    channel_key: str | None = Field(default=None, max_length=170, unique=True)
-    """`channel_id:key` of a channel's own message (no debate), so it is owed once; None for a
+    channel_key: str | None = Field(default=None, max_length=170)
+    """`channel_id:key` of a channel's own message (no debate), so it is owed once in its
+    workspace; None for a
     debate's, which (debate_id, key) keeps unique (a unique column takes many NULLs, where a
     unique pair with a NULL debate would not hold)."""
     seq: int = Field(default=0)
@@ -452,7 +469,7 @@ class Outbox(SQLModel, table=True):
         return self.deliveries[0][1] if self.deliveries else None
 
 
-class ProcessedTrigger(SQLModel, table=True):
+class ProcessedTrigger(WorkspaceOwned, table=True):
     """Slack event ids and other trigger keys already handled, so retries are ignored."""
 
     __tablename__ = "processed_trigger"

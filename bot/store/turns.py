@@ -29,7 +29,13 @@ from bot.store.tables import (
 )
 from engine.models import Role, TurnRecord, Usage
 
-_LEASE_COLUMNS = (DEBATES.c.id, DEBATES.c.lease_owner, DEBATES.c.halt_reason)
+_LEASE_COLUMNS = (
+    DEBATES.c.id,
+    DEBATES.c.lease_owner,
+    DEBATES.c.halt_reason,
+    DEBATES.c.team_id,
+    DEBATES.c.enterprise_id,
+)
 
 
 @functools.cache
@@ -194,6 +200,7 @@ def append_turns(
             )
             continue
         row = turn_row(write)
+        row["team_id"], row["enterprise_id"] = lease.team_id, lease.enterprise_id
         rows.append(row)
         results.append(ChainHead(seq=row["seq"], hash=row["hash"], halt_reason=lease.halt_reason))
     if not rows:

@@ -15,6 +15,11 @@ from urllib.parse import urlencode
 
 import aiohttp
 
+from bot.store.tenancy import Workspace
+
+TEAM = "T1"
+"""The workspace every request of the driver comes from."""
+WORKSPACE = Workspace(team_id=TEAM)
 SLACK_ACK_S = 3.0
 """Slack counts an event delivery unanswered after this long, and sends it again."""
 SLACK_RETRIES = 3
@@ -66,7 +71,7 @@ class SlackDriver:
         return urlencode(
             {
                 "token": "unused",
-                "team_id": "T1",
+                "team_id": TEAM,
                 "team_domain": "emulated",
                 "channel_id": channel,
                 "channel_name": "decisions",
@@ -91,7 +96,7 @@ class SlackDriver:
         body = json.dumps(
             {
                 "token": "unused",
-                "team_id": "T1",
+                "team_id": TEAM,
                 "api_app_id": "A1",
                 "type": "event_callback",
                 "event_id": event_id or f"Ev{next(self._ids):08d}",
@@ -138,7 +143,7 @@ class SlackDriver:
                 "type": "assistant_thread_started",
                 "assistant_thread": {
                     "user_id": user,
-                    "context": {"channel_id": "CDEBATE", "team_id": "T1"},
+                    "context": {"channel_id": "CDEBATE", "team_id": TEAM},
                     "channel_id": channel,
                     "thread_ts": thread_ts,
                 },
@@ -191,7 +196,7 @@ class SlackDriver:
 
     async def context_changed(self, *, user: str, channel: str) -> Reply:
         """What the person views beside the agent changed (`app_context_changed`)."""
-        entity = {"type": "slack#/types/channel_id", "value": channel, "team_id": "T1"}
+        entity = {"type": "slack#/types/channel_id", "value": channel, "team_id": TEAM}
         return await self.event(
             {"type": "app_context_changed", "user": user, "context": {"entities": [entity]}}
         )
@@ -216,7 +221,7 @@ class SlackDriver:
         return await self.interaction(
             {
                 "type": "block_actions",
-                "team": {"id": "T1"},
+                "team": {"id": TEAM},
                 "user": {"id": user},
                 "api_app_id": "A1",
                 "trigger_id": f"trigger.{next(self._ids)}",
@@ -237,7 +242,7 @@ class SlackDriver:
         return await self.interaction(
             {
                 "type": "block_actions",
-                "team": {"id": "T1"},
+                "team": {"id": TEAM},
                 "user": {"id": user},
                 "api_app_id": "A1",
                 "trigger_id": f"trigger.{next(self._ids)}",
@@ -283,7 +288,7 @@ class SlackDriver:
         return await self.interaction(
             {
                 "type": "view_submission",
-                "team": {"id": "T1"},
+                "team": {"id": TEAM},
                 "user": {"id": user},
                 "api_app_id": "A1",
                 "trigger_id": f"trigger.{next(self._ids)}",

@@ -33,6 +33,7 @@ from bot.store import installations
 from bot.store.cipher import TokenCipher
 from bot.store.db import session_scope
 from bot.store.tables import InstallationEventKind, SlackBot
+from bot.store.tenancy import EVERY_WORKSPACE
 from bot.wiring import build_installs
 from tests.e2e.conftest import BOT_TOKEN, CHANNEL, SIGNING_SECRET, Bot, BotFactory
 from tests.e2e.slack_emulator import BOT_ID, BOT_USER, SlackEmulator
@@ -199,7 +200,7 @@ async def test_two_workspaces_install_and_each_acts_with_its_own_token(
     assert second.bot_token == t2_token != BOT_TOKEN
     assert second.bot_user_id == "UBT2"
     assert second.bot_id == "BBT2", "the flow asked auth.test for the bot's id"
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=EVERY_WORKSPACE) as session:
         rows = session.exec(select(SlackBot)).all()
         assert {row.installation for row in rows} == {"-:T1", "-:T2"}
         assert all(
@@ -241,7 +242,7 @@ async def test_installing_again_updates_the_install_and_the_state_is_single_use(
     [token] = tenancy(bot).tokens_of("T2")
     await install(bot, "T2", as_user="USECOND")
     assert tenancy(bot).tokens_of("T2") == [token], "Slack kept the install's bot token"
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=EVERY_WORKSPACE) as session:
         assert len(session.exec(select(SlackBot)).all()) == 1
         history = installations.events(session, enterprise_id=None, team_id="T2")
     assert [(e.kind, e.user_ids) for e in history] == [
@@ -394,7 +395,7 @@ async def test_uninstalling_one_workspace_leaves_the_other_and_a_reinstall_resum
 
 
 def _events(bot: Bot, team: str) -> list[InstallationEventKind]:
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=EVERY_WORKSPACE) as session:
         return [e.kind for e in installations.events(session, enterprise_id=None, team_id=team)]
 
 
@@ -427,7 +428,7 @@ async def test_an_org_wide_install_serves_every_workspace_of_its_org(
 
 
 def _org_events(bot: Bot) -> list[InstallationEventKind]:
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=EVERY_WORKSPACE) as session:
         return [e.kind for e in installations.events(session, enterprise_id="E1", team_id=None)]
 
 

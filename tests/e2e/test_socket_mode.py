@@ -24,6 +24,7 @@ from bot.settings import Settings, SettingsError
 from bot.store.db import make_engine, session_scope, upgrade
 from bot.store.tables import Debate
 from tests.e2e.conftest import BOT_TOKEN, CHANNEL
+from tests.e2e.driver import WORKSPACE
 from tests.e2e.slack_emulator import Fault, SlackEmulator
 from tests.e2e.test_serve import DEBATEBOT, free_port, serve_env
 
@@ -84,7 +85,7 @@ async def test_envelopes_over_the_socket_refresh_and_abrupt_close(tmp_path: Path
     engine = make_engine(url)
 
     def debates() -> list[Debate]:
-        with session_scope(engine) as session:
+        with session_scope(engine, workspace=WORKSPACE) as session:
             return list(session.exec(select(Debate)))
 
     def verdicts() -> int:
@@ -236,7 +237,7 @@ async def test_serve_stops_on_a_signal_in_every_state(
             await emulator.push("slash_commands", command("Should we adopt ADR-042?", 1))
 
             def running() -> bool:
-                with session_scope(engine) as session:
+                with session_scope(engine, workspace=WORKSPACE) as session:
                     return any(d.state == "running" for d in session.exec(select(Debate)))
 
             await until(running, "a running debate")
@@ -248,7 +249,7 @@ async def test_serve_stops_on_a_signal_in_every_state(
         await emulator.stop()
     assert process.returncode == 0, stderr.decode()
     if state == "debating":
-        with session_scope(engine) as session:
+        with session_scope(engine, workspace=WORKSPACE) as session:
             [debate] = session.exec(select(Debate)).all()
         # The lease was handed back: another worker may resume at once.
         assert debate.state == "running"
