@@ -1,0 +1,302 @@
+"""Workspaces on one database (issue 37): each session sees and writes only its workspace's rows,
+a database from before workspaces migrates with its rows, and claims are fair across workspaces.
+Every test runs on SQLite and PostgreSQL unless it names one."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from alembic import command
+from sqlalchemy import Engine, func, text, update
+from sqlmodel import col, select
+
+from bot.store import channels, operations, overview, queue, reviews
+from bot.store.db import alembic_config, make_engine, session_scope
+from bot.store.errors import InFlightLimitError, WorkspaceScopeError
+from bot.store.tables import (
+    ChannelSettings,
+    Debate,
+    DebateSource,
+    DebateState,
+    Outbox,
+    Turn,
+)
+from bot.store.tenancy import (
+    EVERY_WORKSPACE,
+    PENDING_TEAM,
+    Workspace,
+    adopt_pending,
+    tenant_tables,
+)
+from engine.models import DebateSpec, ModelSettings, utcnow
+
+SPEC = DebateSpec(
+    question="Adopt the new queue?",
+    default_model=ModelSettings(provider="fake", model="fake-model"),
+)
+ACME = Workspace(team_id="TACME")
+GLOBEX = Workspace(team_id="TGLOBEX", enterprise_id="EGRID")
+
+
+def add(engine: Engine, workspace: Workspace, key: str, channel: str = "C1") -> int:
+    with session_scope(engine, workspace=workspace) as session:
+        debate, _ = queue.enqueue_debate(
+            session,
+            new=queue.NewDebate(
+                trigger_key=key,
+                spec=SPEC,
+                source=DebateSource.COMMAND,
+                channel_id=channel,
+                requested_by="U1",
+            ),
+        )
+        assert debate.id is not None
+        return debate.id
+
+
+def test_a_workspace_reads_and_changes_only_its_own_rows(store: Engine) -> None:
+    acme = add(store, ACME, "acme:1")
+    globex = add(store, GLOBEX, "globex:1")
+    with session_scope(store, workspace=ACME) as session:
+        assert queue.count_debates(session) == 1
+        assert queue.debate_ids(session) == [acme]
+        with pytest.raises(Exception, match="no debate"):
+            queue.get_debate(session, debate_id=globex)
+        # An ORM update of every debate reaches only this workspace's.
+        moved = session.execute(update(Debate).values(question="changed"))
+        assert moved.rowcount == 1  # type: ignore[attr-defined]
+        session.commit()
+    with session_scope(store, workspace=EVERY_WORKSPACE) as session:
+        questions = dict(session.exec(select(Debate.team_id, Debate.question)).all())
+        stamped = session.exec(select(Debate.enterprise_id).where(Debate.id == globex)).one()
+    assert questions == {"TACME": "changed", "TGLOBEX": SPEC.question}
+    assert stamped == "EGRID"
+
+
+def test_a_channel_has_settings_in_each_workspace(store: Engine) -> None:
+    """A Slack Connect channel has one id in two workspaces: each has its own settings."""
+    with session_scope(store, workspace=ACME) as session:
+        channels.save_channel_settings(
+            session, channel_id="CSHARED", updated_by="U1", values={"rounds": 3}
+        )
+    with session_scope(store, workspace=GLOBEX) as session:
+        assert channels.channel_settings(session, channel_id="CSHARED").rounds == 1
+        channels.save_channel_settings(
+            session, channel_id="CSHARED", updated_by="U2", values={"rounds": 2}
+        )
+    with session_scope(store, workspace=ACME) as session:
+        assert channels.channel_settings(session, channel_id="CSHARED").rounds == 3
+    with session_scope(store, workspace=EVERY_WORKSPACE) as session:
+        rows = session.exec(select(ChannelSettings.team_id, ChannelSettings.rounds)).all()
+    assert sorted(rows) == [("TACME", 3), ("TGLOBEX", 2)]
+
+
+def test_a_row_of_another_workspace_is_refused(store: Engine) -> None:
+    globex = add(store, GLOBEX, "globex:1")
+    with session_scope(store, workspace=ACME) as session:
+        session.add(ChannelSettings(team_id="TGLOBEX", channel_id="C9"))
+        with pytest.raises(WorkspaceScopeError, match="TGLOBEX"):
+            session.flush()
+    # A Core statement on a workspace's table could not be filtered: refused.
+    with (
+        session_scope(store, workspace=ACME) as session,
+        pytest.raises(WorkspaceScopeError, match="Core statement"),
+    ):
+        session.execute(Debate.__table__.select())  # type: ignore[attr-defined]
+    with session_scope(store, workspace=EVERY_WORKSPACE) as session:
+        # Work for every workspace: a row with a debate takes its debate's workspace …
+        outbox_row = Outbox(
+            debate_id=globex,
+            key="k",
+            channel_id="C1",
+            text="t",
+            deadline_at=utcnow(),
+        )
+        session.add(outbox_row)
+        session.commit()
+        assert (outbox_row.team_id, outbox_row.enterprise_id) == ("TGLOBEX", "EGRID")
+        # … and one without must name its own.
+        session.add(ChannelSettings(channel_id="C9"))
+        with pytest.raises(WorkspaceScopeError, match="must name its workspace"):
+            session.flush()
+
+
+def test_app_home_stats_and_spend_count_one_workspace(store: Engine) -> None:
+    for index in range(3):
+        add(store, ACME, f"acme:{index}")
+    add(store, GLOBEX, "globex:0")
+    with session_scope(store, workspace=EVERY_WORKSPACE) as session:
+        for debate in session.exec(select(Debate)).all():
+            session.add(
+                Turn(
+                    debate_id=debate.id or 0,
+                    seq=0,
+                    round=1,
+                    role="proposer",
+                    attempt=1,
+                    provider="fake",
+                    model="fake-model",
+                    prompt_sha256="a" * 64,
+                    request_sha256="b" * 64,
+                    input_tokens=1,
+                    output_tokens=1,
+                    cached_input_tokens=0,
+                    cost_usd=1.0,
+                    latency_s=0.1,
+                    reasks=0,
+                    raw_text="{}",
+                    parsed_json="{}",
+                    created_at=debate.created_at,
+                    prev_hash="0" * 64,
+                    hash="1" * 64,
+                )
+            )
+        session.commit()
+    since = datetime(2000, 1, 1, tzinfo=UTC)
+    for workspace, debates in ((ACME, 3), (GLOBEX, 1)):
+        with session_scope(store, workspace=workspace) as session:
+            assert operations.spend_since(session, since=since) == debates
+            [row] = overview.protocol_stats(session)
+            assert row.debates == debates
+            assert len(overview.recent_debates(session, channel_ids=["C1"])) == debates
+            assert reviews.open_escalations(session) == []
+            assert operations.dashboard(session).queue["waiting"] == debates
+
+
+def test_in_flight_limits_count_each_workspace_apart(store: Engine) -> None:
+    limits = queue.InFlightLimits(per_user=1, per_channel=5)
+    new = queue.NewDebate(
+        trigger_key="x", spec=SPEC, source=DebateSource.COMMAND, channel_id="C1", requested_by="U1"
+    )
+    with session_scope(store, workspace=ACME) as session:
+        queue.enqueue_debate(session, new=new, limits=limits)
+    with session_scope(store, workspace=GLOBEX) as session:
+        # The same person and channel ids in another workspace are other people and channels.
+        queue.enqueue_debate(session, new=replace(new, trigger_key="y"), limits=limits)
+    with session_scope(store, workspace=ACME) as session, pytest.raises(InFlightLimitError):
+        queue.enqueue_debate(session, new=replace(new, trigger_key="w"), limits=limits)
+
+
+def test_claims_are_fair_across_workspaces(store: Engine) -> None:
+    """One workspace floods the queue; another's one debate is taken by the next claim."""
+    flood = [add(store, ACME, f"flood:{index}") for index in range(40)]
+    with session_scope(store, workspace=EVERY_WORKSPACE) as session:
+        first = queue.claim_debates(session, worker_id="w1", lease_s=600, limit=3)
+    assert [d.id for d in first] == flood[:3]
+    late = add(store, GLOBEX, "late:1")
+    with session_scope(store, workspace=EVERY_WORKSPACE) as session:
+        [taken] = queue.claim_debates(session, worker_id="w2", lease_s=600, limit=1)
+        assert taken.id == late
+        # Then the flood goes on, oldest first.
+        assert [d.id for d in queue.claim_debates(session, worker_id="w3", lease_s=600)] == [
+            flood[3]
+        ]
+
+
+def test_fair_claims_take_each_debate_once_under_concurrent_workers(postgres_url: str) -> None:
+    """On PostgreSQL: 500 queued by one workspace and one by another, claimed by many workers at
+    once; no debate is taken twice, and the lone workspace's debate is in the first round of
+    claims."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from bot.store.db import upgrade
+
+    upgrade(postgres_url)
+    engine = make_engine(postgres_url)
+    try:
+        with session_scope(engine, workspace=ACME) as session:
+            for index in range(500):
+                queue.add_debate(
+                    session,
+                    new=queue.NewDebate(
+                        trigger_key=f"flood:{index}", spec=SPEC, source=DebateSource.COMMAND
+                    ),
+                )
+            session.commit()
+        lone = add(engine, GLOBEX, "lone:1")
+
+        def claim(worker: int) -> list[int]:
+            with session_scope(engine, workspace=EVERY_WORKSPACE) as session:
+                taken = queue.claim_debates(session, worker_id=f"w{worker}", lease_s=600, limit=4)
+                return [d.id or 0 for d in taken]
+
+        with ThreadPoolExecutor(6) as pool:
+            first_round = [id_ for ids in pool.map(claim, range(6)) for id_ in ids]
+            later = [id_ for ids in pool.map(claim, range(6, 40)) for id_ in ids]
+        assert lone in first_round
+        claimed = first_round + later
+        assert len(claimed) == len(set(claimed))
+        with session_scope(engine, workspace=EVERY_WORKSPACE) as session:
+            running = session.exec(
+                select(func.count()).where(col(Debate.state) == DebateState.RUNNING)
+            ).one()
+        assert running == len(claimed)
+    finally:
+        engine.dispose()
+
+
+def test_a_database_from_before_workspaces_migrates_with_its_rows(
+    database_url: str, tmp_path: Path
+) -> None:
+    """Migrated from 0017 with debates, settings and owed messages: every row gets the team
+    `pending`, the single-workspace bot makes them its workspace's at start-up, and nothing
+    else changes."""
+    config = alembic_config(database_url)
+    command.upgrade(config, "0017")
+    engine = make_engine(database_url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(
+                text(
+                    "INSERT INTO debate (trigger_key, source, channel_id, question, protocol,"
+                    " spec_json, state, claims, cost_usd, created_at, updated_at)"
+                    " VALUES ('old:1', 'command', 'C1', 'Old question?', 'adversarial', :spec,"
+                    " 'queued', 0, 0, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"
+                ),
+                {"spec": SPEC.model_dump_json()},
+            )
+            connection.execute(
+                text(
+                    "INSERT INTO channel_settings (channel_id, protocol, rounds, threshold,"
+                    " reviewers, owners, adr_watch, trigger_reaction, triage, route, timezone,"
+                    " pr_comment, updated_at) VALUES ('C1', 'adversarial', 2, 0.6, '[]', '[]',"
+                    " false, 'scales', false, false, 'UTC', false, CURRENT_TIMESTAMP)"
+                )
+            )
+            connection.execute(
+                text(
+                    "INSERT INTO outbox (debate_id, key, seq, part, action, target, recipients,"
+                    " fallback, channel_id, text, blocks, state, version, attempts,"
+                    " next_attempt_at, deadline_at, deliveries, created_at) VALUES (1,"
+                    " 'parent', 0, 0, 'post', 'thread', '[]', 'none', 'C1', 't', '[]',"
+                    " 'pending', 1, 0, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, '[]',"
+                    " CURRENT_TIMESTAMP)"
+                )
+            )
+        command.upgrade(config, "head")
+        with session_scope(engine, workspace=EVERY_WORKSPACE) as session:
+            for table in tenant_tables():
+                teams = session.connection().execute(
+                    text(f"SELECT DISTINCT team_id FROM {table.name}")
+                )
+                assert {team for (team,) in teams} <= {PENDING_TEAM}
+            moved = adopt_pending(session, workspace=Workspace(team_id="T1"))
+        assert moved == 3
+        with session_scope(engine, workspace=Workspace(team_id="T1")) as session:
+            [debate] = session.exec(select(Debate)).all()
+            assert (debate.trigger_key, debate.question) == ("old:1", "Old question?")
+            assert channels.channel_settings(session, channel_id="C1").rounds == 2
+            assert [row.key for row in session.exec(select(Outbox)).all()] == ["parent"]
+        with session_scope(engine, workspace=EVERY_WORKSPACE) as session:
+            assert adopt_pending(session, workspace=Workspace(team_id="T1")) == 0
+        # The way back holds while the database has one workspace.
+        command.downgrade(config, "0017")
+        with engine.connect() as connection:
+            assert connection.execute(
+                text("SELECT channel_id, rounds FROM channel_settings")
+            ).all() == [("C1", 2)]
+    finally:
+        engine.dispose()
