@@ -173,6 +173,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     export.set_defaults(handler="audit:export", is_async=False)
 
+    workspace = commands.add_parser(
+        "workspace",
+        help="one workspace's records: list them, or delete them (each debate archived and"
+        " verified first, as retention does)",
+    )
+    workspace.add_argument("action", choices=("list", "delete"))
+    workspace.add_argument("team", metavar="TEAM_ID", help="the workspace's Slack team id (T…)")
+    workspace.add_argument(
+        "--archive", metavar="DIR", help="delete: where each debate's export is written first"
+    )
+    workspace.set_defaults(handler="workspaces:workspace", is_async=False)
+
     stats = commands.add_parser(
         "stats",
         help="outcomes, escalations, confidence, critic strength, tokens, cost, latency,"

@@ -37,7 +37,7 @@ from bot.jobs.closing import FinishWriter
 from bot.jobs.pause import OutagePause
 from bot.logs import debate_context
 from bot.metrics import Metrics
-from bot.store import endings, queue, turns
+from bot.store import endings, queue, turns, workspaces
 from bot.store.db import in_session
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError, StoreRefusedError
 from bot.store.tables import Debate, TriageState
@@ -63,8 +63,9 @@ Follower = Callable[[Debate, DebateResult], Awaitable[None]]
 
 
 class ShuttingDown(Exception):
-    """Raised at a turn boundary once the worker drains: the run stops and hands its lease
-    back; it is never stored as the debate's failure."""
+    """Raised at a turn boundary once the worker drains, or its debate's workspace is
+    suspended (uninstalled): the run stops and hands its lease back; it is never stored as the
+    debate's failure."""
 
 
 class DebateReporter(Protocol):
@@ -256,6 +257,10 @@ class DebateWorker:
         async def halt() -> str | None:
             if self._draining.is_set():
                 raise ShuttingDown(f"debate {debate_id}: worker {self.worker_id} is stopping")
+            if halted == workspaces.SUSPENDED:
+                # Not an ending: the workspace may install the app again, and then it resumes.
+                log.warning("debate %s: %s; handed back", debate_id, halted)
+                raise ShuttingDown(f"debate {debate_id}: {halted}")
             return halted
 
         async def run() -> DebateResult:

@@ -236,7 +236,7 @@ def claim_debates(
     claimable = or_(
         col(Debate.state) == DebateState.QUEUED,
         (col(Debate.state) == DebateState.RUNNING) & (col(Debate.lease_expires_at) < now),
-    )
+    ) & col(Debate.suspended_at).is_(None)
     if debate_id is not None:
         ranked = [debate_id]
     else:

@@ -117,6 +117,10 @@ class Debate(WorkspaceOwned, table=True):
     halt_reason: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     """Set when the debate's Slack thread became unreachable: its worker stops at the next turn
     instead of spending on a debate nobody can read."""
+    suspended_at: datetime | None = None
+    """When the app was uninstalled from the debate's workspace (or its bot token revoked): no
+    worker claims it, its worker stops at the next turn and hands it back, and installing the
+    app again clears this, so it resumes (bot.store.workspaces)."""
     chain_head: str | None = Field(default=None, max_length=64)
     chain_turns: int | None = None
     triage: TriageState | None = Field(
@@ -591,6 +595,11 @@ class InstallationEvent(SQLModel, table=True):
     """Who installed, or whose user tokens were revoked."""
     event_id: str | None = Field(default=None, max_length=80, unique=True)
     """Slack's event id, so an event Slack delivers again is recorded once."""
+    suspended_debates: int = Field(default=0)
+    """Uninstalled or the bot's token revoked: the workspace's unfinished debates it stopped."""
+    dropped_messages: int = Field(default=0)
+    """… and the messages owed to the workspace it dropped (kept as failed outbox rows, with
+    the reason)."""
     created_at: datetime = Field(default_factory=utcnow)
 
 

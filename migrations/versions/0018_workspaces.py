@@ -1,6 +1,8 @@
 """workspaces: every row that belongs to a Slack workspace records its team (and its Enterprise
 Grid org), so one deployment can serve many; a channel's settings and a channel's own messages
-are keyed by workspace too (a Slack Connect channel has one id in two workspaces)
+are keyed by workspace too (a Slack Connect channel has one id in two workspaces); a debate can
+be suspended while its workspace has uninstalled the app, and an uninstall records what it
+stopped and dropped
 
 A database from before holds one workspace's rows, but the migration cannot ask Slack which: its
 rows get the team id `pending`, which a single-workspace deployment replaces with its own at
@@ -40,6 +42,7 @@ TABLES = (
     "processed_trigger",
 )
 TEXT40 = sqlmodel.sql.sqltypes.AutoString(length=40)
+WHEN = sqlmodel.sql.sqltypes.UTCDateTime()
 
 
 def upgrade() -> None:
@@ -56,6 +59,11 @@ def upgrade() -> None:
     with op.batch_alter_table("outbox") as batch:
         batch.drop_constraint("uq_outbox_channel_key", type_="unique")
         batch.create_unique_constraint("uq_outbox_channel_key", ["team_id", "channel_key"])
+    with op.batch_alter_table("debate") as batch:
+        batch.add_column(sa.Column("suspended_at", WHEN, nullable=True))
+    with op.batch_alter_table("installation_event") as batch:
+        for column in ("suspended_debates", "dropped_messages"):
+            batch.add_column(sa.Column(column, sa.Integer(), nullable=False, server_default="0"))
 
 
 def _primary_key(table: str, columns: list[str]) -> None:
@@ -77,6 +85,11 @@ def downgrade() -> None:
             f"the database holds {teams} workspaces' debates; the schema before 0018 holds one"
             " (delete the others' records with `debatebot workspace delete` first)"
         )
+    with op.batch_alter_table("installation_event") as batch:
+        batch.drop_column("dropped_messages")
+        batch.drop_column("suspended_debates")
+    with op.batch_alter_table("debate") as batch:
+        batch.drop_column("suspended_at")
     with op.batch_alter_table("outbox") as batch:
         batch.drop_constraint("uq_outbox_channel_key", type_="unique")
         batch.create_unique_constraint("uq_outbox_channel_key", ["channel_key"])

@@ -4,6 +4,7 @@ Every test runs on SQLite and PostgreSQL unless it names one."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,15 +14,20 @@ from alembic import command
 from sqlalchemy import Engine, func, text, update
 from sqlmodel import col, select
 
-from bot.store import channels, operations, overview, queue, reviews
+from bot.cli import main
+from bot.jobs.worker import DebateWorker
+from bot.store import channels, operations, outbox, overview, queue, reviews, turns, workspaces
 from bot.store.db import alembic_config, make_engine, session_scope
 from bot.store.errors import InFlightLimitError, WorkspaceScopeError
+from bot.store.export import verify_export
+from bot.store.outbox import Draft
 from bot.store.tables import (
     ChannelSettings,
     Debate,
     DebateSource,
     DebateState,
     Outbox,
+    OutboxState,
     Turn,
 )
 from bot.store.tenancy import (
@@ -31,7 +37,8 @@ from bot.store.tenancy import (
     adopt_pending,
     tenant_tables,
 )
-from engine.models import DebateSpec, ModelSettings, utcnow
+from engine.models import DebateSpec, ModelSettings, Role, TurnRecord, Usage, utcnow
+from tests.helpers import DebateScript, reply_for, shipped_prompts
 
 SPEC = DebateSpec(
     question="Adopt the new queue?",
@@ -39,6 +46,23 @@ SPEC = DebateSpec(
 )
 ACME = Workspace(team_id="TACME")
 GLOBEX = Workspace(team_id="TGLOBEX", enterprise_id="EGRID")
+
+
+def turn(attempt: int) -> TurnRecord:
+    return TurnRecord(
+        round=1,
+        role=Role.PROPOSER,
+        attempt=attempt,
+        provider="fake",
+        model="fake-model",
+        prompt_sha256="a" * 64,
+        request_sha256="b" * 64,
+        usage=Usage(input_tokens=10, output_tokens=5),
+        cost_usd=0.0,
+        latency_s=0.1,
+        raw_text="{}",
+        parsed={},
+    )
 
 
 def add(engine: Engine, workspace: Workspace, key: str, channel: str = "C1") -> int:
@@ -300,3 +324,101 @@ def test_a_database_from_before_workspaces_migrates_with_its_rows(
             ).all() == [("C1", 2)]
     finally:
         engine.dispose()
+
+
+def owe(engine: Engine, workspace: Workspace, debate_id: int, key: str) -> None:
+    with session_scope(engine, workspace=workspace) as session:
+        debate = queue.get_debate(session, debate_id=debate_id)
+        outbox.stage(session, debate=debate, drafts=[Draft(key=key, text=f"{key} text", blocks=[])])
+        session.commit()
+
+
+def test_an_uninstalled_workspace_is_suspended_and_resumes(store: Engine) -> None:
+    """Suspending a workspace stops its debates (no claim; a running one's next turn write
+    says so) and drops what it is owed, as failed rows that say why; the other workspace is
+    untouched; resuming makes its debates claimable again, their turns kept."""
+    running = add(store, ACME, "acme:running")
+    queued = add(store, ACME, "acme:queued")
+    other = add(store, GLOBEX, "globex:1")
+    owe(store, ACME, queued, "parent")
+    owe(store, GLOBEX, other, "parent")
+    with session_scope(store, workspace=EVERY_WORKSPACE) as session:
+        [_claimed] = queue.claim_debates(session, worker_id="w1", lease_s=600, debate_id=running)
+    first = turns.TurnWrite(running, "w1", turn(1), turns.ChainHead())
+    with session_scope(store, workspace=EVERY_WORKSPACE) as session:
+        [head] = turns.append_turns(session, writes=[first])
+    assert isinstance(head, turns.ChainHead)
+    assert head.halt_reason is None
+
+    with session_scope(store, workspace=ACME) as session:
+        stopped = workspaces.suspend(session, reason="the app was uninstalled (E-:TACME)")
+        again = workspaces.suspend(session, reason="the app was uninstalled (E-:TACME)")
+    assert (stopped.debates, stopped.dropped) == (2, 1)
+    assert (again.debates, again.dropped) == (0, 0)
+
+    second = turns.TurnWrite(running, "w1", turn(2), head)
+    with session_scope(store, workspace=EVERY_WORKSPACE) as session:
+        [halted] = turns.append_turns(session, writes=[second])
+        assert isinstance(halted, turns.ChainHead)
+        assert halted.halt_reason == workspaces.SUSPENDED
+        taken = queue.claim_debates(session, worker_id="w2", lease_s=600, limit=5)
+        assert [d.id for d in taken] == [other]
+        rows = {
+            (row.team_id, row.state, row.last_error) for row in session.exec(select(Outbox)).all()
+        }
+    assert rows == {
+        ("TACME", OutboxState.FAILED, "dropped: the app was uninstalled (E-:TACME)"),
+        ("TGLOBEX", OutboxState.PENDING, None),
+    }
+
+    with session_scope(store, workspace=ACME) as session:
+        assert workspaces.resume(session) == 2
+    with session_scope(store, workspace=EVERY_WORKSPACE) as session:
+        queue.release_lease(session, debate_id=running, worker_id="w1")
+        resumed = queue.claim_debates(session, worker_id="w3", lease_s=600, limit=5)
+        assert sorted(d.id or 0 for d in resumed) == [running, queued]
+        assert turns.chain_tail(session, debate_id=running)[0] == 2
+
+
+async def test_an_admin_deletes_a_workspace_after_archiving_it(
+    store: Engine,
+    database_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`debatebot workspace delete` archives each debate (written, read back, verified), then
+    deletes the workspace's records; the other workspace keeps everything."""
+    acme = add(store, ACME, "acme:1")
+    add(store, GLOBEX, "globex:1")
+    with session_scope(store, workspace=ACME) as session:
+        channels.save_channel_settings(
+            session, channel_id="C1", updated_by="U1", values={"rounds": 2}
+        )
+    with session_scope(store, workspace=GLOBEX) as session:
+        channels.save_channel_settings(
+            session, channel_id="C1", updated_by="U2", values={"rounds": 3}
+        )
+    llm = DebateScript(moderator=[reply_for("moderator")]).llm()
+    worker = DebateWorker(
+        engine=store, resolve_llm=lambda _s: llm, prompts=shipped_prompts(), worker_id="w1"
+    )
+    assert await worker.run_once()
+    assert await worker.run_once()
+    monkeypatch.setenv("DEBATEBOT_DATABASE_URL", database_url)
+    folder = tmp_path / "archive"
+
+    assert main(["workspace", "delete", "TACME"]) == 2
+    assert main(["workspace", "delete", "TACME", "--archive", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "1 debate(s) archived" in out
+
+    archived = json.loads((folder / f"debate-{acme}.json").read_text(encoding="utf-8"))
+    assert verify_export(archived, key=None).ok
+    with session_scope(store, workspace=EVERY_WORKSPACE) as session:
+        for table in tenant_tables():
+            teams = session.connection().execute(text(f"SELECT team_id FROM {table.name}"))
+            assert "TACME" not in {team for (team,) in teams}, table.name
+    with session_scope(store, workspace=GLOBEX) as session:
+        assert queue.count_debates(session, state=DebateState.FINISHED) == 1
+        assert channels.channel_settings(session, channel_id="C1").rounds == 3
