@@ -5,11 +5,13 @@ its bot's token), resumed when it installs again, and its records deleted when a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 from sqlalchemy import delete, update
 from sqlmodel import Session, col, select
 
 from bot.store.errors import WorkspaceScopeError
+from bot.store.outbox import DEFAULT_DEADLINE_S
 from bot.store.tables import (
     CalibrationLabel,
     ChannelSettings,
@@ -27,6 +29,8 @@ SUSPENDED = "suspended: the app was uninstalled from this workspace, or its bot 
 """The halt reason a suspended debate's turn write answers with (bot.store.turns): its worker
 hands it back instead of ending it."""
 OPEN_MESSAGES = (OutboxState.PENDING, OutboxState.SENDING)
+DROPPED = "dropped: "
+"""How a dropped message's `last_error` begins (then why)."""
 
 
 @dataclass(frozen=True)
@@ -41,8 +45,9 @@ def suspend(session: Session, *, reason: str, enterprise_id: str | None = None) 
     """Stop the session's workspace (or, for every workspace, all of Enterprise Grid org
     `enterprise_id`'s: an org-wide install): its unfinished debates are suspended (no claim; a
     running one stops at its next turn and is handed back, its stored turns kept), and the
-    messages it is owed are dropped, each kept as a failed outbox row that says why. Committed.
-    Suspending again changes nothing."""
+    messages it is owed are dropped, each kept as a failed outbox row that says why (those of a
+    suspended debate are owed again if it resumes: `resume`). Committed. Suspending again
+    changes nothing."""
     debates = update(Debate).where(
         col(Debate.state) != DebateState.FINISHED, col(Debate.suspended_at).is_(None)
     )
@@ -59,7 +64,7 @@ def suspend(session: Session, *, reason: str, enterprise_id: str | None = None) 
             state=OutboxState.FAILED,
             claimed_by=None,
             claimed_until=None,
-            last_error=f"dropped: {reason}",
+            last_error=f"{DROPPED}{reason}",
         )
     )
     session.commit()
@@ -71,14 +76,34 @@ def suspend(session: Session, *, reason: str, enterprise_id: str | None = None) 
 
 def resume(session: Session, *, enterprise_id: str | None = None) -> int:
     """The app is installed again: the suspended debates of the session's workspace (or of org
-    `enterprise_id`) may be claimed again and go on from their stored turns. Committed; how
-    many."""
+    `enterprise_id`) may be claimed again and go on from their stored turns, and what they were
+    owed when it was dropped is owed again (their thread's parent among it: without it the
+    debate would have no thread). What finished debates and channels were owed stays dropped.
+    Committed; how many debates."""
+    suspended = select(Debate.id).where(col(Debate.suspended_at).is_not(None))
     resumed = update(Debate).where(col(Debate.suspended_at).is_not(None))
     if not isinstance(scope_of(session), Workspace):
         if enterprise_id is None:
             raise WorkspaceScopeError("resuming every workspace at once is not a thing to do")
+        suspended = suspended.where(col(Debate.enterprise_id) == enterprise_id)
         resumed = resumed.where(col(Debate.enterprise_id) == enterprise_id)
-    result = session.execute(resumed.values(suspended_at=None, updated_at=utcnow()))
+    now = utcnow()
+    session.execute(
+        update(Outbox)
+        .where(
+            col(Outbox.debate_id).in_(suspended.scalar_subquery()),
+            col(Outbox.state) == OutboxState.FAILED,
+            col(Outbox.last_error).startswith(DROPPED),
+        )
+        .values(
+            state=OutboxState.PENDING,
+            attempts=0,
+            next_attempt_at=now,
+            deadline_at=now + timedelta(seconds=DEFAULT_DEADLINE_S),
+            last_error=None,
+        )
+    )
+    result = session.execute(resumed.values(suspended_at=None, updated_at=now))
     session.commit()
     return int(result.rowcount or 0)  # type: ignore[attr-defined]
 

@@ -41,6 +41,8 @@ class SlackDriver:
     signing_secret: str
     response_base: str
     session: aiohttp.ClientSession
+    team: str = TEAM
+    """The workspace the driver's requests come from."""
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def sign(self, body: str, timestamp: int) -> str:
@@ -71,7 +73,7 @@ class SlackDriver:
         return urlencode(
             {
                 "token": "unused",
-                "team_id": TEAM,
+                "team_id": self.team,
                 "team_domain": "emulated",
                 "channel_id": channel,
                 "channel_name": "decisions",
@@ -96,7 +98,7 @@ class SlackDriver:
         body = json.dumps(
             {
                 "token": "unused",
-                "team_id": TEAM,
+                "team_id": self.team,
                 "api_app_id": "A1",
                 "type": "event_callback",
                 "event_id": event_id or f"Ev{next(self._ids):08d}",
@@ -143,7 +145,7 @@ class SlackDriver:
                 "type": "assistant_thread_started",
                 "assistant_thread": {
                     "user_id": user,
-                    "context": {"channel_id": "CDEBATE", "team_id": TEAM},
+                    "context": {"channel_id": "CDEBATE", "team_id": self.team},
                     "channel_id": channel,
                     "thread_ts": thread_ts,
                 },
@@ -196,7 +198,7 @@ class SlackDriver:
 
     async def context_changed(self, *, user: str, channel: str) -> Reply:
         """What the person views beside the agent changed (`app_context_changed`)."""
-        entity = {"type": "slack#/types/channel_id", "value": channel, "team_id": TEAM}
+        entity = {"type": "slack#/types/channel_id", "value": channel, "team_id": self.team}
         return await self.event(
             {"type": "app_context_changed", "user": user, "context": {"entities": [entity]}}
         )
@@ -221,7 +223,7 @@ class SlackDriver:
         return await self.interaction(
             {
                 "type": "block_actions",
-                "team": {"id": TEAM},
+                "team": {"id": self.team},
                 "user": {"id": user},
                 "api_app_id": "A1",
                 "trigger_id": f"trigger.{next(self._ids)}",
@@ -242,7 +244,7 @@ class SlackDriver:
         return await self.interaction(
             {
                 "type": "block_actions",
-                "team": {"id": TEAM},
+                "team": {"id": self.team},
                 "user": {"id": user},
                 "api_app_id": "A1",
                 "trigger_id": f"trigger.{next(self._ids)}",
@@ -288,7 +290,7 @@ class SlackDriver:
         return await self.interaction(
             {
                 "type": "view_submission",
-                "team": {"id": TEAM},
+                "team": {"id": self.team},
                 "user": {"id": user},
                 "api_app_id": "A1",
                 "trigger_id": f"trigger.{next(self._ids)}",

@@ -48,10 +48,10 @@ OAUTH = {
 }
 
 
-async def start_many(start_bot: BotFactory, *, rotation: bool = False) -> Bot:
+async def start_many(start_bot: BotFactory, *, rotation: bool = False, **options: Any) -> Bot:
     """The bot in OAuth mode; the emulator has T1 (installed by hand with the environment's bot
     token, which deliveries use) and T2, and in Enterprise Grid org E1, T5 and T6."""
-    bot = await start_bot(**OAUTH)
+    bot = await start_bot(**OAUTH, **options)
     tenancy = Workspaces(redirect_url=f"{bot.driver.bot_url}/slack/oauth_redirect")
     tenancy.add("T1", channels={CHANNEL}, token=BOT_TOKEN, bot_user_id=BOT_USER, bot_id=BOT_ID)
     tenancy.add("T2", channels={OTHER})
