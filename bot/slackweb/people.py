@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.slackweb.acting import ACTING_FOR
 from bot.slackweb.errors import TokenRefusedError
 from bot.slackweb.poster import SLACK_FAILURES, classify, token_refusal
 from bot.store.tenancy import Workspace
@@ -39,16 +40,19 @@ class SlackDirectory:
         self.ttl_s = ttl_s
         self.lookup_s = lookup_s
         self._clock = clock
-        self._admins: dict[str, tuple[float, bool]] = {}
-        self._groups: dict[str, tuple[float, frozenset[str]]] = {}
+        # Keyed by the workspace the calls are made for as well (bot.slackweb.acting): one
+        # directory serves the delivery loop of every workspace, and on Enterprise Grid a person
+        # is an admin, and has a DM channel, per workspace.
+        self._admins: dict[tuple[str, str], tuple[float, bool]] = {}
+        self._groups: dict[tuple[str, str], tuple[float, frozenset[str]]] = {}
         self._bot: tuple[str | None, str] | None = None
         self._workspace: Workspace | None = None
-        self._dms: dict[str, str] = {}
+        self._dms: dict[tuple[str, str], str] = {}
 
     async def is_admin(self, user: str) -> bool:
         """Workspace admins and owners may change any channel's settings and decide reviews
         in channels without reviewers."""
-        cached = self._admins.get(user)
+        cached = self._admins.get(_acting(user))
         if cached and cached[0] > self._clock():
             return cached[1]
         try:
@@ -58,11 +62,11 @@ class SlackDirectory:
             return False
         profile = info.get("user") or {}
         admin = bool(profile.get("is_admin") or profile.get("is_owner"))
-        self._admins[user] = (self._clock() + self.ttl_s, admin)
+        self._admins[_acting(user)] = (self._clock() + self.ttl_s, admin)
         return admin
 
     async def group_members(self, group: str) -> frozenset[str]:
-        cached = self._groups.get(group)
+        cached = self._groups.get(_acting(group))
         if cached and cached[0] > self._clock():
             return cached[1]
         try:
@@ -72,7 +76,7 @@ class SlackDirectory:
             log.error("usergroups.users.list for %s failed: %s", group, why)
             return frozenset()
         members = frozenset(response.get("users") or [])
-        self._groups[group] = (self._clock() + self.ttl_s, members)
+        self._groups[_acting(group)] = (self._clock() + self.ttl_s, members)
         return members
 
     async def is_one_of(self, user: str, people: Sequence[str]) -> bool:
@@ -148,8 +152,8 @@ class SlackDirectory:
     async def dm_channel(self, user: str) -> str:
         """The app's DM channel with `user` (`conversations.open`); the user id itself, which
         Slack also delivers as a DM from the app, when that call is not available."""
-        if user in self._dms:
-            return self._dms[user]
+        if _acting(user) in self._dms:
+            return self._dms[_acting(user)]
         try:
             response = await self.client.conversations_open(users=user)
         except SLACK_FAILURES as error:
@@ -158,7 +162,7 @@ class SlackDirectory:
             )
             return user
         channel = str((response.get("channel") or {}).get("id") or user)
-        self._dms[user] = channel
+        self._dms[_acting(user)] = channel
         return channel
 
     async def check_token(self) -> TokenRefusedError | None:
@@ -220,3 +224,9 @@ class SlackDirectory:
         if info.get("is_im") or info.get("is_member", True):
             return None
         return "not_in_channel"
+
+
+def _acting(key: str) -> tuple[str, str]:
+    """A cache key of the workspace the calls are made for (none with one workspace)."""
+    workspace = ACTING_FOR.get()
+    return (workspace.team_id if workspace is not None else "", key)
