@@ -260,7 +260,8 @@ class Settings(BaseSettings):
     workspace_monthly_budget_usd: float | None = Field(
         default=None,
         gt=0,
-        description="spending cap of all channels together per calendar month (UTC); none: no cap",
+        description="spending cap of each workspace's channels together per calendar month"
+        " (UTC); none: no cap",
     )
     retention_days: int | None = Field(
         default=None,
