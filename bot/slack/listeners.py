@@ -96,7 +96,10 @@ def register(app: AsyncApp, surfaces: Surfaces, *, installs: bool = False) -> No
 
     async def provide_surface(context: AsyncBoltContext, next: Next) -> None:
         team = context.team_id or context.enterprise_id or PENDING_TEAM
-        workspace = Workspace(team_id=team, enterprise_id=context.enterprise_id)
+        # One workspace owns the rows still waiting for its id too (bot.store.tenancy).
+        workspace = Workspace(
+            team_id=team, enterprise_id=context.enterprise_id, with_pending=not installs
+        )
         context["surface"] = surfaces.get(workspace, context.client if installs else None)
         await next()
 

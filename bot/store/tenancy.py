@@ -41,6 +41,10 @@ class Workspace:
 
     team_id: str
     enterprise_id: str | None = None
+    with_pending: bool = False
+    """Read the rows still waiting for their workspace's id (`PENDING_TEAM`) as this one's too:
+    a single-workspace deployment, whose terminal commands (`debatebot run`, `calibration
+    import-eval`) write them before a bot learns the id (`adopt_pending`)."""
 
     def __post_init__(self) -> None:
         if not self.team_id:
@@ -128,13 +132,17 @@ def _filter(state: ORMExecuteState) -> None:
             )
         return
     if state.is_select or state.is_update or state.is_delete:
-        team = scope.team_id
+        teams = _teams(scope)
         state.statement = state.statement.options(
             *(
-                with_loader_criteria(owned, owned.team_id == team, include_aliases=True)
+                with_loader_criteria(owned, owned.team_id.in_(teams), include_aliases=True)
                 for owned in _TENANT_CLASSES
             )
         )
+
+
+def _teams(scope: Workspace) -> tuple[str, ...]:
+    return (scope.team_id, PENDING_TEAM) if scope.with_pending else (scope.team_id,)
 
 
 @event.listens_for(Session, "before_flush")
@@ -149,7 +157,7 @@ def _stamp(session: Session, _context: Any, _instances: Any) -> None:
         if (
             isinstance(row, WorkspaceOwned)
             and isinstance(scope, Workspace)
-            and row.team_id != scope.team_id
+            and row.team_id not in _teams(scope)
         ):
             raise WorkspaceScopeError(
                 f"a row of workspace {row.team_id} cannot be written for {scope.team_id}"
@@ -161,7 +169,7 @@ def _stamp_row(session: Session, row: WorkspaceOwned, scope: Scope) -> None:
         if row.team_id is None:
             row.team_id = scope.team_id
             row.enterprise_id = row.enterprise_id or scope.enterprise_id
-        elif row.team_id != scope.team_id:
+        elif row.team_id not in _teams(scope):
             raise WorkspaceScopeError(
                 f"a row of workspace {row.team_id} cannot be written for {scope.team_id}"
             )

@@ -19,7 +19,8 @@ from bot.store.tenancy import Workspace
 
 TEAM = "T1"
 """The workspace every request of the driver comes from."""
-WORKSPACE = Workspace(team_id=TEAM)
+WORKSPACE = Workspace(team_id=TEAM, with_pending=True)
+"""As the bot serves it: one workspace, the rows still waiting for its id included."""
 SLACK_ACK_S = 3.0
 """Slack counts an event delivery unanswered after this long, and sends it again."""
 SLACK_RETRIES = 3
