@@ -18,6 +18,11 @@
 - Rows are claimed with an expiring claim, so any number of processes can run this loop on one
   database, and a process that dies mid-send is taken over after `claim_s`. The ts of every
   copy is stored: a message is posted once, and a delivered one is never posted again.
+- A debate's plan is streamed into its thread in a lane of its own: started once the parent is
+  there, each newer version appended as what changed, stopped by the final version. While it
+  streams, the parent's live status is not sent (the summary at the end is). A stream Slack
+  will not start falls back to that status; one that cannot be continued (Slack closed it, it
+  was deleted, a method was refused) becomes a normal message with the same content.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from bot.jobs.pause import OutagePause, idle
-from bot.messages import kit, owed, posts
+from bot.messages import kit, owed, plan, posts
 from bot.messages.owed import ASSISTANT_STATUS
 from bot.slackweb.errors import PostError, TokenRefusedError
 from bot.slackweb.people import SlackDirectory
@@ -44,8 +49,16 @@ from bot.slackweb.token import TokenGate
 from bot.store import outbox
 from bot.store.db import in_session
 from bot.store.errors import DatabaseUnavailableError
-from bot.store.outbox import PARENT, Draft, Lane
-from bot.store.tables import Debate, Outbox, OutboxAction, OutboxFallback, OutboxTarget
+from bot.store.outbox import PARENT, PARENT_UPDATE, SHOWN_IN_STREAM, ClaimedStream, Draft, Lane
+from bot.store.tables import (
+    Debate,
+    Outbox,
+    OutboxAction,
+    OutboxFallback,
+    OutboxState,
+    OutboxTarget,
+    StreamState,
+)
 from engine.models import DebateSpec
 
 log = logging.getLogger(__name__)
@@ -55,6 +68,14 @@ UNREACHABLE = frozenset({"not_in_channel", "channel_not_found", "is_archived"})
 THREAD_GONE = frozenset({"thread_not_found", "message_not_found", "invalid_thread_ts"})
 TOO_BIG = frozenset({"msg_too_long", "msg_blocks_too_long", "invalid_blocks"})
 MAX_REPOSTS = 3
+STREAM_CLOSED = frozenset({"message_not_in_streaming_state"})
+"""chat.appendStream and chat.stopStream: "The message is not in the streaming state" (Slack
+stopped it, or it lived past its time): it can still be changed as a message."""
+STREAM_GONE = frozenset({"message_not_found"})
+"""chat.appendStream and chat.stopStream: the streamed message is gone (deleted)."""
+METHOD_ABSENT = frozenset({"unknown_method"})
+""""This method is currently not available": this Slack has no streaming at all, so no later
+debate of this process asks it again."""
 
 
 @dataclass
@@ -66,6 +87,9 @@ class DeliveryConfig:
     status_interval_s: float = 2.0
     """Updates of one debate go at most this often: a status per turn is coalesced to the
     newest, and the channel's write budget (one a second) stays free for the rounds."""
+    stream_interval_s: float = 1.0
+    """A debate's stream is written at most this often: the plan's versions in between are
+    coalesced into one append, within the channel's write budget."""
     token_probe_s: float = 2.0
     token_probe_max_s: float = 15.0
     """While Slack refuses the bot token, `auth.test` is asked after `token_probe_s`, then
@@ -96,6 +120,8 @@ class OutboxDelivery:
         self._lanes: dict[Lane, asyncio.Task[None]] = {}
         self._failing = False
         self._updated_at: dict[int, float] = {}
+        self._streamed_at: dict[int, float] = {}
+        self._no_streaming: str | None = None
         self._background: set[asyncio.Task[None]] = set()
         self.gate = gate or TokenGate()
         self._probe_at = 0.0
@@ -134,6 +160,7 @@ class OutboxDelivery:
             return 0
         horizon = asyncio.get_running_loop().time() - self.config.status_interval_s
         self._updated_at = {d: at for d, at in self._updated_at.items() if at > horizon}
+        self._streamed_at = {d: at for d, at in self._streamed_at.items() if at > horizon}
         started = 0
         for lane in await self._db(outbox.due_lanes):
             if lane not in self._lanes:
@@ -180,6 +207,9 @@ class OutboxDelivery:
                     pass
             elif lane.action == OutboxAction.POST:
                 while await self._next_post(lane.debate_id):
+                    pass
+            elif lane.action == OutboxAction.STREAM:
+                while await self._next_stream(lane.debate_id):
                     pass
             else:
                 await self._updates(lane.debate_id)
@@ -421,12 +451,20 @@ class OutboxDelivery:
         if wait > loop.time():
             # Rows written while this lane waits coalesce, so the newest status goes out.
             await asyncio.sleep(wait - loop.time())
-        claimed = await self._db(
-            lambda s: outbox.claim_updates(
+
+        def claim(s: Session) -> tuple[list[tuple[Outbox, Outbox | None]], bool]:
+            claimed = outbox.claim_updates(
                 s, debate_id=debate_id, owner=self.owner, claim_s=self.config.claim_s
             )
-        )
+            # Asked after the claim: a summary claimed here was committed with the ending.
+            return claimed, outbox.progress_streamed(s, debate_id=debate_id)
+
+        claimed, streamed = await self._db(claim)
         for row, target in claimed:
+            if streamed and row.key == PARENT_UPDATE:
+                # The streamed plan shows the progress: one write fewer in the channel.
+                await self._sent(row, [], SHOWN_IN_STREAM)
+                continue
             await self._update(row, target)
         if claimed:
             self._updated_at[debate_id] = loop.time()
@@ -474,6 +512,7 @@ class OutboxDelivery:
                 thread_ts=debate.thread_ts or "",
                 status=row.text,
                 attempts=1,
+                loading_messages=list(owed.LOADING_MESSAGES) if row.text else None,
             )
         except PostError as error:
             if error.retryable:
@@ -483,6 +522,226 @@ class OutboxDelivery:
             await self._fail(row, f"refused by Slack: {error.code}")
             return
         await self._sent(row, [], "assistant status")
+
+    # --- the streamed plan ---------------------------------------------------------------
+
+    async def _next_stream(self, debate_id: int) -> bool:
+        """Deliver the debate's stream row if it is due; True when it is due again at once."""
+        loop = asyncio.get_running_loop()
+        wait = self._streamed_at.get(debate_id, -math.inf) + self.config.stream_interval_s
+        if wait > loop.time():
+            # Versions written while this lane waits are coalesced into one append.
+            await asyncio.sleep(wait - loop.time())
+        claimed = await self._db(
+            lambda s: outbox.claim_stream(
+                s, debate_id=debate_id, owner=self.owner, claim_s=self.config.claim_s
+            )
+        )
+        if claimed is None:
+            return False
+        try:
+            again = await self._stream(claimed)
+        except asyncio.CancelledError:
+            with contextlib.suppress(DatabaseUnavailableError):
+                await self._release(claimed.row)
+            raise
+        self._streamed_at[debate_id] = loop.time()
+        return again
+
+    async def _stream(self, claimed: ClaimedStream) -> bool:
+        row, debate, parent = claimed.row, claimed.debate, claimed.parent
+        content = plan.StreamContent.of_row(row.text, row.blocks)
+        if row.stream_state == StreamState.MESSAGE:
+            return await self._plan_message(row, debate, content, row.ts)
+        if row.stream_state == StreamState.OPEN:
+            return await self._continue_stream(row, debate, content)
+        if parent is not None and parent.state in (OutboxState.PENDING, OutboxState.SENDING):
+            # The stream is a reply after the parent: it starts once the parent is there.
+            await self._retry_quietly(row)
+            return False
+        return await self._start_stream(row, debate, content)
+
+    async def _start_stream(self, row: Outbox, debate: Debate, content: plan.StreamContent) -> bool:
+        channel = row.channel_id
+        if self._no_streaming is not None:
+            return await self._refuse_stream(row, self._no_streaming)
+        if debate.thread_ts is None:
+            return await self._refuse_stream(row, "the debate's thread was never posted")
+        recipient, team = debate.requested_by, None
+        if recipient is not None:
+            try:
+                team = await self.directory.recipient_team()
+            except PostError as error:
+                await self._retry(row, error)
+                return False
+        if not channel.startswith("D") and (recipient is None or team is None):
+            # "recipient_user_id … recipient_team_id: Required when streaming to channels."
+            return await self._refuse_stream(row, "no recipient to stream to in a channel")
+        try:
+            posted = await self.poster.start_stream(
+                channel=channel,
+                thread_ts=debate.thread_ts,
+                chunks=content.chunks,
+                recipient_user_id=recipient,
+                recipient_team_id=team,
+                attempts=1,
+            )
+        except PostError as error:
+            if error.retryable:
+                await self._retry(row, error)
+                return False
+            self._recovered()
+            if error.code in THREAD_GONE:
+                # The post lane finds the thread gone too and posts the parent again; the
+                # stream starts there.
+                await self._retry(row, error)
+                return False
+            if error.code in METHOD_ABSENT:
+                self._no_streaming = error.code
+            return await self._refuse_stream(row, error.code)
+        await self._streamed(
+            row,
+            content.chunks,
+            StreamState.OPEN,
+            deliveries=[[posted.channel, posted.ts]],
+            more=content.final,
+        )
+        return content.final
+
+    async def _continue_stream(
+        self, row: Outbox, debate: Debate, content: plan.StreamContent
+    ) -> bool:
+        """Append what changed, or stop with the final version."""
+        channel, ts = row.deliveries[0] if row.deliveries else (row.channel_id, "")
+        sent = row.streamed
+        chunks = (
+            plan.closing_chunks(sent, content)
+            if content.final
+            else plan.delta(sent, content.chunks)
+        )
+        try:
+            if content.final:
+                await self.poster.stop_stream(
+                    channel=channel,
+                    ts=ts,
+                    chunks=chunks,
+                    markdown_text=content.closing_text,
+                    blocks=content.closing,
+                    attempts=1,
+                )
+            elif chunks:
+                await self.poster.append_stream(channel=channel, ts=ts, chunks=chunks, attempts=1)
+        except PostError as error:
+            if error.retryable:
+                await self._retry(row, error)
+                return False
+            self._recovered()
+            if error.code in UNREACHABLE:
+                await self._fail(row, f"refused by Slack: {error.code}")
+                return False
+            if error.code in STREAM_GONE:
+                return await self._plan_message(row, debate, content, None)
+            if error.code not in STREAM_CLOSED:
+                # A refused append or stop: end the stream as it is (best effort), then
+                # show the plan as a message in its place.
+                await self._abandon(channel, ts, error.code)
+            return await self._plan_message(row, debate, content, ts)
+        state = StreamState.CLOSED if content.final else StreamState.OPEN
+        await self._streamed(row, plan.merged(sent, chunks), state)
+        return False
+
+    async def _abandon(self, channel: str, ts: str, code: str) -> None:
+        try:
+            await self.poster.stop_stream(channel=channel, ts=ts, attempts=1)
+        except PostError as error:
+            log.info("stream %s in %s not stopped after %s: %s", ts, channel, code, error)
+
+    async def _plan_message(
+        self, row: Outbox, debate: Debate, content: plan.StreamContent, ts: str | None
+    ) -> bool:
+        """The plan as a normal message: the stream's own message changed in place when it is
+        still there (nothing said twice), else posted in the thread (nothing lost)."""
+        message = plan.as_message(content)
+        state = StreamState.CLOSED if content.final else StreamState.MESSAGE
+        channel = row.deliveries[0][0] if row.deliveries else row.channel_id
+        if ts:
+            try:
+                await self.poster.update(channel=channel, ts=ts, message=message, attempts=1)
+            except PostError as error:
+                if error.retryable:
+                    await self._retry(row, error)
+                    return False
+                self._recovered()
+                log.warning(
+                    "debate %s: the plan's message %s cannot be changed (%s); posting it again",
+                    row.debate_id,
+                    ts,
+                    error.code,
+                )
+            else:
+                await self._streamed(row, content.chunks, state, delivered_to="message")
+                return False
+        if debate.thread_ts is None:
+            await self._fail(row, "the debate's thread was never posted")
+            return False
+        try:
+            posted = await self.poster.post(
+                channel=row.channel_id, message=message, thread_ts=debate.thread_ts, attempts=1
+            )
+        except PostError as error:
+            if error.retryable:
+                await self._retry(row, error)
+                return False
+            self._recovered()
+            await self._give_up(row, error.code)
+            return False
+        await self._streamed(
+            row,
+            content.chunks,
+            state,
+            deliveries=[[posted.channel, posted.ts]],
+            delivered_to="message",
+        )
+        return False
+
+    async def _refuse_stream(self, row: Outbox, code: str) -> bool:
+        """Slack will not stream here: the parent's live status shows the progress instead."""
+        log.info(
+            "debate %s: no streamed plan (%s); the parent shows the status", row.debate_id, code
+        )
+        await self._db(
+            lambda s: outbox.refuse_stream(
+                s, row_id=row.id or 0, owner=self.owner, error=f"stream refused: {code}"
+            )
+        )
+        self.wake()
+        return False
+
+    async def _streamed(
+        self,
+        row: Outbox,
+        streamed: list[dict[str, object]],
+        state: StreamState,
+        *,
+        deliveries: list[list[str]] | None = None,
+        delivered_to: str = "stream",
+        more: bool = False,
+    ) -> None:
+        self._recovered()
+        version = row.version
+        await self._db(
+            lambda s: outbox.mark_streamed(
+                s,
+                row_id=row.id or 0,
+                owner=self.owner,
+                version=version,
+                streamed=streamed,
+                stream_state=state,
+                deliveries=deliveries,
+                delivered_to=delivered_to,
+                more=more,
+            )
+        )
 
     # --- bookkeeping -------------------------------------------------------------------------
 

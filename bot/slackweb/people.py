@@ -16,6 +16,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -42,6 +43,7 @@ class SlackDirectory:
         self._groups: dict[str, tuple[float, frozenset[str]]] = {}
         self._bot: tuple[str | None, str] | None = None
         self._dms: dict[str, str] = {}
+        self._team: str | None = None
 
     async def is_admin(self, user: str) -> bool:
         """Workspace admins and owners may change any channel's settings and decide reviews
@@ -171,7 +173,24 @@ class SlackDirectory:
                 return refused
             raise classify(error, "auth.test", "-") from error
         self._bot = (auth.get("user_id"), str(auth.get("user") or "debatebot"))
+        self._team = _team_of(auth) or self._team
         return None
+
+    async def recipient_team(self) -> str | None:
+        """The team a stream's recipient belongs to (`recipient_team_id`): the workspace the
+        bot is installed in, or its organization for an org-wide install, as Bolt's
+        `say_stream` takes it from an event (`auth.test`, asked once). Raises the classified
+        PostError when Slack does not answer (the stream waits, it is not refused)."""
+        if self._team is None:
+            try:
+                auth = await asyncio.wait_for(self.client.auth_test(), timeout=self.lookup_s)
+            except SLACK_FAILURES as error:
+                refused = token_refusal(error, "auth.test")
+                if refused is not None:
+                    raise refused from error
+                raise classify(error, "auth.test", "-") from error
+            self._team = _team_of(auth)
+        return self._team
 
     def known_bot_user(self) -> str | None:
         """The bot's user id if an `auth.test` has answered (never a call to Slack)."""
@@ -209,3 +228,9 @@ class SlackDirectory:
         if info.get("is_im") or info.get("is_member", True):
             return None
         return "not_in_channel"
+
+
+def _team_of(auth: Any) -> str | None:
+    """The team id in an `auth.test` answer (the enterprise's for an org-wide install)."""
+    team = auth.get("enterprise_id") if auth.get("is_enterprise_install") else auth.get("team_id")
+    return str(team) if team else None

@@ -265,9 +265,16 @@ class SlackPoster:
         )
 
     async def assistant_status(
-        self, *, channel: str, thread_ts: str, status: str, attempts: int | None = None
+        self,
+        *,
+        channel: str,
+        thread_ts: str,
+        status: str,
+        attempts: int | None = None,
+        loading_messages: list[str] | None = None,
     ) -> None:
-        """The assistant thread's status line ("critic is challenging…"); empty clears it."""
+        """The assistant thread's status line ("critic is challenging…"); empty clears it.
+        `loading_messages` rotate under it while a model generates (Slack takes at most 10)."""
         await self._call(
             "assistant_threads_setStatus",
             channel,
@@ -275,6 +282,66 @@ class SlackPoster:
             channel_param="channel_id",
             thread_ts=thread_ts,
             status=status,
+            loading_messages=loading_messages or None,
+        )
+
+    async def start_stream(
+        self,
+        *,
+        channel: str,
+        thread_ts: str,
+        chunks: list[dict[str, Any]],
+        recipient_user_id: str | None,
+        recipient_team_id: str | None,
+        attempts: int | None = None,
+    ) -> Posted:
+        """Start a streamed reply in the thread, shown as a plan (`task_display_mode: plan`,
+        every task together). In a channel Slack needs the recipient: `recipient_user_id`
+        and `recipient_team_id` are "required when streaming to channels"."""
+        response = await self._call(
+            "chat_startStream",
+            channel,
+            attempts,
+            thread_ts=thread_ts,
+            chunks=chunks,
+            task_display_mode="plan",
+            recipient_user_id=recipient_user_id,
+            recipient_team_id=recipient_team_id,
+        )
+        ts = response.get("ts")
+        if not ts:
+            raise PostError(
+                f"Slack accepted chat_startStream in {channel} but returned no ts",
+                code="bad_response",
+            )
+        return Posted(channel=str(response.get("channel") or channel), ts=str(ts))
+
+    async def append_stream(
+        self, *, channel: str, ts: str, chunks: list[dict[str, Any]], attempts: int | None = None
+    ) -> None:
+        """Add `chunks` to a stream (a `task_update` with a known id replaces that task)."""
+        await self._call("chat_appendStream", channel, attempts, ts=ts, chunks=chunks)
+
+    async def stop_stream(
+        self,
+        *,
+        channel: str,
+        ts: str,
+        chunks: list[dict[str, Any]] | None = None,
+        markdown_text: str = "",
+        blocks: list[dict[str, Any]] | None = None,
+        attempts: int | None = None,
+    ) -> None:
+        """End a stream with its last chunks, a closing text and `blocks` rendered under the
+        finished message (the feedback buttons)."""
+        await self._call(
+            "chat_stopStream",
+            channel,
+            attempts,
+            ts=ts,
+            chunks=chunks or None,
+            markdown_text=markdown_text or None,
+            blocks=blocks or None,
         )
 
     async def ephemeral(
