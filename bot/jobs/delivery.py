@@ -14,7 +14,9 @@
 - A thread that cannot be reached (`not_in_channel`, `channel_not_found`, `is_archived`) halts
   its debate (the worker stops at the next turn), tells the requester by DM, and sends the review
   request by DM to the reviewers, else the requester, else the workspace admins. A deleted
-  parent (or thread root) is posted again as a new parent that links the old thread.
+  parent (or thread root) is posted again as a new parent that links the old thread; so is a
+  thread Slack stopped threading (a reply it stored outside the thread is deleted, and nothing
+  more is posted at the top level).
 - Rows are claimed with an expiring claim, so any number of processes can run this loop on one
   database, and a process that dies mid-send is taken over after `claim_s`. The ts of every
   copy is stored: a message is posted once, and a delivered one is never posted again.
@@ -42,7 +44,7 @@ from sqlmodel import Session
 from bot.jobs.pause import OutagePause, idle
 from bot.messages import kit, owed, plan, posts
 from bot.messages.owed import ASSISTANT_STATUS
-from bot.slackweb.errors import PostError, TokenRefusedError
+from bot.slackweb.errors import PostError, TokenRefusedError, UnthreadedError
 from bot.slackweb.people import SlackDirectory
 from bot.slackweb.poster import SLACK_FAILURES, Posted, SlackPoster
 from bot.slackweb.token import TokenGate
@@ -302,6 +304,9 @@ class OutboxDelivery:
         return True
 
     async def _post_failed(self, row: Outbox, debate: Debate, error: PostError) -> bool:
+        if isinstance(error, UnthreadedError):
+            await self._remove_stray(error.stray)
+            return await self._move_thread(row, debate, error.code)
         if error.retryable:
             await self._retry(row, error)
             return False
@@ -343,8 +348,13 @@ class OutboxDelivery:
                 return False
             await self._give_up(row, error.code)
             return True
-        if not moved:
+        if moved is None:
             await self._give_up(row, code)
+            return True
+        if row.key == PARENT and row.action == OutboxAction.POST:
+            # The parent a thread was to open with: the one posted again stands for it, so the
+            # question is not shown twice.
+            await self._sent(row, [moved], "re-created parent")
             return True
         await self._release(row)
         return True
@@ -406,15 +416,29 @@ class OutboxDelivery:
             return None
         return False
 
-    async def _repost_parent(self, debate: Debate, code: str) -> bool:
-        """Post the parent again at the top level, linking the old thread; False when it was
+    async def _remove_stray(self, stray: Posted) -> None:
+        """Delete a reply Slack stored outside its thread: at the channel's top level it reads
+        out of context, and the debate goes on in a new thread. If Slack will not delete it, it
+        is left, and said so in the log."""
+        try:
+            await self.poster.delete(channel=stray.channel, ts=stray.ts)
+        except PostError as error:
+            log.warning(
+                "a reply posted outside its thread (%s in %s) was left: %s",
+                stray.ts,
+                stray.channel,
+                error,
+            )
+
+    async def _repost_parent(self, debate: Debate, code: str) -> Posted | None:
+        """Post the parent again at the top level, linking the old thread; None when it was
         already re-posted `MAX_REPOSTS` times (something else is wrong). Raises PostError."""
         assert debate.id is not None
         debate_id, channel = debate.id, debate.channel_id or ""
         if await self._db(
             lambda s: outbox.row_for(s, debate_id=debate_id, key=f"{PARENT}:{MAX_REPOSTS + 1}")
         ):
-            return False
+            return None
         spec = DebateSpec.model_validate_json(debate.spec_json)
         link = await self._permalink(channel, debate.thread_ts) if debate.thread_ts else None
         message = owed.reposted_parent(debate, spec, old_link=link)
@@ -431,7 +455,7 @@ class OutboxDelivery:
             )
         )
         log.warning("debate %s: parent posted again (%s)", debate_id, code)
-        return True
+        return posted
 
     async def _permalink(self, channel: str, ts: str) -> str | None:
         try:

@@ -10,6 +10,7 @@ produce a mention such as `<!channel>` or a disguised link.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -157,9 +158,15 @@ def paginate(
     ]
 
 
+PART_LABEL = re.compile(r" \(part [0-9]{1,4} of [0-9]{1,4}\)\Z")
+"""The label `paginate` ends a later page's notification text with (anchored, bounded)."""
+
+
 def resplit(message: Message) -> list[Message]:
     """A message Slack refused for its size, in smaller pieces: sections of at most 1,500
-    characters, messages of at most 25 blocks and 6,000 characters."""
+    characters, messages of at most 25 blocks and 6,000 characters. The pieces are labelled
+    within the message they replace ("(part 2 of 5, piece 1 of 3)"), or as pieces of an
+    unlabelled one ("(piece 2 of 3)"), so no label repeats another message's."""
     smaller: list[Block] = []
     for block in message.blocks:
         body = block.get("text")
@@ -167,9 +174,24 @@ def resplit(message: Message) -> list[Message]:
             smaller += sections(body["text"], limit=MAX_SECTION_CHARS // 2)
         else:
             smaller.append(block)
-    return paginate(
+    pages = paginate(
         message.text, smaller, max_blocks=MAX_BLOCKS // 2, max_chars=MAX_MESSAGE_CHARS // 2
     )
+    if len(pages) == 1:
+        return [Message(message.text, pages[0].blocks)]
+    found = PART_LABEL.search(message.text)
+    base = message.text[: found.start()] if found else message.text
+    count = len(pages)
+    pieces = []
+    for n, page in enumerate(pages, start=1):
+        if found:
+            label = f"{found.group()[:-1]}, piece {n} of {count})"
+        else:
+            label = f" (piece {n} of {count})" if n > 1 else ""
+        pieces.append(
+            Message(f"{clip(base, 200 if label else MAX_FALLBACK_CHARS)}{label}", page.blocks)
+        )
+    return pieces
 
 
 def bullets(items: Iterable[str]) -> str:

@@ -259,9 +259,14 @@ def stream(content: StreamContent) -> Draft:
 
 
 def assistant_status(text: str) -> Draft:
-    """The assistant thread's status: who is speaking, or "" to clear it at the end."""
+    """The assistant thread's status: who is speaking, or "" to clear it at the end (escaped
+    like every text the bot sends)."""
     return Draft(
-        key=ASSISTANT_STATUS, text=text, blocks=[], action=OutboxAction.UPDATE, target_key=PARENT
+        key=ASSISTANT_STATUS,
+        text=kit.escape(text),
+        blocks=[],
+        action=OutboxAction.UPDATE,
+        target_key=PARENT,
     )
 
 

@@ -1,6 +1,9 @@
-"""The Agents & AI Apps surface: debatebot in Slack's assistant pane, on Bolt's `AsyncAssistant`.
+"""debatebot in the app's Messages tab: Slack's Agent messaging experience (`agent_view`), and
+the older assistant pane (`assistant_view`, which Slack will deprecate) for workspaces whose app
+manifest has not moved yet; both event shapes are accepted.
 
-- Opening the assistant greets the person and offers suggested prompts.
+- Opening the Messages tab (`app_home_opened`, tab `messages`; formerly
+  `assistant_thread_started`) greets the person once and offers suggested prompts.
 - A message in the assistant thread starts a debate there, the pasted text (an ADR, a design, a
   clause) as its material; `/debate`'s options work in it. The thread is titled after the
   question, and while the debate runs `assistant.threads.setStatus` shows who is speaking (an
@@ -23,6 +26,7 @@ from slack_sdk.errors import SlackApiError
 from bot.messages import helptext, kit
 from bot.slack.errors import CommandError, NotAllowedError
 from bot.slack.surface import Surface
+from bot.store import dedupe
 from engine.models import clean_text
 
 log = logging.getLogger(__name__)
@@ -74,26 +78,96 @@ async def on_user_message(
     set_title: AsyncSetTitle,
     surface: Surface,
 ) -> None:
-    """A message in the assistant thread: protocol advice, or a debate in this thread."""
-    text = clean_text(kit.unescape(payload.get("text") or "")).strip()
-    channel, thread_ts, user = payload["channel"], payload["thread_ts"], payload["user"]
+    """A message in an assistant thread (or a thread of the Messages tab): protocol advice, or
+    a debate in this thread."""
+    await answer(
+        surface,
+        text=payload.get("text") or "",
+        channel=payload["channel"],
+        thread_ts=payload["thread_ts"],
+        user=payload["user"],
+        ts=payload["ts"],
+        reply=lambda text: say(text),
+        title=lambda text: set_title(text),
+    )
+
+
+async def on_dm_message(event: dict[str, Any], surface: Surface) -> None:
+    """A top-level message in the app's Messages tab under `agent_view`: each one opens a
+    thread of its own (its ts), answered like an assistant thread's."""
+    channel, ts = event["channel"], event["ts"]
+    client = surface.poster.client
+
+    async def reply(text: str) -> None:
+        await client.chat_postMessage(channel=channel, thread_ts=ts, text=text)
+
+    async def title(text: str) -> None:
+        await client.assistant_threads_setTitle(channel_id=channel, thread_ts=ts, title=text)
+
+    await answer(
+        surface,
+        text=event.get("text") or "",
+        channel=channel,
+        thread_ts=ts,
+        user=event["user"],
+        ts=ts,
+        reply=reply,
+        title=title,
+    )
+
+
+async def answer(
+    surface: Surface,
+    *,
+    text: str,
+    channel: str,
+    thread_ts: str,
+    user: str,
+    ts: str,
+    reply: Callable[[str], Awaitable[Any]],
+    title: Callable[[str], Awaitable[Any]],
+) -> None:
+    """Protocol advice, the ask to paste an ADR, or a debate in the thread, titled after its
+    question."""
+    text = clean_text(kit.unescape(text)).strip()
     if text.rstrip("?").lower() == PROTOCOL_QUESTION.rstrip("?").lower():
-        await say(helptext.PROTOCOL_ADVICE)
+        await reply(helptext.PROTOCOL_ADVICE)
         return
     if text == ADR_REQUEST:
-        await say(PASTE_THE_ADR)
+        await reply(PASTE_THE_ADR)
         return
     try:
         started = await surface.starts.start_from_assistant(
-            channel=channel, thread_ts=thread_ts, user=user, text=text, ts=payload["ts"]
+            channel=channel, thread_ts=thread_ts, user=user, text=text, ts=ts
         )
     except (CommandError, NotAllowedError) as error:
-        await say(f":warning: {kit.escape(str(error))}")
+        await reply(f":warning: {kit.escape(str(error))}")
         return
     if not started.created:
         return
     try:
-        await set_title(kit.clip(started.debate.question, TITLE_CHARS))
+        # Escaped like every text the bot sends: a title is no place for a mention or a link.
+        await title(kit.escape(kit.clip(started.debate.question, TITLE_CHARS)))
     except SlackApiError as error:
         # A title is a nicety: the debate goes on without one.
         log.warning("assistant thread title not set: %s", error.response.get("error"))
+
+
+async def on_messages_tab(
+    event: dict[str, Any],
+    say: AsyncSay,
+    set_suggested_prompts: AsyncSetSuggestedPrompts,
+    surface: Surface,
+) -> None:
+    """The person opened the app's Messages tab (`agent_view`'s replacement for
+    `assistant_thread_started`): the suggested prompts every time, the greeting once."""
+    await set_suggested_prompts(prompts=SUGGESTED_PROMPTS, title="Try one of these")
+    if await surface.db(lambda s: dedupe.mark_processed(s, key=f"greeted:{event['user']}")):
+        await say(GREETING)
+
+
+async def on_context_changed(event: dict[str, Any]) -> None:
+    """What the person looks at beside the Messages tab changed (`app_context_changed`). It
+    decides nothing: who reviews a debate is the server's choice, never the viewer's channel."""
+    entities = (event.get("context") or {}).get("entities") or []
+    log.debug("app context changed: %d entities", len(entities))

@@ -23,7 +23,14 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
+from slack_bolt.async_app import (
+    AsyncAck,
+    AsyncApp,
+    AsyncBoltContext,
+    AsyncRespond,
+    AsyncSay,
+    AsyncSetSuggestedPrompts,
+)
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
@@ -33,7 +40,12 @@ from bot.hosts.links import HostError
 from bot.messages import action_ids, helptext, kit, modals, posts
 from bot.messages.kit import clip
 from bot.slack import payloads
-from bot.slack.assistant import build_assistant
+from bot.slack.assistant import (
+    build_assistant,
+    on_context_changed,
+    on_dm_message,
+    on_messages_tab,
+)
 from bot.slack.command_text import (
     ConfigCommand,
     DebateCommand,
@@ -102,6 +114,7 @@ def register(app: AsyncApp, surface: Surface) -> None:
     app.event("reaction_added")(listen(on_reaction))
     app.shortcut(action_ids.SHORTCUT_DEBATE_THREAD)(listen(on_shortcut))
     app.event("app_home_opened")(listen(on_home))
+    app.event("app_context_changed")(listen(on_context_changed))
 
 
 def answers_failures(listener: Listener) -> Listener:
@@ -594,10 +607,15 @@ async def on_debate_anyway(
 
 
 async def on_message(event: dict[str, Any], body: dict[str, Any], surface: Surface) -> None:
-    """A top-level post in a channel that watches for ADRs: its text, or a file it shares."""
+    """A top-level post in a channel that watches for ADRs (its text, or a file it shares), or
+    in the app's Messages tab (a question for the agent)."""
     if event.get("subtype") not in (None, "file_share") or event.get("bot_id"):
         return
     if event.get("thread_ts") and event["thread_ts"] != event.get("ts"):
+        return
+    if event.get("channel_type") == "im" and event.get("subtype") is None:
+        await on_dm_message(event, surface)
+        await handled(surface, body)
         return
     channel, ts = event["channel"], event["ts"]
     text = clean_text(kit.unescape(event.get("text") or ""))
@@ -658,8 +676,18 @@ async def on_shortcut(
         await respond(response_type="ephemeral", text=_unreadable_thread(error, channel, ts))
 
 
-async def on_home(event: dict[str, Any], client: AsyncWebClient, surface: Surface) -> None:
-    """App Home: reviews waiting, recent debates with their feedback, spend."""
+async def on_home(
+    event: dict[str, Any],
+    client: AsyncWebClient,
+    say: AsyncSay,
+    set_suggested_prompts: AsyncSetSuggestedPrompts | None,
+    surface: Surface,
+) -> None:
+    """App Home: reviews waiting, recent debates with their feedback, spend. Its Messages tab
+    is the agent's conversation (`agent_view`): a greeting and suggested prompts."""
+    if event.get("tab") == "messages" and set_suggested_prompts is not None:
+        await on_messages_tab(event, say, set_suggested_prompts, surface)
+        return
     if event.get("tab", "home") != "home":
         return
     view = await surface.home.view(user=event["user"])

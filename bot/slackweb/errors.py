@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class SlackWebError(Exception):
     """Base of the Web API clients' errors."""
@@ -43,3 +45,12 @@ class TokenRefusedError(SlackWebError):
         super().__init__(message)
         self.code = code
         self.needed = needed
+
+
+class UnthreadedError(PostError):
+    """Slack took a reply but stored it outside the thread it was meant for (`stray`: where it
+    landed). The thread is lost to the bot; nothing more may be posted at the top level."""
+
+    def __init__(self, message: str, *, stray: Any) -> None:
+        super().__init__(message, code="unthreaded")
+        self.stray = stray

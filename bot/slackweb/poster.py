@@ -25,7 +25,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.messages.kit import Message
-from bot.slackweb.errors import TOKEN_REFUSED, PostError, TokenRefusedError
+from bot.slackweb.errors import TOKEN_REFUSED, PostError, TokenRefusedError, UnthreadedError
 
 log = logging.getLogger(__name__)
 
@@ -208,7 +208,9 @@ class SlackPoster:
                         raise refused from raised
                     error = classify(raised, method, channel)
                     if error.code == "ratelimited":
-                        delay = min(error.retry_after_s or 1.0, self.max_retry_after_s)
+                        # Slack's Retry-After holds the channel as given; only a short one is
+                        # waited out here, a longer one is the outbox's to schedule.
+                        delay = error.retry_after_s or 1.0
                         self._next_at[channel] = self._clock() + delay
                         log.warning(
                             "slack %s in %s rate limited (attempt %d/%d); next try in %.1fs",
@@ -218,7 +220,7 @@ class SlackPoster:
                             tries,
                             delay,
                         )
-                        if attempt < tries:
+                        if attempt < tries and delay <= self.max_retry_after_s:
                             continue
                     log.warning(
                         "slack %s in %s failed: %s (%s)", method, channel, error.code, error
@@ -255,7 +257,26 @@ class SlackPoster:
                 f"Slack accepted chat_postMessage in {channel} but returned no ts",
                 code="bad_response",
             )
-        return Posted(channel=str(response.get("channel") or channel), ts=str(ts))
+        posted = Posted(channel=str(response.get("channel") or channel), ts=str(ts))
+        echoed = response.get("message")
+        # Slack echoes the message it stored; a reply it stored without our thread_ts went to
+        # the channel's top level (reported when a thread's root was just deleted). A stand-in
+        # that echoes nothing cannot be checked.
+        if (
+            thread_ts is not None
+            and isinstance(echoed, dict)
+            and echoed
+            and echoed.get("thread_ts") != thread_ts
+        ):
+            raise UnthreadedError(
+                f"Slack posted a reply meant for thread {thread_ts} in {channel} outside it",
+                stray=posted,
+            )
+        return posted
+
+    async def delete(self, *, channel: str, ts: str) -> None:
+        """Delete one of the bot's own messages (a reply Slack posted outside its thread)."""
+        await self._call("chat_delete", channel, 1, ts=ts)
 
     async def update(
         self, *, channel: str, ts: str, message: Message, attempts: int | None = None

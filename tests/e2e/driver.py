@@ -163,6 +163,39 @@ class SlackDriver:
             }
         )
 
+    async def messages_tab_opened(self, *, channel: str, user: str) -> Reply:
+        """The person opened the app's Messages tab (`agent_view`: `app_home_opened`)."""
+        return await self.event(
+            {
+                "type": "app_home_opened",
+                "user": user,
+                "channel": channel,
+                "tab": "messages",
+                "event_ts": "1.0",
+            }
+        )
+
+    async def dm_message(self, text: str, *, channel: str, ts: str, user: str) -> Reply:
+        """A top-level message the person wrote in the Messages tab (`agent_view`)."""
+        return await self.event(
+            {
+                "type": "message",
+                "channel": channel,
+                "channel_type": "im",
+                "user": user,
+                "text": text,
+                "ts": ts,
+                "event_ts": ts,
+            }
+        )
+
+    async def context_changed(self, *, user: str, channel: str) -> Reply:
+        """What the person views beside the agent changed (`app_context_changed`)."""
+        entity = {"type": "slack#/types/channel_id", "value": channel, "team_id": "T1"}
+        return await self.event(
+            {"type": "app_context_changed", "user": user, "context": {"entities": [entity]}}
+        )
+
     async def interaction(self, payload: dict[str, Any]) -> Reply:
         body = urlencode({"payload": json.dumps(payload)})
         return await self.send(body, "application/x-www-form-urlencoded")

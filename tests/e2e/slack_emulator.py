@@ -120,6 +120,11 @@ class SlackEmulator:
     """Channels the bot is not a member of: posts there get `not_in_channel`."""
     archived: set[str] = field(default_factory=set)
     deleted: set[tuple[str, str]] = field(default_factory=set)
+    removed: list[dict[str, Any]] = field(default_factory=list)
+    """Messages the bot deleted (`chat.delete`)."""
+    unthreaded: set[tuple[str, str]] = field(default_factory=set)
+    """Threads whose replies Slack answers `ok` for but stores at the channel's top level,
+    without `thread_ts` (reported of a thread whose root was just deleted)."""
     users: dict[str, dict[str, Any]] = field(default_factory=dict)
     app_token_error: str | None = None
     """When set, `apps.connections.open` answers with this error (a revoked app token)."""
@@ -449,10 +454,25 @@ class SlackEmulator:
             "text": params.get("text", ""),
             "blocks": params.get("blocks") or [],
         }
-        if params.get("thread_ts"):
+        if params.get("thread_ts") and (channel, params["thread_ts"]) not in self.unthreaded:
             message["thread_ts"] = params["thread_ts"]
         self.messages.setdefault(channel, []).append(message)
         return {"ok": True, "channel": channel, "ts": message["ts"], "message": message}
+
+    def _chat_delete(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel, ts = params.get("channel", ""), params.get("ts")
+        unreachable = self._reach(channel)
+        if unreachable:
+            return {"ok": False, "error": unreachable}
+        kept = [m for m in self.messages.get(channel, []) if m["ts"] != ts]
+        if len(kept) == len(self.messages.get(channel, [])):
+            return {"ok": False, "error": "message_not_found"}
+        gone = next(m for m in self.messages[channel] if m["ts"] == ts)
+        if gone.get("user") != BOT_USER:
+            return {"ok": False, "error": "cant_delete_message"}
+        self.messages[channel] = kept
+        self.removed.append(gone)
+        return {"ok": True, "channel": channel, "ts": ts}
 
     def _chat_update(self, params: dict[str, Any]) -> dict[str, Any]:
         unreachable = self._reach(params.get("channel", ""))

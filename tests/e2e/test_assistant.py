@@ -120,3 +120,17 @@ async def test_a_review_channel_the_bot_cannot_post_in_is_refused_up_front(
     )
     assert "not in this channel" in refusal[0]["text"]
     assert bot.debates() == []
+
+
+async def test_the_thread_title_and_status_are_escaped_like_messages(start_bot: BotFactory) -> None:
+    bot = await start_bot()
+    root = assistant_thread(bot)
+    hostile = "Adopt <!here> <@U123> <https://evil.example|docs>?"
+    await ask(bot, hostile, root)
+    await bot.finished()
+
+    [title] = bot.emulator.assistant_calls("assistant.threads.setTitle")
+    assert "<" not in title["title"]
+    assert "&lt;!here&gt;" in title["title"]
+    statuses = [c["status"] for c in bot.emulator.assistant_calls("assistant.threads.setStatus")]
+    assert not any("<" in s for s in statuses)

@@ -227,6 +227,30 @@ def test_a_refused_message_is_resplit_smaller_losing_nothing() -> None:
     assert section_text(parts).replace(" ", "") == section_text([message]).replace(" ", "")
 
 
+def test_part_labels_stay_unique_after_any_re_split() -> None:
+    """A later page re-split keeps its label and numbers its pieces; an unlabelled message's
+    pieces are pieces, never a second "(part 2 of 2)"."""
+    long = posts.material_messages("T", "lorem ipsum dolor " * 2_400)
+    assert len(long) >= 2
+    labels = [m.text for m in long]
+    pieces = [piece.text for page in long for piece in kit.resplit(page)]
+
+    assert len(pieces) > len(long)
+    assert len(set(pieces)) == len(pieces), pieces
+    assert not any(text.count("(part ") > 1 for text in pieces)
+    second = kit.resplit(long[1])
+    assert [m.text.rsplit(" (", 1)[1] for m in second] == [
+        f"{labels[1].rsplit(' (', 1)[1][:-1]}, piece {n} of {len(second)})"
+        for n in range(1, len(second) + 1)
+    ]
+    first = kit.resplit(long[0])
+    assert "(piece" not in first[0].text
+    assert "(part" not in first[0].text
+    assert [m.text.endswith(f"(piece {n} of {len(first)})") for n, m in enumerate(first, 1)][
+        1:
+    ] == [True] * (len(first) - 1)
+
+
 def test_slack_escaping_is_undone_once_on_the_way_in_and_redone_once_on_the_way_out() -> None:
     typed = "R&amp;D &lt;legacy&gt; <!here> <@U1> <https://x|y> &amp;lt;"
     stored = kit.unescape(typed)

@@ -10,7 +10,7 @@ from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.messages.kit import Message
-from bot.slackweb.errors import PostError
+from bot.slackweb.errors import PostError, UnthreadedError
 from bot.slackweb.poster import SlackPoster, classify
 
 
@@ -111,3 +111,47 @@ async def test_a_success_without_a_ts_is_refused_rather_than_reposted() -> None:
 
     assert (raised.value.code, raised.value.retryable) == ("bad_response", False)
     assert "returned no ts" in str(raised.value)
+
+
+async def test_a_long_retry_after_holds_the_channel_as_given_and_is_left_to_the_outbox() -> None:
+    """`Retry-After: 40` is not cut to the poster's own wait: the call raises at once (the
+    outbox schedules it after 40 s) and the channel waits the whole 40 s."""
+    slept: list[float] = []
+    now = [100.0]
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    limited = api_error(429, {"ok": False, "error": "ratelimited"}, {"Retry-After": "40"})
+    poster = SlackPoster(
+        FlakyClient(limited),  # type: ignore[arg-type]
+        interval_s=0,
+        sleep=sleep,
+        clock=lambda: now[0],
+    )
+    with pytest.raises(PostError) as raised:
+        await poster.post(channel="C1", message=Message("hi", []), attempts=3)
+    assert (raised.value.code, raised.value.retry_after_s) == ("ratelimited", 40.0)
+    assert slept == []
+
+    await poster.post(channel="C1", message=Message("again", []), attempts=1)
+    assert slept == [40.0]
+
+
+class UnthreadingClient:
+    async def chat_postMessage(self, **kwargs: Any) -> dict[str, Any]:
+        stored = {"ts": "9.9", "text": kwargs["text"]}  # no thread_ts: posted top-level
+        return {"ok": True, "channel": kwargs["channel"], "ts": "9.9", "message": stored}
+
+
+async def test_a_reply_slack_stores_outside_its_thread_is_caught() -> None:
+    poster = SlackPoster(UnthreadingClient(), interval_s=0)  # type: ignore[arg-type]
+
+    with pytest.raises(UnthreadedError) as raised:
+        await poster.post(channel="C1", message=Message("hi", []), thread_ts="1.1")
+
+    assert raised.value.code == "unthreaded"
+    assert (raised.value.stray.channel, raised.value.stray.ts) == ("C1", "9.9")
+    top_level = await poster.post(channel="C1", message=Message("hi", []))
+    assert top_level.ts == "9.9", "a top-level post has no thread to check"
