@@ -70,14 +70,19 @@ UNREACHABLE = frozenset({"not_in_channel", "channel_not_found", "is_archived"})
 THREAD_GONE = frozenset({"thread_not_found", "message_not_found", "invalid_thread_ts"})
 TOO_BIG = frozenset({"msg_too_long", "msg_blocks_too_long", "invalid_blocks"})
 MAX_REPOSTS = 3
-STREAM_CLOSED = frozenset({"message_not_in_streaming_state"})
-"""chat.appendStream and chat.stopStream: "The message is not in the streaming state" (Slack
-stopped it, or it lived past its time): it can still be changed as a message."""
+STREAM_CLOSED = frozenset({"message_not_in_streaming_state", "stopped_by_user"})
+"""chat.appendStream and chat.stopStream on a stream that no longer takes chunks: "The message
+is not in the streaming state" (stopped, or past the few minutes Slack keeps a stream open),
+or someone pressed its stop. The message is still there, and can be changed as a message."""
 STREAM_GONE = frozenset({"message_not_found"})
 """chat.appendStream and chat.stopStream: the streamed message is gone (deleted)."""
+STILL_STREAMING = frozenset({"streaming_state_conflict"})
+"""chat.update on a message that is still streaming."""
 METHOD_ABSENT = frozenset({"unknown_method"})
-""""This method is currently not available": this Slack has no streaming at all, so no later
-debate of this process asks it again."""
+"""Slack's answer to a method it does not have (an older workspace, a stand-in without
+streaming): no later debate of this process asks for a stream again."""
+PEOPLE = ("U", "W")
+"""The ids a stream's recipient may have: a person (`U…`, or `W…` in an organization)."""
 
 
 @dataclass
@@ -580,44 +585,65 @@ class OutboxDelivery:
         if row.stream_state == StreamState.OPEN:
             return await self._continue_stream(row, debate, content)
         if parent is not None and parent.state in (OutboxState.PENDING, OutboxState.SENDING):
-            # The stream is a reply after the parent: it starts once the parent is there.
+            # "Streamed messages should always be replies": it starts once the parent is there.
             await self._retry_quietly(row)
             return False
         return await self._start_stream(row, debate, content)
 
     async def _start_stream(self, row: Outbox, debate: Debate, content: plan.StreamContent) -> bool:
-        channel = row.channel_id
+        """Start the debate's stream in its thread, or fall back to the parent's status."""
         if self._no_streaming is not None:
             return await self._refuse_stream(row, self._no_streaming)
+        if debate.halt_reason is not None:
+            await self._fail(row, f"thread unreachable: {debate.halt_reason}")
+            return False
         if debate.thread_ts is None:
             return await self._refuse_stream(row, "the debate's thread was never posted")
-        recipient, team = debate.requested_by, None
-        if recipient is not None:
-            try:
-                team = await self.directory.recipient_team()
-            except PostError as error:
-                await self._retry(row, error)
-                return False
-        if not channel.startswith("D") and (recipient is None or team is None):
-            # "recipient_user_id … recipient_team_id: Required when streaming to channels."
-            return await self._refuse_stream(row, "no recipient to stream to in a channel")
+        recipient = debate.requested_by or ""
+        if not recipient.startswith(PEOPLE):
+            # recipient_user_id "Required when streaming to channels"; a stream goes to a
+            # person, and a debate asked for by an app or a workflow has none.
+            return await self._refuse_stream(row, "no person to stream to")
+        try:
+            team = await self.directory.recipient_team()
+        except PostError as error:
+            await self._retry(row, error)
+            return False
+        if team is None:
+            # recipient_team_id, "Required when streaming to channels".
+            return await self._refuse_stream(row, "no team to stream to")
+        if row.stream_state == StreamState.STARTING:
+            adopted = await self._adopt_stream(row, debate, content)
+            if adopted is not None:
+                return adopted
+        row_id = row.id or 0
+        await self._db(lambda s: outbox.stream_starting(s, row_id=row_id, owner=self.owner))
         try:
             posted = await self.poster.start_stream(
-                channel=channel,
+                channel=row.channel_id,
                 thread_ts=debate.thread_ts,
                 chunks=content.chunks,
                 recipient_user_id=recipient,
                 recipient_team_id=team,
                 attempts=1,
             )
+        except TokenRefusedError as refused:
+            if refused.code != "missing_scope":
+                raise
+            # A scope only streaming needs: no reason to stop every other message.
+            return await self._refuse_stream(row, f"missing_scope {refused.needed or ''}".strip())
         except PostError as error:
             if error.retryable:
+                # The start may have reached Slack all the same: the next try looks first.
                 await self._retry(row, error)
                 return False
             self._recovered()
+            if error.code in UNREACHABLE:
+                # The post lane finds the channel gone too, and halts the debate.
+                await self._fail(row, f"refused by Slack: {error.code}")
+                return False
             if error.code in THREAD_GONE:
-                # The post lane finds the thread gone too and posts the parent again; the
-                # stream starts there.
+                # The post lane posts the parent again; the stream starts in the new thread.
                 await self._retry(row, error)
                 return False
             if error.code in METHOD_ABSENT:
@@ -632,10 +658,54 @@ class OutboxDelivery:
         )
         return content.final
 
+    async def _adopt_stream(
+        self, row: Outbox, debate: Debate, content: plan.StreamContent
+    ) -> bool | None:
+        """A start whose answer never came back may have opened a stream in the thread. The
+        bot's replies there that no outbox row knows are tried, newest first, with the whole
+        plan appended (a `task_update` replaces its task, so sending one twice changes
+        nothing): one that takes it is that stream, continued from here. None when there is
+        none (a new stream is started); False when the row waits for a retry."""
+        assert debate.id is not None
+        assert debate.thread_ts is not None
+        debate_id, channel, thread_ts = debate.id, row.channel_id, debate.thread_ts
+        try:
+            replies = await self.directory.bot_replies(channel, thread_ts)
+        except PostError as error:
+            if error.retryable:
+                await self._retry(row, error)
+                return False
+            log.warning("debate %s: cannot look for a stream already started: %s", debate_id, error)
+            return None
+        known = await self._db(
+            lambda s: outbox.delivered_ts(s, channel_id=channel, thread_ts=thread_ts)
+        )
+        for ts in reversed([ts for ts in replies if ts not in known]):
+            try:
+                await self.poster.append_stream(
+                    channel=channel, ts=ts, chunks=content.chunks, attempts=1
+                )
+            except PostError as error:
+                if error.retryable:
+                    await self._retry(row, error)
+                    return False
+                continue  # not a stream in progress (a message, or a stream already closed)
+            log.info("debate %s: the stream started before (%s) is continued", debate_id, ts)
+            await self._streamed(
+                row,
+                content.chunks,
+                StreamState.OPEN,
+                deliveries=[[channel, ts]],
+                more=content.final,
+            )
+            return content.final
+        return None
+
     async def _continue_stream(
         self, row: Outbox, debate: Debate, content: plan.StreamContent
     ) -> bool:
-        """Append what changed, or stop with the final version."""
+        """Append what changed, or stop with the final version. A stream that cannot take it
+        becomes a normal message with the same content."""
         channel, ts = row.deliveries[0] if row.deliveries else (row.channel_id, "")
         sent = row.streamed
         chunks = (
@@ -646,17 +716,18 @@ class OutboxDelivery:
         try:
             if content.final:
                 await self.poster.stop_stream(
-                    channel=channel,
-                    ts=ts,
-                    chunks=chunks,
-                    markdown_text=content.closing_text,
-                    blocks=content.closing,
-                    attempts=1,
+                    channel=channel, ts=ts, chunks=chunks, blocks=content.closing, attempts=1
                 )
             elif chunks:
                 await self.poster.append_stream(channel=channel, ts=ts, chunks=chunks, attempts=1)
+        except TokenRefusedError as refused:
+            if refused.code != "missing_scope":
+                raise
+            await self._abandon(channel, ts, refused.code)
+            return await self._plan_message(row, debate, content, ts)
         except PostError as error:
             if error.retryable:
+                # Sent again from what Slack is known to have: a task it took twice is the same.
                 await self._retry(row, error)
                 return False
             self._recovered()
@@ -666,7 +737,7 @@ class OutboxDelivery:
             if error.code in STREAM_GONE:
                 return await self._plan_message(row, debate, content, None)
             if error.code not in STREAM_CLOSED:
-                # A refused append or stop: end the stream as it is (best effort), then
+                # Any other refusal of an append or a stop: end the stream as it stands, then
                 # show the plan as a message in its place.
                 await self._abandon(channel, ts, error.code)
             return await self._plan_message(row, debate, content, ts)
@@ -675,6 +746,7 @@ class OutboxDelivery:
         return False
 
     async def _abandon(self, channel: str, ts: str, code: str) -> None:
+        """Stop a stream that was refused more, so it is not left streaming (best effort)."""
         try:
             await self.poster.stop_stream(channel=channel, ts=ts, attempts=1)
         except PostError as error:
@@ -684,7 +756,9 @@ class OutboxDelivery:
         self, row: Outbox, debate: Debate, content: plan.StreamContent, ts: str | None
     ) -> bool:
         """The plan as a normal message: the stream's own message changed in place when it is
-        still there (nothing said twice), else posted in the thread (nothing lost)."""
+        still there (nothing said twice; the SDK's `ChatStream.ts` names `chat.update` as the
+        fallback "if the stream expires server-side"), else posted in the thread (nothing
+        lost). Later versions change that message."""
         message = plan.as_message(content)
         state = StreamState.CLOSED if content.final else StreamState.MESSAGE
         channel = row.deliveries[0][0] if row.deliveries else row.channel_id
@@ -696,8 +770,13 @@ class OutboxDelivery:
                     await self._retry(row, error)
                     return False
                 self._recovered()
+                if error.code in STILL_STREAMING:
+                    # Our stop did not take: try it again, and the change after it.
+                    await self._abandon(channel, ts, error.code)
+                    await self._retry(row, error)
+                    return False
                 log.warning(
-                    "debate %s: the plan's message %s cannot be changed (%s); posting it again",
+                    "debate %s: the plan's message %s cannot be changed (%s); posting it anew",
                     row.debate_id,
                     ts,
                     error.code,
@@ -712,6 +791,12 @@ class OutboxDelivery:
             posted = await self.poster.post(
                 channel=row.channel_id, message=message, thread_ts=debate.thread_ts, attempts=1
             )
+        except UnthreadedError as error:
+            # Nothing goes to the top level: the post lane re-creates the thread on its next
+            # reply, and the plan follows it there.
+            await self._remove_stray(error.stray)
+            await self._retry(row, error)
+            return False
         except PostError as error:
             if error.retryable:
                 await self._retry(row, error)

@@ -6,16 +6,19 @@ one-line summary of what the turn said ("critic: 3 objections, strength 7/10").
 Values only. `Plan` folds a run's events, or at the end its stored transcript, into tasks (the
 same tasks either way, so a resumed run continues the plan it streamed); `StreamContent` is
 what an outbox row holds of it: the plan as `plan_update` and `task_update` chunks, and, once
-the debate has ended, the stop's text and blocks. `delta` is what a newer version adds to what
-Slack already has, and `as_message` the plan as a normal message, for a stream that could not
-be continued.
+the debate has ended, the blocks the stop puts under it. `delta` is what a newer version adds
+to what Slack already has, and `as_message` the plan as a normal message, for a stream that
+could not be continued.
 
-Slack's rules this follows (chat.startStream, chat.appendStream and chat.stopStream reference;
-slack_sdk's `TaskUpdateChunk` and `PlanUpdateChunk`): a task's status is one of `pending`,
-`in_progress`, `complete`, `error`, and a later `task_update` with the same `id` replaces its
-title and status; `markdown_text` takes at most 12,000 characters a chunk; the stop's `blocks`
-(at most 50) are rendered under the finished message. Every title, summary and text is escaped
-once, as messages are, so nothing in a plan can mention `@here` or disguise a link.
+Slack's rules this follows (the chat.startStream, chat.appendStream and chat.stopStream
+reference; slack_sdk's `PlanUpdateChunk`, `TaskUpdateChunk` and `BlocksChunk`): a task's status
+is one of `pending`, `in_progress`, `complete`, `error`, and a later `task_update` with the same
+`id` replaces its title, status and output; the stop's `blocks` (at most 50, apart from any in
+chunks) are rendered under the finished message. No `markdown_text` is sent: the plan is all
+chunks (a stream keeps the shape it was started with, and the verdict's summary goes in the
+stop's blocks, escaped as every message is). Task titles and outputs are kept to 256
+characters. Every title, summary and text is escaped once, as messages are, so nothing in a
+plan can mention `@here` or disguise a link.
 """
 
 from __future__ import annotations
@@ -42,8 +45,6 @@ from engine.models import DebateResult, DebateSpec, DebateStatus, Role, TurnReco
 from engine.protocols.structured import SIDES
 from engine.rounds import STRUCTURED_PHASES
 
-MAX_MARKDOWN_CHARS = 12_000
-"""What `markdown_text` may hold in one chunk (Slack's reference for chat.*Stream)."""
 MAX_TASK_TEXT_CHARS = 256
 """A task's title and summary are kept within this. Slack's reference states no limit; SDKs
 built on the API (Microsoft's Agents SDK: "Maximum 256 characters" for `details` and `output`)
@@ -236,21 +237,14 @@ class Plan:
         return StreamContent(chunks=self.chunks())
 
     def closed(self, result: DebateResult) -> StreamContent:
-        """The final version: the plan, and the verdict's summary with the feedback buttons
-        that the stop puts under it."""
-        verdict = result.verdict
-        text = (
-            f"**Verdict:** `{verdict.decision.value}` \u00b7 confidence {verdict.confidence:.2f}"
-            f" ({verdict.level.value}) \u00b7 the full verdict, rounds and review are in this"
-            " thread."
-        )
+        """The final version: the plan, and the verdict's summary with the feedback buttons,
+        which the stop renders under the finished plan (`chat.stopStream`'s `blocks`)."""
         blocks = [
-            *posts.verdict_summary(verdict, result.cost_usd),
+            *posts.verdict_summary(result.verdict, result.cost_usd),
             posts.feedback_buttons(self.debate_id),
         ]
-        return StreamContent(
-            chunks=self.chunks(), closing_text=fit(escape(text), MAX_MARKDOWN_CHARS), closing=blocks
-        )
+        label = f"Debate #{self.debate_id}: {result.verdict.decision.value}"
+        return StreamContent(chunks=self.chunks(), label=label, closing=blocks)
 
 
 def structured_speakers(names: Sequence[str]) -> list[str]:
@@ -392,12 +386,13 @@ def checks_summary(result: DebateResult) -> str:
 
 @dataclass(frozen=True)
 class StreamContent:
-    """A stream row's content: the plan's chunks and, once the debate ended, the stop's
-    `markdown_text` and `blocks`. Stored as the row's text (the stop's text) and blocks (the
-    chunks, then the stop's blocks as one `blocks` chunk, Slack's own chunk type)."""
+    """A stream row's content: the plan's chunks and, once the debate has ended, the blocks
+    the stop puts under it (`closing`) and a plain `label` for the message's notification
+    text. Stored as the row's text (the label: empty while the debate runs) and blocks (the
+    chunks, then the closing as one `blocks` chunk, slack_sdk's `BlocksChunk`)."""
 
     chunks: list[dict[str, Any]]
-    closing_text: str = ""
+    label: str = ""
     closing: list[Block] = field(default_factory=list)
 
     @property
@@ -406,13 +401,13 @@ class StreamContent:
 
     def stored(self) -> tuple[str, list[dict[str, Any]]]:
         tail = [{"type": "blocks", "blocks": self.closing}] if self.closing else []
-        return self.closing_text, [*self.chunks, *tail]
+        return self.label, [*self.chunks, *tail]
 
     @classmethod
     def of_row(cls, text: str, blocks: Sequence[dict[str, Any]]) -> StreamContent:
         chunks = [dict(b) for b in blocks if b.get("type") != "blocks"]
         closing = [list(b["blocks"]) for b in blocks if b.get("type") == "blocks"]
-        return cls(chunks=chunks, closing_text=text, closing=closing[0] if closing else [])
+        return cls(chunks=chunks, label=text, closing=closing[0] if closing else [])
 
 
 def _identity(chunk: dict[str, Any]) -> tuple[str, str]:
@@ -462,4 +457,4 @@ def as_message(content: StreamContent) -> Message:
     body = fit("\n".join(lines), PLAN_MESSAGE_CHARS) if lines else "_No turn has started yet._"
     blocks: list[Block] = [*sections(f"*{title}*\n{body}")]
     blocks += content.closing or [context("The debate is still running; this plan follows it.")]
-    return Message(title, blocks[:MAX_BLOCKS])
+    return Message(content.label or title, blocks[:MAX_BLOCKS])

@@ -178,9 +178,9 @@ class SlackDirectory:
 
     async def recipient_team(self) -> str | None:
         """The team a stream's recipient belongs to (`recipient_team_id`): the workspace the
-        bot is installed in, or its organization for an org-wide install, as Bolt's
-        `say_stream` takes it from an event (`auth.test`, asked once). Raises the classified
-        PostError when Slack does not answer (the stream waits, it is not refused)."""
+        bot is installed in (`auth.test`, asked once), else its organization, in the order
+        Bolt's `say_stream` takes them. Raises the classified PostError (or the token's
+        refusal) when Slack does not answer: the stream waits, it is not refused."""
         if self._team is None:
             try:
                 auth = await asyncio.wait_for(self.client.auth_test(), timeout=self.lookup_s)
@@ -189,8 +189,38 @@ class SlackDirectory:
                 if refused is not None:
                     raise refused from error
                 raise classify(error, "auth.test", "-") from error
+            self._bot = (auth.get("user_id"), str(auth.get("user") or "debatebot"))
             self._team = _team_of(auth)
         return self._team
+
+    async def bot_replies(self, channel: str, thread_ts: str) -> list[str]:
+        """The ts of the bot's own replies in a thread (`conversations.replies`, up to 1,000
+        replies), oldest first: where a reply the bot sent but never heard back about may be.
+        Raises the classified PostError when Slack does not answer or refuses."""
+        bot_user, _ = await self.bot_identity()
+        found: list[str] = []
+        cursor: str | None = None
+        for _page in range(5):
+            try:
+                response = await asyncio.wait_for(
+                    self.client.conversations_replies(
+                        channel=channel, ts=thread_ts, limit=200, cursor=cursor
+                    ),
+                    timeout=self.lookup_s,
+                )
+            except SLACK_FAILURES as error:
+                refused = token_refusal(error, "conversations.replies")
+                if refused is not None:
+                    raise refused from error
+                raise classify(error, "conversations.replies", channel) from error
+            for message in response.get("messages") or []:
+                ts = str(message.get("ts") or "")
+                if ts != thread_ts and bot_user is not None and message.get("user") == bot_user:
+                    found.append(ts)
+            cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
+            if not cursor:
+                break
+        return found
 
     def known_bot_user(self) -> str | None:
         """The bot's user id if an `auth.test` has answered (never a call to Slack)."""
@@ -231,6 +261,6 @@ class SlackDirectory:
 
 
 def _team_of(auth: Any) -> str | None:
-    """The team id in an `auth.test` answer (the enterprise's for an org-wide install)."""
-    team = auth.get("enterprise_id") if auth.get("is_enterprise_install") else auth.get("team_id")
+    """The team id in an `auth.test` answer, else the enterprise's (Bolt's order)."""
+    team = auth.get("team_id") or auth.get("enterprise_id")
     return str(team) if team else None

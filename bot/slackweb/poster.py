@@ -312,13 +312,15 @@ class SlackPoster:
         channel: str,
         thread_ts: str,
         chunks: list[dict[str, Any]],
-        recipient_user_id: str | None,
-        recipient_team_id: str | None,
+        recipient_user_id: str,
+        recipient_team_id: str,
         attempts: int | None = None,
     ) -> Posted:
-        """Start a streamed reply in the thread, shown as a plan (`task_display_mode: plan`,
-        every task together). In a channel Slack needs the recipient: `recipient_user_id`
-        and `recipient_team_id` are "required when streaming to channels"."""
+        """Start a streamed reply in the thread, shown as a plan (`task_display_mode: plan`:
+        "plan task updates render together in a plan block"). The recipient goes with every
+        stream, as Bolt's `say_stream` sends it: `recipient_user_id` and `recipient_team_id` are
+        "required when streaming to channels". The stream is opened with chunks, so it takes
+        chunks to its end."""
         response = await self._call(
             "chat_startStream",
             channel,
@@ -349,19 +351,18 @@ class SlackPoster:
         channel: str,
         ts: str,
         chunks: list[dict[str, Any]] | None = None,
-        markdown_text: str = "",
         blocks: list[dict[str, Any]] | None = None,
         attempts: int | None = None,
     ) -> None:
-        """End a stream with its last chunks, a closing text and `blocks` rendered under the
-        finished message (the feedback buttons)."""
+        """End a stream with its last chunks and `blocks`, "rendered at the bottom of the
+        finalized message" (the verdict's summary and the feedback buttons); with neither, it
+        only ends the stream as it stands."""
         await self._call(
             "chat_stopStream",
             channel,
             attempts,
             ts=ts,
             chunks=chunks or None,
-            markdown_text=markdown_text or None,
             blocks=blocks or None,
         )
 

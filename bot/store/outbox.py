@@ -20,6 +20,7 @@ from sqlmodel import Session, col, select
 
 from bot.store.tables import (
     Debate,
+    DebateState,
     Escalation,
     Outbox,
     OutboxAction,
@@ -623,6 +624,29 @@ def claim_stream(
     return ClaimedStream(claimed, debate, row_for(session, debate_id=debate_id, key=PARENT))
 
 
+def delivered_ts(session: Session, *, channel_id: str, thread_ts: str) -> set[str]:
+    """The ts of every message the outbox delivered for the debates of one thread (a thread
+    some debates share: the ones asked from it)."""
+    rows = session.exec(
+        select(Outbox.deliveries)
+        .join(Debate, col(Debate.id) == col(Outbox.debate_id))
+        .where(Debate.channel_id == channel_id, Debate.thread_ts == thread_ts)
+    ).all()
+    return {str(ts) for deliveries in rows for _channel, ts in deliveries or []}
+
+
+def stream_starting(session: Session, *, row_id: int, owner: str) -> Outbox | None:
+    """Note that `chat.startStream` is about to be sent for the row: until its answer is
+    recorded, Slack may hold a stream the row does not know of."""
+    row = _owned(session, row_id, owner)
+    if row is None:
+        return None
+    row.stream_state = StreamState.STARTING
+    session.add(row)
+    session.commit()
+    return row
+
+
 def mark_streamed(
     session: Session,
     *,
@@ -649,6 +673,7 @@ def mark_streamed(
     row.delivered_to = delivered_to
     row.claimed_by, row.claimed_until = None, None
     row.last_error = None
+    row.attempts = 0
     if stream_state != StreamState.CLOSED and (more or row.version != version):
         row.state = OutboxState.PENDING
         row.next_attempt_at = now
@@ -691,7 +716,7 @@ def progress_streamed(session: Session, *, debate_id: int) -> bool:
     stream Slack did not refuse. Its parent's live status is then not sent (the summary at
     the end always is)."""
     debate = session.get(Debate, debate_id)
-    if debate is None or debate.state == "finished":
+    if debate is None or debate.state == DebateState.FINISHED:
         return False
     row = row_for(session, debate_id=debate_id, key=STREAM)
     return (

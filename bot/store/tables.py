@@ -331,6 +331,9 @@ class OutboxState(StrEnum):
 class StreamState(StrEnum):
     """Where a stream row's message stands in Slack (None: not started yet)."""
 
+    STARTING = "starting"
+    """`chat.startStream` was sent and no answer recorded: Slack may have started it (the
+    process died, the answer was lost), so the next try looks for it before starting one."""
     OPEN = "open"
     """Streaming: each new version is appended (`chat.appendStream`), the last stops it."""
     MESSAGE = "message"

@@ -20,7 +20,7 @@ depends_on = None
 # The values as they stand today, written out: a migration must not change when the code does.
 ACTIONS = ("post", "update")
 ACTIONS_WITH_STREAM = (*ACTIONS, "stream")
-STREAM_STATES = ("open", "message", "closed", "refused")
+STREAM_STATES = ("starting", "open", "message", "closed", "refused")
 
 
 def _listed(values: tuple[str, ...]) -> str:

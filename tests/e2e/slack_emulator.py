@@ -20,13 +20,17 @@ The `assistant.threads.*` methods check their arguments against `slack_sdk`'s ow
 make is refused here as Slack refuses it.
 
 `chat.startStream`, `chat.appendStream` and `chat.stopStream` keep a streamed message and every
-chunk it was sent, as Slack's reference describes them: a stream into a channel thread needs
-`recipient_user_id` and `recipient_team_id` (`missing_recipient_user_id`,
-`missing_recipient_team_id`); each chunk must be one slack_sdk's `Chunk` models know, with
-nothing they would not send (`invalid_chunks`), and `markdown_text` holds at most 12,000
-characters (`msg_too_long`); a stream that was stopped, or that Slack closed (`close_stream`,
-or past `stream_lifetime_s`), refuses appends and stops (`message_not_in_streaming_state`); a
-deleted one answers `message_not_found`. Each can fail like any method (`fail`, `fail_for`).
+chunk it was sent, as Slack's reference describes them: their arguments are checked against
+slack_sdk's signatures; a stream into a channel thread needs `recipient_user_id` and
+`recipient_team_id` (`missing_recipient_user_id`, `missing_recipient_team_id`); each chunk must
+be one slack_sdk's `Chunk` models know, with nothing they would not send (`invalid_chunks`);
+`markdown_text` holds at most 12,000 characters (`msg_too_long`) and the stop's `blocks` 50; a
+stream that was stopped, or that Slack closed (`close_stream`, or past `stream_lifetime_s`),
+refuses appends and stops (`message_not_in_streaming_state`), a deleted one answers
+`message_not_found`, and `chat.update` refuses a message still streaming
+(`streaming_state_conflict`). Each can fail like any method (`fail`, `fail_for`), also after
+it was carried out (`Fault.applied`: the answer lost); with `streaming=False` all three answer
+`unknown_method`, as a Slack without them does.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ MAX_BLOCK_TEXT = 13_000
 MAX_MARKDOWN_TEXT = 12_000
 """`markdown_text`, as a stream argument or a chunk: "Limit this field to 12,000 characters"."""
 TASK_STATUSES = frozenset({"pending", "in_progress", "complete", "error"})
+STREAM_METHODS = frozenset({"chat.startStream", "chat.appendStream", "chat.stopStream"})
 
 
 def block_chars(value: Any) -> int:
@@ -95,6 +100,9 @@ class Fault:
     """A file download only: answer `status` (a 3xx) pointing at this address."""
     needed: str | None = None
     """With `missing_scope`: the scope Slack names as needed (and the token's as provided)."""
+    applied: bool = False
+    """Carry the call out first, then answer with the fault: Slack took it, and its answer was
+    lost (with `hang_s` past the client's timeout: the call timed out)."""
 
 
 @dataclass
@@ -140,6 +148,9 @@ class SlackEmulator:
     """Every file download: (file id, the Authorization header it came with)."""
     stream_lifetime_s: float | None = None
     """When set, Slack closes a stream this long after it started (appends then fail)."""
+    streaming: bool = True
+    """False: a Slack without the chat streaming methods (an older workspace, a stand-in
+    without them), which answers them `unknown_method`."""
     url: str = ""
     _runner: web.AppRunner | None = None
     _ts: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -363,6 +374,8 @@ class SlackEmulator:
         if not authorization.startswith(token_kind):
             return web.json_response({"ok": False, "error": "not_authed"})
         fault = self._fault_for(method, params)
+        if fault is not None and fault.applied:
+            self._handle(method, params)
         if fault is not None:
             call.status = fault.status if fault.status != 200 else 400
             if fault.hang_s:
@@ -381,14 +394,18 @@ class SlackEmulator:
             if fault.needed is not None:
                 body |= {"needed": fault.needed, "provided": "commands,chat:write"}
             return web.json_response(body, status=fault.status, headers=headers)
-        handler = getattr(self, "_" + method.replace(".", "_"), None)
-        if handler is None:
-            return web.json_response({"ok": False, "error": "unknown_method"})
         await asyncio.sleep(0)
-        body = handler(params)
+        body = self._handle(method, params)
         if not body.get("ok"):
             call.status = 400
         return web.json_response(body)
+
+    def _handle(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        handler = getattr(self, "_" + method.replace(".", "_"), None)
+        if handler is None or (method in STREAM_METHODS and not self.streaming):
+            return {"ok": False, "error": "unknown_method"}
+        body: dict[str, Any] = handler(params)
+        return body
 
     # --- limits ----------------------------------------------------------------------------
 
@@ -484,7 +501,8 @@ class SlackEmulator:
         for message in self.messages.get(params.get("channel", ""), []):
             if message["ts"] == params.get("ts"):
                 if self._streaming(message):
-                    return {"ok": False, "error": "cant_update_message"}
+                    # As reported of the live API (no reference page names it).
+                    return {"ok": False, "error": "streaming_state_conflict"}
                 message["text"] = params.get("text", message["text"])
                 message["blocks"] = params.get("blocks") or []
                 message["edited"] = True
