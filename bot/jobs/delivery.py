@@ -130,6 +130,7 @@ class OutboxDelivery:
         self._streamed_at: dict[int, float] = {}
         self._no_streaming: str | None = None
         self._background: set[asyncio.Task[None]] = set()
+        self._moving = asyncio.Lock()
         self.gate = gate or TokenGate()
         self._probe_at = 0.0
         self._probe_wait = self.config.token_probe_s
@@ -342,9 +343,31 @@ class OutboxDelivery:
     async def _move_thread(self, row: Outbox, debate: Debate, code: str) -> bool:
         """The thread's root, or the parent an update changes, is gone: post the parent again,
         and send `row` again there. A post whose re-post fails is handled as its own failure
-        (a lost channel halts the debate); an update is retried or given up."""
+        (a lost channel halts the debate); an update is retried or given up. Two lanes of a
+        debate finding it gone together (its next round and the parent's summary) move it
+        once: the second finds it moved."""
+        assert debate.id is not None
+        debate_id = debate.id
+
+        def now(s: Session) -> tuple[Debate | None, str]:
+            return s.get(Debate, debate_id), outbox.current_parent(s, debate_id=debate_id)
+
         try:
-            moved = await self._repost_parent(debate, code)
+            async with self._moving:
+                current, parent_key = await self._db(now)
+                assert current is not None
+                if row.action == OutboxAction.UPDATE:
+                    # An update was claimed with the parent it changed; it has a newer one now.
+                    moved_before = parent_key != row.target_key
+                else:
+                    # A post was claimed with the debate's thread; it is in a newer one now.
+                    moved_before = current.thread_ts != debate.thread_ts
+                if moved_before:
+                    moved: Posted | None = Posted(
+                        channel=current.channel_id or row.channel_id, ts=current.thread_ts or ""
+                    )
+                else:
+                    moved = await self._repost_parent(debate, code)
         except PostError as error:
             if row.action == OutboxAction.POST:
                 return await self._post_failed(row, debate, error)
@@ -643,9 +666,9 @@ class OutboxDelivery:
                 await self._fail(row, f"refused by Slack: {error.code}")
                 return False
             if error.code in THREAD_GONE:
-                # The post lane posts the parent again; the stream starts in the new thread.
-                await self._retry(row, error)
-                return False
+                # As for a post: the parent is posted again (once, whichever lane finds the
+                # thread gone first), and the stream starts in the new thread.
+                return await self._move_thread(row, debate, error.code)
             if error.code in METHOD_ABSENT:
                 self._no_streaming = error.code
             return await self._refuse_stream(row, error.code)

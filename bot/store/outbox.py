@@ -59,10 +59,18 @@ class Draft:
     """Where a `channel` post goes when not in the debate's own channel (a review channel)."""
 
 
-def _current_parent(rows: dict[str, Outbox]) -> str:
+def _current_parent(keys: Iterable[str]) -> str:
     """The key of the debate's parent as it is now (`parent`, or `parent:N` once re-created)."""
-    numbers = [int(key.split(":")[1]) for key in rows if key.startswith(f"{PARENT}:")]
+    numbers = [int(key.split(":")[1]) for key in keys if key.startswith(f"{PARENT}:")]
     return f"{PARENT}:{max(numbers)}" if numbers else PARENT
+
+
+def current_parent(session: Session, *, debate_id: int) -> str:
+    """The key of the debate's parent as it is now (`parent`, or `parent:N` once re-created)."""
+    keys = session.exec(
+        select(Outbox.key).where(Outbox.debate_id == debate_id, col(Outbox.key).like(f"{PARENT}%"))
+    ).all()
+    return _current_parent(keys)
 
 
 def _rows(session: Session, debate_id: int) -> dict[str, Outbox]:

@@ -109,9 +109,10 @@ async def test_every_protocol_streams_its_plan_and_stops_with_the_verdict(
 async def test_a_slack_without_streaming_gets_the_parents_status_and_is_asked_once(
     start_bot: BotFactory,
 ) -> None:
-    bot = await start_bot(llm=fake(delay_s=0.1), worker_concurrency=2)
+    bot = await start_bot(llm=fake(delay_s=0.1))
     bot.emulator.streaming = False
     await bot.driver.command(f"{ASKED} --protocol consensus", user="UALICE")
+    await bot.finished()
     await bot.driver.command(f"{ASKED} --protocol structured", user="UBOB")
     await bot.finished(count=2)
 
@@ -361,3 +362,19 @@ async def test_an_assistant_debate_streams_its_plan_and_shows_loading_messages(
     assert all(1 <= len(c["loading_messages"]) <= 10 for c in generating)
     assert statuses[-1]["status"] == ""
     assert "loading_messages" not in statuses[-1]
+
+
+async def test_a_deleted_parent_moves_the_plan_to_the_new_thread_once(
+    start_bot: BotFactory,
+) -> None:
+    bot = await start_bot(llm=fake(delay_s=0.2))
+    await bot.driver.command(f"{ASKED} --protocol structured")
+    parent = await bot.wait_for(lambda: bot.emulator.posted(CHANNEL), "the parent")
+    bot.emulator.delete_message(CHANNEL, parent[0]["ts"])
+    [debate] = await bot.finished()
+
+    tops = [m for m in bot.emulator.posted(CHANNEL) if "thread_ts" not in m]
+    assert [m["ts"] for m in tops] == [debate.thread_ts], "the parent is posted again once"
+    stream = the_stream(bot)
+    assert stream["thread_ts"] == debate.thread_ts
+    closed_properly(bot, stream, result_of(bot))
