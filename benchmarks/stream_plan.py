@@ -163,7 +163,8 @@ def trace(protocol: str, calls: list[Call], stored: list[Any], offset: float) ->
             c.at - start,
             f"{c.method} {str(c.params.get('text') or '')[:40]}"
             + " ".join(
-                f"{k.get('id', '')[:12]}:{k.get('status', '')}" for k in c.params.get("chunks") or []
+                f"{k.get('id', '')[:12]}:{k.get('status', '')}"
+                for k in c.params.get("chunks") or []
             ),
         )
         for c in calls

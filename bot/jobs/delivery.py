@@ -603,6 +603,11 @@ class OutboxDelivery:
     async def _stream(self, claimed: ClaimedStream) -> bool:
         row, debate, parent = claimed.row, claimed.debate, claimed.parent
         content = plan.StreamContent.of_row(row.text, row.blocks)
+        moved = row.stream_thread_ts not in (None, debate.thread_ts)
+        if row.stream_state in (StreamState.OPEN, StreamState.MESSAGE) and moved:
+            # The debate's parent was posted again: the plan follows it to the new thread.
+            await self._leave_thread(row)
+            row.stream_state, row.streamed, row.deliveries = None, [], []
         if row.stream_state == StreamState.MESSAGE:
             return await self._plan_message(row, debate, content, row.ts)
         if row.stream_state == StreamState.OPEN:
@@ -677,6 +682,7 @@ class OutboxDelivery:
             content.chunks,
             StreamState.OPEN,
             deliveries=[[posted.channel, posted.ts]],
+            thread_ts=debate.thread_ts,
             more=content.final,
         )
         return content.final
@@ -708,6 +714,10 @@ class OutboxDelivery:
                 await self.poster.append_stream(
                     channel=channel, ts=ts, chunks=content.chunks, attempts=1
                 )
+            except TokenRefusedError as refused:
+                if refused.code != "missing_scope":
+                    raise
+                return None  # the start is refused the same way, and falls back
             except PostError as error:
                 if error.retryable:
                     await self._retry(row, error)
@@ -719,6 +729,7 @@ class OutboxDelivery:
                 content.chunks,
                 StreamState.OPEN,
                 deliveries=[[channel, ts]],
+                thread_ts=thread_ts,
                 more=content.final,
             )
             return content.final
@@ -768,11 +779,25 @@ class OutboxDelivery:
         await self._streamed(row, plan.merged(sent, chunks), state)
         return False
 
+    async def _leave_thread(self, row: Outbox) -> None:
+        """Stop the plan's message in a thread the debate has left, and delete it: the whole
+        plan starts again in the new thread (if Slack will not delete it, it is left stopped)."""
+        if not row.deliveries:
+            return
+        channel, ts = row.deliveries[0]
+        if row.stream_state == StreamState.OPEN:
+            await self._abandon(channel, ts, "thread moved")
+        try:
+            await self.poster.delete(channel=channel, ts=ts)
+        except (PostError, TokenRefusedError) as error:
+            log.warning("debate %s: the plan left in %s stays: %s", row.debate_id, ts, error)
+
     async def _abandon(self, channel: str, ts: str, code: str) -> None:
-        """Stop a stream that was refused more, so it is not left streaming (best effort)."""
+        """Stop a stream that was refused more, so it is not left streaming (best effort: a
+        token Slack refuses is found out again by the message that follows)."""
         try:
             await self.poster.stop_stream(channel=channel, ts=ts, attempts=1)
-        except PostError as error:
+        except (PostError, TokenRefusedError) as error:
             log.info("stream %s in %s not stopped after %s: %s", ts, channel, code, error)
 
     async def _plan_message(
@@ -832,6 +857,7 @@ class OutboxDelivery:
             content.chunks,
             state,
             deliveries=[[posted.channel, posted.ts]],
+            thread_ts=debate.thread_ts,
             delivered_to="message",
         )
         return False
@@ -856,6 +882,7 @@ class OutboxDelivery:
         state: StreamState,
         *,
         deliveries: list[list[str]] | None = None,
+        thread_ts: str | None = None,
         delivered_to: str = "stream",
         more: bool = False,
     ) -> None:
@@ -870,6 +897,7 @@ class OutboxDelivery:
                 streamed=streamed,
                 stream_state=state,
                 deliveries=deliveries,
+                thread_ts=thread_ts,
                 delivered_to=delivered_to,
                 more=more,
             )

@@ -1,10 +1,12 @@
 """Who may do what, and where the bot may post: reviewers (users or user groups), channel
-owners, workspace admins, and the bot's membership of a channel.
+owners, workspace admins, the bot's membership of a channel, its team (a stream's recipient's)
+and its own replies in a thread.
 
 Answers come from Slack (`users.info`, `users.list`, `usergroups.users.list`,
-`users.conversations`, `conversations.info`, `auth.test`). Admin status and user groups' members
-are cached for a minute, the bot's identity and DM channels for the process, so a burst of
-clicks does not hit Slack's rate limits; the others are asked each time. A lookup Slack cannot
+`users.conversations`, `conversations.info`, `conversations.replies`, `auth.test`). Admin status
+and user groups' members are cached for a minute, the bot's identity, team and DM channels for
+the process, so a burst of clicks does not hit Slack's rate limits; the others are asked each
+time. A lookup Slack cannot
 answer is logged and treated as "no" (or, for membership, "unknown"), never as a crash, except
 the list of admins, whose failure is raised so the caller retries instead of concluding there
 are none.

@@ -2,11 +2,12 @@
 Every owed message goes this way; what Bolt answers on its own (`ack`, `respond`, `say`, the
 forms, the assistant's title and prompts) does not.
 
-Slack allows about one message per second per channel. Every write to a channel waits its turn
-behind one lock, so messages land in the order they were asked for, and a 429 holds the whole
-channel for `Retry-After` seconds. Every failure becomes a `PostError` with Slack's error code
-(or `http_503`, `timeout`, `unreachable`, `bad_response`) and whether trying again may help, so
-the outbox can retry outages for hours and give up at once on a refusal.
+Slack allows about one message per second per channel. Every write to a channel (a stream's
+start, appends and stop among them) waits its turn behind one lock, so messages land in the
+order they were asked for, and a 429 holds the whole channel for `Retry-After` seconds. Every
+failure becomes a `PostError` with Slack's error code (or `http_503`, `timeout`, `unreachable`,
+`bad_response`) and whether trying again may help, so the outbox can retry outages for hours and
+give up at once on a refusal.
 """
 
 from __future__ import annotations

@@ -664,12 +664,14 @@ def mark_streamed(
     streamed: list[dict[str, Any]],
     stream_state: StreamState,
     deliveries: list[list[str]] | None = None,
+    thread_ts: str | None = None,
     delivered_to: str,
     more: bool = False,
 ) -> Outbox | None:
     """Record what Slack has of the stream (`streamed`), where its message stands and, when it
-    was just started or posted again, where it is. A version that changed meanwhile, or
-    `more` to send at once (a stream started with its final version), stays due."""
+    was just started or posted again, where it is (`deliveries`, in thread `thread_ts`). A
+    version that changed meanwhile, or `more` to send at once (a stream started with its final
+    version), stays due."""
     row = _owned(session, row_id, owner)
     if row is None:
         return None
@@ -678,6 +680,7 @@ def mark_streamed(
     row.stream_state = stream_state
     if deliveries is not None:
         row.deliveries = deliveries
+        row.stream_thread_ts = thread_ts
     row.delivered_to = delivered_to
     row.claimed_by, row.claimed_until = None, None
     row.last_error = None

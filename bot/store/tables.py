@@ -422,6 +422,9 @@ class Outbox(SQLModel, table=True):
     )
     """A stream row's chunks as Slack has taken them, so the next version sends only what
     changed and a resumed delivery continues the same stream."""
+    stream_thread_ts: str | None = Field(default=None, max_length=40)
+    """The thread a stream row's message is in: when the debate's thread moves (its parent was
+    deleted), the plan moves with it."""
 
     @property
     def ts(self) -> str | None:

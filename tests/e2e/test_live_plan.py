@@ -14,6 +14,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.settings import Settings
 from bot.store import outbox, turns
@@ -22,7 +24,7 @@ from bot.store.tables import Debate, Outbox
 from bot.wiring import build_services, build_worker
 from engine.models import DebateResult, utcnow
 from tests.e2e.conftest import CHANNEL, Bot, BotFactory
-from tests.e2e.slack_emulator import STREAM_METHODS, Fault
+from tests.e2e.slack_emulator import STREAM_METHODS, Fault, SlackEmulator
 from tests.e2e.test_assistant import DM, QUESTION, USER, ask, assistant_thread
 from tests.e2e.test_protocol_threads import COMMANDS, fake, live_details, result_of
 
@@ -364,17 +366,95 @@ async def test_an_assistant_debate_streams_its_plan_and_shows_loading_messages(
     assert "loading_messages" not in statuses[-1]
 
 
+@pytest.mark.parametrize("when", ["before the plan starts", "while it streams"])
 async def test_a_deleted_parent_moves_the_plan_to_the_new_thread_once(
-    start_bot: BotFactory,
+    start_bot: BotFactory, when: str
 ) -> None:
     bot = await start_bot(llm=fake(delay_s=0.2))
     await bot.driver.command(f"{ASKED} --protocol structured")
     parent = await bot.wait_for(lambda: bot.emulator.posted(CHANNEL), "the parent")
+    if when == "while it streams":
+        await bot.wait_for(lambda: bot.emulator.calls_of("chat.appendStream"), "an append")
     bot.emulator.delete_message(CHANNEL, parent[0]["ts"])
     [debate] = await bot.finished()
+    if when == "while it streams":
+        [left] = [m for m in bot.emulator.removed if "chunks" in m]
+        assert left["thread_ts"] == parent[0]["ts"], "the plan in the old thread was removed"
 
     tops = [m for m in bot.emulator.posted(CHANNEL) if "thread_ts" not in m]
     assert [m["ts"] for m in tops] == [debate.thread_ts], "the parent is posted again once"
     stream = the_stream(bot)
     assert stream["thread_ts"] == debate.thread_ts
     closed_properly(bot, stream, result_of(bot))
+
+
+async def test_a_refused_token_mid_stream_pauses_the_plan_and_it_ends_once_the_token_works(
+    start_bot: BotFactory,
+) -> None:
+    bot = await start_bot(llm=fake(delay_s=0.2))
+    await bot.driver.command(f"{ASKED} --protocol structured")
+    await bot.wait_for(lambda: bot.emulator.calls_of("chat.appendStream"), "an append")
+    bot.emulator.fail_for("*", Fault(error="token_revoked"), seconds=3)
+    await bot.wait_for(lambda: all(d.state == "finished" for d in bot.debates()), "the end")
+    await bot.wait_for_health(503)
+
+    await bot.finished()
+    stream = the_stream(bot)
+    closed_properly(bot, stream, result_of(bot))
+    assert all(t["status"] == "complete" for t in bot.emulator.tasks(stream).values())
+    assert plan_messages(bot) == []
+    assert len(bot.emulator.calls_of("chat.startStream")) == 1
+
+
+async def test_a_long_question_and_stances_stay_within_the_streams_limits(
+    start_bot: BotFactory,
+) -> None:
+    bot = await start_bot(llm=fake(delay_s=0.05))
+    long = "word&<> " * 4_000
+    await bot.driver.command(
+        f'{long}? --protocol stances --for "{"a&<b " * 110}" --against "{"c " * 280}"'
+    )
+    await bot.finished()
+
+    assert all(c.status == 200 for c in bot.emulator.calls if c.method in STREAM_METHODS)
+    stream = the_stream(bot)
+    titles = [c["title"] for c in stream["chunks"] if c["type"] == "plan_update"]
+    assert all(len(t) <= 150 for t in titles)
+    for task in bot.emulator.tasks(stream).values():
+        assert len(task["title"]) <= 256
+        assert len(task.get("output", "")) <= 256
+    closed_properly(bot, stream, result_of(bot))
+
+
+async def test_the_emulator_refuses_streams_as_slack_does() -> None:
+    emulator = SlackEmulator()
+    await emulator.start()
+    client = AsyncWebClient(token="xoxb-test", base_url=emulator.api_url)
+    task = {"type": "task_update", "id": "t1", "title": "Framing", "status": "in_progress"}
+    thread = emulator.seed_message(CHANNEL, "root")
+
+    async def refusal(method: str, **arguments: Any) -> str:
+        with pytest.raises(SlackApiError) as raised:
+            await getattr(client, method)(channel=CHANNEL, **arguments)
+        return str(raised.value.response["error"])
+
+    def start(**arguments: Any) -> dict[str, Any]:
+        to = {"recipient_user_id": "UALICE", "recipient_team_id": "T1"}
+        return {"thread_ts": thread, **to, **arguments}
+
+    try:
+        unaddressed = {"thread_ts": thread, "chunks": [task]}
+        assert await refusal("chat_startStream", **unaddressed) == "missing_recipient_user_id"
+        too_long = start(markdown_text="x" * 12_001)
+        assert await refusal("chat_startStream", **too_long) == "msg_too_long"
+        unknown_field = start(chunks=[{**task, "colour": "red"}])
+        assert await refusal("chat_startStream", **unknown_field) == "invalid_chunks"
+        started = await client.chat_startStream(channel=CHANNEL, **start(chunks=[task]))
+        ts = str(started["ts"])
+        await client.chat_stopStream(channel=CHANNEL, ts=ts)
+        after_stop = {"ts": ts, "chunks": [task]}
+        assert await refusal("chat_appendStream", **after_stop) == "message_not_in_streaming_state"
+        emulator.streaming = False
+        assert await refusal("chat_startStream", **start(chunks=[task])) == "unknown_method"
+    finally:
+        await emulator.stop()
