@@ -2,8 +2,8 @@
 (action `stream`) that records where its message stands (`stream_state`), the thread it is in
 (`stream_thread_ts`) and the chunks Slack has taken (`streamed`)
 
-Revision ID: 0016
-Revises: 0015
+Revision ID: 0018
+Revises: 0017
 Create Date: 2026-11-26 10:00:00
 """
 
@@ -13,8 +13,8 @@ import sqlalchemy as sa
 import sqlmodel
 from alembic import op
 
-revision = "0016"
-down_revision = "0015"
+revision = "0018"
+down_revision = "0017"
 branch_labels = None
 depends_on = None
 
