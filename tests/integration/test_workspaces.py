@@ -18,7 +18,7 @@ from bot.cli import main
 from bot.jobs.worker import DebateWorker
 from bot.store import channels, operations, outbox, overview, queue, reviews, turns, workspaces
 from bot.store.db import alembic_config, make_engine, session_scope
-from bot.store.errors import InFlightLimitError, WorkspaceScopeError
+from bot.store.errors import BudgetExceededError, InFlightLimitError, WorkspaceScopeError
 from bot.store.export import verify_export
 from bot.store.outbox import Draft
 from bot.store.tables import (
@@ -188,6 +188,26 @@ def test_app_home_stats_and_spend_count_one_workspace(store: Engine) -> None:
             assert len(overview.recent_debates(session, channel_ids=["C1"])) == debates
             assert reviews.open_escalations(session) == []
             assert operations.dashboard(session).queue["waiting"] == debates
+
+
+def test_the_monthly_cap_counts_each_workspace_apart(store: Engine) -> None:
+    """DEBATEBOT_WORKSPACE_MONTHLY_BUDGET_USD is each workspace's: one that spent its cap is
+    refused, another with the same cap is not."""
+    spent = add(store, ACME, "acme:spent")
+    with session_scope(store, workspace=EVERY_WORKSPACE) as session:
+        [_claimed] = queue.claim_debates(session, worker_id="w1", lease_s=600, debate_id=spent)
+        write = turns.TurnWrite(spent, "w1", turn(1), turns.ChainHead())
+        turns.append_turns(session, writes=[write])
+        session.execute(update(Turn).values(cost_usd=1.0))
+        session.commit()
+    caps = queue.SpendCaps(workspace_usd=1.5)
+    costly = SPEC.model_copy(update={"budget_usd": 0.75})
+    new = queue.NewDebate(trigger_key="next", spec=costly, source=DebateSource.COMMAND)
+    with session_scope(store, workspace=ACME) as session, pytest.raises(BudgetExceededError):
+        queue.enqueue_debate(session, new=new, caps=caps)
+    with session_scope(store, workspace=GLOBEX) as session:
+        _, created = queue.enqueue_debate(session, new=new, caps=caps)
+    assert created
 
 
 def test_in_flight_limits_count_each_workspace_apart(store: Engine) -> None:
