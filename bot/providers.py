@@ -171,6 +171,28 @@ def role_models(
     return resolved
 
 
+def judge_model(settings: Settings, catalog: Catalog, decider: ModelSettings) -> ModelSettings:
+    """The model of an independent judge of a debate `decider` decided: the other family's
+    default judge when the decider runs on OpenAI or Anthropic and the other family's key is
+    set (judges of one family share its blind spots), else the decider's own model (which then
+    reads the record with the sides swapped, so a flip shows position bias)."""
+    other = OTHER_FAMILY.get(decider.provider)
+    if other is None or not _has_key(settings, other):
+        return decider
+    name = default_model(settings, catalog, other, "judge")
+    entry = catalog.find(other, name)
+    return ModelSettings(
+        provider=other,
+        model=name,
+        temperature=decider.temperature,
+        max_tokens=(
+            settings.max_tokens
+            or (entry.default_max_tokens if entry is not None else None)
+            or FALLBACK_MAX_TOKENS
+        ),
+    )
+
+
 class LimitedLLM:
     """A provider whose calls are at most `limit` in flight per model; the rest wait in a
     first-come queue. A burst of debates then meets a vendor's rate limit as a queue in the

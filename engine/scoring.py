@@ -99,7 +99,8 @@ def method(
         steps.append(
             ConfidenceAdjustment(
                 reason=f"{row.component.value} {shown}{what} \u00d7 {row.weight:+.2f}",
-                delta=row.logit,
+                # + 0.0: a zero contribution of a negative weight reads +0.00, not -0.00.
+                delta=row.logit + 0.0,
             )
         )
     return steps

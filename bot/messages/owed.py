@@ -122,6 +122,7 @@ def _review_request(debate: Debate, result: DebateResult, escalation: Escalation
         another_round=result.spec.protocol == "adversarial",
         question=result.spec.question if elsewhere else None,
         synthesis=result.verdict.synthesis,
+        made_of=posts.confidence_line(result.verdict),
     )
     return draft(
         REVIEW,
