@@ -171,20 +171,25 @@ def role_models(
     return resolved
 
 
-def judge_model(settings: Settings, catalog: Catalog, decider: ModelSettings) -> ModelSettings:
-    """The model of an independent judge of a debate `decider` decided: the other family's
-    default judge when the decider runs on OpenAI or Anthropic and the other family's key is
-    set (judges of one family share its blind spots), else the decider's own model (which then
-    reads the record with the sides swapped, so a flip shows position bias)."""
+def judge_model(
+    settings: Settings, catalog: Catalog, decider: ModelSettings, debaters: ModelSettings
+) -> ModelSettings:
+    """The model of a debate's independent judges. Another family's judge shares fewer of the
+    debate's blind spots: when the model that decided (`decider`) runs on OpenAI or Anthropic
+    and the other family's key is set, the other family's default debaters' model. Otherwise
+    the debaters' own model. Either way the debaters' tier, not the moderator's: every debate
+    pays for its judging, and a judge reads the whole record anew, past the prompt cache, which
+    on the moderator's model would cost a large share of the debate (`benchmarks/cost.py`
+    reports it)."""
     other = OTHER_FAMILY.get(decider.provider)
     if other is None or not _has_key(settings, other):
-        return decider
-    name = default_model(settings, catalog, other, "judge")
+        return debaters
+    name = default_model(settings, catalog, other, "debaters")
     entry = catalog.find(other, name)
     return ModelSettings(
         provider=other,
         model=name,
-        temperature=decider.temperature,
+        temperature=debaters.temperature,
         max_tokens=(
             settings.max_tokens
             or (entry.default_max_tokens if entry is not None else None)

@@ -1,16 +1,18 @@
 """Independent judges: a debate's record judged again, blind to its verdict.
 
 Each judge reads the record its protocol gives (`engine.evidence.BlindView`): speakers hidden
-behind position letters, the sides swapped (letters given from the last position to the first,
-so the side that spoke first in the debate is no longer A) and the turns of each round shuffled
-(a generator seeded by the question and the judge, so a resumed run asks the same); no verdict,
-moderator, vote count or stated confidence. Its decision is compared with the verdict's
-(`BlindView.same`): the share of judges reaching it is the verdict's agreement.
+behind position letters, and the turns of each round shuffled (a generator seeded by the
+question and the judge, so a resumed run asks the same); no verdict, moderator, vote count or
+stated confidence. The first judge, and every odd one, sees the sides swapped (letters given
+from the last position to the first, so the side that spoke first in the debate is no longer
+A); the even ones see them in the debate's order. A judge's decision is compared with the
+verdict's (`BlindView.same`): the share of judges reaching it is the verdict's agreement.
 
 A judge runs on the model its participant in the spec names (`judge-1`, `judge-2`, ...: the
-composition root picks another model family's when that family's key is set) or, when the spec
-names none, on the model that decided the debate. A judge on the deciding model differs from the
-decider only in what it was shown, so its reaching another decision is position bias.
+composition root picks the debaters' tier, another family's when its key is set) or, when the
+spec names none, on the model that decided the debate. Position bias is a decision that flips
+with the sides and nothing else: a swapped judge on the deciding model reaching another decision
+than the verdict, or two judges on one model, one swapped and one not, reaching different ones.
 
 Judges are asked through the debate's ledger, like every turn: recorded, replayed on resume,
 charged to the debate and refused when its budget cannot afford them (then the confidence is
@@ -129,16 +131,19 @@ async def judge_again(
     a failed judge is recorded with its error."""
     asker = Asker(spec=spec, ledger=ledger, prompts=prompts, outputs=view.outputs)
     checks: list[JudgeCheck] = []
+    # Each answering judge's decision as agreement counts it (`BlindView.groups`).
+    meant: dict[str, str] = {}
     stopped: str | None = None
-    for name, model in judge_models(spec, view):
+    for n, (name, model) in enumerate(judge_models(spec, view), 1):
         same = _same_model(model, view.decided_by)
+        swapped = n % 2 == 1
         check = JudgeCheck(
-            judge=name, provider=model.provider, model=model.model, same_model=same, swapped=True
+            judge=name, provider=model.provider, model=model.model, same_model=same, swapped=swapped
         )
         if stopped is not None:
             checks.append(check.model_copy(update={"error": stopped}))
             continue
-        shown = render(view, swapped=True, rng=random.Random(f"{spec.question}\x1f{name}"))
+        shown = render(view, swapped=swapped, rng=random.Random(f"{spec.question}\x1f{name}"))
         try:
             answer = await asker.ask(
                 TEMPLATE,
@@ -166,16 +171,18 @@ async def judge_again(
             checks.append(check.model_copy(update={"error": f"the judge failed: {failure}"}))
             continue
         decision = shown.choices[str(getattr(answer.decision, "value", answer.decision))]
+        meant[name] = view.groups.get(decision, decision)
         checks.append(
             check.model_copy(
                 update={"decision": view.told(decision), "agrees": view.same(decision)}
             )
         )
-    return summarise(checks)
+    return summarise(checks, meant)
 
 
-def summarise(checks: list[JudgeCheck]) -> Agreement:
-    """The components the judges' checks make."""
+def summarise(checks: list[JudgeCheck], meant: dict[str, str]) -> Agreement:
+    """The components the judges' checks make; `meant` is each answering judge's decision as
+    agreement counts it."""
     answered = [c for c in checks if c.agrees is not None]
     if not answered:
         why = next((c.error for c in checks if c.error), "no independent judge answered")
@@ -184,12 +191,23 @@ def summarise(checks: list[JudgeCheck]) -> Agreement:
     note = f"judges agree {agree} of {len(answered)}"
     if len(answered) < len(checks):
         note += f" ({len(checks) - len(answered)} gave no decision)"
-    own = [c for c in answered if c.same_model]
-    bias = Measure(None)
-    if own:
-        flipped = any(not c.agrees for c in own)
-        bias = Measure(
-            1.0 if flipped else 0.0,
-            "swapping the sides flipped the judge's decision" if flipped else "",
-        )
+    bias = position_bias(answered, meant)
     return Agreement(checks, Measure(agree / len(answered), note), bias, None)
+
+
+def position_bias(answered: list[JudgeCheck], meant: dict[str, str]) -> Measure:
+    """Whether swapping the sides flipped a decision: a swapped judge on the deciding model
+    against the verdict, or a swapped and an unswapped judge on one model against each other.
+    Not measured when no such pair answered."""
+    pairs = [not c.agrees for c in answered if c.same_model and c.swapped]
+    models = {(c.provider, c.model) for c in answered}
+    for model in models:
+        on = [c for c in answered if (c.provider, c.model) == model]
+        pairs += [
+            bool(a.agrees) != bool(b.agrees) for a in on if a.swapped for b in on if not b.swapped
+        ]
+    if not pairs:
+        return Measure(None)
+    if any(pairs):
+        return Measure(1.0, "swapping the sides flipped a judge's decision")
+    return Measure(0.0)

@@ -164,6 +164,7 @@ class SpecPolicy:
             self.settings,
             self.registry.catalog,
             models[DECIDING_SLOT.get(protocol, "debaters")],
+            models["debaters"],
         )
         independent = [
             Participant(role=Role.INDEPENDENT_JUDGE, name=f"judge-{n}", model=judge)

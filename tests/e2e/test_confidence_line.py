@@ -39,7 +39,7 @@ async def test_the_review_request_and_the_verdict_say_what_the_confidence_is_mad
 
     # The canned judge (on the deciding model, the sides swapped) does not reach `revise`.
     line = (
-        "judges agree 0 of 1 \u00b7 swapping the sides flipped the judge's decision"
+        "judges agree 0 of 1 \u00b7 swapping the sides flipped a judge's decision"
         " \u00b7 1 of 2 citations not found \u00b7 0 of 1 objections unanswered"
         " \u00b7 moderator declared MODERATE"
     )

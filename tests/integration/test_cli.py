@@ -130,7 +130,7 @@ def test_audit_and_export_of_a_recorded_debate(
     assert "## Verdict" in markdown
     assert "| 4 | 1 | moderator | 1 |" in markdown
     assert (
-        "Confidence made of: judges agree 0 of 1 \u00b7 swapping the sides flipped the judge's"
+        "Confidence made of: judges agree 0 of 1 \u00b7 swapping the sides flipped a judge's"
         " decision \u00b7 0 of 1 objections unanswered" in markdown
     )
     assert "| agreement | 0.00 | 0.00 | +3.00 | +0.00 | judges agree 0 of 1 |" in markdown

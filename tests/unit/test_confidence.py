@@ -162,7 +162,7 @@ async def test_a_judge_on_the_deciding_model_flipped_by_the_swap_sets_position_b
     assert values(flipped)[Component.AGREEMENT] == 0.0
     assert DebateFlag.POSITION_BIAS in flipped.flags
     assert notes(flipped)[Component.POSITION_BIAS] == (
-        "swapping the sides flipped the judge's decision"
+        "swapping the sides flipped a judge's decision"
     )
     assert values(held)[Component.POSITION_BIAS] == 0.0
     assert DebateFlag.POSITION_BIAS not in held.flags
@@ -200,14 +200,46 @@ async def test_three_judges_give_the_share_that_reaches_the_decision() -> None:
 
     result = await run(adversarial(judges=3), llm)
 
-    assert [j.judge for j in result.judgments] == ["judge-1", "judge-2", "judge-3"]
+    assert [(j.judge, j.swapped) for j in result.judgments] == [
+        ("judge-1", True),
+        ("judge-2", False),
+        ("judge-3", True),
+    ]
     assert values(result)[Component.AGREEMENT] == pytest.approx(2 / 3)
+    # judge-2 saw the sides as the debate had them and decided otherwise than judges 1 and 3,
+    # who saw them swapped: the swap flipped it.
+    assert values(result)[Component.POSITION_BIAS] == 1.0
     assert notes(result)[Component.AGREEMENT] == "judges agree 2 of 3"
     assert [t.speaker for t in result.transcript if t.role is Role.INDEPENDENT_JUDGE] == [
         "judge-1",
         "judge-2",
         "judge-3",
     ]
+
+
+async def test_two_judges_of_another_model_in_both_orientations_measure_position_bias() -> None:
+    moderator = reply_for("moderator", decision="accept")
+    spec = adversarial(
+        judges=2,
+        participants=[
+            Participant(role=Role.INDEPENDENT_JUDGE, name=f"judge-{n}", model=OTHER) for n in (1, 2)
+        ],
+    )
+
+    async def judged(first: str, second: str) -> DebateResult:
+        script = DebateScript(
+            moderator=[moderator], independent_judge=[judge_says(first), judge_says(second)]
+        )
+        return await run(spec, script.llm())
+
+    held = await judged("reject", "revise")
+    flipped = await judged("accept", "reject")
+
+    assert [j.same_model for j in held.judgments] == [False, False]
+    assert values(held)[Component.AGREEMENT] == 0.0
+    assert values(held)[Component.POSITION_BIAS] == 0.0, "both send it back, either way round"
+    assert values(flipped)[Component.AGREEMENT] == 0.5
+    assert values(flipped)[Component.POSITION_BIAS] == 1.0
 
 
 def test_the_policy_gives_the_judge_the_other_family_when_its_key_is_set() -> None:
@@ -223,6 +255,8 @@ def test_the_policy_gives_the_judge_the_other_family_when_its_key_is_set() -> No
     assert spec.judges == 2
     assert [j.name for j in judges] == ["judge-1", "judge-2"]
     assert {j.model.provider for j in judges} == {"anthropic"}
+    anthropic_debaters = SpecPolicy(keyed, ProviderRegistry(keyed)).models("anthropic")["debaters"]
+    assert {j.model.model for j in judges} == {anthropic_debaters.model}, "the debaters' tier"
     assert spec.participant_for(Role.MODERATOR).model.provider == "openai"
 
     alone = Settings(provider="openai", openai_api_key=SecretStr("sk-real-looking-0123456789"))
@@ -231,7 +265,8 @@ def test_the_policy_gives_the_judge_the_other_family_when_its_key_is_set() -> No
     assert not [p for p in spec.participants if p.role is Role.INDEPENDENT_JUDGE]
     spec = SpecPolicy(alone, ProviderRegistry(alone)).spec("Adopt it?", protocol="structured")
     [judge] = [p for p in spec.participants if p.role is Role.INDEPENDENT_JUDGE]
-    assert judge.model == spec.participant_for(Role.JUDGE).model, "the deciding model itself"
+    assert judge.model == spec.default_model, "the debaters' own model"
+    assert judge.model != spec.participant_for(Role.JUDGE).model
 
 
 # --- stances ---------------------------------------------------------------------------------
