@@ -59,7 +59,7 @@ async def check_bot_token(directory: SlackDirectory, engine: Engine) -> None:
     is logged, and the process starts (delivery retries, `auth.test` is asked again).
 
     Once Slack names the token's workspace, the rows a database from before workspaces held
-    (team `pending`, migration 0019) become that workspace's."""
+    (team `pending`, migration 0020) become that workspace's."""
     try:
         refused = await directory.check_token()
     except PostError as error:

@@ -27,7 +27,7 @@ import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar
 
 from sqlalchemy import Engine
@@ -41,7 +41,8 @@ from bot.store import endings, queue, turns, workspaces
 from bot.store.db import in_session
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError, StoreRefusedError
 from bot.store.tables import Debate, TriageState
-from bot.store.tenancy import EVERY_WORKSPACE
+from bot.store.tenancy import EVERY_WORKSPACE, owner_of
+from bot.store.weights import active_weights
 from bot.store.writer import TurnWriter
 from engine import triage
 from engine.calibration.sampling import ReviewSampler
@@ -225,6 +226,11 @@ class DebateWorker:
                 lambda s: turns.stored_runs(s, debate_ids=[debate_id])[debate_id]
             )
         recorded, head = stored
+        # The weights an admin of its workspace adopted last score this verdict (the verdict
+        # records their version); read per debate, so an adoption applies from the next debate
+        # to end. The deployment's own adoptions (a terminal's, pending) count too.
+        owner = replace(owner_of(debate), with_pending=True)
+        weights = await in_session(self.engine, active_weights, workspace=owner)
         if recorded:
             log.info("debate %s: resuming after %d stored turns", debate_id, len(recorded))
         else:
@@ -277,6 +283,7 @@ class DebateWorker:
                 # The triage's turn, stored or just asked, counts against the debate's budget.
                 recorded=[*recorded, outcome.turn] if outcome is not None else recorded,
                 halt=halt,
+                weights=weights,
             )
             return triage.debated(result, outcome) if outcome is not None else result
 

@@ -30,7 +30,7 @@ from bot.store.errors import WorkspaceScopeError
 from bot.store.tables import Debate, WorkspaceOwned
 
 PENDING_TEAM = "pending"
-"""The team id migration 0019 gave the rows of a database from before workspaces: a
+"""The team id migration 0020 gave the rows of a database from before workspaces: a
 single-workspace deployment replaces it with its workspace's id at start-up (`adopt_pending`)."""
 SCOPE_KEY = "debatebot.workspace"
 

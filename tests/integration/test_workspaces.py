@@ -285,11 +285,11 @@ def test_fair_claims_take_each_debate_once_under_concurrent_workers(postgres_url
 def test_a_database_from_before_workspaces_migrates_with_its_rows(
     database_url: str, tmp_path: Path
 ) -> None:
-    """Migrated from 0018 with debates, settings and owed messages: every row gets the team
+    """Migrated from 0019 with debates, settings and owed messages: every row gets the team
     `pending`, the single-workspace bot makes them its workspace's at start-up, and nothing
     else changes."""
     config = alembic_config(database_url)
-    command.upgrade(config, "0018")
+    command.upgrade(config, "0019")
     engine = make_engine(database_url)
     try:
         with engine.begin() as connection:
@@ -337,7 +337,7 @@ def test_a_database_from_before_workspaces_migrates_with_its_rows(
         with session_scope(engine, workspace=EVERY_WORKSPACE) as session:
             assert adopt_pending(session, workspace=Workspace(team_id="T1")) == 0
         # The way back holds while the database has one workspace.
-        command.downgrade(config, "0018")
+        command.downgrade(config, "0019")
         with engine.connect() as connection:
             assert connection.execute(
                 text("SELECT channel_id, rounds FROM channel_settings")

@@ -8,8 +8,8 @@ A database from before holds one workspace's rows, but the migration cannot ask 
 rows get the team id `pending`, which a single-workspace deployment replaces with its own at
 start-up, once auth.test names it (bot.store.tenancy.adopt_pending).
 
-Revision ID: 0019
-Revises: 0018
+Revision ID: 0020
+Revises: 0019
 Create Date: 2026-11-26 14:00:00
 """
 
@@ -21,8 +21,8 @@ import sqlalchemy as sa
 import sqlmodel
 from alembic import op
 
-revision = "0019"
-down_revision = "0018"
+revision = "0020"
+down_revision = "0019"
 branch_labels = None
 depends_on = None
 
@@ -82,7 +82,7 @@ def downgrade() -> None:
     teams = op.get_bind().execute(sa.text("SELECT COUNT(DISTINCT team_id) FROM debate")).scalar()
     if teams and teams > 1:
         raise RuntimeError(
-            f"the database holds {teams} workspaces' debates; the schema before 0019 holds one"
+            f"the database holds {teams} workspaces' debates; the schema before 0020 holds one"
             " (delete the others' records with `debatebot workspace delete` first)"
         )
     with op.batch_alter_table("installation_event") as batch:
