@@ -84,7 +84,7 @@ async def test_envelopes_over_the_socket_refresh_and_abrupt_close(tmp_path: Path
     stop = asyncio.Event()
     engine = make_engine(url)
     # Every verdict asks for a review, whatever the fake's independent judge makes of it.
-    with session_scope(engine) as session:
+    with session_scope(engine, workspace=WORKSPACE) as session:
         channels.save_channel_settings(
             session, channel_id=CHANNEL, updated_by="UADMIN", values={"threshold": 0.99}
         )
