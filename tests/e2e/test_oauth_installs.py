@@ -5,9 +5,9 @@ expires); uninstalling one deletes its tokens and refuses its requests while the
 and installing it again resumes it. An org-wide Enterprise Grid install serves every workspace
 of its org.
 
-Deliveries (the outbox) still post with DEBATEBOT_SLACK_BOT_TOKEN until each debate names its
-workspace (issue 37, item 2), so what a request of another workspace is authorized with is seen
-through what Bolt's own client does with it: App Home's `views.publish`."""
+What a request of a workspace is authorized with is seen here through what Bolt's own client does
+with it (App Home's `views.publish`); deliveries with each workspace's token, and what an
+uninstall does to its debates, are in test_workspaces.py and test_workspace_isolation.py."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ OAUTH = {
 
 async def start_many(start_bot: BotFactory, *, rotation: bool = False, **options: Any) -> Bot:
     """The bot in OAuth mode; the emulator has T1 (installed by hand with the environment's bot
-    token, which deliveries use) and T2, and in Enterprise Grid org E1, T5 and T6."""
+    token) and T2, and in Enterprise Grid org E1, T5 and T6."""
     bot = await start_bot(**OAUTH, **options)
     tenancy = Workspaces(redirect_url=f"{bot.driver.bot_url}/slack/oauth_redirect")
     tenancy.add("T1", channels={CHANNEL}, token=BOT_TOKEN, bot_user_id=BOT_USER, bot_id=BOT_ID)
@@ -215,7 +215,7 @@ async def test_two_workspaces_install_and_each_acts_with_its_own_token(
     assert published_with(bot, "UALICE") == [BOT_TOKEN]
     assert published_with(bot, "UBOB") == [t2_token]
 
-    # T1 debates as before (its deliveries use the environment's token, which is T1's).
+    # T1 debates as before (its deliveries use its stored token, the environment's).
     await command(bot, "T1", CHANNEL, "Should we adopt ADR-042?", "UALICE")
     [debate] = await bot.finished(1)
     assert debate.outcome is not None
