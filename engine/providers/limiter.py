@@ -18,11 +18,12 @@ mirrored (`Mirror`: what is left, how fast it refills), so a call starts only wh
 will have room for it. A burst of debates therefore meets the vendor's limit in this queue.
 
 Several processes on one key need no coordinator. Each learns what the others take from how
-much less the vendor reports left than its own calls explain, and counts only on the rest of
-the refill; a budget running low cuts every process's limit alike, and the limits grow back by
-equal steps, which is AIMD's way to converge on equal shares (Chiu and Jain). A process does
-not see the others' calls until later answers, which is why a shared budget keeps a reserve and
-the limit shrinks while a budget is merely low rather than empty.
+much less the vendor reports left than its own calls explain; it counts on the rest of the
+refill, and of what an answer says is left, only on its share (the others read the same
+numbers and would start calls on them at the same moment). Their total therefore converges on
+the vendor's rate without a burst of 429s; a budget running low cuts every process's limit by
+the same factor, and the limits grow back by equal steps. How the rate is split between them
+is not managed further: a process gets what the timing of its calls wins.
 
 Pure asyncio: the providers turn their vendor's headers into `Feedback` and report it on the
 `Call` they hold (`engine/providers/openai_chat.py`, `engine/providers/anthropic_messages.py`).
@@ -58,8 +59,6 @@ RATE_WEIGHT = 0.2
 """The weight of the latest reading in the running average of a budget's refill rate."""
 RATE_SAMPLE_SHARE = 0.1
 """A budget tells its refill rate reliably once at least this share of it is spent."""
-OTHERS = 0.05
-"""Others take from a budget when they seem to take more than this share of its rate."""
 OWN_SHARE_FLOOR = 0.1
 """The least share of a budget's refill a process counts on, however much others seem to
 take: enough to keep asking, and so to learn when they stop."""
@@ -115,13 +114,15 @@ class Call:
 
 @dataclass
 class Mirror:
-    """This process's estimate of one vendor budget, in the budget's units.
+    """This process's part of one vendor budget, in the budget's units.
 
     Synced from the answer of the latest call started (`synced`): what that answer said was
-    left, refilled since at the budget's `rate` less what other processes take (`foreign`),
-    less what this process's later calls took (`cost` each), which that answer could not
-    count. Between answers each call started here takes `cost`. Until the rate and the cost are
-    known it holds nobody.
+    left, refilled since at the budget's `rate` less what other processes take (`foreign`,
+    learnt from how much less the vendor reports than this process's calls explain), less what
+    this process's later calls took (`cost` each), which that answer could not count. Of that,
+    the part of this process is its share of the refill: the others read the same budget. It
+    then refills at that share and each call started here takes `cost`. Until the rate and the
+    cost are known it holds nobody.
     """
 
     capacity: float = 0.0
@@ -137,7 +138,7 @@ class Mirror:
     synced_remaining: float = 0.0
 
     def refill(self) -> float | None:
-        """What this process may count on getting back per second."""
+        """What this process may count on getting back per second: the rest of the rate."""
         if self.rate is None:
             return None
         return max(self.rate * OWN_SHARE_FLOOR, self.rate - max(0.0, self.foreign))
@@ -153,11 +154,9 @@ class Mirror:
         refill = self.refill()
         if self.synced is None or refill is None or self.cost <= 0:
             return 0.0
-        # A reserve of one call, for the vendor's rounding of what it reports, and of one more
-        # while others seem to take from the budget: their calls show only in later answers.
-        # Once the budget is paced the reserve stays in it, so it costs no throughput.
-        shared = self.foreign > OTHERS * (self.rate or 0.0)
-        need = min(self.cost * (3.0 if shared else 2.0), self.capacity)
+        # A reserve of one call, for the vendor's rounding of what it reports. Once the budget
+        # is paced the reserve stays in it, so it costs no throughput.
+        need = min(2.0 * self.cost, self.capacity)
         short = need - self.level_at(now)
         return short / refill if short > EPSILON * self.cost else 0.0
 
@@ -203,9 +202,7 @@ class Mirror:
             alone = self.synced_remaining + self.rate * elapsed
             if elapsed > 0 and alone < self.capacity:
                 own = charged(previous.seq, slot.seq) * self.cost
-                # Nobody takes more than the refill for long: a burst from a full budget
-                # counts as the whole refill, not as a rate that cannot last.
-                sample = min(self.rate, (alone - own - budget.remaining) / elapsed)
+                sample = (alone - own - budget.remaining) / elapsed
                 # A running average over time, not over answers: answers close together
                 # weigh little. Its horizon is a quarter of the time the budget takes to
                 # refill from empty.
@@ -214,11 +211,17 @@ class Mirror:
                 self.foreign += weight * (sample - self.foreign)
         self.synced = slot
         self.synced_remaining = budget.remaining
-        refill = self.refill() or 0.0
-        since = budget.remaining + refill * (now - slot.started_at)
-        self.level = min(self.capacity, since) - self.cost * later
+        # Since that answer was counted, the budget refilled and the others kept taking: at the
+        # rate they took it lately, a burst from a full budget included.
+        since = budget.remaining + (self.rate or 0.0) * (now - slot.started_at)
+        since -= max(0.0, self.foreign) * (now - slot.started_at)
+        left = min(self.capacity, since) - self.cost * later
+        # The others read the same answers and may start calls on what is left as soon as this
+        # process does: it counts on its share of it, as of the refill.
+        share = (self.refill() or 0.0) / self.rate if self.rate else 1.0
+        self.level = share * left if left > 0 else left
         self.at = now
-        return self.level
+        return left
 
 
 @dataclass

@@ -15,7 +15,9 @@ Every answer carries the buckets as the vendor's own headers show them:
 - Anthropic (`/v1/messages`): `anthropic-ratelimit-requests-*` and `-tokens-*` (`-limit`,
   `-remaining`, `-reset`), the reset as the RFC 3339 time the bucket is full again.
 Admitted requests are answered after a log-normal latency (`LogNormal`: a median and a 95th
-percentile, seeded). Every exchange is recorded (wall time, API, status) for `/stats`.
+percentile, seeded). Every exchange is recorded (wall time of arrival, API, status, and the key
+it came with, which only labels it: the limits are the server's, whatever the key) for
+`/stats`.
 
 Run alone (the capacity benchmark does):
 
@@ -122,6 +124,7 @@ class Exchange:
     at: float
     api: str
     status: int
+    key: str = ""
     retry_after_s: float | None = None
 
 
@@ -162,7 +165,11 @@ class RateLimitedServer(ModelServer):
         request: web.Request,
         answer: Callable[[web.Request], Awaitable[web.Response]],
     ) -> web.Response:
+        await request.read()  # the whole body now: a client gone during the latency is no error
         wanted = {"requests": 1.0, "tokens": float(TOKENS[api])}
+        arrived = time.time()
+        bearer = request.headers.get("authorization", "").removeprefix("Bearer ")
+        key = request.headers.get("x-api-key") or bearer
         now = time.monotonic()
         for bucket in self.buckets.values():
             bucket.refill(now)
@@ -172,7 +179,7 @@ class RateLimitedServer(ModelServer):
         if wait > 0:
             wait = self.retry_after_s if self.retry_after_s is not None else wait
             headers = {**self._headers(api), "retry-after": f"{wait:.3f}"}
-            self.exchanges.append(Exchange(time.time(), api, 429, retry_after_s=wait))
+            self.exchanges.append(Exchange(arrived, api, 429, key, retry_after_s=wait))
             return self._refusal(api, headers)
         for name, bucket in self.buckets.items():
             bucket.level -= wanted[name]
@@ -185,7 +192,7 @@ class RateLimitedServer(ModelServer):
         finally:
             self.in_flight -= 1
         response.headers.update(headers)
-        self.exchanges.append(Exchange(time.time(), api, response.status))
+        self.exchanges.append(Exchange(arrived, api, response.status, key))
         return response
 
     def _headers(self, api: str) -> dict[str, str]:
@@ -226,7 +233,7 @@ class RateLimitedServer(ModelServer):
     async def _stats(self, _request: web.Request) -> web.Response:
         return web.json_response(
             {
-                "exchanges": [[e.at, e.status] for e in self.exchanges],
+                "exchanges": [[e.at, e.status, e.key] for e in self.exchanges],
                 "peak_in_flight": self.peak_in_flight,
             }
         )
