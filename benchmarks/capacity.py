@@ -14,12 +14,17 @@ and so are the bot's model timeout and retry waits), so a measurement takes a mi
 figure is given back in unscaled time. Each measurement queues more debates than can finish in a
 fresh database, runs the workers (their own processes, the bot's defaults) for `--warmup` then
 `--minutes` scaled minutes, stops them, and counts the debates finished in the measured minutes
-and the server's calls. Each worker sends its own key, which only labels its calls: the limit is
-the server's, for all of them.
+(those that failed apart) and the server's calls. The ceiling is the vendor's limit divided by
+the model calls of a debate (its turns and their re-asks) or, without a limit, the workers'
+concurrency divided by the time a debate's calls take one after another. Each worker sends its
+own key, which only labels its calls: the limit is the server's, for all of them. The workers
+use the openai provider (`--provider openai-compatible`: the OpenAI-compatible one, which the
+server answers the same way).
 
     .venv/bin/python -m benchmarks.capacity [--backend sqlite|postgresql|both] [--workers 1 3]
         [--limit both|vendor|none] [--rpm 60] [--tpm 1000000] [--median 4] [--p95 20]
         [--scale 20] [--warmup 3] [--minutes 15] [--code DIR]
+        [--provider openai|openai-compatible]
 
 `--code DIR` runs the workers on another checkout's code (the database is queued by this one):
 `git archive main | tar -x -C /tmp/before` then `--code /tmp/before` measures before a change.
@@ -64,13 +69,16 @@ class Setup:
 class Result:
     setup: Setup
     debates_per_hour: float
+    """Debates that did not fail, finished per (unscaled) hour."""
     ceiling: float
     calls_per_debate: float
+    """Model calls of a debate that did not fail (its turns and their re-asks)."""
     refused: float
     """Share of all calls answered 429."""
     shares: list[float]
     """Each worker's share of the calls answered."""
     failed: int
+    """Debates that failed in the measured minutes (a model call out of retries)."""
 
 
 def start_server(
@@ -99,22 +107,33 @@ def start_server(
     return server, server.stdout.readline().strip()
 
 
-def queue_debates(url: str, count: int, base_url: str) -> None:
-    """Queue `count` one-round adversarial debates on the openai provider."""
-    from pydantic import SecretStr
+def provider_settings(provider: str, base_url: str, key: str) -> dict[str, str]:
+    """The settings (as environment variables) that point `provider` at the loopback server."""
+    if provider == "openai":
+        return {
+            "DEBATEBOT_PROVIDER": "openai",
+            "DEBATEBOT_OPENAI_BASE_URL": base_url,
+            "DEBATEBOT_OPENAI_API_KEY": key,
+        }
+    return {
+        "DEBATEBOT_PROVIDER": "openai-compatible",
+        "DEBATEBOT_OPENAI_COMPATIBLE_BASE_URL": base_url,
+        "DEBATEBOT_OPENAI_COMPATIBLE_MODEL": "loopback",
+        "DEBATEBOT_OPENAI_COMPATIBLE_API_KEY": key,
+    }
 
+
+def queue_debates(url: str, count: int, provider: str, base_url: str) -> None:
+    """Queue `count` one-round adversarial debates on `provider`."""
     from bot.settings import Settings
     from bot.store import queue
     from bot.store.db import make_engine, session_scope
     from bot.store.tables import DebateSource
     from bot.wiring import build_services
 
-    settings = Settings(
-        provider="openai",
-        openai_api_key=SecretStr("sk-loopback-capacity-queue"),
-        openai_base_url=base_url,
-    )
-    spec = build_services(settings).policy.spec(QUESTION, rounds=1)
+    named = provider_settings(provider, base_url, "sk-loopback-capacity-queue")
+    fields = {name.removeprefix("DEBATEBOT_").lower(): value for name, value in named.items()}
+    spec = build_services(Settings.model_validate(fields)).policy.spec(QUESTION, rounds=1)
     engine = make_engine(url)
     with session_scope(engine) as session:
         for _ in range(count):
@@ -129,12 +148,10 @@ def queue_debates(url: str, count: int, base_url: str) -> None:
 def worker_env(args: argparse.Namespace, url: str, base_url: str, n: int) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DEBATEBOT_")}
     scale = args.scale
+    env.update(provider_settings(args.provider, base_url, f"sk-loopback-capacity-worker-{n}"))
     env.update(
         PYTHONPATH=str(args.code),
         DEBATEBOT_DATABASE_URL=url,
-        DEBATEBOT_PROVIDER="openai",
-        DEBATEBOT_OPENAI_BASE_URL=base_url,
-        DEBATEBOT_OPENAI_API_KEY=f"sk-loopback-capacity-worker-{n}",
         DEBATEBOT_LLM_TIMEOUT_S=str(120 / scale),
         DEBATEBOT_LLM_RETRY_BUDGET_S=str(300 / scale),
         DEBATEBOT_LLM_BACKOFF_BASE_S=str(1 / scale),
@@ -145,29 +162,38 @@ def worker_env(args: argparse.Namespace, url: str, base_url: str, n: int) -> dic
     return env
 
 
-def finished_between(url: str, start: float, end: float) -> tuple[int, int]:
-    """(debates finished between the two wall times, of them FAILED)."""
-    from sqlmodel import select
+def finished_between(url: str, start: float, end: float) -> tuple[int, int, float]:
+    """Of the debates finished between two wall times: how many did not fail, how many failed,
+    and the model calls (turns and their re-asks) each that did not fail made, on average."""
+    from sqlmodel import col, select
 
     from bot.store.db import make_engine, session_scope
-    from bot.store.tables import Debate, DebateState
+    from bot.store.tables import Debate, DebateState, Turn
     from engine.models import DebateStatus
 
     engine = make_engine(url)
     with session_scope(engine) as session:
         rows = session.exec(
-            select(Debate.finished_at, Debate.outcome).where(Debate.state == DebateState.FINISHED)
+            select(Debate.id, Debate.finished_at, Debate.outcome).where(
+                Debate.state == DebateState.FINISHED
+            )
         ).all()
+        done: list[int] = []
+        failed = 0
+        for debate_id, finished_at, outcome in rows:
+            if finished_at is None or debate_id is None:
+                continue
+            when = finished_at if finished_at.tzinfo else finished_at.replace(tzinfo=UTC)
+            if not start <= when.timestamp() < end:
+                continue
+            if outcome == DebateStatus.FAILED:
+                failed += 1
+            else:
+                done.append(debate_id)
+        reasks = session.exec(select(Turn.reasks).where(col(Turn.debate_id).in_(done))).all()
     engine.dispose()
-    done = failed = 0
-    for finished_at, outcome in rows:
-        if finished_at is None:
-            continue
-        when = finished_at if finished_at.tzinfo else finished_at.replace(tzinfo=UTC)
-        if start <= when.timestamp() < end:
-            done += 1
-            failed += outcome == DebateStatus.FAILED
-    return done, failed
+    calls = sum(1 + n for n in reasks)
+    return len(done), failed, calls / max(1, len(done))
 
 
 def server_exchanges(base_url: str) -> list[tuple[float, int, str]]:
@@ -194,7 +220,7 @@ def measure(setup: Setup, args: argparse.Namespace, workdir: Path) -> Result:
     if setup.rpm is not None:
         calls_per_s = min(calls_per_s, setup.rpm * args.scale / 60 * 1.5)
     count = int(2 * calls_per_s * (warmup_s + window_s) / 5) + setup.workers * CONCURRENCY * 2
-    queue_debates(url, count, base_url)
+    queue_debates(url, count, args.provider, base_url)
     logs = [open(workdir / f"worker-{n}.log", "w") for n in range(setup.workers)]  # noqa: SIM115
     workers = [
         subprocess.Popen(
@@ -225,18 +251,15 @@ def measure(setup: Setup, args: argparse.Namespace, workdir: Path) -> Result:
             log.close()
         server.terminate()
         server.wait()
-    debates, failed = finished_between(url, measured_from, measured_to)
+    debates, failed, calls_per_debate = finished_between(url, measured_from, measured_to)
     if debates == 0:
         tail = (workdir / "worker-0.log").read_text()[-3000:]
         raise SystemExit(f"no debate finished in {setup}:\n{tail}")
-    in_window = [e for e in exchanges if measured_from <= e[0] < measured_to]
-    answered_in_window = sum(status == 200 for _, status, _ in in_window)
     run = [e for e in exchanges if started <= e[0] < measured_to]
     refused = sum(status == 429 for _, status, _ in run) / max(1, len(run))
     by_key = Counter(key for _, status, key in run if status == 200)
     total = sum(by_key.values()) or 1
     shares = [by_key[f"sk-loopback-capacity-worker-{n}"] / total for n in range(setup.workers)]
-    calls_per_debate = answered_in_window / debates
     scaled_hours = window_s * args.scale / 3600
     if setup.rpm is not None:
         ceiling = setup.rpm * 60 / calls_per_debate
@@ -292,6 +315,12 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=15.0, help="scaled minutes measured")
     parser.add_argument("--seed", type=int, default=7, help="the latencies' seed")
     parser.add_argument("--code", type=Path, default=ROOT, help="the checkout the workers run")
+    parser.add_argument(
+        "--provider",
+        choices=["openai", "openai-compatible"],
+        default="openai",
+        help="the provider the workers use (both speak to the loopback server)",
+    )
     parser.add_argument("--postgres", help="PostgreSQL URL (else DEBATEBOT_TEST_POSTGRES_URL)")
     args = parser.parse_args()
     args.code = args.code.resolve()
@@ -301,7 +330,7 @@ def main() -> None:
         "vendor": [args.rpm],
         "none": [None],
     }[args.limit]
-    print(f"workers run {describe(args.code)}")
+    print(f"workers run {describe(args.code)}, provider {args.provider}")
     print(
         f"time runs {args.scale:g}x faster than a vendor's: latency median {args.median:g} s and"
         f" p95 {args.p95:g} s are served in {args.median / args.scale:.3g} s and"

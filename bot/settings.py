@@ -108,7 +108,10 @@ class Settings(BaseSettings):
     llm_timeout_s: float = Field(default=120.0, gt=0, description="per model call")
     llm_max_attempts: int = Field(default=5, ge=1, description="per call, retries included")
     llm_retry_budget_s: float = Field(
-        default=300.0, gt=0, description="total time one call may spend retrying"
+        default=300.0,
+        gt=0,
+        description="total time one call may spend retrying (its waits for a turn behind the"
+        " model's concurrency limit not counted)",
     )
     llm_backoff_base_s: float = Field(default=1.0, gt=0)
     llm_backoff_max_s: float = Field(default=30.0, gt=0)

@@ -66,7 +66,7 @@ from engine.errors import LLMError
 from engine.llm import Completion, LLMRequest
 from engine.models import Usage
 from engine.pricing import Pricing
-from engine.providers.limiter import Budget, Feedback, ModelLimits, Outcome, slot_for
+from engine.providers.limiter import Budget, Feedback, ModelLimits, Outcome, Queued, slot_for
 from engine.providers.retry import (
     RetryPolicy,
     capacity_outcome,
@@ -481,12 +481,15 @@ class AnthropicLLM:
     ) -> Completion:
         params = build_params(request, shape, prompt_caching=self.prompt_caching)
         started = time.perf_counter()
+        queued = Queued()
         response = await with_retries(
-            lambda: self._create(params, request.model, shape),
+            lambda: self._create(params, request.model, shape, queued),
             policy=self.retry,
             what=f"anthropic model {request.model}",
+            clock=queued.clock,
         )
-        latency = time.perf_counter() - started
+        # The model's time: not what the call spent queued behind its limit.
+        latency = max(0.0, time.perf_counter() - started - queued.seconds)
         usage = response.usage
         cache_read = getattr(usage, "cache_read_input_tokens", None) or 0
         cache_write = getattr(usage, "cache_creation_input_tokens", None) or 0
@@ -529,8 +532,10 @@ class AnthropicLLM:
             enveloped=envelope is not None,
         )
 
-    async def _create(self, params: dict[str, Any], model: str, shape: Shape) -> Any:
-        async with slot_for(self.limits, model) as slot:
+    async def _create(
+        self, params: dict[str, Any], model: str, shape: Shape, queued: Queued | None = None
+    ) -> Any:
+        async with slot_for(self.limits, model, queued) as slot:
             try:
                 # The raw response, for its headers (the SDK's `.with_raw_response.` prefix);
                 # `parse()` gives what `create` returns.

@@ -102,10 +102,12 @@ class Feedback:
 
 @dataclass
 class Call:
-    """One attempt's place in the limiter: `report` what its answer said before leaving."""
+    """One attempt's place in the limiter: `report` what its answer said before leaving.
+    `waited_s` is how long it queued for the place."""
 
     seq: int
     started_at: float
+    waited_s: float = 0.0
     feedback: Feedback | None = None
 
     def report(self, feedback: Feedback) -> None:
@@ -285,7 +287,9 @@ class AdaptiveLimiter:
         self._waiters.append(waiter)
         self._wake()
         try:
-            return await waiter
+            slot = await waiter
+            slot.waited_s = slot.started_at - now
+            return slot
         except asyncio.CancelledError:
             if waiter.done() and not waiter.cancelled():
                 # Granted in the same instant it was cancelled: hand the slot on.
@@ -431,11 +435,27 @@ class ModelLimits:
         return limiter
 
 
+@dataclass
+class Queued:
+    """The time one model call's attempts spent queued for a slot: the provider's failures did
+    not take it, so the retry budget leaves it out (`clock`, for `with_retries`)."""
+
+    seconds: float = 0.0
+
+    def clock(self) -> float:
+        return asyncio.get_running_loop().time() - self.seconds
+
+
 @contextlib.asynccontextmanager
-async def slot_for(limits: ModelLimits | None, model: str) -> AsyncIterator[Call]:
-    """A slot of `model`'s limiter, or a free one when the provider has no limits."""
+async def slot_for(
+    limits: ModelLimits | None, model: str, queued: Queued | None = None
+) -> AsyncIterator[Call]:
+    """A slot of `model`'s limiter (its wait added to `queued`), or a free one when the
+    provider has no limits."""
     if limits is None:
         yield Call(seq=0, started_at=0.0)
         return
     async with limits.of(model).call() as slot:
+        if queued is not None:
+            queued.seconds += slot.waited_s
         yield slot

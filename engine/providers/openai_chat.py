@@ -74,7 +74,7 @@ from engine.llm import Completion, LLMRequest
 from engine.models import Usage
 from engine.pricing import Pricing
 from engine.providers.grammar import grammar_schema
-from engine.providers.limiter import Budget, Feedback, ModelLimits, Outcome, slot_for
+from engine.providers.limiter import Budget, Feedback, ModelLimits, Outcome, Queued, slot_for
 from engine.providers.retry import (
     RetryPolicy,
     capacity_outcome,
@@ -468,12 +468,15 @@ class OpenAIChatLLM:
             prompt_cache=self.prompt_cache,
         )
         started = time.perf_counter()
+        queued = Queued()
         response = await with_retries(
-            lambda: self._create(kwargs, request.model, mode),
+            lambda: self._create(kwargs, request.model, mode, queued),
             policy=self.retry,
             what=f"{self.provider} model {request.model}",
+            clock=queued.clock,
         )
-        latency = time.perf_counter() - started
+        # The model's time: not what the call spent queued behind its limit.
+        latency = max(0.0, time.perf_counter() - started - queued.seconds)
         if not response.choices:
             raise LLMError(f"{self.provider} model {request.model} returned no choices")
         choice = response.choices[0]
@@ -495,8 +498,14 @@ class OpenAIChatLLM:
             enveloped=enveloped,
         )
 
-    async def _create(self, kwargs: dict[str, Any], model: str, mode: StructuredMode | None) -> Any:
-        async with slot_for(self.limits, model) as slot:
+    async def _create(
+        self,
+        kwargs: dict[str, Any],
+        model: str,
+        mode: StructuredMode | None,
+        queued: Queued | None = None,
+    ) -> Any:
+        async with slot_for(self.limits, model, queued) as slot:
             try:
                 # The raw response, for its headers ("Accessing raw response data (e.g.
                 # headers)", the SDK's README); `parse()` gives what `create` returns.

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from engine.errors import LLMError
 from engine.providers.limiter import (
     DECREASE,
     AdaptiveLimiter,
@@ -21,8 +22,10 @@ from engine.providers.limiter import (
     Feedback,
     ModelLimits,
     Outcome,
+    Queued,
     slot_for,
 )
+from engine.providers.retry import RetryPolicy, with_retries
 
 T = TypeVar("T")
 
@@ -221,6 +224,43 @@ def test_a_cancelled_call_gives_its_place_back() -> None:
             assert now() == pytest.approx(1.0), "the slot is free at once"
 
     run_virtual(main())
+
+
+def test_time_queued_for_a_slot_is_not_spent_from_the_retry_budget() -> None:
+    """A call that queued 100 s behind others and was then answered 429 is retried: its 10 s
+    retry budget is for the provider's failures, not for the queue."""
+    limits = ModelLimits(provider="test", start=1, ceiling=1)
+    policy = RetryPolicy(max_attempts=3, base_delay_s=0.1, total_budget_s=10)
+    attempts: list[float] = []
+
+    async def busy() -> None:
+        async with slot_for(limits, "m"):
+            await asyncio.sleep(100)
+
+    async def call() -> str:
+        queued = Queued()
+
+        async def attempt() -> str:
+            async with slot_for(limits, "m", queued) as slot:
+                attempts.append(now())
+                if len(attempts) == 1:
+                    slot.report(Feedback(Outcome.LIMITED, retry_after_s=1.0))
+                    raise LLMError("HTTP 429", retryable=True, retry_after_s=1.0)
+                slot.report(answered())
+                return "answer"
+
+        return await with_retries(attempt, policy=policy, what="m", clock=queued.clock)
+
+    async def main() -> str:
+        first = asyncio.create_task(busy())
+        await asyncio.sleep(0)
+        answer = await call()
+        await first
+        return answer
+
+    assert run_virtual(main()) == "answer"
+    assert attempts[0] == pytest.approx(100.0)
+    assert attempts[1] >= 101.0
 
 
 # --- a vendor, and processes sharing its key ----------------------------------------------
