@@ -205,12 +205,29 @@ def server_exchanges(base_url: str) -> list[tuple[float, int, str]]:
         ]
 
 
-def measure(setup: Setup, args: argparse.Namespace, workdir: Path) -> Result:
-    from benchmarks.scale import fresh_database
+def fresh_database(backend: str, workdir: Path, args: argparse.Namespace) -> str:
+    """A new database migrated by the migrations of the checkout the workers run: an installed
+    debatebot (an editable install of another checkout) may carry other ones."""
+    from alembic import command
 
-    if setup.backend == "postgresql" and args.postgres:
-        os.environ["DEBATEBOT_TEST_POSTGRES_URL"] = args.postgres
-    url = fresh_database(setup.backend, workdir)
+    from benchmarks.store_bench import fresh_postgres
+    from bot.store.db import alembic_config
+
+    if backend == "sqlite":
+        url = f"sqlite:///{workdir / f'capacity-{uuid.uuid4().hex[:6]}.sqlite3'}"
+    else:
+        base = args.postgres or os.environ.get("DEBATEBOT_TEST_POSTGRES_URL")
+        if not base:
+            raise SystemExit("set DEBATEBOT_TEST_POSTGRES_URL or --postgres (scripts/postgres)")
+        url = fresh_postgres(base)
+    config = alembic_config(url)
+    config.set_main_option("script_location", str(args.code / "migrations"))
+    command.upgrade(config, "head")
+    return url
+
+
+def measure(setup: Setup, args: argparse.Namespace, workdir: Path) -> Result:
+    url = fresh_database(setup.backend, workdir, args)
     server, address = start_server(args, setup.rpm, workdir / "server.log")
     base_url = f"{address}/v1"
     warmup_s = args.warmup * 60 / args.scale

@@ -360,7 +360,8 @@ class AdaptiveLimiter:
             self._decrease(slot, "an overload")
         elif low is not None:
             # The vendor's own early warning (ECN's, in TCP's terms): slow down before a 429.
-            self._decrease(slot, f"{low} running low")
+            # Routine at the vendor's limit, where the pacing keeps a budget: logged as debug.
+            self._decrease(slot, f"{low} running low", routine=True)
         elif feedback.outcome is Outcome.ANSWERED and was_full:
             self._increase()
         self._wake()
@@ -368,14 +369,15 @@ class AdaptiveLimiter:
     def _hold_until(self, until: float) -> None:
         self._hold = max(self._hold, until)
 
-    def _decrease(self, slot: Call, why: str) -> None:
+    def _decrease(self, slot: Call, why: str, *, routine: bool = False) -> None:
         if slot.seq < self._epoch_seq:
             return
         before = self.size
         self.limit = max(1.0, self.limit * DECREASE)
         self._threshold = self.limit
         self._epoch_seq = self._next_seq
-        log.info("%s: %s; calls in flight %d -> %d", self.name, why, before, self.size)
+        level = logging.DEBUG if routine else logging.INFO
+        log.log(level, "%s: %s; calls in flight %d -> %d", self.name, why, before, self.size)
 
     def _increase(self) -> None:
         if self.limit >= self.ceiling:
