@@ -15,8 +15,9 @@ figure is given back in unscaled time. Each measurement queues more debates than
 fresh database, runs the workers (their own processes, the bot's defaults) for `--warmup` then
 `--minutes` scaled minutes, stops them, and counts the debates finished in the measured minutes
 (those that failed apart) and the server's calls. The ceiling is the vendor's limit divided by
-the model calls of a debate (its turns and their re-asks) or, without a limit, the workers'
-concurrency divided by the time a debate's calls take one after another. Each worker sends its
+the model calls of a debate (those the server answered in the measured minutes per debate
+finished in them: turns, re-asks, judges) or, without a limit, the workers' concurrency divided
+by the time a debate's calls take one after another. Each worker sends its
 own key, which only labels its calls: the limit is the server's, for all of them. The workers
 use the openai provider (`--provider openai-compatible`: the OpenAI-compatible one, which the
 server answers the same way).
@@ -72,7 +73,7 @@ class Result:
     """Debates that did not fail, finished per (unscaled) hour."""
     ceiling: float
     calls_per_debate: float
-    """Model calls of a debate that did not fail (its turns and their re-asks)."""
+    """Model calls answered in the measured minutes per debate finished in them."""
     refused: float
     """Share of all calls answered 429."""
     shares: list[float]
@@ -162,38 +163,29 @@ def worker_env(args: argparse.Namespace, url: str, base_url: str, n: int) -> dic
     return env
 
 
-def finished_between(url: str, start: float, end: float) -> tuple[int, int, float]:
-    """Of the debates finished between two wall times: how many did not fail, how many failed,
-    and the model calls (turns and their re-asks) each that did not fail made, on average."""
-    from sqlmodel import col, select
+def finished_between(url: str, start: float, end: float) -> tuple[int, int]:
+    """Of the debates finished between two wall times: how many did not fail, how many failed."""
+    from sqlmodel import select
 
     from bot.store.db import make_engine, session_scope
-    from bot.store.tables import Debate, DebateState, Turn
+    from bot.store.tables import Debate, DebateState
     from engine.models import DebateStatus
 
     engine = make_engine(url)
     with session_scope(engine) as session:
         rows = session.exec(
-            select(Debate.id, Debate.finished_at, Debate.outcome).where(
-                Debate.state == DebateState.FINISHED
-            )
+            select(Debate.finished_at, Debate.outcome).where(Debate.state == DebateState.FINISHED)
         ).all()
-        done: list[int] = []
-        failed = 0
-        for debate_id, finished_at, outcome in rows:
-            if finished_at is None or debate_id is None:
-                continue
-            when = finished_at if finished_at.tzinfo else finished_at.replace(tzinfo=UTC)
-            if not start <= when.timestamp() < end:
-                continue
-            if outcome == DebateStatus.FAILED:
-                failed += 1
-            else:
-                done.append(debate_id)
-        reasks = session.exec(select(Turn.reasks).where(col(Turn.debate_id).in_(done))).all()
     engine.dispose()
-    calls = sum(1 + n for n in reasks)
-    return len(done), failed, calls / max(1, len(done))
+    done = failed = 0
+    for finished_at, outcome in rows:
+        if finished_at is None:
+            continue
+        when = finished_at if finished_at.tzinfo else finished_at.replace(tzinfo=UTC)
+        if start <= when.timestamp() < end:
+            failed += outcome == DebateStatus.FAILED
+            done += outcome != DebateStatus.FAILED
+    return done, failed
 
 
 def server_exchanges(base_url: str) -> list[tuple[float, int, str]]:
@@ -268,7 +260,7 @@ def measure(setup: Setup, args: argparse.Namespace, workdir: Path) -> Result:
             log.close()
         server.terminate()
         server.wait()
-    debates, failed, calls_per_debate = finished_between(url, measured_from, measured_to)
+    debates, failed = finished_between(url, measured_from, measured_to)
     if debates == 0:
         tail = (workdir / "worker-0.log").read_text()[-3000:]
         raise SystemExit(f"no debate finished in {setup}:\n{tail}")
@@ -277,6 +269,10 @@ def measure(setup: Setup, args: argparse.Namespace, workdir: Path) -> Result:
     by_key = Counter(key for _, status, key in run if status == 200)
     total = sum(by_key.values()) or 1
     shares = [by_key[f"sk-loopback-capacity-worker-{n}"] / total for n in range(setup.workers)]
+    # Every model call a debate makes (its turns, their re-asks, its independent judges), as the
+    # server answered them in the measured minutes, per debate finished in them.
+    answered = sum(status == 200 for at, status, _ in run if at >= measured_from)
+    calls_per_debate = answered / (debates + failed)
     scaled_hours = window_s * args.scale / 3600
     if setup.rpm is not None:
         ceiling = setup.rpm * 60 / calls_per_debate
