@@ -3,7 +3,8 @@ pointed at with `base_url`.
 
 It implements the methods the bot calls with Slack's response shapes, enforces the limits Slack
 enforces (50 blocks a message, 3,000 characters a section, about 13,000 characters of block
-text, 40,000 of `text`, 100 blocks a view, 24-character modal titles), records every call,
+text, 40,000 of `text`, 100 blocks a view, 24-character modal titles), records every call
+and counts the TCP connections it accepts, answers a method late when told to (`delays`),
 serves `response_url` posts, and can fail any method the ways Slack does: an error code, a 5xx,
 a 429 with Retry-After, a hang past the client's timeout, or a refusal by size, for the next N
 calls or for a window of time. Channels can lose the bot (`not_in_channel`) or be archived;
@@ -125,6 +126,10 @@ class SlackEmulator:
     """Uploaded files: id -> (files.info's file object, content served at its url_private)."""
     downloads: list[tuple[str, str]] = field(default_factory=list)
     """Every file download: (file id, the Authorization header it came with)."""
+    connections: int = 0
+    """TCP connections accepted, over every path (Web API, response_url, files, socket)."""
+    delays: dict[str, float] = field(default_factory=dict)
+    """Seconds a method waits before it answers normally (a slow Slack, not a failure)."""
     url: str = ""
     _runner: web.AppRunner | None = None
     _ts: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -141,6 +146,15 @@ class SlackEmulator:
         app.router.add_get("/files-pri/{file_id}/download/{name}", self._download)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
+        server = self._runner.server
+        assert server is not None
+        accepted = server.connection_made
+
+        def counted(handler: Any, transport: Any) -> None:
+            self.connections += 1
+            accepted(handler, transport)
+
+        server.connection_made = counted  # type: ignore[method-assign]
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
@@ -343,7 +357,7 @@ class SlackEmulator:
         handler = getattr(self, "_" + method.replace(".", "_"), None)
         if handler is None:
             return web.json_response({"ok": False, "error": "unknown_method"})
-        await asyncio.sleep(0)
+        await asyncio.sleep(self.delays.get(method, 0.0))
         body = handler(params)
         if not body.get("ok"):
             call.status = 400
