@@ -3,8 +3,8 @@
 Starts `debatebot serve` as its own process (HTTP mode, fake provider with a per-call delay so
 its in-process workers are busy, a migrated SQLite store, real pacing of one message per second
 per channel, no limit on debates in flight) against the Slack emulator on 127.0.0.1. The
-emulator runs on its own thread and event loop, so serving the bot's Slack calls does not hold
-up reading the bot's acks. Then:
+emulator runs in a third process, so serving the bot's Slack calls takes nothing from the
+client that times the acks. Then:
 
 1. a warm-up and `--sequential` commands one at a time (1 at once);
 2. `--repeat` bursts of `--burst` correctly signed commands sent at once over 10 channels, each
@@ -21,17 +21,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
 import os
 import signal
 import socket
 import statistics
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Coroutine
+from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, TypeVar
 
 import aiohttp
 from sqlalchemy import func
@@ -47,7 +46,6 @@ TOKEN = "xoxb-1234-5678-benchmarktoken"
 SLACK_BUDGET_S = 3.0
 GOAL_P99_S = 0.050
 POOL_SIZE = 16
-T = TypeVar("T")
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -55,31 +53,48 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
 
 
-class EmulatorThread:
-    """The Slack emulator on a thread and event loop of its own."""
+def run_emulator(pipe: Connection) -> None:
+    """In a process of its own: the Slack emulator, its URL sent on `pipe`, then the counts it
+    is asked for (Slack calls, connections accepted) until it is told to stop."""
+
+    async def serve() -> None:
+        emulator = SlackEmulator()
+        await emulator.start()
+        pipe.send(emulator.url)
+        loop = asyncio.get_running_loop()
+        while (await loop.run_in_executor(None, pipe.recv)) != "stop":
+            calls = len(emulator.calls) + len(emulator.responses) + len(emulator.downloads)
+            pipe.send((calls, emulator.connections))
+        await emulator.stop()
+
+    asyncio.run(serve())
+
+
+class EmulatorProcess:
+    """The Slack emulator in a process of its own, so serving the bot's Slack calls takes
+    nothing from the client that times the acks."""
 
     def __init__(self) -> None:
-        self.emulator = SlackEmulator()
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.pipe, child = multiprocessing.get_context("spawn").Pipe()
+        self.process = multiprocessing.get_context("spawn").Process(
+            target=run_emulator, args=(child,), daemon=True
+        )
 
-    def run(self, work: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(work, self.loop).result()
+    def start(self) -> str:
+        self.process.start()
+        url: str = self.pipe.recv()
+        return url
 
-    def start(self) -> SlackEmulator:
-        self.thread.start()
-        self.run(self.emulator.start())
-        return self.emulator
+    def counts(self) -> tuple[int, int]:
+        """Every request the bot made to Slack (Web API calls, response_url posts, file
+        downloads), and the TCP connections it opened for them."""
+        self.pipe.send("counts")
+        calls, connections = self.pipe.recv()
+        return int(calls), int(connections)
 
     def stop(self) -> None:
-        self.run(self.emulator.stop())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join()
-
-    def slack_calls(self) -> int:
-        """Every request the bot made to Slack: Web API calls, response_url posts, downloads."""
-        emulator = self.emulator
-        return len(emulator.calls) + len(emulator.responses) + len(emulator.downloads)
+        self.pipe.send("stop")
+        self.process.join(timeout=10)
 
 
 async def wait_healthy(session: aiohttp.ClientSession, base: str, limit_s: float = 30) -> None:
@@ -136,8 +151,8 @@ def report(label: str, values: list[float]) -> None:
 
 
 async def main(burst: int, sequential: int, repeat: int, pool: int) -> None:
-    slack = EmulatorThread()
-    emulator = slack.start()
+    slack = EmulatorProcess()
+    slack_url = slack.start()
     workdir = Path(tempfile.mkdtemp(prefix="debatebot-ack-"))
     url = f"sqlite:///{workdir / 'bench.sqlite3'}"
     upgrade(url)
@@ -146,7 +161,7 @@ async def main(burst: int, sequential: int, repeat: int, pool: int) -> None:
         **os.environ,
         "DEBATEBOT_SLACK_BOT_TOKEN": TOKEN,
         "DEBATEBOT_SLACK_SIGNING_SECRET": SIGNING_SECRET,
-        "DEBATEBOT_SLACK_API_URL": emulator.api_url,
+        "DEBATEBOT_SLACK_API_URL": f"{slack_url}/api/",
         "DEBATEBOT_SLACK_CONNECTIONS": str(pool),
         "DEBATEBOT_DATABASE_URL": url,
         "DEBATEBOT_PROVIDER": "fake",
@@ -171,13 +186,13 @@ async def main(burst: int, sequential: int, repeat: int, pool: int) -> None:
         connector = aiohttp.TCPConnector(limit=0)
         async with aiohttp.ClientSession(connector=connector) as session:
             await wait_healthy(session, base)
-            driver = SlackDriver(base, SIGNING_SECRET, f"{emulator.url}/response", session)
+            driver = SlackDriver(base, SIGNING_SECRET, f"{slack_url}/response", session)
             await timed(driver, "Warm-up question?", "CWARM")
             alone = [
                 await timed(driver, f"Sequential question {n}?", "CSEQ") for n in range(sequential)
             ]
             await wait_queued(url, 1 + sequential)
-            calls_before, connections_before = slack.slack_calls(), emulator.connections
+            calls_before, connections_before = slack.counts()
             for round_ in range(repeat):
                 together += await asyncio.gather(
                     *(
@@ -186,8 +201,9 @@ async def main(burst: int, sequential: int, repeat: int, pool: int) -> None:
                     )
                 )
                 await wait_queued(url, 1 + sequential + burst * (round_ + 1))
-            calls = slack.slack_calls() - calls_before
-            connections = emulator.connections - connections_before
+            calls_after, connections_after = slack.counts()
+            calls = calls_after - calls_before
+            connections = connections_after - connections_before
     finally:
         process.send_signal(signal.SIGTERM)
         await process.wait()

@@ -38,6 +38,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         try:
             await check_bot_token(runtime.surface.directory)
         except SettingsError:
+            await runtime.stop()
             await services.aclose()
             raise
         exporter = None

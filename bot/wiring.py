@@ -3,6 +3,8 @@
 Nothing here runs at import time: the CLI calls these builders, and tests pass their own fakes
 instead. Slack, uvicorn and APScheduler are imported by the functions that build them, so a
 command that needs none of them (`run`, `audit`, `--help`) starts without paying for them.
+The builders of Slack's side (`build_bot`, `build_worker_runtime`) run inside the event loop:
+they make the process's one pooled Slack session, which the runtime closes when it stops.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from engine.protocols import PROTOCOL_NAMES
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
+    import aiohttp
     from slack_sdk.web.async_client import AsyncWebClient
 
     from bot.jobs.delivery import OutboxDelivery
@@ -146,11 +149,13 @@ def build_bot(
     client: AsyncWebClient | None = None,
 ) -> BotRuntime:
     """Wire the Slack app: client, delivery loop, notifier, intake, the listeners' use cases,
-    workers and scheduled jobs. Raises SettingsError when a Slack secret is missing or a
-    placeholder."""
+    workers and scheduled jobs, all on one pooled Slack session (made here, inside the running
+    loop; `BotRuntime.stop` closes it). Raises SettingsError when a Slack secret is missing or
+    a placeholder."""
     from apscheduler.schedulers.asyncio import AsyncIOScheduler
     from slack_bolt.async_app import AsyncApp
 
+    from bot.outbound import Outbound
     from bot.slack.channel_config import ChannelConfig
     from bot.slack.home import AppHome
     from bot.slack.listeners import register as register_listeners
@@ -163,7 +168,8 @@ def build_bot(
     token, signing_secret, app_token = settings.slack_secrets()
     metrics = Metrics()
     gate = TokenGate()
-    client = client or slack_client(settings, metrics, gate)
+    http = slack_session(settings)
+    client = client or slack_client(settings, metrics, gate, session=http)
     owner = process_name()
     delivery = build_delivery(settings, engine, client, owner=owner, gate=gate)
     directory = delivery.directory
@@ -171,7 +177,9 @@ def build_bot(
         client=client,
         signing_secret=signing_secret or "socket-mode-signs-nothing",
         request_verification_enabled=app_token is None,
-        process_before_response=False,
+        # Bolt answers Slack as soon as a listener returns, which each does once it has
+        # acknowledged (bot.slack.after_ack), instead of polling for `ack()` every 10 ms.
+        process_before_response=True,
         authorize=local_authorize(token, directory),
     )
     notifier = build_notifier(settings, engine, wake=delivery.wake)
@@ -208,12 +216,17 @@ def build_bot(
             client=client,
             directory=directory,
             hosts=services.hosts,
-            uploads=Uploads(files_url=settings.slack_files_url, timeout_s=settings.slack_timeout_s),
+            uploads=Uploads(
+                files_url=settings.slack_files_url,
+                timeout_s=settings.slack_timeout_s,
+                http=Outbound(timeout_s=settings.slack_timeout_s, session=http),
+            ),
         ),
         reviews=reviews,
         home=AppHome(engine=engine, directory=directory, reviews=reviews),
         channels=ChannelConfig(engine=engine, directory=directory),
         protocols=PROTOCOL_NAMES,
+        slack_http=http,
     )
     scheduler = AsyncIOScheduler(timezone="UTC")
     jobs = build_jobs(
@@ -233,6 +246,7 @@ def build_bot(
             health=HealthProbe(engine, settings.worker_concurrency, gate=gate),
             metrics=metrics,
             signing_secret=signing_secret or "socket-mode-signs-nothing",
+            after_ack=surface.after_ack,
         ),
         surface=surface,
         notifier=notifier,
@@ -244,6 +258,7 @@ def build_bot(
             delivery=delivery,
             scheduler=scheduler,
             grace_s=settings.shutdown_grace_s,
+            slack_http=http,
         ),
     )
     register_listeners(app, surface)
@@ -286,14 +301,15 @@ def build_worker_runtime(
     metrics: Metrics,
     exit_when_idle: bool = False,
 ) -> Runtime:
-    """What `debatebot worker` runs: the pool and, with the bot token, the delivery loop; the
+    """What `debatebot worker` runs: the pool and, with the bot token, the delivery loop on a
+    pooled Slack session (made here, inside the running loop; `Runtime.stop` closes it); the
     scheduled jobs unless it exits when idle."""
-    gate = TokenGate() if settings.slack_bot_token else None
-    delivery = (
-        build_delivery(settings, engine, metrics=metrics, gate=gate)
-        if settings.slack_bot_token
-        else None
-    )
+    gate, delivery, http = None, None, None
+    if settings.slack_bot_token:
+        gate = TokenGate()
+        http = slack_session(settings)
+        client = slack_client(settings, metrics, gate, session=http)
+        delivery = build_delivery(settings, engine, client, gate=gate)
     notifier = build_notifier(settings, engine, wake=delivery.wake if delivery else (lambda: None))
     worker = build_worker(
         services, engine, worker_id=name, reporter=notifier, metrics=metrics, gate=gate
@@ -320,6 +336,7 @@ def build_worker_runtime(
         scheduler=scheduler,
         grace_s=settings.shutdown_grace_s,
         exit_when_idle=exit_when_idle,
+        slack_http=http,
     )
 
 
@@ -375,11 +392,33 @@ def process_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+def slack_session(settings: Settings) -> aiohttp.ClientSession:
+    """The process's one HTTP session to Slack, shared by the Web API client (the bot's calls
+    and Bolt's), the `response_url` answers and the file downloads: at most
+    DEBATEBOT_SLACK_CONNECTIONS connections, kept alive between calls, each call bounded by
+    DEBATEBOT_SLACK_TIMEOUT_S. Made inside the running loop; its owner closes it.
+
+    slack_sdk's clients use a session they are given and never close it ("use_running_session"
+    in `_request_with_session`); without one they open and close a session, so a connection
+    and a TLS handshake, per call. They apply their own `timeout` only to sessions they make,
+    so the session carries the deadline."""
+    from bot.outbound import pooled_session
+
+    return pooled_session(
+        connections=settings.slack_connections, timeout_s=settings.slack_timeout_s
+    )
+
+
 def slack_client(
-    settings: Settings, metrics: Metrics | None = None, gate: TokenGate | None = None
+    settings: Settings,
+    metrics: Metrics | None = None,
+    gate: TokenGate | None = None,
+    *,
+    session: aiohttp.ClientSession | None,
 ) -> AsyncWebClient:
-    """The Web API client; with `metrics`, every failed call is counted by method and code, and
-    with `gate`, any call Slack answers by refusing the bot token (Bolt's own too) tells it."""
+    """The Web API client on `session` (`slack_session`; None: a session of its own per call);
+    with `metrics`, every failed call is counted by method and code, and with `gate`, any call
+    Slack answers by refusing the bot token (Bolt's own too) tells it."""
     from slack_sdk.web.async_client import AsyncWebClient
 
     from bot.slackweb.poster import MeteredWebClient, classify, token_refusal
@@ -388,6 +427,7 @@ def slack_client(
         "token": settings.slack_bot_token_value(),
         "base_url": settings.slack_api_url,
         "timeout": int(max(1, settings.slack_timeout_s)),
+        "session": session,
     }
     if metrics is None and gate is None:
         return AsyncWebClient(**options)
@@ -413,19 +453,17 @@ def build_notifier(
 def build_delivery(
     settings: Settings,
     engine: Engine,
-    client: AsyncWebClient | None = None,
+    client: AsyncWebClient,
     *,
     owner: str | None = None,
-    metrics: Metrics | None = None,
     gate: TokenGate | None = None,
 ) -> OutboxDelivery:
-    """The loop that sends owed messages to Slack (needs the bot token); `gate` is the
-    process's view of that token."""
+    """The loop that sends owed messages to Slack with `client` (`slack_client`); `gate` is the
+    process's view of the bot token."""
     from bot.jobs.delivery import DeliveryConfig, OutboxDelivery
     from bot.slackweb.people import SlackDirectory
     from bot.slackweb.poster import SlackPoster
 
-    client = client or slack_client(settings, metrics, gate)
     return OutboxDelivery(
         gate=gate,
         engine=engine,

@@ -58,11 +58,13 @@ def build_assistant(
     wrap: Callable[[Listener], Listener] = lambda listener: listener,
 ) -> AsyncAssistant:
     """The assistant middleware with debatebot's listeners, each passed through `wrap` (the
-    listeners' store-failure answer); `app.use` it after the middleware that provides
-    `surface`."""
+    listeners' acknowledgement first and store-failure answer); `app.use` it after the
+    middleware that provides `surface`."""
     assistant = AsyncAssistant()
     assistant.thread_started(wrap(on_thread_started))
     assistant.user_message(wrap(on_user_message))
+    # Bolt's own listener, which saves the new context with Slack calls, after the answer too.
+    assistant.thread_context_changed(wrap(AsyncAssistant.default_thread_context_changed))
     return assistant
 
 
