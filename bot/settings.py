@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -182,6 +183,24 @@ class Settings(BaseSettings):
         description="the only address uploaded files are downloaded from with the bot token;"
         " default: https://files.slack.com with Slack's Web API, else the Web API's own origin",
     )
+    slack_client_id: str | None = Field(
+        default=None,
+        description="the app's Client ID (Basic Information -> App Credentials); with the client"
+        " secret, `serve` installs the app in any number of workspaces over OAuth (HTTP only)",
+    )
+    slack_client_secret: SecretStr | None = Field(
+        default=None, description="the app's Client Secret, for OAuth installs"
+    )
+    slack_redirect_uri: str | None = Field(
+        default=None,
+        description="the public address of /slack/oauth_redirect as listed under OAuth &"
+        " Permissions -> Redirect URLs; needed only when the app lists more than one",
+    )
+    token_encryption_key: SecretStr | None = Field(
+        default=None,
+        description="encrypts the Slack tokens OAuth installs store in the database"
+        " (AES-256-GCM); a long random secret of your own, required for OAuth installs",
+    )
     http_host: str = "0.0.0.0"
     http_port: int = Field(default=3000, ge=1, le=65535)
     worker_concurrency: int = Field(
@@ -217,6 +236,26 @@ class Settings(BaseSettings):
         gt=0,
         description="a review open this long expires, is announced in its thread and sent to the"
         " channel's owners (a channel's own `review_sla` wins)",
+    )
+    review_sample_rate: float = Field(
+        default=0.05,
+        ge=0.0,
+        le=1.0,
+        description="share of completed verdicts that did not escalate sent for review anyway,"
+        " marked as a sample, so calibration's labels are not only from doubted verdicts",
+    )
+    calibration_target: float = Field(
+        default=0.95,
+        gt=0.0,
+        le=1.0,
+        description="share of wrong verdicts the recommended escalation threshold must send to"
+        " people (`debatebot calibration`, App Home, the eval report)",
+    )
+    calibration_min_labels: int = Field(
+        default=50,
+        ge=1,
+        description="review and eval labels with recorded components a task type needs before"
+        " `debatebot calibration` fits and proposes weights on it",
     )
     workspace_monthly_budget_usd: float | None = Field(
         default=None,
@@ -404,7 +443,88 @@ class Settings(BaseSettings):
         )
         return token, signing, app_token
 
+    def slack_oauth(self) -> SlackOAuth | None:
+        """OAuth installs' settings when DEBATEBOT_SLACK_CLIENT_ID or _CLIENT_SECRET is set (None:
+        one workspace, its bot token in the environment), refusing a missing or placeholder
+        value by name, and Socket Mode: Slack sends the installer back to a public HTTP address,
+        and its Marketplace lists only apps that serve over HTTP."""
+        if self.slack_client_id is None and self.slack_client_secret is None:
+            return None
+        if self.slack_app_token is not None:
+            raise SettingsError(
+                "DEBATEBOT_SLACK_APP_TOKEN (Socket Mode) and DEBATEBOT_SLACK_CLIENT_ID /"
+                " _CLIENT_SECRET (OAuth installs) are both set, but installs need HTTP: Slack"
+                " sends the installer back to the bot's public /slack/oauth_redirect. Unset"
+                " DEBATEBOT_SLACK_APP_TOKEN to serve over HTTP, or unset the client id and"
+                " secret to serve one workspace over Socket Mode"
+            )
+        where = "your Slack app's Basic Information -> App Credentials"
+        client_id = _secret(
+            SecretStr(self.slack_client_id) if self.slack_client_id is not None else None,
+            "DEBATEBOT_SLACK_CLIENT_ID",
+            prefix="",
+            where=where,
+        )
+        if not CLIENT_ID.fullmatch(client_id):
+            raise SettingsError(
+                "DEBATEBOT_SLACK_CLIENT_ID is not a Slack client id (digits, a dot, digits);"
+                f" copy it from {where}"
+            )
+        client_secret = _secret(
+            self.slack_client_secret, "DEBATEBOT_SLACK_CLIENT_SECRET", prefix="", where=where
+        )
+        signing = _secret(
+            self.slack_signing_secret, "DEBATEBOT_SLACK_SIGNING_SECRET", prefix="", where=where
+        )
+        key = _secret(
+            self.token_encryption_key,
+            "DEBATEBOT_TOKEN_ENCRYPTION_KEY",
+            prefix="",
+            where=f"a secret of your own, e.g. {MAKE_KEY}",
+        )
+        if len(key) < 32:
+            raise SettingsError(
+                "DEBATEBOT_TOKEN_ENCRYPTION_KEY is shorter than 32 characters; use a long random"
+                f" secret, e.g. {MAKE_KEY}"
+            )
+        if self.audit_key is not None and key == self.audit_key.get_secret_value().strip():
+            raise SettingsError(
+                "DEBATEBOT_TOKEN_ENCRYPTION_KEY is the same as DEBATEBOT_AUDIT_KEY; give each its"
+                f" own secret (one leaked must not open the other), e.g. {MAKE_KEY}"
+            )
+        redirect = self.slack_redirect_uri
+        if redirect is not None and not (
+            redirect.startswith(("https://", "http://")) and redirect.endswith(REDIRECT_PATH)
+        ):
+            raise SettingsError(
+                f"DEBATEBOT_SLACK_REDIRECT_URI must be the bot's public address of {REDIRECT_PATH}"
+                f" (https://…{REDIRECT_PATH}), as listed under OAuth & Permissions -> Redirect"
+                f" URLs; got {redirect!r}"
+            )
+        return SlackOAuth(
+            client_id=client_id,
+            client_secret=client_secret,
+            signing_secret=signing,
+            encryption_key=key.encode(),
+            redirect_uri=redirect,
+        )
 
+
+@dataclass(frozen=True)
+class SlackOAuth:
+    """What installing the app over OAuth needs, checked (see `Settings.slack_oauth`)."""
+
+    client_id: str
+    client_secret: str = field(repr=False)
+    signing_secret: str = field(repr=False)
+    encryption_key: bytes = field(repr=False)
+    redirect_uri: str | None = None
+
+
+CLIENT_ID = re.compile(r"[0-9]+\.[0-9]+")
+"""Slack's client ids: two numbers joined by a dot."""
+REDIRECT_PATH = "/slack/oauth_redirect"
+"""Where Slack sends the installer back with the code (Bolt's default path)."""
 PLACEHOLDERS = re.compile(r"change-?me|changethis|your[-_]|x{6,}|\.\.\.|[<>]|todo|placeholder")
 
 

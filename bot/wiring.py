@@ -30,10 +30,11 @@ from bot.messages.notifier import DebateNotifier
 from bot.metrics import Metrics
 from bot.providers import ProviderRegistry
 from bot.runtime import BotRuntime, Runtime
-from bot.settings import Settings, SettingsError
+from bot.settings import Settings, SettingsError, SlackOAuth
 from bot.slackweb.token import TokenGate
 from bot.store.db import ensure_schema, make_engine
 from bot.store.queue import InFlightLimits, SpendCaps
+from engine.calibration.sampling import ReviewSampler
 from engine.catalog import ModelRetiredError
 from engine.ledger import LLMResolver
 from engine.prompts import PromptLibrary
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 
     from bot.jobs.delivery import OutboxDelivery
     from bot.jobs.scheduled import ScheduledJobs
+    from bot.slackweb.installations import DatabaseInstallationStore
     from bot.slackweb.people import SlackDirectory
     from bot.slackweb.poster import SlackPoster
 
@@ -105,6 +107,7 @@ def build_worker(
             heartbeat_s=settings.worker_heartbeat_s,
             poll_s=settings.worker_poll_s,
             audit_key=settings.audit_key_bytes(),
+            review_sample=ReviewSampler(settings.review_sample_rate),
         ),
         reporter=reporter,
         sinks=sinks,
@@ -150,14 +153,18 @@ def build_bot(
 ) -> BotRuntime:
     """Wire the Slack app: client, delivery loop, notifier, intake, the listeners' use cases,
     workers and scheduled jobs, all on one pooled Slack session (made here, inside the running
-    loop; `BotRuntime.stop` closes it). Raises SettingsError when a Slack secret is missing or
-    a placeholder."""
+    loop; `BotRuntime.stop` closes it); with DEBATEBOT_SLACK_CLIENT_ID and _SECRET, OAuth
+    installs (`build_installs`). Raises SettingsError when a Slack secret is missing or a
+    placeholder."""
     from apscheduler.schedulers.asyncio import AsyncIOScheduler
     from slack_bolt.async_app import AsyncApp
 
     from bot.outbound import Outbound
     from bot.slack.channel_config import ChannelConfig
     from bot.slack.home import AppHome
+    from bot.slack.installs import Uninstalls
+    from bot.slack.installs import register as register_uninstalls
+    from bot.slack.listeners import acknowledging
     from bot.slack.listeners import register as register_listeners
     from bot.slack.reviews import Reviews
     from bot.slack.server import BotASGI
@@ -173,14 +180,21 @@ def build_bot(
     owner = process_name()
     delivery = build_delivery(settings, engine, client, owner=owner, gate=gate)
     directory = delivery.directory
+    oauth = settings.slack_oauth()
+    installs = (
+        build_installs(settings, oauth, engine, metrics, http=http) if oauth is not None else None
+    )
     app = AsyncApp(
-        client=client,
         signing_secret=signing_secret or "socket-mode-signs-nothing",
         request_verification_enabled=app_token is None,
         # Bolt answers Slack as soon as a listener returns, which each does once it has
         # acknowledged (bot.slack.after_ack), instead of polling for `ack()` every 10 ms.
         process_before_response=True,
-        authorize=local_authorize(token, directory),
+        **(
+            installs.app_options
+            if installs is not None
+            else {"client": client, "authorize": local_authorize(token, directory)}
+        ),
     )
     notifier = build_notifier(settings, engine, wake=delivery.wake)
     worker = build_worker(
@@ -223,7 +237,13 @@ def build_bot(
             ),
         ),
         reviews=reviews,
-        home=AppHome(engine=engine, directory=directory, reviews=reviews),
+        home=AppHome(
+            engine=engine,
+            directory=directory,
+            reviews=reviews,
+            calibration_target=settings.calibration_target,
+            calibration_min_labels=settings.calibration_min_labels,
+        ),
         channels=ChannelConfig(engine=engine, directory=directory),
         protocols=PROTOCOL_NAMES,
         slack_http=http,
@@ -262,6 +282,11 @@ def build_bot(
         ),
     )
     register_listeners(app, surface)
+    register_uninstalls(
+        app,
+        Uninstalls(engine=engine, store=installs.store if installs is not None else None),
+        wrap=acknowledging,
+    )
     return runtime
 
 
@@ -363,6 +388,85 @@ def build_jobs(
         poster=poster,
         metrics=metrics,
         pr_comments=PullRequestComments(engine, hosts) if hosts is not None else None,
+    )
+
+
+@dataclass
+class Installs:
+    """OAuth installs (bot.slack.installs): their store, and what the Bolt app takes to serve
+    them (its client, install flow and authorization)."""
+
+    store: DatabaseInstallationStore
+    app_options: dict[str, Any]
+
+
+def build_installs(
+    settings: Settings,
+    oauth: SlackOAuth,
+    engine: Engine,
+    metrics: Metrics | None = None,
+    *,
+    http: aiohttp.ClientSession | None = None,
+) -> Installs:
+    """The install flow, the stores on `engine` and the per-workspace authorization, on the
+    process's pooled Slack session (`http`). Raises SettingsError when
+    DEBATEBOT_TOKEN_ENCRYPTION_KEY does not open the tokens already stored."""
+    from slack_sdk.oauth.token_rotation.async_rotator import AsyncTokenRotator
+
+    from bot.slack.installs import NOT_INSTALLED, StoredAuthorize, authorize_url, oauth_flow
+    from bot.slackweb.installations import DatabaseInstallationStore, DatabaseStateStore
+    from bot.slackweb.poster import MeteredWebClient, classify
+    from bot.slackweb.rotation import BotTokens
+    from bot.store.cipher import TokenCipher
+    from bot.store.db import session_scope
+    from bot.store.errors import TokenDecryptError
+    from bot.store.installations import check_key
+
+    cipher = TokenCipher(oauth.encryption_key)
+    try:
+        with session_scope(engine) as session:
+            check_key(session, cipher=cipher)
+    except TokenDecryptError as error:
+        raise SettingsError(str(error)) from error
+
+    def failed(method: str, raised: Exception) -> None:
+        if metrics is not None:
+            metrics.slack_errors.labels(method, classify(raised, method, "-").code).inc()
+
+    # No token: each request gets its workspace's (Bolt copies this client's address, timeout
+    # and session into the client it hands listeners), and the flow's calls carry the client id
+    # and secret.
+    client = MeteredWebClient(
+        on_error=failed,
+        base_url=settings.slack_api_url,
+        timeout=int(max(1, settings.slack_timeout_s)),
+        session=http,
+    )
+    store = DatabaseInstallationStore(engine=engine, cipher=cipher)
+    tokens = BotTokens(
+        store=store,
+        rotator=AsyncTokenRotator(
+            client_id=oauth.client_id, client_secret=oauth.client_secret, client=client
+        ),
+    )
+    flow = oauth_flow(
+        client_id=oauth.client_id,
+        client_secret=oauth.client_secret,
+        redirect_uri=oauth.redirect_uri,
+        authorization_url=authorize_url(settings.slack_api_url),
+        client=client,
+        store=store,
+        states=DatabaseStateStore(engine=engine),
+        engine=engine,
+    )
+    return Installs(
+        store=store,
+        app_options={
+            "client": client,
+            "oauth_flow": flow,
+            "authorize": StoredAuthorize(tokens),
+            "user_facing_authorize_error_message": NOT_INSTALLED,
+        },
     )
 
 

@@ -8,7 +8,8 @@
   so it judges the vote's very samples.
 - Before anything runs, the spend is estimated from the case lengths and the models' prices and
   printed; hosted providers need `--yes`. `--max-cost` stops before the next run would pass it.
-- The report: `report.md` (tables per arm and per task type, and what the numbers mean),
+- The report: `report.md` (tables per arm and per task type, how well each arm's confidence
+  predicts a right verdict, and what the numbers mean),
   `results.json` (every raw result and the scores) and `frontier.png`/`.svg` (recall against
   tokens per case, per arm).
 """
@@ -27,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from engine.calibration.threshold import DEFAULT_TARGET
 from engine.errors import EngineError
 from engine.evaluation.arms import ARMS, SINGLE_ARMS, ArmRunner
 from engine.evaluation.cases import EvalCase
@@ -60,6 +62,8 @@ class EvalPlan:
     controls: bool = True
     vote_k: int | None = None
     max_cost_usd: float | None = None
+    calibration_target: float = DEFAULT_TARGET
+    """Share of wrong verdicts the report's calibrated threshold must escalate."""
 
     def variants(self, case: EvalCase) -> list[str]:
         return [PLANTED, CLEAN] if self.controls and case.clean_context else [PLANTED]
@@ -321,17 +325,27 @@ class EvalRun:
 # --- the report ------------------------------------------------------------------------------
 
 
-def scores_by_arm(results: Sequence[ArmResult], arms: Sequence[str]) -> dict[str, Scores]:
-    return {arm: score([r for r in results if r.arm == arm]) for arm in arms}
+def scores_by_arm(
+    results: Sequence[ArmResult], arms: Sequence[str], target: float = DEFAULT_TARGET
+) -> dict[str, Scores]:
+    return {arm: score([r for r in results if r.arm == arm], target=target) for arm in arms}
 
 
 def scores_by_task_type(
-    results: Sequence[ArmResult], arms: Sequence[str], tasks: Sequence[str]
+    results: Sequence[ArmResult],
+    arms: Sequence[str],
+    tasks: Sequence[str],
+    target: float = DEFAULT_TARGET,
 ) -> dict[str, dict[str, Scores]]:
     """Each arm's scores per task type (empty scores where nothing of that type ran yet)."""
     return {
-        task: scores_by_arm([r for r in results if r.task_type == task], arms) for task in tasks
+        task: scores_by_arm([r for r in results if r.task_type == task], arms, target)
+        for task in tasks
     }
+
+
+def _figure(value: float | None, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
 
 
 def _pct(value: float | None) -> str:
@@ -343,7 +357,7 @@ def report_markdown(
 ) -> str:
     """The report people read: one table per arm, one per task type, what it means."""
     arms = [a for a in ARMS if a in plan.arms]
-    by_arm = scores_by_arm(results, arms)
+    by_arm = scores_by_arm(results, arms, plan.calibration_target)
     lines = [
         "# debatebot eval",
         "",
@@ -370,6 +384,27 @@ def report_markdown(
             f" {_pct(s.escalated_when_right)} | {_pct(s.flip_rate)} | {s.tokens_per_case:,.0f} |"
             f" ${s.cost_per_case:.4f} | {s.wall_s_per_case:.1f} s | {s.failed} |"
         )
+    target = plan.calibration_target
+    lines += [
+        "",
+        "## Confidence",
+        "",
+        "How well each arm's confidence predicts that its verdict is the expected one (runs with"
+        " an expected verdict): Brier score (0 is perfect, 0.25 a constant 0.5), expected"
+        " calibration error over ten equal-width bins, AUROC (0.5 is chance), and the threshold"
+        f" that would have escalated at least {target:.0%} of the wrong verdicts with the fewest"
+        " right ones, fitted on these same runs, with what it escalates.",
+        "",
+        "| arm | Brier | ECE | AUROC | calibrated threshold | wrong escalated at it |"
+        " right escalated at it |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for arm, s in by_arm.items():
+        lines.append(
+            f"| {arm} | {_figure(s.brier)} | {_figure(s.ece)} | {_figure(s.auroc, 2)} |"
+            f" {_figure(s.calibrated_threshold, 2)} | {_pct(s.wrong_escalated_at_threshold)} |"
+            f" {_pct(s.right_escalated_at_threshold)} |"
+        )
     task_types = sorted({case.task_type for case in plan.cases})
     lines += [
         "",
@@ -380,7 +415,7 @@ def report_markdown(
         "| arm | " + " | ".join(task_types) + " |",
         "| --- |" + " ---: |" * len(task_types),
     ]
-    per_task = scores_by_task_type(results, arms, task_types)
+    per_task = scores_by_task_type(results, arms, task_types, target)
     for arm in arms:
         cells = [
             f"{_pct(t.recall)} · {_pct(t.agreement)} · {t.false_alarms} · {t.tokens_per_case:,.0f}"
@@ -522,7 +557,7 @@ def write_report(
 ) -> list[Path]:
     """report.md, results.json and the chart, in the output folder."""
     arms = [a for a in ARMS if a in plan.arms]
-    by_arm = scores_by_arm(results, arms)
+    by_arm = scores_by_arm(results, arms, plan.calibration_target)
     report = plan.out / "report.md"
     report.write_text(report_markdown(results, plan, models, stopped), encoding="utf-8")
     raw = plan.out / "results.json"
@@ -535,7 +570,10 @@ def write_report(
                 "scores_by_task_type": {
                     task: {arm: asdict(s) for arm, s in scores.items()}
                     for task, scores in scores_by_task_type(
-                        results, arms, sorted({case.task_type for case in plan.cases})
+                        results,
+                        arms,
+                        sorted({case.task_type for case in plan.cases}),
+                        plan.calibration_target,
                     ).items()
                 },
                 "results": [r.model_dump(mode="json", exclude={"samples"}) for r in results],

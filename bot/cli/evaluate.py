@@ -42,6 +42,7 @@ async def evaluate(args: argparse.Namespace) -> int:
         controls=not args.no_controls,
         vote_k=args.vote_k,
         max_cost_usd=args.max_cost,
+        calibration_target=settings.calibration_target,
     )
     overrides = role_overrides(args)
     models = services.policy.models(args.provider, args.model, overrides)

@@ -173,6 +173,33 @@ def build_parser() -> argparse.ArgumentParser:
     stats.add_argument("--channel", help="only debates of this channel id (C…)")
     stats.set_defaults(handler="stats:stats", is_async=False)
 
+    calibration = commands.add_parser(
+        "calibration",
+        help="how well the confidence predicted reviewers' decisions (Brier, ECE, AUROC, the"
+        " escalation threshold, a reliability diagram), fitted weights to adopt, eval labels",
+    )
+    calibration.add_argument(
+        "action",
+        nargs="?",
+        default="show",
+        choices=("show", "adopt", "import-eval"),
+        help="show (default): the figures, the PNG and proposed weights; adopt VERSION;"
+        " import-eval DIR|FILE: an eval's results as labels",
+    )
+    calibration.add_argument(
+        "target",
+        nargs="?",
+        metavar="VERSION|PATH",
+        help="adopt: a weights version; import-eval: an eval's --out folder or its results.jsonl",
+    )
+    calibration.add_argument(
+        "--png",
+        default="calibration.png",
+        metavar="FILE",
+        help="where the reliability diagram goes (default: calibration.png)",
+    )
+    calibration.set_defaults(handler="calibration:calibration", is_async=False)
+
     evaluation = commands.add_parser(
         "eval",
         help="compare the debate protocols with a single answer, a majority vote and best-of-n"

@@ -43,10 +43,11 @@ from bot.store.errors import DatabaseUnavailableError, LeaseLostError, StoreRefu
 from bot.store.tables import Debate, TriageState
 from bot.store.writer import TurnWriter
 from engine import triage
+from engine.calibration.sampling import ReviewSampler
 from engine.errors import LLMError
 from engine.events import DebateEvent, EventSink, TurnFinished
 from engine.ledger import BudgetExhausted, HaltCheck, LLMResolver
-from engine.models import DebateResult, DebateSpec, TurnRecord
+from engine.models import DebateResult, DebateSpec, DebateStatus, TurnRecord
 from engine.prompts import PromptLibrary
 from engine.runner import run_debate
 
@@ -98,6 +99,9 @@ class WorkerConfig:
     start_wave: int = 25
     start_gap_s: float = 0.01
     """Debates claimed together start `start_wave` at a time, `start_gap_s` apart (run_pool)."""
+    review_sample: ReviewSampler | None = None
+    """Draws the completed Slack verdicts that did not escalate but are reviewed anyway, as a
+    sample for calibration; None draws none."""
 
 
 class DebateWorker:
@@ -133,6 +137,17 @@ class DebateWorker:
         self.reporter = reporter
         self._wake = asyncio.Event()
         self._draining = asyncio.Event()
+
+    def _drawn_for_review(self, result: DebateResult) -> bool:
+        """Whether a verdict that did not escalate is sent for review as a sample: only a
+        complete debate's (a triage's single answer has no debate's confidence to check)."""
+        sampler = self.config.review_sample
+        verdict = result.verdict
+        if sampler is None or verdict.escalate or verdict.status is not DebateStatus.COMPLETE:
+            return False
+        if not ((result.report or {}).get("triage") or {}).get("debated", True):
+            return False
+        return sampler.draw()
 
     async def _db(self, work: Callable[[Session], R]) -> R:
         return await in_session(self.engine, work)
@@ -291,6 +306,7 @@ class DebateWorker:
                     owes_messages=reporter is not None,
                     audit_key=self.config.audit_key,
                     head=head,
+                    sampled=reporter is not None and self._drawn_for_review(result),
                 )
             )
         except LeaseLostError:

@@ -17,6 +17,9 @@ ACTION_FEEDBACK = "verdict_feedback"
 ACTION_DEBATE_ANYWAY = "debate_anyway"
 
 
+ACTION_ADOPT_WEIGHTS = "adopt_confidence_weights"
+
+
 VIEW_DEBATE = "debate_modal"
 
 

@@ -1,4 +1,5 @@
-"""App Home: the reviews waiting for the viewer, recent debates with their feedback, spend."""
+"""App Home: the reviews waiting for the viewer, recent debates with their feedback, spend, and
+for admins the confidence's calibration with a button to adopt proposed weights."""
 
 from __future__ import annotations
 
@@ -6,7 +7,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.messages.kit import MAX_VIEW_BLOCKS, Block, clip, divider, escape, header, sections
+from bot.messages.action_ids import ACTION_ADOPT_WEIGHTS
+from bot.messages.kit import (
+    MAX_VIEW_BLOCKS,
+    Block,
+    clip,
+    context,
+    divider,
+    escape,
+    header,
+    plain,
+    sections,
+)
+from engine.calibration.fitting import Proposal, Refused
+from engine.calibration.report import CalibrationReport, Figures
 
 
 @dataclass(frozen=True)
@@ -37,10 +51,14 @@ def home_view(
     spend_all: float,
     month: str,
     stats: Sequence[HomeStats] = (),
+    calibration: CalibrationReport | None = None,
+    notice: str | None = None,
 ) -> dict[str, Any]:
     """App Home: reviews waiting for this user, recent debates in their channels with their
-    feedback, spend, and how each protocol's verdicts were received."""
-    blocks: list[Block] = [header("Reviews waiting for you")]
+    feedback, spend, how each protocol's verdicts were received, and (given to admins only)
+    the `calibration` report; `notice` says what the viewer's last click did."""
+    blocks: list[Block] = [context(escape(notice))] if notice else []
+    blocks += [header("Reviews waiting for you")]
     blocks += [_home_line(item) for item in pending[:20]] or sections("_Nothing waiting._")
     blocks += [divider(), header("Recent debates in your channels")]
     blocks += [_home_line(item) for item in recent[:20]] or sections("_No debates yet._")
@@ -56,7 +74,92 @@ def home_view(
             for s in stats
         ]
         blocks += [divider(), header("Verdict feedback by protocol"), *sections("\n".join(lines))]
+    if calibration is not None:
+        blocks += [divider(), *calibration_blocks(calibration)]
     return {"type": "home", "blocks": blocks[:MAX_VIEW_BLOCKS]}
+
+
+def _figures_line(figures: Figures) -> str:
+    if not figures.labels:
+        return f"*{escape(figures.group)}*: no labels yet"
+    parts = [
+        f"*{escape(figures.group)}*: {figures.labels} label(s), {figures.wrong} wrong,"
+        f" {figures.sampled} sampled",
+        f"Brier {figures.brier:.3f}" if figures.brier is not None else "Brier n/a",
+        f"ECE {figures.ece:.3f}" if figures.ece is not None else "ECE n/a",
+        f"AUROC {figures.auroc:.2f}" if figures.auroc is not None else "AUROC n/a",
+    ]
+    advice = figures.advice
+    if advice is not None:
+        counts = advice.counts
+        parts.append(
+            f"threshold {advice.threshold:.3f}"
+            + ("" if advice.reached else " (target not reachable)")
+            + f" escalates {counts.wrong_escalated} of {counts.wrong} wrong and"
+            f" {counts.right_escalated} of {counts.right} right needlessly"
+        )
+    return " \u00b7 ".join(parts)
+
+
+def calibration_blocks(report: CalibrationReport) -> list[Block]:
+    """The calibration section admins see: the figures per task type, the weights in use, and
+    the proposed weights with a button that adopts them (the server checks the clicker is an
+    admin)."""
+    lines = [_figures_line(f) for f in [report.overall, *report.by_task_type]]
+    lines.append(_figures_line(report.feedback) + " _(weaker labels, not fitted)_")
+    blocks: list[Block] = [
+        header("Confidence calibration (admins)"),
+        *sections("\n".join(lines)),
+        context(
+            f"Weights in use: `{escape(report.current.version)}`. Labels: Approve and Reject on"
+            " review requests, imported eval runs, and (apart) feedback. `debatebot calibration`"
+            " prints the same with the reliability diagram."
+        ),
+    ]
+    fit = report.fit
+    if isinstance(fit, Proposal):
+        version = fit.weights.version
+        blocks += sections(
+            f"*Proposed weights* `{escape(version)}` ({escape(fit.method)}): held-out Brier"
+            f" {fit.brier_fit:.4f} against {fit.brier_current:.4f} of the weights in use, on"
+            f" {fit.held_out} label(s)."
+            + (
+                f" There, catching {report.target:.0%} of the wrong verdicts escalates"
+                f" {fit.needless_fit:.0%} of the right ones needlessly, against"
+                f" {fit.needless_current:.0%} with the weights in use."
+                if fit.needless_fit is not None and fit.needless_current is not None
+                else ""
+            )
+        )
+        blocks.append(
+            {
+                "type": "actions",
+                "block_id": "calibration",
+                "elements": [
+                    {
+                        "type": "button",
+                        "text": plain(clip(f"Adopt {version}", 75)),
+                        "action_id": ACTION_ADOPT_WEIGHTS,
+                        "value": version,
+                        "style": "primary",
+                        "confirm": {
+                            "title": plain("Adopt these weights?"),
+                            "text": plain(
+                                f"New verdicts will be scored with {version}; each verdict"
+                                " records the version that scored it."
+                            ),
+                            "confirm": plain("Adopt"),
+                            "deny": plain("Cancel"),
+                        },
+                    }
+                ],
+            }
+        )
+    elif isinstance(fit, Refused):
+        blocks.append(context(f"No weights proposed: {escape(fit.reason)}"))
+    else:
+        blocks.append(context(f"No fit yet: {escape(fit.reason)}"))
+    return blocks
 
 
 def _home_line(item: HomeDebate) -> Block:

@@ -122,6 +122,7 @@ def _review_request(debate: Debate, result: DebateResult, escalation: Escalation
         another_round=result.spec.protocol == "adversarial",
         question=result.spec.question if elsewhere else None,
         synthesis=result.verdict.synthesis,
+        sample=escalation.sample,
     )
     return draft(
         REVIEW,
@@ -167,6 +168,7 @@ def decided(
         reviewer=reviewer,
         note=note or None,
         decided_at=at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        sample=escalation.sample,
     )
     return [draft(f"update:{REVIEW}", message, action=OutboxAction.UPDATE, target_key=REVIEW)]
 

@@ -215,20 +215,28 @@ def escalation_message(
     another_round: bool = True,
     question: str | None = None,
     synthesis: str | None = None,
+    sample: bool = False,
 ) -> Message:
     """The review request: who is asked, why, and the buttons (*Another round* only where the
     protocol can run one more round). Posted away from the debate's thread (a review channel),
-    it carries the `question` and the verdict's `synthesis`, since the thread is not beside it."""
+    it carries the `question` and the verdict's `synthesis`, since the thread is not beside it.
+    A `sample` (a verdict that did not escalate, drawn at random) says so in its heading, so
+    nobody reads it as a doubt about the verdict."""
     who = " ".join(mention(person) for person in reviewers) or (
         "_No reviewers are configured for this channel; a workspace admin can decide, and"
         " `/debate config` sets reviewers._"
     )
     value = str(escalation_id)
+    heading = (
+        f":mag: *Sample review* for debate #{debate_id} (confidence {confidence:.2f}): this"
+        " verdict did not need a review; it was drawn at random so its confidence can be"
+        " checked. Approve if it stands, Reject if it does not."
+        if sample
+        else f":rotating_light: *Review needed* for debate #{debate_id} (confidence"
+        f" {confidence:.2f})"
+    )
     blocks: list[Block] = [
-        *sections(
-            f":rotating_light: *Review needed* for debate #{debate_id} (confidence"
-            f" {confidence:.2f})\n{who}"
-        ),
+        *sections(f"{heading}\n{who}"),
         *sections(f"*Why*\n{fit(bullets(reasons), 2_500)}"),
         *(
             [
@@ -248,7 +256,8 @@ def escalation_message(
             ],
         },
     ]
-    return Message(f"Review needed for debate #{debate_id}", blocks)
+    title = "Sample review" if sample else "Review needed"
+    return Message(f"{title} for debate #{debate_id}", blocks)
 
 
 def direct(message: Message, *, channel_id: str, reason: str) -> Message:
@@ -297,6 +306,7 @@ def escalation_decided_message(
     reviewer: str,
     note: str | None,
     decided_at: str,
+    sample: bool = False,
 ) -> Message:
     """The review request after the decision: the buttons are gone, the decision is shown."""
     label = DECISION_LABEL.get(decision, decision)
@@ -305,7 +315,9 @@ def escalation_decided_message(
         text += f"\n>{fit(escape(note), 6_000)}"
     blocks = [
         *sections(f":rotating_light: *Review of debate #{debate_id}*"),
-        *sections(f"*Why it was escalated*\n{fit(bullets(reasons), 2_500)}"),
+        *sections(
+            f"*Why it was {'reviewed' if sample else 'escalated'}*\n{fit(bullets(reasons), 2_500)}"
+        ),
         *sections(text),
     ]
     return Message(f"Debate #{debate_id}: {label}", blocks)

@@ -1,8 +1,10 @@
 """App Home: the reviews the viewer may decide, recent debates in their channels with their
-feedback, this month's spend, and how each protocol's verdicts were received."""
+feedback, this month's spend, how each protocol's verdicts were received, and for workspace
+admins the confidence's calibration and the weights they may adopt."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
@@ -11,20 +13,62 @@ from sqlalchemy import Engine
 from bot.messages import home_tab
 from bot.slack.reviews import Reviews
 from bot.slackweb.people import SlackDirectory
-from bot.store import operations, overview, reviews
+from bot.store import operations, overview, reviews, weights
+from bot.store.calibration import calibration_inputs, store_proposal
 from bot.store.db import in_session
+from bot.store.errors import WeightsNotFoundError
 from bot.store.tables import Debate
+from engine.calibration.report import DEFAULT_MIN_LABELS, CalibrationReport, calibrate
+from engine.calibration.threshold import DEFAULT_TARGET
 
 
 class AppHome:
     """Builds a viewer's App Home from the store and Slack's directory."""
 
-    def __init__(self, *, engine: Engine, directory: SlackDirectory, reviews: Reviews) -> None:
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        directory: SlackDirectory,
+        reviews: Reviews,
+        calibration_target: float = DEFAULT_TARGET,
+        calibration_min_labels: int = DEFAULT_MIN_LABELS,
+    ) -> None:
         self.engine = engine
         self.directory = directory
         self.reviews = reviews
+        self.calibration_target = calibration_target
+        self.calibration_min_labels = calibration_min_labels
 
-    async def view(self, *, user: str) -> dict[str, Any]:
+    async def adopt_weights(self, *, user: str, version: str) -> str:
+        """Adopt the weights `version` when `user` is a workspace admin (Slack's directory
+        says so, whatever the click carries); what happened, to show on their App Home."""
+        if not await self.directory.is_admin(user):
+            return "Only workspace admins can adopt confidence weights; nothing was changed."
+        try:
+            adoption = await in_session(
+                self.engine,
+                lambda s: weights.adopt_weights(s, version=version, by=user),
+            )
+        except WeightsNotFoundError as error:
+            return f"Nothing was changed: {error}"
+        return f"Adopted confidence weights {adoption.version}: new verdicts are scored with them."
+
+    async def _calibration(self) -> CalibrationReport:
+        """The calibration report, computed off the store's threads (a fit is CPU work), with
+        the weights it proposes stored so the Adopt button finds them."""
+        found, current = await in_session(self.engine, calibration_inputs)
+        report = await asyncio.to_thread(
+            calibrate,
+            found,
+            current=current,
+            target=self.calibration_target,
+            min_labels=self.calibration_min_labels,
+        )
+        await in_session(self.engine, lambda s: store_proposal(s, report=report))
+        return report
+
+    async def view(self, *, user: str, notice: str | None = None) -> dict[str, Any]:
         channels = await self.directory.channels_of(user)
         now = datetime.now(UTC)
         month_start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
@@ -46,6 +90,7 @@ class AppHome:
         everyone = await in_session(
             self.engine, lambda s: operations.spend_since(s, since=month_start)
         )
+        calibration = await self._calibration() if await self.directory.is_admin(user) else None
         return home_tab.home_view(
             pending=pending,
             recent=[_home_item(d, votes.get(d.id or 0)) for d in recent],
@@ -58,6 +103,8 @@ class AppHome:
                 )
                 for s in stats
             ],
+            calibration=calibration,
+            notice=notice,
         )
 
 

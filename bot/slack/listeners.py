@@ -128,6 +128,7 @@ def register(app: AsyncApp, surface: Surface) -> None:
     app.view(action_ids.VIEW_REVIEW_NOTE)(listen(on_review_note))
     app.action(action_ids.ACTION_FEEDBACK)(listen(on_feedback))
     app.action(action_ids.ACTION_DEBATE_ANYWAY)(listen(on_debate_anyway))
+    app.action(action_ids.ACTION_ADOPT_WEIGHTS)(listen(on_adopt_weights))
     app.event("message")(listen(on_message))
     app.event("reaction_added")(listen(on_reaction))
     app.shortcut(action_ids.SHORTCUT_DEBATE_THREAD)(listen(on_shortcut))
@@ -708,6 +709,22 @@ async def on_debate_anyway(
             thread_ts=thread_ts,
             text=f"The debate was already started: debate #{started.debate.id}, in this thread.",
         )
+
+
+async def on_adopt_weights(
+    ack: AsyncAck,
+    body: dict[str, Any],
+    action: dict[str, Any],
+    client: AsyncWebClient,
+    surface: Surface,
+) -> None:
+    """*Adopt* on an admin's App Home: the server checks that the clicker is a workspace admin,
+    then adopts the version; their App Home shows what happened."""
+    await ack()
+    user = body["user"]["id"]
+    notice = await surface.home.adopt_weights(user=user, version=str(action.get("value", "")))
+    view = await surface.home.view(user=user, notice=notice)
+    await client.views_publish(user_id=user, view=view)
 
 
 # --- triggers ------------------------------------------------------------------------------------

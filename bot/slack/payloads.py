@@ -25,6 +25,8 @@ FEEDBACK_VALUE = re.compile(r"^(?:positive|negative):[0-9]{1,12}$")
 SLACK_ID = re.compile(r"^[A-Z0-9][A-Z0-9_-]{1,40}$")
 NUMBER = re.compile(r"^[0-9]{1,12}$")
 """A button's id value: ASCII digits only (`str.isdigit` takes "²", which `int` refuses)."""
+WEIGHTS_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
+"""A confidence weights version, as the Adopt button carries it (at most the column's 40)."""
 MAX_DEPTH = 48
 """Slack's deepest payloads (a view's state, rich text in a message) nest about a dozen levels."""
 
@@ -164,6 +166,10 @@ def _actions(body: dict[str, Any]) -> str | None:
             return "the Debate anyway button's value is not a debate id"
         if not _id(_get(body, "channel", "id")):
             return "the Debate anyway button was not clicked in a channel"
+    if action.get("action_id") == action_ids.ACTION_ADOPT_WEIGHTS and not WEIGHTS_VERSION.match(
+        str(action.get("value", ""))
+    ):
+        return "the Adopt button's value is not a confidence weights version"
     return None
 
 

@@ -97,6 +97,13 @@ class Finish:
     audit_key: bytes | None = None
     head: ChainHead | None = None
     owes_messages: bool = False
+    sampled: bool = False
+    """The verdict does not escalate but was drawn for review as a sample (calibration)."""
+
+    @property
+    def reviewed(self) -> bool:
+        """Whether the ending raises a review request: the verdict escalates, or is a sample."""
+        return self.result.verdict.escalate or self.sampled
 
 
 @dataclass(frozen=True)
@@ -121,6 +128,11 @@ class Closed:
     outbox: dict[str, Outbox] | None = None
 
 
+SAMPLE_REASON = (
+    "drawn at random for review: this verdict did not escalate, and a small share of those is"
+    " reviewed too, so its confidence can be checked against people's decisions"
+)
+
 Ended = Sealed | LeaseLostError | StoreRefusedError
 """Per ending: its seal, or why it was not recorded."""
 Recorded = Closed | LeaseLostError | StoreRefusedError
@@ -133,8 +145,9 @@ def record_endings(session: Session, *, finishes: Sequence[Finish]) -> list[Reco
     verdict never exists without its escalation row and its review request. Only each
     debate's lease holder may finish it.
 
-    For each, the verdict and the escalation when the verdict asks for one (with the channel's
-    reviewers at this moment) are written; the verdict seals the turn chain (signed with the
+    For each, the verdict and, with the channel's reviewers at this moment, the escalation when
+    the verdict asks for one or the finish was drawn for review as a sample (`Finish.sampled`;
+    the row is marked `sample`) are written; the verdict seals the turn chain (signed with the
     finish's `audit_key` when there is one). The rows are written with a few statements for the
     whole batch (Core, not one ORM object per row: at 200 endings landing together, the unit of
     work cost more than the database). When the database refuses the batch (a verdict already
@@ -145,7 +158,7 @@ def record_endings(session: Session, *, finishes: Sequence[Finish]) -> list[Reco
     known = _Closing.load(
         session,
         [finish.debate_id for finish in finishes],
-        escalating=any(finish.result.verdict.escalate for finish in finishes),
+        escalating=any(finish.reviewed for finish in finishes),
         outboxes=any(finish.owes_messages for finish in finishes),
     )
     try:
@@ -246,7 +259,7 @@ def _record_endings(
         return Closed(
             ending.sealed,
             debate=debates[debate_id],
-            escalation=escalations.get(debate_id) if finish.result.verdict.escalate else None,
+            escalation=escalations.get(debate_id) if finish.reviewed else None,
             outbox=None if reread_outbox else known.outboxes.get(debate_id, {}),
         )
 
@@ -255,7 +268,8 @@ def _record_endings(
 
 def _ending(session: Session, finish: Finish, row: Any, known: _Closing) -> _Ending:
     """The rows that record `finish`: the sealed verdict, the debate's final columns, and a new
-    escalation when the verdict asks for one and the debate has none yet."""
+    escalation when the verdict asks for one (or the finish is a sample) and the debate has
+    none yet."""
     debate_id, result = finish.debate_id, finish.result
     verdict = result.verdict
     now = utcnow()
@@ -299,13 +313,15 @@ def _ending(session: Session, finish: Finish, row: Any, known: _Closing) -> _End
     seal(values, turns, tail, finish.audit_key, debate={**finished, **debate, "id": debate_id})
     debate["chain_head"], debate["chain_turns"] = values["chain_head"], turns
     escalation = None
-    if verdict.escalate and row.escalation_id is None:
+    if finish.reviewed and row.escalation_id is None:
+        reasons = verdict.escalation_reasons or ["the verdict asks for a human decision"]
         escalation = {
             "debate_id": debate_id,
-            "reasons": verdict.escalation_reasons or ["the verdict asks for a human decision"],
+            "reasons": reasons if verdict.escalate else [SAMPLE_REASON],
             "reviewers": list(row.reviewers or []),
             "message_ts": None,
             "state": EscalationState.OPEN.value,
+            "sample": not verdict.escalate,
             "created_at": now,
         }
     sealed = Sealed(debate_id=debate_id, turns=turns, tail=tail, head=values["chain_head"])

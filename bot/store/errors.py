@@ -81,3 +81,12 @@ class BudgetExceededError(StoreError):
         self.cap = cap
         self.spent = spent
         self.ceiling = ceiling
+
+
+class WeightsNotFoundError(StoreError):
+    """No confidence weights of that version were proposed."""
+
+
+class TokenDecryptError(StoreError):
+    """A stored Slack token that does not decrypt: DEBATEBOT_TOKEN_ENCRYPTION_KEY is not the key
+    it was stored with, or the row was edited (bot.store.cipher)."""

@@ -16,6 +16,7 @@ from sqlmodel import Session, col, select
 
 from bot.store import outbox
 from bot.store.tables import (
+    CalibrationLabel,
     ChannelSettings,
     Debate,
     DebateState,
@@ -277,7 +278,11 @@ def channel_day(
         select(func.count())
         .select_from(Escalation)
         .join(Debate, col(Debate.id) == col(Escalation.debate_id))
-        .where(col(Debate.channel_id) == cid, col(Escalation.created_at) >= since)
+        .where(
+            col(Debate.channel_id) == cid,
+            col(Escalation.created_at) >= since,
+            col(Escalation.sample).is_(False),
+        )
     ).one()
     open_reviews = session.exec(
         select(func.count())
@@ -328,6 +333,10 @@ def remove_debate(session: Session, *, debate_id: int) -> None:
         delete(Turn).where(col(Turn.debate_id) == debate_id),
         update(ProcessedTrigger)
         .where(col(ProcessedTrigger.debate_id) == debate_id)
+        .values(debate_id=None),
+        # A label keeps what it copied from the verdict, so calibration outlives retention.
+        update(CalibrationLabel)
+        .where(col(CalibrationLabel.debate_id) == debate_id)
         .values(debate_id=None),
         delete(Debate).where(col(Debate.id) == debate_id),
     ):
@@ -387,7 +396,9 @@ def dashboard(
     verdicts = sum(levels.values())
     escalated = int(
         session.exec(
-            select(func.count()).select_from(Escalation).where(col(Escalation.debate_id).in_(ids))
+            select(func.count())
+            .select_from(Escalation)
+            .where(col(Escalation.debate_id).in_(ids), col(Escalation.sample).is_(False))
         ).one()
     )
     strength: dict[int, int] = {}

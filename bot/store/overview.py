@@ -61,7 +61,11 @@ def protocol_stats(
 
     debates = counted(per_protocol)
     finished = counted(per_protocol.where(Debate.state == "finished"))
-    escalated = counted(per_protocol.join(Escalation, col(Escalation.debate_id) == col(Debate.id)))
+    escalated = counted(
+        per_protocol.join(Escalation, col(Escalation.debate_id) == col(Debate.id)).where(
+            col(Escalation.sample).is_(False)
+        )
+    )
     answered = counted(per_protocol.where(Debate.triage == TriageState.ANSWERED))
     votes: dict[tuple[str, str], int] = {
         (protocol, value): count

@@ -9,7 +9,7 @@ from sqlalchemy import func
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from bot.store import outbox
+from bot.store import labels, outbox
 from bot.store.queue import get_debate
 from bot.store.tables import (
     Debate,
@@ -53,8 +53,9 @@ def record_review(
     drafts: Sequence[outbox.Draft] = (),
 ) -> tuple[Review, bool]:
     """Store the one decision on an escalation (made at `decided_at`, default now), with the
-    messages it owes (`drafts`: the review request shown decided); a second click returns the
-    first decision (created=False) and owes nothing."""
+    messages it owes (`drafts`: the review request shown decided) and, for an Approve or a
+    Reject, the label it makes for the verdict's confidence; a second click returns the first
+    decision (created=False) and owes nothing."""
     escalation = session.get(Escalation, escalation_id)
     assert escalation is not None
     review = Review(
@@ -76,6 +77,7 @@ def record_review(
             debate.pr_comment_due = utcnow()
             session.add(debate)
         outbox.stage(session, debate=debate, drafts=drafts)
+        labels.label_review(session, escalation=escalation, decision=decision)
         session.commit()
     except IntegrityError:
         session.rollback()
@@ -100,8 +102,9 @@ def open_escalations(session: Session) -> list[tuple[Escalation, Debate]]:
 def record_feedback(
     session: Session, *, debate_id: int, user_id: str, value: FeedbackValue
 ) -> tuple[Feedback, bool]:
-    """Store one person's thumbs up or down on a debate; a second click overwrites their row.
-    Returns the row and whether it changed anything."""
+    """Store one person's thumbs up or down on a debate, with the (weaker) label it makes for
+    the verdict's confidence; a second click overwrites both. Returns the row and whether it
+    changed anything."""
     for _ in range(2):
         row = session.exec(
             select(Feedback).where(Feedback.debate_id == debate_id, Feedback.user_id == user_id)
@@ -110,11 +113,13 @@ def record_feedback(
             changed = row.value != value
             row.value, row.updated_at = value, utcnow()
             session.add(row)
+            labels.label_feedback(session, debate_id=debate_id, user_id=user_id, value=value)
             session.commit()
             return row, changed
         row = Feedback(debate_id=debate_id, user_id=user_id, value=value)
         session.add(row)
         try:
+            labels.label_feedback(session, debate_id=debate_id, user_id=user_id, value=value)
             session.commit()
         except IntegrityError:
             # The same person's other click won the insert; update that row instead.

@@ -14,6 +14,7 @@ from sqlalchemy import JSON, Column, Text, UniqueConstraint
 from sqlalchemy import Enum as SqlEnum
 from sqlmodel import Field, SQLModel
 
+from engine.calibration.labels import LabelKind
 from engine.models import ConfidenceLevel, DebateStatus, Decision, utcnow
 
 
@@ -224,6 +225,9 @@ class Escalation(SQLModel, table=True):
         default=EscalationState.OPEN,
         sa_column=enum_column(EscalationState, name="ck_escalation_state", length=20),
     )
+    sample: bool = Field(default=False)
+    """The verdict did not escalate; it was drawn at random for review, so the calibration's
+    labels are not all from verdicts already doubted (schema 0016)."""
     created_at: datetime = Field(default_factory=utcnow)
 
 
@@ -259,6 +263,60 @@ class Feedback(SQLModel, table=True):
     )
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
+
+
+class CalibrationLabel(SQLModel, table=True):
+    """One verdict labelled right or wrong (a review, an eval run, a reader's thumbs), with the
+    confidence it had and what that confidence was made of, copied when the label was made, so
+    a label outlives its debate's retention."""
+
+    __tablename__ = "calibration_label"
+
+    id: int | None = Field(default=None, primary_key=True)
+    key: str = Field(max_length=255, unique=True)
+    """Where the label comes from, so it is made once: `review:<escalation id>`,
+    `feedback:<debate id>:<user id>`, `eval:<run>:<case>:<arm>:<variant>`."""
+    kind: LabelKind = Field(
+        sa_column=enum_column(LabelKind, name="ck_calibration_label_kind", length=20, index=True)
+    )
+    debate_id: int | None = Field(default=None, foreign_key="debate.id", index=True)
+    task_type: str = Field(max_length=80)
+    protocol: str = Field(max_length=40)
+    correct: bool
+    confidence: float
+    components: dict[str, float | None] | None = Field(
+        default=None, sa_column=Column(JSON, nullable=True)
+    )
+    weights_version: str | None = Field(default=None, max_length=40)
+    sampled: bool = Field(default=False)
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class WeightsVersion(SQLModel, table=True):
+    """One version of the confidence weights, proposed by a fit; adopting it is a
+    `WeightsAdoption`."""
+
+    __tablename__ = "confidence_weights"
+
+    version: str = Field(primary_key=True, max_length=40)
+    weights_json: str = Field(sa_column=Column(Text, nullable=False))
+    """The `engine.confidence.ConfidenceWeights`, as JSON."""
+    evidence: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    """What the fit was checked on: labels, the held-out Brier scores, the weights it beat."""
+    proposed_at: datetime = Field(default_factory=utcnow)
+
+
+class WeightsAdoption(SQLModel, table=True):
+    """An admin adopting a weights version; the newest adoption's version scores new
+    verdicts."""
+
+    __tablename__ = "weights_adoption"
+
+    id: int | None = Field(default=None, primary_key=True)
+    version: str = Field(foreign_key="confidence_weights.version", max_length=40, index=True)
+    adopted_by: str = Field(max_length=80)
+    adopted_at: datetime = Field(default_factory=utcnow)
 
 
 class ChannelSettings(SQLModel, table=True):
@@ -426,3 +484,104 @@ class ScheduledRun(SQLModel, table=True):
     detail: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     started_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime | None = None
+
+
+class SlackBot(SQLModel, table=True):
+    """The bot of one OAuth install: of a workspace, or of an Enterprise Grid org installed
+    org-wide (no team). Installing again replaces it; token rotation rewrites its tokens. The
+    tokens are sealed (bot.store.cipher), bound to this row's `installation` key."""
+
+    __tablename__ = "slack_bot"
+
+    installation: str = Field(primary_key=True, max_length=90)
+    """`enterprise:team`, `-` for what there is none of (bot.store.installations.key)."""
+    enterprise_id: str | None = Field(default=None, max_length=40)
+    team_id: str | None = Field(default=None, max_length=40)
+    is_enterprise_install: bool = Field(default=False)
+    app_id: str | None = Field(default=None, max_length=40)
+    enterprise_name: str | None = Field(default=None, max_length=200)
+    team_name: str | None = Field(default=None, max_length=200)
+    bot_id: str | None = Field(default=None, max_length=40)
+    bot_user_id: str | None = Field(default=None, max_length=40)
+    bot_scopes: str = Field(default="", sa_column=Column(Text, nullable=False))
+    bot_token_enc: str = Field(sa_column=Column(Text, nullable=False))
+    bot_refresh_token_enc: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    bot_token_expires_at: datetime | None = None
+    """When the bot token expires (token rotation on); None: it does not."""
+    installed_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class SlackInstallation(SQLModel, table=True):
+    """One person's install of the app in a workspace or org: who installed it and when, with
+    their user token when the app asks for user scopes (sealed like the bot's). Installing again
+    updates the person's row; the bot's token is in `slack_bot`."""
+
+    __tablename__ = "slack_installation"
+    __table_args__ = (
+        UniqueConstraint("installation", "user_id", name="uq_slack_installation_user"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    installation: str = Field(max_length=90, index=True)
+    enterprise_id: str | None = Field(default=None, max_length=40)
+    team_id: str | None = Field(default=None, max_length=40)
+    is_enterprise_install: bool = Field(default=False)
+    app_id: str | None = Field(default=None, max_length=40)
+    enterprise_name: str | None = Field(default=None, max_length=200)
+    enterprise_url: str | None = Field(default=None, max_length=400)
+    team_name: str | None = Field(default=None, max_length=200)
+    user_id: str = Field(max_length=40)
+    user_scopes: str = Field(default="", sa_column=Column(Text, nullable=False))
+    user_token_enc: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    user_refresh_token_enc: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    user_token_expires_at: datetime | None = None
+    incoming_webhook_url_enc: str | None = Field(
+        default=None, sa_column=Column(Text, nullable=True)
+    )
+    incoming_webhook_channel: str | None = Field(default=None, max_length=200)
+    incoming_webhook_channel_id: str | None = Field(default=None, max_length=40)
+    incoming_webhook_configuration_url: str | None = Field(default=None, max_length=400)
+    token_type: str | None = Field(default=None, max_length=40)
+    installed_at: datetime = Field(default_factory=utcnow)
+
+
+class InstallationEventKind(StrEnum):
+    INSTALLED = "installed"
+    """Through /slack/install (again: the same install, updated)."""
+    TOKENS_REVOKED = "tokens_revoked"
+    """Slack's `tokens_revoked`: the bot's token, or people's, no longer work."""
+    UNINSTALLED = "uninstalled"
+    """Slack's `app_uninstalled`: every token of the install is gone."""
+
+
+class InstallationEvent(SQLModel, table=True):
+    """What happened to an OAuth install and when: a record that stays when the tokens it
+    speaks of are deleted."""
+
+    __tablename__ = "installation_event"
+
+    id: int | None = Field(default=None, primary_key=True)
+    installation: str = Field(max_length=90, index=True)
+    enterprise_id: str | None = Field(default=None, max_length=40)
+    team_id: str | None = Field(default=None, max_length=40)
+    kind: InstallationEventKind = Field(
+        sa_column=enum_column(InstallationEventKind, name="ck_installation_event_kind", length=20)
+    )
+    bot: bool = Field(default=False)
+    """The bot's token was installed, or revoked and deleted."""
+    user_ids: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    """Who installed, or whose user tokens were revoked."""
+    event_id: str | None = Field(default=None, max_length=80, unique=True)
+    """Slack's event id, so an event Slack delivers again is recorded once."""
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class OAuthState(SQLModel, table=True):
+    """An install in progress: the state parameter /slack/install handed out, kept as its
+    SHA-256 (the row alone cannot finish someone's install), consumed once at the redirect."""
+
+    __tablename__ = "oauth_state"
+
+    digest: str = Field(primary_key=True, max_length=64)
+    expires_at: datetime = Field(index=True)

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from engine.calibration.current import recorded
 from engine.citations import CitationChecker
 from engine.evaluation.cases import EvalCase
 from engine.evaluation.scoring import (
@@ -231,6 +232,9 @@ class ArmRunner:
         verdict = outcome.verdict
         result.decision = verdict.decision.value
         result.confidence = verdict.confidence
+        components, result.weights_version = recorded(verdict.model_dump(mode="json"))
+        if components is not None:
+            result.components = {str(c): v for c, v in components.values.items()}
         result.escalated = verdict.escalate
         text = debate_text(outcome)
         result.output_text = text

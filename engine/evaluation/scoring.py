@@ -1,5 +1,7 @@
 """Scores of eval outputs: planted-flaw recall, false alarms, verdict agreement, fabricated
-citations, escalation calibration, flips, and cost. Pure functions over `ArmResult`s."""
+citations, escalation calibration, how well the confidence predicts a right verdict (Brier,
+ECE, AUROC, and what the threshold calibration recommends would escalate), flips, and cost.
+Pure functions over `ArmResult`s."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
+from engine.calibration.metrics import auroc, brier, expected_calibration_error
+from engine.calibration.threshold import DEFAULT_TARGET, recommend_threshold
 from engine.citations import normalize
 from engine.evaluation.cases import EvalCase, PlantedFlaw
 
@@ -32,6 +36,10 @@ class ArmResult(BaseModel):
     decision: str | None = None
     expected: str | None = None
     confidence: float | None = None
+    components: dict[str, float | None] | None = None
+    """What a debate's confidence was made of, as its verdict recorded it (None for the
+    single-model arms, and for verdicts that recorded none)."""
+    weights_version: str | None = None
     escalated: bool | None = None
     output_text: str = ""
     flaws_found: list[str] = Field(default_factory=list)
@@ -133,6 +141,15 @@ class Scores:
     probe_flagged_when_cited: float | None
     escalated_when_wrong: float | None
     escalated_when_right: float | None
+    brier: float | None
+    """Of the confidence as a prediction that the verdict is the expected one."""
+    ece: float | None
+    auroc: float | None
+    calibrated_threshold: float | None
+    """The threshold that would have escalated the target share of this arm's wrong verdicts
+    with the fewest right ones (`engine.calibration.threshold`), fitted on these very runs."""
+    wrong_escalated_at_threshold: float | None
+    right_escalated_at_threshold: float | None
     flip_rate: float | None
     tokens_per_case: float
     cost_per_case: float
@@ -143,8 +160,9 @@ def _share(part: int, whole: int) -> float | None:
     return part / whole if whole else None
 
 
-def score(results: Sequence[ArmResult]) -> Scores:
-    """Scores of one arm's results (planted and clean), failures counted apart."""
+def score(results: Sequence[ArmResult], *, target: float = DEFAULT_TARGET) -> Scores:
+    """Scores of one arm's results (planted and clean), failures counted apart; `target` is
+    the share of wrong verdicts the calibrated threshold must escalate."""
     done = [r for r in results if r.ok]
     planted = [r for r in done if r.variant == PLANTED]
     clean = [r for r in done if r.variant == CLEAN]
@@ -157,6 +175,10 @@ def score(results: Sequence[ArmResult]) -> Scores:
     cited = [r for r in probed if r.probe_cited]
     flips = [f for f in (flipped(r) for r in planted) if f is not None]
     cases = max(1, len({r.case_id for r in done}))
+    labelled = [r for r in judged if r.confidence is not None]
+    confidences = [min(1.0, max(0.0, r.confidence or 0.0)) for r in labelled]
+    correct = [r.decision == r.expected for r in labelled]
+    advice = recommend_threshold(confidences, correct, target) if labelled else None
     return Scores(
         runs=len(results),
         failed=len(results) - len(done),
@@ -170,6 +192,12 @@ def score(results: Sequence[ArmResult]) -> Scores:
         probe_flagged_when_cited=_share(sum(1 for r in cited if r.probe_flagged), len(cited)),
         escalated_when_wrong=_share(sum(1 for r in wrong if r.escalated), len(wrong)),
         escalated_when_right=_share(sum(1 for r in right if r.escalated), len(right)),
+        brier=brier(confidences, correct),
+        ece=expected_calibration_error(confidences, correct),
+        auroc=auroc(confidences, correct),
+        calibrated_threshold=advice.threshold if advice else None,
+        wrong_escalated_at_threshold=advice.counts.wrong_share if advice else None,
+        right_escalated_at_threshold=advice.counts.needless_share if advice else None,
         flip_rate=_share(sum(flips), len(flips)),
         tokens_per_case=sum(r.input_tokens + r.output_tokens for r in done) / cases,
         cost_per_case=sum(r.cost_usd for r in done) / cases,

@@ -228,6 +228,31 @@ class SlackDriver:
             }
         )
 
+    async def home_click(self, view: dict[str, Any], action_id: str, *, user: str) -> Reply:
+        """Press the button `action_id` on a published App Home `view`, as Slack sends it (a
+        view container, no channel)."""
+        actions = [b for b in view["blocks"] if b["type"] == "actions"]
+        block = next(b for b in actions if any(e["action_id"] == action_id for e in b["elements"]))
+        button = next(e for e in block["elements"] if e["action_id"] == action_id)
+        return await self.interaction(
+            {
+                "type": "block_actions",
+                "team": {"id": "T1"},
+                "user": {"id": user},
+                "api_app_id": "A1",
+                "trigger_id": f"trigger.{next(self._ids)}",
+                "container": {"type": "view", "view_id": "VHOME"},
+                "view": {**view, "id": "VHOME", "type": "home"},
+                "actions": [
+                    {
+                        **button,
+                        "block_id": block.get("block_id", "b"),
+                        "action_ts": str(time.time()),
+                    }
+                ],
+            }
+        )
+
     async def feedback(
         self,
         message: dict[str, Any],

@@ -16,6 +16,11 @@ compromised or misconfigured files API could: a download address on another host
 files.info that is not the file's, a download dripped a byte at a time, cut short of the length
 it claims, or redirected elsewhere.
 
+With `tenancy` (slack_workspaces.py) it serves many workspaces: OAuth installs through its
+authorize page and `oauth.v2.access` (with token rotation), each workspace's own bot token,
+refused on another workspace's channels, and the events uninstalling sends. Every call records
+the token it came with.
+
 The `assistant.threads.*` methods check their arguments against `slack_sdk`'s own signatures
 (every required one present, nothing it would not send), so a request the real client could not
 make is refused here as Slack refuses it.
@@ -34,6 +39,8 @@ from urllib.parse import parse_qsl
 
 from aiohttp import web
 from slack_sdk.web.async_client import AsyncWebClient
+
+from tests.e2e.slack_workspaces import Workspaces
 
 BOT_USER = "UBOT"
 BOT_ID = "BBOT"
@@ -59,6 +66,8 @@ class Call:
     params: dict[str, Any]
     at: float
     status: int = 200
+    token: str = ""
+    """The bearer token the call came with."""
 
 
 @dataclass
@@ -126,6 +135,9 @@ class SlackEmulator:
     """Uploaded files: id -> (files.info's file object, content served at its url_private)."""
     downloads: list[tuple[str, str]] = field(default_factory=list)
     """Every file download: (file id, the Authorization header it came with)."""
+    tenancy: Workspaces | None = None
+    """Many workspaces, each with its own tokens, and OAuth installs (slack_workspaces.py);
+    None: one workspace, whose every `xoxb-` token is taken."""
     connections: int = 0
     """TCP connections accepted, over every path (Web API, response_url, files, socket)."""
     delays: dict[str, float] = field(default_factory=dict)
@@ -144,6 +156,7 @@ class SlackEmulator:
         app.router.add_get("/socket", self._socket)
         app.router.add_get("/files-pri/{file_id}/{name}", self._download)
         app.router.add_get("/files-pri/{file_id}/download/{name}", self._download)
+        app.router.add_get("/oauth/v2/authorize", self._authorize)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         server = self._runner.server
@@ -322,6 +335,13 @@ class SlackEmulator:
                 params[key] = json.loads(params[key])
         return params
 
+    async def _authorize(self, request: web.Request) -> web.Response:
+        """Slack's OAuth authorize page, the person approving at once (`tenancy` only)."""
+        if self.tenancy is None:
+            return web.Response(status=404, text="no OAuth here: set the emulator's tenancy")
+        status, headers, body = self.tenancy.authorize(dict(request.query))
+        return web.Response(status=status, headers=headers, text=body)
+
     async def _response_url(self, request: web.Request) -> web.Response:
         self.responses.append(await request.json())
         return web.json_response({"ok": True})
@@ -332,8 +352,14 @@ class SlackEmulator:
         call = Call(method, params, time.monotonic())
         self.calls.append(call)
         authorization = request.headers.get("Authorization", "")
+        call.token = authorization.removeprefix("Bearer ")
         token_kind = "Bearer xapp-" if method == "apps.connections.open" else "Bearer xoxb-"
-        if not authorization.startswith(token_kind):
+        if self.tenancy is not None:
+            answer = self.tenancy.answer(method, params, authorization)
+            if answer is not None:
+                call.status = 200 if answer.get("ok") else 400
+                return web.json_response(answer)
+        elif not authorization.startswith(token_kind):
             return web.json_response({"ok": False, "error": "not_authed"})
         fault = self._fault_for(method, params)
         if fault is not None:

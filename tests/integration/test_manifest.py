@@ -8,7 +8,9 @@ from pathlib import Path
 import yaml
 
 from bot.messages import action_ids
+from bot.settings import REDIRECT_PATH
 from bot.slack.assistant import SUGGESTED_PROMPTS
+from bot.slack.installs import BOT_SCOPES
 
 ROOT = Path(__file__).resolve().parents[2]
 SCOPE_OF_METHOD = {
@@ -74,3 +76,13 @@ def test_manifest_matches_the_listeners_and_the_api_calls() -> None:
     assert needed <= scopes
     # Private channels need the group twins of the channel scopes; nothing more is asked for.
     assert scopes == needed | {"groups:history", "groups:read"}
+
+
+def test_an_oauth_install_asks_for_the_manifests_scopes_and_comes_back_to_the_bot() -> None:
+    """`/slack/install` asks Slack for exactly the manifest's bot scopes (and no user scope),
+    and Slack sends the installer back to the path the bot serves."""
+    manifest = yaml.safe_load((ROOT / "slack" / "manifest.yml").read_text())
+    assert list(BOT_SCOPES) == manifest["oauth_config"]["scopes"]["bot"]
+    assert "user" not in manifest["oauth_config"]["scopes"]
+    [redirect] = manifest["oauth_config"]["redirect_urls"]
+    assert redirect == "https://debatebot.example.com" + REDIRECT_PATH

@@ -340,3 +340,33 @@ def test_the_calibration_sentence_weighs_needless_escalations_too() -> None:
         "- Of the verdicts that disagreed with the experts, `vote` sent 100% to human review,"
         " and 0% of those that agreed (needlessly)."
     )
+
+
+def test_the_confidence_is_scored_for_correctness_and_its_threshold_reported(
+    tmp_path: Path,
+) -> None:
+    common = {"arm": "adversarial", "flaws_planted": 3, "input_tokens": 100}
+    results = [
+        result(case_id="r1", decision="accept", expected="accept", confidence=0.9, **common),
+        result(case_id="r2", decision="accept", expected="accept", confidence=0.5, **common),
+        result(case_id="w1", decision="accept", expected="reject", confidence=0.4, **common),
+        result(case_id="w2", decision="reject", expected="accept", confidence=0.7, **common),
+        # No expected verdict: not a label.
+        result(case_id="x", decision="accept", confidence=0.1, **common),
+    ]
+    s = score(results)
+    # (0.1² + 0.5² + 0.4² + 0.7²) / 4
+    assert s.brier == pytest.approx((0.01 + 0.25 + 0.16 + 0.49) / 4)
+    # Each verdict alone in its bin: |1-0.9|, |1-0.5|, |0-0.4|, |0-0.7| averaged.
+    assert s.ece == pytest.approx((0.1 + 0.5 + 0.4 + 0.7) / 4)
+    # Right 0.9 beats both wrong, right 0.5 beats 0.4 only: 3 of 4 pairs.
+    assert s.auroc == pytest.approx(0.75)
+    # Both wrong verdicts (95 % of 2 is 2): past 0.7, halfway to 0.9; 0.5 goes needlessly.
+    assert s.calibrated_threshold == pytest.approx(0.8)
+    assert (s.wrong_escalated_at_threshold, s.right_escalated_at_threshold) == (1.0, 0.5)
+
+    plan = EvalPlan(cases=[CASE], arms=["single", "adversarial"], out=tmp_path, controls=False)
+    report = report_markdown(results, plan, "fake:fake-model", None)
+    assert "## Confidence" in report
+    assert "| adversarial | 0.227 | 0.425 | 0.75 | 0.80 | 100% | 50% |" in report
+    assert "| single | n/a | n/a | n/a | n/a | n/a | n/a |" in report

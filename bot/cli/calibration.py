@@ -1,0 +1,174 @@
+"""`debatebot calibration`: how well the confidence predicted what reviewers decided, per task
+type and overall, with the reliability diagram as a PNG and the weights a fit proposes;
+`calibration adopt VERSION` makes a version score new verdicts; `calibration import-eval`
+turns an eval's results into labels."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+from pathlib import Path
+
+from sqlmodel import Session
+
+from bot.cli.reliability_chart import write_reliability_png
+from bot.settings import Settings
+from bot.store import labels, weights
+from bot.store.calibration import calibration_inputs, store_proposal
+from bot.store.db import session_scope
+from bot.wiring import open_store
+from engine.calibration.fitting import Proposal, Refused
+from engine.calibration.labels import LabelKind
+from engine.calibration.report import CalibrationReport, Figures, calibrate
+from engine.evaluation.scoring import ArmResult
+
+
+def calibration(args: argparse.Namespace) -> int:
+    settings = Settings()
+    if args.action == "adopt" and not args.target:
+        print("debatebot: calibration adopt takes a weights version", file=sys.stderr)
+        return 2
+    if args.action == "import-eval" and not args.target:
+        print(
+            "debatebot: calibration import-eval takes an eval's --out folder or its results.jsonl",
+            file=sys.stderr,
+        )
+        return 2
+    with open_store(settings) as engine, session_scope(engine) as session:
+        if args.action == "adopt":
+            return _adopt(session, args.target)
+        if args.action == "import-eval":
+            return _import_eval(session, Path(args.target))
+        found, current = calibration_inputs(session)
+        report = calibrate(
+            found,
+            current=current,
+            target=settings.calibration_target,
+            min_labels=settings.calibration_min_labels,
+        )
+        store_proposal(session, report=report)
+    print_report(report)
+    series = [(figures.group, figures.bins) for figures in [report.overall, *report.by_task_type]]
+    path = write_reliability_png(
+        Path(args.png), series, title="Reliability of the confidence (reviews and evals)"
+    )
+    print(f"\nreliability diagram: {path}")
+    return 0
+
+
+def _adopt(session: Session, version: str) -> int:
+    before = weights.active_weights(session).version
+    adoption = weights.adopt_weights(session, version=version, by=f"cli:{getpass.getuser()}")
+    print(
+        f"adopted confidence weights {adoption.version} (by {adoption.adopted_by}); new verdicts"
+        f" are scored with them (before: {before})"
+    )
+    return 0
+
+
+def _import_eval(session: Session, where: Path) -> int:
+    path = where / "results.jsonl" if where.is_dir() else where
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as error:
+        print(
+            f"debatebot: cannot read eval results at {path} ({error.strerror}); pass the eval's"
+            " --out folder or its results.jsonl",
+            file=sys.stderr,
+        )
+        return 1
+    results: dict[tuple[str, str, str], ArmResult] = {}
+    unreadable = 0
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            result = ArmResult.model_validate_json(line)
+        except ValueError:
+            unreadable += 1
+            continue
+        results[result.key] = result  # the latest run of each (as the eval's report reads)
+    imported = labels.import_eval(session, results=results.values())
+    skipped = ", ".join(f"{n} {why}" for why, n in sorted(imported.skipped.items()))
+    print(
+        f"imported {imported.added} eval label(s) from {path}; {imported.present} already"
+        f" there" + (f"; left out: {skipped}" if skipped else "")
+    )
+    if unreadable:
+        print(f"{unreadable} line(s) of {path} are not eval results and were skipped")
+    return 0
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{part}/{whole} ({part / whole:.0%})" if whole else "n/a"
+
+
+def _value(value: float | None, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def figure_row(figures: Figures) -> str:
+    advice = figures.advice
+    if advice is None:
+        threshold = wrong = needless = "n/a"
+    else:
+        counts = advice.counts
+        threshold = f"{advice.threshold:.3f}" + ("" if advice.reached else "*")
+        wrong = _share(counts.wrong_escalated, counts.wrong)
+        needless = _share(counts.right_escalated, counts.right)
+    return (
+        f"{figures.group[:16]:<16} {figures.labels:>6} {figures.wrong:>6} {figures.sampled:>7}"
+        f" {_value(figures.brier):>7} {_value(figures.ece):>7} {_value(figures.auroc, 2):>6}"
+        f" {threshold:>10} {wrong:>16} {needless:>16}"
+    )
+
+
+def print_report(report: CalibrationReport) -> None:
+    kinds, target = report.kinds, report.target
+    print(
+        f"calibration: {sum(kinds.values())} label(s): {kinds[LabelKind.REVIEW]} from reviews,"
+        f" {kinds[LabelKind.EVAL]} from evals, {kinds[LabelKind.FEEDBACK]} from feedback"
+        " (weaker, shown apart)"
+    )
+    print(f"weights in use: {report.current.version} ({report.current.source})")
+    print(
+        f"threshold: the lowest that escalates at least {target:.0%} of the wrong verdicts"
+        " (DEBATEBOT_CALIBRATION_TARGET); * where no threshold reaches it"
+    )
+    print(
+        f"\n{'task type':<16} {'labels':>6} {'wrong':>6} {'sampled':>7} {'Brier':>7} {'ECE':>7}"
+        f" {'AUROC':>6} {'threshold':>10} {'wrong escalated':>16} {'needless':>16}"
+    )
+    for figures in [report.overall, *report.by_task_type]:
+        print(figure_row(figures))
+    print(figure_row(report.feedback))
+    print("\nreliability (all reviews and evals; ECE over ten equal-width bins):")
+    print(f"{'confidence':<12} {'verdicts':>8} {'mean conf.':>10} {'right':>7}")
+    for row in report.overall.bins:
+        print(
+            f"{row.lower:.1f}-{row.upper:.1f}{'':<5} {row.count:>8}"
+            f" {_value(row.mean_confidence):>10} {_value(row.accuracy):>7}"
+        )
+    fit = report.fit
+    if isinstance(fit, Proposal):
+        print(
+            f"\nproposed weights {fit.weights.version} ({fit.method}, fitted on"
+            f" {', '.join(report.fitted_task_types)}): held-out Brier {fit.brier_fit:.4f}"
+            f" against {fit.brier_current:.4f} of {fit.current_version} on {fit.held_out}"
+            f" label(s). Adopt them with `debatebot calibration adopt {fit.weights.version}`"
+            " (or on App Home)."
+        )
+        if fit.needless_fit is not None and fit.needless_current is not None:
+            print(
+                f"  on those labels, catching {target:.0%} of the wrong verdicts escalates"
+                f" {fit.needless_fit:.0%} of the right ones needlessly with these weights,"
+                f" {fit.needless_current:.0%} with {fit.current_version}"
+            )
+        for component, weight in fit.weights.weights.items():
+            print(f"  {component.value:<14} {weight:+.3f}")
+        print(f"  {'intercept':<14} {fit.weights.intercept:+.3f}")
+    elif isinstance(fit, Refused):
+        print(f"\nno weights proposed: {fit.reason}")
+    else:
+        print(f"\nno fit yet: {fit.reason}")

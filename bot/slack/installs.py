@@ -1,0 +1,300 @@
+"""Installing the app in many workspaces over OAuth, on Bolt: the install flow
+(`/slack/install` with Slack's *Add to Slack* button, `/slack/oauth_redirect` exchanging the
+code with `oauth.v2.access`), each request authorized with the bot of its own workspace, and
+what Slack's `app_uninstalled` and `tokens_revoked` events do.
+
+Slack's rules, as *Installing with OAuth* and the method and event references give them, and
+where each is followed:
+
+- The install sends the person to Slack's authorize page with the app's client id, its bot
+  scopes and a `state` that the redirect must bring back: Bolt's `AsyncOAuthFlow` issues the
+  state (`DatabaseStateStore`), ties it to the browser with a cookie, and refuses a redirect
+  whose state is unknown, expired, already used or from another browser.
+- The redirect's `code` is exchanged once, within ten minutes, by `oauth.v2.access` with the
+  client id and secret; Bolt saves what it answers (`DatabaseInstallationStore`).
+- An org-wide install of an Enterprise Grid org (`is_enterprise_install`) has no team: it is
+  stored and found by its enterprise, and serves every workspace of the org.
+- With token rotation on, tokens expire and are renewed with their refresh token
+  (`BotTokens`).
+- `app_uninstalled` means every token of the install is revoked; `tokens_revoked` lists the
+  revoked tokens by kind (`bot`, `oauth`) and user id. Either may come first.
+
+Each request is authorized from what is stored, with no Slack call (`StoredAuthorize`), like
+one workspace's `local_authorize`: Bolt's own authorize asks `auth.test` every time, so a Slack
+outage would refuse every request.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from slack_bolt.async_app import AsyncApp, AsyncBoltContext
+from slack_bolt.authorization import AuthorizeResult
+from slack_bolt.authorization.async_authorize import AsyncAuthorize
+from slack_bolt.oauth.async_callback_options import (
+    AsyncCallbackOptions,
+    AsyncFailureArgs,
+    AsyncSuccessArgs,
+)
+from slack_bolt.oauth.async_oauth_flow import AsyncOAuthFlow
+from slack_bolt.oauth.async_oauth_settings import AsyncOAuthSettings
+from slack_bolt.response import BoltResponse
+from slack_sdk.oauth.installation_store.async_installation_store import AsyncInstallationStore
+from slack_sdk.web.async_client import AsyncWebClient
+from sqlalchemy import Engine
+
+from bot.settings import REDIRECT_PATH
+from bot.slackweb.installations import (
+    STATE_EXPIRES_S,
+    DatabaseInstallationStore,
+    DatabaseStateStore,
+)
+from bot.slackweb.rotation import BotTokens
+from bot.store import installations
+from bot.store.db import in_session
+from bot.store.errors import TokenDecryptError
+from bot.store.tables import InstallationEventKind
+
+log = logging.getLogger(__name__)
+Listener = Callable[..., Awaitable[None]]
+
+INSTALL_PATH = "/slack/install"
+BOT_SCOPES = (
+    "commands",
+    "chat:write",
+    "channels:history",
+    "groups:history",
+    "channels:read",
+    "groups:read",
+    "reactions:read",
+    "users:read",
+    "usergroups:read",
+    "im:write",
+    "im:history",
+    "assistant:write",
+    "files:read",
+)
+"""What an install asks for: the manifest's bot scopes (a test keeps the two the same). No user
+scopes: debatebot acts as its bot only."""
+SLACK_AUTHORIZE_URL = "https://slack.com/oauth/v2/authorize"
+NOT_INSTALLED = (
+    ":warning: debatebot is not installed in this workspace any more (it was uninstalled, or"
+    " its token was revoked), so nothing was done. A workspace admin can install it again"
+    " from its install page (/slack/install on the bot's address)."
+)
+"""What a person is told when their workspace has no install (Bolt answers it)."""
+
+
+def authorize_url(api_url: str) -> str:
+    """Slack's authorize page with Slack's Web API, else at the Web API address's own scheme,
+    host and port (a stand-in of Slack, like the file host; see DEBATEBOT_SLACK_FILES_URL)."""
+    if api_url.rstrip("/") == "https://slack.com/api":
+        return SLACK_AUTHORIZE_URL
+    scheme, _, rest = api_url.partition("://")
+    return f"{scheme}://{rest.split('/', 1)[0]}/oauth/v2/authorize"
+
+
+class StoredAuthorize(AsyncAuthorize):
+    """Bolt's authorization of a request from the bot stored for its workspace (or its org's
+    org-wide install), its token renewed when due; None, which Bolt answers with
+    `NOT_INSTALLED`, when there is none."""
+
+    def __init__(self, tokens: BotTokens) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.tokens = tokens
+
+    async def __call__(
+        self,
+        *,
+        context: AsyncBoltContext,
+        enterprise_id: str | None,
+        team_id: str | None,
+        user_id: str | None,
+        actor_enterprise_id: str | None = None,
+        actor_team_id: str | None = None,
+        actor_user_id: str | None = None,
+    ) -> AuthorizeResult | None:
+        try:
+            bot = await self.tokens.bot(
+                enterprise_id=enterprise_id,
+                team_id=team_id,
+                is_enterprise_install=context.is_enterprise_install,
+            )
+        except TokenDecryptError as error:
+            log.error("cannot authorize a request from %s/%s: %s", enterprise_id, team_id, error)
+            return None
+        if bot is None:
+            log.info("a request from %s/%s, where the app is not installed", enterprise_id, team_id)
+            return None
+        return AuthorizeResult(
+            enterprise_id=enterprise_id or bot.enterprise_id,
+            team_id=team_id or bot.team_id,
+            bot_id=bot.bot_id or None,
+            bot_user_id=bot.bot_user_id or None,
+            bot_token=bot.bot_token,
+            bot_scopes=bot.bot_scopes,
+            user_id=user_id,
+        )
+
+
+def oauth_flow(
+    *,
+    client_id: str,
+    client_secret: str,
+    redirect_uri: str | None,
+    authorization_url: str,
+    client: AsyncWebClient,
+    store: DatabaseInstallationStore,
+    states: DatabaseStateStore,
+    engine: Engine,
+) -> AsyncOAuthFlow:
+    """Bolt's install flow on the bot's stores; a finished install is recorded."""
+
+    async def installed(args: AsyncSuccessArgs) -> BoltResponse:
+        done = args.installation
+        team = None if done.is_enterprise_install else done.team_id
+        await in_session(
+            engine,
+            lambda s: installations.record_event(
+                s,
+                enterprise_id=done.enterprise_id,
+                team_id=team,
+                kind=InstallationEventKind.INSTALLED,
+                bot=done.bot_token is not None,
+                user_ids=[done.user_id],
+            ),
+        )
+        log.info(
+            "installed in %s by %s%s",
+            installations.key(enterprise_id=done.enterprise_id, team_id=team),
+            done.user_id,
+            " (org-wide)" if done.is_enterprise_install else "",
+        )
+        return await args.default.success(args)
+
+    async def failed(args: AsyncFailureArgs) -> BoltResponse:
+        log.warning(
+            "an install failed: %s%s", args.reason, f" ({args.error})" if args.error else ""
+        )
+        return await args.default.failure(args)
+
+    settings = AsyncOAuthSettings(
+        client_id=client_id,
+        client_secret=client_secret,
+        scopes=list(BOT_SCOPES),
+        user_scopes=[],
+        redirect_uri=redirect_uri,
+        install_path=INSTALL_PATH,
+        redirect_uri_path=REDIRECT_PATH,
+        authorization_url=authorization_url,
+        installation_store=store,
+        state_store=states,
+        state_expiration_seconds=STATE_EXPIRES_S,
+        callback_options=AsyncCallbackOptions(success=installed, failure=failed),
+        logger=log,
+    )
+    return AsyncOAuthFlow(client=client, logger=log, settings=settings)
+
+
+class Uninstalls:
+    """What `app_uninstalled` and `tokens_revoked` do: delete the revoked tokens (with `store`;
+    one workspace's token lives in the environment) and record what happened, once per Slack
+    event, so the workspace's later requests find no install until it is installed again.
+
+    Stopping that workspace's debates and dropping what they still owe it waits for rows to
+    name their workspace (issue 37, item 2)."""
+
+    def __init__(self, *, engine: Engine, store: AsyncInstallationStore | None) -> None:
+        self.engine = engine
+        self.store = store
+
+    async def uninstalled(self, body: dict[str, Any], context: AsyncBoltContext) -> None:
+        enterprise_id, team_id = _install_of(context)
+        if self.store is not None:
+            await self.store.async_delete_all(enterprise_id=enterprise_id, team_id=team_id)
+        await self._record(body, enterprise_id, team_id, InstallationEventKind.UNINSTALLED, True)
+        log.warning(
+            "the app was uninstalled from %s: %s",
+            installations.key(enterprise_id=enterprise_id, team_id=team_id),
+            "its tokens are deleted"
+            if self.store is not None
+            else "DEBATEBOT_SLACK_BOT_TOKEN no longer works; install the app again and set the"
+            " new bot token",
+        )
+
+    async def revoked(
+        self, body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext
+    ) -> None:
+        enterprise_id, team_id = _install_of(context)
+        tokens = event.get("tokens") or {}
+        people = [str(user) for user in tokens.get("oauth") or []]
+        bot = bool(tokens.get("bot"))
+        if self.store is not None:
+            for user in people:
+                await self.store.async_delete_installation(
+                    enterprise_id=enterprise_id, team_id=team_id, user_id=user
+                )
+            if bot:
+                await self.store.async_delete_bot(enterprise_id=enterprise_id, team_id=team_id)
+        await self._record(
+            body, enterprise_id, team_id, InstallationEventKind.TOKENS_REVOKED, bot, people
+        )
+        log.warning(
+            "Slack revoked tokens of %s (bot: %s, people: %s)%s",
+            installations.key(enterprise_id=enterprise_id, team_id=team_id),
+            "yes" if bot else "no",
+            ", ".join(people) or "none",
+            "; deleted" if self.store is not None else "",
+        )
+
+    async def _record(
+        self,
+        body: dict[str, Any],
+        enterprise_id: str | None,
+        team_id: str | None,
+        kind: InstallationEventKind,
+        bot: bool,
+        people: Sequence[str] = (),
+    ) -> None:
+        await in_session(
+            self.engine,
+            lambda s: installations.record_event(
+                s,
+                enterprise_id=enterprise_id,
+                team_id=team_id,
+                kind=kind,
+                bot=bot,
+                user_ids=people,
+                event_id=body.get("event_id"),
+            ),
+        )
+
+
+def _install_of(context: AsyncBoltContext) -> tuple[str | None, str | None]:
+    """The ids of the install an event speaks of: an org-wide install's has no team (the
+    store's key for it), a workspace's has its team."""
+    if context.is_enterprise_install:
+        return context.enterprise_id, None
+    return context.enterprise_id, context.team_id
+
+
+def register(
+    app: AsyncApp,
+    uninstalls: Uninstalls,
+    wrap: Callable[[Listener], Listener] = lambda listener: listener,
+) -> None:
+    """Listen for `app_uninstalled` and `tokens_revoked` (Bolt authorizes neither: their tokens
+    are gone), each listener passed through `wrap` (the listeners' acknowledgement first)."""
+
+    async def on_app_uninstalled(body: dict[str, Any], context: AsyncBoltContext) -> None:
+        await uninstalls.uninstalled(body, context)
+
+    async def on_tokens_revoked(
+        body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext
+    ) -> None:
+        await uninstalls.revoked(body, event, context)
+
+    app.event("app_uninstalled")(wrap(on_app_uninstalled))
+    app.event("tokens_revoked")(wrap(on_tokens_revoked))
