@@ -105,18 +105,20 @@ Listener = Callable[..., Awaitable[None]]
 def register(app: AsyncApp, surface: Surface) -> None:
     """Attach the middleware, the error handler and every listener of the bot to `app`."""
 
-    async def provide_surface(context: AsyncBoltContext, next: Next) -> None:
-        context["surface"] = surface
-        if surface.slack_http is not None and context.response_url:
-            # Bolt's `respond` would open a session (a connection) for each answer.
-            context["respond"] = PooledRespond(
-                response_url=context.response_url, session=surface.slack_http
-            )
+    async def prepare(
+        body: dict[str, Any], context: AsyncBoltContext, next: Next
+    ) -> BoltResponse | None:
+        # One middleware, not three: Bolt builds every argument it could inject (some thirty,
+        # the payload parsed several ways) anew for each middleware it calls.
+        scrub_text(body)
+        refusal = reject_malformed(body)
+        if refusal is not None:
+            return refusal
+        provide_surface(context, surface)
         await next()
+        return None
 
-    app.middleware(scrub_text)
-    app.middleware(reject_malformed)
-    app.middleware(provide_surface)
+    app.middleware(prepare)
     app.use(build_assistant(wrap=acknowledging))
     app.error(on_error)
     listen = acknowledging
@@ -249,23 +251,31 @@ def _with_arguments(names: list[str]) -> Callable[..., Any]:
 # --- middleware and errors -----------------------------------------------------------------------
 
 
-async def scrub_text(body: dict[str, Any], next: Next) -> None:
+def scrub_text(body: dict[str, Any]) -> None:
     """Lone surrogates in any string of the payload become U+FFFD before anything reads it, on
     both transports: a review note or an ADR holding one would otherwise fail at the database
     or at Slack, after the person was told nothing or thanked."""
     if payloads.scrub(body):
         log.info("replaced lone surrogates in a Slack payload with U+FFFD")
-    await next()
 
 
-async def reject_malformed(body: dict[str, Any], next: Next) -> BoltResponse | None:
+def reject_malformed(body: dict[str, Any]) -> BoltResponse | None:
     """A payload without the fields its kind must have gets a 400, not a listener crash."""
     why = payloads.problem(body)
-    if why is not None:
-        log.warning("malformed Slack request refused: %s", why)
-        return BoltResponse(status=400, body=f"malformed request: {why}")
-    await next()
-    return None
+    if why is None:
+        return None
+    log.warning("malformed Slack request refused: %s", why)
+    return BoltResponse(status=400, body=f"malformed request: {why}")
+
+
+def provide_surface(context: AsyncBoltContext, surface: Surface) -> None:
+    """The use cases in the request's context, and a `respond` on the pooled Slack session
+    (Bolt's own would open a session, so a connection, for each answer)."""
+    context["surface"] = surface
+    if surface.slack_http is not None and context.response_url:
+        context["respond"] = PooledRespond(
+            response_url=context.response_url, session=surface.slack_http
+        )
 
 
 async def redelivered(
