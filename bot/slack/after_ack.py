@@ -13,9 +13,10 @@ to Bolt the moment the listener has called `ack()` (at once for an event, which 
 acknowledges itself), while the listener goes on.
 
 The answers come first in time too: while the front door is answering any request
-(`answering`), the work after an acknowledgement waits to start (`turn`, at most
-MAX_DEFER_S), so in a burst the acknowledgements are not queued behind the store and Slack calls
-of the requests answered before them on the one event loop. (Over Socket Mode, whose answers go
+(`answering`), and until it has had nothing to answer for SETTLE_S, the work after an
+acknowledgement waits to start (`turn`, at most MAX_DEFER_S), so in a burst the
+acknowledgements are not queued behind the store and Slack calls of the requests answered
+before them on the one event loop. (Over Socket Mode, whose answers go
 back on the socket, nothing is counted and nothing waits.)
 
 What a listener does before its `ack()` is only what the answer's content needs from the
@@ -46,16 +47,22 @@ log = logging.getLogger(__name__)
 MAX_DEFER_S = 1.0
 """The longest work after an acknowledgement waits for the front door to have no request to
 answer: under a flood that never stops, it then runs beside the answers."""
+SETTLE_S = 0.005
+"""How long the front door must have had nothing to answer before that work starts: the
+requests of one burst reach it a fraction of a millisecond apart, so a gap between two of them
+is not the end of the burst."""
 
 
 class AfterAck:
     """The listeners' work after their acknowledgements, in flight, and the requests being
     answered that it gives way to."""
 
-    def __init__(self, *, max_defer_s: float = MAX_DEFER_S) -> None:
+    def __init__(self, *, max_defer_s: float = MAX_DEFER_S, settle_s: float = SETTLE_S) -> None:
         self.max_defer_s = max_defer_s
+        self.settle_s = settle_s
         self._running: dict[asyncio.Task[None], str] = {}
         self._answering = 0
+        self._answered_at = 0.0
         self._quiet = asyncio.Event()
         self._quiet.set()
 
@@ -68,15 +75,25 @@ class AfterAck:
             yield
         finally:
             self._answering -= 1
+            self._answered_at = asyncio.get_running_loop().time()
             if not self._answering:
                 self._quiet.set()
 
     async def turn(self) -> None:
-        """Wait until no request is being answered, or at most `max_defer_s`."""
-        if self._quiet.is_set():
-            return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._quiet.wait(), self.max_defer_s)
+        """Wait until no request has been answered for `settle_s` and none is being answered,
+        or at most `max_defer_s`."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.max_defer_s
+        while True:
+            if not self._quiet.is_set():
+                try:
+                    await asyncio.wait_for(self._quiet.wait(), deadline - loop.time())
+                except TimeoutError:
+                    return
+            settled = self._answered_at + self.settle_s - loop.time()
+            if settled <= 0 or loop.time() >= deadline:
+                return
+            await asyncio.sleep(min(settled, deadline - loop.time()))
 
     def start(self, work: Coroutine[Any, Any, None], *, request: str) -> asyncio.Task[None]:
         """Run `work` in a task kept until it ends; `request` names the request it serves in
