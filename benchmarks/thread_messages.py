@@ -2,7 +2,9 @@
 
 Starts `debatebot serve` as its own process (HTTP mode, the schema-filling fake model with a
 per-call delay, Slack's pacing of one write a second per channel, the default status interval)
-against the Slack emulator on 127.0.0.1, runs one `/debate` per protocol, each in its own
+against the Slack emulator on 127.0.0.1 without Slack's streaming methods, so the parent's status
+shows the progress (where Slack streams, the live plan does: `benchmarks.stream_plan` measures
+that), runs one `/debate` per protocol, each in its own
 channel, and prints per protocol: the messages posted (parent, rounds, verdict, review request),
 their total characters (notification text plus block text), the biggest message, the parent's
 updates with the shortest gap between two of them (goal: the status interval, 2 s, so the status
@@ -52,7 +54,7 @@ def finished(emulator: SlackEmulator, channel: str) -> bool:
 
 
 async def run(delay_s: float) -> None:
-    emulator = SlackEmulator()
+    emulator = SlackEmulator(streaming=False)
     await emulator.start()
     workdir = Path(tempfile.mkdtemp(prefix="debatebot-threads-"))
     url = f"sqlite:///{workdir / 'bench.sqlite3'}"

@@ -337,6 +337,12 @@ class Settings(BaseSettings):
         ge=0,
         description="the shortest time between two live-status updates of one debate's parent",
     )
+    outbox_stream_interval_s: float = Field(
+        default=1.0,
+        ge=0,
+        description="the shortest time between two writes to one debate's streamed plan (the"
+        " versions in between go in one append)",
+    )
     shutdown_grace_s: float = Field(
         default=10.0,
         ge=0,

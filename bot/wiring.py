@@ -579,6 +579,7 @@ def build_delivery(
             claim_s=settings.slack_timeout_s * 2 + 5,
             backoff_max_s=settings.outbox_backoff_max_s,
             status_interval_s=settings.outbox_status_interval_s,
+            stream_interval_s=settings.outbox_stream_interval_s,
         ),
     )
 

@@ -19,6 +19,9 @@ class TurnStarted(BaseModel):
     speaker: str = ""
     step: str = ""
     """What the turn is for, when the role alone does not say (a consensus or structured phase)."""
+    phase: str = ""
+    """The turn's `phase` as its `TurnRecord` will carry it, so a follower can pair the start
+    of a turn with its end (a consensus phase, a part of the structured judge's answer)."""
     attempt: int
     provider: str
     model: str

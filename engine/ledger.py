@@ -260,6 +260,7 @@ class TurnLedger:
                 role=role,
                 speaker=speaker,
                 step=step,
+                phase=phase,
                 attempt=attempt,
                 provider=llm.provider,
                 model=settings.model,

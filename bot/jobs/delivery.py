@@ -20,6 +20,11 @@
 - Rows are claimed with an expiring claim, so any number of processes can run this loop on one
   database, and a process that dies mid-send is taken over after `claim_s`. The ts of every
   copy is stored: a message is posted once, and a delivered one is never posted again.
+- A debate's plan is streamed into its thread in a lane of its own: started once the parent is
+  there, each newer version appended as what changed, stopped by the final version. While it
+  streams, the parent's live status is not sent (the summary at the end is). A stream Slack
+  will not start falls back to that status; one that cannot be continued (Slack closed it, it
+  was deleted, a method was refused) becomes a normal message with the same content.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from bot.jobs.pause import OutagePause, idle
-from bot.messages import kit, owed, posts
+from bot.messages import kit, owed, plan, posts
 from bot.messages.owed import ASSISTANT_STATUS
 from bot.slackweb.errors import PostError, TokenRefusedError, UnthreadedError
 from bot.slackweb.people import SlackDirectory
@@ -46,8 +51,16 @@ from bot.slackweb.token import TokenGate
 from bot.store import outbox
 from bot.store.db import in_session
 from bot.store.errors import DatabaseUnavailableError
-from bot.store.outbox import PARENT, Draft, Lane
-from bot.store.tables import Debate, Outbox, OutboxAction, OutboxFallback, OutboxTarget
+from bot.store.outbox import PARENT, PARENT_UPDATE, SHOWN_IN_STREAM, ClaimedStream, Draft, Lane
+from bot.store.tables import (
+    Debate,
+    Outbox,
+    OutboxAction,
+    OutboxFallback,
+    OutboxState,
+    OutboxTarget,
+    StreamState,
+)
 from engine.models import DebateSpec
 
 log = logging.getLogger(__name__)
@@ -57,6 +70,19 @@ UNREACHABLE = frozenset({"not_in_channel", "channel_not_found", "is_archived"})
 THREAD_GONE = frozenset({"thread_not_found", "message_not_found", "invalid_thread_ts"})
 TOO_BIG = frozenset({"msg_too_long", "msg_blocks_too_long", "invalid_blocks"})
 MAX_REPOSTS = 3
+STREAM_CLOSED = frozenset({"message_not_in_streaming_state", "stopped_by_user"})
+"""chat.appendStream and chat.stopStream on a stream that no longer takes chunks: "The message
+is not in the streaming state" (stopped, or past the few minutes Slack keeps a stream open),
+or someone pressed its stop. The message is still there, and can be changed as a message."""
+STREAM_GONE = frozenset({"message_not_found"})
+"""chat.appendStream and chat.stopStream: the streamed message is gone (deleted)."""
+STILL_STREAMING = frozenset({"streaming_state_conflict"})
+"""chat.update on a message that is still streaming."""
+METHOD_ABSENT = frozenset({"unknown_method"})
+"""Slack's answer to a method it does not have (an older workspace, a stand-in without
+streaming): no later debate of this process asks for a stream again."""
+PEOPLE = ("U", "W")
+"""The ids a stream's recipient may have: a person (`U…`, or `W…` in an organization)."""
 
 
 @dataclass
@@ -68,6 +94,9 @@ class DeliveryConfig:
     status_interval_s: float = 2.0
     """Updates of one debate go at most this often: a status per turn is coalesced to the
     newest, and the channel's write budget (one a second) stays free for the rounds."""
+    stream_interval_s: float = 1.0
+    """A debate's stream is written at most this often: the plan's versions in between are
+    coalesced into one append, within the channel's write budget."""
     token_probe_s: float = 2.0
     token_probe_max_s: float = 15.0
     """While Slack refuses the bot token, `auth.test` is asked after `token_probe_s`, then
@@ -98,7 +127,10 @@ class OutboxDelivery:
         self._lanes: dict[Lane, asyncio.Task[None]] = {}
         self._failing = False
         self._updated_at: dict[int, float] = {}
+        self._streamed_at: dict[int, float] = {}
+        self._no_streaming: str | None = None
         self._background: set[asyncio.Task[None]] = set()
+        self._moving = asyncio.Lock()
         self.gate = gate or TokenGate()
         self._probe_at = 0.0
         self._probe_wait = self.config.token_probe_s
@@ -136,6 +168,7 @@ class OutboxDelivery:
             return 0
         horizon = asyncio.get_running_loop().time() - self.config.status_interval_s
         self._updated_at = {d: at for d, at in self._updated_at.items() if at > horizon}
+        self._streamed_at = {d: at for d, at in self._streamed_at.items() if at > horizon}
         started = 0
         for lane in await self._db(outbox.due_lanes):
             if lane not in self._lanes:
@@ -182,6 +215,9 @@ class OutboxDelivery:
                     pass
             elif lane.action == OutboxAction.POST:
                 while await self._next_post(lane.debate_id):
+                    pass
+            elif lane.action == OutboxAction.STREAM:
+                while await self._next_stream(lane.debate_id):
                     pass
             else:
                 await self._updates(lane.debate_id)
@@ -307,9 +343,31 @@ class OutboxDelivery:
     async def _move_thread(self, row: Outbox, debate: Debate, code: str) -> bool:
         """The thread's root, or the parent an update changes, is gone: post the parent again,
         and send `row` again there. A post whose re-post fails is handled as its own failure
-        (a lost channel halts the debate); an update is retried or given up."""
+        (a lost channel halts the debate); an update is retried or given up. Two lanes of a
+        debate finding it gone together (its next round and the parent's summary) move it
+        once: the second finds it moved."""
+        assert debate.id is not None
+        debate_id = debate.id
+
+        def now(s: Session) -> tuple[Debate | None, str]:
+            return s.get(Debate, debate_id), outbox.current_parent(s, debate_id=debate_id)
+
         try:
-            moved = await self._repost_parent(debate, code)
+            async with self._moving:
+                current, parent_key = await self._db(now)
+                assert current is not None
+                if row.action == OutboxAction.UPDATE:
+                    # An update was claimed with the parent it changed; it has a newer one now.
+                    moved_before = parent_key != row.target_key
+                else:
+                    # A post was claimed with the debate's thread; it is in a newer one now.
+                    moved_before = current.thread_ts != debate.thread_ts
+                if moved_before:
+                    moved: Posted | None = Posted(
+                        channel=current.channel_id or row.channel_id, ts=current.thread_ts or ""
+                    )
+                else:
+                    moved = await self._repost_parent(debate, code)
         except PostError as error:
             if row.action == OutboxAction.POST:
                 return await self._post_failed(row, debate, error)
@@ -445,12 +503,20 @@ class OutboxDelivery:
         if wait > loop.time():
             # Rows written while this lane waits coalesce, so the newest status goes out.
             await asyncio.sleep(wait - loop.time())
-        claimed = await self._db(
-            lambda s: outbox.claim_updates(
+
+        def claim(s: Session) -> tuple[list[tuple[Outbox, Outbox | None]], bool]:
+            claimed = outbox.claim_updates(
                 s, debate_id=debate_id, owner=self.owner, claim_s=self.config.claim_s
             )
-        )
+            # Asked after the claim: a summary claimed here was committed with the ending.
+            return claimed, outbox.progress_streamed(s, debate_id=debate_id)
+
+        claimed, streamed = await self._db(claim)
         for row, target in claimed:
+            if streamed and row.key == PARENT_UPDATE:
+                # The streamed plan shows the progress: one write fewer in the channel.
+                await self._sent(row, [], SHOWN_IN_STREAM)
+                continue
             await self._update(row, target)
         if claimed:
             self._updated_at[debate_id] = loop.time()
@@ -498,6 +564,7 @@ class OutboxDelivery:
                 thread_ts=debate.thread_ts or "",
                 status=row.text,
                 attempts=1,
+                loading_messages=list(owed.LOADING_MESSAGES) if row.text else None,
             )
         except PostError as error:
             if error.retryable:
@@ -507,6 +574,334 @@ class OutboxDelivery:
             await self._fail(row, f"refused by Slack: {error.code}")
             return
         await self._sent(row, [], "assistant status")
+
+    # --- the streamed plan ---------------------------------------------------------------
+
+    async def _next_stream(self, debate_id: int) -> bool:
+        """Deliver the debate's stream row if it is due; True when it is due again at once."""
+        loop = asyncio.get_running_loop()
+        wait = self._streamed_at.get(debate_id, -math.inf) + self.config.stream_interval_s
+        if wait > loop.time():
+            # Versions written while this lane waits are coalesced into one append.
+            await asyncio.sleep(wait - loop.time())
+        claimed = await self._db(
+            lambda s: outbox.claim_stream(
+                s, debate_id=debate_id, owner=self.owner, claim_s=self.config.claim_s
+            )
+        )
+        if claimed is None:
+            return False
+        try:
+            again = await self._stream(claimed)
+        except asyncio.CancelledError:
+            with contextlib.suppress(DatabaseUnavailableError):
+                await self._release(claimed.row)
+            raise
+        self._streamed_at[debate_id] = loop.time()
+        return again
+
+    async def _stream(self, claimed: ClaimedStream) -> bool:
+        row, debate, parent = claimed.row, claimed.debate, claimed.parent
+        content = plan.StreamContent.of_row(row.text, row.blocks)
+        moved = row.stream_thread_ts not in (None, debate.thread_ts)
+        if row.stream_state in (StreamState.OPEN, StreamState.MESSAGE) and moved:
+            # The debate's parent was posted again: the plan follows it to the new thread.
+            await self._leave_thread(row)
+            row.stream_state, row.streamed, row.deliveries = None, [], []
+        if row.stream_state == StreamState.MESSAGE:
+            return await self._plan_message(row, debate, content, row.ts)
+        if row.stream_state == StreamState.OPEN:
+            return await self._continue_stream(row, debate, content)
+        if parent is not None and parent.state in (OutboxState.PENDING, OutboxState.SENDING):
+            # "Streamed messages should always be replies": it starts once the parent is there.
+            await self._retry_quietly(row)
+            return False
+        return await self._start_stream(row, debate, content)
+
+    async def _start_stream(self, row: Outbox, debate: Debate, content: plan.StreamContent) -> bool:
+        """Start the debate's stream in its thread, or fall back to the parent's status."""
+        if self._no_streaming is not None:
+            return await self._refuse_stream(row, self._no_streaming)
+        if debate.halt_reason is not None:
+            await self._fail(row, f"thread unreachable: {debate.halt_reason}")
+            return False
+        if debate.thread_ts is None:
+            return await self._refuse_stream(row, "the debate's thread was never posted")
+        recipient = debate.requested_by or ""
+        if not recipient.startswith(PEOPLE):
+            # recipient_user_id "Required when streaming to channels"; a stream goes to a
+            # person, and a debate asked for by an app or a workflow has none.
+            return await self._refuse_stream(row, "no person to stream to")
+        try:
+            team = await self.directory.recipient_team()
+        except PostError as error:
+            await self._retry(row, error)
+            return False
+        if team is None:
+            # recipient_team_id, "Required when streaming to channels".
+            return await self._refuse_stream(row, "no team to stream to")
+        if row.stream_state == StreamState.STARTING:
+            adopted = await self._adopt_stream(row, debate, content)
+            if adopted is not None:
+                return adopted
+        row_id = row.id or 0
+        await self._db(lambda s: outbox.stream_starting(s, row_id=row_id, owner=self.owner))
+        try:
+            posted = await self.poster.start_stream(
+                channel=row.channel_id,
+                thread_ts=debate.thread_ts,
+                chunks=content.chunks,
+                recipient_user_id=recipient,
+                recipient_team_id=team,
+                attempts=1,
+            )
+        except TokenRefusedError as refused:
+            if refused.code != "missing_scope":
+                raise
+            # A scope only streaming needs: no reason to stop every other message.
+            return await self._refuse_stream(row, f"missing_scope {refused.needed or ''}".strip())
+        except PostError as error:
+            if error.retryable:
+                # The start may have reached Slack all the same: the next try looks first.
+                await self._retry(row, error)
+                return False
+            self._recovered()
+            if error.code in UNREACHABLE:
+                # The post lane finds the channel gone too, and halts the debate.
+                await self._fail(row, f"refused by Slack: {error.code}")
+                return False
+            if error.code in THREAD_GONE:
+                # As for a post: the parent is posted again (once, whichever lane finds the
+                # thread gone first), and the stream starts in the new thread.
+                return await self._move_thread(row, debate, error.code)
+            if error.code in METHOD_ABSENT:
+                self._no_streaming = error.code
+            return await self._refuse_stream(row, error.code)
+        await self._streamed(
+            row,
+            content.chunks,
+            StreamState.OPEN,
+            deliveries=[[posted.channel, posted.ts]],
+            thread_ts=debate.thread_ts,
+            more=content.final,
+        )
+        return content.final
+
+    async def _adopt_stream(
+        self, row: Outbox, debate: Debate, content: plan.StreamContent
+    ) -> bool | None:
+        """A start whose answer never came back may have opened a stream in the thread. The
+        bot's replies there that no outbox row knows are tried, newest first, with the whole
+        plan appended (a `task_update` replaces its task, so sending one twice changes
+        nothing): one that takes it is that stream, continued from here. None when there is
+        none (a new stream is started); False when the row waits for a retry."""
+        assert debate.id is not None
+        assert debate.thread_ts is not None
+        debate_id, channel, thread_ts = debate.id, row.channel_id, debate.thread_ts
+        try:
+            replies = await self.directory.bot_replies(channel, thread_ts)
+        except PostError as error:
+            if error.retryable:
+                await self._retry(row, error)
+                return False
+            log.warning("debate %s: cannot look for a stream already started: %s", debate_id, error)
+            return None
+        known = await self._db(
+            lambda s: outbox.delivered_ts(s, channel_id=channel, thread_ts=thread_ts)
+        )
+        for ts in reversed([ts for ts in replies if ts not in known]):
+            try:
+                await self.poster.append_stream(
+                    channel=channel, ts=ts, chunks=content.chunks, attempts=1
+                )
+            except TokenRefusedError as refused:
+                if refused.code != "missing_scope":
+                    raise
+                return None  # the start is refused the same way, and falls back
+            except PostError as error:
+                if error.retryable:
+                    await self._retry(row, error)
+                    return False
+                continue  # not a stream in progress (a message, or a stream already closed)
+            log.info("debate %s: the stream started before (%s) is continued", debate_id, ts)
+            await self._streamed(
+                row,
+                content.chunks,
+                StreamState.OPEN,
+                deliveries=[[channel, ts]],
+                thread_ts=thread_ts,
+                more=content.final,
+            )
+            return content.final
+        return None
+
+    async def _continue_stream(
+        self, row: Outbox, debate: Debate, content: plan.StreamContent
+    ) -> bool:
+        """Append what changed, or stop with the final version. A stream that cannot take it
+        becomes a normal message with the same content."""
+        channel, ts = row.deliveries[0] if row.deliveries else (row.channel_id, "")
+        sent = row.streamed
+        chunks = (
+            plan.closing_chunks(sent, content)
+            if content.final
+            else plan.delta(sent, content.chunks)
+        )
+        try:
+            if content.final:
+                await self.poster.stop_stream(
+                    channel=channel, ts=ts, chunks=chunks, blocks=content.closing, attempts=1
+                )
+            elif chunks:
+                await self.poster.append_stream(channel=channel, ts=ts, chunks=chunks, attempts=1)
+        except TokenRefusedError as refused:
+            if refused.code != "missing_scope":
+                raise
+            await self._abandon(channel, ts, refused.code)
+            return await self._plan_message(row, debate, content, ts)
+        except PostError as error:
+            if error.retryable:
+                # Sent again from what Slack is known to have: a task it took twice is the same.
+                await self._retry(row, error)
+                return False
+            self._recovered()
+            if error.code in UNREACHABLE:
+                await self._fail(row, f"refused by Slack: {error.code}")
+                return False
+            if error.code in STREAM_GONE:
+                return await self._plan_message(row, debate, content, None)
+            if error.code not in STREAM_CLOSED:
+                # Any other refusal of an append or a stop: end the stream as it stands, then
+                # show the plan as a message in its place.
+                await self._abandon(channel, ts, error.code)
+            return await self._plan_message(row, debate, content, ts)
+        state = StreamState.CLOSED if content.final else StreamState.OPEN
+        await self._streamed(row, plan.merged(sent, chunks), state)
+        return False
+
+    async def _leave_thread(self, row: Outbox) -> None:
+        """Stop the plan's message in a thread the debate has left, and delete it: the whole
+        plan starts again in the new thread (if Slack will not delete it, it is left stopped)."""
+        if not row.deliveries:
+            return
+        channel, ts = row.deliveries[0]
+        if row.stream_state == StreamState.OPEN:
+            await self._abandon(channel, ts, "thread moved")
+        try:
+            await self.poster.delete(channel=channel, ts=ts)
+        except (PostError, TokenRefusedError) as error:
+            log.warning("debate %s: the plan left in %s stays: %s", row.debate_id, ts, error)
+
+    async def _abandon(self, channel: str, ts: str, code: str) -> None:
+        """Stop a stream that was refused more, so it is not left streaming (best effort: a
+        token Slack refuses is found out again by the message that follows)."""
+        try:
+            await self.poster.stop_stream(channel=channel, ts=ts, attempts=1)
+        except (PostError, TokenRefusedError) as error:
+            log.info("stream %s in %s not stopped after %s: %s", ts, channel, code, error)
+
+    async def _plan_message(
+        self, row: Outbox, debate: Debate, content: plan.StreamContent, ts: str | None
+    ) -> bool:
+        """The plan as a normal message: the stream's own message changed in place when it is
+        still there (nothing said twice; the SDK's `ChatStream.ts` names `chat.update` as the
+        fallback "if the stream expires server-side"), else posted in the thread (nothing
+        lost). Later versions change that message."""
+        message = plan.as_message(content)
+        state = StreamState.CLOSED if content.final else StreamState.MESSAGE
+        channel = row.deliveries[0][0] if row.deliveries else row.channel_id
+        if ts:
+            try:
+                await self.poster.update(channel=channel, ts=ts, message=message, attempts=1)
+            except PostError as error:
+                if error.retryable:
+                    await self._retry(row, error)
+                    return False
+                self._recovered()
+                if error.code in STILL_STREAMING:
+                    # Our stop did not take: try it again, and the change after it.
+                    await self._abandon(channel, ts, error.code)
+                    await self._retry(row, error)
+                    return False
+                log.warning(
+                    "debate %s: the plan's message %s cannot be changed (%s); posting it anew",
+                    row.debate_id,
+                    ts,
+                    error.code,
+                )
+            else:
+                await self._streamed(row, content.chunks, state, delivered_to="message")
+                return False
+        if debate.thread_ts is None:
+            await self._fail(row, "the debate's thread was never posted")
+            return False
+        try:
+            posted = await self.poster.post(
+                channel=row.channel_id, message=message, thread_ts=debate.thread_ts, attempts=1
+            )
+        except UnthreadedError as error:
+            # Nothing goes to the top level: the post lane re-creates the thread on its next
+            # reply, and the plan follows it there.
+            await self._remove_stray(error.stray)
+            await self._retry(row, error)
+            return False
+        except PostError as error:
+            if error.retryable:
+                await self._retry(row, error)
+                return False
+            self._recovered()
+            await self._give_up(row, error.code)
+            return False
+        await self._streamed(
+            row,
+            content.chunks,
+            state,
+            deliveries=[[posted.channel, posted.ts]],
+            thread_ts=debate.thread_ts,
+            delivered_to="message",
+        )
+        return False
+
+    async def _refuse_stream(self, row: Outbox, code: str) -> bool:
+        """Slack will not stream here: the parent's live status shows the progress instead."""
+        log.info(
+            "debate %s: no streamed plan (%s); the parent shows the status", row.debate_id, code
+        )
+        await self._db(
+            lambda s: outbox.refuse_stream(
+                s, row_id=row.id or 0, owner=self.owner, error=f"stream refused: {code}"
+            )
+        )
+        self.wake()
+        return False
+
+    async def _streamed(
+        self,
+        row: Outbox,
+        streamed: list[dict[str, object]],
+        state: StreamState,
+        *,
+        deliveries: list[list[str]] | None = None,
+        thread_ts: str | None = None,
+        delivered_to: str = "stream",
+        more: bool = False,
+    ) -> None:
+        self._recovered()
+        version = row.version
+        await self._db(
+            lambda s: outbox.mark_streamed(
+                s,
+                row_id=row.id or 0,
+                owner=self.owner,
+                version=version,
+                streamed=streamed,
+                stream_state=state,
+                deliveries=deliveries,
+                thread_ts=thread_ts,
+                delivered_to=delivered_to,
+                more=more,
+            )
+        )
 
     # --- bookkeeping -------------------------------------------------------------------------
 

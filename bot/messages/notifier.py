@@ -1,6 +1,7 @@
-"""Follows a debate's run and owes its messages: each finished round, and the parent's live
-status as turns start. Replayed events owe nothing new, since every draft has a key; the
-delivery loop (`bot.jobs.delivery`) sends what is owed."""
+"""Follows a debate's run and owes its messages: each finished round, the parent's live status
+as turns start, and the plan streamed into the thread as turns start and end. Replayed events
+owe nothing new, since every draft has a key (a replayed turn only rebuilds the plan, which the
+next live event owes whole); the delivery loop (`bot.jobs.delivery`) sends what is owed."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ from dataclasses import dataclass
 from sqlalchemy import Engine
 
 from bot.messages import owed, transcript
+from bot.messages.plan import Plan
 from bot.store import outbox
 from bot.store.db import in_session
 from bot.store.outbox import Draft
 from bot.store.tables import Debate, DebateSource
-from engine.events import DebateEvent, EventSink, RoundFinished, TurnStarted
+from engine.events import DebateEvent, EventSink, RoundFinished, TurnFinished, TurnStarted
 from engine.models import DebateSpec
 
 
@@ -24,6 +26,7 @@ class _Run:
 
     debate: Debate
     spec: DebateSpec
+    plan: Plan
     progress: tuple[str, str] | None = None
 
 
@@ -56,19 +59,28 @@ class DebateNotifier:
 
     def sink_for(self, debate: Debate, spec: DebateSpec) -> EventSink:
         """The event sink a worker runs this debate with: rounds and live status as owed rows."""
-        run = _Run(debate=debate, spec=spec)
+        assert debate.id is not None
+        run = _Run(debate=debate, spec=spec, plan=Plan(debate_id=debate.id, spec=spec))
 
         async def sink(event: DebateEvent) -> None:
             if not owed.owes_messages(run.debate):
                 return
             if isinstance(event, TurnStarted):
+                drafts = []
                 progress = transcript.progress(event, run.spec)
                 if progress != run.progress:
                     run.progress = progress
-                    drafts = [owed.status(run.debate, run.spec, *progress)]
+                    drafts.append(owed.status(run.debate, run.spec, *progress))
                     if run.debate.source == DebateSource.ASSISTANT:
                         drafts.append(owed.assistant_status(progress[1]))
+                if run.plan.started(event):
+                    drafts.append(owed.stream(run.plan.live()))
+                if drafts:
                     await self.owe(run.debate, drafts)
+            elif isinstance(event, TurnFinished):
+                # A replayed turn only rebuilds the plan; the next live event owes it whole.
+                if run.plan.finished(event.turn) and not event.replayed:
+                    await self.owe(run.debate, [owed.stream(run.plan.live())])
             elif isinstance(event, RoundFinished):
                 await self.owe(run.debate, owed.round_finished(event, run.spec))
 

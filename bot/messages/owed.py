@@ -2,8 +2,9 @@
 writes the store or calls Slack).
 
 A new debate owes its parent (and, for a long question, the full text); each round owes one
-threaded message; each turn refreshes the parent's live status; the ending owes the verdict, the
-parent's summary and, when the verdict escalates, the review request; a review owes the request
+threaded message; each turn refreshes the parent's live status and the plan streamed into the
+thread; the ending owes the verdict, the parent's summary, the plan's final version (which
+stops its stream) and, when the verdict escalates, the review request; a review owes the request
 shown decided. The delivery loop's own notices (a message given up, a halted debate, a parent
 posted again) are rendered here too. Every draft has a key, so owing one twice owes it once.
 """
@@ -13,7 +14,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from bot.messages import kit, posts, transcript
-from bot.store.outbox import PARENT, PARENT_UPDATE, REVIEW, Draft
+from bot.messages.plan import Plan, StreamContent
+from bot.store.outbox import PARENT, PARENT_UPDATE, REVIEW, STREAM, Draft
 from bot.store.tables import (
     Debate,
     DebateSource,
@@ -37,6 +39,13 @@ top-level parent."""
 ANSWER = "answer"
 ASSISTANT_STATUS = "status:assistant"
 """The assistant thread's status line, sent with `assistant.threads.setStatus`."""
+LOADING_MESSAGES = (
+    "Reading the debate so far\u2026",
+    "Weighing the arguments\u2026",
+    "Writing the next turn\u2026",
+)
+"""What the assistant thread's status rotates through while a model generates (Slack takes at
+most 10, `assistant.threads.setStatus`'s `loading_messages`)."""
 
 
 def owes_messages(debate: Debate) -> bool:
@@ -100,6 +109,7 @@ def closing(debate: Debate, result: DebateResult, escalation: Escalation | None)
     ]
     summary = parent(debate, result.spec, result.verdict.status.value, result=result)
     drafts.append(draft(PARENT_UPDATE, summary, action=OutboxAction.UPDATE, target_key=PARENT))
+    drafts.append(stream(Plan.of_result(debate.id, result).closed(result)))
     if debate.source == DebateSource.ASSISTANT:
         drafts.append(assistant_status(""))
     if escalation is not None:
@@ -239,6 +249,15 @@ def reposted_parent(debate: Debate, spec: DebateSpec, old_link: str | None) -> k
     with its current status and a link to the old thread when there is one."""
     state = "running" if debate.state != "finished" else (debate.outcome or "complete")
     return posts.reposted_parent(parent(debate, spec, state), old_link=old_link)
+
+
+def stream(content: StreamContent) -> Draft:
+    """The debate's plan as it stands, owed to its stream (a newer version replaces it); it
+    follows the parent, so the stream starts in the thread once the parent is there."""
+    text, blocks = content.stored()
+    return Draft(
+        key=STREAM, text=text, blocks=blocks, action=OutboxAction.STREAM, target_key=PARENT
+    )
 
 
 def assistant_status(text: str) -> Draft:

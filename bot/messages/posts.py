@@ -81,15 +81,23 @@ def parent_message(
         *sections(status_line(status, detail)),
     ]
     if verdict is not None:
-        summary = (
-            f"*Decision:* `{verdict.decision.value}` \u00b7 *confidence* {verdict.confidence:.2f}"
-            f" ({verdict.level.value})"
-        )
-        if cost_usd is not None:
-            summary += f" \u00b7 cost ${cost_usd:.4f}"
-        blocks += sections(f"{summary}\n{escape(clip(verdict.synthesis, 600))}")
-        blocks.append(context("Full verdict, rounds and review in the thread."))
+        blocks += verdict_summary(verdict, cost_usd)
     return Message(f"Debate #{debate_id}: {escape(clip(question, 200))}", blocks)
+
+
+def verdict_summary(verdict: Verdict, cost_usd: float | None = None) -> list[Block]:
+    """The verdict in a few lines (decision, confidence, cost, the synthesis cut to 600
+    characters): under the parent, and at the end of the debate's streamed plan."""
+    summary = (
+        f"*Decision:* `{verdict.decision.value}` \u00b7 *confidence* {verdict.confidence:.2f}"
+        f" ({verdict.level.value})"
+    )
+    if cost_usd is not None:
+        summary += f" \u00b7 cost ${cost_usd:.4f}"
+    return [
+        *sections(f"{summary}\n{escape(clip(verdict.synthesis, 600))}"),
+        context("Full verdict, rounds and review in the thread."),
+    ]
 
 
 def material_messages(title: str, text: str) -> list[Message]:

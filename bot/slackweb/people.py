@@ -1,10 +1,12 @@
 """Who may do what, and where the bot may post: reviewers (users or user groups), channel
-owners, workspace admins, and the bot's membership of a channel.
+owners, workspace admins, the bot's membership of a channel, its team (a stream's recipient's)
+and its own replies in a thread.
 
 Answers come from Slack (`users.info`, `users.list`, `usergroups.users.list`,
-`users.conversations`, `conversations.info`, `auth.test`). Admin status and user groups' members
-are cached for a minute, the bot's identity and DM channels for the process, so a burst of
-clicks does not hit Slack's rate limits; the others are asked each time. A lookup Slack cannot
+`users.conversations`, `conversations.info`, `conversations.replies`, `auth.test`). Admin status
+and user groups' members are cached for a minute, the bot's identity, team and DM channels for
+the process, so a burst of clicks does not hit Slack's rate limits; the others are asked each
+time. A lookup Slack cannot
 answer is logged and treated as "no" (or, for membership, "unknown"), never as a crash, except
 the list of admins, whose failure is raised so the caller retries instead of concluding there
 are none.
@@ -16,6 +18,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -42,6 +45,7 @@ class SlackDirectory:
         self._groups: dict[str, tuple[float, frozenset[str]]] = {}
         self._bot: tuple[str | None, str] | None = None
         self._dms: dict[str, str] = {}
+        self._team: str | None = None
 
     async def is_admin(self, user: str) -> bool:
         """Workspace admins and owners may change any channel's settings and decide reviews
@@ -171,7 +175,54 @@ class SlackDirectory:
                 return refused
             raise classify(error, "auth.test", "-") from error
         self._bot = (auth.get("user_id"), str(auth.get("user") or "debatebot"))
+        self._team = _team_of(auth) or self._team
         return None
+
+    async def recipient_team(self) -> str | None:
+        """The team a stream's recipient belongs to (`recipient_team_id`): the workspace the
+        bot is installed in (`auth.test`, asked once), else its organization, in the order
+        Bolt's `say_stream` takes them. Raises the classified PostError (or the token's
+        refusal) when Slack does not answer: the stream waits, it is not refused."""
+        if self._team is None:
+            try:
+                auth = await asyncio.wait_for(self.client.auth_test(), timeout=self.lookup_s)
+            except SLACK_FAILURES as error:
+                refused = token_refusal(error, "auth.test")
+                if refused is not None:
+                    raise refused from error
+                raise classify(error, "auth.test", "-") from error
+            self._bot = (auth.get("user_id"), str(auth.get("user") or "debatebot"))
+            self._team = _team_of(auth)
+        return self._team
+
+    async def bot_replies(self, channel: str, thread_ts: str) -> list[str]:
+        """The ts of the bot's own replies in a thread (`conversations.replies`, up to 1,000
+        replies), oldest first: where a reply the bot sent but never heard back about may be.
+        Raises the classified PostError when Slack does not answer or refuses."""
+        bot_user, _ = await self.bot_identity()
+        found: list[str] = []
+        cursor: str | None = None
+        for _page in range(5):
+            try:
+                response = await asyncio.wait_for(
+                    self.client.conversations_replies(
+                        channel=channel, ts=thread_ts, limit=200, cursor=cursor
+                    ),
+                    timeout=self.lookup_s,
+                )
+            except SLACK_FAILURES as error:
+                refused = token_refusal(error, "conversations.replies")
+                if refused is not None:
+                    raise refused from error
+                raise classify(error, "conversations.replies", channel) from error
+            for message in response.get("messages") or []:
+                ts = str(message.get("ts") or "")
+                if ts != thread_ts and bot_user is not None and message.get("user") == bot_user:
+                    found.append(ts)
+            cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
+            if not cursor:
+                break
+        return found
 
     def known_bot_user(self) -> str | None:
         """The bot's user id if an `auth.test` has answered (never a call to Slack)."""
@@ -209,3 +260,9 @@ class SlackDirectory:
         if info.get("is_im") or info.get("is_member", True):
             return None
         return "not_in_channel"
+
+
+def _team_of(auth: Any) -> str | None:
+    """The team id in an `auth.test` answer, else the enterprise's (Bolt's order)."""
+    team = auth.get("team_id") or auth.get("enterprise_id")
+    return str(team) if team else None

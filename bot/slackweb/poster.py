@@ -2,11 +2,12 @@
 Every owed message goes this way; what Bolt answers on its own (`ack`, `respond`, `say`, the
 forms, the assistant's title and prompts) does not.
 
-Slack allows about one message per second per channel. Every write to a channel waits its turn
-behind one lock, so messages land in the order they were asked for, and a 429 holds the whole
-channel for `Retry-After` seconds. Every failure becomes a `PostError` with Slack's error code
-(or `http_503`, `timeout`, `unreachable`, `bad_response`) and whether trying again may help, so
-the outbox can retry outages for hours and give up at once on a refusal.
+Slack allows about one message per second per channel. Every write to a channel (a stream's
+start, appends and stop among them) waits its turn behind one lock, so messages land in the
+order they were asked for, and a 429 holds the whole channel for `Retry-After` seconds. Every
+failure becomes a `PostError` with Slack's error code (or `http_503`, `timeout`, `unreachable`,
+`bad_response`) and whether trying again may help, so the outbox can retry outages for hours and
+give up at once on a refusal.
 """
 
 from __future__ import annotations
@@ -286,9 +287,16 @@ class SlackPoster:
         )
 
     async def assistant_status(
-        self, *, channel: str, thread_ts: str, status: str, attempts: int | None = None
+        self,
+        *,
+        channel: str,
+        thread_ts: str,
+        status: str,
+        attempts: int | None = None,
+        loading_messages: list[str] | None = None,
     ) -> None:
-        """The assistant thread's status line ("critic is challenging…"); empty clears it."""
+        """The assistant thread's status line ("critic is challenging…"); empty clears it.
+        `loading_messages` rotate under it while a model generates (Slack takes at most 10)."""
         await self._call(
             "assistant_threads_setStatus",
             channel,
@@ -296,6 +304,67 @@ class SlackPoster:
             channel_param="channel_id",
             thread_ts=thread_ts,
             status=status,
+            loading_messages=loading_messages or None,
+        )
+
+    async def start_stream(
+        self,
+        *,
+        channel: str,
+        thread_ts: str,
+        chunks: list[dict[str, Any]],
+        recipient_user_id: str,
+        recipient_team_id: str,
+        attempts: int | None = None,
+    ) -> Posted:
+        """Start a streamed reply in the thread, shown as a plan (`task_display_mode: plan`:
+        "plan task updates render together in a plan block"). The recipient goes with every
+        stream, as Bolt's `say_stream` sends it: `recipient_user_id` and `recipient_team_id` are
+        "required when streaming to channels". The stream is opened with chunks, so it takes
+        chunks to its end."""
+        response = await self._call(
+            "chat_startStream",
+            channel,
+            attempts,
+            thread_ts=thread_ts,
+            chunks=chunks,
+            task_display_mode="plan",
+            recipient_user_id=recipient_user_id,
+            recipient_team_id=recipient_team_id,
+        )
+        ts = response.get("ts")
+        if not ts:
+            raise PostError(
+                f"Slack accepted chat_startStream in {channel} but returned no ts",
+                code="bad_response",
+            )
+        return Posted(channel=str(response.get("channel") or channel), ts=str(ts))
+
+    async def append_stream(
+        self, *, channel: str, ts: str, chunks: list[dict[str, Any]], attempts: int | None = None
+    ) -> None:
+        """Add `chunks` to a stream (a `task_update` with a known id replaces that task)."""
+        await self._call("chat_appendStream", channel, attempts, ts=ts, chunks=chunks)
+
+    async def stop_stream(
+        self,
+        *,
+        channel: str,
+        ts: str,
+        chunks: list[dict[str, Any]] | None = None,
+        blocks: list[dict[str, Any]] | None = None,
+        attempts: int | None = None,
+    ) -> None:
+        """End a stream with its last chunks and `blocks`, "rendered at the bottom of the
+        finalized message" (the verdict's summary and the feedback buttons); with neither, it
+        only ends the stream as it stands."""
+        await self._call(
+            "chat_stopStream",
+            channel,
+            attempts,
+            ts=ts,
+            chunks=chunks or None,
+            blocks=blocks or None,
         )
 
     async def ephemeral(

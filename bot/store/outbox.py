@@ -3,7 +3,8 @@ them, and the bookkeeping the delivery loop (`bot.jobs.delivery`) does on them.
 
 `stage` adds rows inside a caller's unit of work (enqueue, finish, review); the other functions
 commit their own. Posts of one debate form a lane delivered in `(seq, part, id)` order; updates
-are coalesced per message (a newer status replaces a pending one).
+are coalesced per message (a newer status replaces a pending one). A debate's streamed plan is
+one row (`stream`) coalesced the same way; it records what Slack has of it (`streamed`).
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ from sqlmodel import Session, col, select
 
 from bot.store.tables import (
     Debate,
+    DebateState,
     Escalation,
     Outbox,
     OutboxAction,
     OutboxFallback,
     OutboxState,
     OutboxTarget,
+    StreamState,
 )
 from engine.models import utcnow
 
@@ -32,6 +35,10 @@ DEFAULT_DEADLINE_S = 24 * 3600.0
 PARENT = "parent"
 PARENT_UPDATE = "update:parent"
 REVIEW = "review"
+STREAM = "stream"
+"""The key of a debate's streamed plan."""
+SHOWN_IN_STREAM = "shown in the stream"
+"""How a live status the stream already shows is marked delivered (no Slack call made)."""
 OPEN_STATES = (OutboxState.PENDING, OutboxState.SENDING)
 
 
@@ -52,10 +59,18 @@ class Draft:
     """Where a `channel` post goes when not in the debate's own channel (a review channel)."""
 
 
-def _current_parent(rows: dict[str, Outbox]) -> str:
+def _current_parent(keys: Iterable[str]) -> str:
     """The key of the debate's parent as it is now (`parent`, or `parent:N` once re-created)."""
-    numbers = [int(key.split(":")[1]) for key in rows if key.startswith(f"{PARENT}:")]
+    numbers = [int(key.split(":")[1]) for key in keys if key.startswith(f"{PARENT}:")]
     return f"{PARENT}:{max(numbers)}" if numbers else PARENT
+
+
+def current_parent(session: Session, *, debate_id: int) -> str:
+    """The key of the debate's parent as it is now (`parent`, or `parent:N` once re-created)."""
+    keys = session.exec(
+        select(Outbox.key).where(Outbox.debate_id == debate_id, col(Outbox.key).like(f"{PARENT}%"))
+    ).all()
+    return _current_parent(keys)
 
 
 def _rows(session: Session, debate_id: int) -> dict[str, Outbox]:
@@ -87,6 +102,16 @@ def stage(
         if draft.action == OutboxAction.UPDATE and draft.target_key == PARENT:
             draft = replace(draft, target_key=_current_parent(existing))
         row = existing.get(draft.key)
+        if draft.action == OutboxAction.STREAM:
+            if row is not None:
+                _restream(row, draft, now, deadline_s)
+                session.add(row)
+                staged.append(row)
+                continue
+            if draft.text:
+                # A final version (the stop's text) closes a stream already owed; it never
+                # starts one (the debate streamed nothing: triage, or no turn started).
+                continue
         if row is not None:
             if draft.action == OutboxAction.UPDATE:
                 row.text, row.blocks = draft.text, draft.blocks
@@ -120,6 +145,24 @@ def stage(
         existing[draft.key] = row
         staged.append(row)
     return staged
+
+
+def _restream(row: Outbox, draft: Draft, now: datetime, deadline_s: float) -> None:
+    """A newer version of the plan: it replaces the row's content; a stream already closed
+    or refused (or given up) keeps what it had. A version Slack has already taken is owed
+    again now; one waiting (for a retry, for its parent) keeps its turn."""
+    if row.stream_state in (StreamState.CLOSED, StreamState.REFUSED):
+        return
+    if row.state == OutboxState.FAILED:
+        return
+    row.text, row.blocks = draft.text, draft.blocks
+    row.version += 1
+    row.deadline_at = now + timedelta(seconds=deadline_s)
+    if row.state == OutboxState.SENT:
+        row.state = OutboxState.PENDING
+        row.attempts = 0
+        row.next_attempt_at = now
+        row.last_error = None
 
 
 def owe(
@@ -556,3 +599,139 @@ def pull_in_retries(session: Session) -> int:
     )
     session.commit()
     return int(moved.rowcount or 0)  # type: ignore[attr-defined]
+
+
+# --- a debate's streamed plan ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClaimedStream:
+    """A stream row claimed for delivery, with its debate and the parent it must follow."""
+
+    row: Outbox
+    debate: Debate
+    parent: Outbox | None
+
+
+def claim_stream(
+    session: Session, *, debate_id: int, owner: str, claim_s: float
+) -> ClaimedStream | None:
+    """Claim the debate's stream row if it is due."""
+    row = session.exec(
+        select(Outbox).where(
+            Outbox.debate_id == debate_id, Outbox.action == OutboxAction.STREAM, _due(utcnow())
+        )
+    ).one_or_none()
+    if row is None:
+        return None
+    claimed = _claim(session, row, owner, claim_s)
+    if claimed is None:
+        return None
+    debate = session.get(Debate, debate_id)
+    assert debate is not None
+    return ClaimedStream(claimed, debate, row_for(session, debate_id=debate_id, key=PARENT))
+
+
+def delivered_ts(session: Session, *, channel_id: str, thread_ts: str) -> set[str]:
+    """The ts of every message the outbox delivered for the debates of one thread (a thread
+    some debates share: the ones asked from it)."""
+    rows = session.exec(
+        select(Outbox.deliveries)
+        .join(Debate, col(Debate.id) == col(Outbox.debate_id))
+        .where(Debate.channel_id == channel_id, Debate.thread_ts == thread_ts)
+    ).all()
+    return {str(ts) for deliveries in rows for _channel, ts in deliveries or []}
+
+
+def stream_starting(session: Session, *, row_id: int, owner: str) -> Outbox | None:
+    """Note that `chat.startStream` is about to be sent for the row: until its answer is
+    recorded, Slack may hold a stream the row does not know of."""
+    row = _owned(session, row_id, owner)
+    if row is None:
+        return None
+    row.stream_state = StreamState.STARTING
+    session.add(row)
+    session.commit()
+    return row
+
+
+def mark_streamed(
+    session: Session,
+    *,
+    row_id: int,
+    owner: str,
+    version: int,
+    streamed: list[dict[str, Any]],
+    stream_state: StreamState,
+    deliveries: list[list[str]] | None = None,
+    thread_ts: str | None = None,
+    delivered_to: str,
+    more: bool = False,
+) -> Outbox | None:
+    """Record what Slack has of the stream (`streamed`), where its message stands and, when it
+    was just started or posted again, where it is (`deliveries`, in thread `thread_ts`). A
+    version that changed meanwhile, or `more` to send at once (a stream started with its final
+    version), stays due."""
+    row = _owned(session, row_id, owner)
+    if row is None:
+        return None
+    now = utcnow()
+    row.streamed = streamed
+    row.stream_state = stream_state
+    if deliveries is not None:
+        row.deliveries = deliveries
+        row.stream_thread_ts = thread_ts
+    row.delivered_to = delivered_to
+    row.claimed_by, row.claimed_until = None, None
+    row.last_error = None
+    row.attempts = 0
+    if stream_state != StreamState.CLOSED and (more or row.version != version):
+        row.state = OutboxState.PENDING
+        row.next_attempt_at = now
+    else:
+        row.state = OutboxState.SENT
+        row.sent_at = now
+    session.add(row)
+    session.commit()
+    return row
+
+
+def refuse_stream(session: Session, *, row_id: int, owner: str, error: str) -> Outbox | None:
+    """Slack would not start the stream: it is given up for good, and the parent's live
+    status, which the stream stood in for, is owed again (the newest is sent)."""
+    row = _owned(session, row_id, owner)
+    if row is None:
+        return None
+    row.state = OutboxState.FAILED
+    row.stream_state = StreamState.REFUSED
+    row.last_error = error
+    row.attempts += 1
+    row.claimed_by, row.claimed_until = None, None
+    session.add(row)
+    session.execute(
+        update(Outbox)
+        .where(
+            col(Outbox.debate_id) == row.debate_id,
+            col(Outbox.key) == PARENT_UPDATE,
+            col(Outbox.state) == OutboxState.SENT,
+            col(Outbox.delivered_to) == SHOWN_IN_STREAM,
+        )
+        .values(state=OutboxState.PENDING, next_attempt_at=utcnow())
+    )
+    session.commit()
+    return row
+
+
+def progress_streamed(session: Session, *, debate_id: int) -> bool:
+    """Whether the debate's progress is shown by its streamed plan: it is running and has a
+    stream Slack did not refuse. Its parent's live status is then not sent (the summary at
+    the end always is)."""
+    debate = session.get(Debate, debate_id)
+    if debate is None or debate.state == DebateState.FINISHED:
+        return False
+    row = row_for(session, debate_id=debate_id, key=STREAM)
+    return (
+        row is not None
+        and row.stream_state != StreamState.REFUSED
+        and row.state != OutboxState.FAILED
+    )

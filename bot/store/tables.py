@@ -356,6 +356,9 @@ class OutboxAction(StrEnum):
     POST = "post"
     UPDATE = "update"
     """Replace the content of the message `target_key` names."""
+    STREAM = "stream"
+    """The debate's live plan, streamed into its thread (`chat.startStream`, `appendStream`,
+    `stopStream`); its content is the whole plan as it stands, coalesced like an update."""
 
 
 class OutboxTarget(StrEnum):
@@ -383,6 +386,24 @@ class OutboxState(StrEnum):
     """Refused by Slack for its size and replaced by smaller parts (rows of their own)."""
 
 
+class StreamState(StrEnum):
+    """Where a stream row's message stands in Slack (None: not started yet)."""
+
+    STARTING = "starting"
+    """`chat.startStream` was sent and no answer recorded: Slack may have started it (the
+    process died, the answer was lost), so the next try looks for it before starting one."""
+    OPEN = "open"
+    """Streaming: each new version is appended (`chat.appendStream`), the last stops it."""
+    MESSAGE = "message"
+    """The stream could not be continued (Slack closed it, it was deleted, a method was
+    refused): its content is a normal message now, changed by `chat.update`."""
+    CLOSED = "closed"
+    """Stopped with its final version (or that version shown as the normal message)."""
+    REFUSED = "refused"
+    """Slack would not start it (no streaming in this workspace, a method refused): the
+    parent's live status shows the debate's progress instead."""
+
+
 class Outbox(SQLModel, table=True):
     """One message owed to people, written in the transaction of the state that creates it and
     delivered by `bot.jobs.delivery`, which retries until Slack takes it or its deadline passes:
@@ -395,6 +416,10 @@ class Outbox(SQLModel, table=True):
     `[channel, ts]` of every copy Slack took, so nothing is posted twice and a resumed run
     updates instead of reposting. A key is owed once per debate, or once per channel for
     channel messages (`digest:C1:2026-11-25`).
+
+    A debate's live plan is one row too (`action="stream"`): its content is the whole plan,
+    replaced by each newer version like an update; `streamed` is what Slack has of it and
+    `stream_state` where its message stands, so each delivery sends only what changed.
     """
 
     __tablename__ = "outbox"
@@ -445,6 +470,19 @@ class Outbox(SQLModel, table=True):
     delivered_to: str | None = Field(default=None, max_length=400)
     created_at: datetime = Field(default_factory=utcnow)
     sent_at: datetime | None = None
+    stream_state: StreamState | None = Field(
+        default=None,
+        sa_column=enum_column(StreamState, name="ck_outbox_stream_state", length=20, nullable=True),
+    )
+    """A stream row's message in Slack (None for every other row, and before it starts)."""
+    streamed: list[dict[str, Any]] = Field(
+        default_factory=list, sa_column=Column(JSON, nullable=False, server_default="[]")
+    )
+    """A stream row's chunks as Slack has taken them, so the next version sends only what
+    changed and a resumed delivery continues the same stream."""
+    stream_thread_ts: str | None = Field(default=None, max_length=40)
+    """The thread a stream row's message is in: when the debate's thread moves (its parent was
+    deleted), the plan moves with it."""
 
     @property
     def ts(self) -> str | None:

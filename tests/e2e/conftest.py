@@ -136,6 +136,7 @@ async def start_bot(tmp_path: Path) -> AsyncIterator[BotFactory]:
             "worker_poll_s": 0.05,
             "outbox_poll_s": 0.05,
             "outbox_status_interval_s": 0.2,
+            "outbox_stream_interval_s": 0.1,
             "outbox_backoff_max_s": 1.0,
             "slack_timeout_s": 2.0,
             "shutdown_grace_s": 0.0,

@@ -24,6 +24,19 @@ the token it came with.
 The `assistant.threads.*` methods check their arguments against `slack_sdk`'s own signatures
 (every required one present, nothing it would not send), so a request the real client could not
 make is refused here as Slack refuses it.
+
+`chat.startStream`, `chat.appendStream` and `chat.stopStream` keep a streamed message and every
+chunk it was sent, as Slack's reference describes them: their arguments are checked against
+slack_sdk's signatures; a stream into a channel thread needs `recipient_user_id` and
+`recipient_team_id` (`missing_recipient_user_id`, `missing_recipient_team_id`); each chunk must
+be one slack_sdk's `Chunk` models know, with nothing they would not send (`invalid_chunks`);
+`markdown_text` holds at most 12,000 characters (`msg_too_long`) and the stop's `blocks` 50; a
+stream that was stopped, or that Slack closed (`close_stream`, or past `stream_lifetime_s`),
+refuses appends and stops (`message_not_in_streaming_state`), a deleted one answers
+`message_not_found`, and `chat.update` refuses a message still streaming
+(`streaming_state_conflict`). Each can fail like any method (`fail`, `fail_for`), also after
+it was carried out (`Fault.applied`: the answer lost); with `streaming=False` all three answer
+`unknown_method`, as a Slack without them does.
 """
 
 from __future__ import annotations
@@ -38,6 +51,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from aiohttp import web
+from slack_sdk.models.messages.chunk import Chunk
 from slack_sdk.web.async_client import AsyncWebClient
 
 from tests.e2e.slack_workspaces import Workspaces
@@ -46,6 +60,10 @@ BOT_USER = "UBOT"
 BOT_ID = "BBOT"
 MAX_BLOCK_TEXT = 13_000
 """About where Slack answers `msg_blocks_too_long`."""
+MAX_MARKDOWN_TEXT = 12_000
+"""`markdown_text`, as a stream argument or a chunk: "Limit this field to 12,000 characters"."""
+TASK_STATUSES = frozenset({"pending", "in_progress", "complete", "error"})
+STREAM_METHODS = frozenset({"chat.startStream", "chat.appendStream", "chat.stopStream"})
 
 
 def block_chars(value: Any) -> int:
@@ -92,6 +110,9 @@ class Fault:
     """A file download only: answer `status` (a 3xx) pointing at this address."""
     needed: str | None = None
     """With `missing_scope`: the scope Slack names as needed (and the token's as provided)."""
+    applied: bool = False
+    """Carry the call out first, then answer with the fault: Slack took it, and its answer was
+    lost (with `hang_s` past the client's timeout: the call timed out)."""
 
 
 @dataclass
@@ -135,6 +156,11 @@ class SlackEmulator:
     """Uploaded files: id -> (files.info's file object, content served at its url_private)."""
     downloads: list[tuple[str, str]] = field(default_factory=list)
     """Every file download: (file id, the Authorization header it came with)."""
+    stream_lifetime_s: float | None = None
+    """When set, Slack closes a stream this long after it started (appends then fail)."""
+    streaming: bool = True
+    """False: a Slack without the chat streaming methods (an older workspace, a stand-in
+    without them), which answers them `unknown_method`."""
     tenancy: Workspaces | None = None
     """Many workspaces, each with its own tokens, and OAuth installs (slack_workspaces.py);
     None: one workspace, whose every `xoxb-` token is taken."""
@@ -194,6 +220,27 @@ class SlackEmulator:
         self.faults.clear()
         self.windows.clear()
 
+    def streams(self, channel: str) -> list[dict[str, Any]]:
+        """The bot's streamed messages in `channel`, in the order they started."""
+        return [
+            m for m in self.messages.get(channel, []) if m.get("user") == BOT_USER and "chunks" in m
+        ]
+
+    def close_stream(self, channel: str, ts: str) -> None:
+        """Slack ends a stream on its own (it lived past its time)."""
+        for message in self.messages.get(channel, []):
+            if message["ts"] == ts:
+                message["streaming"] = False
+
+    @staticmethod
+    def tasks(stream: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """A stream's tasks as its chunks leave them: id -> the last `task_update` fields."""
+        found: dict[str, dict[str, Any]] = {}
+        for chunk in stream["chunks"]:
+            if chunk.get("type") == "task_update":
+                found[chunk["id"]] = {**found.get(chunk["id"], {}), **chunk}
+        return found
+
     def delete_message(self, channel: str, ts: str) -> None:
         """A person deletes a message: updates of it fail, and replies to it find no thread."""
         self.deleted.add((channel, ts))
@@ -236,8 +283,13 @@ class SlackEmulator:
         return [c for c in self.calls if c.method == method and (c.status == 200 or not ok_only)]
 
     def posted(self, channel: str) -> list[dict[str, Any]]:
-        """The bot's messages in `channel` (top level and threads), in posting order."""
-        return [m for m in self.messages.get(channel, []) if m.get("user") == BOT_USER]
+        """The bot's posted messages in `channel` (top level and threads), in posting order;
+        its streamed replies are `streams`."""
+        return [
+            m
+            for m in self.messages.get(channel, [])
+            if m.get("user") == BOT_USER and "chunks" not in m
+        ]
 
     def in_thread(self, channel: str, thread_ts: str) -> list[dict[str, Any]]:
         return [m for m in self.posted(channel) if m.get("thread_ts") == thread_ts]
@@ -362,6 +414,8 @@ class SlackEmulator:
         elif not authorization.startswith(token_kind):
             return web.json_response({"ok": False, "error": "not_authed"})
         fault = self._fault_for(method, params)
+        if fault is not None and fault.applied:
+            self._handle(method, params)
         if fault is not None:
             call.status = fault.status if fault.status != 200 else 400
             if fault.hang_s:
@@ -380,14 +434,18 @@ class SlackEmulator:
             if fault.needed is not None:
                 body |= {"needed": fault.needed, "provided": "commands,chat:write"}
             return web.json_response(body, status=fault.status, headers=headers)
-        handler = getattr(self, "_" + method.replace(".", "_"), None)
-        if handler is None:
-            return web.json_response({"ok": False, "error": "unknown_method"})
         await asyncio.sleep(self.delays.get(method, 0.0))
-        body = handler(params)
+        body = self._handle(method, params)
         if not body.get("ok"):
             call.status = 400
         return web.json_response(body)
+
+    def _handle(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        handler = getattr(self, "_" + method.replace(".", "_"), None)
+        if handler is None or (method in STREAM_METHODS and not self.streaming):
+            return {"ok": False, "error": "unknown_method"}
+        body: dict[str, Any] = handler(params)
+        return body
 
     # --- limits ----------------------------------------------------------------------------
 
@@ -482,11 +540,161 @@ class SlackEmulator:
             return {"ok": False, "error": error}
         for message in self.messages.get(params.get("channel", ""), []):
             if message["ts"] == params.get("ts"):
+                if self._streaming(message):
+                    # As reported of the live API (no reference page names it).
+                    return {"ok": False, "error": "streaming_state_conflict"}
                 message["text"] = params.get("text", message["text"])
                 message["blocks"] = params.get("blocks") or []
                 message["edited"] = True
                 return {"ok": True, "channel": params["channel"], "ts": message["ts"]}
         return {"ok": False, "error": "message_not_found"}
+
+    # --- streams -------------------------------------------------------------------------
+
+    def _streaming(self, message: dict[str, Any]) -> bool:
+        if not message.get("streaming"):
+            return False
+        started = float(message.get("started_at", 0.0))
+        if (
+            self.stream_lifetime_s is not None
+            and time.monotonic() - started > self.stream_lifetime_s
+        ):
+            message["streaming"] = False
+        return bool(message["streaming"])
+
+    @staticmethod
+    def _arguments_error(method: str, params: dict[str, Any]) -> dict[str, Any] | None:
+        """Slack's refusal of arguments slack_sdk would not send for `method` (as
+        `_assistant_call` checks its own), if any."""
+        required, allowed = sdk_arguments(method)
+        missing = sorted(required - set(params))
+        # The client itself adds its token and, for a workspace it was built for, team_id.
+        unknown = sorted(set(params) - allowed - {"token", "team_id"})
+        if missing or unknown:
+            return {
+                "ok": False,
+                "error": "invalid_arguments",
+                "response_metadata": {"messages": [f"missing {missing}, unknown {unknown}"]},
+            }
+        return None
+
+    @staticmethod
+    def _chunks_error(params: dict[str, Any]) -> str | None:
+        """Slack's refusal of a request's `markdown_text` and `chunks`, if any."""
+        if len(params.get("markdown_text") or "") > MAX_MARKDOWN_TEXT:
+            return "msg_too_long"
+        chunks = params.get("chunks")
+        if chunks is None:
+            return None
+        if not isinstance(chunks, list) or not all(isinstance(c, dict) for c in chunks):
+            return "invalid_chunks"
+        for raw in chunks:
+            parsed = Chunk.parse(raw)
+            if parsed is None or parsed.to_dict() != raw:
+                return "invalid_chunks"
+            if raw["type"] == "task_update" and raw.get("status") not in TASK_STATUSES:
+                return "invalid_chunks"
+            if raw["type"] == "markdown_text" and len(raw.get("text") or "") > MAX_MARKDOWN_TEXT:
+                return "msg_too_long"
+        return None
+
+    def _stream_of(self, params: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+        """The streamed message `channel` and `ts` name, or why it cannot take more."""
+        channel = str(params.get("channel") or "")
+        unreachable = self._reach(channel)
+        if unreachable:
+            return None, unreachable
+        message = next(
+            (m for m in self.messages.get(channel, []) if m["ts"] == params.get("ts")), None
+        )
+        if message is None:
+            return None, "message_not_found"
+        if message.get("user") != BOT_USER:
+            return None, "message_not_owned_by_app"
+        if not self._streaming(message):
+            return None, "message_not_in_streaming_state"
+        return message, None
+
+    @staticmethod
+    def _add_to_stream(message: dict[str, Any], params: dict[str, Any]) -> None:
+        if params.get("markdown_text"):
+            message["text"] += params["markdown_text"]
+        for chunk in params.get("chunks") or []:
+            message["chunks"].append(chunk)
+            if chunk.get("type") == "markdown_text":
+                message["text"] += chunk.get("text", "")
+
+    def _chat_startStream(self, params: dict[str, Any]) -> dict[str, Any]:
+        refused = self._arguments_error("chat.startStream", params)
+        if refused:
+            return refused
+        channel = str(params["channel"])
+        if channel.startswith("U"):
+            channel = f"D{channel}"
+        unreachable = self._reach(channel)
+        if unreachable:
+            return {"ok": False, "error": unreachable}
+        if (channel, params["thread_ts"]) in self.deleted:
+            return {"ok": False, "error": "thread_not_found"}
+        if channel.startswith(("C", "G")):
+            # "Required when streaming to channels."
+            if not params.get("recipient_user_id"):
+                return {"ok": False, "error": "missing_recipient_user_id"}
+            if not params.get("recipient_team_id"):
+                return {"ok": False, "error": "missing_recipient_team_id"}
+        if params.get("task_display_mode", "timeline") not in ("timeline", "plan"):
+            return {"ok": False, "error": "invalid_arguments"}
+        error = self._chunks_error(params)
+        if error:
+            return {"ok": False, "error": error}
+        message: dict[str, Any] = {
+            "type": "message",
+            "user": BOT_USER,
+            "bot_id": BOT_ID,
+            "ts": self.next_ts(),
+            "thread_ts": params["thread_ts"],
+            "text": "",
+            "blocks": [],
+            "chunks": [],
+            "streaming": True,
+            "started_at": time.monotonic(),
+            "task_display_mode": params.get("task_display_mode", "timeline"),
+            "recipient_user_id": params.get("recipient_user_id"),
+            "recipient_team_id": params.get("recipient_team_id"),
+        }
+        self._add_to_stream(message, params)
+        self.messages.setdefault(channel, []).append(message)
+        return {"ok": True, "channel": channel, "ts": message["ts"]}
+
+    def _chat_appendStream(self, params: dict[str, Any]) -> dict[str, Any]:
+        refused = self._arguments_error("chat.appendStream", params)
+        if refused:
+            return refused
+        message, error = self._stream_of(params)
+        if message is None:
+            return {"ok": False, "error": error}
+        if not params.get("markdown_text") and not params.get("chunks"):
+            return {"ok": False, "error": "no_text"}
+        error = self._chunks_error(params)
+        if error:
+            return {"ok": False, "error": error}
+        self._add_to_stream(message, params)
+        return {"ok": True, "channel": params["channel"], "ts": message["ts"]}
+
+    def _chat_stopStream(self, params: dict[str, Any]) -> dict[str, Any]:
+        refused = self._arguments_error("chat.stopStream", params)
+        if refused:
+            return refused
+        message, error = self._stream_of(params)
+        if message is None:
+            return {"ok": False, "error": error}
+        error = self._chunks_error(params) or self._blocks_error(params.get("blocks"))
+        if error:
+            return {"ok": False, "error": error}
+        self._add_to_stream(message, params)
+        message["blocks"] = params.get("blocks") or []
+        message["streaming"] = False
+        return {"ok": True, "channel": params["channel"], "ts": message["ts"], "message": message}
 
     def _chat_postEphemeral(self, params: dict[str, Any]) -> dict[str, Any]:
         unreachable = self._reach(params.get("channel", ""))

@@ -1,0 +1,460 @@
+"""A debate's live plan, streamed into its thread as Slack's plan: one task per turn, in the
+order each protocol runs them (framing, each round's turns, moderation or judging), then the
+checks; each task pending, in progress, complete or in error as the engine reports, with a
+one-line summary of what the turn said ("critic: 3 objections, strength 7/10").
+
+Values only. `Plan` folds a run's events, or at the end its stored transcript, into tasks (the
+same tasks either way, so a resumed run continues the plan it streamed); `StreamContent` is
+what an outbox row holds of it: the plan as `plan_update` and `task_update` chunks, and, once
+the debate has ended, the blocks the stop puts under it. `delta` is what a newer version adds
+to what Slack already has, and `as_message` the plan as a normal message, for a stream that
+could not be continued.
+
+Slack's rules this follows (the chat.startStream, chat.appendStream and chat.stopStream
+reference; slack_sdk's `PlanUpdateChunk`, `TaskUpdateChunk` and `BlocksChunk`): a task's status
+is one of `pending`, `in_progress`, `complete`, `error`, and a later `task_update` with the same
+`id` replaces its title, status and output; the stop's `blocks` (at most 50, apart from any in
+chunks) are rendered under the finished message. No `markdown_text` is sent: the plan is all
+chunks (a stream keeps the shape it was started with, and the verdict's summary goes in the
+stop's blocks, escaped as every message is). Task titles and outputs are kept to 256
+characters. Every title, summary and text is escaped once, as messages are, so nothing in a
+plan can mention `@here` or disguise a link.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from bot.messages import posts
+from bot.messages.kit import (
+    MAX_BLOCKS,
+    Block,
+    Message,
+    clip,
+    context,
+    escape,
+    fit,
+    sections,
+)
+from engine.events import TurnStarted
+from engine.models import DebateResult, DebateSpec, DebateStatus, Role, TurnRecord
+from engine.protocols.structured import SIDES
+from engine.rounds import STRUCTURED_PHASES
+
+MAX_TASK_TEXT_CHARS = 256
+"""A task's title and summary are kept within this. Slack's reference states no limit; SDKs
+built on the API (Microsoft's Agents SDK: "Maximum 256 characters" for `details` and `output`)
+and reports from other apps put it here, and a summary is one line anyway."""
+MAX_PLAN_TITLE_CHARS = 150
+PLAN_MESSAGE_CHARS = 9_000
+"""The plan as a normal message, kept under a message's 12,000 characters with its closing."""
+NOT_PART_OF_THE_PLAN = frozenset({Role.TRIAGE, Role.REVIEWER})
+"""Turns asked before the debate (or outside one), which the plan does not show."""
+JUDGING = frozenset({Role.JUDGE, Role.SYNTHESIZER})
+
+TurnKey = tuple[int, Role, str, str, int]
+"""A turn as (round, role, speaker, phase, attempt): a `TurnRecord.key`."""
+
+
+class TaskStatus(StrEnum):
+    PENDING = "pending"
+    IN_PROGRESS = "in_progress"
+    COMPLETE = "complete"
+    ERROR = "error"
+
+
+STATUS_EMOJI = {
+    TaskStatus.PENDING: ":white_circle:",
+    TaskStatus.IN_PROGRESS: ":hourglass_flowing_sand:",
+    TaskStatus.COMPLETE: ":white_check_mark:",
+    TaskStatus.ERROR: ":x:",
+}
+DONE = frozenset({TaskStatus.COMPLETE, TaskStatus.ERROR})
+ENDING_LABEL = {
+    DebateStatus.COMPLETE: "done",
+    DebateStatus.TRUNCATED_BUDGET: "stopped at the budget ceiling",
+    DebateStatus.FAILED: "failed",
+}
+CHECKS = "checks"
+
+
+@dataclass
+class Task:
+    """One line of the plan; `title` and `output` as people read them (escaped when rendered)."""
+
+    id: str
+    title: str
+    status: TaskStatus = TaskStatus.PENDING
+    output: str = ""
+
+
+def task_id(key: TurnKey) -> str:
+    """A short id for a turn that every process derives alike (speakers are free text)."""
+    number, role, speaker, phase, attempt = key
+    tail = hashlib.sha1(f"{speaker}\x00{phase}".encode()).hexdigest()[:8]
+    return f"r{number}-{role.value}-{tail}-{attempt}"
+
+
+@dataclass
+class Plan:
+    """The tasks of one debate, in the order they were first known."""
+
+    debate_id: int
+    spec: DebateSpec
+    tasks: dict[str, Task] = field(default_factory=dict)
+    title: str = ""
+    stages: set[tuple[int, str, str]] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        if not self.title:
+            self.title = (
+                f"Debate #{self.debate_id} \u00b7 {self.spec.protocol}:"
+                f" {clip(self.spec.question, 90)}"
+            )
+
+    # --- what the engine reports ----------------------------------------------------------
+
+    def started(self, event: TurnStarted) -> bool:
+        """A turn starts: its round's tasks are announced, its own is in progress. Whether
+        anything changed."""
+        key = (event.round, event.role, event.speaker, event.phase, event.attempt)
+        return self._move(key, TaskStatus.IN_PROGRESS, "")
+
+    def finished(self, turn: TurnRecord) -> bool:
+        """A turn ended (asked now, or replayed from the record): complete, with its summary."""
+        return self._move(turn.key, TaskStatus.COMPLETE, summary(self.spec, turn))
+
+    def ended(self, result: DebateResult) -> None:
+        """The debate ended: the checks' outcome; what did not run is said (an error when the
+        debate stopped short, `not needed` when it ended early by its own rule)."""
+        status = result.verdict.status
+        why = {
+            DebateStatus.TRUNCATED_BUDGET: "the budget ceiling was reached",
+            DebateStatus.FAILED: "the debate failed",
+        }.get(status)
+        for task in self.tasks.values():
+            if task.status in DONE:
+                continue
+            if why is None:
+                task.status, task.output = TaskStatus.COMPLETE, task.output or "not needed"
+            else:
+                cut = task.status is TaskStatus.IN_PROGRESS
+                task.status, task.output = (
+                    TaskStatus.ERROR,
+                    f"{'stopped' if cut else 'not run'}: {why}",
+                )
+        self.tasks[CHECKS] = Task(
+            CHECKS,
+            "Quality and citation checks",
+            TaskStatus.ERROR if status is DebateStatus.FAILED else TaskStatus.COMPLETE,
+            checks_summary(result),
+        )
+        self.title = (
+            f"Debate #{self.debate_id} \u00b7 {ENDING_LABEL[status]}:"
+            f" {clip(self.spec.question, 90)}"
+        )
+
+    @classmethod
+    def of_result(cls, debate_id: int, result: DebateResult) -> Plan:
+        """The plan of an ended debate, from its transcript: the tasks the live plan had."""
+        plan = cls(debate_id=debate_id, spec=result.spec)
+        for turn in result.transcript:
+            plan.finished(turn)
+        plan.ended(result)
+        return plan
+
+    def _move(self, key: TurnKey, status: TaskStatus, output: str) -> bool:
+        role = key[1]
+        if role in NOT_PART_OF_THE_PLAN:
+            return False
+        before = [(t.id, t.status, t.output) for t in self.tasks.values()]
+        stage = self._stage(key)
+        if stage not in self.stages:
+            self.stages.add(stage)
+            for expected in self._expected(stage):
+                self._task(expected)
+        task = self._task(key)
+        if task.status is not TaskStatus.COMPLETE or status is TaskStatus.COMPLETE:
+            task.status, task.output = status, output or task.output
+        return before != [(t.id, t.status, t.output) for t in self.tasks.values()]
+
+    def _task(self, key: TurnKey) -> Task:
+        ident = task_id(key)
+        if ident not in self.tasks:
+            self.tasks[ident] = Task(ident, title(self.spec, key))
+        return self.tasks[ident]
+
+    def _stage(self, key: TurnKey) -> tuple[int, str, str]:
+        """The group a turn is announced with: a round (with its phase in a consensus
+        debate), or the framing, the router, the judging of a round."""
+        number, role, _speaker, phase, _attempt = key
+        group = "judging" if role in JUDGING else role.value
+        if role in (Role.PROPOSER, Role.CRITIC, Role.REBUTTAL, Role.MODERATOR, Role.DEBATER):
+            group = "turns"
+        return (number, phase if self.spec.protocol == "consensus" else "", group)
+
+    def _expected(self, stage: tuple[int, str, str]) -> list[TurnKey]:
+        """The turns a stage will hold, as far as the spec tells (each protocol's order);
+        turns the spec cannot foresee (a critic asked again, a judge) appear when they start."""
+        number, phase, group = stage
+        protocol = self.spec.protocol
+        names = [d.name or "" for d in self.spec.debaters()]
+        if group == "turns" and protocol == "adversarial":
+            roles = (Role.PROPOSER, Role.CRITIC, Role.REBUTTAL, Role.MODERATOR)
+            return [(number, role, "", "", 1) for role in roles]
+        if group == "turns" and protocol in ("stances", "panel", "consensus"):
+            return [(number, Role.DEBATER, name, phase, 1) for name in names]
+        if group == "turns" and protocol == "structured":
+            return [(number, Role.DEBATER, name, "", 1) for name in structured_speakers(names)]
+        if group == "judging" and protocol == "structured":
+            return [(number, Role.JUDGE, "", part, 1) for part in (*SIDES, "ruling")]
+        return []
+
+    # --- what Slack is sent ---------------------------------------------------------------
+
+    def chunks(self) -> list[dict[str, Any]]:
+        """The whole plan as stream chunks: its title, then every task."""
+        found: list[dict[str, Any]] = [
+            {"type": "plan_update", "title": fit(escape(self.title), MAX_PLAN_TITLE_CHARS)}
+        ]
+        for task in self.tasks.values():
+            chunk: dict[str, Any] = {
+                "type": "task_update",
+                "id": task.id,
+                "title": fit(escape(task.title), MAX_TASK_TEXT_CHARS),
+                "status": task.status.value,
+            }
+            if task.output:
+                chunk["output"] = fit(escape(task.output), MAX_TASK_TEXT_CHARS)
+            found.append(chunk)
+        return found
+
+    def live(self) -> StreamContent:
+        return StreamContent(chunks=self.chunks())
+
+    def closed(self, result: DebateResult) -> StreamContent:
+        """The final version: the plan, and the verdict's summary with the feedback buttons,
+        which the stop renders under the finished plan (`chat.stopStream`'s `blocks`)."""
+        blocks = [
+            *posts.verdict_summary(result.verdict, result.cost_usd),
+            posts.feedback_buttons(self.debate_id),
+        ]
+        label = f"Debate #{self.debate_id}: {result.verdict.decision.value}"
+        return StreamContent(chunks=self.chunks(), label=label, closing=blocks)
+
+
+def structured_speakers(names: Sequence[str]) -> list[str]:
+    """Who speaks for each side of a structured debate, as the protocol names them."""
+    if names:
+        return list(names[: len(SIDES)])
+    return [side.lower() for side in SIDES]
+
+
+# --- titles and summaries ------------------------------------------------------------------
+
+_ADVERSARIAL = {
+    Role.PROPOSER: "proposer makes the case",
+    Role.CRITIC: "critic challenges the proposal",
+    Role.REBUTTAL: "proposer answers the critic",
+    Role.MODERATOR: "moderator weighs the arguments",
+}
+_STRUCTURED_STEP = {
+    1: "opening",
+    2: "cross-examination",
+    3: "closing",
+}
+
+
+def title(spec: DebateSpec, key: TurnKey) -> str:
+    """A task's title, from the turn's identity alone (the same live and from the record)."""
+    number, role, speaker, phase, attempt = key
+    protocol = spec.protocol
+    if role is Role.FRAMING:
+        return "Framing the question as a proposition"
+    if role is Role.ROUTER:
+        return "The fast model answers first"
+    if role is Role.SYNTHESIZER:
+        return "Synthesizer writes the answer in the requested shape"
+    if protocol == "structured":
+        if role is Role.JUDGE:
+            return "Judge rules" if phase == "ruling" else f"Judge scores the {phase} arguments"
+        side = _side_of(spec, speaker)
+        step = _STRUCTURED_STEP.get(number, STRUCTURED_PHASES[min(number, 4) - 1])
+        return f"{step.capitalize()}: {side} ({speaker})"
+    if role is Role.JUDGE:
+        return "Judge weighs the debate"
+    if role in _ADVERSARIAL:
+        doing = _ADVERSARIAL[role]
+        if role is Role.CRITIC and attempt > 1:
+            doing = "critic presses a stronger challenge"
+        return f"Round {number}: {doing}"
+    if protocol == "stances":
+        stance = next((d.stance for d in spec.debaters() if (d.name or "") == speaker), None)
+        return f"Round {number}: {speaker} argues \u201c{stance or 'a stance'}\u201d"
+    if protocol == "consensus":
+        return f"Round {number}, {phase} phase: {speaker}"
+    if protocol == "panel":
+        doing = "answers on its own" if number <= 1 else "revises after the peers' critique"
+        return f"Round {number}: {speaker} {doing}"
+    return f"Round {number}: {speaker or role.value}"
+
+
+def _side_of(spec: DebateSpec, speaker: str) -> str:
+    speakers = structured_speakers([d.name or "" for d in spec.debaters()])
+    return SIDES[speakers.index(speaker)] if speaker in speakers else speaker
+
+
+def _count(parsed: dict[str, Any], name: str) -> int:
+    value = parsed.get(name)
+    return len(value) if isinstance(value, list | dict) else 0
+
+
+def _plural(count: int, word: str, words: str = "") -> str:
+    return f"{count} {word if count == 1 else words or word + 's'}"
+
+
+def summary(spec: DebateSpec, turn: TurnRecord) -> str:
+    """What a finished turn said, in one line of counts and choices (no model prose)."""
+    p, role, who = turn.parsed, turn.role, turn.speaker
+    if role is Role.FRAMING:
+        return (
+            f"framing: {_plural(_count(p, 'criteria'), 'criterion', 'criteria')},"
+            f" {_plural(_count(p, 'key_evidence'), 'piece')} of evidence"
+        )
+    if role is Role.PROPOSER:
+        return f"proposer: {_plural(_count(p, 'supporting_arguments'), 'argument')}"
+    if role is Role.CRITIC:
+        return (
+            f"critic: {_plural(_count(p, 'counter_arguments'), 'objection')},"
+            f" strength {p.get('challenge_strength', '?')}/10"
+        )
+    if role is Role.REBUTTAL:
+        return (
+            f"rebuttal: {_plural(_count(p, 'rebuttals'), 'answer')},"
+            f" {_plural(_count(p, 'concessions'), 'concession')}"
+        )
+    if role is Role.MODERATOR:
+        more = "another round" if p.get("recommend_another_round") else "no more rounds"
+        return f"moderator: {p.get('decision')}, {p.get('confidence_level')}; {more}"
+    if role is Role.JUDGE and spec.protocol == "structured":
+        if turn.phase == "ruling":
+            return (
+                f"judge: {p.get('decision')}, {p.get('confidence_level')},"
+                f" {_plural(_count(p, 'fallacies'), 'fallacy', 'fallacies')}"
+            )
+        return f"judge: scored {_plural(_count(p, 'scores'), 'argument')}"
+    if role is Role.JUDGE:
+        if "chosen" in p:
+            return f"judge: picks answer {p.get('chosen')}"
+        return f"judge: {p.get('confidence_level', 'done')}"
+    if role is Role.SYNTHESIZER:
+        return "synthesizer: the answer is written"
+    if spec.protocol == "stances":
+        return f"{who}: {_plural(_count(p, 'key_points'), 'key point')}"
+    if spec.protocol == "consensus":
+        return f"{who} votes {p.get('vote')}"
+    if spec.protocol == "structured":
+        if turn.round == 1:
+            return f"{who}: {_plural(_count(p, 'arguments'), 'argument')}"
+        if turn.round == 2:
+            return f"{who}: {_plural(_count(p, 'responses'), 'answer')}"
+        return f"{who}: {_plural(_count(p, 'concessions'), 'concession')}"
+    if "confidence" in p:
+        changed = ", changed" if p.get("changed_from_previous") else ""
+        speaker = who or role.value
+        return f"{speaker}: {p.get('decision')}, confidence {float(p['confidence']):.2f}{changed}"
+    return f"{who or role.value}: done"
+
+
+def checks_summary(result: DebateResult) -> str:
+    """The runner's checks of the outcome: flags raised and quotes not found."""
+    if result.verdict.status is DebateStatus.FAILED and not result.transcript:
+        return "not run: the debate failed"
+    unverified = sum(1 for check in result.citations if not check.verified)
+    flags = ", ".join(flag.value for flag in result.flags)
+    said = f"flags: {flags}" if flags else "no flags"
+    quotes = f"{_plural(unverified, 'quote')} not found" if unverified else "every quote found"
+    return f"checks: {said}; {quotes}"
+
+
+# --- what an outbox row holds ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StreamContent:
+    """A stream row's content: the plan's chunks and, once the debate has ended, the blocks
+    the stop puts under it (`closing`) and a plain `label` for the message's notification
+    text. Stored as the row's text (the label: empty while the debate runs) and blocks (the
+    chunks, then the closing as one `blocks` chunk, slack_sdk's `BlocksChunk`)."""
+
+    chunks: list[dict[str, Any]]
+    label: str = ""
+    closing: list[Block] = field(default_factory=list)
+
+    @property
+    def final(self) -> bool:
+        return bool(self.closing)
+
+    def stored(self) -> tuple[str, list[dict[str, Any]]]:
+        tail = [{"type": "blocks", "blocks": self.closing}] if self.closing else []
+        return self.label, [*self.chunks, *tail]
+
+    @classmethod
+    def of_row(cls, text: str, blocks: Sequence[dict[str, Any]]) -> StreamContent:
+        chunks = [dict(b) for b in blocks if b.get("type") != "blocks"]
+        closing = [list(b["blocks"]) for b in blocks if b.get("type") == "blocks"]
+        return cls(chunks=chunks, label=text, closing=closing[0] if closing else [])
+
+
+def _identity(chunk: dict[str, Any]) -> tuple[str, str]:
+    return (str(chunk.get("type")), str(chunk.get("id", "")))
+
+
+def delta(sent: Sequence[dict[str, Any]], owed: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The chunks of `owed` that Slack does not have as they are (new, or changed)."""
+    have = {_identity(chunk): chunk for chunk in sent}
+    return [chunk for chunk in owed if have.get(_identity(chunk)) != chunk]
+
+
+def closing_chunks(sent: Sequence[dict[str, Any]], content: StreamContent) -> list[dict[str, Any]]:
+    """What the stop sends: what changed, and any task Slack shows unfinished that the final
+    plan does not name, closed as an error (a turn cut short before it was recorded)."""
+    owed = {_identity(chunk) for chunk in content.chunks}
+    stray = [
+        {**chunk, "status": TaskStatus.ERROR.value, "output": "not finished"}
+        for chunk in sent
+        if chunk.get("type") == "task_update"
+        and _identity(chunk) not in owed
+        and chunk.get("status") not in (TaskStatus.COMPLETE.value, TaskStatus.ERROR.value)
+    ]
+    return [*delta(sent, content.chunks), *stray]
+
+
+def merged(sent: Sequence[dict[str, Any]], taken: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What Slack has once it took `taken` on top of `sent`."""
+    result = {_identity(chunk): dict(chunk) for chunk in sent}
+    for chunk in taken:
+        result[_identity(chunk)] = dict(chunk)
+    return list(result.values())
+
+
+def as_message(content: StreamContent) -> Message:
+    """The plan as a normal message (its chunks are escaped already), with the closing under
+    it once the debate ended: what a stream that could not be continued becomes."""
+    title = next(
+        (str(c["title"]) for c in content.chunks if c.get("type") == "plan_update"), "Plan"
+    )
+    lines = [
+        f"{STATUS_EMOJI.get(TaskStatus(str(c['status'])), '')} {c['title']}"
+        + (f" \u2014 _{c['output']}_" if c.get("output") else "")
+        for c in content.chunks
+        if c.get("type") == "task_update"
+    ]
+    body = fit("\n".join(lines), PLAN_MESSAGE_CHARS) if lines else "_No turn has started yet._"
+    blocks: list[Block] = [*sections(f"*{title}*\n{body}")]
+    blocks += content.closing or [context("The debate is still running; this plan follows it.")]
+    return Message(content.label or title, blocks[:MAX_BLOCKS])
