@@ -27,8 +27,8 @@ The three confidences:
 - (a) today's: the moderator's level (HIGH 0.85, MODERATE 0.60, LOW 0.35) minus the adversarial
   protocol's penalties (0.10 per quote not found, capped at 0.30; 0.02 per unresolved point,
   capped at 0.10; 0.10 for a weak challenge, in 15 % of debates) and the output checks' (0.15
-  to 0.30 per finding), with the engine's constants;
-- (b) the evidence-based default weights (`engine.calibration.current.DEFAULT_WEIGHTS`);
+  to 0.30 per finding), with the constants the engine had then;
+- (b) the evidence-based default weights (`engine.confidence.DEFAULT_WEIGHTS`);
 - (c) weights fitted (`engine.calibration.fitting.propose`) on the labels of a seeded half of
   the verdicts, as reviews would give them.
 
@@ -52,7 +52,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.cli.reliability_chart import write_reliability_png
-from engine.calibration.current import DEFAULT_WEIGHTS
 from engine.calibration.fitting import Proposal, propose
 from engine.calibration.labels import Label, LabelKind
 from engine.calibration.metrics import (
@@ -68,23 +67,26 @@ from engine.calibration.threshold import (
     escalation_at,
     recommend_threshold,
 )
-from engine.confidence import Component, ConfidenceComponents
+from engine.confidence import DEFAULT_WEIGHTS, Component, ConfidenceComponents
 from engine.models import ConfidenceLevel, Decision
-from engine.protocols.adversarial import (
-    FABRICATION_PENALTY,
-    FABRICATION_PENALTY_CAP,
-    UNRESOLVED_PENALTY,
-    UNRESOLVED_PENALTY_CAP,
-    WEAK_CHALLENGE_PENALTY,
-)
 from engine.protocols.base import LEVEL_BASE
-from engine.quality import BARE_PENALTY, CONTRADICTION_PENALTY, ECHO_PENALTY, REPETITION_PENALTY
 
 DECISIONS = [d for d in Decision if d is not Decision.ESCALATE]
 KINDS = ((0.6, 0.85, 0.98), (0.3, 0.55, 0.85), (0.1, 0.20, 0.55))
 """(share of cases, lowest accuracy, highest accuracy) of easy, middling and hard cases."""
 TRAP_SHARE = 0.7
 TODAYS_THRESHOLD = 0.6
+# The method before the evidence-based confidence (the engine no longer has these constants):
+# the adversarial protocol's penalties and the output checks', as they were.
+FABRICATION_PENALTY = 0.10
+FABRICATION_PENALTY_CAP = 0.30
+WEAK_CHALLENGE_PENALTY = 0.10
+UNRESOLVED_PENALTY = 0.02
+UNRESOLVED_PENALTY_CAP = 0.10
+REPETITION_PENALTY = 0.15
+BARE_PENALTY = 0.30
+ECHO_PENALTY = 0.20
+CONTRADICTION_PENALTY = 0.25
 DECLARED_VALUE = {
     ConfidenceLevel.LOW: 0.0,
     ConfidenceLevel.MODERATE: 0.5,

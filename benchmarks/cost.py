@@ -30,6 +30,12 @@ the moderator's model and ≤ 5× one on the debaters' model; the vendor bill �
 cache's on the long case; three rounds ≤ 2.2× one round. Beside the first two, what no cache
 lowers: the debate's output alone, and the moderator's calls alone when its model is another.
 
+Judging: every debate runs with the shipped number of independent judges (`DEBATEBOT_JUDGES`,
+1), which the goals are checked with, and again with none (`--judges 0`); after each case's
+table, what the judging adds to each debate: its calls, tokens and dollars, and the dollars as a
+share of the same debate without it. (With one key, as here, the judge runs on the deciding
+model: the moderator's, or the judge's, or for consensus and panel the debaters'.)
+
     PYTHONPATH=$PWD .venv/bin/python -m benchmarks.cost [--json] [--call-seconds 30]
 """
 
@@ -43,7 +49,7 @@ import random
 import re
 from collections.abc import Sequence
 from contextvars import ContextVar
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from pydantic import SecretStr
@@ -94,6 +100,7 @@ GOAL_MODERATOR = 2.0
 GOAL_DEBATERS = 5.0
 GOAL_IDEAL = 1.3
 GOAL_ROUNDS = 2.2
+DEFAULT_JUDGES = Settings.model_fields["judges"].default
 
 
 @dataclass(frozen=True)
@@ -130,6 +137,8 @@ class Scenario:
     rounds: int = 1
     baseline: str | None = None
     """For a single review: whose model reviews, `debaters` or `moderator`."""
+    judges: int | None = None
+    """Independent judges of a debate: None for the shipped default (`DEBATEBOT_JUDGES`)."""
 
 
 SCENARIOS = (
@@ -417,6 +426,7 @@ async def run_scenario(
             protocol=scenario.protocol,
             rounds=scenario.rounds,
             budget_usd=BUDGET_USD,
+            judges=scenario.judges,
             **extra,
         )
         spec = spec.model_copy(update={"min_rounds": scenario.rounds})
@@ -468,6 +478,21 @@ def summarise(
         usd_by_model=by_model,
         output_usd=output_usd,
     )
+
+
+def judging_added(on: Row, off: Row) -> dict[str, Any]:
+    """What the independent judging adds to one debate: the same scenario run with the default
+    judges (`on`) and with none (`off`)."""
+    added_usd = on.vendor_usd - off.vendor_usd
+    return {
+        "scenario": on.scenario,
+        "calls": on.calls - off.calls,
+        "input_tokens": on.input_tokens - off.input_tokens,
+        "output_tokens": on.output_tokens - off.output_tokens,
+        "usd": added_usd,
+        "share": added_usd / off.vendor_usd if off.vendor_usd else 0.0,
+        "usd_without": off.vendor_usd,
+    }
 
 
 @dataclass
@@ -552,9 +577,14 @@ async def measure(
     try:
         for case in cases:
             rows = []
+            unjudged = []
             for scenario in SCENARIOS:
                 calls, refused, rounds = await run_scenario(session, case, scenario)
                 rows.append(summarise(scenario, calls, refused, rounds, catalog))
+                if scenario.protocol is not None:
+                    off = replace(scenario, judges=0)
+                    calls, refused, rounds = await run_scenario(session, case, off)
+                    unjudged.append(summarise(off, calls, refused, rounds, catalog))
             debaters, moderator = rows[0].vendor_usd, rows[1].vendor_usd
             for row in rows:
                 row.vs_debaters = row.vendor_usd / debaters
@@ -566,6 +596,10 @@ async def measure(
                     "document_tokens": round(case.document_tokens),
                     "rows": [
                         {**asdict(row), "vendor_vs_ideal": row.vendor_vs_ideal} for row in rows
+                    ],
+                    "judging": [
+                        judging_added(on, off)
+                        for on, off in zip(rows[len(rows) - len(unjudged) :], unjudged, strict=True)
                     ],
                     "goals": [
                         {**asdict(goal), "passed": goal.passed}
@@ -621,6 +655,17 @@ def print_report(reports: list[dict[str, Any]], call_s: float) -> None:
                     f" {row['vendor_usd']:>9.5f} {row['ideal_usd']:>9.5f}"
                     f" {row['vendor_vs_ideal']:>5.2f} {row['vs_debaters']:>6.2f}"
                     f" {row['vs_moderator']:>6.2f}{refused}"
+                )
+            print(
+                f"  judging (the default {DEFAULT_JUDGES} independent judge) adds per debate:"
+                f" {'calls':>5} {'tok in':>7} {'tok out':>7} {'$':>9} {'share':>6}"
+                f" {'$ without':>9}"
+            )
+            for added in case["judging"]:
+                print(
+                    f"  {added['scenario']:<66} {added['calls']:>5}"
+                    f" {added['input_tokens']:>7,.0f} {added['output_tokens']:>7,.0f}"
+                    f" {added['usd']:>9.5f} {added['share']:>6.0%} {added['usd_without']:>9.5f}"
                 )
             for goal in case["goals"]:
                 verdict = "PASS" if goal["passed"] else "FAIL"

@@ -171,6 +171,33 @@ def role_models(
     return resolved
 
 
+def judge_model(
+    settings: Settings, catalog: Catalog, decider: ModelSettings, debaters: ModelSettings
+) -> ModelSettings:
+    """The model of a debate's independent judges. Another family's judge shares fewer of the
+    debate's blind spots: when the model that decided (`decider`) runs on OpenAI or Anthropic
+    and the other family's key is set, the other family's default debaters' model. Otherwise
+    the debaters' own model. Either way the debaters' tier, not the moderator's: every debate
+    pays for its judging, and a judge reads the whole record anew, past the prompt cache, which
+    on the moderator's model would cost a large share of the debate (`benchmarks/cost.py`
+    reports it)."""
+    other = OTHER_FAMILY.get(decider.provider)
+    if other is None or not _has_key(settings, other):
+        return debaters
+    name = default_model(settings, catalog, other, "debaters")
+    entry = catalog.find(other, name)
+    return ModelSettings(
+        provider=other,
+        model=name,
+        temperature=debaters.temperature,
+        max_tokens=(
+            settings.max_tokens
+            or (entry.default_max_tokens if entry is not None else None)
+            or FALLBACK_MAX_TOKENS
+        ),
+    )
+
+
 class LimitedLLM:
     """A provider whose calls are at most `limit` in flight per model; the rest wait in a
     first-come queue. A burst of debates then meets a vendor's rate limit as a queue in the

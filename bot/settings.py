@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from engine.models import Effort
+from engine.models import MAX_JUDGES, Effort
 from engine.pricing import Pricing
 
 DEFAULT_PROVIDER_CONCURRENCY = {"openai": 8, "anthropic": 8, "openai-compatible": 4}
@@ -164,6 +164,13 @@ class Settings(BaseSettings):
         default=10, ge=1, description="debates one channel may have queued or running at once"
     )
     escalation_threshold: float = Field(default=0.6, ge=0.0, le=1.0)
+    judges: int = Field(
+        default=1,
+        ge=0,
+        le=MAX_JUDGES,
+        description="independent judges who judge each debate's record again, blind to its"
+        " verdict (another model family's when its key is set); 0 leaves confidence unverified",
+    )
 
     audit_key: SecretStr | None = Field(
         default=None, description="signs each finished debate's audit seal (HMAC-SHA256)"

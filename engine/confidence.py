@@ -39,6 +39,9 @@ class ConfidenceComponents(BaseModel):
     (no independent judge ran, nothing was cited)."""
 
     values: dict[Component, float | None] = Field(default_factory=dict)
+    notes: dict[Component, str] = Field(default_factory=dict)
+    """What each measurement was, in words a reviewer reads in a second ("judges agree 1 of 3",
+    "2 of 5 citations not found"); a component whose note is empty is left out of `line`."""
 
     @model_validator(mode="after")
     def _in_unit_interval(self) -> ConfidenceComponents:
@@ -49,6 +52,12 @@ class ConfidenceComponents(BaseModel):
 
     def value(self, component: Component) -> float | None:
         return self.values.get(component)
+
+    def line(self) -> str:
+        """What the confidence is made of, in one line: the notes in component order."""
+        return " \u00b7 ".join(
+            note for component in Component if (note := self.notes.get(component, ""))
+        )
 
 
 class IsotonicMap(BaseModel):
@@ -131,3 +140,44 @@ def _sigmoid(z: float) -> float:
         return 1.0 / (1.0 + math.exp(-z))
     e = math.exp(z)
     return e / (1.0 + e)
+
+
+DEFAULT_WEIGHTS = ConfidenceWeights(
+    version="default-1",
+    intercept=-3.2,
+    weights={
+        Component.AGREEMENT: 3.0,
+        Component.POSITION_BIAS: -1.0,
+        Component.GROUNDING: 2.2,
+        Component.UNANSWERED: -1.2,
+        Component.OUTPUT_CHECKS: -7.2,
+        Component.DECLARED: 0.4,
+    },
+    neutral={
+        Component.AGREEMENT: 0.5,
+        Component.POSITION_BIAS: 0.0,
+        Component.GROUNDING: 0.5,
+        Component.UNANSWERED: 0.5,
+        Component.OUTPUT_CHECKS: 0.0,
+        Component.DECLARED: 0.5,
+    },
+)
+"""The weights every verdict is scored with until a team adopts fitted ones, chosen by hand
+for these cases at the default escalation threshold of 0.6 (docs/architecture.md,
+"Confidence", tabulates them):
+
+- everything checked and good (the judge agrees, every citation found, nothing unanswered, no
+  output finding, declared HIGH) scores 0.92;
+- the one independent judge reaching another decision sends the verdict to people (0.35 with
+  everything else good): agreement weighs most, as the one component that asks the question
+  again;
+- every citation invented sends it to people (0.55); citing nothing does not by itself (0.79):
+  an invented quote is evidence against the debate, a missing one only no evidence for it;
+- one degenerate-output finding halves the best case (0.50);
+- the declared level moves the logit by at most 0.4 (about 0.05 near the threshold): recorded,
+  never the base; a judge flipped by swapping the sides costs a further 1.0.
+
+A component not measured counts at its neutral value: agreement 0.5 (no judge ran: a coin
+flip), grounding, unanswered and declared 0.5, position bias and output checks 0. Each weight's
+sign keeps the confidence monotone in its component: more agreement or grounding never lowers
+it; more bias, unanswered objections or findings never raise it."""

@@ -216,6 +216,7 @@ class TurnLedger:
         step: str = "",
         envelope: Envelope | None = None,
         shared_breaks: Sequence[int] = (),
+        model: ModelSettings | None = None,
     ) -> T:
         """One agent turn: replayed from the record if stored, otherwise asked of its model.
 
@@ -223,6 +224,7 @@ class TurnLedger:
         `step` says what the turn is for in the live status (a phase), when the role does not.
         `envelope` is the protocol's shared output schema with this turn's key, and
         `shared_breaks` where the text later turns repeat ends (`LLMRequest` says more).
+        `model` is the model to ask instead of the one the spec gives the role and speaker.
         """
         stored = self._recorded.get((round, role, speaker, phase, attempt))
         if stored is not None:
@@ -233,7 +235,7 @@ class TurnLedger:
 
         if self.halt is not None and (reason := await self.halt()) is not None:
             raise DebateHaltedError(f"stopped before the {role.value} turn: {reason}")
-        settings = self.spec.participant_for(role, speaker).model
+        settings = model or self.spec.participant_for(role, speaker).model
         who = f"{speaker}'s {role.value} call" if speaker else f"the {role.value} call"
         llm = MeteredLLM(
             self.resolve_llm(settings),

@@ -14,8 +14,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator, model_validator
 
+from engine.confidence import ConfidenceComponents, Contribution
+
 MAX_CONTEXT_CHARS = 200_000
 ADVERSARIAL_MAX_ROUNDS = 3
+MAX_JUDGES = 5
+"""Independent judges of one verdict at most: judges of the same kind share blind spots, so more
+add little information and only cost."""
 
 ShortText = Annotated[str, Field(min_length=1, max_length=600)]
 LongText = Annotated[str, Field(min_length=1, max_length=2_000)]
@@ -64,6 +69,9 @@ class Role(StrEnum):
     TRIAGE = "triage"
     REVIEWER = "reviewer"
     """A single agent reviewing alone: the baseline a debate is measured against."""
+    INDEPENDENT_JUDGE = "independent_judge"
+    """A judge asked again after the debate, blind to its verdict, on the anonymized record
+    (`engine.judging`): whether it reaches the same decision is the verdict's agreement."""
 
 
 ADVERSARIAL_ROLES = (Role.FRAMING, Role.PROPOSER, Role.CRITIC, Role.REBUTTAL, Role.MODERATOR)
@@ -93,6 +101,11 @@ class DebateFlag(StrEnum):
     WEAK_CHALLENGE = "weak_challenge"
     FABRICATED_CITATION = "fabricated_citation"
     DEGENERATE_OUTPUT = "degenerate_output"
+    CONFIDENCE_UNVERIFIED = "confidence_unverified"
+    """No independent judge answered (judges set to 0, the budget, a failure): the confidence
+    rests on what the debate itself shows."""
+    POSITION_BIAS = "position_bias"
+    """Swapping the sides flipped the decision of a judge on the deciding model."""
 
 
 # --- what is asked -------------------------------------------------------------------------
@@ -164,6 +177,13 @@ class DebateSpec(BaseModel):
     )
     budget_usd: float | None = Field(default=None, gt=0)
     escalation_threshold: float = Field(default=0.6, ge=0.0, le=1.0)
+    judges: int = Field(
+        default=1,
+        ge=0,
+        le=MAX_JUDGES,
+        description="independent judges who judge the record again, blind to the verdict; 0"
+        " leaves the confidence unverified",
+    )
     task_type: str | None = None
     options: dict[str, Any] = Field(
         default_factory=dict,
@@ -357,6 +377,10 @@ class AdversarialRound(BaseModel):
 
 
 class ConfidenceAdjustment(BaseModel):
+    """One step of how the confidence was reached, as people read it. For a verdict scored by
+    weights (`Verdict.weights_version` set) each step is one component's contribution to the
+    logit, the first the intercept; before, each step added `delta` to the confidence."""
+
     reason: str
     delta: float
 
@@ -370,11 +394,37 @@ class Verdict(BaseModel):
     confidence: float = Field(ge=0.0, le=1.0)
     level: ConfidenceLevel
     moderator_level: ConfidenceLevel | None = None
+    """The level the deciding model (the moderator, or a judge) declared, when it declared one:
+    recorded, and one small input of the confidence."""
     confidence_method: list[ConfidenceAdjustment] = Field(default_factory=list)
+    components: ConfidenceComponents | None = None
+    """What the confidence is made of, each measured in code (`engine.scoring`); None for a
+    verdict scored before components existed, or for a run that reached no verdict."""
+    contributions: list[Contribution] = Field(default_factory=list)
+    """Each component's share of the logit under `weights_version`."""
+    weights_version: str | None = None
+    """The version of the weights that turned the components into `confidence`."""
     unresolved_points: list[str] = Field(default_factory=list)
     uncertainties: list[str] = Field(default_factory=list)
     escalate: bool
     escalation_reasons: list[str] = Field(default_factory=list)
+
+
+class JudgeCheck(BaseModel):
+    """What one independent judge decided, and whether it is the verdict's decision."""
+
+    judge: str
+    provider: str
+    model: str
+    same_model: bool
+    """On the model that decided the debate (then the sides it saw were swapped, so a different
+    decision is position bias)."""
+    swapped: bool
+    decision: str | None = None
+    """As the debate states it: a decision, a debater's name, a vote; None when not answered."""
+    agrees: bool | None = None
+    error: str | None = None
+    """Why it gave no decision (the budget, a model failure)."""
 
 
 class DebateResult(BaseModel):
@@ -385,6 +435,7 @@ class DebateResult(BaseModel):
     rounds: list[AdversarialRound] = Field(default_factory=list)
     transcript: list[TurnRecord] = Field(default_factory=list)
     citations: list[CitationCheck] = Field(default_factory=list)
+    judgments: list[JudgeCheck] = Field(default_factory=list)
     flags: list[DebateFlag] = Field(default_factory=list)
     verdict: Verdict
     report: dict[str, Any] | None = Field(

@@ -4,8 +4,8 @@ A small or confused model can fill every field of the schema and still say nothi
 that repeats itself ("the decision is a decision that is not a decision…"), a synthesis that is
 a bare number (`1.0`), a judge that copies the prompt's description of a field instead of
 answering it, or a structured judgment whose decision contradicts the side totals computed in
-code. Each check that fires lowers the confidence by a stated amount (listed in
-`verdict.confidence_method`), flags the result `degenerate_output`, and asks for a human review.
+code. Each check that fires is a finding: the findings are the confidence's `output_checks`
+component (`engine.scoring`), flag the result `degenerate_output`, and ask for a human review.
 The runner applies them to every protocol's result, so no protocol can skip them.
 """
 
@@ -16,24 +16,11 @@ from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
 
-from engine.models import (
-    ConfidenceAdjustment,
-    DebateFlag,
-    DebateResult,
-    Decision,
-    Role,
-    TurnRecord,
-)
+from engine.models import DebateResult, Decision, Role, TurnRecord
 from engine.prompts import PromptLibrary
-from engine.protocols.base import THRESHOLD_REASON, level_for, threshold_reason
 
 DECIDING_ROLES = frozenset({Role.MODERATOR, Role.JUDGE, Role.SYNTHESIZER})
 VERDICT_FIELDS = frozenset({"synthesis", "recommendation", "reasoning", "verdict", "summary"})
-REPETITION_PENALTY = 0.15
-REPETITION_CAP = 0.30
-BARE_PENALTY = 0.30
-ECHO_PENALTY = 0.20
-CONTRADICTION_PENALTY = 0.25
 TIE = 0.005
 CLEAR_MARGIN = 0.5
 BARE_WORDS = frozenset({"true", "false", "null", "none", "n/a", "na", "undefined", "tbd"})
@@ -95,9 +82,10 @@ def _who(turn: TurnRecord) -> str:
     return f"{turn.role.value} {turn.speaker}".strip()
 
 
-def output_checks(result: DebateResult, prompts: PromptLibrary) -> list[ConfidenceAdjustment]:
-    """The penalties the result's model output earns (none for sound output)."""
-    steps: list[ConfidenceAdjustment] = []
+def output_checks(result: DebateResult, prompts: PromptLibrary) -> list[str]:
+    """The findings the result's model output earns, each saying what and where (none for
+    sound output)."""
+    findings: list[str] = []
     repetitive = sorted(
         {
             _who(turn)
@@ -106,12 +94,7 @@ def output_checks(result: DebateResult, prompts: PromptLibrary) -> list[Confiden
         }
     )
     if repetitive:
-        steps.append(
-            ConfidenceAdjustment(
-                reason=f"output repeats itself ({', '.join(repetitive)})",
-                delta=-min(REPETITION_CAP, REPETITION_PENALTY * len(repetitive)),
-            )
-        )
+        findings.append(f"output repeats itself ({', '.join(repetitive)})")
     deciding = [t for t in result.transcript if t.role in DECIDING_ROLES]
     bare = [
         f"{_who(t)} {field}: {text.strip()[:20]!r}"
@@ -121,12 +104,7 @@ def output_checks(result: DebateResult, prompts: PromptLibrary) -> list[Confiden
     ]
     if bare or (result.verdict.synthesis and bare_value(result.verdict.synthesis)):
         shown = ", ".join(bare) or f"synthesis {result.verdict.synthesis.strip()[:20]!r}"
-        steps.append(
-            ConfidenceAdjustment(
-                reason=f"a verdict field is a bare value, not an argument ({shown})",
-                delta=-BARE_PENALTY,
-            )
-        )
+        findings.append(f"a verdict field is a bare value, not an argument ({shown})")
     echoed: set[str] = set()
     for turn in deciding:
         template = prompts.by_sha(turn.prompt_sha256)
@@ -139,18 +117,13 @@ def output_checks(result: DebateResult, prompts: PromptLibrary) -> list[Confiden
             if echoes(text, prompt_words)
         )
     if echoed:
-        steps.append(
-            ConfidenceAdjustment(
-                reason=(
-                    f"output copies the prompt's field descriptions ({', '.join(sorted(echoed))})"
-                ),
-                delta=-ECHO_PENALTY,
-            )
+        findings.append(
+            f"output copies the prompt's field descriptions ({', '.join(sorted(echoed))})"
         )
     contradiction = _contradiction(result)
     if contradiction:
-        steps.append(ConfidenceAdjustment(reason=contradiction, delta=-CONTRADICTION_PENALTY))
-    return steps
+        findings.append(contradiction)
+    return findings
 
 
 def _contradiction(result: DebateResult) -> str | None:
@@ -172,30 +145,3 @@ def _contradiction(result: DebateResult) -> str | None:
             f" (PRO {pro:.2f}, CON {con:.2f})"
         )
     return None
-
-
-def checked(result: DebateResult, prompts: PromptLibrary) -> DebateResult:
-    """`result` with the penalties applied: confidence, level, method, a flag, escalation."""
-    steps = output_checks(result, prompts)
-    if not steps:
-        return result
-    verdict = result.verdict
-    confidence = min(1.0, max(0.0, verdict.confidence + sum(s.delta for s in steps)))
-    # The threshold reason states the confidence the verdict ends with, after these penalties,
-    # not the one before them (the CLI printed 0.00 beside "0.39 is below the threshold").
-    reasons = [r for r in verdict.escalation_reasons if THRESHOLD_REASON not in r]
-    threshold = result.spec.escalation_threshold
-    if confidence < threshold:
-        reasons.append(threshold_reason(confidence, threshold))
-    reasons.append("the model's output looks degenerate: " + "; ".join(s.reason for s in steps))
-    checked_verdict = verdict.model_copy(
-        update={
-            "confidence": confidence,
-            "level": level_for(confidence),
-            "confidence_method": [*verdict.confidence_method, *steps],
-            "escalate": True,
-            "escalation_reasons": reasons,
-        }
-    )
-    flags = [*result.flags, DebateFlag.DEGENERATE_OUTPUT]
-    return result.model_copy(update={"verdict": checked_verdict, "flags": flags})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engine import quality
+from engine.confidence import DEFAULT_WEIGHTS, ConfidenceWeights
 from engine.events import (
     DebateFailed,
     DebateTruncated,
@@ -16,6 +16,7 @@ from engine.ledger import HaltCheck, LLMResolver, TurnLedger
 from engine.models import DebateResult, DebateSpec, DebateStatus, TurnRecord
 from engine.prompts import PromptLibrary
 from engine.protocols import checked_protocol
+from engine.scoring import scored
 
 
 async def run_debate(
@@ -26,17 +27,20 @@ async def run_debate(
     sink: EventSink = discard_events,
     recorded: Sequence[TurnRecord] = (),
     halt: HaltCheck | None = None,
+    weights: ConfidenceWeights = DEFAULT_WEIGHTS,
 ) -> DebateResult:
     """Run `spec` with its protocol and emit the closing event (verdict, truncated or failed).
 
     Raises SpecError before any model call when the spec does not suit the protocol. Model
     failures do not raise: they end the debate as FAILED with the partial transcript, and so
-    does a `halt` check that answers with a reason before a model call. Degenerate model output
-    lowers the verdict's confidence and escalates it (`engine.quality`), whatever the protocol.
+    does a `halt` check that answers with a reason before a model call. Whatever the protocol,
+    the verdict's confidence is then measured and scored with `weights` (`engine.scoring`: the
+    spec's independent judges, citations, what was left unanswered, degenerate output).
     """
     protocol = checked_protocol(spec)
     ledger = TurnLedger(spec=spec, resolve_llm=resolve_llm, sink=sink, recorded=recorded, halt=halt)
-    result = quality.checked(await protocol.run(spec, ledger=ledger, prompts=prompts), prompts)
+    ran = await protocol.run(spec, ledger=ledger, prompts=prompts)
+    result = await scored(ran, protocol=protocol, ledger=ledger, prompts=prompts, weights=weights)
     if result.status is DebateStatus.COMPLETE:
         await ledger.emit(VerdictReached(result=result))
     elif result.status is DebateStatus.TRUNCATED_BUDGET:

@@ -36,14 +36,31 @@ SCHEMA_BY_ROLE = {
     "critic": "CriticTurn",
     "rebuttal": "RebuttalTurn",
     "moderator": "ModeratorTurn",
+    "independent_judge": "IndependentJudgment",
 }
+
+CANNED_JUDGMENT = {
+    "reasoning": "[fake] The fallback can be added as a condition of adopting it.",
+    "decision": "accept_with_conditions",
+}
+"""The independent judge of the canned debate: it reads "revise the proposal to add a fallback,
+then adopt it" as adopting with a condition, so it does not reach the canned moderator's
+`revise` and the canned debate stays doubtful (its review request is what most tests drive).
+`judge_says` makes one that reaches a given decision."""
+
+
+def judge_says(decision: str) -> dict[str, Any]:
+    """An independent judge's reply reaching `decision`."""
+    return {**CANNED_JUDGMENT, "decision": decision}
+
 
 RoleReply = dict[str, Any] | str | Exception | Callable[[LLMRequest], Any]
 
 
 def reply_for(role: str, **changes: Any) -> dict[str, Any]:
     """The canned reply of `role` with some fields replaced."""
-    reply = copy.deepcopy(CANNED_DEBATE_REPLIES[SCHEMA_BY_ROLE[role]])
+    canned = CANNED_JUDGMENT if role == "independent_judge" else None
+    reply = copy.deepcopy(canned or CANNED_DEBATE_REPLIES[SCHEMA_BY_ROLE[role]])
     reply.update(changes)
     return reply
 

@@ -126,8 +126,16 @@ def print_verdict(result: DebateResult, out: TextIO) -> None:
     out.write(f"STATUS      {v.status.value}\n")
     out.write(f"DECISION    {v.decision.value}\n")
     out.write(f"CONFIDENCE  {v.confidence:.2f} ({v.level.value})\n")
+    if v.components is not None:
+        out.write(f"MADE OF     {v.components.line()}\n")
+    if v.weights_version is not None:
+        out.write(f"            weights {v.weights_version}, each line adds to the logit:\n")
     for step in v.confidence_method:
         out.write(f"              {step.delta:+.2f}  {step.reason}\n")
+    for check in result.judgments:
+        said = check.decision or f"no decision: {check.error}"
+        agrees = "" if check.agrees is None else " (agrees)" if check.agrees else " (disagrees)"
+        out.write(f"JUDGE       {check.judge} on {check.provider}:{check.model}: {said}{agrees}\n")
     out.write(f"SYNTHESIS   {v.synthesis}\n")
     if v.unresolved_points:
         out.write("UNRESOLVED\n" + "".join(f"  - {p}\n" for p in v.unresolved_points))

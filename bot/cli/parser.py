@@ -10,6 +10,7 @@ from datetime import timedelta
 
 from bot.providers import PROVIDERS
 from bot.settings import ROLE_SLOTS
+from engine.models import MAX_JUDGES
 from engine.protocols import PROTOCOL_NAMES
 
 EVAL_ARMS = ("single", "vote", "best_of_n", *PROTOCOL_NAMES)
@@ -39,6 +40,13 @@ def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _judges(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= MAX_JUDGES:
+        raise argparse.ArgumentTypeError(f"must be 0 to {MAX_JUDGES}, got {value}")
     return value
 
 
@@ -100,6 +108,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _model_options(run)
     run.add_argument("--budget", type=float, metavar="USD", help="cost ceiling in USD")
+    run.add_argument(
+        "--judges",
+        type=_judges,
+        metavar="N",
+        help=f"independent judges who judge the record again, blind to the verdict (0 to"
+        f" {MAX_JUDGES}; default DEBATEBOT_JUDGES, 1); 0 leaves the confidence unverified",
+    )
     run.add_argument(
         "--route",
         action="store_true",

@@ -84,6 +84,7 @@ async def _run_debate(
             stances_against=args.stance_against,
             route=args.route,
             options=_options(args.option),
+            judges=args.judges,
         )
     except ValidationError as error:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())

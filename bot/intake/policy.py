@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bot.providers import ProviderRegistry, role_models
+from bot.providers import ProviderRegistry, judge_model, role_models
 from bot.settings import RoleModel, Settings, SettingsError
 from bot.store.tables import ChannelSettings, DebateSource
 from engine.catalog import ModelRetiredError
@@ -20,6 +20,8 @@ from engine.models import (
 )
 
 DEFAULT_ROUNDS = {"adversarial": 1, "stances": 2, "consensus": 2, "structured": 1, "panel": 3}
+DECIDING_SLOT = {"adversarial": "moderator", "stances": "judge", "structured": "judge"}
+"""The role slot whose model decides a protocol's debates; the others' debaters decide."""
 
 DEFAULT_DEBATERS: dict[str, list[tuple[str, str | None, str | None]]] = {
     "consensus": [
@@ -134,11 +136,13 @@ class SpecPolicy:
         stances_against: Sequence[str] = (),
         route: bool = False,
         options: Mapping[str, Any] | None = None,
+        judges: int | None = None,
     ) -> DebateSpec:
         """A spec with the deployment's defaults and each role's model written into it.
         `default_rounds` is the channel's adversarial round count; `route` gives a panel its
-        fast-model router (the framing model). Raises pydantic's ValidationError on bad input
-        and SettingsError on a bad or retired model configuration."""
+        fast-model router (the framing model); `judges` the independent judges (default
+        `DEBATEBOT_JUDGES`), each on `judge_model`'s choice. Raises pydantic's ValidationError
+        on bad input and SettingsError on a bad or retired model configuration."""
         models = self.models(provider, model, overrides)
         try:
             self.registry.refuse_retired(models)
@@ -155,6 +159,17 @@ class SpecPolicy:
             for name, stance, hint in default_debaters(protocol, stances_for, stances_against)
         ]
         router = [Participant(role=Role.ROUTER, model=models["framing"])] if route else []
+        count = judges if judges is not None else self.settings.judges
+        judge = judge_model(
+            self.settings,
+            self.registry.catalog,
+            models[DECIDING_SLOT.get(protocol, "debaters")],
+            models["debaters"],
+        )
+        independent = [
+            Participant(role=Role.INDEPENDENT_JUDGE, name=f"judge-{n}", model=judge)
+            for n in range(1, count + 1)
+        ]
         return DebateSpec(
             question=question,
             protocol=protocol,
@@ -165,6 +180,7 @@ class SpecPolicy:
             escalation_threshold=(
                 threshold if threshold is not None else self.settings.escalation_threshold
             ),
+            judges=count,
             participants=[
                 *(Participant(role=role, model=models[role.value]) for role in ADVERSARIAL_ROLES),
                 Participant(role=Role.JUDGE, model=models["judge"]),
@@ -172,6 +188,7 @@ class SpecPolicy:
                 Participant(role=Role.TRIAGE, model=models["framing"]),
                 *debaters,
                 *router,
+                *independent,
             ],
             default_model=models["debaters"],
         )

@@ -41,6 +41,7 @@ from bot.store import endings, queue, turns
 from bot.store.db import in_session
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError, StoreRefusedError
 from bot.store.tables import Debate, TriageState
+from bot.store.weights import active_weights
 from bot.store.writer import TurnWriter
 from engine import triage
 from engine.calibration.sampling import ReviewSampler
@@ -223,6 +224,9 @@ class DebateWorker:
                 lambda s: turns.stored_runs(s, debate_ids=[debate_id])[debate_id]
             )
         recorded, head = stored
+        # The weights an admin adopted last score this verdict (the verdict records their
+        # version); read per debate, so an adoption applies from the next debate to end.
+        weights = await self._db(active_weights)
         if recorded:
             log.info("debate %s: resuming after %d stored turns", debate_id, len(recorded))
         else:
@@ -271,6 +275,7 @@ class DebateWorker:
                 # The triage's turn, stored or just asked, counts against the debate's budget.
                 recorded=[*recorded, outcome.turn] if outcome is not None else recorded,
                 halt=halt,
+                weights=weights,
             )
             return triage.debated(result, outcome) if outcome is not None else result
 

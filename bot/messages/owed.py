@@ -133,6 +133,7 @@ def _review_request(debate: Debate, result: DebateResult, escalation: Escalation
         question=result.spec.question if elsewhere else None,
         synthesis=result.verdict.synthesis,
         sample=escalation.sample,
+        made_of=posts.confidence_line(result.verdict),
     )
     return draft(
         REVIEW,

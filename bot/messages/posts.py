@@ -120,14 +120,16 @@ def verdict_messages(
     v = result.verdict
     blocks: list[Block] = [header(f"Verdict of debate #{debate_id}")]
     blocks += sections(status_line(v.status.value, result.error or ""))
+    why = confidence_line(v)
     blocks += sections(
         f"*Decision:* `{v.decision.value}`\n*Confidence:* {v.confidence:.2f} ({v.level.value})"
+        + (f"\n{escape(why)}" if why else "")
     )
     blocks += sections(f"*Synthesis*\n{escape(v.synthesis)}")
     blocks += outcome
     if v.confidence_method:
         steps = [f"{step.delta:+.2f} {step.reason}" for step in v.confidence_method]
-        blocks += sections(f"*How the confidence was reached*\n{bullets(steps)}")
+        blocks += sections(f"*{method_title(v)}*\n{bullets(steps)}")
     if v.unresolved_points:
         blocks += sections(f"*Unresolved points*\n{bullets(v.unresolved_points)}")
     if v.uncertainties:
@@ -150,6 +152,24 @@ def verdict_messages(
     last = pages[-1]
     pages[-1] = Message(last.text, [*last.blocks, feedback_buttons(debate_id)])
     return pages
+
+
+def confidence_line(verdict: Verdict) -> str:
+    """What the confidence is made of, in one line a reviewer reads in a second ("judges agree
+    1 of 3 · 2 of 5 citations not found · 3 of 4 objections unanswered"); empty for a verdict
+    scored before its components were kept."""
+    return verdict.components.line() if verdict.components is not None else ""
+
+
+def method_title(verdict: Verdict) -> str:
+    """The heading of the confidence's steps: for a verdict scored by weights, that each step
+    adds to the logit."""
+    if verdict.weights_version is None:
+        return "How the confidence was reached"
+    return (
+        f"How the confidence was reached (weights {verdict.weights_version}: each line adds to"
+        " the logit z; confidence = 1 / (1 + e^-z))"
+    )
 
 
 def feedback_buttons(debate_id: int) -> Block:
@@ -224,12 +244,14 @@ def escalation_message(
     question: str | None = None,
     synthesis: str | None = None,
     sample: bool = False,
+    made_of: str = "",
 ) -> Message:
-    """The review request: who is asked, why, and the buttons (*Another round* only where the
-    protocol can run one more round). Posted away from the debate's thread (a review channel),
-    it carries the `question` and the verdict's `synthesis`, since the thread is not beside it.
-    A `sample` (a verdict that did not escalate, drawn at random) says so in its heading, so
-    nobody reads it as a doubt about the verdict."""
+    """The review request: who is asked, why, what the confidence is made of (`made_of`, one
+    line), and the buttons (*Another round* only where the protocol can run one more round).
+    Posted away from the debate's thread (a review channel), it carries the `question` and the
+    verdict's `synthesis`, since the thread is not beside it. A `sample` (a verdict that did
+    not escalate, drawn at random) says so in its heading, so nobody reads it as a doubt about
+    the verdict."""
     who = " ".join(mention(person) for person in reviewers) or (
         "_No reviewers are configured for this channel; a workspace admin can decide, and"
         " `/debate config` sets reviewers._"
@@ -243,8 +265,9 @@ def escalation_message(
         else f":rotating_light: *Review needed* for debate #{debate_id} (confidence"
         f" {confidence:.2f})"
     )
+    made = f"{escape(made_of)}\n" if made_of else ""
     blocks: list[Block] = [
-        *sections(f"{heading}\n{who}"),
+        *sections(f"{heading}\n{made}{who}"),
         *sections(f"*Why*\n{fit(bullets(reasons), 2_500)}"),
         *(
             [

@@ -296,7 +296,10 @@ _ADVERSARIAL_DOING = {
 def progress(event: TurnStarted, spec: DebateSpec) -> tuple[str, str]:
     """The parent's status and its "who is speaking now" line for a turn that starts, e.g.
     ("running", "critic is challenging the proposal · round 1 of 2")."""
-    status = "moderating" if event.role in (Role.MODERATOR, Role.JUDGE) else "running"
+    judging = (Role.MODERATOR, Role.JUDGE, Role.INDEPENDENT_JUDGE)
+    status = "moderating" if event.role in judging else "running"
+    if event.role is Role.INDEPENDENT_JUDGE:
+        return status, "an independent judge is reading the record again, blind to the verdict"
     if spec.protocol == "structured":
         where = f"phase {min(event.round, len(STRUCTURED_PHASES))} of {len(STRUCTURED_PHASES)}"
     elif event.round >= 1:

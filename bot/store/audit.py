@@ -13,7 +13,9 @@ on rows, so the same check runs on the database and on an exported file.
 Seal versions (`verdict.chain_version`), named in the head and in the signed message, so changing
 the version changes the head or breaks the signature:
 
-- 2, written since schema 0012: the head covers the tail, the verdict and `debate_digest`: what
+- 2, written since schema 0012: the head covers the tail, the verdict (since schema 0017 with
+  the confidence's weights version and components, hashed only when set, so older seals still
+  verify) and `debate_digest`: what
   was asked (question, spec with its context documents, protocol, who asked, where, whose
   reviewers decide, link, when)
   and how it ended (state, outcome, decision, confidence, cost, error, triage, finished_at).
@@ -136,13 +138,21 @@ _VERDICT_FIELDS = (
 )
 
 
+_VERDICT_ADDED = ("weights_version", "components_json")
+"""Verdict columns added since seals exist (schema 0017): hashed only when set, so a verdict
+sealed before them verifies as it was sealed."""
+
+
 def verdict_digest(record: VerdictRecord | Mapping[str, Any]) -> str:
     """sha256 over a canonical JSON of every audited field of the verdict row (a stored row, or
     the column values of one about to be inserted)."""
-    values = _values(record, _VERDICT_FIELDS)
+    values = _values(record, (*_VERDICT_FIELDS, *_VERDICT_ADDED))
     payload = {name: values[name] for name in _VERDICT_FIELDS}
     payload["confidence"] = _number(values["confidence"])
     payload["escalate"] = bool(values["escalate"])
+    for name in _VERDICT_ADDED:
+        if values.get(name) is not None:
+            payload[name] = values[name]
     return hashlib.sha256(_canonical(payload).encode()).hexdigest()
 
 

@@ -282,6 +282,10 @@ def _ending(session: Session, finish: Finish, row: Any, known: _Closing) -> _End
         "escalate": verdict.escalate,
         "synthesis": verdict.synthesis,
         "result_json": StoredResult.document(result),
+        "weights_version": verdict.weights_version,
+        "components_json": (
+            verdict.components.model_dump_json() if verdict.components is not None else None
+        ),
         "created_at": now,
     }
     if finish.head is not None:

@@ -177,6 +177,39 @@ def _list(items: list[str]) -> str:
     return "\n".join(f"- {item}" for item in items) if items else "- (none)"
 
 
+def _confidence(verdict: dict[str, Any], judgments: list[dict[str, Any]]) -> list[str]:
+    """What the confidence is made of: every component with its value, weight and share of the
+    logit, and each independent judge's decision (nothing for a verdict scored before
+    components were kept)."""
+    components = verdict.get("components")
+    if not components:
+        return []
+    notes = components.get("notes") or {}
+    line = " \u00b7 ".join(notes[name] for name in components["values"] if notes.get(name))
+    lines = [
+        f"Confidence made of: {line or '(no notes)'}",
+        "",
+        f"| component (weights {verdict['weights_version']}) | value | counted as | weight"
+        " | adds to the logit | measured |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in verdict.get("contributions") or []:
+        value = "not measured" if row["value"] is None else f"{row['value']:.2f}"
+        lines.append(
+            f"| {row['component']} | {value} | {row['used']:.2f} | {row['weight']:+.2f} |"
+            f" {row['logit']:+.2f} | {notes.get(row['component'], '')} |"
+        )
+    lines.append("")
+    for judge in judgments:
+        said = judge["decision"] or f"no decision ({judge['error']})"
+        agrees = {True: ", agrees", False: ", disagrees", None: ""}[judge["agrees"]]
+        lines.append(
+            f"- Independent judge {judge['judge']} on {judge['provider']}:{judge['model']}"
+            f" (sides swapped: {'yes' if judge['swapped'] else 'no'}): {said}{agrees}"
+        )
+    return [*lines, ""] if judgments else lines
+
+
 def render_markdown(record: dict[str, Any]) -> str:
     """A readable report of an exported record."""
     debate = record["debate"]
@@ -206,6 +239,7 @@ def render_markdown(record: dict[str, Any]) -> str:
             "",
             verdict["synthesis"],
             "",
+            *_confidence(verdict, result.get("judgments") or []),
             "Confidence method:",
             _list([f"{s['delta']:+.2f} {s['reason']}" for s in verdict["confidence_method"]]),
             "",

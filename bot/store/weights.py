@@ -12,8 +12,7 @@ from sqlmodel import Session, col, select
 
 from bot.store.errors import WeightsNotFoundError
 from bot.store.tables import WeightsAdoption, WeightsVersion
-from engine.calibration.current import DEFAULT_WEIGHTS
-from engine.confidence import ConfidenceWeights
+from engine.confidence import DEFAULT_WEIGHTS, ConfidenceWeights
 from engine.models import utcnow
 
 

@@ -2,9 +2,8 @@
 until an admin adopts fitted ones), and where a verdict records the components and the weights
 version that scored it.
 
-Both are read here and nowhere else. The default weights below are a placeholder until the
-evidence-based scoring (issue 36, item 1) defines its own defaults: then `DEFAULT_WEIGHTS`
-points at them and `recorded` reads the fields that scoring stores with the verdict.
+Both are read here and nowhere else: `DEFAULT_WEIGHTS` is the scoring's own
+(`engine.confidence`), and `recorded` reads the fields the scoring stores with the verdict.
 """
 
 from __future__ import annotations
@@ -14,31 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from engine.confidence import Component, ConfidenceComponents, ConfidenceWeights
-
-PLACEHOLDER_DEFAULT_WEIGHTS = ConfidenceWeights(
-    version="default-placeholder",
-    intercept=-0.5,
-    weights={
-        Component.AGREEMENT: 2.5,
-        Component.POSITION_BIAS: -1.0,
-        Component.GROUNDING: 1.5,
-        Component.UNANSWERED: -2.0,
-        Component.OUTPUT_CHECKS: -3.0,
-        Component.DECLARED: 0.5,
-    },
-    neutral={
-        Component.AGREEMENT: 0.5,
-        Component.POSITION_BIAS: 0.0,
-        Component.GROUNDING: 0.5,
-        Component.UNANSWERED: 0.5,
-        Component.OUTPUT_CHECKS: 0.0,
-        Component.DECLARED: 0.5,
-    },
-    source="placeholder until the evidence-based scoring's defaults land",
-)
-DEFAULT_WEIGHTS = PLACEHOLDER_DEFAULT_WEIGHTS
-"""The weights that score verdicts while no fitted weights are adopted."""
+from engine.confidence import ConfidenceComponents
 
 
 def recorded(verdict: Mapping[str, Any]) -> tuple[ConfidenceComponents | None, str | None]:

@@ -11,15 +11,17 @@
 - A later round sees the earlier ones as a compact record with stable ids, built in code
   (`engine.protocols.record`), and its own turns in full.
 
-Confidence (documented method): the moderator's level maps to a base (HIGH 0.85, MODERATE 0.60,
-LOW 0.35), then penalties apply: 0.10 per fabricated citation (at most 0.30), 0.10 for a weak
-challenge, 0.02 per unresolved point (at most 0.10), 0.15 when the budget cut the debate short.
-The result is clamped to [0, 1] and mapped back to a level: >= 0.75 HIGH, >= 0.50 MODERATE, else
-LOW. Every step is listed in `Verdict.confidence_method`.
+Confidence is measured by `engine.scoring`, as for every protocol. What this protocol reports
+for it (`evidence`): the critic's counter-arguments of the final round that neither a rebuttal
+nor a concession answers (each answer names the id of the point it answers; one naming none
+answers the next point not yet answered), the moderator's declared level, and the record an
+independent judge reads again (the proposition, then each round's argument, critique and
+rebuttal, for and against, with no moderation).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -29,12 +31,21 @@ from pydantic import BaseModel
 from engine.citations import CitationChecker
 from engine.errors import LLMError
 from engine.events import RoundFinished
+from engine.evidence import (
+    DECLARED,
+    NO_VERDICT,
+    BlindView,
+    Entry,
+    IndependentJudgment,
+    Measure,
+    ProtocolEvidence,
+    share_note,
+)
 from engine.ledger import BudgetExhausted, TurnLedger
 from engine.models import (
     ADVERSARIAL_MAX_ROUNDS,
     AdversarialRound,
     CitationCheck,
-    ConfidenceAdjustment,
     ConfidenceLevel,
     CriticTurn,
     DebateFlag,
@@ -52,7 +63,7 @@ from engine.models import (
     utcnow,
 )
 from engine.prompts import PromptLibrary
-from engine.protocols.base import LEVEL_BASE, Asker, level_for, threshold_reason
+from engine.protocols.base import Asker
 from engine.protocols.outputs import Outputs
 from engine.protocols.record import (
     ADVERSARIAL_IDS,
@@ -69,15 +80,14 @@ T = TypeVar("T", bound=BaseModel)
 CRITIC_RETRY_BELOW = 6
 WEAK_CHALLENGE_BELOW = 5
 
-FABRICATION_PENALTY = 0.10
-FABRICATION_PENALTY_CAP = 0.30
-WEAK_CHALLENGE_PENALTY = 0.10
-UNRESOLVED_PENALTY = 0.02
-UNRESOLVED_PENALTY_CAP = 0.10
-TRUNCATION_PENALTY = 0.15
-
 OUTPUTS = Outputs.of(
-    "adversarial", Proposition, ProposerTurn, CriticTurn, RebuttalTurn, ModeratorTurn
+    "adversarial",
+    Proposition,
+    ProposerTurn,
+    CriticTurn,
+    RebuttalTurn,
+    ModeratorTurn,
+    IndependentJudgment,
 )
 """Every output type of the protocol, in the one envelope schema all its calls send."""
 
@@ -175,6 +185,19 @@ class AdversarialProtocol:
 
     def validate(self, spec: DebateSpec) -> None:
         """Nothing beyond the round cap every protocol has (see `checked_protocol`)."""
+
+    def evidence(self, result: DebateResult) -> ProtocolEvidence:
+        """The final round's unanswered counter-arguments, the moderator's level, the record."""
+        if not result.rounds or result.proposition is None:
+            return NO_VERDICT
+        level = result.rounds[-1].moderator.confidence_level
+        return ProtocolEvidence(
+            reached=True,
+            unanswered=unanswered_objections(result.rounds[-1]),
+            declared=DECLARED[level],
+            declared_note=f"moderator declared {level.value}",
+            view=blind_view(result),
+        )
 
     async def run(
         self, spec: DebateSpec, *, ledger: TurnLedger, prompts: PromptLibrary
@@ -318,7 +341,8 @@ class _Turns:
 
 
 def build_verdict(spec: DebateSpec, state: _DebateState, flags: list[DebateFlag]) -> Verdict:
-    """The verdict from the latest moderation, with the documented confidence method."""
+    """The verdict from the latest moderation; its confidence is measured afterwards
+    (`engine.scoring`)."""
     reasons: list[str] = []
     if state.status is DebateStatus.TRUNCATED_BUDGET:
         reasons.append(f"the debate was cut short by the budget ceiling ({state.error})")
@@ -338,56 +362,65 @@ def build_verdict(spec: DebateSpec, state: _DebateState, flags: list[DebateFlag]
         )
 
     moderation = state.rounds[-1].moderator
-    confidence = LEVEL_BASE[moderation.confidence_level]
-    method = [
-        ConfidenceAdjustment(
-            reason=f"moderator's level {moderation.confidence_level.value}", delta=confidence
-        )
-    ]
-    fabricated = sum(1 for check in state.citations if not check.verified)
-    if fabricated:
-        method.append(
-            ConfidenceAdjustment(
-                reason=f"{fabricated} cited evidence not found in the context",
-                delta=-min(FABRICATION_PENALTY * fabricated, FABRICATION_PENALTY_CAP),
-            )
-        )
-    if DebateFlag.WEAK_CHALLENGE in flags:
-        method.append(
-            ConfidenceAdjustment(
-                reason=f"weak challenge: critic strength {state.weakest_final_challenge}/10",
-                delta=-WEAK_CHALLENGE_PENALTY,
-            )
-        )
-    unresolved = len(moderation.unresolved_points)
-    if unresolved:
-        method.append(
-            ConfidenceAdjustment(
-                reason=f"{unresolved} unresolved points",
-                delta=-min(UNRESOLVED_PENALTY * unresolved, UNRESOLVED_PENALTY_CAP),
-            )
-        )
-    if state.status is DebateStatus.TRUNCATED_BUDGET:
-        method.append(
-            ConfidenceAdjustment(reason="truncated by the budget", delta=-TRUNCATION_PENALTY)
-        )
-    value = min(1.0, max(0.0, sum(step.delta for step in method)))
-    value = float(f"{value:.4f}")
-
-    if value < spec.escalation_threshold:
-        reasons.append(threshold_reason(value, spec.escalation_threshold))
     if moderation.decision is Decision.ESCALATE:
         reasons.append("the moderator's decision is to escalate")
     return Verdict(
         status=state.status,
         decision=moderation.decision,
         synthesis=moderation.synthesis,
-        confidence=value,
-        level=level_for(value),
+        confidence=0.0,
+        level=ConfidenceLevel.LOW,
         moderator_level=moderation.confidence_level,
-        confidence_method=method,
         unresolved_points=list(moderation.unresolved_points),
         uncertainties=list(moderation.uncertainties),
         escalate=bool(reasons),
         escalation_reasons=reasons,
+    )
+
+
+def unanswered_objections(last: AdversarialRound) -> Measure:
+    """The critic's counter-arguments of `last` that no rebuttal or concession answers. An
+    answer naming a counter-argument's id (`R1.C2`, or `C2`) answers it; one naming none
+    answers the next counter-argument not yet answered."""
+    number, count = last.round, len(last.critic.counter_arguments)
+    ids = {
+        n: re.compile(rf"(?<![\w.])(?:R{number}\.)?C{n}(?!\d)", re.IGNORECASE)
+        for n in range(1, count + 1)
+    }
+    named: set[int] = set()
+    unnamed = 0
+    for answer in [*last.rebuttal.rebuttals, *last.rebuttal.concessions]:
+        hits = {n for n, pattern in ids.items() if pattern.search(answer)}
+        named |= hits
+        unnamed += not hits
+    left = count - len(named) - min(count - len(named), unnamed)
+    return share_note(left, count, "objections unanswered")
+
+
+def blind_view(result: DebateResult) -> BlindView:
+    """The record an independent judge reads: the proposition, then each round's argument,
+    critique and rebuttal under the position they speak for; no moderation."""
+    assert result.proposition is not None
+    entries: list[Entry] = []
+    for past in result.rounds:
+        number = past.round
+        entries += [
+            Entry(0, number, f"ARGUMENT:\n{render_proposer(past.proposer, number)}"),
+            Entry(1, number, f"CRITIQUE:\n{render_critic(past.critic, number)}"),
+            Entry(0, number, f"REBUTTAL:\n{render_rebuttal(past.rebuttal, number)}"),
+        ]
+    return BlindView(
+        positions=("argues for the proposition", "argues against the proposition"),
+        preface=f"PROPOSITION:\n{render_proposition(result.proposition)}",
+        entries=tuple(entries),
+        choices=tuple(d.value for d in Decision),
+        explain=(
+            "one of accept, accept_with_conditions, revise, reject, escalate: what the team"
+            " should do with the proposition (escalate: people must decide what the record"
+            " cannot)"
+        ),
+        decided=result.verdict.decision.value,
+        decided_by=result.spec.participant_for(Role.MODERATOR).model,
+        outputs=OUTPUTS,
+        round=result.rounds[-1].round,
     )

@@ -11,16 +11,19 @@ from typing import Any, Protocol, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from engine.errors import LLMError, SpecError
+from engine.evidence import ProtocolEvidence
 from engine.ledger import BudgetExhausted, TurnLedger
 from engine.llm import Message, describe_output
 from engine.models import (
-    ConfidenceAdjustment,
+    CitationCheck,
     ConfidenceLevel,
     ContextDocument,
+    DebateFlag,
     DebateResult,
     DebateSpec,
     DebateStatus,
     Decision,
+    ModelSettings,
     Role,
     Verdict,
     utcnow,
@@ -48,7 +51,14 @@ class DebateProtocol(Protocol):
     async def run(
         self, spec: DebateSpec, *, ledger: TurnLedger, prompts: PromptLibrary
     ) -> DebateResult:
-        """Run the debate; model failures and the budget end it with a status, not an error."""
+        """Run the debate; model failures and the budget end it with a status, not an error.
+        The verdict's confidence is left for `engine.scoring` to measure (0 until then)."""
+        ...
+
+    def evidence(self, result: DebateResult) -> ProtocolEvidence:
+        """What `result`, this protocol's own, says for its confidence: whether it reached a
+        verdict, what it left unanswered, the decider's declared level, the record an
+        independent judge reads."""
         ...
 
 
@@ -84,6 +94,8 @@ LEVEL_BASE = {
     ConfidenceLevel.MODERATE: 0.60,
     ConfidenceLevel.LOW: 0.35,
 }
+"""A single review's declared level as a confidence (the eval's single-answer arms, which have
+nothing else to go on); a debate's confidence is measured (`engine.scoring`)."""
 
 
 THRESHOLD_REASON = "is below the escalation threshold"
@@ -135,13 +147,15 @@ class Asker:
         attempt: int = 1,
         extra: str = "",
         so_far: str | Sequence[str] = "",
+        model: ModelSettings | None = None,
     ) -> T:
         """One turn: `so_far` (what the debate has said, the same for every turn of a round up
         to this one; its sections, when given as several), then `template` filled with `values`
         and the output's fields (+ `extra`). Putting what turns share first, and the role's own
         instructions last, lets providers serve the shared part from their prompt cache; the
         request says where each section ends, so a provider caching by content block can
-        split there and a later turn finds the earlier turn's blocks."""
+        split there and a later turn finds the earlier turn's blocks. `model` overrides the
+        model the spec gives the role (an independent judge's)."""
         prompt = self.prompts.get(template)
         user = prompt.render(output_format=describe_output(output_type), **(values or {}))
         sections = [so_far] if isinstance(so_far, str) else list(so_far)
@@ -165,6 +179,7 @@ class Asker:
             output_type=output_type,
             envelope=self.outputs.envelope(output_type) if self.outputs else None,
             shared_breaks=breaks,
+            model=model,
         )
 
 
@@ -190,13 +205,13 @@ def common_verdict(
     *,
     decision: Decision | None,
     synthesis: str | None,
-    confidence: float,
-    method: list[ConfidenceAdjustment],
     unresolved: list[str] | None = None,
     reasons: list[str] | None = None,
+    declared: ConfidenceLevel | None = None,
 ) -> Verdict:
-    """The common verdict: escalated when the run did not complete, the protocol asks for it
-    (`reasons`), the decision is `escalate`, or confidence is below the spec's threshold."""
+    """The common verdict, its confidence not yet measured (`engine.scoring` does, and adds the
+    threshold's reason): escalated when the run did not complete, the protocol asks for it
+    (`reasons`) or the decision is `escalate`. `declared` is the decider's own level."""
     escalation = list(reasons or [])
     if ending.status is DebateStatus.FAILED:
         escalation.insert(0, f"the debate failed: {ending.error}")
@@ -205,19 +220,15 @@ def common_verdict(
     if decision is None or synthesis is None:
         decision = Decision.ESCALATE
         synthesis = "The debate ended before a verdict was reached."
-        confidence = 0.0
-    confidence = min(1.0, max(0.0, confidence))
-    if confidence < spec.escalation_threshold:
-        escalation.append(threshold_reason(confidence, spec.escalation_threshold))
     if decision is Decision.ESCALATE and not escalation:
         escalation.append("the protocol's decision is to escalate")
     return Verdict(
         status=ending.status,
         decision=decision,
         synthesis=synthesis,
-        confidence=confidence,
-        level=level_for(confidence),
-        confidence_method=method,
+        confidence=0.0,
+        level=level_for(0.0),
+        moderator_level=declared,
         unresolved_points=unresolved or [],
         escalate=bool(escalation),
         escalation_reasons=escalation,
@@ -226,7 +237,7 @@ def common_verdict(
 
 def no_verdict(spec: DebateSpec, ending: Ending) -> Verdict:
     """The verdict of a run that ended before its protocol reached one (always escalated)."""
-    return common_verdict(spec, ending, decision=None, synthesis=None, confidence=0.0, method=[])
+    return common_verdict(spec, ending, decision=None, synthesis=None)
 
 
 def named_debaters(spec: DebateSpec, minimum: int = 2) -> list[str]:
@@ -248,10 +259,15 @@ def finish(
     *,
     started_at: datetime,
     report: dict[str, Any] | None = None,
+    citations: Sequence[CitationCheck] = (),
 ) -> DebateResult:
+    """The run's result; a citation not found in the material flags it."""
+    flags = [DebateFlag.FABRICATED_CITATION] if any(not c.verified for c in citations) else []
     return DebateResult(
         spec=spec,
         transcript=list(ledger.transcript),
+        citations=list(citations),
+        flags=flags,
         verdict=verdict,
         report=report,
         error=ending.error,

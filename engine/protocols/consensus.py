@@ -11,8 +11,10 @@ After each phase the latest vote of each distinct debater is tallied: the first 
 the threshold ends the debate (`decision_rule=threshold_vote`); when the maximum rounds pass
 without it, the decision is `escalate` (`decision_rule=max_rounds_exhausted`).
 
-Confidence is the share of debaters behind the decision (for an exhausted run: the largest share),
-so a split panel always falls under the escalation threshold.
+Confidence is measured by `engine.scoring`. What this protocol reports for it: the votes not
+behind the decision as what is left unanswered (for an exhausted run, those outside the largest
+group), no declared level (nobody declares one), and every contribution's stance and rationale,
+without its vote, for an independent judge, who picks one of the vote set.
 """
 
 from __future__ import annotations
@@ -24,9 +26,17 @@ from pydantic import BaseModel, Field, create_model, field_validator, model_vali
 
 from engine.errors import LLMError, SpecError
 from engine.events import RoundFinished
+from engine.evidence import (
+    DECISION_GROUPS,
+    NO_VERDICT,
+    BlindView,
+    Entry,
+    IndependentJudgment,
+    ProtocolEvidence,
+    share_note,
+)
 from engine.ledger import BudgetExhausted, TurnLedger
 from engine.models import (
-    ConfidenceAdjustment,
     DebateResult,
     DebateSpec,
     Decision,
@@ -94,7 +104,10 @@ class ConsensusTurnBase(BaseModel):
     vote: str
 
 
-OUTPUTS = Outputs("consensus", {"ConsensusTurn": ConsensusTurnBase})
+OUTPUTS = Outputs(
+    "consensus",
+    {"ConsensusTurn": ConsensusTurnBase, "IndependentJudgment": IndependentJudgment},
+)
 """The envelope of every consensus debate: the vote is a string there (the vote set is an
 option), restricted to the debate's votes by the turn's own type."""
 
@@ -298,13 +311,63 @@ class ConsensusProtocol:
             report=report.model_dump(mode="json") | {"lines": report.lines()},
         )
 
+    def evidence(self, result: DebateResult) -> ProtocolEvidence:
+        """The votes against the decision, and the discussion for an independent judge."""
+        data = dict(result.report or {})
+        data.pop("lines", None)
+        report = ConsensusReport.model_validate(data)
+        if not report.entries:
+            return NO_VERDICT
+        debaters = len(report.debater_ids)
+        if report.decision_rule == "threshold_vote":
+            behind = report.tally.get(report.decision, 0)
+            unanswered = share_note(debaters - behind, debaters, "debaters not behind the decision")
+        else:
+            largest = max(report.tally.values(), default=0)
+            unanswered = share_note(
+                debaters - largest, debaters, "debaters outside the largest group (no consensus)"
+            )
+        return ProtocolEvidence(
+            reached=True, unanswered=unanswered, view=self._blind_view(result, report)
+        )
+
+    @staticmethod
+    def _blind_view(result: DebateResult, report: ConsensusReport) -> BlindView:
+        spec = result.spec
+        options = options_for(ConsensusOptions, spec)
+        schedule = report.speaker_schedule
+        groups = dict(DECISION_GROUPS)
+        groups |= {
+            vote: DECISION_GROUPS[options.decisions.get(vote, Decision.ESCALATE).value]
+            for vote in options.votes
+        }
+        decided = report.decision if report.decision_rule == "threshold_vote" else "escalate"
+        return BlindView(
+            positions=tuple("a participant in the discussion" for _ in schedule),
+            entries=tuple(
+                Entry(
+                    schedule.index(e.speaker),
+                    e.round,
+                    f"({e.phase} phase) stance: {e.stance}\nrationale: {e.rationale}",
+                )
+                for e in report.entries
+            ),
+            choices=tuple(options.votes),
+            explain=f"one of {', '.join(options.votes)}: what the team should do",
+            decided=decided,
+            decided_by=spec.debaters()[0].model,
+            outputs=OUTPUTS,
+            round=report.rounds_run,
+            names=tuple(schedule),
+            groups=groups,
+        )
+
     @staticmethod
     def _verdict(
         spec: DebateSpec, ending: Ending, report: ConsensusReport, options: ConsensusOptions
     ) -> Verdict:
         debaters = len(report.debater_ids)
         largest = max(report.tally.values(), default=0)
-        share = largest / debaters if debaters else 0.0
         if not report.entries:
             return no_verdict(spec, ending)
         if report.decision_rule == "threshold_vote":
@@ -323,15 +386,4 @@ class ConsensusProtocol:
                 f" rounds; final tally {report.tally}."
             )
             reasons = [f"no consensus after {report.rounds_run} rounds (max_rounds_exhausted)"]
-        method = [
-            ConfidenceAdjustment(reason=f"{largest} of {debaters} debaters agree", delta=share)
-        ]
-        return common_verdict(
-            spec,
-            ending,
-            decision=decision,
-            synthesis=synthesis,
-            confidence=share,
-            method=method,
-            reasons=reasons,
-        )
+        return common_verdict(spec, ending, decision=decision, synthesis=synthesis, reasons=reasons)

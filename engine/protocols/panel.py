@@ -16,8 +16,11 @@
 - Adaptive routing: with a `router` participant (a fast model), it answers first; at confidence
   >= `route_confidence` (0.85) the panel is skipped and the report says `routing=single_agent`.
 
-Confidence: convergence x the mean stated confidence of the chosen cluster (single-agent
-routing: the router's own confidence).
+Confidence is measured by `engine.scoring`. What this protocol reports for it: the panelists
+outside the chosen cluster (1 - convergence) as what is left unanswered, the mean stated
+confidence of the chosen cluster as the declared level (single-agent routing: the router's own,
+with nothing measured unanswered), and the final answers, without their decisions or stated
+confidence, for an independent judge.
 """
 
 from __future__ import annotations
@@ -33,12 +36,22 @@ from pydantic import BaseModel, Field, model_validator
 
 from engine.errors import LLMError, StructuredOutputError
 from engine.events import RoundFinished
+from engine.evidence import (
+    NO_VERDICT,
+    BlindView,
+    Entry,
+    IndependentJudgment,
+    Measure,
+    ProtocolEvidence,
+    share_note,
+)
 from engine.ledger import BudgetExhausted, TurnLedger
 from engine.models import (
-    ConfidenceAdjustment,
     DebateResult,
     DebateSpec,
+    Decision,
     LongText,
+    ModelSettings,
     Participant,
     Role,
     ShortText,
@@ -125,7 +138,7 @@ class PanelJudgment(BaseModel):
     reasoning: LongText
 
 
-OUTPUTS = Outputs.of("panel", PanelAnswer, PanelRevision, PanelJudgment)
+OUTPUTS = Outputs.of("panel", PanelAnswer, PanelRevision, PanelJudgment, IndependentJudgment)
 """The envelope of every panel debate: a critique's peer is a string there, restricted to the
 panelist's peers by the revision's own type."""
 
@@ -235,6 +248,8 @@ class PanelProtocol:
             ending.record(stop)
         report["rounds"] = history
         report["answers"] = {n: a.model_dump(mode="json") for n, a in answers.items()}
+        if chosen is not None:
+            report["chosen"] = debaters[chosen].name
         return finish(
             spec,
             ledger,
@@ -381,20 +396,63 @@ class PanelProtocol:
             best = max(clusters, key=len)
         return max(best, key=lambda i: answers[names[i]].confidence)
 
+    def evidence(self, result: DebateResult) -> ProtocolEvidence:
+        """The panelists outside the chosen answer, its stated confidence, and the final
+        answers for an independent judge."""
+        report = result.report or {}
+        spec = result.spec
+        if report.get("routing") == "single_agent":
+            quick = PanelAnswer.model_validate(report["router"])
+            router = next(p for p in spec.participants if p.role is Role.ROUTER)
+            return ProtocolEvidence(
+                reached=True,
+                unanswered=Measure(None),
+                declared=quick.confidence,
+                declared_note=f"the fast model declared {quick.confidence:.2f}",
+                view=self._blind_view(result, {"the fast model": quick}, router.model),
+            )
+        chosen, history = report.get("chosen"), report.get("rounds") or []
+        if chosen is None or not history:
+            return NO_VERDICT
+        answers = {n: PanelAnswer.model_validate(a) for n, a in report["answers"].items()}
+        group = next(c for c in history[-1]["clusters"] if chosen in c)
+        mean = sum(answers[n].confidence for n in group) / len(group)
+        return ProtocolEvidence(
+            reached=True,
+            unanswered=share_note(
+                len(answers) - len(group), len(answers), "panelists outside the chosen answer"
+            ),
+            declared=mean,
+            declared_note=f"the chosen answer's panelists declared {mean:.2f}",
+            view=self._blind_view(result, answers, spec.debaters()[0].model),
+        )
+
+    @staticmethod
+    def _blind_view(
+        result: DebateResult, answers: dict[str, PanelAnswer], decider: ModelSettings
+    ) -> BlindView:
+        """The final answers, one per position, without their decisions or confidence."""
+        names = list(answers)
+        return BlindView(
+            positions=tuple("a panelist" for _ in names),
+            entries=tuple(
+                Entry(n, 1, f"FINAL ANSWER: {answers[name].answer}") for n, name in enumerate(names)
+            ),
+            choices=tuple(d.value for d in Decision),
+            explain=(
+                "one of accept, accept_with_conditions, revise, reject, escalate: what the team"
+                " should do (escalate: people must decide what the answers cannot)"
+            ),
+            decided=result.verdict.decision.value,
+            decided_by=decider,
+            outputs=OUTPUTS,
+            round=max(1, len((result.report or {}).get("rounds") or [])),
+            names=tuple(names),
+        )
+
     @staticmethod
     def _single_agent_verdict(spec: DebateSpec, ending: Ending, quick: PanelAnswer) -> Verdict:
-        return common_verdict(
-            spec,
-            ending,
-            decision=quick.decision,
-            synthesis=quick.answer,
-            confidence=quick.confidence,
-            method=[
-                ConfidenceAdjustment(
-                    reason="single agent: the fast model's own confidence", delta=quick.confidence
-                )
-            ],
-        )
+        return common_verdict(spec, ending, decision=quick.decision, synthesis=quick.answer)
 
     @staticmethod
     def _verdict(
@@ -412,7 +470,6 @@ class PanelProtocol:
         winner = answers[names[chosen]]
         score = float(history[-1]["convergence"])
         group = next(c for c in history[-1]["clusters"] if names[chosen] in c)
-        mean_confidence = sum(answers[n].confidence for n in group) / len(group)
         decisions = Counter(answers[n].decision for n in group)
         reasons = []
         if score < options.escalate_below:
@@ -425,14 +482,6 @@ class PanelProtocol:
             ending,
             decision=decisions.most_common(1)[0][0] if decisions else winner.decision,
             synthesis=winner.answer,
-            confidence=score * mean_confidence,
-            method=[
-                ConfidenceAdjustment(reason=f"convergence {score:.2f}", delta=score),
-                ConfidenceAdjustment(
-                    reason=f"x mean confidence {mean_confidence:.2f} of the chosen cluster",
-                    delta=score * mean_confidence - score,
-                ),
-            ],
             reasons=reasons,
         )
 

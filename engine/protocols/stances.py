@@ -4,17 +4,20 @@
   in the declared order and sees the stances by letter, earlier rounds as a compact record
   (each argument and key point by id, `engine.protocols.record`) and this round's earlier
   speakers in full, never a name. Their prompt forbids conceding.
-- After the final round one judge returns `{verdict, winner, reasoning}`; `winner: null` means
-  the answer is a synthesis of stances. The judge's transcript is anonymized (labels instead of
-  names) and shuffled within each round, both on by default and both switchable; the shuffle uses
-  an injectable random generator (or `options.seed`), so it is reproducible.
+- After the final round one judge scores every stance 1-10 and returns `{verdict, winner,
+  reasoning}`; `winner: null` means the answer is a synthesis of stances. The judge's transcript
+  is anonymized (labels instead of names) and shuffled within each round, both on by default and
+  both switchable; the shuffle uses an injectable random generator (or `options.seed`), so it is
+  reproducible.
 - An optional synthesizer projects the raw result onto a caller-given JSON schema (a flat object
   of strings, numbers, booleans, enums and lists of those); a schema with the synthesizer off is
   an error.
 - Default 2 rounds; more than 4 runs but logs a warning, kept in the report.
 
-Confidence is the judge's level mapped like the adversarial moderator's (HIGH 0.85, MODERATE
-0.60, LOW 0.35).
+Confidence is measured by `engine.scoring`. What this protocol reports for it: the judge's
+missing lead (the winner's score less the best other stance's, computed here; a lead of
+`FULL_LEAD` points or more leaves nothing unanswered, none leaves everything), the judge's
+declared level, and each round's arguments for an independent judge.
 """
 
 from __future__ import annotations
@@ -26,13 +29,22 @@ import random
 from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel, create_model
+from pydantic import BaseModel, Field, create_model, model_validator
 
 from engine.errors import LLMError, SpecError
 from engine.events import RoundFinished
+from engine.evidence import (
+    DECLARED,
+    NO_VERDICT,
+    POSITION,
+    BlindView,
+    Entry,
+    IndependentJudgment,
+    Measure,
+    ProtocolEvidence,
+)
 from engine.ledger import BudgetExhausted, TurnLedger
 from engine.models import (
-    ConfidenceAdjustment,
     ConfidenceLevel,
     DebateResult,
     DebateSpec,
@@ -40,12 +52,12 @@ from engine.models import (
     LongText,
     Participant,
     Role,
+    Score,
     Verdict,
     utcnow,
 )
 from engine.prompts import PromptLibrary
 from engine.protocols.base import (
-    LEVEL_BASE,
     Asker,
     Ending,
     common_verdict,
@@ -82,7 +94,16 @@ class StancesOptions(BaseModel):
     output_schema: dict[str, Any] | None = None
 
 
+class StanceScore(BaseModel):
+    stance: str
+    score: Score
+
+
 class JudgeDecisionBase(BaseModel):
+    """The judge's reply: a score for every stance first (the lead the code computes from
+    them is the verdict's margin), then the verdict."""
+
+    scores: list[StanceScore] = Field(min_length=2, max_length=26)
     verdict: LongText
     winner: str | None
     reasoning: LongText
@@ -90,11 +111,55 @@ class JudgeDecisionBase(BaseModel):
 
 
 def judge_type(labels: list[str]) -> type[JudgeDecisionBase]:
-    """The judge's schema with `winner` restricted to the debaters' labels (or null)."""
+    """The judge's schema with `winner` and each score's stance restricted to the debaters'
+    labels (`winner` may be null), and every label scored once."""
     label_enum = Enum("Label", {label: label for label in labels}, type=str)  # type: ignore[misc]
-    return create_model(
-        "StancesJudgment", __base__=JudgeDecisionBase, winner=(label_enum | None, ...)
-    )
+
+    class LabelScore(StanceScore):
+        stance: label_enum  # type: ignore[assignment]
+
+    class Judgment(JudgeDecisionBase):
+        scores: list[LabelScore] = Field(  # type: ignore[assignment]
+            min_length=len(labels), max_length=len(labels)
+        )
+        winner: label_enum | None  # type: ignore[assignment]
+
+        @model_validator(mode="after")
+        def _every_stance_once(self) -> Judgment:
+            scored = [_label(s.stance) for s in self.scores]
+            if sorted(scored) != sorted(labels):
+                raise ValueError(f"score every stance once: {', '.join(labels)}")
+            return self
+
+    Judgment.__name__ = "StancesJudgment"
+    return Judgment
+
+
+def _label(value: object) -> str:
+    return str(getattr(value, "value", value))
+
+
+FULL_LEAD = 4
+"""A judge's lead (winner's score less the next stance's, on the 1-10 scale) that counts as
+settled: the stances' unanswered share is 1 - lead / FULL_LEAD, at least 0."""
+
+
+def judge_margin(judgment: dict[str, Any]) -> Measure:
+    """What the judge left unanswered: its missing lead of the winner (for a synthesis, of the
+    best stance) over the next."""
+    scores = {str(s["stance"]): int(s["score"]) for s in judgment.get("scores") or []}
+    if len(scores) < 2:
+        return Measure(None)
+    winner = judgment.get("winner")
+    ranked = sorted(scores.values(), reverse=True)
+    if winner is not None and winner in scores:
+        top = scores[winner]
+        runner_up = max(v for label, v in scores.items() if label != winner)
+    else:
+        top, runner_up = ranked[0], ranked[1]
+    lead = top - runner_up
+    value = 1.0 - min(1.0, max(0, lead) / FULL_LEAD)
+    return Measure(value, f"judge's lead {lead} of 10 (scores {top} and {runner_up})")
 
 
 def model_from_schema(schema: dict[str, Any]) -> type[BaseModel]:
@@ -134,6 +199,7 @@ def stances_outputs(synthesis_schema: str | None) -> Outputs:
     types: dict[str, type[BaseModel]] = {
         "StanceArgument": StanceArgument,
         "StancesJudgment": JudgeDecisionBase,
+        "IndependentJudgment": IndependentJudgment,
     }
     if synthesis_schema is not None:
         types["SynthesisOutput"] = model_from_schema(json.loads(synthesis_schema))
@@ -292,6 +358,54 @@ class StancesProtocol:
             report=report,
         )
 
+    def evidence(self, result: DebateResult) -> ProtocolEvidence:
+        """The judge's missing lead and level, and the arguments for an independent judge."""
+        report = result.report or {}
+        judgment = report.get("judgment")
+        if not judgment:
+            return NO_VERDICT
+        level = ConfidenceLevel(judgment["confidence_level"])
+        return ProtocolEvidence(
+            reached=True,
+            unanswered=judge_margin(judgment),
+            declared=DECLARED[level],
+            declared_note=f"judge declared {level.value}",
+            view=self._blind_view(result, report.get("winner")),
+        )
+
+    @staticmethod
+    def _blind_view(result: DebateResult, winner: str | None) -> BlindView:
+        """Every debater's arguments, round by round, under its stance; a judge names the
+        stance that prevails or a synthesis."""
+        spec = result.spec
+        options = options_for(StancesOptions, spec)
+        names = [d.name or "" for d in spec.debaters()]
+        entries = [
+            Entry(names.index(turn.speaker), turn.round, _argument_text(turn.parsed))
+            for turn in result.transcript
+            if turn.role is Role.DEBATER and turn.speaker in names
+        ]
+        projection = (
+            json.dumps(options.output_schema, sort_keys=True)
+            if options.synthesizer and options.output_schema is not None
+            else None
+        )
+        return BlindView(
+            positions=tuple(f"argues: {d.stance}" for d in spec.debaters()),
+            entries=tuple(entries),
+            choices=("synthesis",),
+            pick_position=True,
+            explain=(
+                'the position whose stance prevails ("Position A", ...), or "synthesis" when'
+                " the best answer combines stances"
+            ),
+            decided=f"{POSITION}{names.index(winner)}" if winner in names else "synthesis",
+            decided_by=spec.participant_for(Role.JUDGE).model,
+            outputs=stances_outputs(projection),
+            round=spec.max_rounds,
+            names=tuple(names),
+        )
+
     @staticmethod
     def _verdict(
         spec: DebateSpec,
@@ -302,7 +416,6 @@ class StancesProtocol:
     ) -> Verdict:
         if judgment is None:
             return no_verdict(spec, ending)
-        base = LEVEL_BASE[judgment.confidence_level]
         if winner is not None:
             decision = Decision.ACCEPT
             synthesis = f"{winner} prevails ({stance_of[winner]}): {judgment.verdict}"
@@ -314,13 +427,13 @@ class StancesProtocol:
             ending,
             decision=decision,
             synthesis=synthesis,
-            confidence=base,
-            method=[
-                ConfidenceAdjustment(
-                    reason=f"judge's level {judgment.confidence_level.value}", delta=base
-                )
-            ],
+            declared=judgment.confidence_level,
         )
+
+
+def _argument_text(parsed: dict[str, Any]) -> str:
+    argument = StanceArgument.model_validate(parsed)
+    return "\n".join([argument.argument, *(f"* {point}" for point in argument.key_points)])
 
 
 def stance_letters(debaters: list[Participant]) -> dict[str, str]:

@@ -16,22 +16,40 @@
    (the mean of a side's weighted scores) are computed here, never by the model.
 
 The two sides are the spec's two debaters (first PRO, second CON) or, without debaters, two on
-the default model. Confidence: the judge's level (HIGH 0.85, MODERATE 0.60, LOW 0.35) less 0.05
-per fallacy found (at most 0.15).
+the default model. An argument's evidence given in quotation marks is checked against the
+material (`engine.citations`), like every quote a debate cites.
+
+Confidence is measured by `engine.scoring`. What this protocol reports for it: the opposing
+arguments the judge's trace does not refute (those of CON for an accepting decision, of PRO for
+revise or reject, of both for escalate; UPHELD and UNCERTAIN count whole, PARTIALLY_UPHELD
+half), the judge's declared level, and the openings, cross-examination and closings, the sides'
+names and argument ids hidden behind position letters, for an independent judge.
 """
 
 from __future__ import annotations
 
+import re
 from enum import Enum
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
+from engine.citations import CitationChecker
 from engine.errors import LLMError, SpecError
 from engine.events import RoundFinished
+from engine.evidence import (
+    DECLARED,
+    NO_VERDICT,
+    BlindView,
+    Entry,
+    IndependentJudgment,
+    Measure,
+    ProtocolEvidence,
+    mark,
+)
 from engine.ledger import BudgetExhausted, TurnLedger
 from engine.models import (
-    ConfidenceAdjustment,
+    CitationCheck,
     ConfidenceLevel,
     DebateResult,
     DebateSpec,
@@ -43,7 +61,7 @@ from engine.models import (
     utcnow,
 )
 from engine.prompts import PromptLibrary
-from engine.protocols.base import LEVEL_BASE, Asker, Ending, common_verdict, finish, no_verdict
+from engine.protocols.base import Asker, Ending, common_verdict, finish, no_verdict
 from engine.protocols.outputs import Outputs
 from engine.protocols.record import DebateSoFar
 from engine.rounds import (
@@ -74,8 +92,6 @@ __all__ = [
 ]
 
 T = TypeVar("T", bound=BaseModel)
-FALLACY_PENALTY = 0.05
-FALLACY_PENALTY_CAP = 0.15
 SIDES = ("PRO", "CON")
 STRUCTURED_IDS = "Ids PRO-<n>, CON-<n>: the n-th argument of the PRO or CON side's opening."
 SIDE_MEANING = {
@@ -274,6 +290,7 @@ OUTPUTS = Outputs(
         "Closing": Closing,
         "SideJudgment": AnySideJudgment,
         "Ruling": AnyRuling,
+        "IndependentJudgment": IndependentJudgment,
     },
 )
 
@@ -416,6 +433,7 @@ class StructuredProtocol:
         crosses: dict[str, CrossExamination] = {}
         closings: dict[str, Closing] = {}
         judged: ScoredJudgment | None = None
+        citations: list[CitationCheck] = []
 
         def sided(side: str) -> dict[str, str]:
             return {"side": side, "side_meaning": SIDE_MEANING[side], "prefix": side}
@@ -434,6 +452,13 @@ class StructuredProtocol:
                     step="making the opening",
                     output_type=opening_type(side),
                     values=sided(side),
+                )
+            checker = CitationChecker(spec.context, spec.question)
+            for opening in openings.values():
+                citations += checker.check_all(
+                    [q for a in opening.arguments for q in quotes_in(a.evidence)],
+                    round=1,
+                    role=Role.DEBATER,
                 )
             await posted(
                 phase="openings",
@@ -508,6 +533,21 @@ class StructuredProtocol:
             self._verdict(spec, ending, judged, report),
             started_at=started_at,
             report=report,
+            citations=citations,
+        )
+
+    def evidence(self, result: DebateResult) -> ProtocolEvidence:
+        """The opposing arguments the trace leaves standing, the judge's level, the record."""
+        report = result.report or {}
+        if "side_totals" not in report:
+            return NO_VERDICT
+        level = result.verdict.moderator_level or ConfidenceLevel.LOW
+        return ProtocolEvidence(
+            reached=True,
+            unanswered=unrefuted(report["trace"], result.verdict.decision),
+            declared=DECLARED[level],
+            declared_note=f"judge declared {level.value}",
+            view=blind_view(result),
         )
 
     @staticmethod
@@ -542,19 +582,6 @@ class StructuredProtocol:
     ) -> Verdict:
         if judgment is None:
             return no_verdict(spec, ending)
-        base = LEVEL_BASE[judgment.confidence_level]
-        penalty = min(FALLACY_PENALTY_CAP, FALLACY_PENALTY * len(judgment.fallacies))
-        method = [
-            ConfidenceAdjustment(
-                reason=f"judge's level {judgment.confidence_level.value}", delta=base
-            )
-        ]
-        if penalty:
-            method.append(
-                ConfidenceAdjustment(
-                    reason=f"{len(judgment.fallacies)} fallacies found", delta=-penalty
-                )
-            )
         totals = report["side_totals"]
         synthesis = (
             f"{judgment.recommendation} (weighted side totals: PRO {totals['PRO']:.2f},"
@@ -565,7 +592,106 @@ class StructuredProtocol:
             ending,
             decision=judgment.decision,
             synthesis=synthesis,
-            confidence=base - penalty,
-            method=method,
             unresolved=judgment.unresolved_questions,
+            declared=judgment.confidence_level,
         )
+
+
+QUOTED = re.compile(r"[\"\u201c]([^\"\u201c\u201d]{12,})[\"\u201d]")
+"""A quotation of at least twelve characters, in straight or curly double quotes."""
+
+
+def quotes_in(evidence: str) -> list[str]:
+    """The quotations in an argument's evidence (a concrete fact given without quotation
+    marks is not checked)."""
+    return QUOTED.findall(evidence)
+
+
+STANDING = {"UPHELD": 1.0, "UNCERTAIN": 1.0, "PARTIALLY_UPHELD": 0.5, "REFUTED": 0.0}
+"""How much of an opposing argument the trace leaves standing."""
+
+
+def unrefuted(trace: list[dict[str, Any]], decision: Decision) -> Measure:
+    """The share of the arguments against `decision` that the judge's trace leaves standing."""
+    against: tuple[str, ...] = SIDES
+    if decision in (Decision.ACCEPT, Decision.ACCEPT_WITH_CONDITIONS):
+        against = ("CON",)
+    elif decision in (Decision.REVISE, Decision.REJECT):
+        against = ("PRO",)
+    rows = [row for row in trace if str(row["argument"]).split("-")[0] in against]
+    if not rows:
+        return Measure(None)
+    standing = [STANDING[row["status"]] for row in rows]
+    whole = sum(1 for value in standing if value == 1.0)
+    partly = sum(1 for value in standing if 0.0 < value < 1.0)
+    note = f"{whole} of {len(rows)} objections unanswered"
+    if partly:
+        note += f", {partly} partly"
+    return Measure(sum(standing) / len(rows), note)
+
+
+_SIDE_ID = re.compile(r"\b(PRO|CON)-(\d)")
+
+
+def _hidden(text: str) -> str:
+    """`text` with each argument id's side replaced by its position's mark."""
+    return _SIDE_ID.sub(lambda m: f"{mark(SIDES.index(m.group(1)))}-{m.group(2)}", text)
+
+
+def blind_view(result: DebateResult) -> BlindView:
+    """Openings, cross-examination and closings under the position they argue for, the sides
+    and their argument ids hidden; no scores, trace or ruling."""
+    report = result.report or {}
+    entries: list[Entry] = []
+    for side, opening in report["openings"].items():
+        position = SIDES.index(side)
+        for argument in opening["arguments"]:
+            entries.append(
+                Entry(
+                    position,
+                    1,
+                    _hidden(
+                        f"{argument['id']}: {argument['claim']}\nreasoning:"
+                        f" {argument['reasoning']}\nevidence: {argument['evidence']}"
+                    ),
+                )
+            )
+    for side, cross in report["cross_examination"].items():
+        for r in cross["responses"]:
+            entries.append(
+                Entry(
+                    SIDES.index(side),
+                    2,
+                    _hidden(
+                        f"on {r['target']}: {r['response'].upper()} - {r['explanation']}"
+                        f" (asks: {r['follow_up_question']})"
+                    ),
+                )
+            )
+    for side, closing in report["closings"].items():
+        concedes = "; ".join(closing["concessions"]) or "-"
+        unrebutted = "; ".join(closing["unrebutted"]) or "-"
+        entries.append(
+            Entry(
+                SIDES.index(side),
+                3,
+                _hidden(
+                    f"final position: {closing['final_position']}\nconcedes: {concedes}\n"
+                    f"unrebutted: {unrebutted}"
+                ),
+            )
+        )
+    return BlindView(
+        positions=("argues for the proposal in the question", "argues against it"),
+        entries=tuple(entries),
+        choices=tuple(d.value for d in Decision),
+        explain=(
+            "one of accept, accept_with_conditions, revise, reject, escalate: what the team"
+            " should do with the proposal (escalate: people must decide what the record cannot)"
+        ),
+        decided=result.verdict.decision.value,
+        decided_by=result.spec.participant_for(Role.JUDGE).model,
+        outputs=OUTPUTS,
+        round=4,
+        phases=("Openings", "Cross-examination", "Closings"),
+    )

@@ -89,7 +89,7 @@ async def test_an_assistant_debate_escalates_to_the_workspace_review_channel(
     start_bot: BotFactory,
 ) -> None:
     bot = await start_bot(review_channel="CREVIEWS")
-    # The canned debate escalates (confidence 0.58 < 0.60).
+    # The canned debate escalates: its independent judge does not reach `revise`.
     await ask(bot, "Should we adopt ADR-042?", assistant_thread(bot))
     [debate] = await bot.finished()
     assert debate.review_channel_id == "CREVIEWS"

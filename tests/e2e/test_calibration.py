@@ -12,14 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlmodel import select
 
 from bot.cli import main
 from bot.messages import action_ids
 from bot.store import labels, weights
 from bot.store.db import session_scope
-from engine.calibration.current import DEFAULT_WEIGHTS
+from bot.store.tables import VerdictRecord
 from engine.calibration.labels import LabelKind
-from engine.confidence import Component, ConfidenceComponents, ConfidenceWeights
+from engine.confidence import DEFAULT_WEIGHTS, Component, ConfidenceComponents, ConfidenceWeights
 from engine.evaluation.scoring import ArmResult
 from tests.e2e.conftest import ADMIN, CHANNEL, REVIEWER, Bot, BotFactory
 from tests.helpers import DebateScript, reply_for
@@ -275,3 +276,31 @@ async def test_an_adopt_click_naming_no_version_is_refused_before_anything_runs(
     assert "not a confidence weights version" in reply.body
     with session_scope(bot.engine) as session:
         assert weights.adoptions(session) == []
+
+
+async def test_adopted_weights_score_the_next_verdict_and_it_records_their_version(
+    start_bot: BotFactory, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same debate scored before and after an adoption: the confidence moves as the new
+    weights say, and each verdict names the version that scored it."""
+    bot = await start_bot()
+    use_bots_database(bot, monkeypatch)
+    await bot.driver.command("Should we adopt ADR-042?")
+    await bot.finished(1)
+    with session_scope(bot.engine) as session:
+        weights.propose_weights(session, weights=KNOWN, evidence={"test": True})
+    assert main(["calibration", "adopt", KNOWN.version]) == 0
+    assert f"adopted confidence weights {KNOWN.version}" in capsys.readouterr().out
+
+    await bot.driver.command("Should we adopt ADR-042?")
+    await bot.finished(2)
+    with session_scope(bot.engine) as session:
+        before, after = session.exec(select(VerdictRecord).order_by(VerdictRecord.id)).all()
+    assert (before.weights_version, after.weights_version) == (DEFAULT_WEIGHTS.version, "known")
+    assert before.components_json is not None
+    assert after.components_json is not None
+    components = ConfidenceComponents.model_validate_json(after.components_json)
+    assert components == ConfidenceComponents.model_validate_json(before.components_json)
+    assert before.confidence == pytest.approx(DEFAULT_WEIGHTS.score(components), abs=1e-4)
+    assert after.confidence == pytest.approx(KNOWN.score(components), abs=1e-4)
+    assert abs(after.confidence - before.confidence) > 0.01

@@ -50,7 +50,9 @@ async def test_debate_command_runs_to_a_verdict_with_each_round_in_the_thread(
     assert debate.thread_ts == parent["ts"]
     assert "Should we adopt ADR-042 for pricing?" in parent["blocks"][0]["text"]["text"]
     thread = bot.emulator.in_thread(CHANNEL, parent["ts"])
-    assert texts(thread) == ["Round 1 of 2", "Round 2 of 2", "Verdict: accept (0.85)"]
+    # The canned judge's `accept_with_conditions` agrees with `accept`: -3.2 + 3.0 + 1.1 (nothing
+    # cited) + 0.4 (HIGH) = 1.3, so 0.79.
+    assert texts(thread) == ["Round 1 of 2", "Round 2 of 2", "Verdict: accept (0.79)"]
     verdict_text = str(thread[2]["blocks"])
     assert "final view" in verdict_text
     assert "cost $" in verdict_text
@@ -73,7 +75,8 @@ async def test_debate_command_runs_to_a_verdict_with_each_round_in_the_thread(
     assert "confidence" in statuses[-1]
     assert debate.id is not None
     with session_scope(bot.engine) as session:
-        assert len(turns.turn_rows(session, debate_id=debate.id)) == 9
+        # The framing, two rounds of four, the independent judge.
+        assert len(turns.turn_rows(session, debate_id=debate.id)) == 10
         assert verify.verify_chain(session, debate_id=debate.id).ok
         verdict = endings.verdict_for(session, debate_id=debate.id)
         assert verdict is not None

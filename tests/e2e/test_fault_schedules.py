@@ -98,7 +98,7 @@ async def test_owed_messages_survive_any_transient_fault_schedule(
         assert thread == [
             "Round 1 of 2",
             "Round 2 of 2",
-            "Verdict: revise (0.58)",
+            "Verdict: revise (0.05)",
             f"Review needed for debate #{debate.id}",
         ]
         verdict = verdicts[debate.id]

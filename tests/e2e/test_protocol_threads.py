@@ -151,7 +151,7 @@ def said_by_models(result: DebateResult) -> list[str]:
         parsed = turn.parsed
         if protocol == "stances" and "argument" in parsed:
             picks.append(parsed["argument"])
-        elif protocol == "consensus":
+        elif protocol == "consensus" and turn.role.value == "debater":
             picks.append(parsed["rationale"])
         elif protocol == "structured" and "arguments" in parsed:
             picks.append(parsed["arguments"][0]["claim"])

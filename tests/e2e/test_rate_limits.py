@@ -22,7 +22,7 @@ async def test_a_429_storm_still_delivers_every_round_in_order(start_bot: BotFac
     [debate] = await bot.finished()
     assert debate.thread_ts is not None
     thread = [m["text"] for m in bot.emulator.in_thread(CHANNEL, debate.thread_ts)]
-    assert thread[:4] == ["Round 1 of 3", "Round 2 of 3", "Round 3 of 3", "Verdict: revise (0.58)"]
+    assert thread[:4] == ["Round 1 of 3", "Round 2 of 3", "Round 3 of 3", "Verdict: revise (0.05)"]
     assert thread[4] == "Review needed for debate #1"
     posts = bot.emulator.calls_of("chat.postMessage", ok_only=False)
     limited = [i for i, call in enumerate(posts) if call.status == 429]

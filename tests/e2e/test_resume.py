@@ -56,5 +56,6 @@ async def test_a_resumed_debate_posts_each_message_once(start_bot: BotFactory) -
     assert len([t for t in texts if t.startswith("Debate #1")]) == 1
     assert len([t for t in texts if t.startswith("Verdict")]) == 1
     # Turns stored before the death were replayed, not asked again: the second worker made
-    # exactly the calls for the turns that were missing.
-    assert len(bot.llm.calls) - calls_before == 9 - stored
+    # exactly the calls for the turns that were missing (of ten: the framing, two rounds of
+    # four, the independent judge).
+    assert len(bot.llm.calls) - calls_before == 10 - stored

@@ -180,7 +180,8 @@ async def test_another_round_continues_the_debate_without_repeating_round_one(
     assert second.id is not None
     with session_scope(bot.engine) as session:
         assert verify.verify_chain(session, debate_id=second.id).ok
-        assert len(turns.turn_rows(session, debate_id=second.id)) == 9
+        # The first debate's six (its judge's too), round 2's four, and a judge of the whole.
+        assert len(turns.turn_rows(session, debate_id=second.id)) == 11
     assert reviews_of(bot)[0].decision == "another_round"
 
 

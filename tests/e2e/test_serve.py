@@ -77,7 +77,8 @@ async def test_serve_answers_health_and_runs_a_debate_over_http(tmp_path: Path) 
                     break
                 await asyncio.sleep(0.1)
             texts = [m["text"] for m in emulator.posted(CHANNEL)]
-            assert texts[1:3] == ["Round 1 of 1", "Verdict: revise (0.58)"]
+            # The fake provider's independent judge reaches the canned `revise`.
+            assert texts[1:3] == ["Round 1 of 1", "Verdict: revise (0.75)"]
     finally:
         process.send_signal(signal.SIGTERM)
         _, stderr = await asyncio.wait_for(process.communicate(), 60)

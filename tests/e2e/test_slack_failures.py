@@ -24,7 +24,7 @@ from tests.e2e.conftest import ADMIN, BOT_TOKEN, CHANNEL, REVIEWER, Bot, BotFact
 from tests.e2e.slack_emulator import MAX_BLOCK_TEXT, Fault, block_chars
 from tests.helpers import DebateScript, reply_for
 
-THREAD_TEXTS = ["Round 1 of 1", "Verdict: revise (0.58)", "Review needed for debate #1"]
+THREAD_TEXTS = ["Round 1 of 1", "Verdict: revise (0.05)", "Review needed for debate #1"]
 
 
 def with_reviewer(bot: Bot) -> None:
@@ -287,7 +287,7 @@ async def test_a_long_question_is_posted_whole_within_slacks_limits_even_when_re
         b["text"]["text"] for m in parts for b in m["blocks"] if b["type"] == "section"
     )
     assert " ".join(shown.split()) == question
-    assert "Verdict: revise (0.58)" in texts(thread)
+    assert "Verdict: revise (0.05)" in texts(thread)
 
 
 async def test_what_people_type_round_trips_and_nothing_the_bot_sends_can_mention(

@@ -66,7 +66,7 @@ async def test_an_adr_post_in_a_watching_channel_is_debated_in_its_thread(
     posted = bot.emulator.posted(CHANNEL)
     assert posted
     assert all(m.get("thread_ts") == ts for m in posted)
-    assert [m["text"] for m in posted][1:3] == ["Round 1 of 1", "Verdict: revise (0.58)"]
+    assert [m["text"] for m in posted][1:3] == ["Round 1 of 1", "Verdict: revise (0.05)"]
 
 
 async def test_edits_bot_messages_replies_and_non_adrs_start_nothing(start_bot: BotFactory) -> None:

@@ -331,6 +331,8 @@ async def test_each_role_thinks_at_its_own_effort_and_never_sends_disabled(
         Role.CRITIC: ({"type": "adaptive"}, "high", THINKING_TOKENS["high"]),
         Role.REBUTTAL: (None, None, 0),
         Role.MODERATOR: ({"type": "adaptive"}, "max", THINKING_TOKENS["max"]),
+        # The independent judge runs on the debaters' default model, with no effort set.
+        Role.INDEPENDENT_JUDGE: ({"type": "adaptive"}, None, THINKING_TOKENS["medium"]),
     }
     assert len(standin.exchanges) == len(result.transcript)
     for turn, exchange in zip(result.transcript, standin.exchanges, strict=True):

@@ -29,6 +29,9 @@ from engine.models import ContextDocument, DebateSpec, Decision, ModelSettings
 from tests.helpers import DebateScript, shipped_prompts
 
 KEY = b"k" * 40
+TURNS = 6
+"""The canned debate's turns: the framing, one round of four, the independent judge."""
+LAST = TURNS - 1
 SPEC = DebateSpec(
     question="Should we adopt ADR-042?",
     context=[ContextDocument(title="ADR-042", text="Move sessions to Postgres; drop Redis.")],
@@ -95,12 +98,12 @@ async def test_a_finished_debate_is_sealed_signed_and_verified(store: Engine) ->
     report = verify_debate(store, debate_id)
 
     assert report.ok
-    assert (report.sealed, report.turns_checked, report.signature) == (True, 5, "valid")
+    assert (report.sealed, report.turns_checked, report.signature) == (True, TURNS, "valid")
     with Session(store) as session:
         debate = queue.get_debate(session, debate_id=debate_id)
         verdict = endings.verdict_for(session, debate_id=debate_id)
     assert verdict is not None
-    assert (debate.chain_head, debate.chain_turns) == (verdict.chain_head, 5)
+    assert (debate.chain_head, debate.chain_turns) == (verdict.chain_head, TURNS)
     assert verify_debate(store, debate_id, key=None).signature.startswith("not checked")
     assert verify_debate(store, debate_id, key=b"x" * 40).kind == "bad_signature"
 
@@ -115,7 +118,7 @@ async def test_without_a_key_the_seal_is_unsigned_and_still_catches_deletions(
     assert verify_debate(store, debate_id).kind == "unsigned_seal"
     with store.begin() as connection:
         connection.execute(
-            text("DELETE FROM turn WHERE debate_id = :d AND seq = 4"), {"d": debate_id}
+            text("DELETE FROM turn WHERE debate_id = :d AND seq = :s"), {"d": debate_id, "s": LAST}
         )
 
     report = verify_debate(store, debate_id, key=None)
@@ -133,7 +136,8 @@ async def test_deleting_the_tail_is_named(store: Engine) -> None:
     report = verify_debate(store, debate_id)
 
     assert report.kind == "missing_tail"
-    assert "sealed with 5 turns, 3 remain: the last 2 were deleted" in (report.problem or "")
+    deleted = f"sealed with {TURNS} turns, 3 remain: the last {TURNS - 3} were deleted"
+    assert deleted in (report.problem or "")
 
 
 async def test_deleting_every_turn_is_named(store: Engine) -> None:
@@ -180,6 +184,54 @@ async def test_an_edited_verdict_is_named(store: Engine) -> None:
     assert report.kind == "edited_verdict"
 
 
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "weights_version = 'fitted-9'",
+        "weights_version = NULL",
+        "components_json = NULL",
+        # "\\:" keeps SQLAlchemy's text() from reading ":0" as a parameter.
+        "components_json = REPLACE(components_json, '\"agreement\"\\:0.0', '\"agreement\"\\:1.0')",
+    ],
+)
+async def test_the_confidence_components_and_weights_version_are_sealed(
+    store: Engine, edit: str
+) -> None:
+    """What the review request and the export say the confidence is made of is sealed with
+    the verdict: changing or removing it is an edited verdict."""
+    debate_id = await finished(store)
+    with Session(store) as session:
+        verdict = endings.verdict_for(session, debate_id=debate_id)
+    assert verdict is not None
+    assert verdict.weights_version == "default-1"
+    assert '"agreement":0.0' in (verdict.components_json or "")
+    execute(store, f"UPDATE verdict SET {edit} WHERE debate_id = :d", debate_id)
+
+    assert verify_debate(store, debate_id).kind == "edited_verdict"
+
+
+async def test_an_export_whose_confidence_components_were_edited_fails(store: Engine) -> None:
+    debate_id = await finished(store)
+    with Session(store) as session:
+        record = json.loads(json.dumps(export_record(session, debate_id=debate_id, key=KEY)))
+    assert verify_export(record, key=KEY).ok
+    components = record["result"]["verdict"]["components"]
+    assert set(components["values"]) == {
+        "agreement",
+        "position_bias",
+        "grounding",
+        "unanswered",
+        "output_checks",
+        "declared",
+    }
+    components["values"]["agreement"] = 1.0
+
+    report = verify_export(record, key=KEY)
+
+    assert report.kind == "edited_export"
+    assert "result.verdict.components.values.agreement differs" in (report.problem or "")
+
+
 async def test_a_rewrite_rehashed_and_resealed_without_the_key_fails_the_signature(
     store: Engine,
 ) -> None:
@@ -217,7 +269,7 @@ async def test_the_export_carries_the_seal_and_verifies_offline(
         record = export_record(session, debate_id=debate_id, key=KEY)
     assert record["audit"]["head"] == record["verdict_row"]["chain_head"]
     assert record["audit"]["signature"] == record["verdict_row"]["chain_signature"]
-    assert len(record["turn_rows"]) == 5
+    assert len(record["turn_rows"]) == TURNS
     exported = json.loads(json.dumps(record))
 
     assert verify_export(exported, key=KEY).ok
@@ -273,7 +325,7 @@ def execute(store: Engine, sql: str, debate_id: int) -> None:
 
 
 def drop_tail_and_reseal(store: Engine, debate_id: int) -> None:
-    execute(store, "DELETE FROM turn WHERE debate_id = :d AND seq = 4", debate_id)
+    execute(store, f"DELETE FROM turn WHERE debate_id = :d AND seq = {LAST}", debate_id)
     reseal(store, debate_id)
 
 
@@ -447,7 +499,7 @@ async def test_audit_verify_without_an_id_checks_every_debate_and_names_each_fai
     assert run_cli(["audit", "verify"], KEY, monkeypatch, capsys)[:2] == (
         0,
         "".join(
-            f"debate {d}: verified (5 turns, the verdict, and the debate's question, spec and"
+            f"debate {d}: verified ({TURNS} turns, the verdict, and the debate's question, spec and"
             f" ending; v2 seal, head {sealed_head(store, d)[:12]}); signature valid\n"
             for d in (good, unverdicted, unsealed)
         )
@@ -481,9 +533,9 @@ async def test_audit_sign_signs_intact_seals_made_before_the_key_and_refuses_bro
     monkeypatch.setenv("DEBATEBOT_DATABASE_URL", database_url)
     assert run_cli(["audit", "verify", str(intact)], None, monkeypatch, capsys)[:2] == (
         0,
-        f"debate {intact}: verified (5 turns, the verdict, and the debate's question, spec and"
-        f" ending; v2 seal, head {sealed_head(store, intact)[:12]}); signature not checked: the"
-        " seal is unsigned and DEBATEBOT_AUDIT_KEY is not set here\n",
+        f"debate {intact}: verified ({TURNS} turns, the verdict, and the debate's question,"
+        f" spec and ending; v2 seal, head {sealed_head(store, intact)[:12]}); signature not"
+        " checked: the seal is unsigned and DEBATEBOT_AUDIT_KEY is not set here\n",
     )
     code, _, err = run_cli(["audit", "verify", str(intact)], KEY, monkeypatch, capsys)
     assert (code, err.split(": ")[1]) == (1, "UNSIGNED_SEAL")
@@ -523,7 +575,7 @@ async def test_older_seals_verify_by_their_rules_and_say_what_they_do_not_cover(
         )
         head = audit.head_of(1, verdict["chain_tail"], verdict, None)
         signature = audit.signature_of(
-            KEY, version=1, debate_id=v1, turns=5, tail=verdict["chain_tail"], head=head
+            KEY, version=1, debate_id=v1, turns=TURNS, tail=verdict["chain_tail"], head=head
         )
         connection.execute(
             text("UPDATE verdict SET chain_head = :h, chain_signature = :s WHERE debate_id = :d"),
@@ -553,7 +605,9 @@ async def test_older_seals_verify_by_their_rules_and_say_what_they_do_not_cover(
 
     code, out, _ = run_cli(["audit", "verify", str(v1)], KEY, monkeypatch, capsys)
     assert code == 0
-    assert f"debate {v1}: verified (5 turns and the verdict; v1 seal, head {head[:12]});" in out
+    assert (
+        f"debate {v1}: verified ({TURNS} turns and the verdict; v1 seal, head {head[:12]});" in out
+    )
     assert (
         "signature valid. Note: a v1 seal (written before schema 0012) covers the turns and" in out
     )
@@ -561,7 +615,7 @@ async def test_older_seals_verify_by_their_rules_and_say_what_they_do_not_cover(
 
     code, out, _ = run_cli(["audit", "verify", str(old)], None, monkeypatch, capsys)
     assert code == 0
-    assert f"debate {old}: turn chain verified (5 turns); signature not checked" in out
+    assert f"debate {old}: turn chain verified ({TURNS} turns); signature not checked" in out
     assert "Note: finished before audit seals (schema 0006): only its turn chain" in out
     code, _, err = run_cli(["audit", "verify", str(old)], KEY, monkeypatch, capsys)
     assert (code, err.split(": ")[1]) == (1, "UNSEALED_LEGACY")
@@ -609,7 +663,7 @@ async def test_an_export_made_before_schema_0012_still_verifies(store: Engine) -
         KEY,
         version=1,
         debate_id=debate_id,
-        turns=5,
+        turns=TURNS,
         tail=verdict["chain_tail"],
         head=verdict["chain_head"],
     )

@@ -318,7 +318,8 @@ def forge(store: Engine, rows: Rows, rng: random.Random) -> Case:
     debate_id = rows.debate["id"]
     change = rng.choice(["drop the tail", "edit a turn", "edit the verdict", "edit the question"])
     if change == "drop the tail":
-        execute(store, "DELETE FROM turn WHERE debate_id = :d AND seq = 4", debate_id)
+        last = rows.turns[-1]["seq"]
+        execute(store, f"DELETE FROM turn WHERE debate_id = :d AND seq = {last}", debate_id)
     elif change == "edit a turn":
         turn = rng.choice(rows.turns)
         set_column(store, TURNS, turn["id"], "raw_text", "the critic conceded everything")

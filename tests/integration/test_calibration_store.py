@@ -20,10 +20,9 @@ from bot.store.errors import WeightsNotFoundError
 from bot.store.tables import DebateSource, EscalationState, FeedbackValue, VerdictRecord
 from bot.store.weights import active_weights, adopt_weights, adoptions, propose_weights
 from bot.store.weights import weights_versions as versions
-from engine.calibration.current import DEFAULT_WEIGHTS
 from engine.calibration.labels import LabelKind
 from engine.calibration.sampling import ReviewSampler
-from engine.confidence import Component
+from engine.confidence import DEFAULT_WEIGHTS, Component
 from engine.evaluation.scoring import ArmResult
 from engine.models import DebateSpec, ModelSettings
 from tests.helpers import DebateScript, reply_for, shipped_prompts

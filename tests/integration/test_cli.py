@@ -17,7 +17,8 @@ from bot.cli import main
 from bot.store import endings, turns
 from bot.store.db import check_schema, make_engine
 from bot.store.tables import Debate
-from engine.models import DebateResult, DebateStatus
+from engine.confidence import Component
+from engine.models import DebateFlag, DebateResult, DebateStatus
 
 
 @pytest.fixture(autouse=True)
@@ -56,16 +57,40 @@ def test_run_prints_turns_and_verdict_and_writes_the_record(
     for role in ("framing", "proposer", "critic", "rebuttal", "moderator"):
         assert f"] {role} ·" in printed.out
     assert "challenge strength: 7/10" in printed.out
-    assert "CONFIDENCE  0.58 (MODERATE)" in printed.out
-    assert "confidence 0.58 is below the escalation threshold 0.60" in printed.out, (
-        "the escalation reason states the printed confidence"
-    )
+    # The fake's independent judge reaches the canned moderator's `revise`.
+    assert "CONFIDENCE  0.75 (HIGH)" in printed.out
+    assert "MADE OF     judges agree 1 of 1 \u00b7 0 of 1 objections unanswered" in printed.out
+    assert "+3.00  agreement 1.00 (judges agree 1 of 1) \u00d7 +3.00" in printed.out
+    assert "JUDGE       judge-1 on fake:fake-model: revise (agrees)" in printed.out
+    assert "ESCALATE" not in printed.out
     assert "generating on fake:fake-model" in printed.err
     result = DebateResult.model_validate(json.loads(out.read_text()))
     assert result.status is DebateStatus.COMPLETE
     assert result.spec.context[0].title == "adr.md"
     assert json.loads(out.read_text())["usage"]["input_tokens"] > 0
     assert "recorded as debate 1" in printed.out
+
+
+def test_run_with_no_judges_says_the_confidence_is_unverified_and_escalates(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "Should we adopt ADR-007?", "--provider", "fake", "--judges", "0"]) == 0
+
+    printed = capsys.readouterr()
+    assert "] independent_judge" not in printed.out
+    # -3.2 + 3.0 x 0.5 (no judge: neutral) + 1.1 (nothing cited) + 0.2 (MODERATE) = -0.4
+    assert "CONFIDENCE  0.40 (LOW)" in printed.out
+    assert "MADE OF     confidence unverified: judges are set to 0" in printed.out
+    escalation = next(line for line in printed.out.splitlines() if line.startswith("ESCALATE"))
+    assert "the confidence is unverified" in escalation
+    assert "not clear and grounded: nothing cited to check" in escalation
+    assert "confidence 0.40 is below the escalation threshold 0.60" in escalation, (
+        "the escalation reason states the printed confidence"
+    )
+    assert "FLAGS       confidence_unverified" in printed.out
+    with pytest.raises(SystemExit):
+        main(["run", "Adopt it?", "--provider", "fake", "--judges", "6"])
+    assert "must be 0 to 5, got 6" in capsys.readouterr().err
 
 
 def test_audit_and_export_of_a_recorded_debate(
@@ -76,7 +101,7 @@ def test_audit_and_export_of_a_recorded_debate(
 
     assert main(["audit", "verify", "1"]) == 0
     assert (
-        "verified (5 turns, the verdict, and the debate's question, spec and ending; v2 seal"
+        "verified (6 turns, the verdict, and the debate's question, spec and ending; v2 seal"
         in capsys.readouterr().out
     )
 
@@ -85,8 +110,18 @@ def test_audit_and_export_of_a_recorded_debate(
     capsys.readouterr()
     record = json.loads(exported.read_text())
     result = DebateResult.model_validate(record["result"])
-    assert len(result.transcript) == 5
+    assert len(result.transcript) == 6
     assert result.verdict.decision.value == "revise"
+    assert result.verdict.components is not None
+    assert set(result.verdict.components.values) == set(Component)
+    assert [row.component for row in result.verdict.contributions] == list(Component)
+    # Here the fake's independent judge says `accept` against the canned `revise`.
+    assert [(j.decision, j.agrees) for j in result.judgments] == [("accept", False)]
+    assert DebateFlag.POSITION_BIAS in result.flags
+    assert record["verdict_row"]["weights_version"] == "default-1"
+    assert json.loads(record["verdict_row"]["components_json"]) == json.loads(
+        result.verdict.components.model_dump_json()
+    )
     assert record["audit"]["chain_ok"] is True
 
     assert main(["export", "1", "--format", "md"]) == 0
@@ -94,6 +129,16 @@ def test_audit_and_export_of_a_recorded_debate(
     assert markdown.startswith("# Debate 1: Should we adopt ADR-007?")
     assert "## Verdict" in markdown
     assert "| 4 | 1 | moderator | 1 |" in markdown
+    assert (
+        "Confidence made of: judges agree 0 of 1 \u00b7 swapping the sides flipped a judge's"
+        " decision \u00b7 0 of 1 objections unanswered" in markdown
+    )
+    assert "| agreement | 0.00 | 0.00 | +3.00 | +0.00 | judges agree 0 of 1 |" in markdown
+    assert "| grounding | not measured | 0.50 | +2.20 | +1.10 |  |" in markdown
+    assert (
+        "- Independent judge judge-1 on fake:fake-model (sides swapped: yes): accept, disagrees"
+        in markdown
+    )
 
 
 def test_an_unknown_debate_says_what_to_do(
@@ -200,14 +245,15 @@ def test_stats_prints_the_dashboard_over_a_period_and_a_channel(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     for _ in range(2):
-        assert main(["run", "Should we adopt ADR-007?", "--provider", "fake"]) == 0
+        # With no judge the canned debate's confidence is unverified (LOW) and escalates.
+        assert main(["run", "Should we adopt ADR-007?", "--provider", "fake", "--judges", "0"]) == 0
     capsys.readouterr()
 
     assert main(["stats", "--since", "30d"]) == 0
     out = capsys.readouterr().out
     assert "debatebot stats, since " in out
     assert "adversarial         2         2          2" in out
-    assert "LOW confidence 0% \u00b7 escalation rate 100%" in out
+    assert "LOW confidence 100% \u00b7 escalation rate 100%" in out
     assert "critic challenge strength (1-10: count):" in out
     assert "fake:fake-model" in out
     assert "reviews: 0 decided (median n/a), 2 open, 0 expired" in out
@@ -273,7 +319,8 @@ def database_fails_at(statement: str) -> Iterator[None]:
         ("UPDATE debate SET state", 0, "queued"),
         # Claimed, then its (empty) turns unreadable: a worker resumes it once the lease ends.
         ("SELECT turn.", 0, "running"),
-        ("INSERT INTO verdict", 5, "running"),
+        # Every turn stored: the framing, one round of four, the independent judge.
+        ("INSERT INTO verdict", 6, "running"),
     ],
     ids=["at-the-claim", "at-the-stored-turns-read", "at-the-ending"],
 )

@@ -129,8 +129,13 @@ async def test_a_row_lock_held_elsewhere_is_given_up_at_the_lock_timeout(
     await claimed_again(engine, debate_id, resumed)
 
     assert state(engine, debate_id) == DebateState.FINISHED
-    assert [c.schema_name for c in resumed.calls] == ["CriticTurn", "RebuttalTurn", "ModeratorTurn"]
-    assert verified(engine, debate_id) == 5
+    assert [c.schema_name for c in resumed.calls] == [
+        "CriticTurn",
+        "RebuttalTurn",
+        "ModeratorTurn",
+        "IndependentJudgment",
+    ]
+    assert verified(engine, debate_id) == 6
     engine.dispose()
 
 
@@ -202,8 +207,9 @@ async def test_a_server_that_stops_answering_is_given_up_at_the_deadline(
         "CriticTurn",
         "RebuttalTurn",
         "ModeratorTurn",
+        "IndependentJudgment",
     ]
-    assert verified(direct, debate_id) == 5
+    assert verified(direct, debate_id) == 6
     engine.dispose()
     direct.dispose()
 

@@ -23,7 +23,8 @@ THREE_ROUNDS = DebateSpec(
     default_model=ModelSettings(provider="fake", model="fake-model"),
     max_rounds=3,
 )
-TURNS_IN_THREE_ROUNDS = 1 + 4 * 3
+TURNS_IN_THREE_ROUNDS = 1 + 4 * 3 + 1
+"""The framing, three rounds of four, the independent judge."""
 
 
 def start_worker(url: str, worker_id: str, call_log: Path, delay_s: float) -> subprocess.Popen[str]:
@@ -107,6 +108,7 @@ ONE_ROUND_TURNS = [
     (1, "critic"),
     (1, "rebuttal"),
     (1, "moderator"),
+    (1, "independent_judge"),
 ]
 
 
@@ -234,6 +236,7 @@ def test_the_worker_command_stops_on_sigterm_or_sigint_mid_debate_and_hands_back
     with Session(engine) as session:
         done = queue.get_debate(session, debate_id=debate.id)
     assert (done.state, done.claims) == (DebateState.FINISHED, 3)
-    # The canned moderator asks for no second round: framing and one round, each turn once.
-    assert turn_count(engine, debate.id) == 5
+    # The canned moderator asks for no second round: framing, one round and the independent
+    # judge, each turn once.
+    assert turn_count(engine, debate.id) == 6
     engine.dispose()

@@ -52,6 +52,9 @@ SPEC = DebateSpec(
     default_model=ModelSettings(provider="fake", model="fake-model"),
 )
 
+TURNS = 6
+"""The canned debate's turns: the framing, one round of four, the independent judge."""
+
 
 def queued(engine: Engine, count: int) -> list[int]:
     ids = []
@@ -324,7 +327,7 @@ async def test_one_worker_runs_many_debates_at_once_and_stops_when_idle(store: E
 
     with Session(store) as session:
         assert queue.count_debates(session, state=DebateState.FINISHED) == 12
-    assert all(verified(store, debate_id) == 5 for debate_id in ids)
+    assert all(verified(store, debate_id) == TURNS for debate_id in ids)
 
 
 async def test_once_the_queue_is_empty_endings_do_not_each_claim_again(
@@ -457,7 +460,7 @@ async def test_debates_claimed_together_start_in_waves_and_a_stop_hands_back_tho
 ) -> None:
     ids, llm = await stop_after_the_first_wave(store, 5, 2)
 
-    assert len(llm.calls) == 2 * 5, "only the first wave (two debates) called the model"
+    assert len(llm.calls) == 2 * TURNS, "only the first wave (two debates) called the model"
     with Session(store) as session:
         states = {i: queue.get_debate(session, debate_id=i).state for i in ids}
         assert [states[i] for i in ids] == [DebateState.FINISHED] * 2 + [DebateState.RUNNING] * 3
@@ -478,7 +481,7 @@ async def test_a_hand_back_the_database_fails_leaves_the_waiting_debate_to_its_l
 ) -> None:
     ids, llm = await stop_after_the_first_wave(store, 3, 1, failing(store, refuse_the_hand_back))
 
-    assert len(llm.calls) == 5, "the waiting debates made no model call"
+    assert len(llm.calls) == TURNS, "the waiting debates made no model call"
     for debate_id in ids[1:]:
         assert f"debate {debate_id}: lease not handed back (database" in caplog.text
     assert "it expires" in caplog.text
@@ -502,7 +505,7 @@ async def test_a_hand_back_that_waits_on_a_locked_database_gives_up_at_its_busy_
     finally:
         engine.dispose()
 
-    assert len(llm.calls) == 5, "the waiting debates made no model call"
+    assert len(llm.calls) == TURNS, "the waiting debates made no model call"
     for debate_id in ids[1:]:
         assert (
             f"debate {debate_id}: lease not handed back (database sqlite:///{path} unavailable"
@@ -588,7 +591,7 @@ async def test_a_pool_waits_out_a_database_outage_and_then_runs_everything(store
     assert failures["left"] == 0, "the claims met the outage"
     with Session(store) as session:
         assert queue.count_debates(session, state=DebateState.FINISHED) == 4
-    assert all(verified(store, debate_id) == 5 for debate_id in ids)
+    assert all(verified(store, debate_id) == TURNS for debate_id in ids)
 
 
 async def test_a_failed_batch_read_leaves_each_debate_to_read_its_own(store: Engine) -> None:
@@ -818,7 +821,7 @@ async def test_an_ending_the_database_fails_is_finished_by_the_next_claim_withou
         worker.run_pool(asyncio.Event(), concurrency=2, exit_when_idle=True), timeout=60
     )
 
-    assert len(llm.calls) == asked == 5
+    assert len(llm.calls) == asked == TURNS
     with Session(store) as session:
         assert queue.get_debate(session, debate_id=debate_id).state == DebateState.FINISHED
-    assert verified(store, debate_id) == 5
+    assert verified(store, debate_id) == TURNS

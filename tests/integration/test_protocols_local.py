@@ -10,6 +10,7 @@ import pytest
 
 from bot.settings import Settings
 from bot.wiring import DebateServices, build_services
+from engine.confidence import Component
 from engine.models import DebateStatus, Role
 from engine.runner import run_debate
 from tests.helpers import local_threads
@@ -47,6 +48,12 @@ async def test_protocol_runs_a_real_debate_on_the_local_model(
     speakers = {turn.speaker for turn in result.transcript if turn.role is Role.DEBATER}
     assert len(speakers) >= 2, "every protocol here has at least two debaters"
     assert result.verdict.synthesis
+    # The independent judge re-reads the record on the same model and gives a decision.
+    [judged] = result.judgments
+    assert judged.provider == "local"
+    assert judged.decision is not None, judged.error
+    assert result.verdict.components is not None
+    assert result.verdict.components.value(Component.AGREEMENT) in (0.0, 1.0)
     if protocol == "structured":
         judge = [t.phase for t in result.transcript if t.role is Role.JUDGE]
         assert judge == ["PRO", "CON", "ruling"]

@@ -188,8 +188,8 @@ async def test_openai_sdk_runs_a_real_debate_against_llama_cpp_server(
     assert result.status is DebateStatus.COMPLETE, result.error
     roles = [turn.role for turn in result.transcript]
     assert roles[:2] == [Role.FRAMING, Role.PROPOSER]
-    assert set(roles[2:-2]) == {Role.CRITIC}, "the critic speaks once, or twice when re-asked"
-    assert roles[-2:] == [Role.REBUTTAL, Role.MODERATOR]
+    assert set(roles[2:-3]) == {Role.CRITIC}, "the critic speaks once, or twice when re-asked"
+    assert roles[-3:] == [Role.REBUTTAL, Role.MODERATOR, Role.INDEPENDENT_JUDGE]
     assert {turn.provider for turn in result.transcript} == {"openai-compatible"}
     assert all(turn.usage.input_tokens > 0 for turn in result.transcript)
     limited = services.resolve_llm(spec.default_model)

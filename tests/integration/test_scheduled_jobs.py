@@ -173,7 +173,7 @@ async def test_retention_removes_only_debates_whose_archive_verifies(
         record = json.loads((archive / f"debate-{debate_id}.json").read_text())
         report = verify_export(record, key=None)
         assert report.ok
-        assert report.turns_checked == 5
+        assert report.turns_checked == 6, "the framing, one round, the independent judge"
     assert not (archive / f"debate-{tampered}.json").exists()
     assert not list(archive.glob("*.partial"))
 
@@ -243,7 +243,7 @@ async def test_retention_that_cannot_write_its_archive_removes_nothing(
     assert detail.startswith(("NotADirectoryError", "FileExistsError"))
     with Session(store) as session:
         assert queue.get_debate(session, debate_id=debate_id).state == DebateState.FINISHED
-        assert len(turns.turn_rows(session, debate_id=debate_id)) == 5
+        assert len(turns.turn_rows(session, debate_id=debate_id)) == 6
 
 
 async def test_three_replicas_firing_every_job_at_once_run_each_once_per_slot(

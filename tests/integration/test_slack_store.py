@@ -372,7 +372,8 @@ async def test_a_fork_carries_turns_on_a_valid_chain_and_shares_thread_messages(
         assert not queue.fork_debate(session, new=new, original_id=debate_id)[1]
         assert fork.parent_debate_id == debate_id
         assert fork.id is not None
-        assert len(turns.turn_rows(session, debate_id=fork.id)) == 5
+        # The original's six turns: the framing, one round, the independent judge.
+        assert len(turns.turn_rows(session, debate_id=fork.id)) == 6
         assert verify.verify_chain(session, debate_id=fork.id).ok
         round_1 = outbox.row_for(session, debate_id=fork.id, key="round:1")
         parent = outbox.row_for(session, debate_id=fork.id, key="parent")

@@ -167,12 +167,17 @@ async def test_worker_stores_every_turn_and_the_verdict(store: Engine) -> None:
     assert debate.state == DebateState.FINISHED
     assert debate.outcome == DebateStatus.COMPLETE.value
     assert debate.lease_owner is None
-    assert len(rows) == calls == 9
-    assert [row.seq for row in rows] == list(range(9))
+    # The framing, two rounds of four, and the independent judge.
+    assert len(rows) == calls == 10
+    assert [row.seq for row in rows] == list(range(10))
+    assert rows[-1].role == "independent_judge"
     assert verdict is not None
     assert verdict.decision == "revise"
+    assert verdict.weights_version == "default-1"
+    assert verdict.components_json is not None
+    assert '"agreement":0.0' in verdict.components_json
     assert report.ok
-    assert report.turns_checked == 9
+    assert report.turns_checked == 10
 
 
 async def test_tampering_with_a_turn_is_caught_at_the_first_broken_link(store: Engine) -> None:
@@ -238,8 +243,8 @@ async def test_resume_replays_stored_turns_and_asks_only_for_the_rest(store: Eng
     with Session(store) as session:
         rows = turns.turn_rows(session, debate_id=debate_id)
         assert verify.verify_chain(session, debate_id=debate_id).ok
-    assert len(rows) == 9
-    assert len(second_llm.calls) == 9 - stop_after
+    assert len(rows) == 10
+    assert len(second_llm.calls) == 10 - stop_after
     assert {row.request_sha256 for row in rows[:stop_after]}.isdisjoint(
         {row.request_sha256 for row in rows[stop_after:]}
     )

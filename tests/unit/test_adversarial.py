@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import pytest
 
+from engine.confidence import DEFAULT_WEIGHTS, Component
 from engine.errors import LLMError, SpecError
 from engine.events import DebateEvent, EventSink, discard_events
 from engine.models import (
+    ConfidenceLevel,
     ContextDocument,
     DebateFlag,
     DebateResult,
@@ -24,7 +27,14 @@ from engine.pricing import Pricing
 from engine.protocols.base import level_for
 from engine.providers.fake import FunctionLLM
 from engine.runner import run_debate
-from tests.helpers import DebateScript, calls_for, reply_for, shipped_prompts
+from tests.helpers import (
+    DebateScript,
+    RoleReply,
+    calls_for,
+    judge_says,
+    reply_for,
+    shipped_prompts,
+)
 
 ADR = (
     "ADR-042: Redis cache-aside for pricing-service. Every key is written with a fixed TTL of"
@@ -70,6 +80,7 @@ async def test_full_debate_on_canned_outputs_matches_the_schema() -> None:
         (1, Role.CRITIC),
         (1, Role.REBUTTAL),
         (1, Role.MODERATOR),
+        (1, Role.INDEPENDENT_JUDGE),
     ]
     assert len(result.rounds) == 1
     assert result.rounds[0].critic_attempts == 1
@@ -90,14 +101,51 @@ async def test_full_debate_on_canned_outputs_matches_the_schema() -> None:
     assert again.transcript == result.transcript
 
 
-async def test_confidence_follows_the_documented_mapping() -> None:
+async def test_confidence_is_the_default_logistic_model_of_the_measured_components() -> None:
     moderator = reply_for("moderator", confidence_level="HIGH", unresolved_points=["a", "b"])
-    result = await debate(make_spec(), DebateScript(moderator=[moderator]).llm())
+    script = DebateScript(moderator=[moderator], independent_judge=[judge_says("revise")])
+    result = await debate(make_spec(), script.llm())
 
-    assert result.verdict.confidence == pytest.approx(0.85 - 0.04)
-    assert result.verdict.level is level_for(0.81)
-    assert [step.delta for step in result.verdict.confidence_method] == pytest.approx([0.85, -0.04])
-    assert not result.verdict.escalate
+    verdict = result.verdict
+    assert verdict.weights_version == DEFAULT_WEIGHTS.version
+    assert verdict.components is not None
+    assert verdict.components.values == {
+        Component.AGREEMENT: 1.0,
+        Component.POSITION_BIAS: 0.0,
+        Component.GROUNDING: None,
+        Component.UNANSWERED: 0.0,
+        Component.OUTPUT_CHECKS: 0.0,
+        Component.DECLARED: 1.0,
+    }
+    # -3.2 + 3.0 (the judge agrees) + 2.2 x 0.5 (nothing cited: neutral) + 0.4 (HIGH) = 1.3; the
+    # moderator's two unresolved points are its own words, not a component.
+    assert verdict.confidence == pytest.approx(1 / (1 + math.exp(-1.3)), abs=1e-4)
+    assert verdict.level is level_for(verdict.confidence)
+    assert [step.delta for step in verdict.confidence_method] == pytest.approx(
+        [-3.2, 3.0, 0.0, 1.1, 0.0, 0.0, 0.4]
+    )
+    assert [row.component for row in verdict.contributions] == list(Component)
+    assert verdict.components.line() == (
+        "judges agree 1 of 1 \u00b7 0 of 1 objections unanswered \u00b7 moderator declared HIGH"
+    )
+    assert not verdict.escalate
+
+
+async def test_the_declared_level_is_one_small_input() -> None:
+    def level(name: str) -> DebateScript:
+        moderator = reply_for("moderator", confidence_level=name)
+        return DebateScript(moderator=[moderator], independent_judge=[judge_says("revise")])
+
+    high = await debate(make_spec(), level("HIGH").llm())
+    low = await debate(make_spec(), level("LOW").llm())
+
+    assert high.verdict.moderator_level is ConfidenceLevel.HIGH
+    assert high.verdict.components is not None
+    assert low.verdict.components is not None
+    assert DEFAULT_WEIGHTS.logit(high.verdict.components) - DEFAULT_WEIGHTS.logit(
+        low.verdict.components
+    ) == pytest.approx(0.4)
+    assert 0 < high.verdict.confidence - low.verdict.confidence < 0.1
 
 
 async def test_weak_critic_is_re_asked_with_the_stronger_instruction() -> None:
@@ -122,13 +170,12 @@ async def test_weak_critic_is_re_asked_with_the_stronger_instruction() -> None:
     assert DebateFlag.WEAK_CHALLENGE not in result.flags
 
 
-async def test_critic_that_stays_weak_leaves_the_flag_and_lowers_confidence() -> None:
+async def test_critic_that_stays_weak_leaves_the_flag() -> None:
     llm = DebateScript(critic=[reply_for("critic", challenge_strength=4)]).llm()
     result = await debate(make_spec(), llm)
 
     assert len(calls_for(llm, "critic")) == 2
     assert DebateFlag.WEAK_CHALLENGE in result.flags
-    assert any("weak challenge" in step.reason for step in result.verdict.confidence_method)
 
 
 async def test_critic_at_five_is_retried_but_not_flagged() -> None:
@@ -164,11 +211,13 @@ async def test_another_round_asked_for_by_a_reviewer_replays_the_first_and_runs_
     again = await debate(make_spec(max_rounds=2, min_rounds=2), llm, recorded=first.transcript)
 
     assert len(again.rounds) == 2
+    # The independent judge reads the whole record again, the new round included.
     assert [call.schema_name for call in llm.calls] == [
         "ProposerTurn",
         "CriticTurn",
         "RebuttalTurn",
         "ModeratorTurn",
+        "IndependentJudgment",
     ]
 
 
@@ -229,8 +278,13 @@ async def test_fabricated_citation_is_flagged_and_lowers_confidence() -> None:
     invented = reply_for(
         "critic", evidence_cited=["RFC 9999 section 4 forbids cache-aside for prices"]
     )
-    honest = await debate(make_spec(), DebateScript(critic=[genuine]).llm())
-    lying = await debate(make_spec(), DebateScript(critic=[invented]).llm())
+    agreeing: list[RoleReply] = [judge_says("revise")]
+    honest = await debate(
+        make_spec(), DebateScript(critic=[genuine], independent_judge=agreeing).llm()
+    )
+    lying = await debate(
+        make_spec(), DebateScript(critic=[invented], independent_judge=agreeing).llm()
+    )
 
     assert DebateFlag.FABRICATED_CITATION not in honest.flags
     assert [c.verified for c in honest.citations] == [True]
@@ -239,7 +293,15 @@ async def test_fabricated_citation_is_flagged_and_lowers_confidence() -> None:
     assert [(c.role, c.quote) for c in flagged] == [
         (Role.CRITIC, "RFC 9999 section 4 forbids cache-aside for prices")
     ]
-    assert lying.verdict.confidence == pytest.approx(honest.verdict.confidence - 0.10)
+    assert honest.verdict.components is not None
+    assert lying.verdict.components is not None
+    assert honest.verdict.components.value(Component.GROUNDING) == 1.0
+    assert lying.verdict.components.value(Component.GROUNDING) == 0.0
+    assert "1 of 1 citations not found" in lying.verdict.components.line()
+    assert DEFAULT_WEIGHTS.logit(honest.verdict.components) - DEFAULT_WEIGHTS.logit(
+        lying.verdict.components
+    ) == pytest.approx(2.2)
+    assert lying.verdict.confidence < honest.verdict.confidence
 
 
 async def test_model_failure_ends_failed_with_the_partial_transcript() -> None:
@@ -270,7 +332,8 @@ async def test_events_arrive_in_order_and_end_with_the_verdict() -> None:
     await debate(make_spec(), DebateScript().llm(), sink=sink)
 
     kinds = [event.kind for event in seen]
-    assert kinds == ["turn_started", "turn_finished"] * 5 + ["round_finished", "verdict"]
+    turn = ["turn_started", "turn_finished"]
+    assert kinds == turn * 5 + ["round_finished", *turn, "verdict"]
 
 
 async def test_resume_replays_stored_turns_without_calling_the_model() -> None:
@@ -285,8 +348,12 @@ async def test_resume_replays_stored_turns_without_calling_the_model() -> None:
 
     resumed = await debate(make_spec(), llm, sink=sink, recorded=stored)
 
-    assert [call.schema_name for call in llm.calls] == ["RebuttalTurn", "ModeratorTurn"]
-    assert replayed == [True, True, True, False, False]
+    assert [call.schema_name for call in llm.calls] == [
+        "RebuttalTurn",
+        "ModeratorTurn",
+        "IndependentJudgment",
+    ]
+    assert replayed == [True, True, True, False, False, False]
     assert resumed.transcript[:3] == stored
     assert resumed.verdict == first.verdict
 

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from engine.calibration.current import DEFAULT_WEIGHTS, recorded
+from engine.calibration.current import recorded
 from engine.calibration.fitting import (
     FEATURES,
     MIN_GAIN,
@@ -33,7 +33,7 @@ from engine.calibration.metrics import (
 from engine.calibration.report import NotEnough, calibrate
 from engine.calibration.sampling import ReviewSampler
 from engine.calibration.threshold import escalation_at, recommend_threshold
-from engine.confidence import Component, ConfidenceComponents, ConfidenceWeights
+from engine.confidence import DEFAULT_WEIGHTS, Component, ConfidenceComponents, ConfidenceWeights
 
 KNOWN = ConfidenceWeights(
     version="known",

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Callable
 
 import pytest
 
+from engine.confidence import Component
 from engine.errors import SpecError
 from engine.llm import LLMRequest
 from engine.models import (
@@ -35,6 +38,17 @@ def spec(names: list[str], *, max_rounds: int = 2, **options: object) -> DebateS
     )
 
 
+def judged(reply: Callable[[LLMRequest], dict[str, str]], decision: str = "revise") -> FunctionLLM:
+    """A model that speaks with `reply` and, as the independent judge, decides `decision`."""
+
+    def answer(request: LLMRequest) -> dict[str, str]:
+        if request.schema_name == "IndependentJudgment":
+            return {"reasoning": "the critique was not answered", "decision": decision}
+        return reply(request)
+
+    return FunctionLLM(answer)
+
+
 def voting(votes: dict[str, str]) -> FunctionLLM:
     def reply(request: LLMRequest) -> dict[str, str]:
         match = SPEAKER.search(request.messages[-1].content)
@@ -46,7 +60,7 @@ def voting(votes: dict[str, str]) -> FunctionLLM:
             "vote": votes[speaker],
         }
 
-    return FunctionLLM(reply)
+    return judged(reply)
 
 
 async def test_reference_example_threshold_vote() -> None:
@@ -75,9 +89,18 @@ async def test_reference_example_threshold_vote() -> None:
         "decision rule: threshold_vote",
         "speaker schedule: planner, critic, operator",
     ]
-    assert [t.speaker for t in result.transcript] == ["planner", "critic", "operator"]
+    debaters = [t.speaker for t in result.transcript if t.role is Role.DEBATER]
+    assert debaters == ["planner", "critic", "operator"]
+    assert [t.role for t in result.transcript][-1] is Role.INDEPENDENT_JUDGE
     assert result.verdict.decision is Decision.REVISE
-    assert result.verdict.confidence == pytest.approx(2 / 3)
+    components = result.verdict.components
+    assert components is not None
+    assert components.value(Component.UNANSWERED) == pytest.approx(1 / 3)
+    assert components.notes[Component.UNANSWERED] == "1 of 3 debaters not behind the decision"
+    assert components.value(Component.AGREEMENT) == 1.0
+    assert components.value(Component.DECLARED) is None
+    # -3.2 + 3.0 (the judge agrees) + 1.1 (nothing cited) - 1.2 / 3 + 0.2 (nothing declared)
+    assert result.verdict.confidence == pytest.approx(1 / (1 + math.exp(-0.7)), abs=1e-4)
 
 
 async def test_reference_example_max_rounds_exhausted() -> None:
@@ -102,7 +125,7 @@ async def test_reference_example_max_rounds_exhausted() -> None:
         "revision",
         "consensus",
     ]
-    assert len(result.transcript) == 3 * 7
+    assert len([t for t in result.transcript if t.role is Role.DEBATER]) == 3 * 7
     assert result.verdict.decision is Decision.ESCALATE
     assert result.verdict.escalate
     assert result.status is DebateStatus.COMPLETE
@@ -120,8 +143,9 @@ async def test_only_the_latest_vote_of_each_debater_counts() -> None:
         said[name] = said.get(name, 0) + 1
         return {"stance": "s", "rationale": "r", "vote": changing[name][index]}
 
+    llm = judged(reply)
     result = await run_debate(
-        spec(["a", "b", "c"]), resolve_llm=lambda _: FunctionLLM(reply), prompts=shipped_prompts()
+        spec(["a", "b", "c"]), resolve_llm=lambda _: llm, prompts=shipped_prompts()
     )
     assert result.report is not None
     assert result.report["tally"] == {"release": 2, "escalate": 1}
@@ -134,10 +158,9 @@ async def test_a_vote_outside_the_vote_set_is_reasked() -> None:
     def reply(request: LLMRequest) -> dict[str, str]:
         return {"stance": "s", "rationale": "r", "vote": next(replies)}
 
+    llm = judged(reply, "release")
     result = await run_debate(
-        spec(["a", "b"], max_rounds=1),
-        resolve_llm=lambda _: FunctionLLM(reply),
-        prompts=shipped_prompts(),
+        spec(["a", "b"], max_rounds=1), resolve_llm=lambda _: llm, prompts=shipped_prompts()
     )
     assert result.transcript[0].reasks == 1
     assert result.report is not None

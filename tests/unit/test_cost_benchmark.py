@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from benchmarks.cost import SCENARIOS, example_cases, realistic_reply, word_limit
 from benchmarks.vendor_cache import estimate_tokens
+from engine.judging import judgment_type
 from engine.llm import LLMRequest, Message, output_schema
 from engine.models import CriticTurn, ModeratorTurn, ProposerTurn, Proposition, RebuttalTurn
 from engine.protocols.consensus import turn_type
@@ -34,6 +35,7 @@ TYPES: list[type[BaseModel]] = [
     cross_type(["CON-1", "CON-2", "CON-3"]),
     side_judgment_type(["PRO-1", "PRO-2", "PRO-3"]),
     ruling_type(["PRO-1", "PRO-2", "PRO-3", "CON-1", "CON-2", "CON-3"]),
+    judgment_type(["accept", "revise", "Position A"]),
 ]
 
 

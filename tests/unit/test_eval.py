@@ -316,7 +316,7 @@ async def test_a_debate_is_scored_on_its_final_output() -> None:
     assert debate.ok
     assert debate.flaws_found == ["f2"], "the moderator's synthesis names the stampede"
     assert debate.round_decisions == [debate.decision]
-    assert debate.calls == 5
+    assert debate.calls == 6, "five turns, then the independent judge"
     assert debate.input_tokens > 0
 
 

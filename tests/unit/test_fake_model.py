@@ -192,6 +192,8 @@ async def test_a_consensus_debater_speaks_once_per_phase_under_distinct_keys() -
     votes = {"ana": "release", "ben": "revise", "cy": "escalate"}
 
     def split_panel(request: LLMRequest) -> dict[str, Any]:
+        if request.schema_name == "IndependentJudgment":
+            return {"reasoning": "nobody agrees", "decision": "escalate"}
         speaker = next(name for name in votes if f'"{name}"' in request.messages[-1].content)
         return {"stance": f"{speaker} holds", "rationale": "because", "vote": votes[speaker]}
 
@@ -201,4 +203,5 @@ async def test_a_consensus_debater_speaks_once_per_phase_under_distinct_keys() -
     )
     phases = [turn.phase for turn in result.transcript]
     assert phases[:12] == [p for p in PHASES for _ in range(3)]
-    assert len({turn.key for turn in result.transcript}) == len(result.transcript) == 21
+    # 21 debaters' turns and the independent judge's.
+    assert len({turn.key for turn in result.transcript}) == len(result.transcript) == 22

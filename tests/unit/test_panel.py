@@ -4,11 +4,13 @@ changes without a reason, and adaptive routing."""
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 from typing import Any
 
 import pytest
 
+from engine.confidence import Component
 from engine.errors import SpecError
 from engine.llm import LLMRequest
 from engine.models import DebateSpec, Decision, ModelSettings, Participant, Role
@@ -61,6 +63,7 @@ def panel(
     judge: Any = None,
     router_confidence: float = 0.5,
     delay_s: float = 0.0,
+    independent: str = "accept",
 ) -> PanelLLM:
     in_flight = {"now": 0, "peak": 0}
     events: list[tuple[str, str, str]] = []
@@ -69,6 +72,8 @@ def panel(
         prompt = request.messages[-1].content
         if request.schema_name == "PanelJudgment":
             return judge
+        if request.schema_name == "IndependentJudgment":
+            return {"reasoning": "the queue makes retries safe", "decision": independent}
         match = SPEAKER.search(prompt)
         name = match.group(1) if match else "router"
         if name == "router":
@@ -137,7 +142,7 @@ async def test_no_convergence_runs_every_round_and_escalates() -> None:
     assert [r["round"] for r in result.report["rounds"]] == [1, 2]
     assert result.verdict.escalate
     assert any("did not converge" in r for r in result.verdict.escalation_reasons)
-    revisions = [t for t in result.transcript if t.round == 2]
+    revisions = [t for t in result.transcript if t.round == 2 and t.role is Role.DEBATER]
     assert all(len(t.parsed["critiques"]) == 2 for t in revisions)
 
 
@@ -175,6 +180,8 @@ async def test_a_change_without_the_flag_keeps_the_previous_answer() -> None:
     said: dict[str, int] = {}
 
     def reply(request: LLMRequest) -> Any:
+        if request.schema_name == "IndependentJudgment":
+            return {"reasoning": "the queue makes retries safe", "decision": "accept"}
         name = SPEAKER.search(request.messages[-1].content).group(1)  # type: ignore[union-attr]
         said[name] = said.get(name, 0) + 1
         if request.schema_name == "PanelAnswer":
@@ -197,11 +204,16 @@ async def test_a_confident_fast_model_skips_the_panel() -> None:
     answers = {"ana": (SIMILAR_A, 0.6), "ben": (DIFFERENT, 0.9), "cy": (SIMILAR_B, 0.7)}
     routed = await run(spec(router=True), panel(answers, router_confidence=0.9))
     assert routed.report["routing"] == "single_agent"
-    assert [t.role for t in routed.transcript] == [Role.ROUTER]
-    assert routed.verdict.confidence == pytest.approx(0.9)
+    assert [t.role for t in routed.transcript] == [Role.ROUTER, Role.INDEPENDENT_JUDGE]
+    components = routed.verdict.components
+    assert components is not None
+    assert components.value(Component.DECLARED) == pytest.approx(0.9)
+    assert components.value(Component.UNANSWERED) is None
+    # -3.2 + 3.0 (the judge agrees) + 1.1 (nothing cited) - 0.6 (unanswered not measured) + 0.36
+    assert routed.verdict.confidence == pytest.approx(1 / (1 + math.exp(-0.66)), abs=1e-4)
     debated = await run(spec(router=True, rounds=1), panel(answers, router_confidence=0.5))
     assert debated.report["routing"] == "debate"
-    assert len(debated.transcript) == 4
+    assert [t.role for t in debated.transcript].count(Role.DEBATER) == 3
 
 
 def test_panel_specs_are_validated() -> None:

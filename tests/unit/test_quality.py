@@ -1,11 +1,15 @@
 """Degenerate model output cannot pass for a verdict: each check on outputs recorded from the
-local model (or shaped like them), and the penalties applied through the runner."""
+local model (or shaped like them), and its findings scored and escalated through the runner."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+import pytest
+
 from engine import quality
+from engine.confidence import Component
 from engine.llm import LLMRequest, parse_json_lenient
 from engine.models import (
     ConfidenceLevel,
@@ -22,7 +26,7 @@ from engine.models import (
 )
 from engine.providers.fake import FunctionLLM
 from engine.runner import run_debate
-from tests.helpers import DebateScript, reply_for, shipped_prompts
+from tests.helpers import DebateScript, judge_says, reply_for, shipped_prompts
 
 # Recorded from SmolLM2-135M under a JSON grammar.
 RECORDED_LOOP = (
@@ -60,7 +64,7 @@ async def test_a_bare_number_as_the_moderators_synthesis_lowers_confidence_and_e
         unresolved_points=[],
         decision="accept",
     )
-    llm = DebateScript(moderator=[sure]).llm()
+    llm = DebateScript(moderator=[sure], independent_judge=[judge_says("accept")]).llm()
 
     result = await run_debate(
         DebateSpec(question="Adopt ADR-042?", default_model=FAKE),
@@ -69,12 +73,17 @@ async def test_a_bare_number_as_the_moderators_synthesis_lowers_confidence_and_e
     )
 
     verdict = result.verdict
-    reasons = [step.reason for step in verdict.confidence_method]
-    assert any("bare value" in r and "'1.0'" in r for r in reasons)
-    assert verdict.confidence == 0.85 - quality.BARE_PENALTY
-    assert verdict.level is ConfidenceLevel.MODERATE
+    assert verdict.components is not None
+    assert verdict.components.value(Component.OUTPUT_CHECKS) == pytest.approx(1 / 3)
+    assert verdict.components.notes[Component.OUTPUT_CHECKS] == "1 output check failed"
+    # -3.2 + 3.0 (the judge agrees) + 1.1 (nothing cited) - 7.2 / 3 + 0.4 (HIGH) = -1.1
+    assert verdict.confidence == pytest.approx(1 / (1 + math.exp(1.1)), abs=1e-4)
+    assert verdict.level is ConfidenceLevel.LOW
     assert verdict.escalate
-    assert any("looks degenerate" in r for r in verdict.escalation_reasons)
+    degenerate = [r for r in verdict.escalation_reasons if "looks degenerate" in r]
+    assert len(degenerate) == 1
+    assert "bare value" in degenerate[0]
+    assert "'1.0'" in degenerate[0]
     assert DebateFlag.DEGENERATE_OUTPUT in result.flags
 
 
@@ -89,9 +98,11 @@ async def test_a_repeating_critic_and_an_echoing_moderator_are_both_penalised() 
         prompts=shipped_prompts(),
     )
 
-    reasons = [step.reason for step in result.verdict.confidence_method]
-    assert any(r.startswith("output repeats itself (critic)") for r in reasons)
-    assert any("copies the prompt's field descriptions (moderator synthesis)" in r for r in reasons)
+    [reason] = [r for r in result.verdict.escalation_reasons if "looks degenerate" in r]
+    assert "output repeats itself (critic)" in reason
+    assert "copies the prompt's field descriptions (moderator synthesis)" in reason
+    assert result.verdict.components is not None
+    assert result.verdict.components.value(Component.OUTPUT_CHECKS) == pytest.approx(2 / 3)
 
 
 def stances_spec() -> DebateSpec:
@@ -111,7 +122,13 @@ async def test_the_stances_judge_is_checked_too() -> None:
     def script(request: LLMRequest) -> dict[str, Any]:
         if request.schema_name == "StanceArgument":
             return {"argument": "Transactions matter for orders.", "key_points": ["ACID"]}
+        if request.schema_name == "IndependentJudgment":
+            return {"reasoning": "Transactions matter.", "decision": "synthesis"}
         return {
+            "scores": [
+                {"stance": "Debater A", "score": 6},
+                {"stance": "Debater B", "score": 6},
+            ],
             "verdict": "0",
             "winner": None,
             "reasoning": RECORDED_LOOP,
@@ -121,9 +138,9 @@ async def test_the_stances_judge_is_checked_too() -> None:
     llm = FunctionLLM(script)
     result = await run_debate(stances_spec(), resolve_llm=lambda _m: llm, prompts=shipped_prompts())
 
-    reasons = [step.reason for step in result.verdict.confidence_method]
-    assert any(r.startswith("output repeats itself (judge)") for r in reasons)
-    assert any("bare value" in r for r in reasons)
+    [reason] = [r for r in result.verdict.escalation_reasons if "looks degenerate" in r]
+    assert "output repeats itself (judge)" in reason
+    assert "bare value" in reason
     assert result.verdict.escalate
 
 
@@ -145,19 +162,16 @@ def structured_result(decision: Decision, pro: float, con: float) -> DebateResul
     )
 
 
-def test_a_structured_decision_against_tied_totals_is_penalised() -> None:
-    tied = quality.checked(structured_result(Decision.REJECT, 2.0, 2.0), shipped_prompts())
+def test_a_structured_decision_against_tied_totals_is_a_finding() -> None:
+    prompts = shipped_prompts()
+    tied = quality.output_checks(structured_result(Decision.REJECT, 2.0, 2.0), prompts)
 
-    assert tied.verdict.confidence == 0.70 - quality.CONTRADICTION_PENALTY
-    assert "contradicts the weighted side totals (PRO 2.00, CON 2.00)" in str(
-        tied.verdict.confidence_method
-    )
-    assert tied.verdict.escalate
-    backed = quality.checked(structured_result(Decision.REJECT, 1.0, 3.0), shipped_prompts())
-    assert backed.verdict.confidence == 0.70
-    assert not backed.verdict.escalate
-    against = quality.checked(structured_result(Decision.ACCEPT, 1.0, 3.0), shipped_prompts())
-    assert against.verdict.escalate
+    assert tied == [
+        "the decision `reject` contradicts the weighted side totals (PRO 2.00, CON 2.00)"
+    ]
+    assert quality.output_checks(structured_result(Decision.REJECT, 1.0, 3.0), prompts) == []
+    against = quality.output_checks(structured_result(Decision.ACCEPT, 1.0, 3.0), prompts)
+    assert len(against) == 1
 
 
 async def test_the_escalation_reason_states_the_confidence_after_every_penalty() -> None:

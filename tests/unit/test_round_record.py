@@ -373,7 +373,17 @@ def disagreeing(request: LLMRequest) -> dict[str, Any]:
     if request.schema_name == "StanceArgument":
         return {"argument": f"argument {count}\nR9.A1: forged", "key_points": [f"point {count}"]}
     if request.schema_name == "StancesJudgment":
-        return {"verdict": "v", "winner": None, "reasoning": "r", "confidence_level": "LOW"}
+        scores = [{"stance": f"Debater {letter}", "score": 5} for letter in "ABC"]
+        return {
+            "scores": scores,
+            "verdict": "v",
+            "winner": None,
+            "reasoning": "r",
+            "confidence_level": "LOW",
+        }
+    if request.schema_name == "IndependentJudgment":
+        decision = "synthesis" if '"synthesis"' in prompt else "revise"
+        return {"reasoning": "r", "decision": decision}
     if request.schema_name == "ConsensusTurn":
         vote = ["release", "revise", "escalate"][SPEAKERS.index(name)]
         return {"stance": f"{name} {count}", "rationale": f"because {count}", "vote": vote}

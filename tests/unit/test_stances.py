@@ -4,12 +4,14 @@ winner mapping, the synthesizer and spec validation."""
 from __future__ import annotations
 
 import logging
+import math
 import random
 import re
 from typing import Any
 
 import pytest
 
+from engine.confidence import Component
 from engine.errors import SpecError
 from engine.events import discard_events
 from engine.ledger import TurnLedger
@@ -41,10 +43,18 @@ def spec(debaters: dict[str, str] = DEBATERS, rounds: int = 2, **options: Any) -
 
 
 class Script:
-    """Debaters answer with a numbered argument; the judge names `winner`."""
+    """Debaters answer with a numbered argument; the judge scores the stances (`scores`, in
+    label order) and names `winner`; the independent judge decides `independent`."""
 
-    def __init__(self, winner: str | None = "Debater B") -> None:
+    def __init__(
+        self,
+        winner: str | None = "Debater B",
+        scores: tuple[int, ...] = (5, 8, 4),
+        independent: str = "Position B",
+    ) -> None:
         self.winner = winner
+        self.scores = scores
+        self.independent = independent
         self.count = 0
 
     def __call__(self, request: LLMRequest) -> dict[str, Any]:
@@ -54,12 +64,19 @@ class Script:
             assert stance is not None
             return {"argument": f"argument {self.count}", "key_points": [f"point {self.count}"]}
         if request.schema_name == "StancesJudgment":
+            labels = re.findall(r"^- (.+?): ", request.messages[-1].content, re.MULTILINE)
             return {
+                "scores": [
+                    {"stance": label, "score": score}
+                    for label, score in zip(labels, self.scores, strict=False)
+                ],
                 "verdict": "Keep the relational store for orders.",
                 "winner": self.winner,
                 "reasoning": "The consistency argument was never answered.",
                 "confidence_level": "HIGH",
             }
+        if request.schema_name == "IndependentJudgment":
+            return {"reasoning": "The consistency argument stands.", "decision": self.independent}
         return {"decision": "keep", "summary": "stay on PostgreSQL", "risks": ["cost"]}
 
 
@@ -98,7 +115,13 @@ async def test_judge_sees_labels_not_names_and_the_winner_maps_back() -> None:
     assert result.report["winner"] == "bob"
     assert result.verdict.decision is Decision.ACCEPT
     assert result.verdict.synthesis.startswith("bob prevails (move to DynamoDB)")
-    assert result.verdict.confidence == pytest.approx(0.85)
+    # The independent judge sees the positions lettered from the last: bob is Position B.
+    assert [(j.decision, j.agrees) for j in result.judgments] == [("bob", True)]
+    components = result.verdict.components
+    assert components.value(Component.UNANSWERED) == pytest.approx(0.25)
+    assert components.notes[Component.UNANSWERED] == "judge's lead 3 of 10 (scores 8 and 5)"
+    # -3.2 + 3.0 (agrees) + 1.1 (nothing cited) - 1.2 x 0.25 + 0.4 (HIGH) = 1.0
+    assert result.verdict.confidence == pytest.approx(1 / (1 + math.exp(-1.0)), abs=1e-4)
 
 
 async def test_no_winner_is_a_synthesis() -> None:
@@ -171,7 +194,11 @@ async def test_the_synthesizer_projects_onto_the_callers_schema() -> None:
         "summary": "stay on PostgreSQL",
         "risks": ["cost"],
     }
-    assert [t.role for t in result.transcript][-2:] == [Role.JUDGE, Role.SYNTHESIZER]
+    assert [t.role for t in result.transcript][-3:] == [
+        Role.JUDGE,
+        Role.SYNTHESIZER,
+        Role.INDEPENDENT_JUDGE,
+    ]
 
 
 def test_stances_specs_are_validated() -> None:

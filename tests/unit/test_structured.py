@@ -3,10 +3,12 @@ judge's weighted totals computed in code."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
 
+from engine.confidence import Component
 from engine.errors import SpecError
 from engine.llm import LLMRequest
 from engine.models import DebateSpec, Decision, ModelSettings, Participant, Role
@@ -93,8 +95,11 @@ class Script:
 
     def __call__(self, request: LLMRequest) -> Any:
         prompt = request.messages[1].content
-        side = "PRO" if "the PRO side" in prompt or "judge the PRO arguments" in prompt else "CON"
         kind = request.schema_name or ""
+        if kind == "IndependentJudgment":
+            self.calls.append((kind, ""))
+            return {"reasoning": "Adopt it for the ledger.", "decision": "accept_with_conditions"}
+        side = "PRO" if "the PRO side" in prompt or "judge the PRO arguments" in prompt else "CON"
         self.calls.append((kind, side))
         queue = self.queues.get(f"{kind}:{side}") or self.queues.get(kind)
         if queue:
@@ -128,13 +133,18 @@ async def test_a_full_structured_debate_in_order() -> None:
         ("SideJudgment", "PRO"),
         ("SideJudgment", "CON"),
         ("Ruling", "CON"),
+        ("IndependentJudgment", ""),
     ]
     assert [t.speaker for t in result.transcript[:2]] == ["pro", "con"]
-    judge = [(t.role, t.round, t.phase) for t in result.transcript[-3:]]
+    judge = [(t.role, t.round, t.phase) for t in result.transcript[-4:-1]]
     assert judge == [(Role.JUDGE, 4, "PRO"), (Role.JUDGE, 4, "CON"), (Role.JUDGE, 4, "ruling")]
     assert result.verdict.decision is Decision.ACCEPT_WITH_CONDITIONS
     assert result.verdict.unresolved_points == ["How long does a full replay take?"]
-    assert result.verdict.confidence == pytest.approx(0.60 - 0.05)
+    # The trace upholds every CON argument against accepting: all three stand unanswered.
+    # -3.2 + 3.0 (the judge agrees) + 1.1 (nothing quoted) - 1.2 + 0.2 (MODERATE) = -0.1
+    assert result.verdict.components is not None
+    assert result.verdict.components.notes[Component.UNANSWERED] == "3 of 3 objections unanswered"
+    assert result.verdict.confidence == pytest.approx(1 / (1 + math.exp(0.1)), abs=1e-4)
     assert result.report["trace"][0] == {"argument": "PRO-1", "status": "UPHELD", "note": "stands"}
 
 
@@ -220,7 +230,7 @@ async def test_a_fallacy_naming_an_unknown_argument_is_reasked() -> None:
         "fallacies": [{"argument": "CON-9", "fallacy": "straw_man", "explanation": "no such"}]
     }
     result, _ = await run(Script(Ruling=[unknown, RULING]))
-    assert result.transcript[-1].reasks == 1
+    assert next(t for t in result.transcript if t.phase == "ruling").reasks == 1
     assert result.report["fallacies"][0]["argument"] == "CON-3"
 
 

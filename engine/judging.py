@@ -1,0 +1,213 @@
+"""Independent judges: a debate's record judged again, blind to its verdict.
+
+Each judge reads the record its protocol gives (`engine.evidence.BlindView`): speakers hidden
+behind position letters, and the turns of each round shuffled (a generator seeded by the
+question and the judge, so a resumed run asks the same); no verdict, moderator, vote count or
+stated confidence. The first judge, and every odd one, sees the sides swapped (letters given
+from the last position to the first, so the side that spoke first in the debate is no longer
+A); the even ones see them in the debate's order. A judge's decision is compared with the
+verdict's (`BlindView.same`): the share of judges reaching it is the verdict's agreement.
+
+A judge runs on the model its participant in the spec names (`judge-1`, `judge-2`, ...: the
+composition root picks the debaters' tier, another family's when its key is set) or, when the
+spec names none, on the model that decided the debate. Position bias is a decision that flips
+with the sides and nothing else: a swapped judge on the deciding model reaching another decision
+than the verdict, or two judges on one model, one swapped and one not, reaching different ones.
+
+Judges are asked through the debate's ledger, like every turn: recorded, replayed on resume,
+charged to the debate and refused when its budget cannot afford them (then the confidence is
+unverified, and the verdict says why).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from enum import Enum
+
+from pydantic import create_model
+
+from engine.errors import DebateHaltedError, LLMError
+from engine.evidence import MARK, POSITION, BlindView, IndependentJudgment, Measure
+from engine.ledger import BudgetExhausted, TurnLedger
+from engine.models import DebateSpec, JudgeCheck, ModelSettings, Participant, Role
+from engine.prompts import PromptLibrary
+from engine.protocols.base import Asker
+
+TEMPLATE = "common/independent_judge.md"
+
+
+def judgment_type(choices: list[str]) -> type[IndependentJudgment]:
+    """The judgment's schema with `decision` restricted to `choices`."""
+    choice_enum = Enum("Choice", {c: c for c in choices}, type=str)  # type: ignore[misc]
+    return create_model(
+        "IndependentJudgment", __base__=IndependentJudgment, decision=(choice_enum, ...)
+    )
+
+
+def letters(view: BlindView, *, swapped: bool) -> dict[int, str]:
+    """Position index -> the letter the judge sees; swapped, A goes to the last position."""
+    order = list(range(len(view.positions)))
+    if swapped:
+        order.reverse()
+    return {position: chr(ord("A") + n) for n, position in enumerate(order)}
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """The record as one judge reads it, and the decisions it may give."""
+
+    positions: str
+    record: str
+    choices: dict[str, str]
+    """What the judge may answer -> the decision it stands for (`position:<i>` for a letter)."""
+
+
+def render(view: BlindView, *, swapped: bool, rng: random.Random) -> Rendered:
+    """`view` with positions lettered (swapped or not) and each round's turns shuffled."""
+    letter = letters(view, swapped=swapped)
+    by_letter = sorted(letter, key=lambda position: letter[position])
+
+    def named(text: str) -> str:
+        return MARK.sub(lambda m: letter.get(int(m.group(1)), "?"), text)
+
+    positions = "\n".join(f"Position {letter[p]}: {named(view.positions[p])}" for p in by_letter)
+    if view.preface:
+        positions = f"{named(view.preface)}\n\n{positions}"
+    rounds: dict[int, list[str]] = {}
+    for entry in sorted(view.entries, key=lambda e: (e.round, letter[e.position])):
+        body = "\n    ".join(named(entry.text).splitlines())
+        rounds.setdefault(entry.round, []).append(f"[Position {letter[entry.position]}] {body}")
+    parts = []
+    for number, turns in rounds.items():
+        rng.shuffle(turns)
+        title = view.phases[number - 1] if 0 < number <= len(view.phases) else f"Round {number}"
+        parts.append(f"{title}:\n" + "\n\n".join(turns))
+    choices = {choice: choice for choice in view.choices}
+    if view.pick_position:
+        choices |= {f"Position {letter[p]}": f"{POSITION}{p}" for p in by_letter}
+    return Rendered(positions, "\n\n".join(parts), choices)
+
+
+def judge_models(spec: DebateSpec, view: BlindView) -> list[tuple[str, ModelSettings]]:
+    """(name, model) of each of the spec's judges: its participant's model, or the model that
+    decided the debate."""
+    named: dict[str, Participant] = {
+        p.name or "": p for p in spec.participants if p.role is Role.INDEPENDENT_JUDGE
+    }
+    judges = []
+    for n in range(1, spec.judges + 1):
+        name = f"judge-{n}"
+        chosen = named.get(name)
+        judges.append((name, chosen.model if chosen is not None else view.decided_by))
+    return judges
+
+
+def _same_model(a: ModelSettings, b: ModelSettings) -> bool:
+    return (a.provider, a.model) == (b.provider, b.model)
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """What the judges found: each judge's check, the agreement and position-bias components,
+    and why the confidence is unverified when no judge answered."""
+
+    checks: list[JudgeCheck]
+    agreement: Measure
+    position_bias: Measure
+    unverified: str | None
+
+
+def unverified(why: str) -> Agreement:
+    """No judge answered, for `why`."""
+    return Agreement([], Measure(None, f"confidence unverified: {why}"), Measure(None), why)
+
+
+async def judge_again(
+    spec: DebateSpec, view: BlindView, *, ledger: TurnLedger, prompts: PromptLibrary
+) -> Agreement:
+    """Ask each of the spec's judges for its decision on the blind record, one after another
+    (a judge the budget refuses leaves the later ones unasked, since they would be refused too);
+    a failed judge is recorded with its error."""
+    asker = Asker(spec=spec, ledger=ledger, prompts=prompts, outputs=view.outputs)
+    checks: list[JudgeCheck] = []
+    # Each answering judge's decision as agreement counts it (`BlindView.groups`).
+    meant: dict[str, str] = {}
+    stopped: str | None = None
+    for n, (name, model) in enumerate(judge_models(spec, view), 1):
+        same = _same_model(model, view.decided_by)
+        swapped = n % 2 == 1
+        check = JudgeCheck(
+            judge=name, provider=model.provider, model=model.model, same_model=same, swapped=swapped
+        )
+        if stopped is not None:
+            checks.append(check.model_copy(update={"error": stopped}))
+            continue
+        shown = render(view, swapped=swapped, rng=random.Random(f"{spec.question}\x1f{name}"))
+        try:
+            answer = await asker.ask(
+                TEMPLATE,
+                round=view.round,
+                role=Role.INDEPENDENT_JUDGE,
+                speaker=name,
+                step="judging the record again, blind to the verdict",
+                output_type=judgment_type(list(shown.choices)),
+                values={
+                    "positions": shown.positions,
+                    "record": shown.record,
+                    "decisions": view.explain,
+                },
+                model=model,
+            )
+        except BudgetExhausted as refused:
+            stopped = f"the budget could not afford it ({refused})"
+            checks.append(check.model_copy(update={"error": stopped}))
+            continue
+        except DebateHaltedError as halted:
+            stopped = str(halted)
+            checks.append(check.model_copy(update={"error": stopped}))
+            continue
+        except LLMError as failure:
+            checks.append(check.model_copy(update={"error": f"the judge failed: {failure}"}))
+            continue
+        decision = shown.choices[str(getattr(answer.decision, "value", answer.decision))]
+        meant[name] = view.groups.get(decision, decision)
+        checks.append(
+            check.model_copy(
+                update={"decision": view.told(decision), "agrees": view.same(decision)}
+            )
+        )
+    return summarise(checks, meant)
+
+
+def summarise(checks: list[JudgeCheck], meant: dict[str, str]) -> Agreement:
+    """The components the judges' checks make; `meant` is each answering judge's decision as
+    agreement counts it."""
+    answered = [c for c in checks if c.agrees is not None]
+    if not answered:
+        why = next((c.error for c in checks if c.error), "no independent judge answered")
+        return Agreement(checks, Measure(None, f"confidence unverified: {why}"), Measure(None), why)
+    agree = sum(1 for c in answered if c.agrees)
+    note = f"judges agree {agree} of {len(answered)}"
+    if len(answered) < len(checks):
+        note += f" ({len(checks) - len(answered)} gave no decision)"
+    bias = position_bias(answered, meant)
+    return Agreement(checks, Measure(agree / len(answered), note), bias, None)
+
+
+def position_bias(answered: list[JudgeCheck], meant: dict[str, str]) -> Measure:
+    """Whether swapping the sides flipped a decision: a swapped judge on the deciding model
+    against the verdict, or a swapped and an unswapped judge on one model against each other.
+    Not measured when no such pair answered."""
+    pairs = [not c.agrees for c in answered if c.same_model and c.swapped]
+    models = {(c.provider, c.model) for c in answered}
+    for model in models:
+        on = [c for c in answered if (c.provider, c.model) == model]
+        pairs += [
+            bool(a.agrees) != bool(b.agrees) for a in on if a.swapped for b in on if not b.swapped
+        ]
+    if not pairs:
+        return Measure(None)
+    if any(pairs):
+        return Measure(1.0, "swapping the sides flipped a judge's decision")
+    return Measure(0.0)
