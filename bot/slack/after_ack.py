@@ -16,8 +16,9 @@ The answers come first in time too: while the front door is answering any reques
 (`answering`), and until it has had nothing to answer for SETTLE_S, the work after an
 acknowledgement waits to start (`turn`, at most MAX_DEFER_S), so in a burst the
 acknowledgements are not queued behind the store and Slack calls of the requests answered
-before them on the one event loop. (Over Socket Mode, whose answers go
-back on the socket, nothing is counted and nothing waits.)
+before them on the one event loop. The waiting work then starts in the order its requests were
+answered. (Over Socket Mode, whose answers go back on the socket, nothing is counted and
+nothing waits.)
 
 What a listener does before its `ack()` is only what the answer's content needs from the
 request itself: the signature and the payload's shape are checked before Bolt sees it
@@ -63,37 +64,49 @@ class AfterAck:
         self._running: dict[asyncio.Task[None], str] = {}
         self._answering = 0
         self._answered_at = 0.0
-        self._quiet = asyncio.Event()
-        self._quiet.set()
+        self._calm: asyncio.Future[None] | None = None
 
     @contextlib.contextmanager
     def answering(self) -> Iterator[None]:
         """Around the front door's handling of one request, until its answer is sent."""
         self._answering += 1
-        self._quiet.clear()
         try:
             yield
         finally:
             self._answering -= 1
             self._answered_at = asyncio.get_running_loop().time()
-            if not self._answering:
-                self._quiet.set()
+
+    def _settled(self, now: float) -> bool:
+        return not self._answering and now >= self._answered_at + self.settle_s
 
     async def turn(self) -> None:
-        """Wait until no request has been answered for `settle_s` and none is being answered,
-        or at most `max_defer_s`."""
+        """Wait until no request is being answered and none was for `settle_s`, or at most
+        `max_defer_s`. The waiting work resumes in the order it began to wait (one future for
+        all of it), so requests' work starts in the order they were answered."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.max_defer_s
-        while True:
-            if not self._quiet.is_set():
-                try:
-                    await asyncio.wait_for(self._quiet.wait(), deadline - loop.time())
-                except TimeoutError:
-                    return
-            settled = self._answered_at + self.settle_s - loop.time()
-            if settled <= 0 or loop.time() >= deadline:
+        if self._settled(loop.time()):
+            return
+        if self._calm is None or self._calm.done():
+            self._calm = loop.create_future()
+            self._watch(self._calm)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._calm), deadline - loop.time())
+
+    def _watch(self, calm: asyncio.Future[None]) -> None:
+        """Complete `calm` once the front door has settled, looking again every `settle_s`."""
+        loop = asyncio.get_running_loop()
+
+        def look() -> None:
+            if calm.done():
                 return
-            await asyncio.sleep(min(settled, deadline - loop.time()))
+            now = loop.time()
+            if self._settled(now):
+                calm.set_result(None)
+            else:
+                loop.call_at(max(now, self._answered_at) + self.settle_s, look)
+
+        loop.call_at(max(loop.time(), self._answered_at) + self.settle_s, look)
 
     def start(self, work: Coroutine[Any, Any, None], *, request: str) -> asyncio.Task[None]:
         """Run `work` in a task kept until it ends; `request` names the request it serves in

@@ -33,6 +33,24 @@ async def test_work_waits_while_a_request_is_answered_and_until_the_door_settles
     assert after.running == 0
 
 
+async def test_waiting_work_starts_in_the_order_its_requests_were_answered() -> None:
+    after = AfterAck(settle_s=0.01, max_defer_s=10.0)
+    started: list[int] = []
+
+    async def work(n: int) -> None:
+        await after.turn()
+        started.append(n)
+
+    tasks = []
+    for n in range(20):
+        with after.answering():
+            tasks.append(after.start(work(n), request=f"request {n}"))
+            await asyncio.sleep(0)
+    await asyncio.gather(*tasks)
+
+    assert started == list(range(20))
+
+
 async def test_work_runs_beside_answers_that_never_stop_after_the_bound() -> None:
     after = AfterAck(settle_s=0.0, max_defer_s=0.05)
     ran = asyncio.Event()
