@@ -136,9 +136,28 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+Signed = tuple[str, int, str]
+"""A command's body, its timestamp and Slack's signature of them."""
+
+
+def signed(driver: SlackDriver, text: str, channel: str) -> Signed:
+    body = driver.command_body(text, channel=channel)
+    timestamp = int(time.time())
+    return body, timestamp, driver.sign(body, timestamp)
+
+
 async def timed(driver: SlackDriver, text: str, channel: str) -> float:
+    return await sent(driver, signed(driver, text, channel))
+
+
+async def sent(driver: SlackDriver, request: Signed) -> float:
+    """The time from sending `request` to its answer (built and signed before, as Slack does
+    before it sends)."""
+    body, timestamp, signature = request
     started = time.perf_counter()
-    reply = await driver.command(text, channel=channel)
+    reply = await driver.send(
+        body, "application/x-www-form-urlencoded", timestamp=timestamp, signature=signature
+    )
     elapsed = time.perf_counter() - started
     if reply.status != 200:
         raise RuntimeError(f"/debate answered {reply.status}: {reply.body}")
@@ -161,12 +180,11 @@ async def bursts(
     """`repeat` bursts of `burst` commands sent at once; `after(n)` runs after the nth."""
     together: list[float] = []
     for round_ in range(repeat):
-        together += await asyncio.gather(
-            *(
-                timed(driver, f"Concurrent question {round_}.{n}?", f"CBURST{n % 10}")
-                for n in range(burst)
-            )
-        )
+        requests = [
+            signed(driver, f"Concurrent question {round_}.{n}?", f"CBURST{n % 10}")
+            for n in range(burst)
+        ]
+        together += await asyncio.gather(*(sent(driver, request) for request in requests))
         await after(round_ + 1)
     return together
 
