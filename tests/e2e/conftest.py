@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -25,6 +26,10 @@ from engine.providers.fake import FunctionLLM, SchemaFillingLLM
 from tests.e2e.driver import SlackDriver
 from tests.e2e.slack_emulator import SlackEmulator
 from tests.helpers import DebateScript
+
+# Sampled reviews are drawn at random (DEBATEBOT_REVIEW_SAMPLE_RATE, 5 % by default): a test
+# that wants one asks for it, so no other test meets a review request it did not cause.
+os.environ.setdefault("DEBATEBOT_REVIEW_SAMPLE_RATE", "0")
 
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 BOT_TOKEN = "xoxb-1234-5678-emulatedtoken"

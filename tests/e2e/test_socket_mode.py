@@ -21,6 +21,7 @@ from sqlmodel import select
 
 from bot.serving import serve
 from bot.settings import Settings, SettingsError
+from bot.store import channels
 from bot.store.db import make_engine, session_scope, upgrade
 from bot.store.tables import Debate
 from tests.e2e.conftest import BOT_TOKEN, CHANNEL
@@ -80,8 +81,13 @@ async def test_envelopes_over_the_socket_refresh_and_abrupt_close(tmp_path: Path
         socket_ping_s=0.5,
     )
     stop = asyncio.Event()
-    serving = asyncio.create_task(serve(settings, stop))
     engine = make_engine(url)
+    # Every verdict asks for a review, whatever the fake's independent judge makes of it.
+    with session_scope(engine) as session:
+        channels.save_channel_settings(
+            session, channel_id=CHANNEL, updated_by="UADMIN", values={"threshold": 0.99}
+        )
+    serving = asyncio.create_task(serve(settings, stop))
 
     def debates() -> list[Debate]:
         with session_scope(engine) as session:
@@ -134,7 +140,6 @@ async def test_envelopes_over_the_socket_refresh_and_abrupt_close(tmp_path: Path
         }
         await emulator.push("interactive", click)
         refusal = await until(lambda: emulator.ephemeral, "the refusal")
-        # Whichever debate the fake's independent judge left doubtful is the one reviewed.
         reviewed = request["text"].removeprefix("Review needed for debate ")
         assert f"Only the reviewers of debate {reviewed}'s channel" in refusal[-1]["text"]
 

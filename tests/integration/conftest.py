@@ -19,6 +19,10 @@ from bot.store.db import make_engine, upgrade
 from tests.helpers import LLAMA_GROUP
 from tests.integration.llm_server import ModelServer
 
+# Sampled reviews are drawn at random (DEBATEBOT_REVIEW_SAMPLE_RATE, 5 % by default): a test
+# that wants one asks for it, so no other test meets a review request it did not cause.
+os.environ.setdefault("DEBATEBOT_REVIEW_SAMPLE_RATE", "0")
+
 BACKENDS = ["sqlite", "postgres"]
 
 
