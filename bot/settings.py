@@ -330,6 +330,13 @@ class Settings(BaseSettings):
         description="how long one Slack API call, or one try of an upload's download, may take"
         " before it is retried",
     )
+    slack_connections: int = Field(
+        default=16,
+        ge=1,
+        le=1000,
+        description="the most connections a process keeps open to Slack at once, kept alive and"
+        " shared by every Web API call, file download and response_url answer it makes",
+    )
     outbox_deadline_h: float = Field(
         default=24.0,
         gt=0,
@@ -353,7 +360,10 @@ class Settings(BaseSettings):
         " versions in between go in one append)",
     )
     shutdown_grace_s: float = Field(
-        default=10.0, ge=0, description="on SIGTERM, how long running turns may take to finish"
+        default=10.0,
+        ge=0,
+        description="on SIGTERM, how long running turns, and the requests Slack was already"
+        " answered for, may take to finish",
     )
     socket_ping_s: float = Field(
         default=10.0, gt=0, description="Socket Mode: ping and dead-connection check interval"
