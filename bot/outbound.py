@@ -11,8 +11,14 @@
   more); a connection that closes before the body is whole is an error, never a short body.
 - Every request has one total deadline, however slowly the other end drips its answer.
 
-aiohttp is imported when the first request is sent, so commands that never send one do not
-pay for loading it.
+Connections are pooled (`pooled_session`): a bounded number per session, kept alive between
+requests, so a burst of calls reuses a few connections instead of opening (and, over TLS,
+handshaking) one each. Each process has one session for the code hosts (`bot.hosts.clients`)
+and one for Slack (`bot.wiring.slack_session`), which the Web API client, the `response_url`
+answers and the file downloads share.
+
+aiohttp is imported when the first session is made, so commands that never send a request do
+not pay for loading it.
 """
 
 from __future__ import annotations
@@ -30,6 +36,9 @@ if TYPE_CHECKING:
 
 USER_AGENT = "debatebot"
 DEFAULT_PORTS = {"http": 80, "https": 443}
+KEEPALIVE_S = 15.0
+"""How long an idle pooled connection is kept for the next request: short enough that the
+other end (which may drop idle connections after a minute) has not closed it first."""
 
 
 class Failure(StrEnum):
@@ -225,12 +234,41 @@ class Answer:
         return json.loads(self.body)
 
 
-class Outbound:
-    """One HTTP session whose every request is checked against its origin, never redirected,
-    capped and given one total deadline (`timeout_s`). Built lazily; `aclose()` ends it."""
+def pooled_session(*, connections: int, timeout_s: float) -> aiohttp.ClientSession:
+    """An HTTP session holding at most `connections` connections at once (more requests wait
+    for one to be free), each kept alive KEEPALIVE_S for the next request; `timeout_s` is each
+    request's total deadline unless the request sets its own. No cookie is kept and no proxy
+    is read from the environment, whatever host answers. Made inside the running event loop;
+    whoever makes it closes it."""
+    import aiohttp
 
-    def __init__(self, *, timeout_s: float) -> None:
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(
+            limit=connections, limit_per_host=connections, keepalive_timeout=KEEPALIVE_S
+        ),
+        timeout=aiohttp.ClientTimeout(total=timeout_s),
+        # Cookies one host sets are never sent to another, nor kept.
+        cookie_jar=aiohttp.DummyCookieJar(),
+        trust_env=False,
+        headers={"User-Agent": USER_AGENT},
+    )
+
+
+class Outbound:
+    """Requests each checked against its origin, never redirected, capped and given one total
+    deadline (`timeout_s`), on `session` (a `pooled_session` its owner closes) or on a pooled
+    session of its own of `connections`, made on first use and ended by `aclose()`."""
+
+    def __init__(
+        self,
+        *,
+        timeout_s: float,
+        session: aiohttp.ClientSession | None = None,
+        connections: int = 4,
+    ) -> None:
         self.timeout_s = timeout_s
+        self.connections = connections
+        self._shared = session
         self._session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> Outbound:
@@ -240,25 +278,16 @@ class Outbound:
         await self.aclose()
 
     async def aclose(self) -> None:
+        """End the session it made (a shared one is its owner's to close)."""
         if self._session is not None:
             session, self._session = self._session, None
             await session.close()
 
     def _client(self) -> aiohttp.ClientSession:
-        import aiohttp
-
+        if self._shared is not None:
+            return self._shared
         if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(
-                    total=self.timeout_s,
-                    sock_connect=min(10.0, self.timeout_s),
-                    sock_read=self.timeout_s,
-                ),
-                # Cookies one host sets are never sent to another, nor kept.
-                cookie_jar=aiohttp.DummyCookieJar(),
-                trust_env=False,
-                headers={"User-Agent": USER_AGENT},
-            )
+            self._session = pooled_session(connections=self.connections, timeout_s=self.timeout_s)
         return self._session
 
     async def send(
@@ -313,6 +342,11 @@ class Outbound:
                 headers={**(headers or {}), **credential},
                 json=body,
                 allow_redirects=False,
+                timeout=aiohttp.ClientTimeout(
+                    total=self.timeout_s,
+                    sock_connect=min(10.0, self.timeout_s),
+                    sock_read=self.timeout_s,
+                ),
             ) as response:
                 found = {name.lower(): value for name, value in response.headers.items()}
                 if 300 <= response.status < 400:

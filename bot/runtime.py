@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import gc
 import logging
-from collections.abc import Coroutine, Iterator
+from collections.abc import Awaitable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -22,12 +22,14 @@ from bot.store.db import in_session
 from bot.store.tenancy import EVERY_WORKSPACE, adopt_pending
 
 if TYPE_CHECKING:
+    import aiohttp
     from apscheduler.schedulers.asyncio import AsyncIOScheduler
     from slack_bolt.async_app import AsyncApp
     from sqlalchemy import Engine
 
     from bot.jobs.delivery import OutboxDelivery
     from bot.jobs.scheduled import ScheduledJobs
+    from bot.slack.after_ack import AfterAck
     from bot.slack.server import BotASGI
     from bot.slack.surface import Surfaces
     from bot.slackweb.people import SlackDirectory
@@ -82,7 +84,8 @@ async def check_bot_token(directory: SlackDirectory, engine: Engine) -> None:
 class Runtime:
     """The worker pool (`concurrency` debates at once; none at 0), the delivery loop when there
     is one, and the scheduler when there is one. With `exit_when_idle` the pool ends once no
-    debate is left to claim."""
+    debate is left to claim. `slack_http`, the process's pooled Slack session, is closed last
+    when it stops."""
 
     worker: DebateWorker
     concurrency: int
@@ -90,6 +93,7 @@ class Runtime:
     scheduler: AsyncIOScheduler | None = None
     grace_s: float = 10.0
     exit_when_idle: bool = False
+    slack_http: aiohttp.ClientSession | None = None
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _pool: asyncio.Task[None] | None = None
@@ -129,10 +133,11 @@ class Runtime:
         if self.exit_when_idle and self.delivery is not None:
             await self.delivery.drain()
 
-    async def stop(self) -> None:
+    async def stop(self, *, also: Awaitable[None] | None = None) -> None:
         """Stop claiming, give running turns `grace_s` to finish (each debate then hands its
         lease back, so another process resumes it at once), then cancel what still runs; owed
-        messages stay in the outbox for the next process."""
+        messages stay in the outbox for the next process. `also` (other work stopping within
+        the same grace) ends before the Slack session is closed."""
         self._stop.set()
         if self.scheduler is not None and self.scheduler.running:
             self.scheduler.shutdown(wait=False)
@@ -143,6 +148,10 @@ class Runtime:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._delivering is not None:
             await asyncio.gather(self._delivering, return_exceptions=True)
+        if also is not None:
+            await also
+        if self.slack_http is not None:
+            await self.slack_http.close()
 
 
 @dataclass
@@ -155,6 +164,8 @@ class BotRuntime:
     surfaces: Surfaces
     directory: SlackDirectory | None
     """The bot token's own directory, with one workspace (None with OAuth installs)."""
+    after_ack: AfterAck
+    """The work in flight after acknowledgements, every workspace's surface's."""
     notifier: DebateNotifier
     metrics: Metrics
     jobs: ScheduledJobs
@@ -184,4 +195,7 @@ class BotRuntime:
                 wait = min(wait * 2, 60.0)
 
     async def stop(self) -> None:
-        await self.work.stop()
+        """The requests Slack was answered for finish within the same grace as the running
+        turns (`bot.slack.after_ack`), before the store and Slack's session close."""
+        draining = asyncio.ensure_future(self.after_ack.drain(self.work.grace_s))
+        await self.work.stop(also=draining)

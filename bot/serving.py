@@ -39,6 +39,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
             if runtime.directory is not None:
                 await check_bot_token(runtime.directory, engine)
         except SettingsError:
+            await runtime.stop()
             await services.aclose()
             raise
         exporter = None
@@ -129,6 +130,9 @@ async def _serve_http(settings: Settings, runtime: BotRuntime, stop: asyncio.Eve
             port=settings.http_port,
             lifespan="off",
             log_level="info",
+            # One line per request, each `POST /slack/events 200`, written before the answer:
+            # a tenth of an acknowledgement's time. The bot logs what went wrong itself.
+            access_log=settings.log_level.upper() == "DEBUG",
         )
     )
     serving = asyncio.create_task(server.serve())

@@ -3,6 +3,8 @@
 Nothing here runs at import time: the CLI calls these builders, and tests pass their own fakes
 instead. Slack, uvicorn and APScheduler are imported by the functions that build them, so a
 command that needs none of them (`run`, `audit`, `--help`) starts without paying for them.
+The builders of Slack's side (`build_bot`, `build_worker_runtime`) run inside the event loop:
+they make the process's one pooled Slack session, which the runtime closes when it stops.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from engine.protocols import PROTOCOL_NAMES
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
+    import aiohttp
     from slack_sdk.web.async_client import AsyncWebClient
 
     from bot.jobs.delivery import OutboxDelivery
@@ -150,15 +153,20 @@ def build_bot(
     client: AsyncWebClient | None = None,
 ) -> BotRuntime:
     """Wire the Slack app: client, delivery loop, notifier, intake, the listeners' use cases,
-    workers and scheduled jobs; with DEBATEBOT_SLACK_CLIENT_ID and _SECRET, OAuth installs
-    (`build_installs`). Raises SettingsError when a Slack secret is missing or a placeholder."""
+    workers and scheduled jobs, all on one pooled Slack session (made here, inside the running
+    loop; `BotRuntime.stop` closes it); with DEBATEBOT_SLACK_CLIENT_ID and _SECRET, OAuth
+    installs (`build_installs`). Raises SettingsError when a Slack secret is missing or a
+    placeholder."""
     from apscheduler.schedulers.asyncio import AsyncIOScheduler
     from slack_bolt.async_app import AsyncApp
 
+    from bot.outbound import Outbound
+    from bot.slack.after_ack import AfterAck
     from bot.slack.channel_config import ChannelConfig
     from bot.slack.home import AppHome
     from bot.slack.installs import Uninstalls
     from bot.slack.installs import register as register_uninstalls
+    from bot.slack.listeners import acknowledging
     from bot.slack.listeners import register as register_listeners
     from bot.slack.reviews import Reviews
     from bot.slack.server import BotASGI
@@ -170,8 +178,11 @@ def build_bot(
 
     token, signing_secret, app_token = settings.slack_secrets()
     metrics = Metrics()
+    http = slack_session(settings)
     oauth = settings.slack_oauth()
-    installs = build_installs(settings, oauth, engine, metrics) if oauth is not None else None
+    installs = (
+        build_installs(settings, oauth, engine, metrics, http=http) if oauth is not None else None
+    )
     # One workspace: its token's refusal pauses everything (TokenGate). Many: each call is made
     # with its own workspace's token, and a refusal holds only that workspace.
     gate = TokenGate() if installs is None else None
@@ -179,7 +190,7 @@ def build_bot(
         client = client or installs.delivery_client
     else:
         assert token is not None
-        client = client or slack_client(settings, metrics, gate)
+        client = client or slack_client(settings, metrics, gate, session=http)
     owner = process_name()
     delivery = build_delivery(
         settings, engine, client, owner=owner, gate=gate, per_workspace=installs is not None
@@ -188,7 +199,9 @@ def build_bot(
     app = AsyncApp(
         signing_secret=signing_secret or "socket-mode-signs-nothing",
         request_verification_enabled=app_token is None,
-        process_before_response=False,
+        # Bolt answers Slack as soon as a listener returns, which each does once it has
+        # acknowledged (bot.slack.after_ack), instead of polling for `ack()` every 10 ms.
+        process_before_response=True,
         **(
             installs.app_options
             if installs is not None
@@ -208,6 +221,9 @@ def build_bot(
     def wake() -> None:
         worker.wake()
         notifier.wake()
+
+    # One for the process: the work in flight after acknowledgements, whatever the workspace.
+    after_ack = AfterAck()
 
     def surface_for(workspace: Workspace, request_client: AsyncWebClient | None) -> Surface:
         """The use cases of one workspace, on its own token's client (OAuth installs: the one
@@ -242,7 +258,9 @@ def build_bot(
                 directory=people,
                 hosts=services.hosts,
                 uploads=Uploads(
-                    files_url=settings.slack_files_url, timeout_s=settings.slack_timeout_s
+                    files_url=settings.slack_files_url,
+                    timeout_s=settings.slack_timeout_s,
+                    http=Outbound(timeout_s=settings.slack_timeout_s, session=http),
                 ),
                 workspace=workspace,
             ),
@@ -258,6 +276,8 @@ def build_bot(
             channels=ChannelConfig(engine=engine, directory=people, workspace=workspace),
             protocols=PROTOCOL_NAMES,
             workspace=workspace,
+            slack_http=http,
+            after_ack=after_ack,
         )
 
     surfaces = Surfaces(surface_for)
@@ -279,9 +299,11 @@ def build_bot(
             health=HealthProbe(engine, settings.worker_concurrency, gate=gate),
             metrics=metrics,
             signing_secret=signing_secret or "socket-mode-signs-nothing",
+            after_ack=after_ack,
         ),
         surfaces=surfaces,
         directory=directory if installs is None else None,
+        after_ack=after_ack,
         notifier=notifier,
         metrics=metrics,
         jobs=jobs,
@@ -291,11 +313,14 @@ def build_bot(
             delivery=delivery,
             scheduler=scheduler,
             grace_s=settings.shutdown_grace_s,
+            slack_http=http,
         ),
     )
     register_listeners(app, surfaces, installs=installs is not None)
     register_uninstalls(
-        app, Uninstalls(engine=engine, store=installs.store if installs is not None else None)
+        app,
+        Uninstalls(engine=engine, store=installs.store if installs is not None else None),
+        wrap=acknowledging,
     )
     return runtime
 
@@ -338,19 +363,22 @@ def build_worker_runtime(
     metrics: Metrics,
     exit_when_idle: bool = False,
 ) -> Runtime:
-    """What `debatebot worker` runs: the pool and, with the bot token, the delivery loop; the
+    """What `debatebot worker` runs: the pool and, with the bot token, the delivery loop on a
+    pooled Slack session (made here, inside the running loop; `Runtime.stop` closes it); the
     scheduled jobs unless it exits when idle."""
     oauth = settings.slack_oauth()
-    delivery: OutboxDelivery | None = None
     gate: TokenGate | None = None
+    delivery: OutboxDelivery | None = None
+    http: aiohttp.ClientSession | None = None
     if oauth is not None:
-        installs = build_installs(settings, oauth, engine, metrics)
-        delivery = build_delivery(
-            settings, engine, installs.delivery_client, metrics=metrics, per_workspace=True
-        )
+        http = slack_session(settings)
+        installs = build_installs(settings, oauth, engine, metrics, http=http)
+        delivery = build_delivery(settings, engine, installs.delivery_client, per_workspace=True)
     elif settings.slack_bot_token:
         gate = TokenGate()
-        delivery = build_delivery(settings, engine, metrics=metrics, gate=gate)
+        http = slack_session(settings)
+        client = slack_client(settings, metrics, gate, session=http)
+        delivery = build_delivery(settings, engine, client, gate=gate)
     notifier = build_notifier(settings, engine, wake=delivery.wake if delivery else (lambda: None))
     worker = build_worker(
         services, engine, worker_id=name, reporter=notifier, metrics=metrics, gate=gate
@@ -377,6 +405,7 @@ def build_worker_runtime(
         scheduler=scheduler,
         grace_s=settings.shutdown_grace_s,
         exit_when_idle=exit_when_idle,
+        slack_http=http,
     )
 
 
@@ -419,10 +448,16 @@ class Installs:
 
 
 def build_installs(
-    settings: Settings, oauth: SlackOAuth, engine: Engine, metrics: Metrics | None = None
+    settings: Settings,
+    oauth: SlackOAuth,
+    engine: Engine,
+    metrics: Metrics | None = None,
+    *,
+    http: aiohttp.ClientSession | None = None,
 ) -> Installs:
-    """The install flow, the stores on `engine` and the per-workspace authorization. Raises
-    SettingsError when DEBATEBOT_TOKEN_ENCRYPTION_KEY does not open the tokens already stored."""
+    """The install flow, the stores on `engine` and the per-workspace authorization, on the
+    process's pooled Slack session (`http`). Raises SettingsError when
+    DEBATEBOT_TOKEN_ENCRYPTION_KEY does not open the tokens already stored."""
     from slack_sdk.oauth.token_rotation.async_rotator import AsyncTokenRotator
 
     from bot.slack.installs import NOT_INSTALLED, StoredAuthorize, authorize_url, oauth_flow
@@ -446,12 +481,14 @@ def build_installs(
         if metrics is not None:
             metrics.slack_errors.labels(method, classify(raised, method, "-").code).inc()
 
-    # No token: each request gets its workspace's (Bolt copies this client's address and timeout
-    # into the client it hands listeners), and the flow's calls carry the client id and secret.
+    # No token: each request gets its workspace's (Bolt copies this client's address, timeout
+    # and session into the client it hands listeners), and the flow's calls carry the client id
+    # and secret.
     client = MeteredWebClient(
         on_error=failed,
         base_url=settings.slack_api_url,
         timeout=int(max(1, settings.slack_timeout_s)),
+        session=http,
     )
     store = DatabaseInstallationStore(engine=engine, cipher=cipher)
     tokens = BotTokens(
@@ -477,6 +514,7 @@ def build_installs(
             on_error=failed,
             base_url=settings.slack_api_url,
             timeout=int(max(1, settings.slack_timeout_s)),
+            session=http,
         ),
         app_options={
             "client": client,
@@ -513,11 +551,33 @@ def process_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+def slack_session(settings: Settings) -> aiohttp.ClientSession:
+    """The process's one HTTP session to Slack, shared by the Web API client (the bot's calls
+    and Bolt's), the `response_url` answers and the file downloads: at most
+    DEBATEBOT_SLACK_CONNECTIONS connections, kept alive between calls, each call bounded by
+    DEBATEBOT_SLACK_TIMEOUT_S. Made inside the running loop; its owner closes it.
+
+    slack_sdk's clients use a session they are given and never close it ("use_running_session"
+    in `_request_with_session`); without one they open and close a session, so a connection
+    and a TLS handshake, per call. They apply their own `timeout` only to sessions they make,
+    so the session carries the deadline."""
+    from bot.outbound import pooled_session
+
+    return pooled_session(
+        connections=settings.slack_connections, timeout_s=settings.slack_timeout_s
+    )
+
+
 def slack_client(
-    settings: Settings, metrics: Metrics | None = None, gate: TokenGate | None = None
+    settings: Settings,
+    metrics: Metrics | None = None,
+    gate: TokenGate | None = None,
+    *,
+    session: aiohttp.ClientSession | None,
 ) -> AsyncWebClient:
-    """The Web API client; with `metrics`, every failed call is counted by method and code, and
-    with `gate`, any call Slack answers by refusing the bot token (Bolt's own too) tells it."""
+    """The Web API client on `session` (`slack_session`; None: a session of its own per call);
+    with `metrics`, every failed call is counted by method and code, and with `gate`, any call
+    Slack answers by refusing the bot token (Bolt's own too) tells it."""
     from slack_sdk.web.async_client import AsyncWebClient
 
     from bot.slackweb.poster import MeteredWebClient, classify, token_refusal
@@ -526,6 +586,7 @@ def slack_client(
         "token": settings.slack_bot_token_value(),
         "base_url": settings.slack_api_url,
         "timeout": int(max(1, settings.slack_timeout_s)),
+        "session": session,
     }
     if metrics is None and gate is None:
         return AsyncWebClient(**options)
@@ -551,21 +612,19 @@ def build_notifier(
 def build_delivery(
     settings: Settings,
     engine: Engine,
-    client: AsyncWebClient | None = None,
+    client: AsyncWebClient,
     *,
     owner: str | None = None,
-    metrics: Metrics | None = None,
     gate: TokenGate | None = None,
     per_workspace: bool = False,
 ) -> OutboxDelivery:
-    """The loop that sends owed messages to Slack (needs the bot token); `gate` is the
-    process's view of that token. `per_workspace`: OAuth installs, each message sent with its
-    workspace's token (`client` a WorkspaceClient)."""
+    """The loop that sends owed messages to Slack with `client` (`slack_client`, or with OAuth
+    installs `per_workspace` a WorkspaceClient: each message with its workspace's token); `gate`
+    is the process's view of the bot token."""
     from bot.jobs.delivery import DeliveryConfig, OutboxDelivery
     from bot.slackweb.people import SlackDirectory
     from bot.slackweb.poster import SlackPoster
 
-    client = client or slack_client(settings, metrics, gate)
     return OutboxDelivery(
         gate=gate,
         engine=engine,

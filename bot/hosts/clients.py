@@ -42,6 +42,12 @@ request's description (GitLab allows a megabyte)."""
 RATE_LIMIT_WAIT_S = 60.0
 
 
+CONNECTIONS = 8
+"""Connections kept open to the code hosts at once, shared by every fetch and comment of the
+process: a linked ADR reads a few pages one after another, and a burst of links waits its turn
+rather than open a connection each."""
+
+
 class HostAnswerError(Exception):
     """The host answered with an error status (4xx, 5xx); `HostClients.call` words it."""
 
@@ -52,8 +58,9 @@ class HostAnswerError(Exception):
 
 
 class HostClients:
-    """Both hosts' APIs through one guarded HTTP session (`bot.outbound`), opened on first use
-    and closed by `aclose()` (its owner, `DebateServices`, closes it on shutdown)."""
+    """Both hosts' APIs through one guarded HTTP session (`bot.outbound`) of at most
+    CONNECTIONS pooled connections, opened on first use and closed by `aclose()` (its owner,
+    `DebateServices`, one per process, closes it on shutdown)."""
 
     def __init__(self, config: HostConfig, sleep: Callable[[float], Any] = asyncio.sleep) -> None:
         self.config = config
@@ -96,7 +103,7 @@ class HostClients:
         HostAnswerError for an error status, OutboundError when no whole answer came, LinkError
         for an answer that is not the API's JSON."""
         if self._http is None:
-            self._http = Outbound(timeout_s=self.config.timeout_s)
+            self._http = Outbound(timeout_s=self.config.timeout_s, connections=CONNECTIONS)
         origin = self.origin(link.host)
         headers, credential = self._headers(link.host)
         answer = await self._http.send(

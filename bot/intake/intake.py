@@ -106,8 +106,7 @@ class Intake:
     async def admit(self, request: DebateRequest) -> Admitted:
         """Everything checked before anything is stored or paid for: that the bot can post
         where a new question's debate and review request go, and the spec by policy (built and
-        validated once). The form calls this before its acknowledgement, so what is wrong shows
-        under its fields."""
+        validated once)."""
         asked = request.asked
         review_in = request.review_in
         if self.gate is not None and self.gate.refused and request.channel_id is not None:

@@ -21,6 +21,9 @@ from typing import Any
 
 from slack_bolt.async_app import AsyncAssistant, AsyncSay, AsyncSetSuggestedPrompts
 from slack_bolt.context.set_title.async_set_title import AsyncSetTitle
+from slack_bolt.middleware.async_middleware import AsyncMiddleware
+from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 
 from bot.messages import helptext, kit
@@ -56,14 +59,36 @@ Listener = Callable[..., Awaitable[None]]
 
 def build_assistant(
     wrap: Callable[[Listener], Listener] = lambda listener: listener,
-) -> AsyncAssistant:
+) -> AsyncMiddleware:
     """The assistant middleware with debatebot's listeners, each passed through `wrap` (the
-    listeners' store-failure answer); `app.use` it after the middleware that provides
-    `surface`."""
+    listeners' acknowledgement first and store-failure answer), for events only; `app.use` it
+    after the middleware that provides `surface`."""
     assistant = AsyncAssistant()
     assistant.thread_started(wrap(on_thread_started))
     assistant.user_message(wrap(on_user_message))
-    return assistant
+    # Bolt's own listener, which saves the new context with Slack calls, after the answer too.
+    assistant.thread_context_changed(wrap(AsyncAssistant.default_thread_context_changed))
+    return EventsOnly(assistant)
+
+
+class EventsOnly(AsyncMiddleware):
+    """`middleware` for Events API requests, which are all the assistant's: Bolt's assistant
+    middleware otherwise tries its listeners' four matchers on every command and click too,
+    each with a fresh set of injected arguments, before the request is answered."""
+
+    def __init__(self, middleware: AsyncMiddleware) -> None:
+        self.middleware = middleware
+
+    async def async_process(
+        self,
+        *,
+        req: AsyncBoltRequest,
+        resp: BoltResponse,
+        next: Callable[[], Awaitable[BoltResponse]],
+    ) -> BoltResponse | None:
+        if req.body.get("type") != "event_callback":
+            return await next()
+        return await self.middleware.async_process(req=req, resp=resp, next=next)
 
 
 async def on_thread_started(say: AsyncSay, set_suggested_prompts: AsyncSetSuggestedPrompts) -> None:

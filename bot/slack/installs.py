@@ -27,7 +27,7 @@ outage would refuse every request.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp, AsyncBoltContext
@@ -60,6 +60,7 @@ from bot.store.tenancy import EVERY_WORKSPACE, Workspace
 from bot.store.workspaces import Suspension
 
 log = logging.getLogger(__name__)
+Listener = Callable[..., Awaitable[None]]
 
 INSTALL_PATH = "/slack/install"
 BOT_SCOPES = (
@@ -330,9 +331,13 @@ def _install_of(context: AsyncBoltContext) -> tuple[str | None, str | None]:
     return context.enterprise_id, context.team_id
 
 
-def register(app: AsyncApp, uninstalls: Uninstalls) -> None:
+def register(
+    app: AsyncApp,
+    uninstalls: Uninstalls,
+    wrap: Callable[[Listener], Listener] = lambda listener: listener,
+) -> None:
     """Listen for `app_uninstalled` and `tokens_revoked` (Bolt authorizes neither: their tokens
-    are gone)."""
+    are gone), each listener passed through `wrap` (the listeners' acknowledgement first)."""
 
     async def on_app_uninstalled(body: dict[str, Any], context: AsyncBoltContext) -> None:
         await uninstalls.uninstalled(body, context)
@@ -342,5 +347,5 @@ def register(app: AsyncApp, uninstalls: Uninstalls) -> None:
     ) -> None:
         await uninstalls.revoked(body, event, context)
 
-    app.event("app_uninstalled")(on_app_uninstalled)
-    app.event("tokens_revoked")(on_tokens_revoked)
+    app.event("app_uninstalled")(wrap(on_app_uninstalled))
+    app.event("tokens_revoked")(wrap(on_tokens_revoked))

@@ -1,9 +1,17 @@
-"""Bolt listeners: one top-level function per entry point, each acknowledging at once, parsing,
-handing the work to the use cases (`bot.slack.surface`) and telling the user.
+"""Bolt listeners: one top-level function per entry point, each parsing, acknowledging, handing
+the work to the use cases (`bot.slack.surface`) and telling the user.
 
-Cross-cutting work is middleware: malformed payloads are refused, the use cases are put in the
-request's context (listeners take `surface` as an argument, like Bolt's own `ack` or `client`),
-and Slack's retried or duplicated event deliveries are dropped (the event id is stored in
+Slack is answered first (`bot.slack.after_ack`): before its `ack()` a listener only parses what
+the request holds, so the acknowledgement's content is a parse error or nothing; what needs the
+store or Slack (the channel's settings, whether the bot may post there, who may decide) comes
+after, and its outcome is told through `response_url`, an ephemeral message or a DM, in the
+words the acknowledgement used to carry. Each listener is wrapped by `acknowledging`, which
+answers Bolt the moment the listener acknowledges and lets it go on in a task.
+
+Cross-cutting work is middleware: malformed payloads are refused, and the use cases are put in
+the request's context (listeners take `surface` as an argument, like Bolt's own `ack` or
+`client`) with a `respond` on the process's pooled Slack session. Slack's retried or
+duplicated event deliveries are dropped after their acknowledgement (the event id is stored in
 `processed_trigger`), so no retry ever starts a second debate. `on_error` gives every listener
 the same clear answer when the store fails: what is wrong (down, full, read-only, a refusal),
 what became of the request and what to do.
@@ -40,6 +48,7 @@ from bot.hosts.links import HostError
 from bot.messages import action_ids, helptext, kit, modals, posts
 from bot.messages.kit import clip
 from bot.slack import payloads
+from bot.slack.after_ack import AfterAck
 from bot.slack.assistant import (
     build_assistant,
     on_context_changed,
@@ -57,6 +66,7 @@ from bot.slack.command_text import (
     parse_debate_form,
 )
 from bot.slack.errors import CommandError, FormError, NotAllowedError, SlackLayerError
+from bot.slack.replies import PooledRespond
 from bot.slack.surface import Surface, Surfaces
 from bot.slackweb.errors import PostError, SlackWebError
 from bot.store import dedupe
@@ -78,8 +88,12 @@ NOTE_FORM_WINDOW_S = 10.0
 """A second click on Approve or Reject within this many seconds opens no second note form."""
 
 REDELIVERY_CHECK_S = 1.5
-"""The longest the check for a redelivered event waits for the store: Slack sends an event
-again when it is not acknowledged within 3 s, and a slow store must not hold the ack."""
+"""The longest the check for a redelivered event waits for the store before the event is
+handled anyway (Slack was answered already; the listener then meets the slow store itself and
+says so)."""
+CANNOT_POST = frozenset({"not_in_channel", "channel_not_found", "is_archived"})
+"""Slack's refusals of an ephemeral message in a channel the bot cannot post in."""
+OUTSIDE_FAILURES = (StoreError, SlackLayerError, SlackWebError, HostError, SlackApiError)
 REVIEW_DECISIONS = {
     action_ids.ACTION_APPROVE: EscalationState.APPROVED,
     action_ids.ACTION_REJECT: EscalationState.REJECTED,
@@ -94,22 +108,28 @@ def register(app: AsyncApp, surfaces: Surfaces, *, installs: bool = False) -> No
     request gets the surface of its own workspace; with OAuth `installs`, on the client Bolt
     authorized for it (that workspace's token)."""
 
-    async def provide_surface(context: AsyncBoltContext, next: Next) -> None:
+    async def prepare(
+        body: dict[str, Any], context: AsyncBoltContext, next: Next
+    ) -> BoltResponse | None:
+        # One middleware, not three: Bolt builds every argument it could inject (some thirty,
+        # the payload parsed several ways) anew for each middleware it calls.
+        scrub_text(body)
+        refusal = reject_malformed(body)
+        if refusal is not None:
+            return refusal
         team = context.team_id or context.enterprise_id or PENDING_TEAM
         # One workspace owns the rows still waiting for its id too (bot.store.tenancy).
         workspace = Workspace(
             team_id=team, enterprise_id=context.enterprise_id, with_pending=not installs
         )
-        context["surface"] = surfaces.get(workspace, context.client if installs else None)
+        provide_surface(context, surfaces.get(workspace, context.client if installs else None))
         await next()
+        return None
 
-    app.middleware(scrub_text)
-    app.middleware(reject_malformed)
-    app.middleware(provide_surface)
-    app.middleware(drop_redeliveries)
-    app.use(build_assistant(wrap=answers_failures))
+    app.middleware(prepare)
+    app.use(build_assistant(wrap=acknowledging))
     app.error(on_error)
-    listen = answers_failures
+    listen = acknowledging
     app.command("/debate")(listen(on_debate_command))
     app.view(action_ids.VIEW_DEBATE)(listen(on_debate_form))
     app.view(action_ids.VIEW_CONFIG)(listen(on_config_form))
@@ -126,29 +146,105 @@ def register(app: AsyncApp, surfaces: Surfaces, *, installs: bool = False) -> No
     app.event("app_context_changed")(listen(on_context_changed))
 
 
-def answers_failures(listener: Listener) -> Listener:
-    """`listener`, with a failure of the outside (the store, Slack) handed to `on_error` inside
-    it: a listener that fails after `ack()` races Bolt's runner, which resets the
-    acknowledgement to nothing, so Slack could get a 404 for a request that was answered. Bugs
-    (anything else) still reach Bolt's error handler, which is the same `on_error`."""
+def acknowledging(listener: Listener) -> Listener:
+    """`listener`, run so that Slack is answered as soon as it acknowledges
+    (`bot.slack.after_ack`): in a task the process keeps, this returning to Bolt once the
+    listener has called `ack()` (at once for an event, which Bolt acknowledges when this
+    returns). In the task, a redelivered event is dropped, and a failure of the outside (the
+    store, Slack, a code host), or any failure once Slack was answered, goes to `on_error`; a
+    bug before the acknowledgement reaches Bolt, whose error handler is the same `on_error`,
+    and Slack gets a 500."""
     wanted = inspect.getfullargspec(listener).args
 
     @functools.wraps(listener)
-    async def guarded(**kwargs: Any) -> None:
-        try:
-            await listener(**{name: kwargs[name] for name in wanted})
-        except (StoreError, SlackLayerError, SlackWebError, HostError, SlackApiError) as error:
-            await on_error(error, kwargs["body"], kwargs["context"], kwargs.get("respond"))
+    async def first_ack(**kwargs: Any) -> None:
+        answered = asyncio.Event()
+        arguments = {name: kwargs[name] for name in wanted}
+        surface: Surface = kwargs["context"]["surface"]
+        if "ack" in wanted:
+            arguments["ack"] = _telling(kwargs["ack"], answered, surface.after_ack)
+        else:
+            answered.set()
+        body = kwargs["body"]
+        task = surface.after_ack.start(
+            _after_ack(listener, arguments, kwargs, answered), request=request_name(body)
+        )
+        if not answered.is_set():
+            waiting = asyncio.ensure_future(answered.wait())
+            try:
+                await asyncio.wait([task, waiting], return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waiting.cancel()
+        if task.done() and not answered.is_set():
+            task.result()  # the listener's bug, raised before it acknowledged
 
-    # Bolt injects the arguments the wrapped function names, plus what `on_error` needs.
-    guarded.__wrapped__ = _with_arguments(wanted)
-    return guarded
+    # Bolt injects the arguments the wrapped function names, plus what the wrapper needs.
+    first_ack.__wrapped__ = _with_arguments(wanted)
+    return first_ack
+
+
+def _telling(
+    ack: AsyncAck, answered: asyncio.Event, after_ack: AfterAck
+) -> Callable[..., Awaitable[Any]]:
+    """`ack`, setting `answered` once it has run, and returning to the listener when the
+    requests being answered give it its turn."""
+
+    async def acknowledge(*args: Any, **kwargs: Any) -> Any:
+        try:
+            acknowledged = await ack(*args, **kwargs)
+        finally:
+            answered.set()
+        await after_ack.turn()
+        return acknowledged
+
+    return acknowledge
+
+
+async def _after_ack(
+    listener: Listener,
+    arguments: dict[str, Any],
+    kwargs: dict[str, Any],
+    answered: asyncio.Event,
+) -> None:
+    body, context, respond = kwargs["body"], kwargs["context"], kwargs.get("respond")
+    surface: Surface = context["surface"]
+    try:
+        if "ack" not in arguments:
+            await surface.after_ack.turn()
+        if await redelivered(body, surface, kwargs["request"], context):
+            return
+        await listener(**arguments)
+    except OUTSIDE_FAILURES as error:
+        if not answered.is_set() and "ack" in arguments:
+            # A form whose check failed closes; `on_error` says what became of it.
+            await arguments["ack"]()
+        await on_error(error, body, context, respond)
+    except Exception as error:
+        if not answered.is_set():
+            raise
+        await on_error(error, body, context, respond)
+
+
+def request_name(body: dict[str, Any]) -> str:
+    """Which request `body` is, for a log line: its kind, who sent it and where (no text)."""
+    if body.get("command"):
+        return (
+            f"{body['command']} by {body.get('user_id')} in {body.get('channel_id')},"
+            f" trigger {body.get('trigger_id')}"
+        )
+    event = body.get("event")
+    if isinstance(event, dict):
+        where = event.get("channel") or (event.get("item") or {}).get("channel")
+        return f"{event.get('type')} event {body.get('event_id')} by {event.get('user')} in {where}"
+    user = (body.get("user") or {}).get("id")
+    view = (body.get("view") or {}).get("callback_id")
+    return f"{body.get('type')}{f' of {view}' if view else ''} by {user}"
 
 
 def _with_arguments(names: list[str]) -> Callable[..., Any]:
-    """A stand-in whose signature names `names` and what the store answer needs, for Bolt's
-    argument injection (which reads the unwrapped signature)."""
-    every = list(dict.fromkeys([*names, "body", "context", "respond"]))
+    """A stand-in whose signature names `names` and what the wrapper and the store answer
+    need, for Bolt's argument injection (which reads the unwrapped signature)."""
+    every = list(dict.fromkeys([*names, "body", "context", "respond", "request"]))
     parameters = [
         inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in every
     ]
@@ -163,60 +259,67 @@ def _with_arguments(names: list[str]) -> Callable[..., Any]:
 # --- middleware and errors -----------------------------------------------------------------------
 
 
-async def scrub_text(body: dict[str, Any], next: Next) -> None:
+def scrub_text(body: dict[str, Any]) -> None:
     """Lone surrogates in any string of the payload become U+FFFD before anything reads it, on
     both transports: a review note or an ADR holding one would otherwise fail at the database
     or at Slack, after the person was told nothing or thanked."""
     if payloads.scrub(body):
         log.info("replaced lone surrogates in a Slack payload with U+FFFD")
-    await next()
 
 
-async def reject_malformed(body: dict[str, Any], next: Next) -> BoltResponse | None:
+def reject_malformed(body: dict[str, Any]) -> BoltResponse | None:
     """A payload without the fields its kind must have gets a 400, not a listener crash."""
     why = payloads.problem(body)
-    if why is not None:
-        log.warning("malformed Slack request refused: %s", why)
-        return BoltResponse(status=400, body=f"malformed request: {why}")
-    await next()
-    return None
+    if why is None:
+        return None
+    log.warning("malformed Slack request refused: %s", why)
+    return BoltResponse(status=400, body=f"malformed request: {why}")
 
 
-async def drop_redeliveries(
+def provide_surface(context: AsyncBoltContext, surface: Surface) -> None:
+    """The use cases in the request's context, and a `respond` on the pooled Slack session
+    (Bolt's own would open a session, so a connection, for each answer)."""
+    context["surface"] = surface
+    if surface.slack_http is not None and context.response_url:
+        context["respond"] = PooledRespond(
+            response_url=context.response_url, session=surface.slack_http
+        )
+
+
+async def redelivered(
     body: dict[str, Any],
     surface: Surface,
     request: AsyncBoltRequest,
     context: AsyncBoltContext,
-    next: Next,
-) -> BoltResponse | None:
-    """Acknowledge an event Slack delivers again without handling it twice. Only a handled
-    event is marked (at the end of its listener), so one whose handler crashed is handled again
-    when Slack retries it.
+) -> bool:
+    """Whether `body` is an event Slack delivered again and that was handled already (it was
+    acknowledged all the same, so Slack stops sending it). Only a handled event is marked (at
+    the end of its listener), so one whose handler crashed is handled again when Slack retries
+    it.
 
     When the store cannot answer (down, or slower than REDELIVERY_CHECK_S), the event is
-    handled anyway, which acknowledges it (see the module's docstring); a trigger's unique key
-    still keeps a second delivery from making a second debate. A resend handled so is marked
-    `unchecked_resend`: an earlier delivery may have queued its debate already."""
+    handled anyway (see the module's docstring); a trigger's unique key still keeps a second
+    delivery from making a second debate. A resend handled so is marked `unchecked_resend`: an
+    earlier delivery may have queued its debate already."""
     event_id = body.get("event_id")
-    if body.get("type") == "event_callback" and event_id:
-        try:
-            seen = await asyncio.wait_for(
-                surface.db(lambda s: dedupe.was_processed(s, key=f"event:{event_id}")),
-                REDELIVERY_CHECK_S,
-            )
-        except (StoreError, TimeoutError) as error:
-            log.warning(
-                "event %s handled without knowing whether it was seen before: %s",
-                event_id,
-                str(error) or f"the store did not answer within {REDELIVERY_CHECK_S:g} s",
-            )
-            seen = False
-            context["unchecked_resend"] = bool(request.headers.get("x-slack-retry-num"))
-        if seen:
-            log.info("event %s delivered again; ignored", event_id)
-            return BoltResponse(status=200, body="")
-    await next()
-    return None
+    if body.get("type") != "event_callback" or not event_id:
+        return False
+    try:
+        seen = await asyncio.wait_for(
+            surface.db(lambda s: dedupe.was_processed(s, key=f"event:{event_id}")),
+            REDELIVERY_CHECK_S,
+        )
+    except (StoreError, TimeoutError) as error:
+        log.warning(
+            "event %s handled without knowing whether it was seen before: %s",
+            event_id,
+            str(error) or f"the store did not answer within {REDELIVERY_CHECK_S:g} s",
+        )
+        context["unchecked_resend"] = bool(request.headers.get("x-slack-retry-num"))
+        return False
+    if seen:
+        log.info("event %s delivered again; ignored", event_id)
+    return bool(seen)
 
 
 async def handled(surface: Surface, body: dict[str, Any]) -> None:
@@ -356,6 +459,20 @@ def _unreadable_thread(error: SlackApiError, channel: str, ts: str) -> str:
     )
 
 
+async def tell_privately(
+    surface: Surface, *, channel: str, user: str, text: str, thread_ts: str | None = None
+) -> None:
+    """`text` for `user` alone: an ephemeral message in `channel`, or a DM from the app where
+    the bot cannot post (not a member, the channel archived), which is often what `text`
+    says."""
+    try:
+        await surface.poster.ephemeral(channel=channel, user=user, text=text, thread_ts=thread_ts)
+    except PostError as error:
+        if error.code not in CANNOT_POST:
+            raise
+        await surface.poster.post(channel=user, message=posts.notice(text))
+
+
 async def _tell_thread(surface: Surface, channel: str, ts: str, text: str) -> None:
     try:
         await surface.poster.post(channel=channel, thread_ts=ts, message=posts.notice(text))
@@ -381,15 +498,16 @@ async def on_debate_command(
     except CommandError as error:
         await ack(response_type="ephemeral", text=f":warning: {_said(error)}. Nothing was queued.")
         return
+    await ack()
     channel, user = command["channel_id"], command["user_id"]
     if isinstance(parsed, HelpCommand):
+        # The help names the channel's review reaction, which the store holds.
         current = await surface.channels.settings_of(channel)
-        await ack(
+        await respond(
             response_type="ephemeral",
             text=helptext.help_text(protocols=protocols, reaction=current.trigger_reaction),
         )
         return
-    await ack()
     try:
         if isinstance(parsed, OpenDebateModal):
             await surface.starts.check_reachable(channel)
@@ -444,11 +562,13 @@ async def _config(
 async def on_debate_form(
     ack: AsyncAck, body: dict[str, Any], view: dict[str, Any], surface: Surface
 ) -> None:
-    """The debate form: field errors under the fields, else the debate is queued."""
+    """The debate form: what is wrong with its fields shows under them; else it closes and the
+    debate is queued, or the person is told privately why not (the channel, the spec, a
+    limit)."""
     channel, user = view["private_metadata"], body["user"]["id"]
     try:
         command = parse_debate_form(view, protocols=surface.protocols)
-        admitted = await surface.starts.admit_form(
+        request = surface.starts.form_request(
             command=command, channel=channel, user=user, trigger_key=f"modal:{view['id']}"
         )
     except FormError as error:
@@ -457,38 +577,33 @@ async def on_debate_form(
     except CommandError as error:
         await ack(response_action="errors", errors={"question": clip(str(error), 150)})
         return
-    except StoreError:
-        # The form closes, and `on_error` tells the person what became of it.
-        await ack()
-        raise
     await ack()
     try:
-        await surface.starts.enqueue(admitted)
+        await surface.starts.submit(request)
     except CommandError as error:
-        await surface.poster.ephemeral(channel=channel, user=user, text=f":warning: {_said(error)}")
+        await tell_privately(surface, channel=channel, user=user, text=f":warning: {_said(error)}")
 
 
 async def on_config_form(
     ack: AsyncAck, body: dict[str, Any], view: dict[str, Any], surface: Surface
 ) -> None:
-    """The settings form: only admins and the channel's owners may save it."""
+    """The settings form: what is wrong with its fields shows under them; else it closes, and
+    the settings are saved if the person is an admin or one of the channel's owners, who is told
+    privately either way."""
     channel, user = view["private_metadata"], body["user"]["id"]
     try:
         values = parse_config_form(view, protocols=surface.protocols)
     except FormError as error:
         await ack(response_action="errors", errors=error.errors)
         return
-    current = await surface.channels.settings_of(channel)
-    if not await surface.directory.may_configure(user, current.owners):
-        await ack(
-            response_action="errors",
-            errors={"protocol": "only workspace admins and this channel's owners can change these"},
-        )
-        return
     await ack()
-    await surface.channels.configure(channel=channel, user=user, values=values)
-    await surface.poster.ephemeral(
-        channel=channel, user=user, text=":white_check_mark: Debate settings saved."
+    try:
+        await surface.channels.configure(channel=channel, user=user, values=values)
+    except NotAllowedError as error:
+        await tell_privately(surface, channel=channel, user=user, text=f":no_entry: {_said(error)}")
+        return
+    await tell_privately(
+        surface, channel=channel, user=user, text=":white_check_mark: Debate settings saved."
     )
 
 
@@ -538,17 +653,19 @@ async def on_review_button(
 async def on_review_note(
     ack: AsyncAck, body: dict[str, Any], view: dict[str, Any], surface: Surface
 ) -> None:
-    """The note form's submission records the decision, once."""
+    """The note form's submission records the decision, once, if its sender may decide (who
+    is told by DM when not: the form has closed, and the note form names no channel)."""
     raw_id, _, decision = view["private_metadata"].partition(":")
     escalation_id, user = int(raw_id), body["user"]["id"]
     note = form_value(view, "note") or None
+    await ack()
     try:
         _, debate = await surface.reviews.authorize_review(escalation_id=escalation_id, user=user)
     except NotAllowedError as refusal:
-        # Form errors are plain text, where a mention would show as raw `<@U…>`.
-        await ack(response_action="errors", errors={"note": refusal.plain})
+        await surface.poster.post(
+            channel=user, message=posts.notice(f":no_entry: {_said(refusal)}")
+        )
         return
-    await ack()
     review, created = await surface.reviews.decide(
         escalation_id=escalation_id, user=user, decision=decision, note=note
     )

@@ -26,6 +26,7 @@ from slack_bolt.async_app import AsyncApp
 
 from bot.metrics import CONTENT_TYPE, Metrics
 from bot.slack import payloads
+from bot.slack.after_ack import AfterAck
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -83,7 +84,8 @@ async def _send(send: Send, status: int, content_type: str, body: bytes) -> None
 
 class BotASGI:
     """Routes `/healthz` to the health check, `GET /metrics` to Prometheus' exposition and
-    everything else to Bolt's request handler."""
+    everything else to Bolt's request handler; while it answers a Slack request, the work after
+    earlier acknowledgements waits its turn (`after_ack`)."""
 
     def __init__(
         self,
@@ -92,15 +94,21 @@ class BotASGI:
         metrics: Metrics | None = None,
         *,
         signing_secret: str,
+        after_ack: AfterAck | None = None,
     ) -> None:
         self.slack = AsyncSlackRequestHandler(app, path=EVENTS_PATH)
         self.health = health
         self.metrics = metrics
         self.signing_secret = signing_secret.encode()
+        self.after_ack = after_ack or AfterAck()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and await answer_ops(scope, send, self.health, self.metrics):
             return
+        with self.after_ack.answering():
+            await self._slack(scope, receive, send)
+
+    async def _slack(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method") != "POST":
             await self.slack(scope, receive, send)  # type: ignore[arg-type]
             return

@@ -17,7 +17,7 @@ from bot.hosts.clients import HostClients
 from bot.hosts.fetch import Fetched, fetch
 from bot.hosts.links import HostLink, LinkError, NoAdrError, find_link, is_adr_path
 from bot.intake.errors import NotAdmittedError
-from bot.intake.intake import Admitted, Intake, Started
+from bot.intake.intake import Intake, Started
 from bot.intake.request import Ask, DebateRequest
 from bot.messages import kit
 from bot.slack import triggers
@@ -104,24 +104,15 @@ class DebateStarts:
         )
         return await self.submit(request)
 
-    async def admit_form(
+    def form_request(
         self, *, command: DebateCommand, channel: str, user: str, trigger_key: str
-    ) -> Admitted:
-        """The form's request, admitted before the form is acknowledged, so what is wrong (the
-        channel, the spec) shows under its fields; `enqueue` queues it after."""
-        request = _command_request(
+    ) -> DebateRequest:
+        """The form's request, built from what was typed alone (no store, no Slack), so the
+        form can be answered at once; CommandError (shown under its question) when it asks for
+        nothing. `submit` admits and queues it after."""
+        return _command_request(
             command, command.question, (), channel, user, trigger_key, DebateSource.MODAL
         )
-        try:
-            return await self.intake.admit(request)
-        except NotAdmittedError as error:
-            raise CommandError(str(error)) from error
-
-    async def enqueue(self, admitted: Admitted) -> Started:
-        try:
-            return await self.intake.enqueue(admitted)
-        except NotAdmittedError as error:
-            raise CommandError(str(error)) from error
 
     # --- ADR posts, pasted, linked or uploaded -----------------------------------------------
 
@@ -199,6 +190,7 @@ class DebateStarts:
                         str(file.get("id")),
                         files_url=self.uploads.files_url,
                         timeout_s=self.uploads.timeout_s,
+                        http=self.uploads.http,
                     )
                 )
             except UploadRefusedError as error:

@@ -1,17 +1,19 @@
 """What Bolt's listeners reach, put in each request's context as `surface`: the use cases
-(starting debates, reviews, App Home, channel settings) and the Web API clients they answer
-with."""
+(starting debates, reviews, App Home, channel settings), the Web API clients they answer
+with, the process's pooled Slack session, and the work in flight after acknowledgements."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
+import aiohttp
 from sqlalchemy import Engine
 from sqlmodel import Session
 
+from bot.slack.after_ack import AfterAck
 from bot.slack.channel_config import ChannelConfig
 from bot.slack.home import AppHome
 from bot.slack.reviews import Reviews
@@ -39,6 +41,10 @@ class Surface:
     protocols: tuple[str, ...]
     workspace: Workspace
     """The workspace this surface answers: its store work sees only that workspace's rows."""
+    slack_http: aiohttp.ClientSession | None = None
+    """The process's pooled Slack session, for `respond` (Bolt's own opens one per answer)."""
+    after_ack: AfterAck = field(default_factory=AfterAck)
+    """The process's work in flight after acknowledgements (one for every workspace)."""
 
     async def db(self, work: Callable[[Session], R]) -> R:
         """Run `work` on the store off the event loop (the listeners' dedupe keys)."""

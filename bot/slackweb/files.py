@@ -43,10 +43,12 @@ def files_origin(api_url: str, files_url: str | None = None) -> Origin:
 @dataclass(frozen=True)
 class Uploads:
     """How uploads are read: the address Slack serves files from when it is not derived from
-    the Web API's (`DEBATEBOT_SLACK_FILES_URL`), and each download try's deadline."""
+    the Web API's (`DEBATEBOT_SLACK_FILES_URL`), each download try's deadline, and the guarded
+    requests on the process's pooled Slack session (`http`; one of their own when None)."""
 
     files_url: str | None = None
     timeout_s: float = 10.0
+    http: Outbound | None = None
 
 
 class UploadRefusedError(SlackWebError):
@@ -70,9 +72,10 @@ async def read_upload(
     max_bytes: int = MAX_UPLOAD_BYTES,
     timeout_s: float = 10,
     files_url: str | None = None,
+    http: Outbound | None = None,
 ) -> ContextDocument:
-    """The uploaded file as a context document, read whole; UploadRefusedError says why it
-    cannot be."""
+    """The uploaded file as a context document, read whole, through `http` (a session of its
+    own when None); UploadRefusedError says why it cannot be."""
     info = await _file_info(client, file_id)
     name = str(info.get("title") or info.get("name") or file_id)
     claimed = info.get("size")
@@ -83,7 +86,12 @@ async def read_upload(
     if not url:
         raise UploadRefusedError(f"Slack gave no download address for `{name}`; upload it again")
     origin = files_origin(client.base_url, files_url)
-    data = await _download(origin, str(url), str(client.token), name, max_bytes, timeout_s)
+    token = str(client.token)
+    if http is not None:
+        data = await _download(http, origin, str(url), token, name, max_bytes, timeout_s)
+    else:
+        async with Outbound(timeout_s=timeout_s) as own:
+            data = await _download(own, origin, str(url), token, name, max_bytes, timeout_s)
     if len(data) < size:
         raise UploadRefusedError(
             f"Slack sent {len(data):,} of the {size:,} bytes of `{name}`, so I debated none of"
@@ -133,36 +141,39 @@ async def _file_info(client: AsyncWebClient, file_id: str) -> dict[str, Any]:
 
 
 async def _download(
-    origin: Origin, url: str, token: str, name: str, max_bytes: int, timeout_s: float
+    http: Outbound,
+    origin: Origin,
+    url: str,
+    token: str,
+    name: str,
+    max_bytes: int,
+    timeout_s: float,
 ) -> bytes:
     """The file, whole, in at most ATTEMPTS tries (a 5xx, a failed connection, a download cut
     short or past its deadline is tried again)."""
     credential = {"Authorization": f"Bearer {token}"}
-    async with Outbound(timeout_s=timeout_s) as http:
-        for attempt in range(1, ATTEMPTS + 1):
-            try:
-                answer = await http.send(
-                    origin, "GET", url, credential=credential, max_bytes=max_bytes
-                )
-            except OutboundError as error:
-                if error.transient and attempt < ATTEMPTS:
-                    await asyncio.sleep(attempt)
-                    continue
-                raise _refusal(error, origin, name, max_bytes, timeout_s) from error
-            if answer.status >= 500 and attempt < ATTEMPTS:
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            answer = await http.send(origin, "GET", url, credential=credential, max_bytes=max_bytes)
+        except OutboundError as error:
+            if error.transient and attempt < ATTEMPTS:
                 await asyncio.sleep(attempt)
                 continue
-            if answer.status != 200:
-                raise UploadRefusedError(
-                    f"Slack answered HTTP {answer.status} for `{name}`; upload it again later"
-                )
-            if answer.content_type == "text/html":
-                # Slack's answer to a token that may not read files is its sign-in page.
-                raise UploadRefusedError(
-                    f"Slack sent its sign-in page instead of `{name}`: reinstall the app with"
-                    " the `files:read` scope"
-                )
-            return answer.body
+            raise _refusal(error, origin, name, max_bytes, timeout_s) from error
+        if answer.status >= 500 and attempt < ATTEMPTS:
+            await asyncio.sleep(attempt)
+            continue
+        if answer.status != 200:
+            raise UploadRefusedError(
+                f"Slack answered HTTP {answer.status} for `{name}`; upload it again later"
+            )
+        if answer.content_type == "text/html":
+            # Slack's answer to a token that may not read files is its sign-in page.
+            raise UploadRefusedError(
+                f"Slack sent its sign-in page instead of `{name}`: reinstall the app with"
+                " the `files:read` scope"
+            )
+        return answer.body
     raise AssertionError("unreachable: the loop returns or raises")
 
 

@@ -257,8 +257,8 @@ class SlackDirectory:
     async def cannot_post_in(self, channel: str) -> str | None:
         """Why the bot cannot post in `channel` (`not_in_channel`, `channel_not_found`,
         `is_archived`), or None when it can, or when Slack cannot tell right now (the post
-        itself will find out, and the outbox deals with it). The wait is short: a form's
-        submission is checked before its ack, inside Slack's three seconds."""
+        itself will find out, and the outbox deals with it). The wait is short: every new
+        question waits on it before it is queued."""
         try:
             response = await asyncio.wait_for(
                 self.client.conversations_info(channel=channel), timeout=self.lookup_s

@@ -8,6 +8,7 @@ answer, and one cut short of the length it claims.
 Each serves its web links too (`/{owner}/{repo}/blob/…`, `/-/merge_requests/…`) only as
 addresses: the bot parses them and calls the API, as against the real hosts. `OtherHost` is the
 second loopback server hostile answers point at; it records every credential that reaches it.
+Both hosts count the TCP connections they accept.
 """
 
 from __future__ import annotations
@@ -125,6 +126,8 @@ class HostEmulator(ABC):
     requests: list[str] = field(default_factory=list)
     streamed: int = 0
     """Bytes of the last oversized body (`HostFault.size`) the client took before it stopped."""
+    connections: int = 0
+    """TCP connections accepted."""
     url: str = ""
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1001))
     _runner: web.AppRunner | None = None
@@ -153,6 +156,15 @@ class HostEmulator(ABC):
         self.routes(app)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
+        server = self._runner.server
+        assert server is not None
+        accepted = server.connection_made
+
+        def counted(handler: Any, transport: Any) -> None:
+            self.connections += 1
+            accepted(handler, transport)
+
+        server.connection_made = counted  # type: ignore[method-assign]
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]

@@ -3,7 +3,8 @@ pointed at with `base_url`.
 
 It implements the methods the bot calls with Slack's response shapes, enforces the limits Slack
 enforces (50 blocks a message, 3,000 characters a section, about 13,000 characters of block
-text, 40,000 of `text`, 100 blocks a view, 24-character modal titles), records every call,
+text, 40,000 of `text`, 100 blocks a view, 24-character modal titles), records every call
+and counts the TCP connections it accepts, answers a method late when told to (`delays`),
 serves `response_url` posts, and can fail any method the ways Slack does: an error code, a 5xx,
 a 429 with Retry-After, a hang past the client's timeout, or a refusal by size, for the next N
 calls or for a window of time. Channels can lose the bot (`not_in_channel`) or be archived;
@@ -163,6 +164,10 @@ class SlackEmulator:
     tenancy: Workspaces | None = None
     """Many workspaces, each with its own tokens, and OAuth installs (slack_workspaces.py);
     None: one workspace, whose every `xoxb-` token is taken."""
+    connections: int = 0
+    """TCP connections accepted, over every path (Web API, response_url, files, socket)."""
+    delays: dict[str, float] = field(default_factory=dict)
+    """Seconds a method waits before it answers normally (a slow Slack, not a failure)."""
     url: str = ""
     _runner: web.AppRunner | None = None
     _ts: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -180,6 +185,15 @@ class SlackEmulator:
         app.router.add_get("/oauth/v2/authorize", self._authorize)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
+        server = self._runner.server
+        assert server is not None
+        accepted = server.connection_made
+
+        def counted(handler: Any, transport: Any) -> None:
+            self.connections += 1
+            accepted(handler, transport)
+
+        server.connection_made = counted  # type: ignore[method-assign]
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
@@ -420,7 +434,7 @@ class SlackEmulator:
             if fault.needed is not None:
                 body |= {"needed": fault.needed, "provided": "commands,chat:write"}
             return web.json_response(body, status=fault.status, headers=headers)
-        await asyncio.sleep(0)
+        await asyncio.sleep(self.delays.get(method, 0.0))
         body = self._handle(method, params)
         if not body.get("ok"):
             call.status = 400

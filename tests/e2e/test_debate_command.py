@@ -109,13 +109,17 @@ async def test_bad_flags_are_explained_ephemerally_and_nothing_is_queued(
 
 
 async def test_help_answers_ephemerally(start_bot: BotFactory) -> None:
+    """The help names the channel's review reaction, read from the store, so it follows the
+    acknowledgement through the response_url."""
     bot = await start_bot()
 
     reply = await bot.driver.command("help")
 
-    assert reply.json()["response_type"] == "ephemeral"
-    assert "--protocol" in reply.json()["text"]
-    assert "--budget" in reply.json()["text"]
+    assert (reply.status, reply.body) == (200, "")
+    [answer] = await bot.wait_for(lambda: bot.emulator.responses, "the help")
+    assert answer["response_type"] == "ephemeral"
+    assert "--protocol" in answer["text"]
+    assert "--budget" in answer["text"]
     assert bot.debates() == []
 
 

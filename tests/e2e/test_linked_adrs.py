@@ -4,6 +4,7 @@ retries and resumes, updated by the review), and the failures people are told ab
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import AsyncIterator
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bot.hosts.clients import HostClients
+from bot.hosts.clients import CONNECTIONS, HostClients
 from bot.hosts.comments import upsert_comment
 from bot.hosts.fetch import fetch
 from bot.hosts.links import HostConfig, LinkError, parse_link
@@ -362,6 +363,39 @@ async def test_a_host_that_fails_or_hangs_is_answered_not_waited_on_forever(
     with pytest.raises(LinkError, match="GitHub answered HTTP 503"):
         await upsert_comment(pull, clients, debate_id=1, body="verdict")
     assert github.comments.get(("acme/orders", 7)) is None
+    await clients.aclose()
+
+
+async def test_fetches_share_a_few_kept_alive_connections_to_each_host(
+    hosts: tuple[GitHubEmulator, GitLabEmulator],
+) -> None:
+    """One pooled session per process: fetches one after another reuse one connection, and
+    a burst of them never opens more than the pool holds."""
+    github, gitlab = hosts
+    clients = HostClients(
+        HostConfig(
+            github_url=github.url,
+            github_token=github.token,
+            gitlab_url=gitlab.url,
+            gitlab_token=gitlab.token,
+        )
+    )
+    file_link = parse_link(
+        f"{github.url}/acme/orders/blob/abc1234/docs/adr/0012-postgres.md", clients.config
+    )
+    pull = parse_link(f"{gitlab.url}/acme/platform/orders/-/merge_requests/7", clients.config)
+    assert file_link is not None
+    assert pull is not None
+
+    for _ in range(10):
+        assert (await fetch(file_link, clients)).documents[0].text == ADR
+    assert github.connections == 1
+
+    together = await asyncio.gather(*(fetch(pull, clients) for _ in range(40)))
+
+    assert all(fetched.title == together[0].title for fetched in together)
+    assert len(gitlab.requests) >= 80
+    assert 1 <= gitlab.connections <= CONNECTIONS
     await clients.aclose()
 
 

@@ -21,11 +21,11 @@ from engine.llm import LLMRequest
 from engine.models import Usage, utcnow
 from engine.pricing import Pricing
 from engine.providers.fake import FunctionLLM
-from tests.e2e.conftest import ADMIN, CHANNEL, REVIEWER, Bot, BotFactory
+from tests.e2e.conftest import CHANNEL, REVIEWER, Bot, BotFactory
 from tests.e2e.driver import WORKSPACE
 from tests.e2e.slack_emulator import Fault
 from tests.e2e.test_fault_schedules import random_fault
-from tests.e2e.test_reviews import NOTE, escalated
+from tests.e2e.test_reviews import NOTE, configured, escalated
 from tests.helpers import DebateScript
 
 OWNER = "UOWNER"
@@ -51,8 +51,8 @@ async def test_a_review_past_its_sla_expires_in_the_thread_and_reaches_the_owner
     start_bot: BotFactory,
 ) -> None:
     bot = await start_bot()
-    await bot.driver.command(f"config set owners <@{OWNER}>", user=ADMIN)
-    await bot.driver.command("config set review_sla 24", user=ADMIN)
+    await configured(bot, f"owners <@{OWNER}>")
+    await configured(bot, "review_sla 24")
     await escalated(bot)
     [debate] = bot.debates()
 
@@ -90,8 +90,8 @@ async def test_the_daily_digest_goes_out_once_a_local_day_and_survives_a_slack_o
     window is waited out with the backoff every message has, and it is posted once."""
     llm = DebateScript().llm(pricing=PRICED, usage=PRICED_USAGE)
     bot = await start_bot(llm=llm)
-    await bot.driver.command("config set digest 00:00", user=ADMIN)
-    await bot.driver.command("config set monthly_budget 40", user=ADMIN)
+    await configured(bot, "digest 00:00")
+    await configured(bot, "monthly_budget 40")
     await bot.driver.command("Should we adopt ADR-042?")
     await bot.finished()
 
@@ -131,7 +131,7 @@ async def test_the_digest_honours_retry_after_and_gives_up_a_channel_it_cannot_p
     """The same Slack faults the other messages meet: a 429's Retry-After is waited out as
     given; `not_in_channel` gives the digest up, logged, with no thread to tell."""
     bot = await start_bot()
-    await bot.driver.command("config set digest 00:00", user=ADMIN)
+    await configured(bot, "digest 00:00")
     bot.emulator.fail("chat.postMessage", Fault(status=429, error="ratelimited", retry_after=1))
     jobs = later(bot, 0)
     assert await jobs.fire("digest", jobs.digest, 300) == "1 digest(s) owed"
@@ -178,7 +178,7 @@ async def test_a_debate_that_could_pass_the_channels_monthly_budget_is_refused_u
 ) -> None:
     llm = DebateScript().llm(pricing=PRICED, usage=PRICED_USAGE)
     bot = await start_bot(llm=llm)
-    await bot.driver.command("config set monthly_budget 1.2", user=ADMIN)
+    await configured(bot, "monthly_budget 1.2")
     await bot.driver.command("Should we adopt ADR-042?")
     await bot.finished()
 
@@ -258,8 +258,8 @@ async def test_expiry_and_digest_are_delivered_once_under_random_slack_faults(
     owner, and a channel gets one digest a local day, once Slack recovers."""
     rng = random.Random(seed)
     bot = await start_bot(slack_timeout_s=1.0)
-    await bot.driver.command(f"config set owners <@{OWNER}>", user=ADMIN)
-    await bot.driver.command("config set digest 00:00", user=ADMIN)
+    await configured(bot, f"owners <@{OWNER}>")
+    await configured(bot, "digest 00:00")
     await escalated(bot)
     [debate] = bot.debates()
 

@@ -21,11 +21,19 @@ from tests.helpers import DebateScript, calls_for, reply_for
 NOTE = {"note": {"type": "plain_text_input", "value": "Fallback owner agreed offline."}}
 
 
+async def configured(bot: Bot, setting: str, *, user: str = ADMIN) -> dict[str, Any]:
+    """`/debate config set <setting>` and its answer, which comes through the response_url
+    once the setting is saved (after the acknowledgement)."""
+    answered = len(bot.emulator.responses)
+    reply = await bot.driver.command(f"config set {setting}", user=user)
+    assert (reply.status, reply.body) == (200, "")
+    await bot.wait_for(lambda: len(bot.emulator.responses) > answered, f"config set {setting}")
+    return bot.emulator.responses[answered]
+
+
 async def escalated(bot: Bot) -> dict[str, Any]:
     """Configure a reviewer, run a low-confidence debate, return the review request message."""
-    reply = await bot.driver.command(f"config set reviewers <@{REVIEWER}|rev>", user=ADMIN)
-    assert reply.status == 200
-    await bot.wait_for(lambda: bot.emulator.responses, "the settings confirmation")
+    await configured(bot, f"reviewers <@{REVIEWER}|rev>")
     await bot.driver.command("Should we adopt ADR-042?")
     await bot.finished()
     message = await bot.wait_for(
