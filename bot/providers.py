@@ -10,12 +10,11 @@ debaters' blind spots.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 
-from bot.settings import ROLE_SLOTS, RoleModel, Settings, SettingsError
+from bot.settings import ROLE_SLOTS, START_PROVIDER_CONCURRENCY, RoleModel, Settings, SettingsError
 from engine.catalog import (
     Catalog,
     ModelRetiredError,
@@ -23,9 +22,10 @@ from engine.catalog import (
     lifecycle_notes,
 )
 from engine.errors import ProviderUnavailableError
-from engine.llm import LLM, Completion, LLMRequest
+from engine.llm import LLM
 from engine.models import ModelSettings
 from engine.pricing import FREE, Pricing, read_prices
+from engine.providers.limiter import ModelLimits
 from engine.providers.local import SMOLLM2_MODEL_NAME
 from engine.providers.retry import RetryPolicy
 from engine.providers.schemas import StructuredMode
@@ -198,44 +198,16 @@ def judge_model(
     )
 
 
-class LimitedLLM:
-    """A provider whose calls are at most `limit` in flight per model; the rest wait in a
-    first-come queue. A burst of debates then meets a vendor's rate limit as a queue in the
-    process instead of as a storm of 429s and retries. `limit=None` leaves calls unbounded."""
-
-    def __init__(self, inner: LLM, limit: int | None) -> None:
-        self.inner = inner
-        self.limit = limit
-        self._gates: dict[str, asyncio.Semaphore] = {}
-
-    @property
-    def provider(self) -> str:
-        return self.inner.provider
-
-    def price_of(self, model: str) -> Pricing:
-        return self.inner.price_of(model)
-
-    async def complete(self, request: LLMRequest) -> Completion:
-        if self.limit is None:
-            return await self.inner.complete(request)
-        gate = self._gates.setdefault(request.model, asyncio.Semaphore(self.limit))
-        async with gate:
-            return await self.inner.complete(request)
-
-    async def aclose(self) -> None:
-        close = getattr(self.inner, "aclose", None)
-        if close is not None:
-            await close()
-
-
 @dataclass
 class ProviderRegistry:
-    """Builds each provider once, on first use, from settings, behind its concurrency limit
-    (`DEBATEBOT_PROVIDER_CONCURRENCY__<provider>`)."""
+    """Builds each provider once, on first use, from settings. A hosted or OpenAI-compatible
+    provider bounds its calls in flight per model by a limit it learns from the vendor's answers,
+    under the ceiling `DEBATEBOT_PROVIDER_CONCURRENCY__<provider>`; the local model runs one call
+    at a time, the fake any number."""
 
     settings: Settings
     today: Callable[[], date] = field(default=lambda: datetime.now(UTC).date())
-    _instances: dict[str, LimitedLLM] = field(default_factory=dict)
+    _instances: dict[str, LLM] = field(default_factory=dict)
     _catalog: Catalog | None = None
     _warned: set[str] = field(default_factory=set)
 
@@ -262,6 +234,12 @@ class ProviderRegistry:
         if provider in ("openai", "anthropic"):
             return self.catalog.require_price(provider, model)
         return self.catalog.price(provider, model) or FREE
+
+    def limits(self, provider: str) -> ModelLimits:
+        """The limiters of `provider`'s models: from its start, under its ceiling."""
+        ceiling = self.settings.provider_concurrency[provider]
+        start = min(START_PROVIDER_CONCURRENCY[provider], ceiling)
+        return ModelLimits(provider=provider, start=start, ceiling=ceiling)
 
     def _modes(self, names: list[str], variable: str) -> list[StructuredMode]:
         try:
@@ -306,6 +284,7 @@ class ProviderRegistry:
                 timeout_s=s.llm_timeout_s,
                 retry=self.retry_policy(),
                 prompt_caching=s.anthropic_prompt_caching,
+                limits=self.limits("anthropic"),
             )
         if name == "openai":
             from engine.providers.openai_chat import OpenAIChatLLM
@@ -322,6 +301,7 @@ class ProviderRegistry:
                 key_variable=KEY_VARIABLES["openai"],
                 max_tokens_param="max_completion_tokens",
                 prompt_cache=True,
+                limits=self.limits("openai"),
             )
         if name == "openai-compatible":
             if not s.openai_compatible_base_url:
@@ -347,6 +327,7 @@ class ProviderRegistry:
                 timeout_s=s.llm_timeout_s,
                 retry=self.retry_policy(),
                 key_variable=KEY_VARIABLES["openai-compatible"],
+                limits=self.limits("openai-compatible"),
             )
         raise SettingsError(f"unknown provider {name!r}; choose one of {', '.join(PROVIDERS)}")
 
@@ -372,17 +353,17 @@ class ProviderRegistry:
             raise ProviderUnavailableError(str(error)) from error
         if model.provider not in self._instances:
             try:
-                built = self._build(model.provider)
+                self._instances[model.provider] = self._build(model.provider)
             except SettingsError as error:
                 raise ProviderUnavailableError(str(error)) from error
-            limit = self.settings.provider_concurrency.get(model.provider)
-            self._instances[model.provider] = LimitedLLM(built, limit)
         return self._instances[model.provider]
 
     async def aclose(self) -> None:
         """Close the providers that hold connections (the SDK clients), in their event loop."""
         for llm in self._instances.values():
-            await llm.aclose()
+            close = getattr(llm, "aclose", None)
+            if close is not None:
+                await close()
         self._instances.clear()
 
     def check(self, models: Mapping[str, ModelSettings]) -> list[str]:

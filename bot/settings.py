@@ -13,9 +13,14 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from engine.models import MAX_JUDGES, Effort
 from engine.pricing import Pricing
 
-DEFAULT_PROVIDER_CONCURRENCY = {"openai": 8, "anthropic": 8, "openai-compatible": 4}
-"""Calls in flight per model by default: under the request rate of the vendors' entry tiers at a
-debate turn's typical length. The local model runs one call at a time (one CPU context)."""
+DEFAULT_PROVIDER_CONCURRENCY = {"openai": 256, "anthropic": 256, "openai-compatible": 64}
+"""The most calls in flight per model by default, over the limit each process learns from the
+vendor's answers (`engine/providers/limiter.py`). A self-hosted OpenAI-compatible server sends no
+rate-limit headers and seldom a 429: the lower ceiling keeps a queue of its own in the bot."""
+START_PROVIDER_CONCURRENCY = {"openai": 8, "anthropic": 8, "openai-compatible": 4}
+"""Calls in flight per model a process starts from, before the vendor's answers say more: under
+the request rate of the vendors' entry tiers at a debate turn's typical length. The local model
+runs one call at a time (one CPU context)."""
 
 ROLE_SLOTS = ("framing", "proposer", "critic", "rebuttal", "moderator", "judge", "debaters")
 
@@ -103,7 +108,10 @@ class Settings(BaseSettings):
     llm_timeout_s: float = Field(default=120.0, gt=0, description="per model call")
     llm_max_attempts: int = Field(default=5, ge=1, description="per call, retries included")
     llm_retry_budget_s: float = Field(
-        default=300.0, gt=0, description="total time one call may spend retrying"
+        default=300.0,
+        gt=0,
+        description="total time one call may spend retrying (its waits for a turn behind the"
+        " model's concurrency limit not counted)",
     )
     llm_backoff_base_s: float = Field(default=1.0, gt=0)
     llm_backoff_max_s: float = Field(default=30.0, gt=0)
@@ -217,9 +225,10 @@ class Settings(BaseSettings):
     )
     provider_concurrency: dict[str, int] = Field(
         default_factory=lambda: dict(DEFAULT_PROVIDER_CONCURRENCY),
-        description="model calls in flight per provider and model, e.g."
-        " DEBATEBOT_PROVIDER_CONCURRENCY__OPENAI=8 (openai_compatible for openai-compatible);"
-        " more wait their turn in a queue instead of meeting the vendor's rate limit",
+        description="the most model calls in flight per model of a provider, e.g."
+        " DEBATEBOT_PROVIDER_CONCURRENCY__OPENAI=8 (openai_compatible for openai-compatible):"
+        " a ceiling over the limit each process learns from the vendor's rate-limit headers and"
+        " 429s; calls beyond the limit wait their turn in a queue",
     )
     post_interval_s: float = Field(
         default=1.0, ge=0.0, description="minimum gap between bot messages in one channel"

@@ -36,6 +36,10 @@ structured-outputs). So, with caching on:
 Below a model's minimum cacheable length nothing is cached, without an error. Cache reads and
 writes are counted apart because they are billed apart.
 
+Every attempt holds a slot of the model's limiter (`engine/providers/limiter.py`) and reports
+what the answer said of the key's rate limits (`rate_feedback`): the `anthropic-ratelimit-*`
+headers of every answer, and a 429's `retry-after`.
+
 The role's temperature is not sent. The SDK has no `temperature` argument (it was removed in
 v1.0), and Anthropic, whats-new-opus-5-5: "Setting `temperature`, `top_p`, or `top_k` to any
 non-default value on Claude Opus 4.7 and later models ... returns a 400 error".
@@ -47,8 +51,9 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -61,7 +66,16 @@ from engine.errors import LLMError
 from engine.llm import Completion, LLMRequest
 from engine.models import Usage
 from engine.pricing import Pricing
-from engine.providers.retry import RetryPolicy, redact, status_error, with_retries
+from engine.providers.limiter import Budget, Feedback, ModelLimits, Outcome, Queued, slot_for
+from engine.providers.retry import (
+    RetryPolicy,
+    capacity_outcome,
+    header_count,
+    parse_retry_after,
+    redact,
+    status_error,
+    with_retries,
+)
 from engine.providers.schemas import StructuredMode, output_format_schema, tool_input_schema
 
 log = logging.getLogger("debatebot.providers")
@@ -287,9 +301,73 @@ def refused_part(*, status: int, error_type: str | None, message: str, shape: Sh
     return None
 
 
+def seconds_until(text: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds from `now` to an RFC 3339 time ("2026-05-01T12:00:30Z"), at least 0; None when
+    absent or unreadable. The vendor's clock and this one differ by their skew."""
+    if not text:
+        return None
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+def rate_feedback(
+    headers: Mapping[str, str], *, status: int, usage: Any = None, now: datetime | None = None
+) -> Feedback:
+    """What an answer with `status` and `headers` said of the key's limits, for the limiter;
+    `usage` is the answer's (None when it was refused).
+
+    Anthropic, rate limits (response headers): `anthropic-ratelimit-requests-*`,
+    `-input-tokens-*` and `-output-tokens-*`, each `-limit`, `-remaining` and `-reset` ("the
+    time when the rate limit will be fully replenished, provided in RFC 3339 format");
+    `anthropic-ratelimit-tokens-*` shows "the most restrictive limit currently in effect", read
+    only when the input and output ones are missing. Of the input tokens, the ones read from
+    the cache are left out ("only uncached input tokens count towards your ITPM rate limits"
+    on current models). A 429 says how long to wait in `retry-after`.
+    """
+    read = (getattr(usage, "input_tokens", 0) or 0) + (
+        getattr(usage, "cache_creation_input_tokens", 0) or 0
+    )
+    written = getattr(usage, "output_tokens", 0) or 0
+    spent = {
+        "requests": 1.0,
+        "input-tokens": float(read),
+        "output-tokens": float(written),
+        "tokens": float(read + written),
+    }
+    prefix = "anthropic-ratelimit-"
+    names = ["requests", "input-tokens", "output-tokens"]
+    if not any(f"{prefix}{name}-remaining" in headers for name in names[1:]):
+        names.append("tokens")
+    budgets: list[Budget] = []
+    for name in names:
+        remaining = header_count(headers.get(f"{prefix}{name}-remaining"))
+        if remaining is None:
+            continue
+        budgets.append(
+            Budget(
+                name=name,
+                remaining=remaining,
+                limit=header_count(headers.get(f"{prefix}{name}-limit")) or None,
+                reset_s=seconds_until(headers.get(f"{prefix}{name}-reset"), now=now),
+                spent=spent[name],
+            )
+        )
+    outcome = capacity_outcome(status)
+    waits = outcome in (Outcome.LIMITED, Outcome.OVERLOADED)
+    return Feedback(
+        outcome, tuple(budgets), retry_after_s=parse_retry_after(headers) if waits else None
+    )
+
+
 class AnthropicLLM:
     """Claude models over the Messages API (or a server speaking it at `base_url`);
-    `facts_of` gives a model's catalogue entry, None for a model the catalogue does not know."""
+    `facts_of` gives a model's catalogue entry, None for a model the catalogue does not know;
+    `limits` bounds its calls in flight per model (None: unbounded)."""
 
     def __init__(
         self,
@@ -302,6 +380,7 @@ class AnthropicLLM:
         retry: RetryPolicy,
         prompt_caching: bool = True,
         key_variable: str | None = "DEBATEBOT_ANTHROPIC_API_KEY",
+        limits: ModelLimits | None = None,
     ) -> None:
         self._api_key = api_key
         self.base_url = base_url
@@ -311,9 +390,12 @@ class AnthropicLLM:
         self.retry = retry
         self.prompt_caching = prompt_caching
         self.key_variable = key_variable
+        self.limits = limits
         self._mode_index: dict[str, int] = {}
         self._no_thinking: set[str] = set()
         self._no_effort: set[str] = set()
+        # max_retries=0: every attempt goes through `with_retries` and the model's limiter
+        # (engine/providers/retry.py says why).
         self._client = AsyncAnthropic(
             api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0
         )
@@ -399,12 +481,15 @@ class AnthropicLLM:
     ) -> Completion:
         params = build_params(request, shape, prompt_caching=self.prompt_caching)
         started = time.perf_counter()
+        queued = Queued()
         response = await with_retries(
-            lambda: self._create(params, request.model, shape),
+            lambda: self._create(params, request.model, shape, queued),
             policy=self.retry,
             what=f"anthropic model {request.model}",
+            clock=queued.clock,
         )
-        latency = time.perf_counter() - started
+        # The model's time: not what the call spent queued behind its limit.
+        latency = max(0.0, time.perf_counter() - started - queued.seconds)
         usage = response.usage
         cache_read = getattr(usage, "cache_read_input_tokens", None) or 0
         cache_write = getattr(usage, "cache_creation_input_tokens", None) or 0
@@ -447,36 +532,46 @@ class AnthropicLLM:
             enveloped=envelope is not None,
         )
 
-    async def _create(self, params: dict[str, Any], model: str, shape: Shape) -> Any:
-        try:
-            return await self._client.messages.create(**params)
-        except anthropic.APITimeoutError as error:
-            raise LLMError(
-                f"anthropic model {model} did not answer within {self.timeout_s:g}s",
-                retryable=True,
-            ) from error
-        except anthropic.APIConnectionError as error:
-            raise LLMError(
-                f"cannot reach anthropic at {self.base_url or 'the default URL'}:"
-                f" {redact(str(error), self._api_key)}",
-                retryable=True,
-            ) from error
-        except anthropic.APIStatusError as error:
-            message = redact(error.api_message or error.message, self._api_key)
-            part = refused_part(
-                status=error.status_code, error_type=error.type, message=message, shape=shape
-            )
-            if part is not None:
-                raise ShapeRefused(
-                    f"anthropic model {model} refused {part.value}"
-                    f" (HTTP {error.status_code}: {message[:300]}).",
-                    part=part,
+    async def _create(
+        self, params: dict[str, Any], model: str, shape: Shape, queued: Queued | None = None
+    ) -> Any:
+        async with slot_for(self.limits, model, queued) as slot:
+            try:
+                # The raw response, for its headers (the SDK's `.with_raw_response.` prefix);
+                # `parse()` gives what `create` returns.
+                raw = await self._client.messages.with_raw_response.create(**params)
+            except anthropic.APITimeoutError as error:
+                slot.report(Feedback(Outcome.OVERLOADED))
+                raise LLMError(
+                    f"anthropic model {model} did not answer within {self.timeout_s:g}s",
+                    retryable=True,
                 ) from error
-            raise status_error(
-                provider="anthropic",
-                model=model,
-                status=error.status_code,
-                message=redact(error.message, self._api_key),
-                headers=error.response.headers,
-                key_variable=self.key_variable,
-            ) from error
+            except anthropic.APIConnectionError as error:
+                raise LLMError(
+                    f"cannot reach anthropic at {self.base_url or 'the default URL'}:"
+                    f" {redact(str(error), self._api_key)}",
+                    retryable=True,
+                ) from error
+            except anthropic.APIStatusError as error:
+                slot.report(rate_feedback(error.response.headers, status=error.status_code))
+                message = redact(error.api_message or error.message, self._api_key)
+                part = refused_part(
+                    status=error.status_code, error_type=error.type, message=message, shape=shape
+                )
+                if part is not None:
+                    raise ShapeRefused(
+                        f"anthropic model {model} refused {part.value}"
+                        f" (HTTP {error.status_code}: {message[:300]}).",
+                        part=part,
+                    ) from error
+                raise status_error(
+                    provider="anthropic",
+                    model=model,
+                    status=error.status_code,
+                    message=redact(error.message, self._api_key),
+                    headers=error.response.headers,
+                    key_variable=self.key_variable,
+                ) from error
+            response = await raw.parse()
+            slot.report(rate_feedback(raw.headers, status=raw.status_code, usage=response.usage))
+            return response

@@ -45,6 +45,11 @@ same cache. OpenAI-compatible servers get neither: their prefix caches (vLLM's, 
 match prompt tokens, which a response format is not part of, so the role's own schema costs
 them no cache hit, and a small model given a schema of every role's answer can fill the wrong
 one; nor do they all take `prompt_cache_key`.
+
+Every attempt holds a slot of the model's limiter (`engine/providers/limiter.py`) and reports
+what the answer said of the key's rate limits: the `x-ratelimit-*` headers OpenAI sends with
+every answer, and on a 429 its `retry-after` (`rate_feedback`). Servers that send none (most
+OpenAI-compatible ones) leave the limiter only their 429s, overloads and timeouts to go by.
 """
 
 from __future__ import annotations
@@ -55,7 +60,7 @@ import importlib
 import logging
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,7 +74,16 @@ from engine.llm import Completion, LLMRequest
 from engine.models import Usage
 from engine.pricing import Pricing
 from engine.providers.grammar import grammar_schema
-from engine.providers.retry import RetryPolicy, redact, status_error, with_retries
+from engine.providers.limiter import Budget, Feedback, ModelLimits, Outcome, Queued, slot_for
+from engine.providers.retry import (
+    RetryPolicy,
+    capacity_outcome,
+    header_count,
+    parse_retry_after,
+    redact,
+    status_error,
+    with_retries,
+)
 from engine.providers.schemas import StructuredMode, strict_schema
 
 log = logging.getLogger("debatebot.providers")
@@ -255,9 +269,61 @@ def chat_params(
     return kwargs, envelope is not None
 
 
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|us|µs|ns|h|m|s)")
+_DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
+def parse_duration(text: str | None) -> float | None:
+    """Seconds in one of OpenAI's reset durations ("6m0s", "1s", "20ms"), else None."""
+    if not text:
+        return None
+    text = text.strip()
+    parts = _DURATION_PART.findall(text)
+    if not parts or "".join(number + unit for number, unit in parts) != text:
+        try:
+            return max(0.0, float(text))
+        except ValueError:
+            return None
+    return sum(float(number) * _DURATION_UNITS[unit] for number, unit in parts)
+
+
+def rate_feedback(headers: Mapping[str, str], *, status: int, tokens: int = 0) -> Feedback:
+    """What an answer with `status` and `headers` said of the key's limits, for the limiter;
+    `tokens` is what the call was billed, in and out (0 when it was refused).
+
+    OpenAI, rate limits ("rate limits in headers"): `x-ratelimit-limit-requests` /
+    `-tokens` ("the maximum number ... permitted before exhausting the rate limit"),
+    `x-ratelimit-remaining-requests` / `-tokens` ("the remaining number ... permitted before
+    exhausting the rate limit"), `x-ratelimit-reset-requests` / `-tokens` ("the time until the
+    rate limit ... resets to its initial state", as "1s", "6m0s"). A 429's wait is its
+    `retry-after` (or `retry-after-ms`), as the SDK reads it.
+    """
+    budgets: list[Budget] = []
+    for name, spent in (("requests", 1.0), ("tokens", float(tokens))):
+        remaining = header_count(headers.get(f"x-ratelimit-remaining-{name}"))
+        if remaining is None:
+            continue
+        limit = header_count(headers.get(f"x-ratelimit-limit-{name}"))
+        budgets.append(
+            Budget(
+                name=name,
+                remaining=remaining,
+                limit=limit or None,
+                reset_s=parse_duration(headers.get(f"x-ratelimit-reset-{name}")),
+                spent=spent,
+            )
+        )
+    outcome = capacity_outcome(status)
+    waits = outcome in (Outcome.LIMITED, Outcome.OVERLOADED)
+    return Feedback(
+        outcome, tuple(budgets), retry_after_s=parse_retry_after(headers) if waits else None
+    )
+
+
 class OpenAIChatLLM:
     """Chat completions on OpenAI or any server speaking its API at `base_url`; `prompt_cache`
-    says the server is OpenAI's, with its prompt cache (the envelope and `prompt_cache_key`)."""
+    says the server is OpenAI's, with its prompt cache (the envelope and `prompt_cache_key`);
+    `limits` bounds its calls in flight per model (None: unbounded)."""
 
     def __init__(
         self,
@@ -273,6 +339,7 @@ class OpenAIChatLLM:
         key_variable: str | None,
         max_tokens_param: str = "max_tokens",
         prompt_cache: bool = False,
+        limits: ModelLimits | None = None,
     ) -> None:
         if not modes:
             raise LLMError(f"{provider}: no structured output mode configured")
@@ -287,7 +354,10 @@ class OpenAIChatLLM:
         self.max_tokens_param = max_tokens_param
         self.prompt_cache = prompt_cache
         self.timeout_s = timeout_s
+        self.limits = limits
         self._learned: dict[str, Learned] = {}
+        # max_retries=0: every attempt goes through `with_retries` and the model's limiter
+        # (engine/providers/retry.py says why).
         self._client = AsyncOpenAI(
             api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0
         )
@@ -398,12 +468,15 @@ class OpenAIChatLLM:
             prompt_cache=self.prompt_cache,
         )
         started = time.perf_counter()
+        queued = Queued()
         response = await with_retries(
-            lambda: self._create(kwargs, request.model, mode),
+            lambda: self._create(kwargs, request.model, mode, queued),
             policy=self.retry,
             what=f"{self.provider} model {request.model}",
+            clock=queued.clock,
         )
-        latency = time.perf_counter() - started
+        # The model's time: not what the call spent queued behind its limit.
+        latency = max(0.0, time.perf_counter() - started - queued.seconds)
         if not response.choices:
             raise LLMError(f"{self.provider} model {request.model} returned no choices")
         choice = response.choices[0]
@@ -425,56 +498,83 @@ class OpenAIChatLLM:
             enveloped=enveloped,
         )
 
-    async def _create(self, kwargs: dict[str, Any], model: str, mode: StructuredMode | None) -> Any:
-        try:
-            return await self._client.chat.completions.create(**kwargs)
-        except openai.APITimeoutError as error:
-            raise LLMError(
-                f"{self.provider} model {model} did not answer within {self.timeout_s:g}s",
-                retryable=True,
-            ) from error
-        except openai.APIConnectionError as error:
-            raise LLMError(
-                f"cannot reach {self.provider} at {self.base_url or 'the default URL'}:"
-                f" {redact(str(error), self._api_key)}",
-                retryable=True,
-            ) from error
-        except openai.APIStatusError as error:
-            message = redact(error.message, self._api_key)
-            status = error.status_code
-            param = refused_parameter(status, error.param, error.code, message)
-            if param is not None:
-                plain = status_error(
-                    provider=self.provider,
-                    model=model,
-                    status=status,
-                    message=message,
-                    headers=error.response.headers,
-                    key_variable=self.key_variable,
-                )
-                raise ParameterRefused(
-                    str(plain),
-                    param=param,
-                    sent=param in kwargs,
-                    detail=f"HTTP {status} {error.code or 'without a code'}: {message[:300]}",
+    async def _create(
+        self,
+        kwargs: dict[str, Any],
+        model: str,
+        mode: StructuredMode | None,
+        queued: Queued | None = None,
+    ) -> Any:
+        async with slot_for(self.limits, model, queued) as slot:
+            try:
+                # The raw response, for its headers ("Accessing raw response data (e.g.
+                # headers)", the SDK's README); `parse()` gives what `create` returns.
+                raw = await self._client.chat.completions.with_raw_response.create(**kwargs)
+            except openai.APITimeoutError as error:
+                slot.report(Feedback(Outcome.OVERLOADED))
+                raise LLMError(
+                    f"{self.provider} model {model} did not answer within {self.timeout_s:g}s",
+                    retryable=True,
                 ) from error
-            if (
-                mode is not None
-                and mode is not StructuredMode.PROMPT
-                and _mode_refused(status, error.param, message)
-            ):
-                raise StructuredModeRejected(
-                    f"{self.provider} model {model} refused response format {mode.value}"
-                    f" (HTTP {status}: {message[:300]})."
+            except openai.APIConnectionError as error:
+                raise LLMError(
+                    f"cannot reach {self.provider} at {self.base_url or 'the default URL'}:"
+                    f" {redact(str(error), self._api_key)}",
+                    retryable=True,
                 ) from error
-            raise status_error(
+            except openai.APIStatusError as error:
+                slot.report(rate_feedback(error.response.headers, status=error.status_code))
+                raise self._refusal(error, kwargs, model, mode) from error
+            response = raw.parse()
+            usage = getattr(response, "usage", None)
+            billed = (usage.prompt_tokens or 0) + (usage.completion_tokens or 0) if usage else 0
+            slot.report(rate_feedback(raw.headers, status=raw.status_code, tokens=billed))
+            return response
+
+    def _refusal(
+        self,
+        error: openai.APIStatusError,
+        kwargs: dict[str, Any],
+        model: str,
+        mode: StructuredMode | None,
+    ) -> LLMError:
+        """The engine error for an error status: a parameter to stop sending, a response
+        format to fall back from, or `status_error`'s."""
+        message = redact(error.message, self._api_key)
+        status = error.status_code
+        param = refused_parameter(status, error.param, error.code, message)
+        if param is not None:
+            plain = status_error(
                 provider=self.provider,
                 model=model,
                 status=status,
                 message=message,
                 headers=error.response.headers,
                 key_variable=self.key_variable,
-            ) from error
+            )
+            return ParameterRefused(
+                str(plain),
+                param=param,
+                sent=param in kwargs,
+                detail=f"HTTP {status} {error.code or 'without a code'}: {message[:300]}",
+            )
+        if (
+            mode is not None
+            and mode is not StructuredMode.PROMPT
+            and _mode_refused(status, error.param, message)
+        ):
+            return StructuredModeRejected(
+                f"{self.provider} model {model} refused response format {mode.value}"
+                f" (HTTP {status}: {message[:300]})."
+            )
+        return status_error(
+            provider=self.provider,
+            model=model,
+            status=status,
+            message=message,
+            headers=error.response.headers,
+            key_variable=self.key_variable,
+        )
 
 
 def usage_of(usage: Any) -> Usage:

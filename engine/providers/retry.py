@@ -1,9 +1,14 @@
 """Retries for hosted model calls, and the translation of HTTP failures into engine errors.
 
-Both official SDKs (openai, anthropic) have their own retry loops; the adapters switch those off
-(`max_retries=0`) and use this one instead, so that every provider shares one policy: exponential
-backoff with jitter, the server's `Retry-After` honoured, and a bound on attempts and on the total
-time spent, after which the failure is final and says what to do.
+Both official SDKs (openai, anthropic) have their own retry loops: "Certain errors are
+automatically retried 2 times by default ... 429 Rate Limit, and >=500 Internal errors", and
+"You can use the `max_retries` option to configure or disable retry settings" (their READMEs,
+Retries). The adapters switch those off (`max_retries=0`) and use this one instead, so that every
+provider shares one policy: exponential backoff with jitter, the server's `Retry-After` honoured,
+and a bound on attempts and on the total time spent, after which the failure is final and says
+what to do. It also means every attempt passes through the model's limiter
+(`engine/providers/limiter.py`): an SDK retrying on its own would send requests the limiter
+never counted, during the very wait a 429 asked of the whole process.
 """
 
 from __future__ import annotations
@@ -19,11 +24,26 @@ from email.utils import parsedate_to_datetime
 from typing import TypeVar
 
 from engine.errors import LLMError, ModelNotAvailableError, RetriesExhaustedError
+from engine.providers.limiter import Outcome
 
 T = TypeVar("T")
 log = logging.getLogger("debatebot.providers")
 
 RETRYABLE_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
+OVERLOAD_STATUSES = frozenset({503, 529})
+"""A server that cannot keep up: 503 Service Unavailable, and Anthropic's 529
+`overloaded_error`."""
+
+
+def capacity_outcome(status: int) -> Outcome:
+    """What an HTTP status says about the vendor's capacity, for the model's limiter."""
+    if status < 400:
+        return Outcome.ANSWERED
+    if status == 429:
+        return Outcome.LIMITED
+    if status in OVERLOAD_STATUSES:
+        return Outcome.OVERLOADED
+    return Outcome.OTHER
 
 
 @dataclass(frozen=True)
@@ -67,6 +87,18 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
         return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
     except (TypeError, ValueError):
         return None
+
+
+def header_count(text: str | None) -> float | None:
+    """A rate-limit header's count; None when absent, unreadable or negative (a proxy's "-1"
+    for no limit)."""
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if value >= 0 else None
 
 
 def redact(text: str, *secrets: str | None) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlmodel import select
+from sqlmodel import col, select
 
 from bot.cli import main
 from bot.messages import action_ids
@@ -295,7 +295,7 @@ async def test_adopted_weights_score_the_next_verdict_and_it_records_their_versi
     await bot.driver.command("Should we adopt ADR-042?")
     await bot.finished(2)
     with session_scope(bot.engine) as session:
-        before, after = session.exec(select(VerdictRecord).order_by(VerdictRecord.id)).all()
+        before, after = session.exec(select(VerdictRecord).order_by(col(VerdictRecord.id))).all()
     assert (before.weights_version, after.weights_version) == (DEFAULT_WEIGHTS.version, "known")
     assert before.components_json is not None
     assert after.components_json is not None

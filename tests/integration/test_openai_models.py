@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from bot.providers import LimitedLLM
 from bot.settings import RoleModel, Settings
 from bot.wiring import DebateServices, build_services
 from engine.catalog import Catalog
@@ -308,10 +307,9 @@ async def test_a_refused_response_format_is_switched_once_and_no_debate_fails(
     assert standin.exchanges[0].status == 400
     assert all(e.status == 200 for e in standin.exchanges[1:])
     assert set(kinds[1:]) == {"json_object"}
-    limited = services.resolve_llm(spec_model)
-    assert isinstance(limited, LimitedLLM)
-    assert isinstance(limited.inner, OpenAIChatLLM)
-    assert limited.inner.mode_for(model) is StructuredMode.JSON_OBJECT
+    adapter = services.resolve_llm(spec_model)
+    assert isinstance(adapter, OpenAIChatLLM)
+    assert adapter.mode_for(model) is StructuredMode.JSON_OBJECT
     warnings = [r.getMessage() for r in caplog.records]
     assert sum("refused structured output mode json_schema" in w for w in warnings) == 1
     await services.registry.aclose()

@@ -25,7 +25,6 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from bot.providers import LimitedLLM
 from bot.settings import Settings
 from bot.wiring import build_services
 from engine.errors import LLMError
@@ -192,11 +191,10 @@ async def test_openai_sdk_runs_a_real_debate_against_llama_cpp_server(
     assert roles[-3:] == [Role.REBUTTAL, Role.MODERATOR, Role.INDEPENDENT_JUDGE]
     assert {turn.provider for turn in result.transcript} == {"openai-compatible"}
     assert all(turn.usage.input_tokens > 0 for turn in result.transcript)
-    limited = services.resolve_llm(spec.default_model)
-    assert isinstance(limited, LimitedLLM)
-    assert limited.limit == 4, "openai-compatible calls are limited to 4 in flight by default"
-    adapter = limited.inner
+    adapter = services.resolve_llm(spec.default_model)
     assert isinstance(adapter, OpenAIChatLLM)
+    assert adapter.limits is not None
+    assert adapter.limits.of(MODEL).start == 4, "openai-compatible calls start at 4 in flight"
     assert adapter.mode_for(MODEL) is StructuredMode.JSON_OBJECT_SCHEMA
     assert "refused structured output mode json_schema" in caplog.text
 

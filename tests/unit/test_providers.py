@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
-from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from bot.providers import LimitedLLM, ProviderRegistry, role_models
+from bot.providers import ProviderRegistry, role_models
 from bot.settings import RoleModel, Settings, SettingsError
 from engine.catalog import Catalog, check_effort
 from engine.errors import LLMError, ProviderUnavailableError, RetriesExhaustedError
-from engine.llm import Completion, LLMRequest, Message
+from engine.llm import LLMRequest, Message
 from engine.models import Effort, ModelSettings, Usage
 from engine.pricing import Pricing, PricingError, read_prices
 from engine.providers.fake import FunctionLLM
@@ -327,8 +325,7 @@ async def test_the_fake_provider_keeps_no_request_it_answered() -> None:
     )
     for _ in range(3):
         assert (await llm.complete(request)).text
-    assert isinstance(llm, LimitedLLM)
-    assert llm.inner.calls == []  # type: ignore[attr-defined]
+    assert llm.calls == []  # type: ignore[attr-defined]
     assert FunctionLLM(lambda _r: "{}").record, "a test's fake still records"
 
 
@@ -403,36 +400,32 @@ def test_provider_concurrency_comes_from_the_environment_with_defaults_for_the_r
     monkeypatch.setenv("DEBATEBOT_PROVIDER_CONCURRENCY__OPENAI_COMPATIBLE", "3")
     monkeypatch.setenv("DEBATEBOT_PROVIDER_CONCURRENCY__ANTHROPIC", "2")
     limits = Settings().provider_concurrency
-    assert limits == {"openai": 8, "anthropic": 2, "openai-compatible": 3}
+    assert limits == {"openai": 256, "anthropic": 2, "openai-compatible": 3}
     monkeypatch.setenv("DEBATEBOT_PROVIDER_CONCURRENCY__OPENAI", "0")
     with pytest.raises(ValidationError, match="at least 1 call at a time"):
         Settings()
 
 
-async def test_calls_beyond_a_providers_limit_wait_per_model_in_arrival_order() -> None:
-    in_flight: dict[str, int] = {}
-    peak: dict[str, int] = {}
-    order: list[str] = []
-
-    async def reply(request: LLMRequest) -> str:
-        in_flight[request.model] = in_flight.get(request.model, 0) + 1
-        peak[request.model] = max(peak.get(request.model, 0), in_flight[request.model])
-        order.append(request.messages[0].content)
-        await asyncio.sleep(0.01)
-        in_flight[request.model] -= 1
-        return "{}"
-
-    limited = LimitedLLM(FunctionLLM(reply), limit=2)
-
-    def call(model: str, n: int) -> Awaitable[Completion]:
-        request = LLMRequest(messages=[Message(role="user", content=f"{model}-{n}")], model=model)
-        return limited.complete(request)
-
-    calls = [call(model, n) for n in range(6) for model in ("a", "b")]
-    await asyncio.sleep(0)
-    await asyncio.gather(*calls)
-    assert peak == {"a": 2, "b": 2}, "two at a time per model, the models independent"
-    assert [c for c in order if c.startswith("a")] == [f"a-{n}" for n in range(6)]
+def test_hosted_providers_limit_their_models_from_a_start_under_the_ceiling() -> None:
+    """Each hosted or OpenAI-compatible provider gets adaptive limits per model: from its start,
+    never above DEBATEBOT_PROVIDER_CONCURRENCY__<PROVIDER>, which also lowers the start."""
+    settings = Settings(
+        openai_api_key=SecretStr("sk-test-key-for-limits"),
+        anthropic_api_key=SecretStr("sk-ant-test-key-for-limits"),
+        openai_compatible_base_url="http://127.0.0.1:9/v1",
+        provider_concurrency={"anthropic": 3},
+    )
+    registry = ProviderRegistry(settings)
+    expected = {"openai": (8, 256), "anthropic": (3, 3), "openai-compatible": (4, 64)}
+    for provider, (start, ceiling) in expected.items():
+        llm = registry.resolve(ModelSettings(provider=provider, model="some-model"))
+        limits = getattr(llm, "limits", None)
+        assert limits is not None, provider
+        limiter = limits.of("some-model")
+        assert (limiter.size, limiter.ceiling) == (start, ceiling), provider
+        assert limits.of("another-model") is not limiter, "each model has its own"
+    fake = registry.resolve(ModelSettings(provider="fake", model="fake-model"))
+    assert getattr(fake, "limits", None) is None, "the fake runs any number at once"
 
 
 def test_the_model_setting_names_every_role_of_the_base_provider() -> None:
