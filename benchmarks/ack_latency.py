@@ -43,6 +43,7 @@ from sqlmodel import select
 
 from bot.store.db import make_engine, session_scope, upgrade
 from bot.store.tables import Debate
+from bot.store.tenancy import EVERY_WORKSPACE
 from tests.e2e.driver import SlackDriver
 from tests.e2e.slack_emulator import SlackEmulator
 
@@ -121,7 +122,7 @@ async def wait_queued(url: str, count: int, limit_s: float = 60) -> None:
     try:
         deadline = time.monotonic() + limit_s
         while time.monotonic() < deadline:
-            with session_scope(engine) as session:
+            with session_scope(engine, workspace=EVERY_WORKSPACE) as session:
                 if session.exec(select(func.count()).select_from(Debate)).one() >= count:
                     return
             await asyncio.sleep(0.1)

@@ -130,13 +130,14 @@ def queue_debates(url: str, count: int, provider: str, base_url: str) -> None:
     from bot.store import queue
     from bot.store.db import make_engine, session_scope
     from bot.store.tables import DebateSource
+    from bot.store.tenancy import PENDING_WORKSPACE
     from bot.wiring import build_services
 
     named = provider_settings(provider, base_url, "sk-loopback-capacity-queue")
     fields = {name.removeprefix("DEBATEBOT_").lower(): value for name, value in named.items()}
     spec = build_services(Settings.model_validate(fields)).policy.spec(QUESTION, rounds=1)
     engine = make_engine(url)
-    with session_scope(engine) as session:
+    with session_scope(engine, workspace=PENDING_WORKSPACE) as session:
         for _ in range(count):
             new = queue.NewDebate(
                 trigger_key=f"capacity:{uuid.uuid4()}", spec=spec, source=DebateSource.CLI
@@ -169,10 +170,11 @@ def finished_between(url: str, start: float, end: float) -> tuple[int, int]:
 
     from bot.store.db import make_engine, session_scope
     from bot.store.tables import Debate, DebateState
+    from bot.store.tenancy import EVERY_WORKSPACE
     from engine.models import DebateStatus
 
     engine = make_engine(url)
-    with session_scope(engine) as session:
+    with session_scope(engine, workspace=EVERY_WORKSPACE) as session:
         rows = session.exec(
             select(Debate.finished_at, Debate.outcome).where(Debate.state == DebateState.FINISHED)
         ).all()

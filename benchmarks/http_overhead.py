@@ -37,6 +37,7 @@ async def one_debate(folder: Path) -> tuple[float, int, float]:
     from bot.store import queue
     from bot.store.db import session_scope, upgrade
     from bot.store.tables import DebateSource
+    from bot.store.tenancy import PENDING_WORKSPACE
     from bot.wiring import build_services, build_worker, open_store
 
     url = f"sqlite:///{folder / f'http-{uuid.uuid4().hex[:6]}.sqlite3'}"
@@ -47,7 +48,7 @@ async def one_debate(folder: Path) -> tuple[float, int, float]:
     services.registry.check({p.role.value: p.model for p in spec.participants})
     with open_store(settings) as engine:
         worker = build_worker(services, engine, worker_id="bench")
-        with session_scope(engine) as session:
+        with session_scope(engine, workspace=PENDING_WORKSPACE) as session:
             queued, _ = queue.enqueue_debate(
                 session,
                 new=queue.NewDebate(

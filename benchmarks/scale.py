@@ -46,12 +46,13 @@ def child(url: str, debates: int, scrape: bool) -> None:
     from bot.store import queue
     from bot.store.db import make_engine, session_scope
     from bot.store.tables import DebateSource, DebateState
+    from bot.store.tenancy import PENDING_WORKSPACE
     from bot.wiring import build_services
 
     settings = Settings()
     services = build_services(settings)
     engine = make_engine(url)
-    with session_scope(engine) as session:
+    with session_scope(engine, workspace=PENDING_WORKSPACE) as session:
         for index in range(debates):
             spec = services.policy.spec(
                 f"Benchmark question {index}: should we adopt plan {index}?"
@@ -75,7 +76,7 @@ def child(url: str, debates: int, scrape: bool) -> None:
     if scraper is not None:
         scraper.stop.set()
         scraper.join()
-    with session_scope(engine) as session:
+    with session_scope(engine, workspace=PENDING_WORKSPACE) as session:
         finished = queue.count_debates(session, state=DebateState.FINISHED)
     engine.dispose()
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -39,6 +39,7 @@ from bot.messages.plan import task_id
 from bot.store import turns
 from bot.store.db import make_engine, session_scope, upgrade
 from bot.store.tables import Debate
+from bot.store.tenancy import EVERY_WORKSPACE
 from tests.e2e.driver import SlackDriver
 from tests.e2e.slack_emulator import STREAM_METHODS, Call, SlackEmulator
 
@@ -116,7 +117,7 @@ async def run_once(delay_s: float, streaming: bool) -> list[tuple[str, dict[str,
 
     engine = make_engine(url)
     rows: list[tuple[str, dict[str, Any]]] = []
-    with session_scope(engine) as session:
+    with session_scope(engine, workspace=EVERY_WORKSPACE) as session:
         for protocol, channel in channels.items():
             debate = session.exec(select(Debate).where(Debate.channel_id == channel)).one()
             assert debate.id is not None

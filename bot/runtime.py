@@ -18,16 +18,20 @@ from bot.metrics import Metrics
 from bot.settings import SettingsError
 from bot.slackweb.errors import PostError
 from bot.slackweb.token import SETTING, token_fix
+from bot.store.db import in_session
+from bot.store.tenancy import EVERY_WORKSPACE, adopt_pending
 
 if TYPE_CHECKING:
     import aiohttp
     from apscheduler.schedulers.asyncio import AsyncIOScheduler
     from slack_bolt.async_app import AsyncApp
+    from sqlalchemy import Engine
 
     from bot.jobs.delivery import OutboxDelivery
     from bot.jobs.scheduled import ScheduledJobs
+    from bot.slack.after_ack import AfterAck
     from bot.slack.server import BotASGI
-    from bot.slack.surface import Surface
+    from bot.slack.surface import Surfaces
     from bot.slackweb.people import SlackDirectory
 
 
@@ -51,10 +55,13 @@ def startup_heap_frozen() -> Iterator[None]:
         gc.unfreeze()
 
 
-async def check_bot_token(directory: SlackDirectory) -> None:
+async def check_bot_token(directory: SlackDirectory, engine: Engine) -> None:
     """At start-up: SettingsError naming DEBATEBOT_SLACK_BOT_TOKEN when Slack refuses the bot
     token (nothing the process does could reach anyone). Slack not answering is no refusal: it
-    is logged, and the process starts (delivery retries, `auth.test` is asked again)."""
+    is logged, and the process starts (delivery retries, `auth.test` is asked again).
+
+    Once Slack names the token's workspace, the rows a database from before workspaces held
+    (team `pending`, migration 0020) become that workspace's."""
     try:
         refused = await directory.check_token()
     except PostError as error:
@@ -64,6 +71,13 @@ async def check_bot_token(directory: SlackDirectory) -> None:
         raise SettingsError(
             f"Slack refused {SETTING} ({refused.code}): {token_fix(refused.code, refused.needed)}"
         )
+    workspace = directory.known_workspace()
+    if workspace is not None:
+        moved = await in_session(
+            engine, lambda s: adopt_pending(s, workspace=workspace), workspace=EVERY_WORKSPACE
+        )
+        if moved:
+            log.info("%d stored row(s) are now workspace %s's", moved, workspace.team_id)
 
 
 @dataclass
@@ -147,7 +161,11 @@ class BotRuntime:
 
     app: AsyncApp
     asgi: BotASGI
-    surface: Surface
+    surfaces: Surfaces
+    directory: SlackDirectory | None
+    """The bot token's own directory, with one workspace (None with OAuth installs)."""
+    after_ack: AfterAck
+    """The work in flight after acknowledgements, every workspace's surface's."""
     notifier: DebateNotifier
     metrics: Metrics
     jobs: ScheduledJobs
@@ -166,7 +184,9 @@ class BotRuntime:
     async def _learn_bot_identity(self) -> None:
         """Until Slack answers `auth.test` (Bolt's authorization reads the bot's id from the
         cache, `bot.wiring.local_authorize`), asking again less and less often."""
-        directory = self.surface.directory
+        directory = self.directory
+        if directory is None:
+            return
         wait = 1.0
         while directory.known_bot_user() is None:
             await directory.bot_identity()
@@ -177,5 +197,5 @@ class BotRuntime:
     async def stop(self) -> None:
         """The requests Slack was answered for finish within the same grace as the running
         turns (`bot.slack.after_ack`), before the store and Slack's session close."""
-        draining = asyncio.ensure_future(self.surface.after_ack.drain(self.work.grace_s))
+        draining = asyncio.ensure_future(self.after_ack.drain(self.work.grace_s))
         await self.work.stop(also=draining)

@@ -36,7 +36,8 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     with open_store(settings) as engine, contextlib.ExitStack() as frozen:
         runtime = build_bot(settings, services, engine)
         try:
-            await check_bot_token(runtime.surface.directory)
+            if runtime.directory is not None:
+                await check_bot_token(runtime.directory, engine)
         except SettingsError:
             await runtime.stop()
             await services.aclose()

@@ -276,7 +276,8 @@ class Settings(BaseSettings):
     workspace_monthly_budget_usd: float | None = Field(
         default=None,
         gt=0,
-        description="spending cap of all channels together per calendar month (UTC); none: no cap",
+        description="spending cap of each workspace's channels together per calendar month"
+        " (UTC); none: no cap",
     )
     retention_days: int | None = Field(
         default=None,
@@ -450,9 +451,11 @@ class Settings(BaseSettings):
         """The bot token alone (a worker delivering messages needs no signing secret)."""
         return _secret(self.slack_bot_token, "DEBATEBOT_SLACK_BOT_TOKEN", prefix="xoxb-")
 
-    def slack_secrets(self) -> tuple[str, str | None, str | None]:
-        """(bot token, signing secret, app token), refusing missing or placeholder values."""
-        token = self.slack_bot_token_value()
+    def slack_secrets(self) -> tuple[str | None, str | None, str | None]:
+        """(bot token, signing secret, app token), refusing missing or placeholder values. With
+        OAuth installs the bot token is optional (None): each workspace's is stored."""
+        oauth = self.slack_client_id is not None or self.slack_client_secret is not None
+        token = None if oauth and self.slack_bot_token is None else self.slack_bot_token_value()
         app_token = (
             _secret(self.slack_app_token, "DEBATEBOT_SLACK_APP_TOKEN", prefix="xapp-")
             if self.slack_app_token is not None

@@ -34,6 +34,7 @@ from bot.settings import Settings, SettingsError, SlackOAuth
 from bot.slackweb.token import TokenGate
 from bot.store.db import ensure_schema, make_engine
 from bot.store.queue import InFlightLimits, SpendCaps
+from bot.store.tenancy import EVERY_WORKSPACE, Workspace
 from engine.calibration.sampling import ReviewSampler
 from engine.catalog import ModelRetiredError
 from engine.ledger import LLMResolver
@@ -160,6 +161,7 @@ def build_bot(
     from slack_bolt.async_app import AsyncApp
 
     from bot.outbound import Outbound
+    from bot.slack.after_ack import AfterAck
     from bot.slack.channel_config import ChannelConfig
     from bot.slack.home import AppHome
     from bot.slack.installs import Uninstalls
@@ -169,21 +171,31 @@ def build_bot(
     from bot.slack.reviews import Reviews
     from bot.slack.server import BotASGI
     from bot.slack.starts import DebateStarts
-    from bot.slack.surface import Surface
+    from bot.slack.surface import Surface, Surfaces
     from bot.slackweb.files import Uploads
+    from bot.slackweb.people import SlackDirectory
+    from bot.slackweb.poster import SlackPoster
 
     token, signing_secret, app_token = settings.slack_secrets()
     metrics = Metrics()
-    gate = TokenGate()
     http = slack_session(settings)
-    client = client or slack_client(settings, metrics, gate, session=http)
-    owner = process_name()
-    delivery = build_delivery(settings, engine, client, owner=owner, gate=gate)
-    directory = delivery.directory
     oauth = settings.slack_oauth()
     installs = (
         build_installs(settings, oauth, engine, metrics, http=http) if oauth is not None else None
     )
+    # One workspace: its token's refusal pauses everything (TokenGate). Many: each call is made
+    # with its own workspace's token, and a refusal holds only that workspace.
+    gate = TokenGate() if installs is None else None
+    if installs is not None:
+        client = client or installs.delivery_client
+    else:
+        assert token is not None
+        client = client or slack_client(settings, metrics, gate, session=http)
+    owner = process_name()
+    delivery = build_delivery(
+        settings, engine, client, owner=owner, gate=gate, per_workspace=installs is not None
+    )
+    directory = delivery.directory
     app = AsyncApp(
         signing_secret=signing_secret or "socket-mode-signs-nothing",
         request_verification_enabled=app_token is None,
@@ -193,7 +205,7 @@ def build_bot(
         **(
             installs.app_options
             if installs is not None
-            else {"client": client, "authorize": local_authorize(token, directory)}
+            else {"client": client, "authorize": local_authorize(token or "", directory)}
         ),
     )
     notifier = build_notifier(settings, engine, wake=delivery.wake)
@@ -210,44 +222,65 @@ def build_bot(
         worker.wake()
         notifier.wake()
 
-    intake = build_intake(settings, services, engine, reach=directory, wake=wake, gate=gate)
-    reviews = Reviews(
-        engine=engine,
-        intake=intake,
-        notifier=notifier,
-        directory=directory,
-        allow_self_review=settings.allow_self_review,
-        metrics=metrics,
-        after_review=PullRequestComments(engine, services.hosts).after_review,
-    )
-    surface = Surface(
-        engine=engine,
-        poster=delivery.poster,
-        directory=directory,
-        starts=DebateStarts(
+    # One for the process: the work in flight after acknowledgements, whatever the workspace.
+    after_ack = AfterAck()
+
+    def surface_for(workspace: Workspace, request_client: AsyncWebClient | None) -> Surface:
+        """The use cases of one workspace, on its own token's client (OAuth installs: the one
+        Bolt authorized for the request) or the bot's."""
+        web = request_client or client
+        people = directory if request_client is None else SlackDirectory(web)
+        intake = build_intake(
+            settings, services, engine, workspace=workspace, reach=people, wake=wake, gate=gate
+        )
+        reviews = Reviews(
             engine=engine,
             intake=intake,
-            client=client,
-            directory=directory,
-            hosts=services.hosts,
-            uploads=Uploads(
-                files_url=settings.slack_files_url,
-                timeout_s=settings.slack_timeout_s,
-                http=Outbound(timeout_s=settings.slack_timeout_s, session=http),
-            ),
-        ),
-        reviews=reviews,
-        home=AppHome(
+            notifier=notifier,
+            directory=people,
+            allow_self_review=settings.allow_self_review,
+            metrics=metrics,
+            after_review=PullRequestComments(engine, services.hosts).after_review,
+            workspace=workspace,
+        )
+        return Surface(
             engine=engine,
-            directory=directory,
+            poster=(
+                delivery.poster
+                if request_client is None
+                else SlackPoster(web, interval_s=settings.post_interval_s)
+            ),
+            directory=people,
+            starts=DebateStarts(
+                engine=engine,
+                intake=intake,
+                client=web,
+                directory=people,
+                hosts=services.hosts,
+                uploads=Uploads(
+                    files_url=settings.slack_files_url,
+                    timeout_s=settings.slack_timeout_s,
+                    http=Outbound(timeout_s=settings.slack_timeout_s, session=http),
+                ),
+                workspace=workspace,
+            ),
             reviews=reviews,
-            calibration_target=settings.calibration_target,
-            calibration_min_labels=settings.calibration_min_labels,
-        ),
-        channels=ChannelConfig(engine=engine, directory=directory),
-        protocols=PROTOCOL_NAMES,
-        slack_http=http,
-    )
+            home=AppHome(
+                engine=engine,
+                directory=people,
+                reviews=reviews,
+                calibration_target=settings.calibration_target,
+                calibration_min_labels=settings.calibration_min_labels,
+                workspace=workspace,
+            ),
+            channels=ChannelConfig(engine=engine, directory=people, workspace=workspace),
+            protocols=PROTOCOL_NAMES,
+            workspace=workspace,
+            slack_http=http,
+            after_ack=after_ack,
+        )
+
+    surfaces = Surfaces(surface_for)
     scheduler = AsyncIOScheduler(timezone="UTC")
     jobs = build_jobs(
         settings,
@@ -266,9 +299,11 @@ def build_bot(
             health=HealthProbe(engine, settings.worker_concurrency, gate=gate),
             metrics=metrics,
             signing_secret=signing_secret or "socket-mode-signs-nothing",
-            after_ack=surface.after_ack,
+            after_ack=after_ack,
         ),
-        surface=surface,
+        surfaces=surfaces,
+        directory=directory if installs is None else None,
+        after_ack=after_ack,
         notifier=notifier,
         metrics=metrics,
         jobs=jobs,
@@ -281,7 +316,7 @@ def build_bot(
             slack_http=http,
         ),
     )
-    register_listeners(app, surface)
+    register_listeners(app, surfaces, installs=installs is not None)
     register_uninstalls(
         app,
         Uninstalls(engine=engine, store=installs.store if installs is not None else None),
@@ -295,6 +330,7 @@ def build_intake(
     services: DebateServices,
     engine: Engine,
     *,
+    workspace: Workspace,
     reach: Reach | None = None,
     wake: Callable[[], None] = lambda: None,
     gate: TokenGate | None = None,
@@ -313,6 +349,7 @@ def build_intake(
         review_channel=settings.review_channel,
         wake=wake,
         gate=gate,
+        workspace=workspace,
     )
 
 
@@ -329,8 +366,15 @@ def build_worker_runtime(
     """What `debatebot worker` runs: the pool and, with the bot token, the delivery loop on a
     pooled Slack session (made here, inside the running loop; `Runtime.stop` closes it); the
     scheduled jobs unless it exits when idle."""
-    gate, delivery, http = None, None, None
-    if settings.slack_bot_token:
+    oauth = settings.slack_oauth()
+    gate: TokenGate | None = None
+    delivery: OutboxDelivery | None = None
+    http: aiohttp.ClientSession | None = None
+    if oauth is not None:
+        http = slack_session(settings)
+        installs = build_installs(settings, oauth, engine, metrics, http=http)
+        delivery = build_delivery(settings, engine, installs.delivery_client, per_workspace=True)
+    elif settings.slack_bot_token:
         gate = TokenGate()
         http = slack_session(settings)
         client = slack_client(settings, metrics, gate, session=http)
@@ -398,6 +442,9 @@ class Installs:
 
     store: DatabaseInstallationStore
     app_options: dict[str, Any]
+    delivery_client: AsyncWebClient
+    """The client the delivery loop and jobs call with: each call carries the token of the
+    workspace it is made for (bot.slackweb.acting)."""
 
 
 def build_installs(
@@ -414,6 +461,7 @@ def build_installs(
     from slack_sdk.oauth.token_rotation.async_rotator import AsyncTokenRotator
 
     from bot.slack.installs import NOT_INSTALLED, StoredAuthorize, authorize_url, oauth_flow
+    from bot.slackweb.acting import WorkspaceClient
     from bot.slackweb.installations import DatabaseInstallationStore, DatabaseStateStore
     from bot.slackweb.poster import MeteredWebClient, classify
     from bot.slackweb.rotation import BotTokens
@@ -424,7 +472,7 @@ def build_installs(
 
     cipher = TokenCipher(oauth.encryption_key)
     try:
-        with session_scope(engine) as session:
+        with session_scope(engine, workspace=EVERY_WORKSPACE) as session:
             check_key(session, cipher=cipher)
     except TokenDecryptError as error:
         raise SettingsError(str(error)) from error
@@ -461,6 +509,13 @@ def build_installs(
     )
     return Installs(
         store=store,
+        delivery_client=WorkspaceClient(
+            tokens=tokens,
+            on_error=failed,
+            base_url=settings.slack_api_url,
+            timeout=int(max(1, settings.slack_timeout_s)),
+            session=http,
+        ),
         app_options={
             "client": client,
             "oauth_flow": flow,
@@ -561,9 +616,11 @@ def build_delivery(
     *,
     owner: str | None = None,
     gate: TokenGate | None = None,
+    per_workspace: bool = False,
 ) -> OutboxDelivery:
-    """The loop that sends owed messages to Slack with `client` (`slack_client`); `gate` is the
-    process's view of the bot token."""
+    """The loop that sends owed messages to Slack with `client` (`slack_client`, or with OAuth
+    installs `per_workspace` a WorkspaceClient: each message with its workspace's token); `gate`
+    is the process's view of the bot token."""
     from bot.jobs.delivery import DeliveryConfig, OutboxDelivery
     from bot.slackweb.people import SlackDirectory
     from bot.slackweb.poster import SlackPoster
@@ -580,6 +637,7 @@ def build_delivery(
             backoff_max_s=settings.outbox_backoff_max_s,
             status_interval_s=settings.outbox_status_interval_s,
             stream_interval_s=settings.outbox_stream_interval_s,
+            per_workspace=per_workspace,
         ),
     )
 

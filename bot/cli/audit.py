@@ -13,6 +13,7 @@ from bot.store import queue, verify
 from bot.store.audit import ChainReport
 from bot.store.db import session_scope
 from bot.store.export import export_record, render_markdown, verify_export
+from bot.store.tenancy import scope_for
 from bot.wiring import (
     open_store,
 )
@@ -51,7 +52,10 @@ def audit(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    with open_store(settings) as engine, session_scope(engine) as session:
+    with (
+        open_store(settings) as engine,
+        session_scope(engine, workspace=scope_for(args.team)) as session,
+    ):
         if args.action == "sign":
             assert key is not None
             return _sign(session, debate_id, key)
@@ -125,7 +129,10 @@ def print_audit(report: ChainReport) -> int:
 
 def export(args: argparse.Namespace) -> int:
     settings = Settings()
-    with open_store(settings) as engine, session_scope(engine) as session:
+    with (
+        open_store(settings) as engine,
+        session_scope(engine, workspace=scope_for(args.team)) as session,
+    ):
         record = export_record(session, debate_id=args.debate_id, key=settings.audit_key_bytes())
     text = (
         json.dumps(record, indent=2, ensure_ascii=False)

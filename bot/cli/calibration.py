@@ -17,6 +17,7 @@ from bot.settings import Settings
 from bot.store import labels, weights
 from bot.store.calibration import calibration_inputs, store_proposal
 from bot.store.db import session_scope
+from bot.store.tenancy import PENDING_WORKSPACE, Scope, scope_for
 from bot.wiring import open_store
 from engine.calibration.fitting import Proposal, Refused
 from engine.calibration.labels import LabelKind
@@ -35,7 +36,7 @@ def calibration(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    with open_store(settings) as engine, session_scope(engine) as session:
+    with open_store(settings) as engine, session_scope(engine, workspace=_scope(args)) as session:
         if args.action == "adopt":
             return _adopt(session, args.target)
         if args.action == "import-eval":
@@ -172,3 +173,12 @@ def print_report(report: CalibrationReport) -> None:
         print(f"\nno weights proposed: {fit.reason}")
     else:
         print(f"\nno fit yet: {fit.reason}")
+
+
+def _scope(args: argparse.Namespace) -> Scope:
+    """`--team`'s workspace; without it, every workspace's labels are read, and what is
+    written (an adoption, imported labels) is the deployment's own workspace's (pending until a
+    single-workspace bot learns its id)."""
+    if args.team or args.action == "show":
+        return scope_for(args.team)
+    return PENDING_WORKSPACE

@@ -168,13 +168,37 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DEBATE_ID|FILE",
         help="a debate id (verify, sign: every debate when left out), or an export file",
     )
+    audit.add_argument(
+        "--team",
+        metavar="TEAM_ID",
+        help="only this workspace's records (its Slack team id, T…); every workspace's when"
+        " left out",
+    )
     audit.set_defaults(handler="audit:audit", is_async=False)
 
     export = commands.add_parser("export", help="export a whole debate record")
     export.add_argument("debate_id", type=int)
     export.add_argument("--format", choices=("json", "md"), default="json")
     export.add_argument("--out", metavar="FILE", help="write here instead of stdout")
+    export.add_argument(
+        "--team",
+        metavar="TEAM_ID",
+        help="only this workspace's records (its Slack team id, T…); every workspace's when"
+        " left out",
+    )
     export.set_defaults(handler="audit:export", is_async=False)
+
+    workspace = commands.add_parser(
+        "workspace",
+        help="one workspace's records: list them, or delete them (each debate archived and"
+        " verified first, as retention does)",
+    )
+    workspace.add_argument("action", choices=("list", "delete"))
+    workspace.add_argument("team", metavar="TEAM_ID", help="the workspace's Slack team id (T…)")
+    workspace.add_argument(
+        "--archive", metavar="DIR", help="delete: where each debate's export is written first"
+    )
+    workspace.set_defaults(handler="workspaces:workspace", is_async=False)
 
     stats = commands.add_parser(
         "stats",
@@ -186,6 +210,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--since", type=_duration, help="only debates started this long ago or later: 30d, 12h"
     )
     stats.add_argument("--channel", help="only debates of this channel id (C…)")
+    stats.add_argument(
+        "--team",
+        metavar="TEAM_ID",
+        help="only this workspace's records (its Slack team id, T…); every workspace's when"
+        " left out",
+    )
     stats.set_defaults(handler="stats:stats", is_async=False)
 
     calibration = commands.add_parser(
@@ -206,6 +236,12 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="?",
         metavar="VERSION|PATH",
         help="adopt: a weights version; import-eval: an eval's --out folder or its results.jsonl",
+    )
+    calibration.add_argument(
+        "--team",
+        metavar="TEAM_ID",
+        help="the workspace (its Slack team id, T…) whose labels to read and whose weights to"
+        " adopt; every workspace's labels when left out (adopt needs it)",
     )
     calibration.add_argument(
         "--png",

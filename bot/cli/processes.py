@@ -62,8 +62,8 @@ async def worker(args: argparse.Namespace) -> int:
                 exit_when_idle=args.exit_when_idle,
             )
             try:
-                if runtime.delivery is not None:
-                    await check_bot_token(runtime.delivery.directory)
+                if runtime.delivery is not None and not runtime.delivery.config.per_workspace:
+                    await check_bot_token(runtime.delivery.directory, engine)
                 frozen.enter_context(startup_heap_frozen())
                 await runtime.start()
                 await runtime.run_until(stop)

@@ -19,6 +19,7 @@ from bot.settings import Settings
 from bot.store import queue
 from bot.store.db import redacted, session_scope
 from bot.store.tables import DebateSource
+from bot.store.tenancy import PENDING_WORKSPACE
 from bot.wiring import (
     DebateServices,
     build_services,
@@ -100,7 +101,9 @@ async def _run_debate(
             worker_id=f"cli:{uuid.uuid4().hex[:8]}",
             sinks=lambda _debate: console,
         )
-        with session_scope(engine) as session:
+        # A debate from the terminal is the deployment's own workspace's: pending until a
+        # single-workspace bot learns its id (bot.store.tenancy.adopt_pending).
+        with session_scope(engine, workspace=PENDING_WORKSPACE) as session:
             queued, _ = queue.enqueue_debate(
                 session,
                 new=queue.NewDebate(

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from bot.settings import Settings
 from bot.store import operations, overview
 from bot.store.db import session_scope
+from bot.store.tenancy import scope_for
 from bot.wiring import (
     open_store,
 )
@@ -26,7 +27,10 @@ def stats(args: argparse.Namespace) -> int:
     and down) and the operator's dashboard, over `--since` and in `--channel` if given."""
     settings = Settings()
     since = utcnow() - args.since if args.since is not None else None
-    with open_store(settings) as engine, session_scope(engine) as session:
+    with (
+        open_store(settings) as engine,
+        session_scope(engine, workspace=scope_for(args.team)) as session,
+    ):
         stats = overview.protocol_stats(session, since=since, channel_id=args.channel)
         board = operations.dashboard(session, since=since, channel_id=args.channel)
     if args.json:

@@ -24,6 +24,7 @@ from bot.store.db import in_session
 from bot.store.errors import BudgetExceededError, InFlightLimitError, StoreNoAnswerError
 from bot.store.queue import InFlightLimits, NewDebate, SpendCaps
 from bot.store.tables import ChannelSettings, Debate
+from bot.store.tenancy import Workspace
 from engine.errors import SpecError
 from engine.models import DebateSpec
 from engine.protocols import checked_protocol
@@ -68,6 +69,7 @@ class Intake:
         review_channel: str | None = None,
         wake: Callable[[], None] = lambda: None,
         gate: TokenGate | None = None,
+        workspace: Workspace,
     ) -> None:
         self.engine = engine
         self.policy = policy
@@ -77,6 +79,7 @@ class Intake:
         self.review_channel = review_channel
         self.wake = wake
         self.gate = gate
+        self.workspace = workspace
 
     async def submit(self, request: DebateRequest) -> Started:
         """Admit `request` and queue it; NotAdmittedError says why it was not."""
@@ -161,9 +164,12 @@ class Intake:
                 debate, created = await in_session(
                     self.engine,
                     lambda s: queue.fork_debate(s, new=admitted.new, original_id=original),
+                    workspace=self.workspace,
                 )
             else:
-                debate, created = await in_session(self.engine, lambda s: self._queue(s, admitted))
+                debate, created = await in_session(
+                    self.engine, lambda s: self._queue(s, admitted), workspace=self.workspace
+                )
         except InFlightLimitError as error:
             raise NotAdmittedError(_limit_text(error)) from error
         except BudgetExceededError as error:
@@ -190,7 +196,9 @@ class Intake:
 
     async def _settings(self, channel: str) -> ChannelSettings:
         return await in_session(
-            self.engine, lambda s: channels.channel_settings(s, channel_id=channel)
+            self.engine,
+            lambda s: channels.channel_settings(s, channel_id=channel),
+            workspace=self.workspace,
         )
 
     async def _spec(self, request: DebateRequest) -> DebateSpec:

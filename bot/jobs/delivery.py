@@ -44,6 +44,7 @@ from sqlmodel import Session
 from bot.jobs.pause import OutagePause, idle
 from bot.messages import kit, owed, plan, posts
 from bot.messages.owed import ASSISTANT_STATUS
+from bot.slackweb.acting import acting_for
 from bot.slackweb.errors import PostError, TokenRefusedError, UnthreadedError
 from bot.slackweb.people import SlackDirectory
 from bot.slackweb.poster import SLACK_FAILURES, Posted, SlackPoster
@@ -61,6 +62,7 @@ from bot.store.tables import (
     OutboxTarget,
     StreamState,
 )
+from bot.store.tenancy import EVERY_WORKSPACE, PENDING_TEAM, Workspace
 from engine.models import DebateSpec
 
 log = logging.getLogger(__name__)
@@ -97,6 +99,9 @@ class DeliveryConfig:
     stream_interval_s: float = 1.0
     """A debate's stream is written at most this often: the plan's versions in between are
     coalesced into one append, within the channel's write budget."""
+    per_workspace: bool = False
+    """OAuth installs: a refused token holds only its workspace's messages (each has its own
+    token); with one workspace's token from the environment, it pauses all delivery."""
     token_probe_s: float = 2.0
     token_probe_max_s: float = 15.0
     """While Slack refuses the bot token, `auth.test` is asked after `token_probe_s`, then
@@ -136,7 +141,7 @@ class OutboxDelivery:
         self._probe_wait = self.config.token_probe_s
 
     async def _db(self, work: Callable[[Session], R]) -> R:
-        return await in_session(self.engine, work)
+        return await in_session(self.engine, work, workspace=EVERY_WORKSPACE)
 
     def wake(self) -> None:
         """Look for due messages now rather than at the next poll (rows were just written)."""
@@ -209,36 +214,56 @@ class OutboxDelivery:
         self._lanes.clear()
 
     async def _run_lane(self, lane: Lane) -> None:
+        # Every Slack call of the lane is made with its workspace's bot token (OAuth installs;
+        # the one workspace's client has its own token and ignores this).
+        workspace = Workspace(
+            team_id=lane.team_id or PENDING_TEAM, enterprise_id=lane.enterprise_id
+        )
         try:
-            if lane.debate_id is None:
-                while await self._next_channel_post(lane.channel):
-                    pass
-            elif lane.action == OutboxAction.POST:
-                while await self._next_post(lane.debate_id):
-                    pass
-            elif lane.action == OutboxAction.STREAM:
-                while await self._next_stream(lane.debate_id):
-                    pass
-            else:
-                await self._updates(lane.debate_id)
+            with acting_for(workspace):
+                await self._deliver_lane(lane)
         except DatabaseUnavailableError as error:
             where = (
                 f"channel {lane.channel}" if lane.debate_id is None else f"debate {lane.debate_id}"
             )
             log.error("delivery for %s paused: %s", where, error)
         except TokenRefusedError as error:
+            if self.config.per_workspace:
+                # One workspace's refused token (revoked, uninstalled) holds only its own
+                # messages: the claimed one is retried when its claim lapses, and an uninstall
+                # drops what the workspace is owed (bot.slack.installs).
+                log.warning("delivery to workspace %s held: %s", workspace.team_id, error)
+                return
             self.gate.refuse(error)
             self._probe_at = asyncio.get_running_loop().time() + self._probe_wait
             await self._db(lambda s: outbox.release_claims(s, owner=self.owner))
 
+    async def _deliver_lane(self, lane: Lane) -> None:
+        if lane.debate_id is None:
+            while await self._next_channel_post(lane.channel, lane.team_id):
+                pass
+        elif lane.action == OutboxAction.POST:
+            while await self._next_post(lane.debate_id):
+                pass
+        elif lane.action == OutboxAction.STREAM:
+            while await self._next_stream(lane.debate_id):
+                pass
+        else:
+            await self._updates(lane.debate_id)
+
     # --- a channel's own posts (no debate: the digest) ----------------------------------------
 
-    async def _next_channel_post(self, channel: str) -> bool:
-        """Deliver the head of a channel's own posts: retried, re-split and given up by the
-        same rules as a debate's, with no thread to tell when one is refused."""
+    async def _next_channel_post(self, channel: str, team_id: str) -> bool:
+        """Deliver the head of a channel's own posts (in workspace `team_id`): retried,
+        re-split and given up by the same rules as a debate's, with no thread to tell when one
+        is refused."""
         row = await self._db(
             lambda s: outbox.claim_channel_head(
-                s, channel_id=channel, owner=self.owner, claim_s=self.config.claim_s
+                s,
+                channel_id=channel,
+                team_id=team_id,
+                owner=self.owner,
+                claim_s=self.config.claim_s,
             )
         )
         if row is None:

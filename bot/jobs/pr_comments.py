@@ -28,6 +28,7 @@ from bot.store.db import in_session
 from bot.store.errors import StoreError
 from bot.store.results import StoredResult
 from bot.store.tables import Debate, Review, VerdictRecord
+from bot.store.tenancy import EVERY_WORKSPACE, owner_of
 from engine.models import DebateResult
 
 log = logging.getLogger(__name__)
@@ -89,7 +90,15 @@ class PullRequestComments:
         None when none is wanted (no pull request link, the channel's switch off) or the host
         refused (logged, and the debate stays due for the `pr-comments` job)."""
         try:
-            owed = await in_session(self.engine, lambda s: _load(s, debate_id))
+            # Its channel's settings are its workspace's: read in that workspace.
+            debate = await in_session(
+                self.engine,
+                lambda s: queue.get_debate(s, debate_id=debate_id),
+                workspace=EVERY_WORKSPACE,
+            )
+            owed = await in_session(
+                self.engine, lambda s: _load(s, debate_id), workspace=owner_of(debate)
+            )
         except StoreError as error:
             log.warning("debate %s: pull request comment not synced: %s", debate_id, error)
             return None
@@ -126,6 +135,7 @@ class PullRequestComments:
                 await in_session(
                     self.engine,
                     lambda s: operations.pr_comment_synced(s, debate_id=debate_id, seen=seen),
+                    workspace=EVERY_WORKSPACE,
                 )
             except StoreError as error:
                 # Still due, so synced once more later: the marker makes that an update.

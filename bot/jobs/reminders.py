@@ -15,6 +15,7 @@ from bot.messages import owed
 from bot.messages.notifier import DebateNotifier
 from bot.store import reviews
 from bot.store.db import in_session
+from bot.store.tenancy import EVERY_WORKSPACE
 from engine.models import utcnow
 
 log = logging.getLogger(__name__)
@@ -23,7 +24,9 @@ log = logging.getLogger(__name__)
 async def remind_reviewers(*, engine: Engine, notifier: DebateNotifier, period_s: float) -> int:
     """Owe one reminder per elapsed period on every open review; returns how many were due."""
     due = 0
-    for escalation, debate in await in_session(engine, reviews.open_escalations):
+    for escalation, debate in await in_session(
+        engine, reviews.open_escalations, workspace=EVERY_WORKSPACE
+    ):
         age = (utcnow() - escalation.created_at).total_seconds()
         periods = int(age // period_s)
         if periods < 1:

@@ -50,6 +50,7 @@ from bot.store.errors import StoreError
 from bot.store.export import export_record, verify_export
 from bot.store.job_locks import JobLock
 from bot.store.outbox import Draft
+from bot.store.tenancy import EVERY_WORKSPACE, owner_of
 from engine.models import utcnow
 
 if TYPE_CHECKING:
@@ -162,6 +163,7 @@ class ScheduledJobs:
             claimed = await in_session(
                 self.engine,
                 lambda s: operations.claim_slot(s, job=name, slot=slot, runner=self.runner),
+                workspace=EVERY_WORKSPACE,
             )
             if not claimed:
                 return None
@@ -176,6 +178,7 @@ class ScheduledJobs:
                 lambda s: operations.finish_slot(
                     s, job=name, slot=slot, outcome=outcome, detail=detail
                 ),
+                workspace=EVERY_WORKSPACE,
             )
             if self.metrics is not None:
                 self.metrics.jobs.labels(name, outcome).inc()
@@ -195,6 +198,7 @@ class ScheduledJobs:
             lambda s: operations.overdue_reviews(
                 s, default_sla_h=self.settings.review_sla_h, now=now
             ),
+            workspace=EVERY_WORKSPACE,
         )
         expired = 0
         for escalation, debate, channel, sla_h in overdue:
@@ -204,6 +208,7 @@ class ScheduledJobs:
             if await in_session(
                 self.engine,
                 partial(operations.expire_review, escalation_id=escalation_id, drafts=drafts),
+                workspace=EVERY_WORKSPACE,
             ):
                 expired += 1
                 log.info(
@@ -217,17 +222,22 @@ class ScheduledJobs:
         if self.poster is None:
             return "no Slack token: digests are sent by a process that has one"
         now = self.clock()
-        channels = await in_session(self.engine, operations.digest_channels)
+        channels = await in_session(
+            self.engine, operations.digest_channels, workspace=EVERY_WORKSPACE
+        )
         owed = 0
         for channel in channels:
             local_day = due_day(channel.digest_time, channel.timezone, now)
             if local_day is None:
                 continue
+            # A channel's digest counts and is owed in its own workspace only.
+            workspace = owner_of(channel)
             day = await in_session(
                 self.engine,
                 partial(
                     operations.channel_day, channel=channel, since=now - timedelta(days=1), now=now
                 ),
+                workspace=workspace,
             )
             message = digest_message(channel.channel_id, local_day, day)
             key = f"digest:{channel.channel_id}:{local_day}"
@@ -240,6 +250,7 @@ class ScheduledJobs:
                     draft=draft,
                     deadline_s=NOTICE_DEADLINE_S,
                 ),
+                workspace=workspace,
             ):
                 owed += 1
         if owed:
@@ -254,18 +265,25 @@ class ScheduledJobs:
         ids = await in_session(
             self.engine,
             lambda s: operations.expired_debates(s, before=before, limit=RETENTION_BATCH),
+            workspace=EVERY_WORKSPACE,
         )
         key = self.settings.audit_key_bytes()
         removed, kept = 0, []
         for debate_id in ids:
             problem = await in_session(
-                self.engine, partial(archive, debate_id=debate_id, folder=folder, key=key)
+                self.engine,
+                partial(archive, debate_id=debate_id, folder=folder, key=key),
+                workspace=EVERY_WORKSPACE,
             )
             if problem is not None:
                 kept.append(debate_id)
                 log.error("debate %s kept: %s", debate_id, problem)
                 continue
-            await in_session(self.engine, partial(operations.remove_debate, debate_id=debate_id))
+            await in_session(
+                self.engine,
+                partial(operations.remove_debate, debate_id=debate_id),
+                workspace=EVERY_WORKSPACE,
+            )
             removed += 1
         detail = f"{removed} debate(s) archived to {folder} and removed"
         return detail + (f"; kept {kept} (archive not verified)" if kept else "")
@@ -274,7 +292,9 @@ class ScheduledJobs:
         now = self.clock()
         older_than = now - timedelta(seconds=self.settings.worker_lease_s)
         requeued = await in_session(
-            self.engine, lambda s: operations.requeue_stale(s, older_than=older_than)
+            self.engine,
+            lambda s: operations.requeue_stale(s, older_than=older_than),
+            workspace=EVERY_WORKSPACE,
         )
         for debate_id, owner in requeued:
             log.warning(
@@ -283,12 +303,18 @@ class ScheduledJobs:
                 owner,
             )
         released = await in_session(
-            self.engine, lambda s: operations.release_stale_sends(s, now=now)
+            self.engine,
+            lambda s: operations.release_stale_sends(s, now=now),
+            workspace=EVERY_WORKSPACE,
         )
         return f"{len(requeued)} debate(s) requeued, {released} message(s) released"
 
     async def queue_depth(self) -> str:
-        depth = await in_session(self.engine, lambda s: operations.queue_depth(s, now=self.clock()))
+        depth = await in_session(
+            self.engine,
+            lambda s: operations.queue_depth(s, now=self.clock()),
+            workspace=EVERY_WORKSPACE,
+        )
         self._set_gauges(depth)
         if depth.oldest_wait_s > self.settings.queue_warn_s:
             log.warning(
@@ -316,6 +342,7 @@ class ScheduledJobs:
                 since=now - PR_COMMENT_RETRY_FOR,
                 until=now - timedelta(seconds=PR_COMMENT_GRACE_S),
             ),
+            workspace=EVERY_WORKSPACE,
         )
         posted = [await self.pr_comments.sync(debate_id) for debate_id in due]
         done = sum(1 for comment_id in posted if comment_id is not None)
@@ -324,7 +351,9 @@ class ScheduledJobs:
     async def refresh_gauges(self) -> None:
         try:
             depth = await in_session(
-                self.engine, lambda s: operations.queue_depth(s, now=self.clock())
+                self.engine,
+                lambda s: operations.queue_depth(s, now=self.clock()),
+                workspace=EVERY_WORKSPACE,
             )
         except StoreError as error:
             log.warning("queue gauges not refreshed: %s", error)

@@ -27,7 +27,7 @@ import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar
 
 from sqlalchemy import Engine
@@ -37,10 +37,11 @@ from bot.jobs.closing import FinishWriter
 from bot.jobs.pause import OutagePause
 from bot.logs import debate_context
 from bot.metrics import Metrics
-from bot.store import endings, queue, turns
+from bot.store import endings, queue, turns, workspaces
 from bot.store.db import in_session
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError, StoreRefusedError
 from bot.store.tables import Debate, TriageState
+from bot.store.tenancy import EVERY_WORKSPACE, owner_of
 from bot.store.weights import active_weights
 from bot.store.writer import TurnWriter
 from engine import triage
@@ -63,8 +64,9 @@ Follower = Callable[[Debate, DebateResult], Awaitable[None]]
 
 
 class ShuttingDown(Exception):
-    """Raised at a turn boundary once the worker drains: the run stops and hands its lease
-    back; it is never stored as the debate's failure."""
+    """Raised at a turn boundary once the worker drains, or its debate's workspace is
+    suspended (uninstalled): the run stops and hands its lease back; it is never stored as the
+    debate's failure."""
 
 
 class DebateReporter(Protocol):
@@ -151,7 +153,7 @@ class DebateWorker:
         return sampler.draw()
 
     async def _db(self, work: Callable[[Session], R]) -> R:
-        return await in_session(self.engine, work)
+        return await in_session(self.engine, work, workspace=EVERY_WORKSPACE)
 
     async def claim(self, debate_id: int | None = None) -> Debate | None:
         """Claim the next claimable debate, or only `debate_id` when given."""
@@ -224,9 +226,11 @@ class DebateWorker:
                 lambda s: turns.stored_runs(s, debate_ids=[debate_id])[debate_id]
             )
         recorded, head = stored
-        # The weights an admin adopted last score this verdict (the verdict records their
-        # version); read per debate, so an adoption applies from the next debate to end.
-        weights = await self._db(active_weights)
+        # The weights an admin of its workspace adopted last score this verdict (the verdict
+        # records their version); read per debate, so an adoption applies from the next debate
+        # to end. The deployment's own adoptions (a terminal's, pending) count too.
+        owner = replace(owner_of(debate), with_pending=True)
+        weights = await in_session(self.engine, active_weights, workspace=owner)
         if recorded:
             log.info("debate %s: resuming after %d stored turns", debate_id, len(recorded))
         else:
@@ -259,6 +263,10 @@ class DebateWorker:
         async def halt() -> str | None:
             if self._draining.is_set():
                 raise ShuttingDown(f"debate {debate_id}: worker {self.worker_id} is stopping")
+            if halted == workspaces.SUSPENDED:
+                # Not an ending: the workspace may install the app again, and then it resumes.
+                log.warning("debate %s: %s; handed back", debate_id, halted)
+                raise ShuttingDown(f"debate {debate_id}: {halted}")
             return halted
 
         async def run() -> DebateResult:

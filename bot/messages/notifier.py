@@ -16,6 +16,7 @@ from bot.store import outbox
 from bot.store.db import in_session
 from bot.store.outbox import Draft
 from bot.store.tables import Debate, DebateSource
+from bot.store.tenancy import EVERY_WORKSPACE
 from engine.events import DebateEvent, EventSink, RoundFinished, TurnFinished, TurnStarted
 from engine.models import DebateSpec
 
@@ -51,6 +52,7 @@ class DebateNotifier:
         await in_session(
             self.engine,
             lambda s: outbox.owe(s, debate_id=debate_id, drafts=drafts, deadline_s=self.deadline_s),
+            workspace=EVERY_WORKSPACE,
         )
         self.wake()
 

@@ -12,18 +12,22 @@ from bot.slackweb.people import SlackDirectory
 from bot.store import channels
 from bot.store.db import in_session
 from bot.store.tables import ChannelSettings
+from bot.store.tenancy import Workspace
 
 
 class ChannelConfig:
     """Reads and changes channels' settings, checking who may change them."""
 
-    def __init__(self, *, engine: Engine, directory: SlackDirectory) -> None:
+    def __init__(self, *, engine: Engine, directory: SlackDirectory, workspace: Workspace) -> None:
         self.engine = engine
         self.directory = directory
+        self.workspace = workspace
 
     async def settings_of(self, channel: str) -> ChannelSettings:
         return await in_session(
-            self.engine, lambda s: channels.channel_settings(s, channel_id=channel)
+            self.engine,
+            lambda s: channels.channel_settings(s, channel_id=channel),
+            workspace=self.workspace,
         )
 
     async def configure(
@@ -40,4 +44,5 @@ class ChannelConfig:
             lambda s: channels.save_channel_settings(
                 s, channel_id=channel, updated_by=user, values=values
             ),
+            workspace=self.workspace,
         )

@@ -18,6 +18,7 @@ from bot.store.calibration import calibration_inputs, store_proposal
 from bot.store.db import in_session
 from bot.store.errors import WeightsNotFoundError
 from bot.store.tables import Debate
+from bot.store.tenancy import Workspace
 from engine.calibration.report import DEFAULT_MIN_LABELS, CalibrationReport, calibrate
 from engine.calibration.threshold import DEFAULT_TARGET
 
@@ -33,12 +34,14 @@ class AppHome:
         reviews: Reviews,
         calibration_target: float = DEFAULT_TARGET,
         calibration_min_labels: int = DEFAULT_MIN_LABELS,
+        workspace: Workspace,
     ) -> None:
         self.engine = engine
         self.directory = directory
         self.reviews = reviews
         self.calibration_target = calibration_target
         self.calibration_min_labels = calibration_min_labels
+        self.workspace = workspace
 
     async def adopt_weights(self, *, user: str, version: str) -> str:
         """Adopt the weights `version` when `user` is a workspace admin (Slack's directory
@@ -49,6 +52,7 @@ class AppHome:
             adoption = await in_session(
                 self.engine,
                 lambda s: weights.adopt_weights(s, version=version, by=user),
+                workspace=self.workspace,
             )
         except WeightsNotFoundError as error:
             return f"Nothing was changed: {error}"
@@ -57,7 +61,7 @@ class AppHome:
     async def _calibration(self) -> CalibrationReport:
         """The calibration report, computed off the store's threads (a fit is CPU work), with
         the weights it proposes stored so the Adopt button finds them."""
-        found, current = await in_session(self.engine, calibration_inputs)
+        found, current = await in_session(self.engine, calibration_inputs, workspace=self.workspace)
         report = await asyncio.to_thread(
             calibrate,
             found,
@@ -65,30 +69,44 @@ class AppHome:
             target=self.calibration_target,
             min_labels=self.calibration_min_labels,
         )
-        await in_session(self.engine, lambda s: store_proposal(s, report=report))
+        await in_session(
+            self.engine, lambda s: store_proposal(s, report=report), workspace=self.workspace
+        )
         return report
 
     async def view(self, *, user: str, notice: str | None = None) -> dict[str, Any]:
         channels = await self.directory.channels_of(user)
         now = datetime.now(UTC)
         month_start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-        open_items = await in_session(self.engine, reviews.open_escalations)
+        open_items = await in_session(
+            self.engine, reviews.open_escalations, workspace=self.workspace
+        )
         pending: list[home_tab.HomeDebate] = []
         for _escalation, debate in open_items:
             deciders = await self.reviews.deciders(debate)
             if deciders and await self.directory.is_one_of(user, deciders):
                 pending.append(_home_item(debate))
         recent = await in_session(
-            self.engine, lambda s: overview.recent_debates(s, channel_ids=channels)
+            self.engine,
+            lambda s: overview.recent_debates(s, channel_ids=channels),
+            workspace=self.workspace,
         )
         ids = [d.id for d in recent if d.id is not None]
-        votes = await in_session(self.engine, lambda s: reviews.feedback_counts(s, debate_ids=ids))
-        stats = await in_session(self.engine, overview.protocol_stats)
+        votes = await in_session(
+            self.engine,
+            lambda s: reviews.feedback_counts(s, debate_ids=ids),
+            workspace=self.workspace,
+        )
+        stats = await in_session(self.engine, overview.protocol_stats, workspace=self.workspace)
         mine = await in_session(
-            self.engine, lambda s: operations.spend_since(s, since=month_start, requested_by=user)
+            self.engine,
+            lambda s: operations.spend_since(s, since=month_start, requested_by=user),
+            workspace=self.workspace,
         )
         everyone = await in_session(
-            self.engine, lambda s: operations.spend_since(s, since=month_start)
+            self.engine,
+            lambda s: operations.spend_since(s, since=month_start),
+            workspace=self.workspace,
         )
         calibration = await self._calibration() if await self.directory.is_admin(user) else None
         return home_tab.home_view(

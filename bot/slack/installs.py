@@ -52,10 +52,12 @@ from bot.slackweb.installations import (
     DatabaseStateStore,
 )
 from bot.slackweb.rotation import BotTokens
-from bot.store import installations
+from bot.store import installations, workspaces
 from bot.store.db import in_session
 from bot.store.errors import TokenDecryptError
 from bot.store.tables import InstallationEventKind
+from bot.store.tenancy import EVERY_WORKSPACE, Workspace
+from bot.store.workspaces import Suspension
 
 log = logging.getLogger(__name__)
 Listener = Callable[..., Awaitable[None]]
@@ -165,12 +167,24 @@ def oauth_flow(
                 bot=done.bot_token is not None,
                 user_ids=[done.user_id],
             ),
+            workspace=EVERY_WORKSPACE,
         )
+        # Installed again after an uninstall: its suspended debates go on.
+        if team is None:
+            resumed = await in_session(
+                engine,
+                lambda s: workspaces.resume(s, enterprise_id=done.enterprise_id),
+                workspace=EVERY_WORKSPACE,
+            )
+        else:
+            workspace = Workspace(team_id=team, enterprise_id=done.enterprise_id)
+            resumed = await in_session(engine, workspaces.resume, workspace=workspace)
         log.info(
-            "installed in %s by %s%s",
+            "installed in %s by %s%s%s",
             installations.key(enterprise_id=done.enterprise_id, team_id=team),
             done.user_id,
             " (org-wide)" if done.is_enterprise_install else "",
+            f"; {resumed} suspended debate(s) resume" if resumed else "",
         )
         return await args.default.success(args)
 
@@ -203,8 +217,11 @@ class Uninstalls:
     one workspace's token lives in the environment) and record what happened, once per Slack
     event, so the workspace's later requests find no install until it is installed again.
 
-    Stopping that workspace's debates and dropping what they still owe it waits for rows to
-    name their workspace (issue 37, item 2)."""
+    With OAuth installs, an uninstall (or the bot's token revoked) also suspends the
+    workspace's unfinished debates (each stops at its next turn, handed back with its turns
+    kept) and drops the messages it is owed, counted on the record; installing again resumes
+    the debates (`oauth_flow`). Its audit records stay, under the retention policy, until an
+    admin deletes them (`debatebot workspace delete`)."""
 
     def __init__(self, *, engine: Engine, store: AsyncInstallationStore | None) -> None:
         self.engine = engine
@@ -212,16 +229,37 @@ class Uninstalls:
 
     async def uninstalled(self, body: dict[str, Any], context: AsyncBoltContext) -> None:
         enterprise_id, team_id = _install_of(context)
+        stopped = Suspension(debates=0, dropped=0)
         if self.store is not None:
             await self.store.async_delete_all(enterprise_id=enterprise_id, team_id=team_id)
-        await self._record(body, enterprise_id, team_id, InstallationEventKind.UNINSTALLED, True)
+            stopped = await self._suspend(enterprise_id, team_id, "the app was uninstalled")
+        await self._record(
+            body, enterprise_id, team_id, InstallationEventKind.UNINSTALLED, True, stopped=stopped
+        )
         log.warning(
             "the app was uninstalled from %s: %s",
             installations.key(enterprise_id=enterprise_id, team_id=team_id),
-            "its tokens are deleted"
+            f"its tokens are deleted, {stopped.debates} debate(s) suspended until it is installed"
+            f" again, {stopped.dropped} owed message(s) dropped"
             if self.store is not None
             else "DEBATEBOT_SLACK_BOT_TOKEN no longer works; install the app again and set the"
             " new bot token",
+        )
+
+    async def _suspend(
+        self, enterprise_id: str | None, team_id: str | None, why: str
+    ) -> Suspension:
+        """Stop the install's debates and drop what it is owed (bot.store.workspaces)."""
+        reason = f"{why} ({installations.key(enterprise_id=enterprise_id, team_id=team_id)})"
+        if team_id is None:
+            return await in_session(
+                self.engine,
+                lambda s: workspaces.suspend(s, reason=reason, enterprise_id=enterprise_id),
+                workspace=EVERY_WORKSPACE,
+            )
+        workspace = Workspace(team_id=team_id, enterprise_id=enterprise_id)
+        return await in_session(
+            self.engine, lambda s: workspaces.suspend(s, reason=reason), workspace=workspace
         )
 
     async def revoked(
@@ -236,10 +274,18 @@ class Uninstalls:
                 await self.store.async_delete_installation(
                     enterprise_id=enterprise_id, team_id=team_id, user_id=user
                 )
-            if bot:
-                await self.store.async_delete_bot(enterprise_id=enterprise_id, team_id=team_id)
+        stopped = Suspension(debates=0, dropped=0)
+        if self.store is not None and bot:
+            await self.store.async_delete_bot(enterprise_id=enterprise_id, team_id=team_id)
+            stopped = await self._suspend(enterprise_id, team_id, "the bot's token was revoked")
         await self._record(
-            body, enterprise_id, team_id, InstallationEventKind.TOKENS_REVOKED, bot, people
+            body,
+            enterprise_id,
+            team_id,
+            InstallationEventKind.TOKENS_REVOKED,
+            bot,
+            people,
+            stopped=stopped,
         )
         log.warning(
             "Slack revoked tokens of %s (bot: %s, people: %s)%s",
@@ -257,6 +303,8 @@ class Uninstalls:
         kind: InstallationEventKind,
         bot: bool,
         people: Sequence[str] = (),
+        *,
+        stopped: Suspension,
     ) -> None:
         await in_session(
             self.engine,
@@ -268,7 +316,10 @@ class Uninstalls:
                 bot=bot,
                 user_ids=people,
                 event_id=body.get("event_id"),
+                suspended_debates=stopped.debates,
+                dropped_messages=stopped.dropped,
             ),
+            workspace=EVERY_WORKSPACE,
         )
 
 

@@ -67,7 +67,7 @@ from bot.slack.command_text import (
 )
 from bot.slack.errors import CommandError, FormError, NotAllowedError, SlackLayerError
 from bot.slack.replies import PooledRespond
-from bot.slack.surface import Surface
+from bot.slack.surface import Surface, Surfaces
 from bot.slackweb.errors import PostError, SlackWebError
 from bot.store import dedupe
 from bot.store.errors import (
@@ -79,6 +79,7 @@ from bot.store.errors import (
     StoreRefusedError,
 )
 from bot.store.tables import ChannelSettings, DebateSource, EscalationState
+from bot.store.tenancy import PENDING_TEAM, Workspace
 from engine.models import clean_text
 
 log = logging.getLogger(__name__)
@@ -102,8 +103,10 @@ Next = Callable[[], Awaitable[None]]
 Listener = Callable[..., Awaitable[None]]
 
 
-def register(app: AsyncApp, surface: Surface) -> None:
-    """Attach the middleware, the error handler and every listener of the bot to `app`."""
+def register(app: AsyncApp, surfaces: Surfaces, *, installs: bool = False) -> None:
+    """Attach the middleware, the error handler and every listener of the bot to `app`. Each
+    request gets the surface of its own workspace; with OAuth `installs`, on the client Bolt
+    authorized for it (that workspace's token)."""
 
     async def prepare(
         body: dict[str, Any], context: AsyncBoltContext, next: Next
@@ -114,7 +117,12 @@ def register(app: AsyncApp, surface: Surface) -> None:
         refusal = reject_malformed(body)
         if refusal is not None:
             return refusal
-        provide_surface(context, surface)
+        team = context.team_id or context.enterprise_id or PENDING_TEAM
+        # One workspace owns the rows still waiting for its id too (bot.store.tenancy).
+        workspace = Workspace(
+            team_id=team, enterprise_id=context.enterprise_id, with_pending=not installs
+        )
+        provide_surface(context, surfaces.get(workspace, context.client if installs else None))
         await next()
         return None
 

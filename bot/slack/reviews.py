@@ -29,6 +29,7 @@ from bot.store.tables import (
     Review,
     TriageState,
 )
+from bot.store.tenancy import Workspace
 from engine.models import DebateSpec, utcnow
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,7 @@ class Reviews:
         allow_self_review: bool = False,
         metrics: Metrics | None = None,
         after_review: ReviewFollower | None = None,
+        workspace: Workspace,
     ) -> None:
         self.engine = engine
         self.intake = intake
@@ -59,15 +61,22 @@ class Reviews:
         self.allow_self_review = allow_self_review
         self.metrics = metrics
         self.after_review = after_review
+        self.workspace = workspace
 
     async def _escalation(self, escalation_id: int) -> tuple[Escalation, Debate]:
         escalation = await in_session(
-            self.engine, lambda s: reviews.get_escalation(s, escalation_id=escalation_id)
+            self.engine,
+            lambda s: reviews.get_escalation(s, escalation_id=escalation_id),
+            workspace=self.workspace,
         )
         if escalation is None:
             raise CommandError(f"review request {escalation_id} does not exist")
         debate_id = escalation.debate_id
-        debate = await in_session(self.engine, lambda s: queue.get_debate(s, debate_id=debate_id))
+        debate = await in_session(
+            self.engine,
+            lambda s: queue.get_debate(s, debate_id=debate_id),
+            workspace=self.workspace,
+        )
         return escalation, debate
 
     async def deciders(self, debate: Debate) -> list[str]:
@@ -79,7 +88,9 @@ class Reviews:
             return []
         channel = debate.reviewers_channel_id
         settings = await in_session(
-            self.engine, lambda s: channels.channel_settings(s, channel_id=channel)
+            self.engine,
+            lambda s: channels.channel_settings(s, channel_id=channel),
+            workspace=self.workspace,
         )
         reviewers = list(settings.reviewers)
         requester = debate.requested_by
@@ -115,7 +126,9 @@ class Reviews:
 
     async def existing_review(self, escalation_id: int) -> Review | None:
         return await in_session(
-            self.engine, lambda s: reviews.review_of(s, escalation_id=escalation_id)
+            self.engine,
+            lambda s: reviews.review_of(s, escalation_id=escalation_id),
+            workspace=self.workspace,
         )
 
     async def decide(
@@ -143,6 +156,7 @@ class Reviews:
                 decided_at=now,
                 drafts=drafts,
             ),
+            workspace=self.workspace,
         )
         if not created:
             return review, False
@@ -165,7 +179,9 @@ class Reviews:
         assert debate.id is not None
         debate_id = debate.id
         record = await in_session(
-            self.engine, lambda s: endings.verdict_for(s, debate_id=debate_id)
+            self.engine,
+            lambda s: endings.verdict_for(s, debate_id=debate_id),
+            workspace=self.workspace,
         )
         spec = DebateSpec.model_validate_json(debate.spec_json)
         if spec.protocol != "adversarial":
@@ -199,11 +215,17 @@ class Reviews:
     async def debate_anyway(self, *, debate_id: int, user: str) -> Started:
         """Start the debate a triage decided against, in the same thread, exactly once however
         often the button is clicked; it owes the answer message an update saying who did."""
-        original = await in_session(self.engine, lambda s: queue.get_debate(s, debate_id=debate_id))
+        original = await in_session(
+            self.engine,
+            lambda s: queue.get_debate(s, debate_id=debate_id),
+            workspace=self.workspace,
+        )
         if original.triage != TriageState.ANSWERED or original.channel_id is None:
             raise CommandError(f"debate #{debate_id} was not answered without a debate")
         record = await in_session(
-            self.engine, lambda s: endings.verdict_for(s, debate_id=debate_id)
+            self.engine,
+            lambda s: endings.verdict_for(s, debate_id=debate_id),
+            workspace=self.workspace,
         )
         assert record is not None
         answered = StoredResult.read(record.result_json)
@@ -237,7 +259,9 @@ class Reviews:
         if kind not in set(FeedbackValue) or not (raw_id.isascii() and raw_id.isdigit()):
             raise NotAllowedError("This feedback button is not one of mine; nothing was recorded.")
         debate_id = int(raw_id)
-        rows = await in_session(self.engine, lambda s: outbox.rows_of(s, debate_id=debate_id))
+        rows = await in_session(
+            self.engine, lambda s: outbox.rows_of(s, debate_id=debate_id), workspace=self.workspace
+        )
         verdicts = {
             (c, ts)
             for row in rows
@@ -254,5 +278,6 @@ class Reviews:
             lambda s: reviews.record_feedback(
                 s, debate_id=debate_id, user_id=user, value=FeedbackValue(kind)
             ),
+            workspace=self.workspace,
         )
         return debate_id, changed

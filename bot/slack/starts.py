@@ -28,6 +28,7 @@ from bot.slackweb.people import SlackDirectory
 from bot.store import channels
 from bot.store.db import in_session
 from bot.store.tables import ChannelSettings, DebateSource
+from bot.store.tenancy import Workspace
 from engine.models import ContextDocument
 from engine.protocols import PROTOCOL_NAMES
 
@@ -45,6 +46,7 @@ class DebateStarts:
         hosts: HostClients | None = None,
         uploads: Uploads | None = None,
         protocols: tuple[str, ...] = PROTOCOL_NAMES,
+        workspace: Workspace,
     ) -> None:
         self.engine = engine
         self.intake = intake
@@ -53,10 +55,13 @@ class DebateStarts:
         self.hosts = hosts
         self.uploads = uploads or Uploads()
         self.protocols = protocols
+        self.workspace = workspace
 
     async def _settings(self, channel: str) -> ChannelSettings:
         return await in_session(
-            self.engine, lambda s: channels.channel_settings(s, channel_id=channel)
+            self.engine,
+            lambda s: channels.channel_settings(s, channel_id=channel),
+            workspace=self.workspace,
         )
 
     async def submit(self, request: DebateRequest) -> Started:

@@ -4,9 +4,10 @@ with, the process's pooled Slack session, and the work in flight after acknowled
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import aiohttp
 from sqlalchemy import Engine
@@ -20,6 +21,10 @@ from bot.slack.starts import DebateStarts
 from bot.slackweb.people import SlackDirectory
 from bot.slackweb.poster import SlackPoster
 from bot.store.db import in_session
+from bot.store.tenancy import Workspace
+
+if TYPE_CHECKING:
+    from slack_sdk.web.async_client import AsyncWebClient
 
 R = TypeVar("R")
 
@@ -34,10 +39,39 @@ class Surface:
     home: AppHome
     channels: ChannelConfig
     protocols: tuple[str, ...]
+    workspace: Workspace
+    """The workspace this surface answers: its store work sees only that workspace's rows."""
     slack_http: aiohttp.ClientSession | None = None
     """The process's pooled Slack session, for `respond` (Bolt's own opens one per answer)."""
     after_ack: AfterAck = field(default_factory=AfterAck)
+    """The process's work in flight after acknowledgements (one for every workspace)."""
 
     async def db(self, work: Callable[[Session], R]) -> R:
         """Run `work` on the store off the event loop (the listeners' dedupe keys)."""
-        return await in_session(self.engine, work)
+        return await in_session(self.engine, work, workspace=self.workspace)
+
+
+SurfaceBuilder = Callable[[Workspace, "AsyncWebClient | None"], Surface]
+"""Builds the surface of a workspace; with OAuth installs, on the client Bolt made for the
+request (its workspace's token); with one workspace, on the bot's own client (None)."""
+
+
+class Surfaces:
+    """Each workspace's `Surface`, built on its first request and kept (the `keep` most
+    recent), so its directory's caches serve its next requests. A renewed token makes a new
+    one."""
+
+    def __init__(self, build: SurfaceBuilder, *, keep: int = 256) -> None:
+        self.build = build
+        self.keep = keep
+        self._built: OrderedDict[tuple[Workspace, str | None], Surface] = OrderedDict()
+
+    def get(self, workspace: Workspace, client: AsyncWebClient | None = None) -> Surface:
+        key = (workspace, getattr(client, "token", None))
+        surface = self._built.get(key)
+        if surface is None:
+            surface = self._built[key] = self.build(workspace, client)
+            while len(self._built) > self.keep:
+                self._built.popitem(last=False)
+        self._built.move_to_end(key)
+        return surface

@@ -26,6 +26,7 @@ from bot.store import installations
 from bot.store.cipher import TokenCipher
 from bot.store.db import in_session
 from bot.store.installations import Installer, StoredBot
+from bot.store.tenancy import EVERY_WORKSPACE
 
 log = logging.getLogger(__name__)
 
@@ -57,12 +58,15 @@ class DatabaseInstallationStore(AsyncInstallationStore):
             lambda s: installations.save_install(
                 s, installer=installer, bot=bot, cipher=self.cipher
             ),
+            workspace=EVERY_WORKSPACE,
         )
 
     async def async_save_bot(self, bot: Bot) -> None:
         stored = _stored(bot)
         await in_session(
-            self.engine, lambda s: installations.save_bot(s, bot=stored, cipher=self.cipher)
+            self.engine,
+            lambda s: installations.save_bot(s, bot=stored, cipher=self.cipher),
+            workspace=EVERY_WORKSPACE,
         )
 
     async def async_find_bot(
@@ -81,6 +85,7 @@ class DatabaseInstallationStore(AsyncInstallationStore):
                 is_enterprise_install=is_enterprise_install,
                 cipher=self.cipher,
             ),
+            workspace=EVERY_WORKSPACE,
         )
         return None if found is None else _sdk_bot(found)
 
@@ -114,13 +119,14 @@ class DatabaseInstallationStore(AsyncInstallationStore):
             )
             return installer, bot
 
-        installer, bot = await in_session(self.engine, find)
+        installer, bot = await in_session(self.engine, find, workspace=EVERY_WORKSPACE)
         return None if installer is None else _installation(installer, bot)
 
     async def async_delete_bot(self, *, enterprise_id: str | None, team_id: str | None) -> None:
         await in_session(
             self.engine,
             lambda s: installations.delete_bot(s, enterprise_id=enterprise_id, team_id=team_id),
+            workspace=EVERY_WORKSPACE,
         )
 
     async def async_delete_installation(
@@ -131,12 +137,14 @@ class DatabaseInstallationStore(AsyncInstallationStore):
             lambda s: installations.delete_installers(
                 s, enterprise_id=enterprise_id, team_id=team_id, user_id=user_id
             ),
+            workspace=EVERY_WORKSPACE,
         )
 
     async def async_delete_all(self, *, enterprise_id: str | None, team_id: str | None) -> None:
         await in_session(
             self.engine,
             lambda s: installations.delete_install(s, enterprise_id=enterprise_id, team_id=team_id),
+            workspace=EVERY_WORKSPACE,
         )
 
 
@@ -159,12 +167,15 @@ class DatabaseStateStore(AsyncOAuthStateStore):
         await in_session(
             self.engine,
             lambda s: installations.issue_state(s, digest=_digest(state), expires_at=expires_at),
+            workspace=EVERY_WORKSPACE,
         )
         return state
 
     async def async_consume(self, state: str) -> bool:
         return await in_session(
-            self.engine, lambda s: installations.consume_state(s, digest=_digest(state))
+            self.engine,
+            lambda s: installations.consume_state(s, digest=_digest(state)),
+            workspace=EVERY_WORKSPACE,
         )
 
 

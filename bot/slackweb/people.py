@@ -22,8 +22,10 @@ from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.slackweb.acting import ACTING_FOR
 from bot.slackweb.errors import TokenRefusedError
 from bot.slackweb.poster import SLACK_FAILURES, classify, token_refusal
+from bot.store.tenancy import Workspace
 
 log = logging.getLogger(__name__)
 
@@ -41,16 +43,20 @@ class SlackDirectory:
         self.ttl_s = ttl_s
         self.lookup_s = lookup_s
         self._clock = clock
-        self._admins: dict[str, tuple[float, bool]] = {}
-        self._groups: dict[str, tuple[float, frozenset[str]]] = {}
+        # Keyed by the workspace the calls are made for as well (bot.slackweb.acting): one
+        # directory serves the delivery loop of every workspace, and on Enterprise Grid a person
+        # is an admin, and has a DM channel, per workspace.
+        self._admins: dict[tuple[str, str], tuple[float, bool]] = {}
+        self._groups: dict[tuple[str, str], tuple[float, frozenset[str]]] = {}
         self._bot: tuple[str | None, str] | None = None
-        self._dms: dict[str, str] = {}
-        self._team: str | None = None
+        self._workspace: Workspace | None = None
+        self._dms: dict[tuple[str, str], str] = {}
+        self._teams: dict[tuple[str, str], str | None] = {}
 
     async def is_admin(self, user: str) -> bool:
         """Workspace admins and owners may change any channel's settings and decide reviews
         in channels without reviewers."""
-        cached = self._admins.get(user)
+        cached = self._admins.get(_acting(user))
         if cached and cached[0] > self._clock():
             return cached[1]
         try:
@@ -60,11 +66,11 @@ class SlackDirectory:
             return False
         profile = info.get("user") or {}
         admin = bool(profile.get("is_admin") or profile.get("is_owner"))
-        self._admins[user] = (self._clock() + self.ttl_s, admin)
+        self._admins[_acting(user)] = (self._clock() + self.ttl_s, admin)
         return admin
 
     async def group_members(self, group: str) -> frozenset[str]:
-        cached = self._groups.get(group)
+        cached = self._groups.get(_acting(group))
         if cached and cached[0] > self._clock():
             return cached[1]
         try:
@@ -74,7 +80,7 @@ class SlackDirectory:
             log.error("usergroups.users.list for %s failed: %s", group, why)
             return frozenset()
         members = frozenset(response.get("users") or [])
-        self._groups[group] = (self._clock() + self.ttl_s, members)
+        self._groups[_acting(group)] = (self._clock() + self.ttl_s, members)
         return members
 
     async def is_one_of(self, user: str, people: Sequence[str]) -> bool:
@@ -150,8 +156,8 @@ class SlackDirectory:
     async def dm_channel(self, user: str) -> str:
         """The app's DM channel with `user` (`conversations.open`); the user id itself, which
         Slack also delivers as a DM from the app, when that call is not available."""
-        if user in self._dms:
-            return self._dms[user]
+        if _acting(user) in self._dms:
+            return self._dms[_acting(user)]
         try:
             response = await self.client.conversations_open(users=user)
         except SLACK_FAILURES as error:
@@ -160,7 +166,7 @@ class SlackDirectory:
             )
             return user
         channel = str((response.get("channel") or {}).get("id") or user)
-        self._dms[user] = channel
+        self._dms[_acting(user)] = channel
         return channel
 
     async def check_token(self) -> TokenRefusedError | None:
@@ -175,15 +181,24 @@ class SlackDirectory:
                 return refused
             raise classify(error, "auth.test", "-") from error
         self._bot = (auth.get("user_id"), str(auth.get("user") or "debatebot"))
-        self._team = _team_of(auth) or self._team
+        if auth.get("team_id"):
+            self._workspace = Workspace(
+                team_id=str(auth["team_id"]),
+                enterprise_id=str(auth["enterprise_id"]) if auth.get("enterprise_id") else None,
+            )
+        self._teams[_acting("")] = _team_of(auth) or self._teams.get(_acting(""))
         return None
+
+    def known_workspace(self) -> Workspace | None:
+        """The token's workspace if an `auth.test` has answered (never a call to Slack)."""
+        return self._workspace
 
     async def recipient_team(self) -> str | None:
         """The team a stream's recipient belongs to (`recipient_team_id`): the workspace the
         bot is installed in (`auth.test`, asked once), else its organization, in the order
         Bolt's `say_stream` takes them. Raises the classified PostError (or the token's
         refusal) when Slack does not answer: the stream waits, it is not refused."""
-        if self._team is None:
+        if self._teams.get(_acting("")) is None:
             try:
                 auth = await asyncio.wait_for(self.client.auth_test(), timeout=self.lookup_s)
             except SLACK_FAILURES as error:
@@ -192,8 +207,8 @@ class SlackDirectory:
                     raise refused from error
                 raise classify(error, "auth.test", "-") from error
             self._bot = (auth.get("user_id"), str(auth.get("user") or "debatebot"))
-            self._team = _team_of(auth)
-        return self._team
+            self._teams[_acting("")] = _team_of(auth)
+        return self._teams[_acting("")]
 
     async def bot_replies(self, channel: str, thread_ts: str) -> list[str]:
         """The ts of the bot's own replies in a thread (`conversations.replies`, up to 1,000
@@ -260,6 +275,12 @@ class SlackDirectory:
         if info.get("is_im") or info.get("is_member", True):
             return None
         return "not_in_channel"
+
+
+def _acting(key: str) -> tuple[str, str]:
+    """A cache key of the workspace the calls are made for (none with one workspace)."""
+    workspace = ACTING_FOR.get()
+    return (workspace.team_id if workspace is not None else "", key)
 
 
 def _team_of(auth: Any) -> str | None:

@@ -9,6 +9,7 @@ from sqlmodel import Session
 from bot.store.tables import (
     ChannelSettings,
 )
+from bot.store.tenancy import workspace_of
 from engine.models import utcnow
 
 CHANNEL_SETTING_FIELDS = (
@@ -33,8 +34,9 @@ CHANNEL_SETTING_FIELDS = (
 
 def channel_settings(session: Session, *, channel_id: str) -> ChannelSettings:
     """The channel's stored settings, or the defaults (not stored) when it has none."""
-    stored = session.get(ChannelSettings, channel_id)
-    return stored if stored is not None else ChannelSettings(channel_id=channel_id)
+    team = workspace_of(session).team_id
+    stored = session.get(ChannelSettings, (team, channel_id))
+    return stored if stored is not None else ChannelSettings(team_id=team, channel_id=channel_id)
 
 
 def save_channel_settings(
@@ -44,7 +46,10 @@ def save_channel_settings(
     unknown = set(values) - set(CHANNEL_SETTING_FIELDS)
     if unknown:
         raise ValueError(f"unknown channel settings: {', '.join(sorted(unknown))}")
-    row = session.get(ChannelSettings, channel_id) or ChannelSettings(channel_id=channel_id)
+    workspace = workspace_of(session)
+    row = session.get(ChannelSettings, (workspace.team_id, channel_id)) or ChannelSettings(
+        team_id=workspace.team_id, enterprise_id=workspace.enterprise_id, channel_id=channel_id
+    )
     for name, value in values.items():
         setattr(row, name, value)
     row.updated_by = updated_by

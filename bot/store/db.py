@@ -60,6 +60,7 @@ from bot.store.errors import (
     StoreReadOnlyError,
     StoreRefusedError,
 )
+from bot.store.tenancy import Scope, scoped
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -80,7 +81,7 @@ DEFAULT_DEADLINE_S = 30.0
 """The deadline of an engine `make_engine` did not build."""
 IDLE_IN_TRANSACTION_S = 60.0
 """PostgreSQL ends a session idle inside a transaction this long, releasing its locks."""
-SCHEMA_HEAD = "0019"
+SCHEMA_HEAD = "0020"
 """The newest revision in `migrations/versions/`: the schema this code needs. Kept here so
 checking a database's schema imports no alembic; a test keeps it equal to alembic's own head."""
 MIGRATIONS_PACKAGE = "bot.migrations"
@@ -429,14 +430,15 @@ def health(engine: Engine) -> str | None:
 
 
 @contextmanager
-def session_scope(engine: Engine) -> Iterator[Session]:
-    """A unit of store work: a session whose failures become store errors with advice
-    (`unavailable`), and whose outcome tells the engine's SpaceWatch (bot.store.space) when a
-    write failed for lack of space, or succeeded."""
+def session_scope(engine: Engine, *, workspace: Scope) -> Iterator[Session]:
+    """A unit of store work for `workspace` (bot.store.tenancy: its rows only, or every
+    workspace's): a session whose failures become store errors with advice (`unavailable`),
+    and whose outcome tells the engine's SpaceWatch (bot.store.space) when a write failed for
+    lack of space, or succeeded."""
     space.unit_started()
     try:
         with Session(engine, expire_on_commit=False) as session:
-            yield session
+            yield scoped(session, workspace)
     except (OperationalError, InternalError) as error:
         if isinstance(error, InternalError) and (
             getattr(error.orig, "sqlstate", None) != SQLSTATE_READ_ONLY
@@ -478,9 +480,9 @@ def store_executor(engine: Engine) -> ThreadPoolExecutor:
         return executor
 
 
-async def in_session(engine: Engine, work: Callable[[Session], R]) -> R:
-    """Run one unit of store work on the engine's store threads (`store_executor`), so the event
-    loop never blocks on the database.
+async def in_session(engine: Engine, work: Callable[[Session], R], *, workspace: Scope) -> R:
+    """Run one unit of store work for `workspace` (see `session_scope`) on the engine's store
+    threads (`store_executor`), so the event loop never blocks on the database.
 
     Raises StoreNoAnswerError (a DatabaseUnavailableError) when the work has not answered by
     the engine's deadline (`make_engine`): a server that stopped answering, or a network that
@@ -491,7 +493,7 @@ async def in_session(engine: Engine, work: Callable[[Session], R]) -> R:
     """
 
     def call() -> R:
-        with session_scope(engine) as session:
+        with session_scope(engine, workspace=workspace) as session:
             return work(session)
 
     job = store_executor(engine).submit(call)

@@ -72,13 +72,16 @@ def _closing_read(escalating: bool) -> Select[Any]:
         c.lease_owner,
         c.state,
         c.pr_comment_due,
+        c.team_id,
+        c.enterprise_id,
         *(getattr(c, name) for name in _SEALED_AT_ENQUEUE),
     )
     if not escalating:
         return query
     escalations, channels = ESCALATIONS.c, CHANNELS.c
     joined = DEBATES.outerjoin(ESCALATIONS, escalations.debate_id == c.id).outerjoin(
-        CHANNELS, channels.channel_id == c.reviewers_channel_id
+        CHANNELS,
+        (channels.channel_id == c.reviewers_channel_id) & (channels.team_id == c.team_id),
     )
     return query.add_columns(
         escalations.id.label("escalation_id"), channels.reviewers.label("reviewers")
@@ -287,6 +290,7 @@ def _ending(session: Session, finish: Finish, row: Any, known: _Closing) -> _End
             verdict.components.model_dump_json() if verdict.components is not None else None
         ),
         "created_at": now,
+        **_workspace(row),
     }
     if finish.head is not None:
         turns, tail = finish.head.seq + 1, finish.head.hash
@@ -327,9 +331,15 @@ def _ending(session: Session, finish: Finish, row: Any, known: _Closing) -> _End
             "state": EscalationState.OPEN.value,
             "sample": not verdict.escalate,
             "created_at": now,
+            **_workspace(row),
         }
     sealed = Sealed(debate_id=debate_id, turns=turns, tail=tail, head=values["chain_head"])
     return _Ending(finish, sealed, values, debate, escalation)
+
+
+def _workspace(row: Any) -> dict[str, Any]:
+    """The workspace columns a debate's verdict and escalation copy from it."""
+    return {"team_id": row.team_id, "enterprise_id": row.enterprise_id}
 
 
 def _as_stored(session: Session, table: type[M], key: Any, ids: list[int]) -> dict[int, M]:

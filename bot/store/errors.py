@@ -90,3 +90,8 @@ class WeightsNotFoundError(StoreError):
 class TokenDecryptError(StoreError):
     """A stored Slack token that does not decrypt: DEBATEBOT_TOKEN_ENCRYPTION_KEY is not the key
     it was stored with, or the row was edited (bot.store.cipher)."""
+
+
+class WorkspaceScopeError(StoreError):
+    """Store work tried to reach a row outside its workspace, or wrote a row without naming its
+    workspace (bot.store.tenancy): a bug in the caller, refused before anything is stored."""

@@ -386,9 +386,12 @@ def record_event(
     bot: bool,
     user_ids: Sequence[str] = (),
     event_id: str | None = None,
+    suspended_debates: int = 0,
+    dropped_messages: int = 0,
 ) -> bool:
-    """Record what happened to an install; False when Slack's event `event_id` was recorded
-    already (a redelivery)."""
+    """Record what happened to an install (with, for an uninstall or a revoked bot token, how
+    many debates it suspended and owed messages it dropped); False when Slack's event
+    `event_id` was recorded already (a redelivery)."""
     session.add(
         InstallationEvent(
             installation=key(enterprise_id=enterprise_id, team_id=team_id),
@@ -398,6 +401,8 @@ def record_event(
             bot=bot,
             user_ids=list(user_ids),
             event_id=event_id,
+            suspended_debates=suspended_debates,
+            dropped_messages=dropped_messages,
         )
     )
     try:

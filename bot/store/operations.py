@@ -207,7 +207,8 @@ def overdue_reviews(
         .join(Debate, col(Debate.id) == col(Escalation.debate_id))
         .join(
             ChannelSettings,
-            col(ChannelSettings.channel_id) == col(Debate.channel_id),
+            (col(ChannelSettings.channel_id) == col(Debate.channel_id))
+            & (col(ChannelSettings.team_id) == col(Debate.team_id)),
             isouter=True,
         )
         .where(col(Escalation.state) == EscalationState.OPEN, col(Debate.channel_id).is_not(None))

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, or_, update
+from sqlalchemy import select as sql_select
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -216,19 +217,30 @@ class Lane:
     debate_id: int | None
     channel: str
     action: OutboxAction
+    team_id: str = ""
+    """The workspace the lane's messages go to (its bot token posts them)."""
+    enterprise_id: str | None = None
 
 
 def due_lanes(session: Session) -> list[Lane]:
     """Every lane with a message due now: first the lanes of debates that still owe their
     review request (after an outage they go first, so reviewers hear soonest), then by debate."""
-    rows = session.exec(
-        select(Outbox.debate_id, Outbox.channel_id, Outbox.action).where(_due(utcnow())).distinct()
+    rows = session.execute(
+        sql_select(
+            col(Outbox.debate_id),
+            col(Outbox.channel_id),
+            col(Outbox.action),
+            col(Outbox.team_id),
+            col(Outbox.enterprise_id),
+        )
+        .where(_due(utcnow()))
+        .distinct()
     ).all()
     lanes = {
-        Lane(None, channel, OutboxAction(action))
+        Lane(None, channel, OutboxAction(action), team or "", enterprise)
         if debate_id is None
-        else Lane(int(debate_id), "", OutboxAction(action))
-        for debate_id, channel, action in rows
+        else Lane(int(debate_id), "", OutboxAction(action), team or "", enterprise)
+        for debate_id, channel, action, team, enterprise in rows
     }
     reviewing = set(
         session.exec(
@@ -276,14 +288,16 @@ def owe_channel(
 
 
 def claim_channel_head(
-    session: Session, *, channel_id: str, owner: str, claim_s: float
+    session: Session, *, channel_id: str, team_id: str, owner: str, claim_s: float
 ) -> Outbox | None:
-    """Claim the first undelivered post owed to the channel with no debate, if it is due."""
+    """Claim the first undelivered post owed to the channel of workspace `team_id` with no
+    debate, if it is due."""
     head = session.exec(
         select(Outbox)
         .where(
             col(Outbox.debate_id).is_(None),
             Outbox.channel_id == channel_id,
+            Outbox.team_id == team_id,
             col(Outbox.state).in_(OPEN_STATES),
         )
         .order_by(col(Outbox.id))

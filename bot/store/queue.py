@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from sqlalchemy import func, or_, text, update
+from sqlalchemy import select as sql_select
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -32,6 +34,7 @@ from bot.store.tables import (
     TriageState,
     Turn,
 )
+from bot.store.tenancy import workspace_of
 from bot.store.turns import turn_rows
 from engine.models import DebateSpec, utcnow
 
@@ -50,7 +53,11 @@ def _within_limits(
     """Count in the inserting transaction, so concurrent requests cannot both slip under a
     limit: SQLite has one writer at a time; PostgreSQL takes a transaction advisory lock per
     person and per channel (in a fixed order, so two requests never deadlock)."""
-    keys = sorted([f"channel:{channel_id}", *([f"user:{requested_by}"] if requested_by else [])])
+    team = workspace_of(session).team_id
+    keys = sorted(
+        f"{team}:{key}"
+        for key in [f"channel:{channel_id}", *([f"user:{requested_by}"] if requested_by else [])]
+    )
     if session.get_bind().dialect.name == "postgresql":
         for key in keys:
             session.execute(
@@ -87,7 +94,8 @@ def _within_budget(
     """Refuse a debate whose cost ceiling, added to this month's spend (from the stored
     turns), could pass the channel's or the workspace's cap."""
     since = operations.month_start(utcnow())
-    channel = session.get(ChannelSettings, channel_id) if channel_id else None
+    team = workspace_of(session).team_id
+    channel = session.get(ChannelSettings, (team, channel_id)) if channel_id else None
     checks: list[tuple[str, float | None, str | None]] = [("workspace", caps.workspace_usd, None)]
     if channel is not None and channel.monthly_budget_usd is not None:
         checks.insert(0, ("channel", channel.monthly_budget_usd, channel_id))
@@ -200,6 +208,11 @@ def get_debate(session: Session, *, debate_id: int) -> Debate:
     return debate
 
 
+CLAIM_CANDIDATES = 4
+"""A claim ranks this many candidates per debate it may take, so one that another worker locked
+or took meanwhile leaves others to take."""
+
+
 def claim_debates(
     session: Session,
     *,
@@ -208,25 +221,43 @@ def claim_debates(
     limit: int = 1,
     debate_id: int | None = None,
 ) -> list[Debate]:
-    """Take up to `limit` of the oldest queued debates, or ones whose worker's lease expired,
-    in one statement; with `debate_id`, that debate only (the CLI runs the debate it queued).
+    """Take up to `limit` claimable debates (queued, or running with an expired lease), fairly
+    across workspaces; with `debate_id`, that debate only (the CLI runs the debate it queued).
 
-    On PostgreSQL the candidate rows are locked `FOR UPDATE SKIP LOCKED`, so concurrent workers
-    never wait on or take the same debate; SQLite has one writer at a time anyway.
+    Fair: the workspaces with the fewest debates running go first, each workspace's oldest
+    first, then round-robin (every workspace's second before anyone's third), so a workspace
+    with hundreds queued does not hold back another's first debate past one claim.
+
+    The ranked candidates are locked `FOR UPDATE SKIP LOCKED` (PostgreSQL; SQLite has one
+    writer at a time anyway) and checked claimable again, so concurrent workers never wait on
+    or take the same debate; then the locked ones are leased in one statement.
     """
     now = utcnow()
-    candidates = select(Debate.id).where(
-        or_(
-            col(Debate.state) == DebateState.QUEUED,
-            (col(Debate.state) == DebateState.RUNNING) & (col(Debate.lease_expires_at) < now),
-        )
-    )
+    claimable = or_(
+        col(Debate.state) == DebateState.QUEUED,
+        (col(Debate.state) == DebateState.RUNNING) & (col(Debate.lease_expires_at) < now),
+    ) & col(Debate.suspended_at).is_(None)
     if debate_id is not None:
-        candidates = candidates.where(col(Debate.id) == debate_id)
-    locked = candidates.order_by(col(Debate.id)).limit(limit).with_for_update(skip_locked=True)
+        ranked = [debate_id]
+    else:
+        ranked = _fair_candidates(session, claimable=claimable, count=limit * CLAIM_CANDIDATES)
+    if not ranked:
+        session.commit()
+        return []
+    locked = set(
+        session.exec(
+            select(Debate.id)
+            .where(claimable, col(Debate.id).in_(ranked))
+            .with_for_update(skip_locked=True)
+        ).all()
+    )
+    chosen = [candidate for candidate in ranked if candidate in locked][:limit]
+    if not chosen:
+        session.commit()
+        return []
     claimed = session.scalars(
         update(Debate)
-        .where(col(Debate.id).in_(locked.scalar_subquery()))
+        .where(col(Debate.id).in_(chosen))
         .values(
             state=DebateState.RUNNING,
             lease_owner=worker_id,
@@ -238,7 +269,39 @@ def claim_debates(
         .execution_options(synchronize_session=False)
     ).all()
     session.commit()
-    return sorted(claimed, key=lambda debate: debate.id or 0)
+    order = {candidate: index for index, candidate in enumerate(chosen)}
+    return sorted(claimed, key=lambda debate: order.get(debate.id or 0, 0))
+
+
+def _fair_candidates(session: Session, *, claimable: Any, count: int) -> list[int]:
+    """Up to `count` claimable debates' ids in the order they should be taken (see
+    `claim_debates`): by their workspace's debates running, their rank in their workspace
+    (oldest first), then age."""
+    running = (
+        sql_select(col(Debate.team_id), func.count().label("running"))
+        .where(col(Debate.state) == DebateState.RUNNING, col(Debate.lease_expires_at) >= utcnow())
+        .group_by(col(Debate.team_id))
+        .subquery()
+    )
+    rank = (
+        func.row_number()
+        .over(partition_by=col(Debate.team_id), order_by=col(Debate.id))
+        .label("rank")
+    )
+    waiting = (
+        sql_select(col(Debate.id).label("id"), col(Debate.team_id).label("team_id"), rank)
+        .where(claimable)
+        .subquery()
+    )
+    busy = func.coalesce(running.c.running, 0)
+    query = (
+        sql_select(waiting.c.id)
+        .select_from(waiting.outerjoin(running, running.c.team_id == waiting.c.team_id))
+        .where(waiting.c.rank <= count)
+        .order_by(busy + waiting.c.rank, waiting.c.rank, waiting.c.id)
+        .limit(count)
+    )
+    return [int(found) for found in session.execute(query).scalars()]
 
 
 def claim_debate(

@@ -41,6 +41,16 @@ def enum_column(
     return Column(kind, nullable=nullable, index=index, default=default)
 
 
+class WorkspaceOwned(SQLModel):
+    """The columns of a row that belongs to one Slack workspace (issue 37): its team and, on
+    Enterprise Grid, its org. The store stamps them and filters every read and write by them
+    (bot.store.tenancy); a row is never read into another workspace's answer."""
+
+    team_id: str | None = Field(default=None, max_length=40, index=True, nullable=False)
+    """Slack's team id of the workspace (None only until the store stamps it)."""
+    enterprise_id: str | None = Field(default=None, max_length=40)
+
+
 class DebateState(StrEnum):
     QUEUED = "queued"
     RUNNING = "running"
@@ -71,7 +81,7 @@ class TriageState(StrEnum):
     """The single answer was posted with a Debate anyway button."""
 
 
-class Debate(SQLModel, table=True):
+class Debate(WorkspaceOwned, table=True):
     """One requested debate and its job state; `trigger_key` makes a request idempotent."""
 
     id: int | None = Field(default=None, primary_key=True)
@@ -107,6 +117,10 @@ class Debate(SQLModel, table=True):
     halt_reason: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     """Set when the debate's Slack thread became unreachable: its worker stops at the next turn
     instead of spending on a debate nobody can read."""
+    suspended_at: datetime | None = None
+    """When the app was uninstalled from the debate's workspace (or its bot token revoked): no
+    worker claims it, its worker stops at the next turn and hands it back, and installing the
+    app again clears this, so it resumes (bot.store.workspaces)."""
     chain_head: str | None = Field(default=None, max_length=64)
     chain_turns: int | None = None
     triage: TriageState | None = Field(
@@ -133,7 +147,7 @@ class Debate(SQLModel, table=True):
     finished_at: datetime | None = None
 
 
-class Turn(SQLModel, table=True):
+class Turn(WorkspaceOwned, table=True):
     """One agent output. Append-only; `hash` chains it to the previous turn of its debate."""
 
     __table_args__ = (
@@ -171,7 +185,7 @@ class Turn(SQLModel, table=True):
     hash: str = Field(max_length=64)
 
 
-class VerdictRecord(SQLModel, table=True):
+class VerdictRecord(WorkspaceOwned, table=True):
     """The final verdict of a debate and the whole result document it came from."""
 
     __tablename__ = "verdict"
@@ -218,7 +232,7 @@ class EscalationState(StrEnum):
     """Open past the channel's review SLA; a reviewer may still decide it."""
 
 
-class Escalation(SQLModel, table=True):
+class Escalation(WorkspaceOwned, table=True):
     """A review request for one debate; `reviewers` is the snapshot the request mentioned."""
 
     id: int | None = Field(default=None, primary_key=True)
@@ -236,7 +250,7 @@ class Escalation(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
 
 
-class Review(SQLModel, table=True):
+class Review(WorkspaceOwned, table=True):
     """A human decision on an escalation; one per escalation, so double clicks change nothing."""
 
     id: int | None = Field(default=None, primary_key=True)
@@ -255,7 +269,7 @@ class FeedbackValue(StrEnum):
     NEGATIVE = "negative"
 
 
-class Feedback(SQLModel, table=True):
+class Feedback(WorkspaceOwned, table=True):
     """One person's thumbs up or down on a debate's verdict; a changed mind overwrites it."""
 
     __table_args__ = (UniqueConstraint("debate_id", "user_id", name="uq_feedback_person"),)
@@ -270,7 +284,7 @@ class Feedback(SQLModel, table=True):
     updated_at: datetime = Field(default_factory=utcnow)
 
 
-class CalibrationLabel(SQLModel, table=True):
+class CalibrationLabel(WorkspaceOwned, table=True):
     """One verdict labelled right or wrong (a review, an eval run, a reader's thumbs), with the
     confidence it had and what that confidence was made of, copied when the label was made, so
     a label outlives its debate's retention."""
@@ -312,7 +326,7 @@ class WeightsVersion(SQLModel, table=True):
     proposed_at: datetime = Field(default_factory=utcnow)
 
 
-class WeightsAdoption(SQLModel, table=True):
+class WeightsAdoption(WorkspaceOwned, table=True):
     """An admin adopting a weights version; the newest adoption's version scores new
     verdicts."""
 
@@ -324,9 +338,12 @@ class WeightsAdoption(SQLModel, table=True):
     adopted_at: datetime = Field(default_factory=utcnow)
 
 
-class ChannelSettings(SQLModel, table=True):
+class ChannelSettings(WorkspaceOwned, table=True):
     __tablename__ = "channel_settings"
 
+    team_id: str | None = Field(default=None, primary_key=True, max_length=40)
+    """A channel's settings are its workspace's: a Slack Connect channel shared by two
+    workspaces that both installed the app has one id and two sets of settings."""
     channel_id: str = Field(primary_key=True, max_length=40)
     protocol: str = Field(default="adversarial", max_length=40)
     rounds: int = Field(default=1)
@@ -409,7 +426,7 @@ class StreamState(StrEnum):
     parent's live status shows the debate's progress instead."""
 
 
-class Outbox(SQLModel, table=True):
+class Outbox(WorkspaceOwned, table=True):
     """One message owed to people, written in the transaction of the state that creates it and
     delivered by `bot.jobs.delivery`, which retries until Slack takes it or its deadline passes:
     what a debate owes (parent, status, round, verdict, review request, reminder, notice), or,
@@ -428,13 +445,17 @@ class Outbox(SQLModel, table=True):
     """
 
     __tablename__ = "outbox"
-    __table_args__ = (UniqueConstraint("debate_id", "key", name="uq_outbox_key"),)
+    __table_args__ = (
+        UniqueConstraint("debate_id", "key", name="uq_outbox_key"),
+        UniqueConstraint("team_id", "channel_key", name="uq_outbox_channel_key"),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     debate_id: int | None = Field(default=None, foreign_key="debate.id", index=True)
     key: str = Field(max_length=120)
-    channel_key: str | None = Field(default=None, max_length=170, unique=True)
-    """`channel_id:key` of a channel's own message (no debate), so it is owed once; None for a
+    channel_key: str | None = Field(default=None, max_length=170)
+    """`channel_id:key` of a channel's own message (no debate), so it is owed once in its
+    workspace; None for a
     debate's, which (debate_id, key) keeps unique (a unique column takes many NULLs, where a
     unique pair with a NULL debate would not hold)."""
     seq: int = Field(default=0)
@@ -495,7 +516,7 @@ class Outbox(SQLModel, table=True):
         return self.deliveries[0][1] if self.deliveries else None
 
 
-class ProcessedTrigger(SQLModel, table=True):
+class ProcessedTrigger(WorkspaceOwned, table=True):
     """Slack event ids and other trigger keys already handled, so retries are ignored."""
 
     __tablename__ = "processed_trigger"
@@ -617,6 +638,11 @@ class InstallationEvent(SQLModel, table=True):
     """Who installed, or whose user tokens were revoked."""
     event_id: str | None = Field(default=None, max_length=80, unique=True)
     """Slack's event id, so an event Slack delivers again is recorded once."""
+    suspended_debates: int = Field(default=0)
+    """Uninstalled or the bot's token revoked: the workspace's unfinished debates it stopped."""
+    dropped_messages: int = Field(default=0)
+    """… and the messages owed to the workspace it dropped (kept as failed outbox rows, with
+    the reason)."""
     created_at: datetime = Field(default_factory=utcnow)
 
 

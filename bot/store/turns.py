@@ -27,9 +27,17 @@ from bot.store.sql import DEBATES, TURNS, among, member_of
 from bot.store.tables import (
     Turn,
 )
+from bot.store.workspaces import SUSPENDED
 from engine.models import Role, TurnRecord, Usage
 
-_LEASE_COLUMNS = (DEBATES.c.id, DEBATES.c.lease_owner, DEBATES.c.halt_reason)
+_LEASE_COLUMNS = (
+    DEBATES.c.id,
+    DEBATES.c.lease_owner,
+    DEBATES.c.halt_reason,
+    DEBATES.c.team_id,
+    DEBATES.c.enterprise_id,
+    DEBATES.c.suspended_at,
+)
 
 
 @functools.cache
@@ -194,8 +202,10 @@ def append_turns(
             )
             continue
         row = turn_row(write)
+        row["team_id"], row["enterprise_id"] = lease.team_id, lease.enterprise_id
         rows.append(row)
-        results.append(ChainHead(seq=row["seq"], hash=row["hash"], halt_reason=lease.halt_reason))
+        halted = SUSPENDED if lease.suspended_at is not None else lease.halt_reason
+        results.append(ChainHead(seq=row["seq"], hash=row["hash"], halt_reason=halted))
     if not rows:
         session.rollback()
         return results

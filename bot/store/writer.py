@@ -20,6 +20,7 @@ from sqlmodel import Session
 
 from bot.store import turns
 from bot.store.db import in_session
+from bot.store.tenancy import EVERY_WORKSPACE
 from bot.store.turns import ChainHead, TurnWrite
 
 W = TypeVar("W")
@@ -60,7 +61,9 @@ class GroupWriter(Generic[W, R]):
             del self._pending[:MAX_BATCH]
             writes = [write for write, _ in batch]
             try:
-                outcomes = await in_session(self.engine, self._applying(writes))
+                outcomes = await in_session(
+                    self.engine, self._applying(writes), workspace=EVERY_WORKSPACE
+                )
             except Exception as error:  # noqa: BLE001 - handed to every waiting caller, not kept
                 for _, future in batch:
                     if not future.done():

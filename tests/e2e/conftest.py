@@ -23,7 +23,7 @@ from bot.store.db import make_engine, session_scope, upgrade
 from bot.store.tables import Debate, Outbox
 from bot.wiring import DebateServices, build_bot, build_services
 from engine.providers.fake import FunctionLLM, SchemaFillingLLM
-from tests.e2e.driver import SlackDriver
+from tests.e2e.driver import WORKSPACE, SlackDriver
 from tests.e2e.slack_emulator import SlackEmulator
 from tests.helpers import DebateScript
 
@@ -78,12 +78,12 @@ class Bot:
             await asyncio.sleep(0.05)
 
     def debates(self) -> list[Debate]:
-        with session_scope(self.engine) as session:
+        with session_scope(self.engine, workspace=WORKSPACE) as session:
             return list(session.exec(select(Debate).order_by(col(Debate.id))))
 
     def owed(self) -> list[Outbox]:
         """Outbox rows not yet settled (neither sent, given up nor split)."""
-        with session_scope(self.engine) as session:
+        with session_scope(self.engine, workspace=WORKSPACE) as session:
             return list(
                 session.exec(select(Outbox).where(col(Outbox.state).in_(("pending", "sending"))))
             )

@@ -15,6 +15,12 @@ from urllib.parse import urlencode
 
 import aiohttp
 
+from bot.store.tenancy import Workspace
+
+TEAM = "T1"
+"""The workspace every request of the driver comes from."""
+WORKSPACE = Workspace(team_id=TEAM, with_pending=True)
+"""As the bot serves it: one workspace, the rows still waiting for its id included."""
 SLACK_ACK_S = 3.0
 """Slack counts an event delivery unanswered after this long, and sends it again."""
 SLACK_RETRIES = 3
@@ -36,6 +42,8 @@ class SlackDriver:
     signing_secret: str
     response_base: str
     session: aiohttp.ClientSession
+    team: str = TEAM
+    """The workspace the driver's requests come from."""
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def sign(self, body: str, timestamp: int) -> str:
@@ -66,7 +74,7 @@ class SlackDriver:
         return urlencode(
             {
                 "token": "unused",
-                "team_id": "T1",
+                "team_id": self.team,
                 "team_domain": "emulated",
                 "channel_id": channel,
                 "channel_name": "decisions",
@@ -91,7 +99,7 @@ class SlackDriver:
         body = json.dumps(
             {
                 "token": "unused",
-                "team_id": "T1",
+                "team_id": self.team,
                 "api_app_id": "A1",
                 "type": "event_callback",
                 "event_id": event_id or f"Ev{next(self._ids):08d}",
@@ -138,7 +146,7 @@ class SlackDriver:
                 "type": "assistant_thread_started",
                 "assistant_thread": {
                     "user_id": user,
-                    "context": {"channel_id": "CDEBATE", "team_id": "T1"},
+                    "context": {"channel_id": "CDEBATE", "team_id": self.team},
                     "channel_id": channel,
                     "thread_ts": thread_ts,
                 },
@@ -191,7 +199,7 @@ class SlackDriver:
 
     async def context_changed(self, *, user: str, channel: str) -> Reply:
         """What the person views beside the agent changed (`app_context_changed`)."""
-        entity = {"type": "slack#/types/channel_id", "value": channel, "team_id": "T1"}
+        entity = {"type": "slack#/types/channel_id", "value": channel, "team_id": self.team}
         return await self.event(
             {"type": "app_context_changed", "user": user, "context": {"entities": [entity]}}
         )
@@ -216,7 +224,7 @@ class SlackDriver:
         return await self.interaction(
             {
                 "type": "block_actions",
-                "team": {"id": "T1"},
+                "team": {"id": self.team},
                 "user": {"id": user},
                 "api_app_id": "A1",
                 "trigger_id": f"trigger.{next(self._ids)}",
@@ -237,7 +245,7 @@ class SlackDriver:
         return await self.interaction(
             {
                 "type": "block_actions",
-                "team": {"id": "T1"},
+                "team": {"id": self.team},
                 "user": {"id": user},
                 "api_app_id": "A1",
                 "trigger_id": f"trigger.{next(self._ids)}",
@@ -283,7 +291,7 @@ class SlackDriver:
         return await self.interaction(
             {
                 "type": "view_submission",
-                "team": {"id": "T1"},
+                "team": {"id": self.team},
                 "user": {"id": user},
                 "api_app_id": "A1",
                 "trigger_id": f"trigger.{next(self._ids)}",

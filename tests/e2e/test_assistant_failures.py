@@ -16,6 +16,7 @@ from bot.store.db import session_scope
 from bot.store.tables import Outbox
 from engine.providers.fake import CANNED_DEBATE_REPLIES, SchemaFillingLLM
 from tests.e2e.conftest import Bot, BotFactory
+from tests.e2e.driver import WORKSPACE
 from tests.e2e.slack_emulator import Fault
 from tests.e2e.test_assistant import DM, USER, ask, assistant_thread, thread
 
@@ -27,7 +28,7 @@ def fake() -> SchemaFillingLLM:
 
 
 def status_row(bot: Bot) -> Outbox:
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         return session.exec(select(Outbox).where(Outbox.key == "status:assistant")).one()
 
 

@@ -25,6 +25,7 @@ from bot.store import channels
 from bot.store.db import make_engine, session_scope
 from bot.store.tables import ChannelSettings, Debate, Review
 from tests.e2e.conftest import ADMIN, CHANNEL, REVIEWER, BotFactory
+from tests.e2e.driver import WORKSPACE
 from tests.e2e.slack_emulator import SlackEmulator
 from tests.e2e.test_reviews import escalated
 from tests.e2e.test_socket_mode import command, socket_settings, until
@@ -184,7 +185,7 @@ async def test_a_review_note_with_a_lone_surrogate_keeps_the_decision(
     assert submitted.status == 200
 
     def stored() -> list[Review]:
-        with session_scope(bot.engine) as session:
+        with session_scope(bot.engine, workspace=WORKSPACE) as session:
             return list(session.exec(select(Review)))
 
     [review] = await bot.wait_for(stored, "the stored review")
@@ -231,7 +232,7 @@ async def test_the_settings_form_with_a_lone_surrogate_is_saved_or_refused_by_fi
     assert saved.status == 200
 
     def settings() -> ChannelSettings | None:
-        with session_scope(bot.engine) as session:
+        with session_scope(bot.engine, workspace=WORKSPACE) as session:
             row = channels.channel_settings(session, channel_id=CHANNEL)
             return row if row.updated_by else None
 
@@ -252,7 +253,7 @@ async def test_socket_mode_drops_a_frame_nested_past_the_recursion_limit(
     engine = make_engine(url)
 
     def debates() -> list[Debate]:
-        with session_scope(engine) as session:
+        with session_scope(engine, workspace=WORKSPACE) as session:
             return list(session.exec(select(Debate)))
 
     try:

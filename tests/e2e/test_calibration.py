@@ -23,6 +23,7 @@ from engine.calibration.labels import LabelKind
 from engine.confidence import DEFAULT_WEIGHTS, Component, ConfidenceComponents, ConfidenceWeights
 from engine.evaluation.scoring import ArmResult
 from tests.e2e.conftest import ADMIN, CHANNEL, REVIEWER, Bot, BotFactory
+from tests.e2e.driver import WORKSPACE
 from tests.helpers import DebateScript, reply_for
 
 NOTE = {"note": {"type": "plain_text_input", "value": "Checked with the owners."}}
@@ -64,7 +65,7 @@ async def decide(bot: Bot, request: dict[str, Any], action_id: str) -> None:
 
 
 def stored_labels(bot: Bot) -> list[Any]:
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         return labels.labels(session)
 
 
@@ -222,7 +223,7 @@ async def test_weights_fitted_on_eval_labels_are_adopted_by_an_admin_only(
         "alice's refusal",
     )
     assert "Only workspace admins can adopt" in str(refused["blocks"])
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         assert weights.active_weights(session).version == DEFAULT_WEIGHTS.version
 
     await bot.driver.home_click(admin_home, action_ids.ACTION_ADOPT_WEIGHTS, user=ADMIN)
@@ -232,7 +233,7 @@ async def test_weights_fitted_on_eval_labels_are_adopted_by_an_admin_only(
     )
     assert f"Adopted confidence weights {version}" in str(adopted["blocks"])
     assert f"Weights in use: `{version}`" in str(adopted["blocks"])
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         active = weights.active_weights(session)
         [adoption] = weights.adoptions(session)
     assert active.version == version
@@ -243,7 +244,7 @@ async def test_weights_fitted_on_eval_labels_are_adopted_by_an_admin_only(
     assert f"adopted confidence weights {DEFAULT_WEIGHTS.version}" in capsys.readouterr().out
     assert main(["calibration", "adopt", "fit-unknown"]) == 1
     assert "no confidence weights version 'fit-unknown'" in capsys.readouterr().err
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         assert [a.version for a in weights.adoptions(session)] == [
             version,
             DEFAULT_WEIGHTS.version,
@@ -274,7 +275,7 @@ async def test_an_adopt_click_naming_no_version_is_refused_before_anything_runs(
     reply = await bot.driver.home_click(forged, action_ids.ACTION_ADOPT_WEIGHTS, user=ADMIN)
     assert reply.status == 400
     assert "not a confidence weights version" in reply.body
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         assert weights.adoptions(session) == []
 
 
@@ -287,14 +288,14 @@ async def test_adopted_weights_score_the_next_verdict_and_it_records_their_versi
     use_bots_database(bot, monkeypatch)
     await bot.driver.command("Should we adopt ADR-042?")
     await bot.finished(1)
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         weights.propose_weights(session, weights=KNOWN, evidence={"test": True})
     assert main(["calibration", "adopt", KNOWN.version]) == 0
     assert f"adopted confidence weights {KNOWN.version}" in capsys.readouterr().out
 
     await bot.driver.command("Should we adopt ADR-042?")
     await bot.finished(2)
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         before, after = session.exec(select(VerdictRecord).order_by(col(VerdictRecord.id))).all()
     assert (before.weights_version, after.weights_version) == (DEFAULT_WEIGHTS.version, "known")
     assert before.components_json is not None

@@ -11,6 +11,7 @@ from bot.store import endings, turns, verify
 from bot.store.db import session_scope
 from engine.models import DebateSpec
 from tests.e2e.conftest import CHANNEL, BotFactory
+from tests.e2e.driver import WORKSPACE
 from tests.helpers import DebateScript, reply_for
 
 
@@ -74,7 +75,7 @@ async def test_debate_command_runs_to_a_verdict_with_each_round_in_the_thread(
     assert "final view" in statuses[-1]
     assert "confidence" in statuses[-1]
     assert debate.id is not None
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         # The framing, two rounds of four, the independent judge.
         assert len(turns.turn_rows(session, debate_id=debate.id)) == 10
         assert verify.verify_chain(session, debate_id=debate.id).ok

@@ -24,6 +24,7 @@ from bot.store.db import session_scope
 from bot.store.tables import Outbox
 from engine.providers.fake import CANNED_DEBATE_REPLIES, SchemaFillingLLM
 from tests.e2e.conftest import ADMIN, REVIEWER, Bot, BotFactory
+from tests.e2e.driver import WORKSPACE
 from tests.e2e.slack_emulator import Fault
 from tests.e2e.test_protocol_threads import COMMANDS, expected_titles, result_of
 from tests.helpers import DebateScript, reply_for
@@ -65,7 +66,7 @@ async def test_owed_messages_survive_any_transient_fault_schedule(
     rng = random.Random(seed)
     bot = await start_bot(DebateScript(moderator=[ANOTHER, ANOTHER]), slack_timeout_s=1.0)
     bot.llm.delay_s = 0.05
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         for channel in CHANNELS:
             channels.save_channel_settings(
                 session, channel_id=channel, updated_by=ADMIN, values={"reviewers": [REVIEWER]}
@@ -82,7 +83,7 @@ async def test_owed_messages_survive_any_transient_fault_schedule(
     debates = await bot.finished(count=len(CHANNELS), limit_s=120)
 
     ids = [d.id for d in debates if d.id is not None]
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         rows = list(session.exec(select(Outbox)))
         escalations = {i: reviews.escalation_for(session, debate_id=i) for i in ids}
         verdicts = {i: endings.verdict_for(session, debate_id=i) for i in ids}
@@ -133,7 +134,7 @@ async def test_every_protocols_rounds_survive_a_fault_schedule(
 
     debates = await bot.finished(count=len(CHANNELS), limit_s=120)
 
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         rows = list(session.exec(select(Outbox)))
     assert {r.state for r in rows} <= {"sent"}, [(r.key, r.state, r.last_error) for r in rows]
     for debate in debates:

@@ -15,6 +15,7 @@ from bot.store.db import session_scope
 from bot.store.errors import DatabaseUnavailableError
 from bot.store.tables import Feedback
 from tests.e2e.conftest import CHANNEL, Bot, BotFactory
+from tests.e2e.driver import WORKSPACE
 from tests.e2e.slack_emulator import Fault
 
 
@@ -30,7 +31,7 @@ async def verdict_message(bot: Bot) -> dict[str, Any]:
 
 
 def stored(bot: Bot) -> list[tuple[str, str]]:
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         rows = session.exec(select(Feedback).order_by(Feedback.user_id))
         return [(row.user_id, row.value) for row in rows]
 
@@ -58,7 +59,7 @@ async def test_each_person_has_one_row_and_a_change_of_mind_overwrites_it(
         lambda: stored(bot) == [("UALICE", "negative"), ("UBOB", "positive")],
         "alice's change of mind and bob's vote",
     )
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         [stats] = overview.protocol_stats(session)
     assert (stats.protocol, stats.positive, stats.negative) == ("adversarial", 1, 1)
 

@@ -16,6 +16,7 @@ from bot.messages import action_ids
 from bot.store import channels, dedupe
 from bot.store.db import session_scope
 from tests.e2e.conftest import ADMIN, CHANNEL, BotFactory
+from tests.e2e.driver import WORKSPACE
 
 CLICK: dict[str, Any] = {
     "type": "block_actions",
@@ -121,7 +122,7 @@ async def test_signed_but_malformed_events_get_a_400_and_stay_unhandled(
     assert reply.status == 400
     assert reason in reply.body
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         assert not dedupe.was_processed(session, key="event:EvBroken")
 
 
@@ -144,11 +145,11 @@ async def test_an_event_whose_handler_failed_is_handled_when_slack_retries_it(
     start_bot: BotFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     bot = await start_bot()
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         channels.save_channel_settings(
             session, channel_id=CHANNEL, updated_by=ADMIN, values={"adr_watch": True}
         )
-    starts = bot.runtime.surface.starts
+    starts = bot.runtime.surfaces.get(WORKSPACE).starts
     real = starts.start_from_adr
     failures: list[dict[str, Any]] = []
 
@@ -169,7 +170,7 @@ async def test_an_event_whose_handler_failed_is_handled_when_slack_retries_it(
 
     [debate] = await bot.finished()
     assert debate.source == "adr"
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         assert dedupe.was_processed(session, key="event:EvRetry")
     again = await bot.driver.event(event, event_id="EvRetry", retry_num=2)
     assert again.status == 200
@@ -183,7 +184,7 @@ async def test_an_adversarial_adr_post_or_assistant_message_does_not_stall_the_b
     which /healthz and every ack timed out), at Slack's 40,000-character message limit, posted
     in an ADR channel and in the assistant pane: the bot keeps answering."""
     bot = await start_bot()
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         channels.save_channel_settings(
             session, channel_id=CHANNEL, updated_by=ADMIN, values={"adr_watch": True}
         )

@@ -23,6 +23,7 @@ from bot.store import channels
 from bot.store.db import session_scope
 from engine.models import utcnow
 from tests.e2e.conftest import ADMIN, CHANNEL, REVIEWER, Bot, BotFactory
+from tests.e2e.driver import WORKSPACE
 from tests.e2e.host_emulators import (
     GitHubEmulator,
     GitLabEmulator,
@@ -71,7 +72,7 @@ async def linked_bot(
         "gitlab_token": gitlab.token,
     }
     bot = await start_bot(**(hosts | overrides))
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         channels.save_channel_settings(
             session,
             channel_id=CHANNEL,
@@ -160,7 +161,7 @@ async def test_the_verdict_is_commented_once_and_updated_by_the_review(
     assert "Waiting for a human review in Slack." in comment["body"]
 
     # A retried ending or a resumed run syncs again: still one comment, on both hosts.
-    clients = bot.runtime.surface.starts.hosts
+    clients = bot.runtime.surfaces.get(WORKSPACE).starts.hosts
     assert clients is not None
     follower = PullRequestComments(bot.engine, clients)
     assert await follower.sync(first.id or 0) == str(comment["id"])

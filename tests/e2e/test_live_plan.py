@@ -24,6 +24,7 @@ from bot.store.tables import Debate, Outbox
 from bot.wiring import build_services, build_worker
 from engine.models import DebateResult, utcnow
 from tests.e2e.conftest import CHANNEL, Bot, BotFactory
+from tests.e2e.driver import WORKSPACE
 from tests.e2e.slack_emulator import STREAM_METHODS, Fault, SlackEmulator
 from tests.e2e.test_assistant import DM, QUESTION, USER, ask, assistant_thread
 from tests.e2e.test_protocol_threads import COMMANDS, fake, live_details, result_of
@@ -157,7 +158,7 @@ async def test_a_refused_start_falls_back_to_the_parents_status(
     assert any(m["text"].startswith("Verdict") for m in bot.emulator.posted(CHANNEL))
     status, _report = await bot.driver.health()
     assert status == 200
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         row = session.get(Outbox, stream_row_id(bot, debate.id or 0))
         assert row is not None
         assert (row.state, row.stream_state) == ("failed", "refused")
@@ -170,7 +171,7 @@ def stream_row_id(bot: Bot, debate_id: int) -> int:
 
 
 def rows_of(bot: Bot, debate_id: int) -> list[Outbox]:
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         return outbox.rows_of(session, debate_id=debate_id)
 
 
@@ -264,14 +265,14 @@ async def test_a_worker_killed_mid_stream_leaves_one_plan_finished_and_nothing_t
     running = asyncio.create_task(first.run_once())
 
     def turns_stored() -> int:
-        with session_scope(bot.engine) as session:
+        with session_scope(bot.engine, workspace=WORKSPACE) as session:
             return len(turns.turn_rows(session, debate_id=1))
 
     await bot.wait_for(lambda: turns_stored() >= 2, "two stored turns")
     await bot.wait_for(lambda: bot.emulator.calls_of("chat.appendStream"), "an append")
     running.cancel()  # the worker dies with a turn in progress in the stream
     await asyncio.gather(running, return_exceptions=True)
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         row = session.get(Debate, 1)
         assert row is not None
         assert row.state != "finished"

@@ -5,9 +5,9 @@ expires); uninstalling one deletes its tokens and refuses its requests while the
 and installing it again resumes it. An org-wide Enterprise Grid install serves every workspace
 of its org.
 
-Deliveries (the outbox) still post with DEBATEBOT_SLACK_BOT_TOKEN until each debate names its
-workspace (issue 37, item 2), so what a request of another workspace is authorized with is seen
-through what Bolt's own client does with it: App Home's `views.publish`."""
+What a request of a workspace is authorized with is seen here through what Bolt's own client does
+with it (App Home's `views.publish`); deliveries with each workspace's token, and what an
+uninstall does to its debates, are in test_workspaces.py and test_workspace_isolation.py."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ from bot.store import installations
 from bot.store.cipher import TokenCipher
 from bot.store.db import session_scope
 from bot.store.tables import InstallationEventKind, SlackBot
+from bot.store.tenancy import EVERY_WORKSPACE
 from bot.wiring import build_installs
 from tests.e2e.conftest import BOT_TOKEN, CHANNEL, SIGNING_SECRET, Bot, BotFactory
 from tests.e2e.slack_emulator import BOT_ID, BOT_USER, SlackEmulator
@@ -47,10 +48,10 @@ OAUTH = {
 }
 
 
-async def start_many(start_bot: BotFactory, *, rotation: bool = False) -> Bot:
+async def start_many(start_bot: BotFactory, *, rotation: bool = False, **options: Any) -> Bot:
     """The bot in OAuth mode; the emulator has T1 (installed by hand with the environment's bot
-    token, which deliveries use) and T2, and in Enterprise Grid org E1, T5 and T6."""
-    bot = await start_bot(**OAUTH)
+    token) and T2, and in Enterprise Grid org E1, T5 and T6."""
+    bot = await start_bot(**OAUTH, **options)
     tenancy = Workspaces(redirect_url=f"{bot.driver.bot_url}/slack/oauth_redirect")
     tenancy.add("T1", channels={CHANNEL}, token=BOT_TOKEN, bot_user_id=BOT_USER, bot_id=BOT_ID)
     tenancy.add("T2", channels={OTHER})
@@ -199,7 +200,7 @@ async def test_two_workspaces_install_and_each_acts_with_its_own_token(
     assert second.bot_token == t2_token != BOT_TOKEN
     assert second.bot_user_id == "UBT2"
     assert second.bot_id == "BBT2", "the flow asked auth.test for the bot's id"
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=EVERY_WORKSPACE) as session:
         rows = session.exec(select(SlackBot)).all()
         assert {row.installation for row in rows} == {"-:T1", "-:T2"}
         assert all(
@@ -214,7 +215,7 @@ async def test_two_workspaces_install_and_each_acts_with_its_own_token(
     assert published_with(bot, "UALICE") == [BOT_TOKEN]
     assert published_with(bot, "UBOB") == [t2_token]
 
-    # T1 debates as before (its deliveries use the environment's token, which is T1's).
+    # T1 debates as before (its deliveries use its stored token, the environment's).
     await command(bot, "T1", CHANNEL, "Should we adopt ADR-042?", "UALICE")
     [debate] = await bot.finished(1)
     assert debate.outcome is not None
@@ -241,7 +242,7 @@ async def test_installing_again_updates_the_install_and_the_state_is_single_use(
     [token] = tenancy(bot).tokens_of("T2")
     await install(bot, "T2", as_user="USECOND")
     assert tenancy(bot).tokens_of("T2") == [token], "Slack kept the install's bot token"
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=EVERY_WORKSPACE) as session:
         assert len(session.exec(select(SlackBot)).all()) == 1
         history = installations.events(session, enterprise_id=None, team_id="T2")
     assert [(e.kind, e.user_ids) for e in history] == [
@@ -394,7 +395,7 @@ async def test_uninstalling_one_workspace_leaves_the_other_and_a_reinstall_resum
 
 
 def _events(bot: Bot, team: str) -> list[InstallationEventKind]:
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=EVERY_WORKSPACE) as session:
         return [e.kind for e in installations.events(session, enterprise_id=None, team_id=team)]
 
 
@@ -427,7 +428,7 @@ async def test_an_org_wide_install_serves_every_workspace_of_its_org(
 
 
 def _org_events(bot: Bot) -> list[InstallationEventKind]:
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=EVERY_WORKSPACE) as session:
         return [e.kind for e in installations.events(session, enterprise_id="E1", team_id=None)]
 
 

@@ -22,6 +22,7 @@ from engine.models import Usage, utcnow
 from engine.pricing import Pricing
 from engine.providers.fake import FunctionLLM
 from tests.e2e.conftest import CHANNEL, REVIEWER, Bot, BotFactory
+from tests.e2e.driver import WORKSPACE
 from tests.e2e.slack_emulator import Fault
 from tests.e2e.test_fault_schedules import random_fault
 from tests.e2e.test_reviews import NOTE, configured, escalated
@@ -41,7 +42,7 @@ def at(bot: Bot, moment: datetime) -> ScheduledJobs:
 
 
 def escalation_state(bot: Bot) -> str:
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         (row,) = session.exec(select(Escalation))
         return row.state
 
@@ -113,7 +114,7 @@ async def test_the_daily_digest_goes_out_once_a_local_day_and_survives_a_slack_o
     await bot.finished()
     digests = [m for m in bot.emulator.posted(CHANNEL) if "Debate digest" in m["text"]]
     assert len(digests) == 1
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         [row] = session.exec(select(Outbox).where(col(Outbox.debate_id).is_(None))).all()
         runs = session.exec(select(ScheduledRun).where(ScheduledRun.job == "digest")).all()
     assert (row.key, row.state, row.target) == (
@@ -148,7 +149,7 @@ async def test_the_digest_honours_retry_after_and_gives_up_a_channel_it_cannot_p
     assert await tomorrow.fire("digest", tomorrow.digest, 300) == "1 digest(s) owed"
 
     def given_up() -> list[Outbox]:
-        with session_scope(bot.engine) as session:
+        with session_scope(bot.engine, workspace=WORKSPACE) as session:
             return list(
                 session.exec(
                     select(Outbox).where(

@@ -21,6 +21,7 @@ from bot.wiring import build_services, build_worker
 from engine.models import DebateResult, utcnow
 from engine.providers.fake import CANNED_DEBATE_REPLIES, SchemaFillingLLM
 from tests.e2e.conftest import CHANNEL, Bot, BotFactory
+from tests.e2e.driver import WORKSPACE
 
 COMMANDS = {
     "adversarial": "--protocol adversarial --rounds 2",
@@ -52,7 +53,7 @@ def fake(delay_s: float = 0.02) -> SchemaFillingLLM:
 
 def result_of(bot: Bot, debate_id: int = 1) -> DebateResult:
     """The stored outcome, with its turns (stored apart from the verdict)."""
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         record = endings.verdict_for(session, debate_id=debate_id)
         assert record is not None
         result = DebateResult.model_validate_json(record.result_json)
@@ -177,7 +178,7 @@ async def test_a_worker_that_dies_mid_debate_posts_no_round_twice(
     running = asyncio.create_task(first.run_once())
 
     def turns_stored() -> int:
-        with session_scope(bot.engine) as session:
+        with session_scope(bot.engine, workspace=WORKSPACE) as session:
             return len(turns.turn_rows(session, debate_id=1))
 
     # Two turns in: stances and structured have finished their first round, the others are
@@ -185,7 +186,7 @@ async def test_a_worker_that_dies_mid_debate_posts_no_round_twice(
     await bot.wait_for(lambda: turns_stored() >= 2, "two stored turns")
     running.cancel()
     await asyncio.gather(running, return_exceptions=True)
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         row = session.get(Debate, 1)
         assert row is not None
         assert row.state != "finished"

@@ -12,6 +12,7 @@ from bot.store.tables import Debate
 from bot.wiring import build_services, build_worker
 from engine.models import utcnow
 from tests.e2e.conftest import CHANNEL, BotFactory
+from tests.e2e.driver import WORKSPACE
 from tests.helpers import DebateScript, reply_for
 
 ANOTHER = reply_for("moderator", recommend_another_round=True)
@@ -33,7 +34,7 @@ async def test_a_resumed_debate_posts_each_message_once(start_bot: BotFactory) -
     )
     running.cancel()  # the worker dies in round 2, after round 1 was posted
     await asyncio.gather(running, return_exceptions=True)
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         row = session.get(Debate, 1)
         assert row is not None
         row.lease_expires_at = utcnow() - timedelta(seconds=1)

@@ -20,6 +20,7 @@ from bot.store import channels
 from bot.store.db import session_scope
 from bot.store.tables import Review
 from tests.e2e.conftest import ADMIN, CHANNEL, REVIEWER, Bot, BotFactory
+from tests.e2e.driver import WORKSPACE
 from tests.e2e.test_assistant import ask, assistant_thread
 
 REQUESTER = "UALICE"
@@ -28,14 +29,14 @@ NOTE = {"note": {"type": "plain_text_input", "value": "checked"}}
 
 
 def configure(bot: Bot, channel: str, reviewers: list[str]) -> None:
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         channels.save_channel_settings(
             session, channel_id=channel, updated_by=ADMIN, values={"reviewers": reviewers}
         )
 
 
 def reviews(bot: Bot) -> list[Review]:
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         return list(session.exec(select(Review)))
 
 

@@ -15,6 +15,7 @@ from bot.store.tables import ChannelSettings, Review
 from engine.errors import LLMError
 from engine.providers.fake import FunctionLLM
 from tests.e2e.conftest import ADMIN, CHANNEL, REVIEWER, Bot, BotFactory
+from tests.e2e.driver import WORKSPACE
 from tests.helpers import DebateScript, calls_for, reply_for
 
 NOTE = {"note": {"type": "plain_text_input", "value": "Fallback owner agreed offline."}}
@@ -46,7 +47,7 @@ async def escalated(bot: Bot) -> dict[str, Any]:
 
 
 def reviews_of(bot: Bot) -> list[Review]:
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         return list(session.exec(select(Review)))
 
 
@@ -115,7 +116,7 @@ async def test_low_confidence_is_escalated_and_only_a_reviewer_can_approve_once(
     await bot.wait_for(lambda: len(bot.emulator.ephemeral) > refusals + 1, "the third refusal")
     assert len(reviews_of(bot)) == 1
     assert reviews_of(bot)[0].note == "Fallback owner agreed offline."
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         escalation = reviews.get_escalation(session, escalation_id=1)
         assert escalation is not None
         assert escalation.state == "approved"
@@ -178,7 +179,7 @@ async def test_another_round_continues_the_debate_without_repeating_round_one(
     assert "Round 2 of 2" in thread
     assert any("Round 2 requested" in t for t in thread)
     assert second.id is not None
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         assert verify.verify_chain(session, debate_id=second.id).ok
         # The first debate's six (its judge's too), round 2's four, and a judge of the whole.
         assert len(turns.turn_rows(session, debate_id=second.id)) == 11
@@ -197,7 +198,7 @@ async def test_channel_settings_need_an_owner_or_admin(start_bot: BotFactory) ->
     await bot.driver.command("config set threshold 80%", user="UALICE")
     await bot.wait_for(lambda: len(bot.emulator.responses) == 3, "the second confirmation")
     assert "Saved" in bot.emulator.responses[-1]["text"]
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         settings = channels.channel_settings(session, channel_id=CHANNEL)
     assert settings.threshold == 0.8
     assert settings.owners == ["UALICE"]
@@ -243,7 +244,7 @@ async def test_config_modal_saves_every_setting(start_bot: BotFactory) -> None:
     assert (await bot.driver.submit(view, values, user=ADMIN)).status == 200
 
     def saved() -> ChannelSettings | None:
-        with session_scope(bot.engine) as session:
+        with session_scope(bot.engine, workspace=WORKSPACE) as session:
             row = channels.channel_settings(session, channel_id=CHANNEL)
             return row if row.updated_by else None
 

@@ -21,6 +21,7 @@ from bot.store.tables import Escalation, Outbox
 from bot.wiring import build_delivery, slack_client
 from engine.models import DebateResult
 from tests.e2e.conftest import ADMIN, BOT_TOKEN, CHANNEL, REVIEWER, Bot, BotFactory
+from tests.e2e.driver import WORKSPACE
 from tests.e2e.slack_emulator import MAX_BLOCK_TEXT, Fault, block_chars
 from tests.helpers import DebateScript, reply_for
 
@@ -28,19 +29,19 @@ THREAD_TEXTS = ["Round 1 of 1", "Verdict: revise (0.05)", "Review needed for deb
 
 
 def with_reviewer(bot: Bot) -> None:
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         channels.save_channel_settings(
             session, channel_id=CHANNEL, updated_by=ADMIN, values={"reviewers": [REVIEWER]}
         )
 
 
 def escalation_of(bot: Bot, debate_id: int) -> Escalation | None:
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         return reviews.escalation_for(session, debate_id=debate_id)
 
 
 def review_row(bot: Bot, debate_id: int) -> Outbox:
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         row = outbox.row_for(session, debate_id=debate_id, key="review")
     assert row is not None
     return row
@@ -345,7 +346,7 @@ async def test_another_round_is_offered_only_where_it_can_run(start_bot: BotFact
     with_reviewer(bot)
     await bot.driver.command("Should we adopt ADR-042?")
     [debate] = await bot.finished()
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         escalation = session.exec(select(Escalation)).one()
         assert debate.id is not None
         record = endings.verdict_for(session, debate_id=debate.id)

@@ -25,6 +25,7 @@ from bot.store import channels
 from bot.store.db import make_engine, session_scope, upgrade
 from bot.store.tables import Debate
 from tests.e2e.conftest import BOT_TOKEN, CHANNEL
+from tests.e2e.driver import WORKSPACE
 from tests.e2e.slack_emulator import Fault, SlackEmulator
 from tests.e2e.test_serve import DEBATEBOT, free_port, serve_env
 
@@ -83,14 +84,14 @@ async def test_envelopes_over_the_socket_refresh_and_abrupt_close(tmp_path: Path
     stop = asyncio.Event()
     engine = make_engine(url)
     # Every verdict asks for a review, whatever the fake's independent judge makes of it.
-    with session_scope(engine) as session:
+    with session_scope(engine, workspace=WORKSPACE) as session:
         channels.save_channel_settings(
             session, channel_id=CHANNEL, updated_by="UADMIN", values={"threshold": 0.99}
         )
     serving = asyncio.create_task(serve(settings, stop))
 
     def debates() -> list[Debate]:
-        with session_scope(engine) as session:
+        with session_scope(engine, workspace=WORKSPACE) as session:
             return list(session.exec(select(Debate)))
 
     def verdicts() -> int:
@@ -243,7 +244,7 @@ async def test_serve_stops_on_a_signal_in_every_state(
             await emulator.push("slash_commands", command("Should we adopt ADR-042?", 1))
 
             def running() -> bool:
-                with session_scope(engine) as session:
+                with session_scope(engine, workspace=WORKSPACE) as session:
                     return any(d.state == "running" for d in session.exec(select(Debate)))
 
             await until(running, "a running debate")
@@ -255,7 +256,7 @@ async def test_serve_stops_on_a_signal_in_every_state(
         await emulator.stop()
     assert process.returncode == 0, stderr.decode()
     if state == "debating":
-        with session_scope(engine) as session:
+        with session_scope(engine, workspace=WORKSPACE) as session:
             [debate] = session.exec(select(Debate)).all()
         # The lease was handed back: another worker may resume at once.
         assert debate.state == "running"

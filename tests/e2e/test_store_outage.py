@@ -16,6 +16,7 @@ from bot.store import channels
 from bot.store.errors import DatabaseUnavailableError
 from bot.store.tables import ChannelSettings
 from tests.e2e.conftest import ADMIN, CHANNEL, BotFactory
+from tests.e2e.driver import WORKSPACE
 from tests.e2e.test_triggers import ADR_TEXT, message_event
 
 
@@ -38,7 +39,7 @@ async def test_every_entry_point_says_the_store_is_down(
     start_bot: BotFactory, store_down: dict[str, bool]
 ) -> None:
     bot = await start_bot()
-    await bot.runtime.surface.db(
+    await bot.runtime.surfaces.get(WORKSPACE).db(
         lambda s: channels.save_channel_settings(
             s, channel_id=CHANNEL, updated_by=ADMIN, values={"adr_watch": True}
         )

@@ -17,13 +17,14 @@ from bot.store import outbox, reviews
 from bot.store.db import session_scope
 from bot.store.tables import OutboxState
 from tests.e2e.conftest import CHANNEL, REVIEWER, Bot, BotFactory
+from tests.e2e.driver import WORKSPACE
 from tests.e2e.slack_emulator import Fault, SlackEmulator
 from tests.e2e.test_slack_failures import with_reviewer
 from tests.e2e.test_socket_mode import socket_settings
 
 
 def settled_states(bot: Bot) -> set[str]:
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         return {
             row.state
             for debate in bot.debates()
@@ -65,7 +66,7 @@ async def test_a_refused_token_pauses_delivery_and_everything_owed_goes_out_once
     # The token works again: every owed message is delivered once, the review request too.
     [debate] = await bot.finished(limit_s=60)
     assert debate.id is not None
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         escalation = reviews.escalation_for(session, debate_id=debate.id)
         review = outbox.row_for(session, debate_id=debate.id, key="review")
     assert escalation is not None

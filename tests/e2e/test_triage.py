@@ -16,6 +16,7 @@ from engine.llm import LLMRequest
 from engine.pricing import Pricing
 from engine.providers.fake import FunctionLLM
 from tests.e2e.conftest import ADMIN, CHANNEL, Bot, BotFactory
+from tests.e2e.driver import WORKSPACE
 from tests.e2e.test_triggers import ADR_TEXT, message_event
 from tests.helpers import DebateScript
 
@@ -46,7 +47,7 @@ def triaging(downside: float) -> FunctionLLM:
 
 async def watching_with_triage(start_bot: BotFactory, downside: float) -> tuple[Bot, str]:
     bot = await start_bot(llm=triaging(downside))
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         channels.save_channel_settings(
             session,
             channel_id=CHANNEL,
@@ -112,7 +113,7 @@ async def test_a_high_downside_adr_is_debated_with_the_reason_recorded(
 
 async def test_triage_off_debates_without_asking(start_bot: BotFactory) -> None:
     bot = await start_bot(llm=triaging(0.1))
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         channels.save_channel_settings(
             session, channel_id=CHANNEL, updated_by=ADMIN, values={"adr_watch": True}
         )
@@ -133,7 +134,7 @@ async def test_a_triage_model_that_fails_means_a_debate(start_bot: BotFactory) -
         return script(request)
 
     bot = await start_bot(llm=FunctionLLM(reply))
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         channels.save_channel_settings(
             session,
             channel_id=CHANNEL,

@@ -14,6 +14,7 @@ from bot.store.db import session_scope
 from engine.llm import LLMRequest
 from engine.protocols.base import MATERIAL_CLOSE, MATERIAL_OPEN
 from tests.e2e.conftest import ADMIN, BOT_TOKEN, CHANNEL, Bot, BotFactory
+from tests.e2e.driver import WORKSPACE
 from tests.e2e.slack_emulator import Fault, SlackEmulator
 from tests.helpers import REPO_ROOT, DebateScript, reply_for
 
@@ -30,7 +31,7 @@ If Redis is unreachable, pricing-service returns HTTP 503."""
 
 
 def watch_adrs(bot: Bot) -> None:
-    with session_scope(bot.engine) as session:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
         channels.save_channel_settings(
             session, channel_id=CHANNEL, updated_by=ADMIN, values={"adr_watch": True}
         )

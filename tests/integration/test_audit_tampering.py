@@ -45,8 +45,12 @@ DEBATES = Debate.__table__  # type: ignore[attr-defined]
 TURNS = Turn.__table__  # type: ignore[attr-defined]
 VERDICTS = VerdictRecord.__table__  # type: ignore[attr-defined]
 
-TURN_AUDITED = [c.name for c in TURNS.c if c.name not in ("id", "debate_id")]
-VERDICT_AUDITED = [c.name for c in VERDICTS.c if c.name not in ("id", "debate_id", "created_at")]
+WHERE = ("team_id", "enterprise_id")
+"""Which workspace holds a record: like its ids, where it is kept, not what the seal covers."""
+TURN_AUDITED = [c.name for c in TURNS.c if c.name not in ("id", "debate_id", *WHERE)]
+VERDICT_AUDITED = [
+    c.name for c in VERDICTS.c if c.name not in ("id", "debate_id", "created_at", *WHERE)
+]
 DEBATE_SEALED = [
     "trigger_key",
     "source",
@@ -413,8 +417,8 @@ async def test_random_tampering_with_the_rows_fails_audit_verify(
 
 SECTIONS_SEALED = {
     "debate": [*DEBATE_SEALED, "id"],
-    "turn_rows": [c.name for c in TURNS.c if c.name != "id"],
-    "verdict_row": [c.name for c in VERDICTS.c if c.name not in ("id", "created_at")],
+    "turn_rows": [c.name for c in TURNS.c if c.name not in ("id", *WHERE)],
+    "verdict_row": [c.name for c in VERDICTS.c if c.name not in ("id", "created_at", *WHERE)],
     "audit": [
         "turns_checked",
         "first_broken_seq",

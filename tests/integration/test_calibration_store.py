@@ -18,6 +18,7 @@ from bot.store import channels, endings, labels, operations, outbox, overview, q
 from bot.store.db import session_scope
 from bot.store.errors import WeightsNotFoundError
 from bot.store.tables import DebateSource, EscalationState, FeedbackValue, VerdictRecord
+from bot.store.tenancy import PENDING_WORKSPACE
 from bot.store.weights import active_weights, adopt_weights, adoptions, propose_weights
 from bot.store.weights import weights_versions as versions
 from engine.calibration.labels import LabelKind
@@ -65,7 +66,7 @@ def worker(engine: Engine, script: DebateScript, sample_rate: float = 0.0) -> De
 
 
 def decide(engine: Engine, debate_id: int, decision: EscalationState) -> None:
-    with session_scope(engine) as session:
+    with session_scope(engine, workspace=PENDING_WORKSPACE) as session:
         escalation = reviews.escalation_for(session, debate_id=debate_id)
         assert escalation is not None
         assert escalation.id is not None
@@ -77,14 +78,14 @@ def decide(engine: Engine, debate_id: int, decision: EscalationState) -> None:
 async def test_a_sampled_verdict_gets_a_review_request_marked_as_a_sample(store: Engine) -> None:
     debate_id = queued(store, "sampled")
     cli_id = queued(store, "cli", DebateSource.CLI)
-    with session_scope(store) as session:
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         channels.save_channel_settings(
             session, channel_id="C1", updated_by="UADMIN", values={"reviewers": ["UREV"]}
         )
     sampling = worker(store, DebateScript(moderator=[SURE, SURE]), sample_rate=1.0)
     assert await sampling.run_once()
     assert await sampling.run_once()
-    with session_scope(store) as session:
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         verdict = endings.verdict_for(session, debate_id=debate_id)
         escalation = reviews.escalation_for(session, debate_id=debate_id)
         request = outbox.row_for(session, debate_id=debate_id, key="review")
@@ -106,7 +107,7 @@ async def test_a_sampled_verdict_gets_a_review_request_marked_as_a_sample(store:
     assert board.escalation_rate == 0.0
 
     decide(store, debate_id, EscalationState.APPROVED)
-    with session_scope(store) as session:
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         [label] = labels.labels_of(session, debate_id=debate_id)
     assert (label.kind, label.correct, label.sampled) == (LabelKind.REVIEW, True, True)
 
@@ -121,7 +122,7 @@ async def test_approve_and_reject_become_labels_another_round_does_not(store: En
     decide(store, ids[2], EscalationState.ANOTHER_ROUND)
     decide(store, ids[1], EscalationState.APPROVED)  # a second click changes nothing
 
-    with session_scope(store) as session:
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         verdict = endings.verdict_for(session, debate_id=ids[0])
         approved = labels.labels_of(session, debate_id=ids[0])
         rejected = labels.labels_of(session, debate_id=ids[1])
@@ -144,7 +145,7 @@ async def test_a_label_copies_the_components_the_verdict_recorded(store: Engine)
     debate_id = queued(store, "scored")
     assert await worker(store, DebateScript()).run_once()
     # The verdict as the evidence-based scoring stores it: its components and weights version.
-    with session_scope(store) as session:
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         record = endings.verdict_for(session, debate_id=debate_id)
         assert record is not None
         document = json.loads(record.result_json)
@@ -156,7 +157,7 @@ async def test_a_label_copies_the_components_the_verdict_recorded(store: Engine)
         session.add(row)
         session.commit()
     decide(store, debate_id, EscalationState.REJECTED)
-    with session_scope(store) as session:
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         [label] = labels.labels(session)
     assert label.components is not None
     assert label.components.value(Component.AGREEMENT) == 0.25
@@ -167,7 +168,7 @@ async def test_a_label_copies_the_components_the_verdict_recorded(store: Engine)
 async def test_feedback_is_a_weaker_label_a_change_of_mind_overwrites(store: Engine) -> None:
     debate_id = queued(store, "fb")
     assert await worker(store, DebateScript(moderator=[SURE])).run_once()
-    with session_scope(store) as session:
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         reviews.record_feedback(
             session, debate_id=debate_id, user_id="UBOB", value=FeedbackValue.POSITIVE
         )
@@ -207,7 +208,7 @@ def test_eval_results_with_expected_verdicts_are_imported_once(store: Engine) ->
         result("adversarial", "c2", expected=None),
         result("stances", "c2", ok=False, decision=None, confidence=None),
     ]
-    with session_scope(store) as session:
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         first = labels.import_eval(session, results=results)
         second = labels.import_eval(session, results=results)
         stored = labels.labels(session, kinds=[LabelKind.EVAL])
@@ -227,7 +228,7 @@ def test_weights_are_proposed_adopted_and_read_back(store: Engine) -> None:
     fitted = DEFAULT_WEIGHTS.model_copy(
         update={"version": "fit-0123456789", "intercept": 1.25, "source": "a fit"}
     )
-    with session_scope(store) as session:
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         assert active_weights(session) == DEFAULT_WEIGHTS
         propose_weights(session, weights=fitted, evidence={"brier_fit": 0.1})
         propose_weights(session, weights=fitted, evidence={"brier_fit": 0.2})  # kept as was
@@ -256,7 +257,7 @@ async def test_a_label_outlives_its_debates_retention(store: Engine) -> None:
     debate_id = queued(store, "old")
     assert await worker(store, DebateScript()).run_once()
     decide(store, debate_id, EscalationState.APPROVED)
-    with session_scope(store) as session:
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         operations.remove_debate(session, debate_id=debate_id)
         [label] = labels.labels(session)
         assert labels.labels_of(session, debate_id=debate_id) == []

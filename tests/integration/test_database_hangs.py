@@ -31,6 +31,7 @@ from bot.store import queue, turns
 from bot.store.db import POSTGRES_STORE_THREADS, in_session, make_engine, upgrade
 from bot.store.errors import DatabaseUnavailableError, StoreNoAnswerError
 from bot.store.tables import DebateSource, DebateState
+from bot.store.tenancy import PENDING_WORKSPACE
 from bot.wiring import open_store
 from engine.llm import LLMRequest
 from engine.providers.fake import FunctionLLM
@@ -146,11 +147,18 @@ async def test_a_statement_past_the_statement_timeout_is_cancelled_and_reported(
     engine = make_engine(postgres_url, busy_timeout_s=BUSY_S)
 
     with pytest.raises(DatabaseUnavailableError) as raised:
-        await in_session(engine, lambda s: s.execute(text("SELECT pg_sleep(5)")))
+        await in_session(
+            engine, lambda s: s.execute(text("SELECT pg_sleep(5)")), workspace=PENDING_WORKSPACE
+        )
 
     assert "canceling statement due to statement timeout" in str(raised.value)
     assert "the server is overloaded or waiting on its disk" in str(raised.value)
-    assert await in_session(engine, lambda s: s.execute(text("SELECT 1")).scalar()) == 1
+    assert (
+        await in_session(
+            engine, lambda s: s.execute(text("SELECT 1")).scalar(), workspace=PENDING_WORKSPACE
+        )
+        == 1
+    )
     engine.dispose()
 
 
@@ -238,9 +246,14 @@ async def test_a_statement_stuck_in_the_database_is_given_up_at_the_deadline(
         )
 
     with failing(engine, stuck):
-        counts = [in_session(engine, lambda s: queue.count_debates(s)) for _ in range(threads)]
+        counts = [
+            in_session(engine, lambda s: queue.count_debates(s), workspace=PENDING_WORKSPACE)
+            for _ in range(threads)
+        ]
         outcomes = await asyncio.gather(
-            *counts, in_session(engine, enqueue), return_exceptions=True
+            *counts,
+            in_session(engine, enqueue, workspace=PENDING_WORKSPACE),
+            return_exceptions=True,
         )
         kinds, said = {type(outcome) for outcome in outcomes}, str(outcomes[-1])
         del outcomes  # their tracebacks hold the calls' frames, which the collection must free
@@ -254,7 +267,9 @@ async def test_a_statement_stuck_in_the_database_is_given_up_at_the_deadline(
     assert "unavailable (no answer within 0.6 s)" in said
     assert "server closed the connection" in caplog.text
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
-    assert await in_session(engine, lambda s: queue.count_debates(s)) == 0
+    assert (
+        await in_session(engine, lambda s: queue.count_debates(s), workspace=PENDING_WORKSPACE) == 0
+    )
     engine.dispose()
 
 

@@ -73,6 +73,30 @@ def test_compose_migrates_before_serve_and_the_scalable_workers() -> None:
     assert referenced <= set(assignments(ENV_EXAMPLE)), "compose's variables are documented"
 
 
+def test_the_workspaces_compose_runs_two_serve_replicas_behind_the_proxy() -> None:
+    """Many workspaces: two `serve` replicas, no bot token of their own, reached only through
+    the proxy, which resolves the replicas per request; migrate first, as in compose.yaml."""
+    text = (REPO_ROOT / "compose.workspaces.yaml").read_text()
+    services = yaml.safe_load(text)["services"]
+    assert set(services) == {"postgres", "migrate", "serve", "proxy", "worker"}
+    assert services["serve"]["command"] == ["serve"]
+    assert services["serve"]["deploy"]["replicas"] == 2
+    assert "ports" not in services["serve"], "Slack reaches serve through the proxy only"
+    for name in ("serve", "worker"):
+        assert services[name]["depends_on"]["migrate"]["condition"] == (
+            "service_completed_successfully"
+        )
+    assert "DEBATEBOT_SLACK_BOT_TOKEN" not in services["serve"]["environment"]
+    [mount] = services["proxy"]["volumes"]
+    assert mount.startswith("./deploy/proxy.conf:")
+    proxy = (REPO_ROOT / "deploy" / "proxy.conf").read_text()
+    assert "set $serve serve:3000;" in proxy
+    assert "proxy_pass http://$serve;" in proxy
+    assert "resolver 127.0.0.11" in proxy
+    referenced = set(re.findall(r"\$\{([A-Z_]+)", text))
+    assert referenced <= set(assignments(ENV_EXAMPLE)), "compose's variables are documented"
+
+
 def test_dockerfile_builds_llama_once_and_runs_as_a_non_root_user() -> None:
     text = (REPO_ROOT / "Dockerfile").read_text()
     stages = re.findall(r"^FROM\s+(\S+)(?:\s+AS\s+(\w+))?", text, flags=re.MULTILINE)

@@ -20,6 +20,7 @@ from bot.store.cipher import TokenCipher
 from bot.store.db import session_scope
 from bot.store.errors import TokenDecryptError
 from bot.store.tables import InstallationEventKind, OAuthState, SlackBot, SlackInstallation
+from bot.store.tenancy import PENDING_WORKSPACE
 
 KEY = b"5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d5a4b3c2d"
 
@@ -85,7 +86,7 @@ async def test_an_install_is_saved_sealed_and_found_again(
     assert bot is not None
     assert bot.bot_token == "xoxe.xoxb-1-secret"
 
-    with session_scope(store) as session:
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         bot_row = session.exec(select(SlackBot)).one()
         person = session.exec(select(SlackInstallation)).one()
     stored = " ".join(
@@ -101,7 +102,7 @@ async def test_installing_again_updates_and_the_latest_install_answers(
     await stores.async_save(installation("T1", user="UFIRST", token="xoxb-first"))
     await stores.async_save(installation("T1", user="USECOND", token="xoxb-second"))
     await stores.async_save(installation("T1", user="USECOND", token="xoxb-third"))
-    with session_scope(store) as session:
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         assert len(session.exec(select(SlackBot)).all()) == 1
         assert len(session.exec(select(SlackInstallation)).all()) == 2
     latest = await stores.async_find_installation(enterprise_id=None, team_id="T1")
@@ -197,7 +198,7 @@ async def test_a_token_moved_to_another_row_does_not_open(
     with pytest.raises(TokenDecryptError, match="does not decrypt"):
         await stores.async_find_bot(enterprise_id=None, team_id="T2")
     with (
-        session_scope(store) as session,
+        session_scope(store, workspace=PENDING_WORKSPACE) as session,
         pytest.raises(TokenDecryptError, match="DEBATEBOT_TOKEN_ENCRYPTION_KEY"),
     ):
         installations.check_key(session, cipher=TokenCipher(b"another key, 32 characters or more"))
@@ -217,16 +218,16 @@ async def test_a_state_passes_once_and_only_before_it_expires(store: Engine) -> 
             update(OAuthState).values(expires_at=datetime.now(UTC) - timedelta(seconds=1))
         )
     assert not await states.async_consume(late), "expired"
-    with session_scope(store) as session:
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         kept = session.exec(select(OAuthState)).all()
         assert all(len(row.digest) == 64 and row.digest != late for row in kept)
     await states.async_issue()
-    with session_scope(store) as session:
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         assert len(session.exec(select(OAuthState)).all()) == 1, "expired states are swept"
 
 
 def test_what_happened_is_recorded_once_per_slack_event(store: Engine) -> None:
-    with session_scope(store) as session:
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         for _ in range(2):
             installations.record_event(
                 session,

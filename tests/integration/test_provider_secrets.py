@@ -14,6 +14,7 @@ from bot.settings import Settings
 from bot.store import queue
 from bot.store.db import session_scope
 from bot.store.tables import DebateSource
+from bot.store.tenancy import PENDING_WORKSPACE
 from bot.wiring import build_services, build_worker
 from engine.models import DebateStatus
 from tests.integration.llm_server import ModelServer, Step
@@ -37,7 +38,7 @@ async def run_debate_on(store: Engine, database_url: str, settings: Settings) ->
     services = build_services(settings)
     spec = services.policy.spec("Should we adopt ADR-42 (event sourcing for billing)?")
     worker = build_worker(services, store, worker_id="secrets-test")
-    with session_scope(store) as session:
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         queued, _ = queue.enqueue_debate(
             session,
             new=queue.NewDebate(trigger_key="secrets", spec=spec, source=DebateSource.COMMAND),

@@ -27,6 +27,7 @@ from bot.store.tables import (
     OutboxAction,
     OutboxTarget,
 )
+from bot.store.tenancy import PENDING_WORKSPACE
 from engine.models import DebateSpec, ModelSettings, utcnow
 from tests.helpers import DebateScript, reply_for, shipped_prompts
 
@@ -83,7 +84,7 @@ def claim(session: Session, debate_id: int, owner: str) -> tuple[Outbox, int]:
 
 def test_a_queued_debate_is_written_with_the_messages_it_owes(store: Engine) -> None:
     debate_id = queued(store, drafts=[post("parent", "channel"), post("material:0")])
-    with session_scope(store) as session:
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         again, created = queue.enqueue_debate(
             session,
             new=queue.NewDebate(
@@ -102,7 +103,7 @@ async def test_concurrent_claims_of_one_message_let_one_sender_win(store: Engine
     debate_id = queued(store, drafts=[post("parent", "channel")])
 
     def claim(owner: str) -> bool:
-        with session_scope(store) as session:
+        with session_scope(store, workspace=PENDING_WORKSPACE) as session:
             return (
                 outbox.claim_head(session, debate_id=debate_id, owner=owner, claim_s=30) is not None
             )
@@ -114,7 +115,7 @@ async def test_concurrent_claims_of_one_message_let_one_sender_win(store: Engine
 
 def test_posts_go_in_order_and_a_later_one_waits_behind_a_retry(store: Engine) -> None:
     debate_id = queued(store, drafts=[post("parent", "channel"), post("round:1")])
-    with session_scope(store) as session:
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         row, row_id = claim(session, debate_id, "a")
         assert row.key == "parent"
         assert outbox.claim_head(session, debate_id=debate_id, owner="b", claim_s=30) is None
@@ -146,7 +147,7 @@ def test_posts_go_in_order_and_a_later_one_waits_behind_a_retry(store: Engine) -
 
 def test_an_expired_claim_is_taken_over_and_a_deadline_gives_up(store: Engine) -> None:
     debate_id = queued(store, drafts=[post("parent", "channel")])
-    with session_scope(store) as session:
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         row, row_id = claim(session, debate_id, "dead")
         assert outbox.claim_head(session, debate_id=debate_id, owner="next", claim_s=30) is None
         session.execute(
@@ -175,7 +176,7 @@ def test_status_updates_are_coalesced_and_a_newer_one_is_sent_after_an_older(
         action=OutboxAction.UPDATE,
         target_key="parent",
     )
-    with session_scope(store) as session:
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         outbox.owe(session, debate_id=debate_id, drafts=[status])
         [(row, target)] = outbox.claim_updates(session, debate_id=debate_id, owner="a", claim_s=30)
         assert row.id is not None
@@ -201,7 +202,7 @@ def test_status_updates_are_coalesced_and_a_newer_one_is_sent_after_an_older(
 
 def test_a_refused_size_is_replaced_by_its_parts_in_place(store: Engine) -> None:
     debate_id = queued(store, drafts=[post("parent", "channel"), post("verdict"), post("review")])
-    with session_scope(store) as session:
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         _, first_id = claim(session, debate_id, "a")
         outbox.mark_sent(
             session,
@@ -237,7 +238,7 @@ def test_a_halt_is_recorded_once_with_its_notice(store: Engine) -> None:
     dm = Draft(
         key="dm:halted", text="stopped", blocks=[], target=OutboxTarget.DM, recipients=("UALICE",)
     )
-    with session_scope(store) as session:
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         assert outbox.halt(session, debate_id=debate_id, reason="not_in_channel", notices=[dm])
         assert not outbox.halt(session, debate_id=debate_id, reason="again", notices=[dm])
         assert queue.get_debate(session, debate_id=debate_id).halt_reason == "not_in_channel"
@@ -249,13 +250,13 @@ async def test_an_escalating_ending_is_stored_with_its_escalation_and_review_req
     store: Engine,
 ) -> None:
     debate_id = queued(store)
-    with session_scope(store) as session:
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         channels.save_channel_settings(
             session, channel_id="C1", updated_by="UADMIN", values={"reviewers": ["UREV"]}
         )
     worker = notifying_worker(store)
     assert await worker.run_once()
-    with session_scope(store) as session:
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         verdict = endings.verdict_for(session, debate_id=debate_id)
         escalation = reviews.escalation_for(session, debate_id=debate_id)
         rows = {r.key: r for r in outbox.rows_of(session, debate_id=debate_id)}
@@ -275,7 +276,7 @@ async def test_a_confident_ending_owes_no_review_request(store: Engine) -> None:
     sure = reply_for("moderator", confidence_level="HIGH", unresolved_points=[], decision="accept")
     worker = notifying_worker(store, DebateScript(moderator=[sure]))
     assert await worker.run_once()
-    with session_scope(store) as session:
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         assert reviews.escalation_for(session, debate_id=debate_id) is None
         assert outbox.row_for(session, debate_id=debate_id, key="review") is None
         assert outbox.row_for(session, debate_id=debate_id, key="verdict") is not None
@@ -294,7 +295,7 @@ async def test_a_debate_without_a_thread_ends_escalated_with_no_outbox_work(stor
     worker = notifying_worker(store)
     assert await worker.run_once()
     assert not any("outbox" in statement for statement in statements), statements
-    with session_scope(store) as session:
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         verdict = endings.verdict_for(session, debate_id=debate.id)
         assert verdict is not None
         assert verdict.escalate
@@ -304,7 +305,7 @@ async def test_a_debate_without_a_thread_ends_escalated_with_no_outbox_work(stor
 
 def test_one_review_per_escalation_and_event_ids_seen_once(store: Engine) -> None:
     debate_id = queued(store)
-    with session_scope(store) as session:
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         escalation = Escalation(debate_id=debate_id, reasons=["low"], reviewers=["U1"])
         session.add(escalation)
         session.commit()
@@ -334,7 +335,7 @@ def test_one_review_per_escalation_and_event_ids_seen_once(store: Engine) -> Non
 
 
 def test_a_second_click_within_the_window_opens_nothing(store: Engine) -> None:
-    with session_scope(store) as session:
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         assert dedupe.open_window(session, key="note-form:1:U1", window_s=10)
         assert not dedupe.open_window(session, key="note-form:1:U1", window_s=10)
         assert dedupe.open_window(session, key="note-form:1:U2", window_s=10)
@@ -347,7 +348,7 @@ async def test_a_fork_carries_turns_on_a_valid_chain_and_shares_thread_messages(
     debate_id = queued(store, drafts=[post("parent", "channel")])
     worker = notifying_worker(store)
     assert await worker.run_once()
-    with session_scope(store) as session:
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         while claimed := outbox.claim_head(session, debate_id=debate_id, owner="w", claim_s=30):
             row, _ = claimed
             assert row.id is not None
@@ -388,7 +389,7 @@ async def test_reminders_are_owed_once_per_period_however_many_replicas_fire(
     store: Engine,
 ) -> None:
     debate_id = queued(store)
-    with session_scope(store) as session:
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         session.add(ChannelSettings(channel_id="C1", reviewers=["U1"]))
         session.add(
             Escalation(
@@ -406,7 +407,7 @@ async def test_reminders_are_owed_once_per_period_however_many_replicas_fire(
     )
 
     assert due == [1, 1, 1]
-    with session_scope(store) as session:
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         rows = session.exec(select(Outbox).where(Outbox.debate_id == debate_id)).all()
     assert [(r.key, r.fallback, r.recipients) for r in rows] == [
         ("reminder:2", "reviewers", ["U1"])
@@ -417,7 +418,7 @@ async def test_concurrent_requests_never_pass_the_in_flight_limits(store: Engine
     limits = queue.InFlightLimits(per_user=3, per_channel=5)
 
     def request(n: int) -> str:
-        with session_scope(store) as session:
+        with session_scope(store, workspace=PENDING_WORKSPACE) as session:
             try:
                 queue.enqueue_debate(
                     session,
@@ -443,7 +444,7 @@ async def test_concurrent_requests_never_pass_the_in_flight_limits(store: Engine
     assert set(outcomes[:8]) == {"queued", "user"}
     assert outcomes.count("queued") == 5, "the channel's limit holds too"
     first = outcomes.index("queued")
-    with session_scope(store) as session:
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         _, created = queue.enqueue_debate(
             session,
             new=queue.NewDebate(

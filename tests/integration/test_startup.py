@@ -64,7 +64,8 @@ def test_a_sqlite_store_loads_no_postgresql_dialect(tmp_path: Path) -> None:
     upgrade(url)  # alembic loads every dialect; a worker's store does not migrate
     statement = (
         "from bot.store import turns; from bot.store.db import make_engine, session_scope;"
-        f" s = session_scope(make_engine({url!r})).__enter__();"
+        " from bot.store.tenancy import EVERY_WORKSPACE;"
+        f" s = session_scope(make_engine({url!r}), workspace=EVERY_WORKSPACE).__enter__();"
         " turns.stored_runs(s, debate_ids=[1]); turns.append_turns(s, writes=[])"
     )
     loaded = imported_by(statement)

@@ -34,6 +34,7 @@ from bot.store.errors import (
     StoreRefusedError,
 )
 from bot.store.tables import Debate, DebateSource
+from bot.store.tenancy import PENDING_WORKSPACE
 from engine.models import DebateSpec, ModelSettings
 from tests.e2e.test_serve import free_port
 
@@ -44,7 +45,7 @@ SPEC = DebateSpec(
 
 
 def enqueue(engine: Engine, key: str) -> None:
-    with session_scope(engine) as session:
+    with session_scope(engine, workspace=PENDING_WORKSPACE) as session:
         queue.enqueue_debate(
             session, new=queue.NewDebate(trigger_key=key, spec=SPEC, source=DebateSource.COMMAND)
         )
@@ -150,7 +151,7 @@ async def test_a_full_sqlite_database_is_reported_as_full_and_keeps_what_it_had(
     tmp_path: Path,
 ) -> None:
     path, url, engine = sqlite_with_a_debate(tmp_path, "full")
-    with session_scope(engine) as session:
+    with session_scope(engine, workspace=PENDING_WORKSPACE) as session:
         pages = session.connection().exec_driver_sql("PRAGMA page_count").scalar()
     assert pages is not None
     engine.dispose()
@@ -163,7 +164,10 @@ async def test_a_full_sqlite_database_is_reported_as_full_and_keeps_what_it_had(
         lambda connection, _record: connection.execute(f"PRAGMA max_page_count = {pages}"),
     )
     big = SPEC.model_copy(update={"question": "Should we adopt ADR-042? " + "x" * 30_000})
-    with pytest.raises(DatabaseUnavailableError) as raised, session_scope(full) as session:
+    with (
+        pytest.raises(DatabaseUnavailableError) as raised,
+        session_scope(full, workspace=PENDING_WORKSPACE) as session,
+    ):
         queue.enqueue_debate(
             session, new=queue.NewDebate(trigger_key="after", spec=big, source=DebateSource.COMMAND)
         )
@@ -171,7 +175,7 @@ async def test_a_full_sqlite_database_is_reported_as_full_and_keeps_what_it_had(
     assert "database or disk is full" in message
     assert f"the disk holding the SQLite file {path} is full" in message
     assert "the server" not in message, "no advice meant for PostgreSQL"
-    with session_scope(full) as session:
+    with session_scope(full, workspace=PENDING_WORKSPACE) as session:
         assert [d.trigger_key for d in session.exec(select(Debate))] == ["before"]
     # The disk has room, yet writes fail: /healthz says so until a write succeeds.
     assert await HealthProbe(full, 1)() == {
@@ -179,7 +183,7 @@ async def test_a_full_sqlite_database_is_reported_as_full_and_keeps_what_it_had(
         "database": "disk full: the last write failed with SQLITE_FULL",
         "concurrency": 1,
     }
-    with session_scope(full) as session:
+    with session_scope(full, workspace=PENDING_WORKSPACE) as session:
         # A statement that writes nothing commits on a full disk too, and proves nothing.
         session.execute(
             update(Debate)
@@ -190,7 +194,7 @@ async def test_a_full_sqlite_database_is_reported_as_full_and_keeps_what_it_had(
     database = (await HealthProbe(full, 1)())["database"]
     assert isinstance(database, str)
     assert database.startswith("disk full")
-    with session_scope(full) as session:
+    with session_scope(full, workspace=PENDING_WORKSPACE) as session:
         session.connection().exec_driver_sql(f"PRAGMA max_page_count = {pages * 4}")
         queue.enqueue_debate(
             session, new=queue.NewDebate(trigger_key="after", spec=big, source=DebateSource.COMMAND)
@@ -268,7 +272,7 @@ def test_data_postgresql_refuses_is_a_clear_store_error(postgres_url: str) -> No
     )
 
     def store_it() -> None:
-        with session_scope(store) as session:
+        with session_scope(store, workspace=PENDING_WORKSPACE) as session:
             session.add(row)
             session.commit()
 
@@ -284,7 +288,7 @@ def test_control_characters_are_cleaned_before_they_reach_the_store(store: Engin
     spec = DebateSpec.model_validate(
         {**SPEC.model_dump(), "question": "Adopt\x00 ADR\x07-042?\r\nYes\tor no"}
     )
-    with session_scope(store) as session:
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         debate, _ = queue.enqueue_debate(
             session, new=queue.NewDebate(trigger_key="c", spec=spec, source=DebateSource.COMMAND)
         )

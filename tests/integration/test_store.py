@@ -27,6 +27,7 @@ from bot.store.db import (
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError, SchemaOutdatedError
 from bot.store.outbox import Draft
 from bot.store.tables import DebateSource, DebateState, Outbox
+from bot.store.tenancy import PENDING_WORKSPACE
 from engine.models import DebateSpec, DebateStatus, ModelSettings
 from tests.helpers import DebateScript, reply_for, shipped_prompts
 
@@ -86,17 +87,18 @@ def test_a_state_outside_its_enum_is_refused_by_the_database(
     database, so a row written around the code (a hand edit, an old process) cannot hold a
     value the code has no name for."""
     debate_id = enqueue(store, f"check-{table}-{column}")
-    with session_scope(store) as session:
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         queue.get_debate(session, debate_id=debate_id)
     with store.begin() as connection:
         if table == "outbox":
             connection.execute(
                 text(
-                    "INSERT INTO outbox (debate_id, key, seq, part, action, target, recipients,"
+                    "INSERT INTO outbox (team_id, debate_id, key, seq, part, action, target,"
+                    " recipients,"
                     " fallback, channel_id, text, blocks, state, version, attempts,"
                     " next_attempt_at, deadline_at, deliveries, created_at)"
-                    " VALUES (:d, 'k', 1, 0, 'post', 'thread', '[]', 'none', 'C1', 't', '[]',"
-                    " 'pending', 1, 0, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, '[]',"
+                    " VALUES ('pending', :d, 'k', 1, 0, 'post', 'thread', '[]', 'none', 'C1',"
+                    " 't', '[]', 'pending', 1, 0, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, '[]',"
                     " CURRENT_TIMESTAMP)"
                 ),
                 {"d": debate_id},
@@ -254,7 +256,7 @@ def test_an_unreachable_database_gives_advice() -> None:
     engine = make_engine("postgresql+psycopg://postgres:secret@127.0.0.1:1/nowhere")
     with (
         pytest.raises(DatabaseUnavailableError, match="DEBATEBOT_DATABASE_URL") as info,
-        session_scope(engine) as session,
+        session_scope(engine, workspace=PENDING_WORKSPACE) as session,
     ):
         queue.count_debates(session)
     assert "secret" not in str(info.value)
@@ -270,7 +272,7 @@ def test_sqlite_locked_past_the_timeout_says_what_to_do(tmp_path: Path) -> None:
         connection.exec_driver_sql("UPDATE debate SET cost_usd = 0")
         with (
             pytest.raises(DatabaseUnavailableError, match="holds the SQLite write lock"),
-            session_scope(impatient) as session,
+            session_scope(impatient, workspace=PENDING_WORKSPACE) as session,
         ):
             queue.enqueue_debate(
                 session,
@@ -317,7 +319,7 @@ def test_channel_notices_move_into_the_outbox_and_back(database_url: str) -> Non
     engine.dispose()
     command.upgrade(config, "head")
     engine = make_engine(database_url)
-    with session_scope(engine) as session:
+    with session_scope(engine, workspace=PENDING_WORKSPACE) as session:
         rows = sorted(
             session.exec(select(Outbox).where(col(Outbox.debate_id).is_(None))).all(),
             key=lambda row: row.key,

@@ -1,0 +1,197 @@
+"""Two workspaces on one deployment, end to end (issue 37): each installs over OAuth, debates,
+reviews and configures with its own token and sees only its own records; uninstalling one stops
+its debate at the next turn and drops what it is owed while the other goes on; installing it
+again resumes the debate where it stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from typing import Any
+
+from sqlmodel import col, select
+
+from bot.messages import action_ids
+from bot.store import channels
+from bot.store.db import session_scope
+from bot.store.tables import Debate, DebateState, Outbox, OutboxState, Review
+from bot.store.tenancy import EVERY_WORKSPACE, Workspace
+from engine.llm import LLMRequest
+from engine.models import utcnow
+from engine.providers.fake import FunctionLLM
+from tests.e2e.conftest import ADMIN, BOT_TOKEN, CHANNEL, REVIEWER, Bot, BotFactory
+from tests.e2e.test_oauth_installs import (
+    OTHER,
+    command,
+    install,
+    open_home,
+    post_event,
+    published_with,
+    start_many,
+    tenancy,
+)
+from tests.helpers import DebateScript
+
+T1 = Workspace(team_id="T1")
+T2 = Workspace(team_id="T2")
+NOTE = {"note": {"type": "plain_text_input", "value": "Checked with the owners."}}
+
+
+def debates(bot: Bot) -> list[Debate]:
+    with session_scope(bot.engine, workspace=EVERY_WORKSPACE) as session:
+        return list(session.exec(select(Debate).order_by(col(Debate.id))))
+
+
+def owed(bot: Bot) -> list[Outbox]:
+    with session_scope(bot.engine, workspace=EVERY_WORKSPACE) as session:
+        open_states = (OutboxState.PENDING, OutboxState.SENDING)
+        return list(session.exec(select(Outbox).where(col(Outbox.state).in_(open_states))))
+
+
+async def settled(bot: Bot, count: int) -> list[Debate]:
+    """`count` debates finished, every message owed delivered."""
+
+    def done() -> list[Debate] | None:
+        rows = debates(bot)
+        ready = len(rows) == count and all(d.state == DebateState.FINISHED for d in rows)
+        return rows if ready and not owed(bot) else None
+
+    return await bot.wait_for(done, f"{count} finished debates")  # type: ignore[no-any-return]
+
+
+def writes(bot: Bot) -> list[tuple[str, str]]:
+    """(channel, token) of every chat write the bot made."""
+    return [
+        (str(call.params.get("channel")), call.token)
+        for call in bot.emulator.calls
+        if call.method.startswith("chat.") and call.params.get("channel") in (CHANNEL, OTHER)
+    ]
+
+
+def review_request(bot: Bot, channel: str) -> dict[str, Any] | None:
+    return next((m for m in bot.emulator.posted(channel) if "Review needed" in m["text"]), None)
+
+
+class Gate:
+    """The scripted model, held at questions holding `word` until opened."""
+
+    def __init__(self, word: str) -> None:
+        self.word = word
+        self.opened = asyncio.Event()
+        self.waiting = asyncio.Event()
+        self.script = DebateScript()
+
+    async def __call__(self, request: LLMRequest) -> Any:
+        if self.word in str(request.messages):
+            self.waiting.set()
+            await self.opened.wait()
+        return self.script(request)
+
+
+async def test_two_workspaces_debate_review_and_configure_apart_and_an_uninstall_pauses_one(
+    start_bot: BotFactory,
+) -> None:
+    gate = Gate("ADR-900")
+    bot = await start_many(start_bot, llm=FunctionLLM(gate))
+    await install(bot, "T1")
+    await install(bot, "T2")
+    [t2_first] = tenancy(bot).tokens_of("T2")
+
+    # Settings: T2's channel gets a reviewer; T1's stays as it was.
+    reply = await command(bot, "T2", OTHER, f"config set reviewers <@{REVIEWER}|rev>", ADMIN)
+    assert reply == 200
+    await bot.wait_for(lambda: bot.emulator.responses, "the settings confirmation")
+    with session_scope(bot.engine, workspace=T2) as session:
+        assert channels.channel_settings(session, channel_id=OTHER).reviewers == [REVIEWER]
+    with session_scope(bot.engine, workspace=T1) as session:
+        assert channels.channel_settings(session, channel_id=OTHER).reviewers == []
+
+    # Each workspace debates; every write goes out with its own workspace's token.
+    assert await command(bot, "T1", CHANNEL, "Should we adopt ADR-042?", "UALICE") == 200
+    assert await command(bot, "T2", OTHER, "Should we adopt ADR-777?", "UBOB") == 200
+    first, second = await settled(bot, 2)
+    assert (first.team_id, second.team_id) == ("T1", "T2")
+    assert {token for channel, token in writes(bot) if channel == CHANNEL} == {BOT_TOKEN}
+    assert {token for channel, token in writes(bot) if channel == OTHER} == {t2_first}
+
+    # T2's review request names its reviewer, who decides it from T2.
+    request = await bot.wait_for(lambda: review_request(bot, OTHER), "T2's review request")
+    assert f"<@{REVIEWER}>" in str(request["blocks"])
+    bot.driver.team = "T2"
+    await bot.driver.click(
+        copy.deepcopy(request), action_ids.ACTION_APPROVE, user=REVIEWER, channel=OTHER
+    )
+    view = await bot.wait_for(lambda: bot.emulator.views and bot.emulator.views[-1], "modal")
+    assert (await bot.driver.submit(view, NOTE, user=REVIEWER)).status == 200
+
+    def reviews() -> list[Review]:
+        with session_scope(bot.engine, workspace=EVERY_WORKSPACE) as session:
+            return list(session.exec(select(Review)))
+
+    [review] = await bot.wait_for(reviews, "T2's review")
+    assert (review.team_id, review.debate_id) == ("T2", second.id)
+
+    # App Home lists only the viewer's workspace's debates.
+    assert await open_home(bot, "T1", "UALICE") == 200
+    assert await open_home(bot, "T2", "UBOB") == 200
+    await bot.wait_for(lambda: published_with(bot, "UALICE"), "T1's App Home")
+    await bot.wait_for(lambda: published_with(bot, "UBOB"), "T2's App Home")
+    homes = {
+        call.params["user_id"]: str(call.params["view"])
+        for call in bot.emulator.calls_of("views.publish")
+    }
+    assert "ADR-777" not in homes["UALICE"]
+    assert "ADR-042" not in homes["UBOB"]
+
+    # T2 debates again; the app is uninstalled while its first model call runs.
+    assert await command(bot, "T2", OTHER, "Should we adopt ADR-900?", "UBOB") == 200
+    await asyncio.wait_for(gate.waiting.wait(), 30)
+    revoked, uninstalled = tenancy(bot).uninstall("T2")
+    assert await post_event(bot, revoked) == 200
+    assert await post_event(bot, uninstalled) == 200
+
+    def suspended() -> Debate | None:
+        third = debates(bot)[-1]
+        return third if third.suspended_at is not None else None
+
+    third = await bot.wait_for(suspended, "the debate suspended")
+    gate.opened.set()
+
+    # Its worker stops at the next turn and hands it back: not finished, not claimed again.
+    def handed_back() -> bool:
+        row = debates(bot)[-1]
+        return row.lease_expires_at is not None and row.lease_expires_at <= utcnow()
+
+    await bot.wait_for(handed_back, "the hand-back")
+    await asyncio.sleep(0.5)
+    [row] = [d for d in debates(bot) if d.id == third.id]
+    assert row.state != DebateState.FINISHED
+    with session_scope(bot.engine, workspace=T2) as session:
+        dropped = session.exec(select(Outbox).where(col(Outbox.state) == OutboxState.FAILED)).all()
+    assert all((o.last_error or "").startswith("dropped: ") for o in dropped)
+
+    # T1 is untouched: it debates as before.
+    assert await command(bot, "T1", CHANNEL, "Should we adopt ADR-043?", "UALICE") == 200
+
+    def t1_done() -> bool:
+        return any(
+            d.team_id == "T1" and "ADR-043" in d.question and d.state == DebateState.FINISHED
+            for d in debates(bot)
+        )
+
+    await bot.wait_for(t1_done, "T1's second debate")
+
+    # Installed again: the suspended debate resumes and finishes, posting with the new token.
+    await install(bot, "T2")
+    [t2_second] = tenancy(bot).tokens_of("T2")
+    assert t2_second != t2_first
+
+    def resumed() -> bool:
+        return next(d for d in debates(bot) if d.id == third.id).state == DebateState.FINISHED
+
+    await bot.wait_for(resumed, "the resumed debate")
+    await bot.wait_for(lambda: not owed(bot), "its messages delivered")
+    tokens = {token for channel, token in writes(bot) if channel == OTHER}
+    assert tokens <= {t2_first, t2_second}
+    assert t2_second in tokens
+    assert {token for channel, token in writes(bot) if channel == CHANNEL} == {BOT_TOKEN}
