@@ -64,7 +64,8 @@ async def test_a_one_round_debate_runs_end_to_end(
     assert result.status is DebateStatus.COMPLETE, result.error
     roles = [turn.role for turn in result.transcript]
     assert roles[0] is Role.FRAMING
-    assert roles[-1] is Role.MODERATOR
+    # The moderator decides; then the independent judge (one by default) reads the record again.
+    assert roles[-2:] == [Role.MODERATOR, Role.INDEPENDENT_JUDGE]
     assert {Role.PROPOSER, Role.CRITIC, Role.REBUTTAL} <= set(roles)
     assert all(
         turn.provider == "local" and turn.usage.output_tokens > 0 for turn in result.transcript
