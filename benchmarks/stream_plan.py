@@ -24,20 +24,18 @@ import os
 import signal
 import statistics
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 from sqlmodel import select
 
-from benchmarks.ack_latency import free_port, wait_healthy
-from benchmarks.outage_recovery import SIGNING_SECRET, start_serve, wait_until
-from benchmarks.thread_messages import OPTIONS, QUESTION
+from benchmarks.ack_latency import wait_healthy
+from benchmarks.outage_recovery import SIGNING_SECRET, wait_until
+from benchmarks.thread_messages import OPTIONS, QUESTION, start_protocol_bot
 from bot.messages.plan import task_id
 from bot.store import turns
-from bot.store.db import make_engine, session_scope, upgrade
+from bot.store.db import make_engine, session_scope
 from bot.store.tables import Debate
 from bot.store.tenancy import EVERY_WORKSPACE
 from tests.e2e.driver import SlackDriver
@@ -72,22 +70,8 @@ def completed_at(calls: list[Call]) -> dict[str, float]:
 
 
 async def run_once(delay_s: float, streaming: bool) -> list[tuple[str, dict[str, Any]]]:
-    emulator = SlackEmulator(streaming=streaming)
-    await emulator.start()
-    workdir = Path(tempfile.mkdtemp(prefix="debatebot-stream-"))
-    url = f"sqlite:///{workdir / 'bench.sqlite3'}"
-    upgrade(url)
-    port = free_port()
-    log_level = os.environ.get("BENCH_LOG_LEVEL")
-    extra = {
-        "DEBATEBOT_FAKE_DELAY_S": str(delay_s),
-        "DEBATEBOT_WORKER_CONCURRENCY": str(len(OPTIONS)),
-        "DEBATEBOT_MAX_DEBATES_PER_USER": str(len(OPTIONS)),
-    }
-    if log_level:
-        extra["DEBATEBOT_LOG_LEVEL"] = log_level
-    process = await start_serve(
-        emulator, url, port, extra, stderr=None if log_level else asyncio.subprocess.DEVNULL
+    emulator, process, port, url = await start_protocol_bot(
+        delay_s, streaming=streaming, prefix="debatebot-stream-"
     )
     channels = {protocol: f"CPLAN{n}" for n, protocol in enumerate(OPTIONS)}
     # The emulator's call times are this machine's monotonic clock; turns store wall time.

@@ -53,10 +53,15 @@ def finished(emulator: SlackEmulator, channel: str) -> bool:
     )
 
 
-async def run(delay_s: float) -> None:
-    emulator = SlackEmulator(streaming=False)
+async def start_protocol_bot(
+    delay_s: float, *, streaming: bool, prefix: str
+) -> tuple[SlackEmulator, asyncio.subprocess.Process, int, str]:
+    """`debatebot serve` on a fresh SQLite store against the emulator (with or without chat
+    streaming), the fake model at `delay_s` a call, room for one person's debate of each
+    protocol at once: the emulator, the process, its port and the store's URL."""
+    emulator = SlackEmulator(streaming=streaming)
     await emulator.start()
-    workdir = Path(tempfile.mkdtemp(prefix="debatebot-threads-"))
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
     url = f"sqlite:///{workdir / 'bench.sqlite3'}"
     upgrade(url)
     port = free_port()
@@ -71,6 +76,13 @@ async def run(delay_s: float) -> None:
         extra["DEBATEBOT_LOG_LEVEL"] = log_level
     process = await start_serve(
         emulator, url, port, extra, stderr=None if log_level else asyncio.subprocess.DEVNULL
+    )
+    return emulator, process, port, url
+
+
+async def run(delay_s: float) -> None:
+    emulator, process, port, _url = await start_protocol_bot(
+        delay_s, streaming=False, prefix="debatebot-threads-"
     )
     channels = {protocol: f"CTHREAD{n}" for n, protocol in enumerate(OPTIONS)}
     try:
