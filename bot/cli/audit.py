@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from bot.settings import Settings
 from bot.store import queue, verify
-from bot.store.audit import ChainReport
+from bot.store.audit import CHAIN_VERSION, ChainReport
 from bot.store.db import session_scope
 from bot.store.export import export_record, render_markdown, verify_export
 from bot.store.tenancy import scope_for
@@ -77,7 +77,8 @@ def audit(args: argparse.Namespace) -> int:
 
 def _sign(session: Session, debate_id: int | None, key: bytes) -> int:
     """`audit sign`: sign every intact unsigned seal (of `debate_id`, or of every finished
-    debate) and seal the debates that finished before seals; 1 when one does not verify."""
+    debate), seal the debates that finished before seals and re-seal intact v2 seals as v3 (with
+    their workspace); 1 when one does not verify."""
     ids = [debate_id] if debate_id is not None else queue.debate_ids(session, finished=True)
     refused = 0
     for each in ids:
@@ -86,6 +87,11 @@ def _sign(session: Session, debate_id: int | None, key: bytes) -> int:
             print(f"debate {each}: signed its v{report.version} seal (head {report.head})")
         elif done == "sealed":
             print(f"debate {each}: finished before audit seals; sealed and signed as it stands")
+        elif done == "resealed":
+            print(
+                f"debate {each}: re-sealed its v2 seal as v{report.version}, which covers the"
+                f" workspace it belongs to (head {report.head})"
+            )
         elif not report.ok:
             refused += 1
             print(
@@ -111,6 +117,8 @@ def print_audit(report: ChainReport) -> int:
         covered = (
             " and the verdict"
             if report.version == 1
+            else ", the verdict, and the debate's question, spec, ending and workspace"
+            if report.version == CHAIN_VERSION
             else ", the verdict, and the debate's question, spec and ending"
         )
         print(

@@ -159,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit = commands.add_parser(
         "audit",
         help="verify debates' audit chains, seals and signatures (or an exported file); sign"
-        " seals made before DEBATEBOT_AUDIT_KEY was set",
+        " seals made before DEBATEBOT_AUDIT_KEY was set or before seals covered the workspace",
     )
     audit.add_argument("action", choices=("verify", "verify-export", "sign"))
     audit.add_argument(

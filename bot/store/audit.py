@@ -13,7 +13,10 @@ on rows, so the same check runs on the database and on an exported file.
 Seal versions (`verdict.chain_version`), named in the head and in the signed message, so changing
 the version changes the head or breaks the signature:
 
-- 2, written since schema 0012: the head covers the tail, the verdict (since schema 0017 with
+- 3, written since schema 0021: version 2's rules, with the workspace the debate belongs to
+  (`team_id`, and `enterprise_id` on Enterprise Grid) in `debate_digest`, so a record moved to
+  another workspace, which would then be shown and counted there, no longer verifies.
+- 2, written by schemas 0012 to 0020: the head covers the tail, the verdict (since schema 0017 with
   the confidence's weights version and components, hashed only when set, so older seals still
   verify) and `debate_digest`: what
   was asked (question, spec with its context documents, protocol, who asked, where, whose
@@ -26,10 +29,16 @@ the version changes the head or breaks the signature:
 - 1, written by schemas 0006 to 0011: the head covers the tail and the verdict only. Such seals
   still verify by their rules, and the report says that the question, the context documents and
   the rest of the debate row are not covered.
+  Such seals still verify; the report says the workspace is not covered, and
+  `debatebot audit sign` re-seals an intact one as version 3, with the workspace it stands in.
 - 0: the debate finished before seals existed (schema 0006). Migration 0012 marks the verdicts
   that then had no seal column set. Until the key holder seals one (`debatebot audit sign`, which
   seals it as it stands, under version 0 rules that are otherwise version 2's), only its turn
   chain can be verified.
+
+Whatever the version, every turn and the verdict carry the workspace of their debate (the store
+stamps them from it), so a row whose workspace differs from its debate's was moved
+(`moved_workspace`).
 
 A finished debate must have its verdict and its seal. Every ending has written its verdict with
 the debate's final state in one transaction, and every ending since schema 0006 its seal too,
@@ -58,11 +67,13 @@ from typing import Any
 from bot.store.tables import Debate, DebateState, Turn, VerdictRecord
 
 GENESIS_HASH = "0" * 64
-CHAIN_VERSION = 2
+CHAIN_VERSION = 3
 """The seal version new endings write."""
+WORKSPACE_VERSION = 3
+"""The first seal version whose debate digest covers the workspace."""
 PRE_SEAL_VERSION = 0
 """A debate that finished before schema 0006 added seals (see the module docstring)."""
-SEAL_VERSIONS = (PRE_SEAL_VERSION, 1, CHAIN_VERSION)
+SEAL_VERSIONS = (PRE_SEAL_VERSION, 1, 2, CHAIN_VERSION)
 
 KEY_DEPENDENT_KINDS = frozenset({"bad_signature", "unsigned_seal", "unsealed_legacy"})
 """Failures that depend on the verifier's key: a copy verified with another key (or none) may
@@ -177,12 +188,15 @@ _DEBATE_TEXT = (
 )
 
 
-def debate_digest(debate: Debate | Mapping[str, Any]) -> str:
-    """sha256 over a canonical JSON of the debate row's sealed content (see the module
-    docstring): a stored row, or the columns of one being finished. The spec is hashed parsed,
-    so an export, which carries it as JSON, hashes the same."""
+def debate_digest(debate: Debate | Mapping[str, Any], *, version: int = CHAIN_VERSION) -> str:
+    """sha256 over a canonical JSON of the debate row's sealed content under seal `version`
+    (see the module docstring): a stored row, or the columns of one being finished. The spec is
+    hashed parsed, so an export, which carries it as JSON, hashes the same."""
     values = _values(debate, _DEBATE_FIELDS)
     payload: dict[str, Any] = {name: values[name] for name in _DEBATE_TEXT}
+    if version >= WORKSPACE_VERSION:
+        payload["team_id"] = values["team_id"]
+        payload["enterprise_id"] = values["enterprise_id"]
     payload["spec"] = json.loads(values["spec_json"])
     payload["confidence"] = _number(values["confidence"])
     payload["cost_usd"] = _number(values["cost_usd"])
@@ -223,7 +237,7 @@ def seal(
     """Seal the chain onto the column values of a verdict (about to be stored, or stored
     unsealed): version, the debate's digest, tail (the last turn's hash), head, turn count, and
     the signature. `debate` is the debate row as it is once finished."""
-    digest = debate_digest(debate)
+    digest = debate_digest(debate, version=version)
     head = head_of(version, tail, values, digest)
     values["chain_version"] = version
     values["chain_debate"] = digest
@@ -243,7 +257,8 @@ def seal(
 class ChainReport:
     """What verifying a debate found: `kind` names the first problem (`removed_turn`,
     `edited_turn`, `missing_tail`, `added_turn`, `edited_verdict`, `edited_debate`,
-    `edited_seal`, `missing_verdict`, `missing_seal`, `unsealed_legacy`, `unsigned_seal`,
+    `edited_seal`, `missing_verdict`, `missing_seal`, `moved_workspace`, `unsealed_legacy`,
+    `unsigned_seal`,
     `bad_signature`, and for an export `edited_export`); `signature` says how the seal stands
     (`valid`, `not checked: …`); `note` what the seal does not cover, when that matters."""
 
@@ -271,9 +286,13 @@ PRE_SEAL_NOTE = (
     "finished before audit seals (schema 0006): only its turn chain can be verified; with"
     " DEBATEBOT_AUDIT_KEY set, `debatebot audit sign` seals it as it stands"
 )
+V2_NOTE = (
+    "a v2 seal (written before schema 0021) does not cover the workspace the record belongs to;"
+    " with DEBATEBOT_AUDIT_KEY set, `debatebot audit sign` re-seals it as v3 as it stands"
+)
 LATE_SEAL_NOTE = (
     "finished before audit seals (schema 0006) and sealed later by `debatebot audit sign`: the"
-    " seal covers the record as it stood then"
+    " seal covers the record as it stood then, except the workspace it belongs to"
 )
 
 
@@ -305,6 +324,10 @@ def audit(
             return ChainReport(debate_id, index + 1, row.seq, f"turn {row.seq}: {problem}", kind)
         expected_prev = row.hash
     count = len(rows)
+    moved = _moved(debate, rows, record)
+    if moved is not None:
+        seq, problem = moved
+        return ChainReport(debate_id, count, seq, problem, "moved_workspace")
     if record is None:
         if debate.state == DebateState.FINISHED:
             gone = "the debate finished but has no verdict row: the verdict was deleted"
@@ -317,6 +340,26 @@ def audit(
             return ChainReport(debate_id, count, None, None)
         return ChainReport(debate_id, count, None, gone, "missing_verdict")
     return _sealed(debate, rows, record, key)
+
+
+def _moved(
+    debate: Debate, rows: Sequence[Turn], record: VerdictRecord | None
+) -> tuple[int | None, str] | None:
+    """(turn seq or None for the verdict, problem) for the first row whose workspace is not its
+    debate's: the store stamps every turn and the verdict from their debate, so it was moved."""
+    home = (debate.team_id, debate.enterprise_id)
+    for row in rows:
+        if (row.team_id, row.enterprise_id) != home:
+            return row.seq, (
+                f"turn {row.seq} belongs to workspace {row.team_id} but its debate to"
+                f" {debate.team_id}: rows were moved between workspaces"
+            )
+    if record is not None and (record.team_id, record.enterprise_id) != home:
+        return None, (
+            f"the verdict belongs to workspace {record.team_id} but its debate to"
+            f" {debate.team_id}: rows were moved between workspaces"
+        )
+    return None
 
 
 _VERDICT_SEAL = ("chain_turns", "chain_tail", "chain_head", "chain_debate")
@@ -378,7 +421,7 @@ def _sealed(
     if found is not None:
         return failed(*found)
     signature, failure = _signature(debate_id, record, key)
-    note = V1_NOTE if version == 1 else LATE_SEAL_NOTE if version == PRE_SEAL_VERSION else None
+    note = {1: V1_NOTE, 2: V2_NOTE, PRE_SEAL_VERSION: LATE_SEAL_NOTE}.get(version)
     kind, problem = failure if failure is not None else (None, None)
     return ChainReport(
         debate_id, count, None, problem, kind, True, signature, record.chain_head, version, note
@@ -408,11 +451,12 @@ def _seal_problem(
             "the turns were changed and their hashes recomputed: the last hash no longer matches"
             " the one sealed at finish",
         )
-    if version != 1 and debate_digest(debate) != record.chain_debate:
+    if version != 1 and debate_digest(debate, version=version) != record.chain_debate:
+        workspace = ", workspace" if version >= WORKSPACE_VERSION else ""
         return (
             "edited_debate",
-            "the debate's question, spec (context documents), requester, channel, link or ending"
-            " was changed after it was sealed",
+            "the debate's question, spec (context documents), requester, channel, link"
+            f"{workspace} or ending was changed after it was sealed",
         )
     if head_of(version, record.chain_tail or "", record, record.chain_debate) != record.chain_head:
         return "edited_verdict", "the verdict was changed after it was sealed"

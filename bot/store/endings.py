@@ -318,7 +318,8 @@ def _ending(session: Session, finish: Finish, row: Any, known: _Closing) -> _End
         "pr_comment_due": now if row.link else row.pr_comment_due,
     }
     finished = {name: getattr(row, name) for name in _SEALED_AT_ENQUEUE}
-    seal(values, turns, tail, finish.audit_key, debate={**finished, **debate, "id": debate_id})
+    sealed_debate = {**finished, **debate, **_workspace(row), "id": debate_id}
+    seal(values, turns, tail, finish.audit_key, debate=sealed_debate)
     debate["chain_head"], debate["chain_turns"] = values["chain_head"], turns
     escalation = None
     if finish.reviewed and row.escalation_id is None:

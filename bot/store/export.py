@@ -141,6 +141,9 @@ def _edited(
         "note": report.note,
         "signature": verdict.chain_signature if verdict else None,
     }
+    if report.version == 2 and summary.get("note") is None:
+        # Exported before schema 0021, when a v2 seal carried no note about the workspace.
+        sealed_summary["note"] = None
     for name, value in sealed_summary.items():
         if (name in summary or name not in ("version", "note")) and summary.get(name) != value:
             return f"audit.{name} differs from the sealed rows"

@@ -22,9 +22,10 @@ from bot.cli import main
 from bot.jobs.worker import DebateWorker, WorkerConfig
 from bot.store import audit, endings, queue, turns, verify
 from bot.store.audit import GENESIS_HASH, head_of, turn_digest
-from bot.store.db import alembic_config, upgrade
+from bot.store.db import alembic_config, session_scope, upgrade
 from bot.store.export import export_record, verify_export
 from bot.store.tables import DebateSource, Turn, VerdictRecord
+from bot.store.tenancy import EVERY_WORKSPACE
 from engine.models import ContextDocument, DebateSpec, Decision, ModelSettings
 from tests.helpers import DebateScript, shipped_prompts
 
@@ -68,7 +69,8 @@ async def finished(store: Engine, key: bytes | None = KEY, trigger: str = "a") -
 
 
 def verify_debate(store: Engine, debate_id: int, key: bytes | None = KEY) -> audit.ChainReport:
-    with Session(store) as session:
+    """What `audit verify` reports, reading every workspace's rows (as the CLI does)."""
+    with session_scope(store, workspace=EVERY_WORKSPACE) as session:
         return verify.verify_chain(session, debate_id=debate_id, key=key)
 
 
@@ -248,7 +250,9 @@ async def test_a_rewrite_rehashed_and_resealed_without_the_key_fails_the_signatu
         ).one()
         verdict.decision = Decision.ACCEPT
         verdict.chain_tail = rows[-1].hash
-        verdict.chain_head = head_of(2, verdict.chain_tail, verdict, verdict.chain_debate)
+        verdict.chain_head = head_of(
+            verdict.chain_version, verdict.chain_tail, verdict, verdict.chain_debate
+        )
         debate = queue.get_debate(session, debate_id=debate_id)
         debate.chain_head = verdict.chain_head
         session.add(verdict)
@@ -299,10 +303,12 @@ def test_verify_export_explains_a_file_it_cannot_read(
     assert "as an export" in err
 
 
-def reseal(store: Engine, debate_id: int, *, version: int = 2, signature: str = "drop") -> None:
+def reseal(
+    store: Engine, debate_id: int, *, version: int = audit.CHAIN_VERSION, signature: str = "drop"
+) -> None:
     """What a forger without the key can do once rows are changed: seal them again, every hash
     recomputed, and keep the old signature (`keep`) or drop it (`drop`)."""
-    with Session(store) as session:
+    with session_scope(store, workspace=EVERY_WORKSPACE) as session:
         rows = turns.turn_rows(session, debate_id=debate_id)
         debate = queue.get_debate(session, debate_id=debate_id)
         verdict = endings.verdict_for(session, debate_id=debate_id)
@@ -499,8 +505,8 @@ async def test_audit_verify_without_an_id_checks_every_debate_and_names_each_fai
     assert run_cli(["audit", "verify"], KEY, monkeypatch, capsys)[:2] == (
         0,
         "".join(
-            f"debate {d}: verified ({TURNS} turns, the verdict, and the debate's question, spec and"
-            f" ending; v2 seal, head {sealed_head(store, d)[:12]}); signature valid\n"
+            f"debate {d}: verified ({TURNS} turns, the verdict, and the debate's question, spec,"
+            f" ending and workspace; v3 seal, head {sealed_head(store, d)[:12]}); signature valid\n"
             for d in (good, unverdicted, unsealed)
         )
         + f"debate {queued.id}: turn chain verified (0 turns); not sealed yet\nevery debate"
@@ -534,8 +540,8 @@ async def test_audit_sign_signs_intact_seals_made_before_the_key_and_refuses_bro
     assert run_cli(["audit", "verify", str(intact)], None, monkeypatch, capsys)[:2] == (
         0,
         f"debate {intact}: verified ({TURNS} turns, the verdict, and the debate's question,"
-        f" spec and ending; v2 seal, head {sealed_head(store, intact)[:12]}); signature not"
-        " checked: the seal is unsigned and DEBATEBOT_AUDIT_KEY is not set here\n",
+        f" spec, ending and workspace; v3 seal, head {sealed_head(store, intact)[:12]});"
+        " signature not checked: the seal is unsigned and DEBATEBOT_AUDIT_KEY is not set here\n",
     )
     code, _, err = run_cli(["audit", "verify", str(intact)], KEY, monkeypatch, capsys)
     assert (code, err.split(": ")[1]) == (1, "UNSIGNED_SEAL")
@@ -548,7 +554,7 @@ async def test_audit_sign_signs_intact_seals_made_before_the_key_and_refuses_bro
     code, out, err = run_cli(["audit", "sign"], KEY, monkeypatch, capsys)
 
     assert code == 1
-    assert out.startswith(f"debate {intact}: signed its v2 seal (head ")
+    assert out.startswith(f"debate {intact}: signed its v3 seal (head ")
     assert f"debate {broken}: not signed: EDITED_TURN: turn 1:" in err
     assert run_cli(["audit", "verify", str(intact)], KEY, monkeypatch, capsys)[0] == 0
     assert verify_debate(store, intact).signature == "valid"
@@ -684,3 +690,104 @@ async def test_an_export_made_before_schema_0012_still_verifies(store: Engine) -
     assert verify_export(unsealed, key=KEY).kind == "unsealed_legacy"
     unsealed["turn_rows"][1]["raw_text"] = "rewritten"
     assert verify_export(unsealed, key=None).kind == "edited_turn"
+
+
+TABLES_OF_A_DEBATE = {"debate": "id", "turn": "debate_id", "verdict": "debate_id"}
+
+
+def move(store: Engine, debate_id: int, tables: tuple[str, ...], team: str = "T0OTHER") -> None:
+    """What an intruder with database access does to show a record in another workspace."""
+    for table in tables:
+        execute(
+            store,
+            f"UPDATE {table} SET team_id = '{team}' WHERE {TABLES_OF_A_DEBATE[table]} = :d",
+            debate_id,
+        )
+
+
+@pytest.mark.parametrize(
+    ("tables", "kind"),
+    [
+        (("debate", "turn", "verdict"), "edited_debate"),
+        (("turn",), "moved_workspace"),
+        (("verdict",), "moved_workspace"),
+        (("debate",), "moved_workspace"),
+    ],
+)
+async def test_a_record_moved_to_another_workspace_fails(
+    store: Engine, tables: tuple[str, ...], kind: str
+) -> None:
+    """The seal covers the workspace a debate belongs to: moving the whole record (where it
+    would be shown and counted) changes the sealed debate, and moving part of it leaves rows
+    whose workspace is not their debate's; with or without the key, and re-sealing without the
+    key fails the signature."""
+    debate_id = await finished(store)
+
+    move(store, debate_id, tables)
+
+    report = verify_debate(store, debate_id)
+    assert report.kind == kind
+    assert verify_debate(store, debate_id, key=None).kind == kind
+    if kind == "edited_debate":
+        assert "workspace" in (report.problem or "")
+        reseal(store, debate_id, signature="keep")
+        assert verify_debate(store, debate_id).kind == "bad_signature"
+    else:
+        assert "moved between workspaces" in (report.problem or "")
+
+
+async def test_a_moved_export_fails_offline(store: Engine) -> None:
+    debate_id = await finished(store)
+    with Session(store) as session:
+        record = json.loads(json.dumps(export_record(session, debate_id=debate_id, key=KEY)))
+    assert verify_export(record, key=KEY).ok
+    moved = json.loads(json.dumps(record))
+    for row in (moved["debate"], moved["verdict_row"], *moved["turn_rows"]):
+        row["team_id"] = "T0OTHER"
+    assert verify_export(moved, key=KEY).kind == "edited_debate"
+    record["turn_rows"][0]["team_id"] = "T0OTHER"
+    assert verify_export(record, key=KEY).kind == "moved_workspace"
+
+
+async def test_a_v2_seal_verifies_says_the_workspace_is_not_covered_and_is_resealed_as_v3(
+    store: Engine,
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A seal written before schema 0021 (v2, signed by the key holder then) verifies by its
+    rules and says the workspace is not covered, so moving the whole record is not caught;
+    `audit sign` re-seals it as v3, after which a move is caught. An export of it made then,
+    with no note, still verifies."""
+    debate_id = await finished(store)
+    with Session(store) as session:
+        verdict = endings.verdict_for(session, debate_id=debate_id)
+        assert verdict is not None
+        debate = queue.get_debate(session, debate_id=debate_id)
+        values = verdict.model_dump()
+        audit.seal(values, TURNS, values["chain_tail"], KEY, debate=debate, version=2)
+        for name in verify.SEAL_COLUMNS:
+            setattr(verdict, name, values[name])
+        debate.chain_head = verdict.chain_head
+        session.add_all([verdict, debate])
+        session.commit()
+        record = json.loads(json.dumps(export_record(session, debate_id=debate_id, key=KEY)))
+    report = verify_debate(store, debate_id)
+    assert (report.ok, report.version, report.note) == (True, 2, audit.V2_NOTE)
+    record["audit"]["note"] = None
+    assert verify_export(record, key=KEY).ok
+    monkeypatch.setenv("DEBATEBOT_DATABASE_URL", database_url)
+
+    code, out, _ = run_cli(["audit", "sign"], KEY, monkeypatch, capsys)
+
+    assert (code, out) == (
+        0,
+        f"debate {debate_id}: re-sealed its v2 seal as v3, which covers the workspace it"
+        f" belongs to (head {sealed_head(store, debate_id)})\n",
+    )
+    report = verify_debate(store, debate_id)
+    assert (report.ok, report.version, report.note, report.signature) == (True, 3, None, "valid")
+    assert run_cli(["audit", "sign"], KEY, monkeypatch, capsys)[:2] == (0, "")
+    move(store, debate_id, ("debate", "turn", "verdict"))
+    assert verify_debate(store, debate_id).kind == "edited_debate"
+    assert run_cli(["audit", "sign"], KEY, monkeypatch, capsys)[0] == 1

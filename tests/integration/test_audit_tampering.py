@@ -45,12 +45,9 @@ DEBATES = Debate.__table__  # type: ignore[attr-defined]
 TURNS = Turn.__table__  # type: ignore[attr-defined]
 VERDICTS = VerdictRecord.__table__  # type: ignore[attr-defined]
 
-WHERE = ("team_id", "enterprise_id")
-"""Which workspace holds a record: like its ids, where it is kept, not what the seal covers."""
-TURN_AUDITED = [c.name for c in TURNS.c if c.name not in ("id", "debate_id", *WHERE)]
-VERDICT_AUDITED = [
-    c.name for c in VERDICTS.c if c.name not in ("id", "debate_id", "created_at", *WHERE)
-]
+TURN_AUDITED = [c.name for c in TURNS.c if c.name not in ("id", "debate_id")]
+"""A turn's audited columns, and its workspace, which must be its debate's (seal v3)."""
+VERDICT_AUDITED = [c.name for c in VERDICTS.c if c.name not in ("id", "debate_id", "created_at")]
 DEBATE_SEALED = [
     "trigger_key",
     "source",
@@ -72,6 +69,8 @@ DEBATE_SEALED = [
     "triage",
     "triage_reason",
     "finished_at",
+    "team_id",
+    "enterprise_id",
     "chain_head",
     "chain_turns",
 ]
@@ -96,7 +95,7 @@ SEAL = [
 ]
 KINDS = re.compile(
     r"debate \d+: (REMOVED_TURN|EDITED_TURN|MISSING_TAIL|ADDED_TURN|EDITED_VERDICT|EDITED_DEBATE"
-    r"|EDITED_SEAL|MISSING_VERDICT|MISSING_SEAL|UNSEALED_LEGACY|UNSIGNED_SEAL|BAD_SIGNATURE"
+    r"|EDITED_SEAL|MISSING_VERDICT|MISSING_SEAL|MOVED_WORKSPACE|UNSEALED_LEGACY|UNSIGNED_SEAL|BAD_SIGNATURE"
     r"|EDITED_EXPORT): "
 )
 
@@ -255,7 +254,9 @@ def append_turn(store: Engine, rows: Rows, rng: random.Random) -> Case:
 def edit_verdict(store: Engine, rows: Rows, rng: random.Random) -> Case:
     name = rng.choice(VERDICT_AUDITED)
     value = rows.verdict[name]
-    new = rng.choice([0, 1, 3]) if name == "chain_version" else edited(VERDICTS, name, value, rng)
+    new = (
+        rng.choice([0, 1, 2, 4]) if name == "chain_version" else edited(VERDICTS, name, value, rng)
+    )
     set_column(store, VERDICTS, rows.verdict["id"], name, new)
     return Case(f"verdict: {name} edited")
 
@@ -301,7 +302,7 @@ def null_debate(store: Engine, rows: Rows, rng: random.Random) -> Case:
 def strip_seal(store: Engine, rows: Rows, rng: random.Random) -> Case:
     """NULL a random part of the seal, maybe claiming an older version too."""
     stripped = rng.sample(SEAL, rng.randint(1, len(SEAL)))
-    version = rng.choice([2, 2, 1, 0])
+    version = rng.choice([3, 3, 2, 1, 0])
     for table, name in stripped:
         row = rows.verdict if table == "verdict" else rows.debate
         set_column(store, VERDICTS if table == "verdict" else DEBATES, row["id"], name, None)
@@ -311,7 +312,7 @@ def strip_seal(store: Engine, rows: Rows, rng: random.Random) -> Case:
         for table, name in SEAL
         if (rows.verdict if table == "verdict" else rows.debate)[name] is None
     }
-    needs_key = (version == 2 and empty <= {("verdict", "chain_signature")}) or (
+    needs_key = (version == 3 and empty <= {("verdict", "chain_signature")}) or (
         version == 0 and empty == set(SEAL)
     )
     return Case(f"seal: {sorted(stripped)} nulled, version {version}", needs_key)
@@ -338,7 +339,7 @@ def forge(store: Engine, rows: Rows, rng: random.Random) -> Case:
         set_column(store, VERDICTS, rows.verdict["id"], "synthesis", "Ship it, no risk.")
     else:
         set_column(store, DEBATES, debate_id, "question", "Should we drop ADR-042?")
-    version, signature = rng.choice([2, 1]), rng.choice(["keep", "drop"])
+    version, signature = rng.choice([3, 2, 1]), rng.choice(["keep", "drop"])
     reseal(store, debate_id, version=version, signature=signature)
     if rng.random() < 0.25:
         stripped = ", ".join(f"{name} = NULL" for _, name in SEAL[:5])
@@ -417,8 +418,8 @@ async def test_random_tampering_with_the_rows_fails_audit_verify(
 
 SECTIONS_SEALED = {
     "debate": [*DEBATE_SEALED, "id"],
-    "turn_rows": [c.name for c in TURNS.c if c.name not in ("id", *WHERE)],
-    "verdict_row": [c.name for c in VERDICTS.c if c.name not in ("id", "created_at", *WHERE)],
+    "turn_rows": [c.name for c in TURNS.c if c.name != "id"],
+    "verdict_row": [c.name for c in VERDICTS.c if c.name not in ("id", "created_at")],
     "audit": [
         "turns_checked",
         "first_broken_seq",
@@ -516,7 +517,7 @@ def forge_export(record: dict[str, Any], rng: random.Random) -> Case:
             {**record["debate"], "spec_json": json.dumps(record["spec"])}
         )
         verdict["chain_head"] = audit.head_of(
-            2,
+            verdict["chain_version"],
             verdict["chain_tail"],
             VerdictRecord.model_validate(verdict),
             audit.debate_digest(debate),

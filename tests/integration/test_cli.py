@@ -101,8 +101,8 @@ def test_audit_and_export_of_a_recorded_debate(
 
     assert main(["audit", "verify", "1"]) == 0
     assert (
-        "verified (6 turns, the verdict, and the debate's question, spec and ending; v2 seal"
-        in capsys.readouterr().out
+        "verified (6 turns, the verdict, and the debate's question, spec, ending and workspace;"
+        " v3 seal" in capsys.readouterr().out
     )
 
     exported = tmp_path / "debate.json"
