@@ -32,6 +32,7 @@ from bot.providers import ProviderRegistry
 from bot.runtime import BotRuntime, Runtime
 from bot.settings import Settings, SettingsError, SlackOAuth
 from bot.slackweb.token import TokenGate
+from bot.store.channels import ChannelDefaults
 from bot.store.db import ensure_schema, make_engine
 from bot.store.queue import InFlightLimits, SpendCaps
 from bot.store.tenancy import EVERY_WORKSPACE, Workspace
@@ -273,7 +274,14 @@ def build_bot(
                 calibration_min_labels=settings.calibration_min_labels,
                 workspace=workspace,
             ),
-            channels=ChannelConfig(engine=engine, directory=people, workspace=workspace),
+            channels=ChannelConfig(
+                engine=engine,
+                directory=people,
+                workspace=workspace,
+                defaults=ChannelDefaults(
+                    rounds=settings.rounds, threshold=settings.escalation_threshold
+                ),
+            ),
             protocols=PROTOCOL_NAMES,
             workspace=workspace,
             slack_http=http,

@@ -104,7 +104,8 @@ class SpecPolicy:
         route: bool = False,
     ) -> DebateSpec:
         """A spec with `channel`'s settings filling in what was not asked: its protocol, its
-        adversarial round count, its budget and threshold, and its router for panels."""
+        adversarial round count, its budget and threshold (unset: the deployment's), and its
+        router for panels."""
         protocol = protocol or channel.protocol
         return self.spec(
             question,

@@ -7,6 +7,7 @@ from typing import Any
 
 from bot.messages.action_ids import VIEW_CONFIG, VIEW_DEBATE, VIEW_REVIEW_NOTE
 from bot.messages.kit import MAX_MODAL_TITLE_CHARS, Block, clip, mention, plain
+from bot.store.channels import ChannelDefaults
 from bot.store.tables import ChannelSettings
 
 
@@ -26,7 +27,12 @@ def _input(
 
 
 def _text_input(
-    action_id: str, *, initial: str = "", multiline: bool = False, max_length: int = 3000
+    action_id: str,
+    *,
+    initial: str = "",
+    multiline: bool = False,
+    max_length: int = 3000,
+    placeholder: str = "",
 ) -> dict[str, Any]:
     element: dict[str, Any] = {
         "type": "plain_text_input",
@@ -36,6 +42,9 @@ def _text_input(
     }
     if initial:
         element["initial_value"] = clip(initial, max_length)
+    if placeholder:
+        # Block Kit caps a placeholder at 150 characters.
+        element["placeholder"] = plain(clip(placeholder, 150))
     return element
 
 
@@ -103,7 +112,9 @@ def debate_modal(
     return _modal(VIEW_DEBATE, "Start a debate", blocks, channel_id, "Debate")
 
 
-def config_modal(*, settings: ChannelSettings, protocols: Sequence[str]) -> dict[str, Any]:
+def config_modal(
+    *, settings: ChannelSettings, defaults: ChannelDefaults, protocols: Sequence[str]
+) -> dict[str, Any]:
     """The channel settings form; people are given as mentions or ids, as in `config set`."""
     people = " ".join
     switches = [
@@ -137,13 +148,29 @@ def config_modal(*, settings: ChannelSettings, protocols: Sequence[str]) -> dict
     blocks = [
         _input("protocol", "Protocol", _select("value", protocols, settings.protocol)),
         _input(
-            "rounds", "Rounds", _text_input("value", initial=str(settings.rounds), max_length=2)
+            "rounds",
+            "Rounds",
+            _text_input(
+                "value",
+                initial="" if settings.rounds is None else str(settings.rounds),
+                max_length=2,
+                placeholder=f"deployment default: {defaults.rounds}",
+            ),
+            optional=True,
+            hint="empty: the deployment's default",
         ),
         _input(
             "threshold",
             "Escalation threshold",
-            _text_input("value", initial=f"{settings.threshold:g}", max_length=6),
-            hint="verdicts below this confidence (0 to 1) go to the reviewers",
+            _text_input(
+                "value",
+                initial="" if settings.threshold is None else f"{settings.threshold:g}",
+                max_length=6,
+                placeholder=f"deployment default: {defaults.threshold:g}",
+            ),
+            optional=True,
+            hint="verdicts below this confidence (0 to 1) go to the reviewers; empty: the"
+            " deployment's default",
         ),
         _input(
             "reviewers",

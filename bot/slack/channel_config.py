@@ -10,6 +10,7 @@ from sqlalchemy import Engine
 from bot.slack.errors import NotAllowedError
 from bot.slackweb.people import SlackDirectory
 from bot.store import channels
+from bot.store.channels import ChannelDefaults
 from bot.store.db import in_session
 from bot.store.tables import ChannelSettings
 from bot.store.tenancy import Workspace
@@ -18,8 +19,16 @@ from bot.store.tenancy import Workspace
 class ChannelConfig:
     """Reads and changes channels' settings, checking who may change them."""
 
-    def __init__(self, *, engine: Engine, directory: SlackDirectory, workspace: Workspace) -> None:
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        directory: SlackDirectory,
+        workspace: Workspace,
+        defaults: ChannelDefaults,
+    ) -> None:
         self.engine = engine
+        self.defaults = defaults
         self.directory = directory
         self.workspace = workspace
 

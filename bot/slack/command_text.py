@@ -159,10 +159,12 @@ def parse_setting(key: str, raw: str, *, protocols: tuple[str, ...]) -> tuple[st
     key = key.lower().replace("-", "_")
     if key == "protocol":
         return "protocol", parse_protocol(raw, protocols)
+    # `default`: the deployment's DEBATEBOT_ROUNDS / DEBATEBOT_ESCALATION_THRESHOLD again.
+    default = raw.strip().lower() == "default"
     if key == "rounds":
-        return "rounds", parse_rounds(raw)
+        return "rounds", None if default else parse_rounds(raw)
     if key == "threshold":
-        return "threshold", parse_threshold(raw)
+        return "threshold", None if default else parse_threshold(raw)
     if key in ("reviewers", "owners"):
         return key, parse_people(raw)
     if key == "budget":
@@ -425,8 +427,8 @@ def parse_config_form(view: dict[str, Any], *, protocols: tuple[str, ...]) -> di
     """The channel settings the form sets; FormError names every field to fix."""
     readers: dict[str, tuple[str, Any]] = {
         "protocol": ("protocol", lambda raw: parse_protocol(raw, protocols)),
-        "rounds": ("rounds", parse_rounds),
-        "threshold": ("threshold", parse_threshold),
+        "rounds": ("rounds", lambda raw: parse_rounds(raw) if raw else None),
+        "threshold": ("threshold", lambda raw: parse_threshold(raw) if raw else None),
         "reviewers": ("reviewers", parse_people),
         "owners": ("owners", parse_people),
         "budget": ("budget_usd", lambda raw: parse_budget(raw) if raw else None),

@@ -70,6 +70,7 @@ from bot.slack.replies import PooledRespond
 from bot.slack.surface import Surface, Surfaces
 from bot.slackweb.errors import PostError, SlackWebError
 from bot.store import dedupe
+from bot.store.channels import ChannelDefaults
 from bot.store.errors import (
     DatabaseUnavailableError,
     StoreError,
@@ -427,19 +428,25 @@ def _people(ids: list[str]) -> str:
     return " ".join(kit.mention(p) for p in ids) or "none"
 
 
-def settings_text(settings: ChannelSettings) -> str:
+def settings_text(settings: ChannelSettings, defaults: ChannelDefaults) -> str:
     budget = "none" if settings.budget_usd is None else f"${settings.budget_usd:g}"
     monthly = "none" if settings.monthly_budget_usd is None else f"${settings.monthly_budget_usd:g}"
     sla = "default" if settings.review_sla_h is None else f"{settings.review_sla_h:g} h"
     digest = settings.digest_time or "off"
+    rounds = f"{defaults.rounds} (default)" if settings.rounds is None else str(settings.rounds)
+    threshold = (
+        f"{defaults.threshold:g} (default)"
+        if settings.threshold is None
+        else f"{settings.threshold:g}"
+    )
 
     def onoff(value: bool) -> str:
         return "on" if value else "off"
 
     return (
         f"*Debate settings for <#{settings.channel_id}>*\n"
-        f"protocol `{settings.protocol}` \u00b7 rounds {settings.rounds} \u00b7 threshold"
-        f" {settings.threshold:g} \u00b7 budget {budget} \u00b7 adr {onoff(settings.adr_watch)}"
+        f"protocol `{settings.protocol}` \u00b7 rounds {rounds} \u00b7 threshold {threshold}"
+        f" \u00b7 budget {budget} \u00b7 adr {onoff(settings.adr_watch)}"
         f" \u00b7 triage {onoff(settings.triage)} \u00b7 route {onoff(settings.route)}"
         f" \u00b7 reaction :{settings.trigger_reaction}:\n"
         f"monthly_budget {monthly} \u00b7 review_sla {sla} \u00b7 digest {digest}"
@@ -518,7 +525,7 @@ async def on_debate_command(
                     channel_id=channel,
                     protocols=protocols,
                     protocol=current.protocol,
-                    rounds=current.rounds,
+                    rounds=current.rounds or surface.channels.defaults.rounds,
                 ),
             )
         elif isinstance(parsed, ConfigCommand):
@@ -546,16 +553,21 @@ async def _config(
 ) -> None:
     current = await surface.channels.settings_of(channel)
     if parsed.action == "show":
-        await respond(response_type="ephemeral", text=settings_text(current))
+        await respond(
+            response_type="ephemeral", text=settings_text(current, surface.channels.defaults)
+        )
     elif parsed.action == "set":
         saved = await surface.channels.configure(channel=channel, user=user, values=parsed.values)
         await respond(
-            response_type="ephemeral", text=f":white_check_mark: Saved.\n{settings_text(saved)}"
+            response_type="ephemeral",
+            text=f":white_check_mark: Saved.\n{settings_text(saved, surface.channels.defaults)}",
         )
     else:
         await client.views_open(
             trigger_id=trigger_id,
-            view=modals.config_modal(settings=current, protocols=surface.protocols),
+            view=modals.config_modal(
+                settings=current, defaults=surface.channels.defaults, protocols=surface.protocols
+            ),
         )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from sqlmodel import Session
@@ -30,6 +31,16 @@ CHANNEL_SETTING_FIELDS = (
     "adr_pattern",
     "pr_comment",
 )
+
+
+@dataclass(frozen=True)
+class ChannelDefaults:
+    """What a channel's unset rounds and threshold stand for: the deployment's settings
+    (DEBATEBOT_ROUNDS, DEBATEBOT_ESCALATION_THRESHOLD), shown beside them so people see the
+    value that applies."""
+
+    rounds: int
+    threshold: float
 
 
 def channel_settings(session: Session, *, channel_id: str) -> ChannelSettings:

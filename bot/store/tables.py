@@ -346,8 +346,11 @@ class ChannelSettings(WorkspaceOwned, table=True):
     workspaces that both installed the app has one id and two sets of settings."""
     channel_id: str = Field(primary_key=True, max_length=40)
     protocol: str = Field(default="adversarial", max_length=40)
-    rounds: int = Field(default=1)
-    threshold: float = Field(default=0.6)
+    rounds: int | None = None
+    """Adversarial rounds; None: the deployment's DEBATEBOT_ROUNDS."""
+    threshold: float | None = None
+    """Confidence below which verdicts go to the reviewers; None: the deployment's
+    DEBATEBOT_ESCALATION_THRESHOLD."""
     reviewers: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     owners: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     budget_usd: float | None = None

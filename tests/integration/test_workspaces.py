@@ -107,7 +107,7 @@ def test_a_channel_has_settings_in_each_workspace(store: Engine) -> None:
             session, channel_id="CSHARED", updated_by="U1", values={"rounds": 3}
         )
     with session_scope(store, workspace=GLOBEX) as session:
-        assert channels.channel_settings(session, channel_id="CSHARED").rounds == 1
+        assert channels.channel_settings(session, channel_id="CSHARED").rounds is None
         channels.save_channel_settings(
             session, channel_id="CSHARED", updated_by="U2", values={"rounds": 2}
         )
@@ -307,7 +307,9 @@ def test_a_database_from_before_workspaces_migrates_with_its_rows(
                     "INSERT INTO channel_settings (channel_id, protocol, rounds, threshold,"
                     " reviewers, owners, adr_watch, trigger_reaction, triage, route, timezone,"
                     " pr_comment, updated_at) VALUES ('C1', 'adversarial', 2, 0.6, '[]', '[]',"
-                    " false, 'scales', false, false, 'UTC', false, CURRENT_TIMESTAMP)"
+                    " false, 'scales', false, false, 'UTC', false, CURRENT_TIMESTAMP),"
+                    " ('C2', 'adversarial', 1, 0.75, '[]', '[]', false, 'scales', false, false,"
+                    " 'UTC', false, CURRENT_TIMESTAMP)"
                 )
             )
             connection.execute(
@@ -328,11 +330,14 @@ def test_a_database_from_before_workspaces_migrates_with_its_rows(
                 )
                 assert {team for (team,) in teams} <= {PENDING_TEAM}
             moved = adopt_pending(session, workspace=Workspace(team_id="T1"))
-        assert moved == 3
+        assert moved == 4
         with session_scope(engine, workspace=Workspace(team_id="T1")) as session:
             [debate] = session.exec(select(Debate)).all()
             assert (debate.trigger_key, debate.question) == ("old:1", "Old question?")
-            assert channels.channel_settings(session, channel_id="C1").rounds == 2
+            # 0021: the columns' old defaults (1 round, 0.6) become unset, the deployment's.
+            c1 = channels.channel_settings(session, channel_id="C1")
+            c2 = channels.channel_settings(session, channel_id="C2")
+            assert (c1.rounds, c1.threshold, c2.rounds, c2.threshold) == (2, None, None, 0.75)
             assert [row.key for row in session.exec(select(Outbox)).all()] == ["parent"]
         with session_scope(engine, workspace=EVERY_WORKSPACE) as session:
             assert adopt_pending(session, workspace=Workspace(team_id="T1")) == 0
@@ -340,8 +345,8 @@ def test_a_database_from_before_workspaces_migrates_with_its_rows(
         command.downgrade(config, "0019")
         with engine.connect() as connection:
             assert connection.execute(
-                text("SELECT channel_id, rounds FROM channel_settings")
-            ).all() == [("C1", 2)]
+                text("SELECT channel_id, rounds, threshold FROM channel_settings ORDER BY 1")
+            ).all() == [("C1", 2, 0.6), ("C2", 1, 0.75)]
     finally:
         engine.dispose()
 

@@ -16,6 +16,7 @@ from slack_sdk.models.views import View
 
 from bot.messages import helptext, home_tab, kit, modals, posts, transcript
 from bot.slack import assistant
+from bot.store.channels import ChannelDefaults
 from bot.store.tables import ChannelSettings
 from engine.llm import output_schema
 from engine.models import (
@@ -349,7 +350,11 @@ def test_every_view_at_its_limits() -> None:
         modals.debate_modal(
             channel_id="C1", protocols=["adversarial"] * 5, protocol="adversarial", rounds=3
         ),
-        modals.config_modal(settings=settings, protocols=["adversarial", "panel"]),
+        modals.config_modal(
+            settings=settings,
+            defaults=ChannelDefaults(rounds=1, threshold=0.6),
+            protocols=["adversarial", "panel"],
+        ),
         modals.review_note_modal(escalation_id=1, decision="approved"),
         home_tab.home_view(
             pending=[item] * 30,

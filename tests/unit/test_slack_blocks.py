@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from bot.messages import home_tab, kit, modals, posts, transcript
+from bot.store.channels import ChannelDefaults
 from bot.store.tables import ChannelSettings
 from engine.models import (
     AdversarialRound,
@@ -170,11 +171,18 @@ def test_decided_escalation_has_no_buttons() -> None:
 def test_modals_and_home_fit_view_limits() -> None:
     modal = modals.config_modal(
         settings=ChannelSettings(channel_id="C1", reviewers=["U1"], adr_watch=True),
+        defaults=ChannelDefaults(rounds=2, threshold=0.75),
         protocols=("adversarial",),
     )
     assert len(modal["title"]["text"]) <= kit.MAX_MODAL_TITLE_CHARS
     by_id = {block["block_id"]: block for block in modal["blocks"]}
     assert [o["value"] for o in by_id["adr"]["element"]["initial_options"]] == ["on"]
+    # Unset rounds and threshold show the deployment's values and stay unset when saved empty.
+    for block_id, shown in (("rounds", "2"), ("threshold", "0.75")):
+        element = by_id[block_id]["element"]
+        assert "initial_value" not in element
+        assert element["placeholder"]["text"] == f"deployment default: {shown}"
+        assert by_id[block_id]["optional"] is True
     items = [
         home_tab.HomeDebate(i, "C1", "q" * 5000, "finished", "COMPLETE", 0.7) for i in range(80)
     ]
