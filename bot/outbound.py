@@ -6,7 +6,9 @@
 - Paths are built from checked segments: `.`, `..`, empty segments, and segments that decode
   (once or twice) to a `/`, a `\\` or a control character are refused, then each is
   percent-encoded again, so a link or a host's answer cannot steer a request elsewhere.
-- A redirect is never followed: a 3xx is an error naming where it pointed.
+- A redirect is never followed: a 3xx is an error naming where it pointed. This one rule is
+  the pooled sessions' own (`refuse_redirects`), so it holds for every request on them, the
+  Slack Web API client's and `response_url` answers included, not only for `Outbound`'s.
 - A body is streamed and refused as soon as it passes its cap (or its Content-Length claims
   more); a connection that closes before the body is whole is an error, never a short body.
 - Every request has one total deadline, however slowly the other end drips its answer.
@@ -14,8 +16,9 @@
 Connections are pooled (`pooled_session`): a bounded number per session, kept alive between
 requests, so a burst of calls reuses a few connections instead of opening (and, over TLS,
 handshaking) one each. Each process has one session for the code hosts (`bot.hosts.clients`)
-and one for Slack (`bot.wiring.slack_session`), which the Web API client, the `response_url`
-answers and the file downloads share.
+and one for Slack (`bot.wiring.slack_session`), which the Web API client (the bot's calls,
+Bolt's, the OAuth code exchange and token rotation), the `response_url` answers and the file
+downloads share.
 
 aiohttp is imported when the first session is made, so commands that never send a request do
 not pay for loading it.
@@ -33,6 +36,7 @@ from urllib.parse import quote, unquote, urlencode, urlsplit
 
 if TYPE_CHECKING:
     import aiohttp
+    import yarl
 
 USER_AGENT = "debatebot"
 DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -237,9 +241,10 @@ class Answer:
 def pooled_session(*, connections: int, timeout_s: float) -> aiohttp.ClientSession:
     """An HTTP session holding at most `connections` connections at once (more requests wait
     for one to be free), each kept alive KEEPALIVE_S for the next request; `timeout_s` is each
-    request's total deadline unless the request sets its own. No cookie is kept and no proxy
-    is read from the environment, whatever host answers. Made inside the running event loop;
-    whoever makes it closes it."""
+    request's total deadline unless the request sets its own. No cookie is kept, no proxy is
+    read from the environment and no redirect is followed (`refuse_redirects`), whatever host
+    answers and whoever sends the request. Made inside the running event loop; whoever makes
+    it closes it."""
     import aiohttp
 
     return aiohttp.ClientSession(
@@ -251,6 +256,37 @@ def pooled_session(*, connections: int, timeout_s: float) -> aiohttp.ClientSessi
         cookie_jar=aiohttp.DummyCookieJar(),
         trust_env=False,
         headers={"User-Agent": USER_AGENT},
+        middlewares=(refuse_redirects,),
+    )
+
+
+async def refuse_redirects(
+    request: aiohttp.ClientRequest, handler: aiohttp.ClientHandlerType
+) -> aiohttp.ClientResponse:
+    """The pooled sessions' middleware: a 3xx answer is closed unread and raised as
+    OutboundError (REDIRECT) naming where it pointed, so aiohttp never follows it, whoever sent
+    the request (slack_sdk's calls leave aiohttp's `allow_redirects` on)."""
+    response = await handler(request)
+    # Slack's Web API answers a refusal with HTTP 200 and `"ok": false` and an error code, a
+    # rate limit with 429 and Retry-After, a failure with a 5xx (bot.slackweb.poster.classify);
+    # it documents no 3xx for any method, nor for a `response_url` or an upload address. The
+    # code hosts' calls are held to the same rule. A 3xx is something between the bot and the
+    # host (a proxy, a wrong address setting) rewriting answers.
+    if not 300 <= response.status < 400:
+        return response
+    # Followed, a redirect would keep the Authorization header on the same origin, and a 307 or
+    # 308 would send the body again wherever it points (oauth.v2.access: the OAuth code or the
+    # refresh token; its client secret is in the Authorization header). So none is followed.
+    status, asked = response.status, response.url
+    location = response.headers.get("Location", "")
+    response.close()
+    pointed = _resolved(asked, location) if location else ""
+    raise OutboundError(
+        Failure.REDIRECT,
+        f"{request.method} {_shown(str(asked))} was answered HTTP {status}, a redirect to"
+        f" {_shown(pointed) if pointed else 'an address it did not name'}, which was not"
+        " followed: a credential goes only to the host it belongs to, never along a redirect",
+        target=_where(pointed),
     )
 
 
@@ -348,14 +384,8 @@ class Outbound:
                     sock_read=self.timeout_s,
                 ),
             ) as response:
+                # A 3xx never gets here: the pooled session raised it (`refuse_redirects`).
                 found = {name.lower(): value for name, value in response.headers.items()}
-                if 300 <= response.status < 400:
-                    target = _where(found.get("location", ""))
-                    raise OutboundError(
-                        Failure.REDIRECT,
-                        f"HTTP {response.status} redirect to {target}",
-                        target=target,
-                    )
                 if not 200 <= response.status < 300:
                     return Answer(response.status, found)
                 claimed = response.content_length
@@ -385,6 +415,29 @@ def _too_large(max_bytes: int, seen: str) -> OutboundError:
     return OutboundError(
         Failure.TOO_LARGE, f"the answer is larger than {max_bytes} bytes ({seen})", limit=max_bytes
     )
+
+
+def _resolved(asked: yarl.URL, location: str) -> str:
+    """`location` (a redirect's, maybe relative) as an absolute address against `asked` (the
+    request's yarl URL); `location` itself when it does not parse."""
+    from yarl import URL
+
+    try:
+        return str(asked.join(URL(location)))
+    except ValueError:
+        return location
+
+
+def _shown(url: str) -> str:
+    """`url` for a message: scheme, host, port and path, without user name, password, query or
+    fragment (a query may carry what is not ours to log), printable, cut short."""
+    try:
+        parts = urlsplit(url)
+        shown = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
+    except ValueError:
+        shown = url
+    shown = "".join(c for c in shown if c.isprintable())
+    return shown[:120] + "…" if len(shown) > 120 else shown
 
 
 def _where(url: str) -> str:

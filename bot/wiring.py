@@ -560,10 +560,11 @@ def process_name() -> str:
 
 
 def slack_session(settings: Settings) -> aiohttp.ClientSession:
-    """The process's one HTTP session to Slack, shared by the Web API client (the bot's calls
-    and Bolt's), the `response_url` answers and the file downloads: at most
-    DEBATEBOT_SLACK_CONNECTIONS connections, kept alive between calls, each call bounded by
-    DEBATEBOT_SLACK_TIMEOUT_S. Made inside the running loop; its owner closes it.
+    """The process's one HTTP session to Slack, shared by the Web API client (the bot's calls,
+    Bolt's, the OAuth code exchange and token rotation), the `response_url` answers and the file
+    downloads: at most DEBATEBOT_SLACK_CONNECTIONS connections, kept alive between calls, each
+    call bounded by DEBATEBOT_SLACK_TIMEOUT_S, no redirect followed (a 3xx is an OutboundError
+    naming where it pointed). Made inside the running loop; its owner closes it.
 
     slack_sdk's clients use a session they are given and never close it ("use_running_session"
     in `_request_with_session`); without one they open and close a session, so a connection
@@ -581,23 +582,13 @@ def slack_client(
     metrics: Metrics | None = None,
     gate: TokenGate | None = None,
     *,
-    session: aiohttp.ClientSession | None,
+    session: aiohttp.ClientSession,
 ) -> AsyncWebClient:
-    """The Web API client on `session` (`slack_session`; None: a session of its own per call);
-    with `metrics`, every failed call is counted by method and code, and with `gate`, any call
-    Slack answers by refusing the bot token (Bolt's own too) tells it."""
-    from slack_sdk.web.async_client import AsyncWebClient
-
+    """The Web API client on `session` (`slack_session`, which follows no redirect; the client
+    makes no call once it is closed); with `metrics`, every failed call is counted by method
+    and code, and with `gate`, any call Slack answers by refusing the bot token (Bolt's own too)
+    tells it."""
     from bot.slackweb.poster import MeteredWebClient, classify, token_refusal
-
-    options: dict[str, Any] = {
-        "token": settings.slack_bot_token_value(),
-        "base_url": settings.slack_api_url,
-        "timeout": int(max(1, settings.slack_timeout_s)),
-        "session": session,
-    }
-    if metrics is None and gate is None:
-        return AsyncWebClient(**options)
 
     def failed(method: str, raised: Exception) -> None:
         if metrics is not None:
@@ -606,7 +597,13 @@ def slack_client(
         if gate is not None and refused is not None:
             gate.refuse(refused)
 
-    return MeteredWebClient(on_error=failed, **options)
+    return MeteredWebClient(
+        on_error=failed,
+        token=settings.slack_bot_token_value(),
+        base_url=settings.slack_api_url,
+        timeout=int(max(1, settings.slack_timeout_s)),
+        session=session,
+    )
 
 
 def build_notifier(

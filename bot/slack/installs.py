@@ -11,7 +11,10 @@ where each is followed:
   state (`DatabaseStateStore`), ties it to the browser with a cookie, and refuses a redirect
   whose state is unknown, expired, already used or from another browser.
 - The redirect's `code` is exchanged once, within ten minutes, by `oauth.v2.access` with the
-  client id and secret; Bolt saves what it answers (`DatabaseInstallationStore`).
+  client id and secret; Bolt saves what it answers (`DatabaseInstallationStore`). The exchange
+  is a Web API call like any other: Slack documents no redirect for it, and the pooled session
+  follows none (the secret, the code and a refresh token would go along), so an answer that
+  redirects fails the install with a page that says so (`InstallFlow`).
 - An org-wide install of an Enterprise Grid org (`is_enterprise_install`) has no team: it is
   stored and found by its enterprise, and serves every workspace of the org.
 - With token rotation on, tokens expire and are renewed with their refresh token
@@ -26,6 +29,7 @@ outage would refuse every request.
 
 from __future__ import annotations
 
+import html
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -40,11 +44,13 @@ from slack_bolt.oauth.async_callback_options import (
 )
 from slack_bolt.oauth.async_oauth_flow import AsyncOAuthFlow
 from slack_bolt.oauth.async_oauth_settings import AsyncOAuthSettings
+from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.oauth.installation_store.async_installation_store import AsyncInstallationStore
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import Engine
 
+from bot.outbound import OutboundError
 from bot.settings import REDIRECT_PATH
 from bot.slackweb.installations import (
     STATE_EXPIRES_S,
@@ -87,6 +93,8 @@ NOT_INSTALLED = (
     " from its install page (/slack/install on the bot's address)."
 )
 """What a person is told when their workspace has no install (Bolt answers it)."""
+REDIRECTED = "slack_redirected"
+"""The failure reason of an install whose call to Slack was answered with a redirect."""
 
 
 def authorize_url(api_url: str) -> str:
@@ -192,7 +200,15 @@ def oauth_flow(
         log.warning(
             "an install failed: %s%s", args.reason, f" ({args.error})" if args.error else ""
         )
-        return await args.default.failure(args)
+        answer = await args.default.failure(args)
+        if isinstance(args.error, OutboundError):
+            # Bolt's page names only the reason; this one says what happened and what to do.
+            return BoltResponse(
+                status=answer.status,
+                headers={name: list(values) for name, values in answer.headers.items()},
+                body=redirected_page(args.error, INSTALL_PATH),
+            )
+        return answer
 
     settings = AsyncOAuthSettings(
         client_id=client_id,
@@ -209,7 +225,44 @@ def oauth_flow(
         callback_options=AsyncCallbackOptions(success=installed, failure=failed),
         logger=log,
     )
-    return AsyncOAuthFlow(client=client, logger=log, settings=settings)
+    return InstallFlow(client=client, logger=log, settings=settings)
+
+
+class InstallFlow(AsyncOAuthFlow):
+    """Bolt's install flow, where a call to Slack answered with a redirect (refused by the
+    pooled session, `bot.outbound.refuse_redirects`) fails the install like a refused code:
+    Bolt catches only Slack's own errors (`SlackApiError`), so the refusal would otherwise end
+    the request with a bare server error."""
+
+    async def handle_callback(self, request: AsyncBoltRequest) -> BoltResponse:
+        try:
+            return await super().handle_callback(request)
+        except OutboundError as error:
+            return await self.failure_handler(
+                AsyncFailureArgs(
+                    request=request,
+                    reason=REDIRECTED,
+                    error=error,
+                    suggested_status_code=502,
+                    settings=self.settings,
+                    default=self.default_callback_options,
+                )
+            )
+
+
+def redirected_page(error: OutboundError, install_path: str) -> str:
+    """The page of an install that failed on a redirect: what happened, and what to do."""
+    return (
+        "<html><head><title>debatebot was not installed</title></head><body>"
+        "<h2>debatebot was not installed</h2>"
+        f"<p>Slack's answer while finishing the install was a redirect to"
+        f" {html.escape(error.target)}, and the bot follows no redirect with its client secret"
+        " or the install's code. Something between this server and Slack (a proxy, or"
+        " DEBATEBOT_SLACK_API_URL) is rewriting Slack's answers: whoever runs debatebot should"
+        " fix that.</p>"
+        f'<p>Nothing was saved. Then <a href="{html.escape(install_path)}">install it'
+        " again</a>.</p></body></html>"
+    )
 
 
 class Uninstalls:

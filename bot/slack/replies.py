@@ -5,7 +5,9 @@ Bolt's own `AsyncRespond` makes an `AsyncWebhookClient` with no session for ever
 slack_sdk then opens (and closes) a session, so a connection and a TLS handshake, per answer.
 Bolt reads `respond` from the request's context when one is there (`AsyncBoltContext.respond`),
 so the listeners' middleware puts this one there; slack_sdk uses a session it is given and
-never closes it (`AsyncWebhookClient`: "use_running_session").
+never closes it (`AsyncWebhookClient`: "use_running_session"). The pooled session follows no
+redirect (`bot.outbound.refuse_redirects`), and no answer is sent once it is closed: slack_sdk
+would open a plain session of its own, which does.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 import aiohttp
 from slack_bolt.context.respond.async_respond import AsyncRespond
+from slack_sdk.errors import SlackRequestError
 from slack_sdk.models.attachments import Attachment
 from slack_sdk.models.blocks import Block
 from slack_sdk.webhook.async_client import AsyncWebhookClient
@@ -43,6 +46,11 @@ class PooledRespond(AsyncRespond):
     ) -> WebhookResponse:
         if self.response_url is None:
             raise ValueError("respond is unsupported here as there is no response_url")
+        if self.session.closed:
+            raise SlackRequestError(
+                "no answer through response_url: the pooled Slack session is closed (the"
+                " process is stopping)"
+            )
         # As Bolt builds it; slack_sdk drops the fields left None and turns blocks into dicts.
         message = (
             text

@@ -6,8 +6,8 @@ Slack allows about one message per second per channel. Every write to a channel 
 start, appends and stop among them) waits its turn behind one lock, so messages land in the
 order they were asked for, and a 429 holds the whole channel for `Retry-After` seconds. Every
 failure becomes a `PostError` with Slack's error code (or `http_503`, `timeout`, `unreachable`,
-`bad_response`) and whether trying again may help, so the outbox can retry outages for hours and
-give up at once on a refusal.
+`bad_response`, `redirected`) and whether trying again may help, so the outbox can retry outages
+for hours and give up at once on a refusal.
 """
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
-from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.errors import SlackApiError, SlackClientError, SlackRequestError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.messages.kit import Message
+from bot.outbound import Failure, OutboundError
 from bot.slackweb.errors import TOKEN_REFUSED, PostError, TokenRefusedError, UnthreadedError
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,7 @@ def classify(error: Exception, method: str, channel: str) -> PostError:
     """The `PostError` for whatever a Slack call raised: code, cause, and whether to retry."""
     if isinstance(error, SlackApiError):
         status, code = _status(error), _code(error)
+        # Slack, *Rate limits*: HTTP 429 with Retry-After, the seconds to wait.
         if status == 429 or code in ("ratelimited", "rate_limited"):
             return PostError(
                 f"Slack rate limited {method} in {channel}",
@@ -99,10 +101,23 @@ def classify(error: Exception, method: str, channel: str) -> PostError:
                 code="bad_response",
                 retryable=True,
             )
+        # Slack's Web API answers a refusal with HTTP 200, `"ok": false` and its error code.
         return PostError(
             f"Slack refused {method} in {channel}: {code}",
             code=code,
             retryable=code in TRANSIENT_CODES,
+        )
+    if isinstance(error, OutboundError) and error.failure is Failure.REDIRECT:
+        # Slack documents no redirect for any method: something on the way rewrote the answer,
+        # and the session did not follow it (bot.outbound.refuse_redirects). What rewrites may
+        # stop, so the message waits its turn like one in an outage.
+        return PostError(
+            f"Slack's answer to {method} in {channel} was a redirect to {error.target}, which"
+            " the bot does not follow (its token goes only to Slack's API address): something"
+            " between the bot and Slack is rewriting answers; check DEBATEBOT_SLACK_API_URL and"
+            " any proxy on the way",
+            code="redirected",
+            retryable=True,
         )
     if isinstance(error, TimeoutError):
         return PostError(
@@ -132,18 +147,40 @@ def token_refusal(raised: Exception, method: str) -> TokenRefusedError | None:
     )
 
 
-SLACK_FAILURES = (SlackApiError, SlackClientError, aiohttp.ClientError, TimeoutError, ValueError)
-"""What a slack_sdk call raises when Slack or the network fails (ValueError: a body that is not
-JSON)."""
+SLACK_FAILURES = (
+    SlackApiError,
+    SlackClientError,
+    aiohttp.ClientError,
+    OutboundError,
+    TimeoutError,
+    ValueError,
+)
+"""What a slack_sdk call raises when Slack or the network fails (OutboundError: a redirect the
+session refused; ValueError: a body that is not JSON)."""
 
 
 class MeteredWebClient(AsyncWebClient):
     """Slack's Web API client, telling `on_error(method, raised)` of every call that fails: the
-    one place every Slack call (the bot's, and Bolt's own) passes through."""
+    one place every Slack call (the bot's, and Bolt's own) passes through. It calls only on the
+    open pooled session it was given (`bot.wiring.slack_session`, which follows no redirect):
+    without one, slack_sdk would open a plain aiohttp session of its own, which does."""
 
     def __init__(self, *, on_error: Callable[[str, Exception], None], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.on_error = on_error
+
+    async def _request(
+        self, *, http_verb: str, api_url: str, req_args: dict[str, Any]
+    ) -> dict[str, Any]:
+        # slack_sdk's `_request_with_session` opens a session of its own when the one it holds
+        # is missing or closed (the process stopping): refused here instead.
+        if self.session is None or self.session.closed:
+            raise SlackRequestError(
+                f"no call to {api_url}: the pooled Slack session is closed (the process is"
+                " stopping) or was never given, and a session slack_sdk opened itself would"
+                " follow redirects with the token"
+            )
+        return await super()._request(http_verb=http_verb, api_url=api_url, req_args=req_args)
 
     async def api_call(self, api_method: str, **kwargs: Any) -> AsyncSlackResponse:
         try:

@@ -13,6 +13,7 @@ from slack_sdk.oauth.installation_store import Bot
 from slack_sdk.oauth.installation_store.async_installation_store import AsyncInstallationStore
 from slack_sdk.oauth.token_rotation.async_rotator import AsyncTokenRotator
 
+from bot.outbound import OutboundError
 from bot.store.installations import key
 
 log = logging.getLogger(__name__)
@@ -41,8 +42,9 @@ class BotTokens:
     the new pair is saved before it is used. One task per process renews an install at a time
     (the others wait and read what it saved). When Slack refuses the refresh token because
     another replica just spent it, the install is read again and that replica's token used.
-    When Slack cannot be reached, a token that has not yet expired is used as it is and renewed
-    at a later request.
+    When Slack cannot be reached (or its answer is a redirect, never followed), a token that has
+    not yet expired is used as it is and renewed at a later request with the same refresh
+    token.
     """
 
     def __init__(
@@ -108,7 +110,9 @@ class BotTokens:
                 code,
             )
             return None
-        except (SlackClientError, aiohttp.ClientError, TimeoutError) as error:
+        except (SlackClientError, aiohttp.ClientError, OutboundError, TimeoutError) as error:
+            # Not asked, or no answer (OutboundError: a redirect the session refused, so the
+            # refresh token was sent nowhere else): the stored pair is kept as it is.
             return self._unrenewed(bot, where, str(error) or type(error).__name__)
         if renewed is None:
             return bot

@@ -53,11 +53,12 @@ def redirect(to: str, status: int = 302) -> HostFault:
 class OtherHost:
     """The host a hostile answer points at: answers every request with `body` and records the
     request's method, path and any credential it carried (Authorization, PRIVATE-TOKEN,
-    Cookie)."""
+    Cookie), and the body it brought (`bodies`: a 307 or 308 sends the body again)."""
 
     body: bytes = b'{"message": "planted"}'
     content_type: str = "application/json"
     requests: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
+    bodies: list[bytes] = field(default_factory=list)
     url: str = ""
     _runner: web.AppRunner | None = None
 
@@ -84,6 +85,7 @@ class OtherHost:
     async def _any(self, request: web.Request) -> web.Response:
         creds = {k.lower(): v for k, v in request.headers.items() if k.lower() in self.CREDENTIALS}
         self.requests.append((request.method, request.path_qs, creds))
+        self.bodies.append(await request.read())
         return web.Response(body=self.body, content_type=self.content_type)
 
 

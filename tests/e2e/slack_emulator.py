@@ -16,6 +16,16 @@ compromised or misconfigured files API could: a download address on another host
 files.info that is not the file's, a download dripped a byte at a time, cut short of the length
 it claims, or redirected elsewhere.
 
+Something between the bot and Slack that rewrites answers (a proxy, a wrong address) is played by
+a redirect `Fault`: any Web API method, or a `response_url` post, answered with a 3xx pointing
+at another path of this origin (`moved_url`, where whatever arrives is recorded in `moved`) or
+at another origin. Slack itself documents no redirect for any of them.
+
+Files the bot would upload take Slack's three steps: `files.getUploadURLExternal` hands out an
+upload address on this emulator, the bytes are posted there (recorded in `uploads`, with the
+Authorization header they came with; the address can be redirected as "files.upload"), and
+`files.completeUploadExternal` shares them.
+
 With `tenancy` (slack_workspaces.py) it serves many workspaces: OAuth installs through its
 authorize page and `oauth.v2.access` (with token rotation), each workspace's own bot token,
 refused on another workspace's channels, and the events uninstalling sends. Every call records
@@ -107,12 +117,24 @@ class Fault:
     """A file download only: claim the whole file's length, send its first `cut_at` bytes,
     then close the connection."""
     redirect: str = ""
-    """A file download only: answer `status` (a 3xx) pointing at this address."""
+    """Answer `status` (a 3xx) pointing at this address: a file download, a Web API method
+    (before the token or the workspace is looked at: it is not Slack answering), or a
+    `response_url` post (as the method "response_url")."""
     needed: str | None = None
     """With `missing_scope`: the scope Slack names as needed (and the token's as provided)."""
     applied: bool = False
     """Carry the call out first, then answer with the fault: Slack took it, and its answer was
     lost (with `hang_s` past the client's timeout: the call timed out)."""
+
+
+@dataclass
+class Arrival:
+    """A request that reached where a redirect pointed: what a followed redirect would carry."""
+
+    method: str
+    path: str
+    authorization: str
+    body: bytes
 
 
 @dataclass
@@ -156,6 +178,12 @@ class SlackEmulator:
     """Uploaded files: id -> (files.info's file object, content served at its url_private)."""
     downloads: list[tuple[str, str]] = field(default_factory=list)
     """Every file download: (file id, the Authorization header it came with)."""
+    moved: list[Arrival] = field(default_factory=list)
+    """Every request to `moved_url`, the same-origin path redirects can point at."""
+    uploads: dict[str, Arrival] = field(default_factory=dict)
+    """Bytes posted to an upload address files.getUploadURLExternal handed out, by file id."""
+    upload_names: dict[str, str] = field(default_factory=dict)
+    """The file name of each upload address handed out, by file id."""
     stream_lifetime_s: float | None = None
     """When set, Slack closes a stream this long after it started (appends then fail)."""
     streaming: bool = True
@@ -183,6 +211,8 @@ class SlackEmulator:
         app.router.add_get("/files-pri/{file_id}/{name}", self._download)
         app.router.add_get("/files-pri/{file_id}/download/{name}", self._download)
         app.router.add_get("/oauth/v2/authorize", self._authorize)
+        app.router.add_route("*", "/moved/{tail:.*}", self._moved)
+        app.router.add_post("/upload/v1/{file_id}", self._upload)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         server = self._runner.server
@@ -206,6 +236,11 @@ class SlackEmulator:
     @property
     def api_url(self) -> str:
         return f"{self.url}/api/"
+
+    @property
+    def moved_url(self) -> str:
+        """A path of this origin that is not Slack's: what a same-origin redirect points at."""
+        return f"{self.url}/moved/"
 
     def fail(self, method: str, *faults: Fault | None) -> None:
         """Answer the next calls of `method` with these faults, in order (None: answer normally)."""
@@ -261,6 +296,23 @@ class SlackEmulator:
         queued = self.faults.get(method)
         return queued.pop(0) if queued else None
 
+    def _redirect_for(self, method: str) -> Fault | None:
+        """The fault of `method`'s next call when it is a redirect (taken from the queue), else
+        None, the fault left for `_fault_for`."""
+        now = time.monotonic()
+        for name in (method, "*"):
+            for window in self.windows.get(name, []):
+                if window.until > now and window.fault.redirect:
+                    return window.fault
+        queued = self.faults.get(method)
+        if queued and queued[0] is not None and queued[0].redirect:
+            return queued.pop(0)
+        return None
+
+    @staticmethod
+    def _redirected(fault: Fault) -> web.Response:
+        return web.Response(status=fault.status, headers={"Location": fault.redirect}, text="Moved")
+
     def _applies(self, fault: Fault, params: dict[str, Any]) -> bool:
         if fault.max_chars is None:
             return True
@@ -305,11 +357,12 @@ class SlackEmulator:
         mode: str = "hosted",
         size: int | None = None,
         host: str | None = None,
+        file_id: str | None = None,
     ) -> dict[str, Any]:
         """A file someone uploaded: the object Slack puts in the message event's `files`.
         Hostile: `size` is what files.info claims instead of the content's length, and `host`
         serves the download addresses instead of this emulator (another host)."""
-        file_id = f"F{len(self.files) + 1:08d}"
+        file_id = file_id or f"F{len(self.files) + 1:08d}"
         where = host or self.url
         info = {
             "id": file_id,
@@ -325,6 +378,39 @@ class SlackEmulator:
         self.files[file_id] = (info, content)
         return {"id": file_id, "name": name, "filetype": filetype, "mode": mode}
 
+    def _files_getUploadURLExternal(self, params: dict[str, Any]) -> dict[str, Any]:
+        if not params.get("filename") or not str(params.get("length", "")).isdigit():
+            return {"ok": False, "error": "invalid_arguments"}
+        file_id = f"FU{len(self.upload_names) + 1:07d}"
+        self.upload_names[file_id] = str(params["filename"])
+        return {"ok": True, "upload_url": f"{self.url}/upload/v1/{file_id}", "file_id": file_id}
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        file_id = request.match_info["file_id"]
+        redirect = self._redirect_for("files.upload")
+        if redirect is not None:
+            return self._redirected(redirect)
+        if file_id not in self.upload_names:
+            return web.Response(status=404, text="no such upload")
+        body = await request.read()
+        self.uploads[file_id] = Arrival(
+            request.method, request.path_qs, request.headers.get("Authorization", ""), body
+        )
+        return web.Response(text=f"OK - {len(body)}")
+
+    def _files_completeUploadExternal(self, params: dict[str, Any]) -> dict[str, Any]:
+        shared = []
+        for item in json.loads(str(params.get("files") or "[]")):
+            arrived = self.uploads.get(str(item.get("id")))
+            if arrived is None:
+                return {"ok": False, "error": "file_not_found"}
+            name = self.upload_names[item["id"]]
+            shared.append(
+                self.upload(name, arrived.body, file_id=item["id"])
+                | {"title": item.get("title") or name}
+            )
+        return {"ok": True, "files": shared}
+
     def _files_info(self, params: dict[str, Any]) -> dict[str, Any]:
         found = self.files.get(str(params.get("file")))
         if found is None:
@@ -337,7 +423,7 @@ class SlackEmulator:
         self.downloads.append((file_id, authorization))
         fault = self._fault_for("files.download", {})
         if fault is not None and fault.redirect:
-            return web.Response(status=fault.status, headers={"Location": fault.redirect})
+            return self._redirected(fault)
         if fault is not None and fault.hang_s:
             await asyncio.sleep(fault.hang_s)
         if fault is not None and not (fault.drip_s or fault.cut_at is not None):
@@ -395,7 +481,23 @@ class SlackEmulator:
         return web.Response(status=status, headers=headers, text=body)
 
     async def _response_url(self, request: web.Request) -> web.Response:
+        redirect = self._redirect_for("response_url")
+        if redirect is not None:
+            return self._redirected(redirect)
         self.responses.append(await request.json())
+        return web.json_response({"ok": True})
+
+    async def _moved(self, request: web.Request) -> web.Response:
+        """Where a same-origin redirect points: records what arrived, answers as Slack would
+        have (so a client that followed would believe it was done)."""
+        self.moved.append(
+            Arrival(
+                request.method,
+                request.path_qs,
+                request.headers.get("Authorization", ""),
+                await request.read(),
+            )
+        )
         return web.json_response({"ok": True})
 
     async def _api(self, request: web.Request) -> web.Response:
@@ -405,6 +507,10 @@ class SlackEmulator:
         self.calls.append(call)
         authorization = request.headers.get("Authorization", "")
         call.token = authorization.removeprefix("Bearer ")
+        redirect = self._redirect_for(method)
+        if redirect is not None:
+            call.status = redirect.status
+            return self._redirected(redirect)
         token_kind = "Bearer xapp-" if method == "apps.connections.open" else "Bearer xoxb-"
         if self.tenancy is not None:
             answer = self.tenancy.answer(method, params, authorization)

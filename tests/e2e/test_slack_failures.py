@@ -18,7 +18,7 @@ from bot.settings import Settings
 from bot.store import channels, endings, outbox, reviews
 from bot.store.db import session_scope
 from bot.store.tables import Escalation, Outbox
-from bot.wiring import build_delivery, slack_client
+from bot.wiring import build_delivery, slack_client, slack_session
 from engine.models import DebateResult
 from tests.e2e.conftest import ADMIN, BOT_TOKEN, CHANNEL, REVIEWER, Bot, BotFactory
 from tests.e2e.driver import WORKSPACE
@@ -382,14 +382,17 @@ async def test_a_new_process_delivers_what_a_stopped_one_still_owed(start_bot: B
     settings = Settings(
         slack_bot_token=SecretStr(BOT_TOKEN), slack_api_url=bot.emulator.api_url, post_interval_s=0
     )
-    client = slack_client(settings, session=None)
-    successor = build_delivery(settings, bot.engine, client, owner="successor")
+    http = slack_session(settings)
+    successor = build_delivery(
+        settings, bot.engine, slack_client(settings, session=http), owner="successor"
+    )
     stop = asyncio.Event()
     delivering = asyncio.create_task(successor.run_forever(stop))
 
     [debate] = await bot.finished()
     stop.set()
     await delivering
+    await http.close()
     [parent] = [m for m in bot.emulator.posted(CHANNEL) if "thread_ts" not in m]
     assert texts(bot.emulator.in_thread(CHANNEL, parent["ts"])) == THREAD_TEXTS
     assert "Done" in str(parent["blocks"])

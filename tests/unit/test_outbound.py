@@ -1,10 +1,17 @@
 """The URL and path guard every credentialed request goes through (bot.outbound): segments that
 could climb out of a path are refused however they are encoded, built URLs stay under their
-base, and only the exact origin (scheme, host, port) and base path admit a request."""
+base, and only the exact origin (scheme, host, port) and base path admit a request. The pooled
+sessions' middleware turns every 3xx into an error instead of letting aiohttp follow it."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import aiohttp
 import pytest
+from multidict import CIMultiDict
+from yarl import URL
 
 from bot.outbound import (
     Failure,
@@ -13,6 +20,7 @@ from bot.outbound import (
     OutboundError,
     check_segment,
     decode_segment,
+    refuse_redirects,
     size_text,
 )
 from bot.slackweb.files import files_origin
@@ -133,3 +141,76 @@ def test_slack_files_come_from_slack_s_file_host_or_the_api_s_own_origin_unless_
 def test_sizes_read_as_people_read_them() -> None:
     assert size_text(512_000) == "500 KB"
     assert size_text(8 * 1024 * 1024) == "8 MB"
+
+
+@dataclass
+class Answered:
+    """What the middleware reads of an aiohttp response: status, URL, headers, and close."""
+
+    status: int
+    url: URL
+    headers: CIMultiDict[str] = field(default_factory=CIMultiDict)
+    closed: bool = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@dataclass
+class Asked:
+    method: str = "POST"
+
+
+async def refused(answer: Answered) -> Any:
+    """What `refuse_redirects` does with `answer` to a request: its return, or its error."""
+
+    async def handler(_: aiohttp.ClientRequest) -> aiohttp.ClientResponse:
+        return cast(aiohttp.ClientResponse, answer)
+
+    try:
+        return await refuse_redirects(cast(aiohttp.ClientRequest, Asked()), handler)
+    except OutboundError as error:
+        return error
+
+
+SLACK = URL("https://slack.com/api/oauth.v2.access")
+
+
+@pytest.mark.parametrize("status", [200, 204, 400, 404, 429, 500, 503])
+async def test_an_answer_that_is_not_a_redirect_passes_untouched(status: int) -> None:
+    answer = Answered(status, SLACK)
+
+    assert await refused(answer) is answer
+    assert not answer.closed
+
+
+@pytest.mark.parametrize("status", [300, 301, 302, 303, 304, 307, 308])
+async def test_every_3xx_is_refused_closed_and_named(status: int) -> None:
+    answer = Answered(
+        status,
+        SLACK,
+        CIMultiDict({"Location": "https://user:pw@proxy.test:8443/api/oauth.v2.access?code=c1"}),
+    )
+
+    error = await refused(answer)
+
+    assert isinstance(error, OutboundError)
+    assert error.failure is Failure.REDIRECT
+    assert error.target == "proxy.test:8443"
+    assert answer.closed, "the connection is not left holding an unread answer"
+    assert str(error) == (
+        f"POST https://slack.com/api/oauth.v2.access was answered HTTP {status}, a redirect to"
+        " https://proxy.test:8443/api/oauth.v2.access, which was not followed: a credential"
+        " goes only to the host it belongs to, never along a redirect"
+    ), "no user name, password or query of the address is repeated"
+
+
+async def test_a_relative_or_missing_location_is_named_on_the_request_s_own_origin() -> None:
+    same = await refused(Answered(307, SLACK, CIMultiDict({"Location": "/moved/x"})))
+    assert isinstance(same, OutboundError)
+    assert same.target == "slack.com"
+    assert "a redirect to https://slack.com/moved/x," in str(same)
+
+    nowhere = await refused(Answered(302, SLACK))
+    assert isinstance(nowhere, OutboundError)
+    assert "a redirect to an address it did not name," in str(nowhere)

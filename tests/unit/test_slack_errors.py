@@ -10,6 +10,7 @@ from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.messages.kit import Message
+from bot.outbound import Failure, OutboundError
 from bot.slackweb.errors import PostError, UnthreadedError
 from bot.slackweb.poster import SlackPoster, classify
 
@@ -51,6 +52,11 @@ def api_error(status: int, data: Any, headers: dict[str, str] | None = None) -> 
         (aiohttp.ClientConnectionError(), "unreachable", True),
         (SlackRequestError("connection reset"), "unreachable", True),
         (ValueError("Expecting value: line 1 column 1"), "unreachable", True),
+        (
+            OutboundError(Failure.REDIRECT, "HTTP 307", target="proxy.test:8443"),
+            "redirected",
+            True,
+        ),
     ],
 )
 def test_each_failure_is_classified(error: Exception, code: str, retryable: bool) -> None:
@@ -155,3 +161,15 @@ async def test_a_reply_slack_stores_outside_its_thread_is_caught() -> None:
     assert (raised.value.stray.channel, raised.value.stray.ts) == ("C1", "9.9")
     top_level = await poster.post(channel="C1", message=Message("hi", []))
     assert top_level.ts == "9.9", "a top-level post has no thread to check"
+
+
+def test_a_refused_redirect_says_where_it_pointed_and_what_to_check() -> None:
+    refused = OutboundError(Failure.REDIRECT, "HTTP 307", target="proxy.test:8443")
+
+    said = str(classify(refused, "chat_postMessage", "C1"))
+
+    assert said.startswith(
+        "Slack's answer to chat_postMessage in C1 was a redirect to proxy.test:8443, which the"
+        " bot does not follow"
+    )
+    assert "DEBATEBOT_SLACK_API_URL" in said
