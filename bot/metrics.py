@@ -1,7 +1,8 @@
 """Prometheus metrics of a `serve` or `worker` process (`/metrics`).
 
 Counters and histograms follow what the process does (turns, endings, reviews, Slack errors);
-the queue gauges are refreshed by the queue-depth job, so a scrape never waits on the database.
+the queue gauges (and the count of workspaces whose bot token Slack refuses) are refreshed by the
+queue-depth job, so a scrape never waits on the database.
 Each runtime owns a registry of its own: two runtimes in one process (tests) never share counts.
 `debatebot stats` computes the same figures from the database, over any period.
 """
@@ -87,6 +88,12 @@ class Metrics:
         self.queue_oldest = Gauge(
             "debatebot_queue_oldest_wait_seconds",
             "How long the longest-waiting debate has waited",
+            registry=r,
+        )
+        self.workspaces_refused = Gauge(
+            "debatebot_workspaces_token_refused",
+            "Installed workspaces whose bot token Slack refuses (OAuth installs): their"
+            " deliveries and debates wait until it is taken again",
             registry=r,
         )
         self.lease_losses = Counter(

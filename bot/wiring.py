@@ -97,7 +97,8 @@ def build_worker(
 ) -> DebateWorker:
     """A worker on `engine`; its pool's turns and endings are committed in groups (see
     bot.store.writer). With `gate`, it claims no new debate while Slack refuses the bot
-    token."""
+    token (with OAuth installs the claims themselves skip a workspace whose token Slack
+    refuses: bot.store.refusals)."""
     settings = services.settings
     return DebateWorker(
         engine=engine,
@@ -232,7 +233,14 @@ def build_bot(
         web = request_client or client
         people = directory if request_client is None else SlackDirectory(web)
         intake = build_intake(
-            settings, services, engine, workspace=workspace, reach=people, wake=wake, gate=gate
+            settings,
+            services,
+            engine,
+            workspace=workspace,
+            reach=people,
+            wake=wake,
+            gate=gate,
+            tokens_per_workspace=installs is not None,
         )
         reviews = Reviews(
             engine=engine,
@@ -304,7 +312,9 @@ def build_bot(
         app=app,
         asgi=BotASGI(
             app,
-            health=HealthProbe(engine, settings.worker_concurrency, gate=gate),
+            health=HealthProbe(
+                engine, settings.worker_concurrency, gate=gate, workspaces=installs is not None
+            ),
             metrics=metrics,
             signing_secret=signing_secret or "socket-mode-signs-nothing",
             after_ack=after_ack,
@@ -342,9 +352,11 @@ def build_intake(
     reach: Reach | None = None,
     wake: Callable[[], None] = lambda: None,
     gate: TokenGate | None = None,
+    tokens_per_workspace: bool = False,
 ) -> Intake:
     """The one intake, with the deployment's limits, caps and review channel; with `gate`, it
-    refuses new debates while Slack refuses the bot token."""
+    refuses new debates while Slack refuses the bot token, and with `tokens_per_workspace`
+    (OAuth installs) while the store says Slack refuses the workspace's."""
     return Intake(
         engine=engine,
         policy=services.policy,
@@ -357,6 +369,7 @@ def build_intake(
         review_channel=settings.review_channel,
         wake=wake,
         gate=gate,
+        tokens_per_workspace=tokens_per_workspace,
         workspace=workspace,
     )
 

@@ -190,11 +190,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     workspace = commands.add_parser(
         "workspace",
-        help="one workspace's records: list them, or delete them (each debate archived and"
-        " verified first, as retention does)",
+        help="the installed workspaces and whether Slack takes each one's bot token (list), or"
+        " one workspace's records: count them (list TEAM_ID), or delete them (each debate"
+        " archived and verified first, as retention does)",
     )
     workspace.add_argument("action", choices=("list", "delete"))
-    workspace.add_argument("team", metavar="TEAM_ID", help="the workspace's Slack team id (T…)")
+    workspace.add_argument(
+        "team",
+        metavar="TEAM_ID",
+        nargs="?",
+        help="the workspace's Slack team id (T…); list without it lists every install",
+    )
     workspace.add_argument(
         "--archive", metavar="DIR", help="delete: where each debate's export is written first"
     )

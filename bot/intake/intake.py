@@ -18,8 +18,8 @@ from bot.intake.policy import TRIAGED_SOURCES, SpecPolicy
 from bot.intake.request import Ask, DebateRequest, FollowUp
 from bot.messages import owed
 from bot.settings import SettingsError
-from bot.slackweb.token import TokenGate
-from bot.store import channels, outbox, queue
+from bot.slackweb.token import TokenGate, workspace_refusal
+from bot.store import channels, outbox, queue, refusals
 from bot.store.db import in_session
 from bot.store.errors import BudgetExceededError, InFlightLimitError, StoreNoAnswerError
 from bot.store.queue import InFlightLimits, NewDebate, SpendCaps
@@ -69,6 +69,7 @@ class Intake:
         review_channel: str | None = None,
         wake: Callable[[], None] = lambda: None,
         gate: TokenGate | None = None,
+        tokens_per_workspace: bool = False,
         workspace: Workspace,
     ) -> None:
         self.engine = engine
@@ -79,6 +80,7 @@ class Intake:
         self.review_channel = review_channel
         self.wake = wake
         self.gate = gate
+        self.tokens_per_workspace = tokens_per_workspace
         self.workspace = workspace
 
     async def submit(self, request: DebateRequest) -> Started:
@@ -104,14 +106,23 @@ class Intake:
         )
 
     async def admit(self, request: DebateRequest) -> Admitted:
-        """Everything checked before anything is stored or paid for: that the bot can post
-        where a new question's debate and review request go, and the spec by policy (built and
-        validated once)."""
+        """Everything checked before anything is stored or paid for: that Slack takes the bot
+        token (the process's `gate`; with OAuth installs, `tokens_per_workspace`, the
+        workspace's, as the store has it), that the bot can post where a new question's debate
+        and review request go, and the spec by policy (built and validated once)."""
         asked = request.asked
         review_in = request.review_in
         if self.gate is not None and self.gate.refused and request.channel_id is not None:
             # Nothing it queued could be posted, and it would be paid for.
             raise NotAdmittedError(self.gate.refusal())
+        if self.tokens_per_workspace and request.channel_id is not None:
+            refused = await in_session(
+                self.engine,
+                lambda s: refusals.refusal_for(s, workspace=self.workspace),
+                workspace=self.workspace,
+            )
+            if refused is not None:
+                raise NotAdmittedError(workspace_refusal(refused.code, refused.scope))
         if isinstance(asked, Ask):
             if request.channel_id is not None and not _is_dm(request.channel_id):
                 await self.check_reachable(request.channel_id)

@@ -10,7 +10,11 @@
 - A refused bot token (`token_revoked`, `invalid_auth`, `missing_scope`, …; see
   `bot.slackweb.token`) is no message's fault: delivery pauses with every message still owed
   and held ones handed back, `auth.test` is asked now and then, and once Slack takes the token
-  everything owed is sent, the debates owing a review request first.
+  everything owed is sent, the debates owing a review request first. With OAuth installs
+  (`per_workspace`) only that workspace's delivery pauses: the refusal is marked in the store
+  (bot.store.refusals), so no replica claims its debates or sends what it is owed, and one
+  replica at a time asks `auth.test` with its token, less and less often, until Slack takes
+  it or the app is installed there again.
 - A thread that cannot be reached (`not_in_channel`, `channel_not_found`, `is_archived`) halts
   its debate (the worker stops at the next turn), tells the requester by DM, and sends the review
   request by DM to the reviewers, else the requester, else the workspace admins. A deleted
@@ -48,8 +52,8 @@ from bot.slackweb.acting import acting_for
 from bot.slackweb.errors import PostError, TokenRefusedError, UnthreadedError
 from bot.slackweb.people import SlackDirectory
 from bot.slackweb.poster import SLACK_FAILURES, Posted, SlackPoster
-from bot.slackweb.token import TokenGate
-from bot.store import outbox
+from bot.slackweb.token import TokenGate, workspace_token_fix
+from bot.store import outbox, refusals
 from bot.store.db import in_session
 from bot.store.errors import DatabaseUnavailableError
 from bot.store.outbox import PARENT, PARENT_UPDATE, SHOWN_IN_STREAM, ClaimedStream, Draft, Lane
@@ -104,8 +108,8 @@ class DeliveryConfig:
     token); with one workspace's token from the environment, it pauses all delivery."""
     token_probe_s: float = 2.0
     token_probe_max_s: float = 15.0
-    """While Slack refuses the bot token, `auth.test` is asked after `token_probe_s`, then
-    twice as long each time up to `token_probe_max_s`."""
+    """While Slack refuses the bot token (with OAuth installs, a workspace's), `auth.test` is
+    asked after `token_probe_s`, then twice as long each time up to `token_probe_max_s`."""
 
 
 class OutboxDelivery:
@@ -139,6 +143,11 @@ class OutboxDelivery:
         self.gate = gate or TokenGate()
         self._probe_at = 0.0
         self._probe_wait = self.config.token_probe_s
+        self._probe_backoff = refusals.Backoff(
+            first_s=self.config.token_probe_s, max_s=self.config.token_probe_max_s
+        )
+        self._probes: dict[str, asyncio.Task[None]] = {}
+        self._probes_looked_at = -math.inf
 
     async def _db(self, work: Callable[[Session], R]) -> R:
         return await in_session(self.engine, work, workspace=EVERY_WORKSPACE)
@@ -169,7 +178,9 @@ class OutboxDelivery:
         """Start a task for every lane with a due message that has none yet; returns how many.
         None while Slack refuses the bot token (until a probe finds it taken again)."""
         self._lanes = {lane: task for lane, task in self._lanes.items() if not task.done()}
-        if self.gate.refused and not await self._token_taken():
+        if self.config.per_workspace:
+            await self._probe_refused()
+        elif self.gate.refused and not await self._token_taken():
             return 0
         horizon = asyncio.get_running_loop().time() - self.config.status_interval_s
         self._updated_at = {d: at for d, at in self._updated_at.items() if at > horizon}
@@ -202,16 +213,67 @@ class OutboxDelivery:
         await self._db(outbox.pull_in_retries)
         return True
 
+    async def _probe_refused(self) -> None:
+        """Start asking Slack about each workspace token it refuses whose probe is due, in the
+        background (the store hands each due probe to one replica); looked for at most every
+        half `token_probe_s`."""
+        now = asyncio.get_running_loop().time()
+        if now < self._probes_looked_at + self.config.token_probe_s / 2:
+            return
+        self._probes_looked_at = now
+        self._probes = {bot: task for bot, task in self._probes.items() if not task.done()}
+        due = await self._db(lambda s: refusals.claim_probes(s, backoff=self._probe_backoff))
+        for bot in due:
+            if bot.installation not in self._probes:
+                self._probes[bot.installation] = asyncio.create_task(self._probe(bot))
+
+    async def _probe(self, bot: refusals.BotState) -> None:
+        """Ask `auth.test` with the bot's token: taken, its mark is cleared (every replica then
+        claims its debates and sends what it is owed); refused, the code is kept up to date."""
+        where = bot.installation
+        try:
+            with acting_for(bot.acting_as):
+                refused = await self.directory.check_token()
+        except TokenRefusedError as error:
+            refused = error  # refused before Slack was asked (its renewal was refused)
+        except PostError as error:
+            log.warning("cannot ask Slack about the bot token of %s yet: %s", where, error)
+            return
+        try:
+            if refused is not None:
+                await self._db(
+                    lambda s: refusals.refuse(
+                        s,
+                        workspace=bot.acting_as,
+                        code=refused.code,
+                        scope=refused.needed,
+                        backoff=self._probe_backoff,
+                    )
+                )
+                return
+            if await self._db(lambda s: refusals.accept(s, installation=where)):
+                log.warning(
+                    "Slack takes the bot token of %s again: delivering what it is owed, and"
+                    " claiming its debates",
+                    where,
+                )
+        except DatabaseUnavailableError as error:
+            log.error("the bot token of %s was asked about, but not noted: %s", where, error)
+            return
+        self.wake()
+
     async def drain(self) -> None:
         """Deliver everything due now and wait for it (`worker --exit-when-idle` does, to end)."""
         while await self.start_due() or any(not t.done() for t in self._lanes.values()):
             await asyncio.gather(*self._lanes.values(), return_exceptions=True)
 
     async def cancel_lanes(self) -> None:
-        for task in self._lanes.values():
+        tasks = [*self._lanes.values(), *self._probes.values()]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._lanes.values(), return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         self._lanes.clear()
+        self._probes.clear()
 
     async def _run_lane(self, lane: Lane) -> None:
         # Every Slack call of the lane is made with its workspace's bot token (OAuth installs;
@@ -229,14 +291,47 @@ class OutboxDelivery:
             log.error("delivery for %s paused: %s", where, error)
         except TokenRefusedError as error:
             if self.config.per_workspace:
-                # One workspace's refused token (revoked, uninstalled) holds only its own
-                # messages: the claimed one is retried when its claim lapses, and an uninstall
-                # drops what the workspace is owed (bot.slack.installs).
-                log.warning("delivery to workspace %s held: %s", workspace.team_id, error)
+                await self._hold(lane, workspace, error)
                 return
             self.gate.refuse(error)
             self._probe_at = asyncio.get_running_loop().time() + self._probe_wait
             await self._db(lambda s: outbox.release_claims(s, owner=self.owner))
+
+    async def _hold(self, lane: Lane, workspace: Workspace, error: TokenRefusedError) -> None:
+        """One workspace's token is refused: marked in the store for every replica (its debates
+        are not claimed, none of its lanes is due), and what this process holds of it handed
+        back with no attempt counted. With no bot stored for it (uninstalled: an uninstall
+        drops what the workspace is owed, bot.slack.installs), or none noted (the database did
+        not answer), the claimed message waits out its claim."""
+        try:
+            news = await self._db(
+                lambda s: refusals.refuse(
+                    s,
+                    workspace=workspace,
+                    code=error.code,
+                    scope=error.needed,
+                    backoff=self._probe_backoff,
+                )
+            )
+        except DatabaseUnavailableError as failure:
+            log.error("delivery to workspace %s held, not noted: %s", workspace.team_id, failure)
+            return
+        if news is None:
+            log.warning("delivery to workspace %s held: %s", workspace.team_id, error)
+            return
+        if news:
+            log.error(
+                "Slack refused the bot token of workspace %s (%s): what it is owed is held (none"
+                " is given up) and none of its debates is claimed until the token works; to fix"
+                " it, %s",
+                workspace.team_id,
+                error.code,
+                workspace_token_fix(error.code, error.needed),
+            )
+        with contextlib.suppress(DatabaseUnavailableError):  # else they lapse in `claim_s`
+            await self._db(
+                lambda s: outbox.release_claims(s, owner=self.owner, team_id=lane.team_id)
+            )
 
     async def _deliver_lane(self, lane: Lane) -> None:
         if lane.debate_id is None:

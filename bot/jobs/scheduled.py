@@ -44,7 +44,7 @@ from bot.messages.notifier import DebateNotifier
 from bot.metrics import Metrics
 from bot.settings import Settings
 from bot.slackweb.errors import PostError
-from bot.store import operations, outbox
+from bot.store import operations, outbox, refusals
 from bot.store.db import in_session
 from bot.store.errors import StoreError
 from bot.store.export import export_record, verify_export
@@ -310,12 +310,8 @@ class ScheduledJobs:
         return f"{len(requeued)} debate(s) requeued, {released} message(s) released"
 
     async def queue_depth(self) -> str:
-        depth = await in_session(
-            self.engine,
-            lambda s: operations.queue_depth(s, now=self.clock()),
-            workspace=EVERY_WORKSPACE,
-        )
-        self._set_gauges(depth)
+        depth, refused = await in_session(self.engine, self._depth, workspace=EVERY_WORKSPACE)
+        self._set_gauges(depth, refused)
         if depth.oldest_wait_s > self.settings.queue_warn_s:
             log.warning(
                 "%d debate(s) waiting for a worker, the oldest for %.0f s (over"
@@ -350,20 +346,21 @@ class ScheduledJobs:
 
     async def refresh_gauges(self) -> None:
         try:
-            depth = await in_session(
-                self.engine,
-                lambda s: operations.queue_depth(s, now=self.clock()),
-                workspace=EVERY_WORKSPACE,
-            )
+            depth, refused = await in_session(self.engine, self._depth, workspace=EVERY_WORKSPACE)
         except StoreError as error:
             log.warning("queue gauges not refreshed: %s", error)
             return
-        self._set_gauges(depth)
+        self._set_gauges(depth, refused)
 
-    def _set_gauges(self, depth: operations.QueueDepth) -> None:
+    def _depth(self, session: Session) -> tuple[operations.QueueDepth, int]:
+        """The queue, and how many workspaces' bot tokens Slack refuses."""
+        return operations.queue_depth(session, now=self.clock()), refusals.refused_count(session)
+
+    def _set_gauges(self, depth: operations.QueueDepth, refused: int) -> None:
         if self.metrics is not None:
             self.metrics.queue_depth.set(depth.waiting)
             self.metrics.queue_oldest.set(depth.oldest_wait_s)
+            self.metrics.workspaces_refused.set(refused)
 
 
 def due_day(digest_time: str | None, timezone: str, now: datetime) -> str | None:

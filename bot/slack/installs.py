@@ -46,12 +46,14 @@ from slack_bolt.oauth.async_oauth_flow import AsyncOAuthFlow
 from slack_bolt.oauth.async_oauth_settings import AsyncOAuthSettings
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
+from slack_sdk.errors import SlackClientError
 from slack_sdk.oauth.installation_store.async_installation_store import AsyncInstallationStore
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import Engine
 
 from bot.outbound import OutboundError
 from bot.settings import REDIRECT_PATH
+from bot.slackweb.errors import TokenRefusedError
 from bot.slackweb.installations import (
     STATE_EXPIRES_S,
     DatabaseInstallationStore,
@@ -132,7 +134,8 @@ class StoredAuthorize(AsyncAuthorize):
                 team_id=team_id,
                 is_enterprise_install=context.is_enterprise_install,
             )
-        except TokenDecryptError as error:
+        except (TokenDecryptError, TokenRefusedError, SlackClientError) as error:
+            # No key for the token, or it expired and could not be renewed (logged there).
             log.error("cannot authorize a request from %s/%s: %s", enterprise_id, team_id, error)
             return None
         if bot is None:

@@ -32,7 +32,8 @@ class WorkspaceClient(MeteredWebClient):
     """A Web API client with no token of its own: each call carries the bot token of the
     workspace it is made for (`acting_for`), renewed when due (`BotTokens`). A call made for no
     workspace is a bug and is refused; a workspace with no bot (uninstalled, revoked) is
-    refused as Slack refuses a revoked token (`TokenRefusedError`)."""
+    refused as Slack refuses a revoked token, and one whose token expired and could not be
+    renewed as Slack refuses an expired one (`TokenRefusedError` both)."""
 
     def __init__(self, *, tokens: BotTokens, **kwargs: Any) -> None:
         super().__init__(**kwargs)

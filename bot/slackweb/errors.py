@@ -29,12 +29,14 @@ class PostError(SlackWebError):
 
 TOKEN_REFUSED = frozenset(
     {"token_revoked", "token_expired", "invalid_auth", "account_inactive", "not_authed"}
-    | {"missing_scope"}
+    | {"team_access_not_granted", "missing_scope"}
 )
 """Slack's answers that refuse the bot token itself, whatever the call (the common errors of
 every Web API method: "invalid_auth", "not_authed", "account_inactive", "token_revoked",
-"token_expired", and "missing_scope", which names the scope in `needed`). No message is at
-fault: every other call fails the same way until the token is fixed."""
+"token_expired", "team_access_not_granted" ("The token used is not granted the specific
+workspace access required to complete this request"), and "missing_scope", which names the
+scope in `needed`). No message is at fault: every other call fails the same way until the token
+is fixed."""
 
 
 class TokenRefusedError(SlackWebError):

@@ -22,7 +22,7 @@ from slack_sdk.oauth.state_store.async_state_store import AsyncOAuthStateStore
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from bot.store import installations
+from bot.store import installations, refusals
 from bot.store.cipher import TokenCipher
 from bot.store.db import in_session
 from bot.store.installations import Installer, StoredBot
@@ -40,7 +40,8 @@ class DatabaseInstallationStore(AsyncInstallationStore):
     semantics: an org-wide install (`is_enterprise_install`) is found by its enterprise with no
     team; without a user, `find_installation` answers the latest install in the workspace, with
     the workspace's current bot token; deleting names exact ids (an org-wide install: no
-    team)."""
+    team). Saving a bot's new tokens (an install again, a renewal) clears a refusal of its old
+    ones (bot.store.refusals)."""
 
     def __init__(self, *, engine: Engine, cipher: TokenCipher) -> None:
         self.engine = engine
@@ -53,21 +54,23 @@ class DatabaseInstallationStore(AsyncInstallationStore):
     async def async_save(self, installation: Installation) -> None:
         installer = _installer(installation)
         bot = _bot_of(installation)
-        await in_session(
-            self.engine,
-            lambda s: installations.save_install(
-                s, installer=installer, bot=bot, cipher=self.cipher
-            ),
-            workspace=EVERY_WORKSPACE,
-        )
+
+        def save(session: Session) -> None:
+            installations.save_install(session, installer=installer, bot=bot, cipher=self.cipher)
+            if bot is not None:
+                # New tokens are worth trying, whatever Slack answered the old ones.
+                refusals.accept(session, installation=bot.install_key)
+
+        await in_session(self.engine, save, workspace=EVERY_WORKSPACE)
 
     async def async_save_bot(self, bot: Bot) -> None:
         stored = _stored(bot)
-        await in_session(
-            self.engine,
-            lambda s: installations.save_bot(s, bot=stored, cipher=self.cipher),
-            workspace=EVERY_WORKSPACE,
-        )
+
+        def save(session: Session) -> None:
+            installations.save_bot(session, bot=stored, cipher=self.cipher)
+            refusals.accept(session, installation=stored.install_key)
+
+        await in_session(self.engine, save, workspace=EVERY_WORKSPACE)
 
     async def async_find_bot(
         self,

@@ -170,8 +170,9 @@ class SlackDirectory:
         return channel
 
     async def check_token(self) -> TokenRefusedError | None:
-        """Ask Slack whether it takes the bot token (`auth.test`): its refusal, or None when it
-        does (the bot's identity is then known). Raises the classified PostError when Slack
+        """Ask Slack whether it takes the bot token (`auth.test`; with OAuth installs, the token
+        of the workspace the call is made for): its refusal, or None when it does (the bot's
+        identity is then known, one workspace's). Raises the classified PostError when Slack
         cannot be reached or does not answer in time: that is no refusal."""
         try:
             auth = await asyncio.wait_for(self.client.auth_test(), timeout=self.lookup_s)
@@ -180,13 +181,15 @@ class SlackDirectory:
             if refused is not None:
                 return refused
             raise classify(error, "auth.test", "-") from error
+        self._teams[_acting("")] = _team_of(auth) or self._teams.get(_acting(""))
+        if ACTING_FOR.get() is not None:
+            return None  # one workspace's probe (OAuth installs): not the process's identity
         self._bot = (auth.get("user_id"), str(auth.get("user") or "debatebot"))
         if auth.get("team_id"):
             self._workspace = Workspace(
                 team_id=str(auth["team_id"]),
                 enterprise_id=str(auth["enterprise_id"]) if auth.get("enterprise_id") else None,
             )
-        self._teams[_acting("")] = _team_of(auth) or self._teams.get(_acting(""))
         return None
 
     def known_workspace(self) -> Workspace | None:

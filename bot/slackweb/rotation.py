@@ -14,6 +14,7 @@ from slack_sdk.oauth.installation_store.async_installation_store import AsyncIns
 from slack_sdk.oauth.token_rotation.async_rotator import AsyncTokenRotator
 
 from bot.outbound import OutboundError
+from bot.slackweb.errors import TokenRefusedError
 from bot.store.installations import key
 
 log = logging.getLogger(__name__)
@@ -41,10 +42,12 @@ class BotTokens:
     Bolt's rule, `ROTATE_BEFORE_MIN` minutes ahead, through slack_sdk's `AsyncTokenRotator`, and
     the new pair is saved before it is used. One task per process renews an install at a time
     (the others wait and read what it saved). When Slack refuses the refresh token because
-    another replica just spent it, the install is read again and that replica's token used.
-    When Slack cannot be reached (or its answer is a redirect, never followed), a token that has
-    not yet expired is used as it is and renewed at a later request with the same refresh
-    token.
+    another replica just spent it, the install is read again and that replica's token used;
+    when it refuses it for good, the token is refused as Slack refuses an expired one
+    (`TokenRefusedError`, `token_expired`). When Slack cannot be reached (or its answer is a
+    redirect, never followed), a token that has not yet expired is used as it is and renewed at
+    a later request with the same refresh token; one that has is a call Slack did not answer
+    (`SlackClientError`: retried, no refusal).
     """
 
     def __init__(
@@ -62,8 +65,9 @@ class BotTokens:
     async def bot(
         self, *, enterprise_id: str | None, team_id: str | None, is_enterprise_install: bool | None
     ) -> Bot | None:
-        """The bot to act with, or None: not installed, revoked, or its token expired and
-        could not be renewed (logged with what to do)."""
+        """The bot to act with, or None: not installed (or uninstalled, its tokens deleted).
+        Raises TokenRefusedError when its token expired and Slack refused to renew it, and
+        SlackClientError when it expired and Slack could not be asked (both logged)."""
 
         async def find() -> Bot | None:
             return await self.store.async_find_bot(
@@ -109,7 +113,11 @@ class BotTokens:
                 where,
                 code,
             )
-            return None
+            raise TokenRefusedError(
+                f"the bot token of {where} expired and Slack refused to renew it ({code}):"
+                " install the app in that workspace again (/slack/install)",
+                code="token_expired",
+            ) from error
         except (SlackClientError, aiohttp.ClientError, OutboundError, TimeoutError) as error:
             # Not asked, or no answer (OutboundError: a redirect the session refused, so the
             # refresh token was sent nowhere else): the stored pair is kept as it is.
@@ -121,12 +129,14 @@ class BotTokens:
         return renewed
 
     @staticmethod
-    def _unrenewed(bot: Bot, where: str, why: str) -> Bot | None:
+    def _unrenewed(bot: Bot, where: str, why: str) -> Bot:
         """Slack could not be asked to renew the token: use it while it has not expired."""
         if (bot.bot_token_expires_at or 0) > time.time():
             log.warning(
                 "could not renew the bot token of %s (%s); using it until it expires", where, why
             )
             return bot
-        log.error("the bot token of %s expired and could not be renewed (%s)", where, why)
-        return None
+        log.error("the bot token of %s expired and could not be renewed yet (%s)", where, why)
+        raise SlackClientError(
+            f"the bot token of {where} expired and Slack could not be asked to renew it ({why})"
+        )

@@ -2,7 +2,11 @@
 missing) is no message's fault: every call fails alike until the token is fixed. So while it
 lasts delivery pauses with every message still owed, workers claim no new debate, new requests
 are refused with the reason, and `/healthz` answers 503 naming the setting; once the token
-answers again, everything owed is delivered."""
+answers again, everything owed is delivered.
+
+With OAuth installs each workspace has a token of its own, and a refusal holds that workspace
+only; it is kept in the store, for every replica (bot.store.refusals), and told with
+`workspace_token_fix` and `workspace_refusal`."""
 
 from __future__ import annotations
 
@@ -26,6 +30,32 @@ def token_fix(code: str, needed: str | None = None) -> str:
     return (
         f"reinstall the app to the workspace (OAuth & Permissions → Reinstall), set {SETTING}"
         " to its bot token (xoxb-…) and restart"
+    )
+
+
+INSTALL_PAGE = "/slack/install on the bot's address"
+
+
+def workspace_token_fix(code: str, needed: str | None = None) -> str:
+    """What is done about one workspace's refused token (OAuth installs): install the app
+    there again, which stores new tokens (with every scope the app asks for)."""
+    if code == "team_access_not_granted":
+        return (
+            "grant the app access to this workspace (an org admin, in the org's app settings),"
+            f" or install it in this workspace ({INSTALL_PAGE})"
+        )
+    if code == "missing_scope":
+        scope = f"the `{needed}` scope" if needed else "a scope the bot needs"
+        return f"install the app in this workspace again ({INSTALL_PAGE}) to grant it {scope}"
+    return f"install the app in this workspace again ({INSTALL_PAGE})"
+
+
+def workspace_refusal(code: str, needed: str | None = None) -> str:
+    """What a person who asks for a debate is told while Slack refuses their workspace's
+    token."""
+    return (
+        f"Slack refused my bot token in this workspace ({code}), so I could not post this debate"
+        f" and nothing was queued. A workspace admin must {workspace_token_fix(code, needed)}"
     )
 
 

@@ -235,6 +235,23 @@ def find_bot(
 ) -> StoredBot | None:
     """The bot a request from these ids acts with (see the module's docstring); None when the
     app is not installed there, or its bot's token was revoked."""
+    row = bot_row(
+        session,
+        enterprise_id=enterprise_id,
+        team_id=team_id,
+        is_enterprise_install=is_enterprise_install,
+    )
+    return None if row is None else _bot(row, cipher)
+
+
+def bot_row(
+    session: Session,
+    *,
+    enterprise_id: str | None,
+    team_id: str | None,
+    is_enterprise_install: bool | None,
+) -> SlackBot | None:
+    """The stored row of the bot `find_bot` answers for these ids, its tokens still sealed."""
     lookup = lookup_key(
         enterprise_id=enterprise_id, team_id=team_id, is_enterprise_install=is_enterprise_install
     )
@@ -242,7 +259,7 @@ def find_bot(
     if row is None and enterprise_id is not None and lookup != _org(enterprise_id):
         org = session.get(SlackBot, _org(enterprise_id))
         row = org if org is not None and org.is_enterprise_install else None
-    return None if row is None else _bot(row, cipher)
+    return row
 
 
 def find_installer(

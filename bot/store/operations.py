@@ -14,7 +14,7 @@ from sqlalchemy import select as sa_select
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from bot.store import outbox
+from bot.store import outbox, refusals
 from bot.store.tables import (
     CalibrationLabel,
     ChannelSettings,
@@ -117,15 +117,18 @@ class QueueDepth:
 
 
 def queue_depth(session: Session, *, now: datetime | None = None) -> QueueDepth:
-    """Debates a worker could claim now (queued, or running under an expired lease), and how
-    long the longest-waiting one has waited (since it was queued, or since its lease ran out)."""
+    """Debates a worker could claim now (queued, or running under an expired lease; not those
+    of a workspace whose bot token Slack refuses, which wait for the token, not for a worker),
+    and how long the longest-waiting one has waited (since it was queued, or since its lease
+    ran out)."""
     now = now or utcnow()
     rows = session.exec(
         select(Debate.state, Debate.created_at, Debate.lease_expires_at).where(
             or_(
                 col(Debate.state) == DebateState.QUEUED,
                 (col(Debate.state) == DebateState.RUNNING) & (col(Debate.lease_expires_at) < now),
-            )
+            ),
+            ~refusals.token_refused(col(Debate.team_id), col(Debate.enterprise_id)),
         )
     ).all()
     waits = [

@@ -19,6 +19,7 @@ from sqlalchemy import select as sql_select
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
+from bot.store import refusals
 from bot.store.tables import (
     Debate,
     DebateState,
@@ -224,7 +225,9 @@ class Lane:
 
 def due_lanes(session: Session) -> list[Lane]:
     """Every lane with a message due now: first the lanes of debates that still owe their
-    review request (after an outage they go first, so reviewers hear soonest), then by debate."""
+    review request (after an outage they go first, so reviewers hear soonest), then by debate.
+    A workspace whose bot token Slack refuses has none: what it is owed is held
+    (bot.store.refusals)."""
     rows = session.execute(
         sql_select(
             col(Outbox.debate_id),
@@ -233,7 +236,10 @@ def due_lanes(session: Session) -> list[Lane]:
             col(Outbox.team_id),
             col(Outbox.enterprise_id),
         )
-        .where(_due(utcnow()))
+        .where(
+            _due(utcnow()),
+            ~refusals.token_refused(col(Outbox.team_id), col(Outbox.enterprise_id)),
+        )
         .distinct()
     ).all()
     lanes = {
@@ -587,13 +593,17 @@ def halt(session: Session, *, debate_id: int, reason: str, notices: Sequence[Dra
     return True
 
 
-def release_claims(session: Session, *, owner: str) -> int:
-    """Hand back every message `owner` holds, due at once (Slack refused the bot token: no
-    message is at fault, and none is given up)."""
+def release_claims(session: Session, *, owner: str, team_id: str | None = None) -> int:
+    """Hand back every message `owner` holds (only workspace `team_id`'s, when given), due at
+    once, no attempt counted (Slack refused the bot token: no message is at fault, and none is
+    given up)."""
+    statement = update(Outbox).where(
+        col(Outbox.state) == OutboxState.SENDING, col(Outbox.claimed_by) == owner
+    )
+    if team_id is not None:
+        statement = statement.where(col(Outbox.team_id) == team_id)
     released = session.execute(
-        update(Outbox)
-        .where(col(Outbox.state) == OutboxState.SENDING, col(Outbox.claimed_by) == owner)
-        .values(state=OutboxState.PENDING, claimed_by=None, claimed_until=None)
+        statement.values(state=OutboxState.PENDING, claimed_by=None, claimed_until=None)
     )
     session.commit()
     return int(released.rowcount or 0)  # type: ignore[attr-defined]

@@ -13,7 +13,7 @@ from sqlalchemy import select as sql_select
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from bot.store import operations, outbox
+from bot.store import operations, outbox, refusals
 from bot.store.audit import (
     GENESIS_HASH,
     turn_digest,
@@ -221,8 +221,10 @@ def claim_debates(
     limit: int = 1,
     debate_id: int | None = None,
 ) -> list[Debate]:
-    """Take up to `limit` claimable debates (queued, or running with an expired lease), fairly
-    across workspaces; with `debate_id`, that debate only (the CLI runs the debate it queued).
+    """Take up to `limit` claimable debates (queued, or running with an expired lease; not
+    suspended, and not of a workspace whose bot token Slack refuses: bot.store.refusals),
+    fairly across workspaces; with `debate_id`, that debate only (the CLI runs the debate it
+    queued).
 
     Fair: the workspaces with the fewest debates running go first, each workspace's oldest
     first, then round-robin (every workspace's second before anyone's third), so a workspace
@@ -237,6 +239,8 @@ def claim_debates(
         col(Debate.state) == DebateState.QUEUED,
         (col(Debate.state) == DebateState.RUNNING) & (col(Debate.lease_expires_at) < now),
     ) & col(Debate.suspended_at).is_(None)
+    # Nothing it would post could be delivered, and it would be paid for.
+    claimable = claimable & ~refusals.token_refused(col(Debate.team_id), col(Debate.enterprise_id))
     if debate_id is not None:
         ranked = [debate_id]
     else:

@@ -577,6 +577,18 @@ class SlackBot(SQLModel, table=True):
     """When the bot token expires (token rotation on); None: it does not."""
     installed_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
+    refused_code: str | None = Field(default=None, max_length=60)
+    """Slack refuses this bot token (`invalid_auth`, `account_inactive`, …) though no uninstall
+    was heard of: no replica claims the workspace's debates or sends what it is owed until
+    `auth.test` takes the token again or the app is installed again, which clears this
+    (bot.store.refusals). None: the token is taken."""
+    refused_scope: str | None = Field(default=None, max_length=200)
+    """With `missing_scope`: the scope Slack named as needed."""
+    refused_since: datetime | None = None
+    probe_at: datetime | None = None
+    """When a replica next asks Slack (`auth.test`) whether it takes the token."""
+    probe_wait_s: float | None = None
+    """The wait before the probe after that one (doubling up to a cap)."""
 
 
 class SlackInstallation(SQLModel, table=True):

@@ -14,6 +14,11 @@ an expired one gets `token_expired`; a revoked one gets `token_revoked`; an unkn
 is what Slack answers for a channel the token cannot see. Without rotation, installing again
 gives the install the bot token it has. An org-wide install (Enterprise Grid) has no team: its
 token serves every workspace of the org.
+
+Slack can also refuse an install's token with no uninstall event (`refuse`): every call with it,
+`auth.test` included, gets one of the codes Slack lists among every method's errors for a token
+it will not take (`REFUSALS`), until Slack takes it again (`accept`); installing again then
+issues a new token, as for a revoked one.
 """
 
 from __future__ import annotations
@@ -30,6 +35,19 @@ CLIENT_SECRET = "e2e0client0secret0a1b2c3d4e5f6a7b8"
 APP_ID = "A1"
 CODE_LIFETIME_S = 600.0
 SCOPES = "commands,chat:write"
+REFUSALS = frozenset(
+    {
+        "invalid_auth",
+        "account_inactive",
+        "token_revoked",
+        "token_expired",
+        "not_authed",
+        "team_access_not_granted",
+    }
+)
+"""The common errors of every Web API method that refuse the token itself ("Authentication
+token is for a deleted user or workspace", "The token used is not granted the specific
+workspace access required to complete this request", …)."""
 
 
 @dataclass
@@ -55,6 +73,8 @@ class Grant:
     team_id: str | None
     expires_at: float | None = None
     revoked: bool = False
+    refused: str | None = None
+    """Slack refuses the token with this code (`Workspaces.refuse`)."""
 
 
 @dataclass
@@ -178,6 +198,8 @@ class Workspaces:
             return None, "invalid_auth"
         if grant.revoked:
             return None, "token_revoked"
+        if grant.refused is not None:
+            return None, grant.refused
         if grant.expires_at is not None and grant.expires_at <= time.time():
             return None, "token_expired"
         return grant, None
@@ -257,7 +279,9 @@ class Workspaces:
             (
                 g
                 for g in self.grants.values()
-                if (g.enterprise_id, g.team_id) == (enterprise_id, team_id) and not g.revoked
+                if (g.enterprise_id, g.team_id) == (enterprise_id, team_id)
+                and not g.revoked
+                and g.refused is None
             ),
             None,
         )
@@ -298,6 +322,20 @@ class Workspaces:
     def expire(self, token: str) -> None:
         """The token reached its expiry."""
         self.grants[token].expires_at = time.time() - 1
+
+    def refuse(self, team_id: str | None, code: str, enterprise_id: str | None = None) -> None:
+        """Slack refuses the install's live tokens with `code` (one of `REFUSALS`), though
+        nothing was uninstalled and no event is sent."""
+        assert code in REFUSALS, f"{code} is not an answer that refuses a token"
+        for token in self.tokens_of(team_id, enterprise_id):
+            self.grants[token].refused = code
+
+    def accept(self, team_id: str | None, enterprise_id: str | None = None) -> None:
+        """Slack takes the install's refused tokens again (an account reactivated, access
+        granted again)."""
+        for grant in self.grants.values():
+            if (grant.enterprise_id, grant.team_id) == (enterprise_id, team_id):
+                grant.refused = None
 
     def tokens_of(self, team_id: str | None, enterprise_id: str | None = None) -> list[str]:
         """The live access tokens of an install (an org-wide one: no team), oldest first."""

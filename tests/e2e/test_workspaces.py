@@ -1,18 +1,23 @@
 """Two workspaces on one deployment, end to end (issue 37): each installs over OAuth, debates,
 reviews and configures with its own token and sees only its own records; uninstalling one stops
 its debate at the next turn and drops what it is owed while the other goes on; installing it
-again resumes the debate where it stopped."""
+again resumes the debate where it stopped. When Slack refuses one workspace's token with no
+uninstall heard of, that workspace alone waits (its debates unclaimed, what it is owed held,
+its requests refused with the reason, `/healthz` still healthy, counting it), until Slack takes
+the token again or the app is installed there again."""
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import json
 from typing import Any
 
+import pytest
 from sqlmodel import col, select
 
 from bot.messages import action_ids
-from bot.store import channels
+from bot.store import channels, installations, refusals
 from bot.store.db import session_scope
 from bot.store.tables import Debate, DebateState, Outbox, OutboxState, Review
 from bot.store.tenancy import EVERY_WORKSPACE, Workspace
@@ -20,6 +25,7 @@ from engine.llm import LLMRequest
 from engine.models import utcnow
 from engine.providers.fake import FunctionLLM
 from tests.e2e.conftest import ADMIN, BOT_TOKEN, CHANNEL, REVIEWER, Bot, BotFactory
+from tests.e2e.slack_workspaces import REFUSALS
 from tests.e2e.test_oauth_installs import (
     OTHER,
     command,
@@ -195,3 +201,137 @@ async def test_two_workspaces_debate_review_and_configure_apart_and_an_uninstall
     assert tokens <= {t2_first, t2_second}
     assert t2_second in tokens
     assert {token for channel, token in writes(bot) if channel == CHANNEL} == {BOT_TOKEN}
+
+
+# --- one workspace's token refused, no uninstall heard of -------------------------------------
+
+
+def refused_count(bot: Bot) -> int:
+    with session_scope(bot.engine, workspace=EVERY_WORKSPACE) as session:
+        return refusals.refused_count(session)
+
+
+def about(bot: Bot, word: str) -> Debate:
+    return next(d for d in debates(bot) if word in d.question)
+
+
+def delivered(bot: Bot, channel: str) -> list[tuple[str, str]]:
+    """(token, text) of every chat write Slack took in `channel`."""
+    return [
+        (call.token, str(call.params.get("text")))
+        for call in bot.emulator.calls
+        if call.method.startswith("chat.")
+        and call.params.get("channel") == channel
+        and call.status == 200
+    ]
+
+
+async def refused_while_t2_debates(bot: Bot, gate: Gate, code: str) -> Debate:
+    """T2's debate holds the one worker; Slack refuses T1's token; T1 asks, and the delivery of
+    its debate's parent finds the refusal: T1's debate is queued, T1 held. Returns it."""
+    await install(bot, "T1")
+    await install(bot, "T2")
+    assert await command(bot, "T2", OTHER, "Should we adopt ADR-900?", "UBOB") == 200
+    await asyncio.wait_for(gate.waiting.wait(), 30)
+    tenancy(bot).refuse("T1", code)
+    assert await command(bot, "T1", CHANNEL, "Should we adopt ADR-042?", "UALICE") == 200
+    await bot.wait_for(lambda: refused_count(bot) == 1, "T1's refused token noted")
+    return about(bot, "ADR-042")
+
+
+@pytest.mark.parametrize("code", sorted(REFUSALS))
+async def test_a_workspace_whose_token_slack_refuses_waits_alone_and_resumes_once_taken(
+    start_bot: BotFactory, code: str
+) -> None:
+    gate = Gate("ADR-900")
+    bot = await start_many(start_bot, llm=FunctionLLM(gate))
+    held = await refused_while_t2_debates(bot, gate, code)
+    [t2_token] = tenancy(bot).tokens_of("T2")
+
+    # The deployment stays in the load balancer, and says how many, naming none.
+    status, report = await bot.driver.health()
+    assert (status, report["ok"], report["workspaces_token_refused"]) == (200, True, 1)
+    assert "T1" not in json.dumps(report)
+
+    # A new request from T1 is refused with the reason; nothing is queued or paid for.
+    assert await command(bot, "T1", CHANNEL, "Should we adopt ADR-043?", "UALICE") == 200
+    [told] = await bot.wait_for(
+        lambda: [r for r in bot.emulator.responses if "refused my bot token" in r["text"]],
+        "T1's refusal",
+    )
+    assert f"({code})" in told["text"]
+    assert "nothing was queued" in told["text"]
+    assert not [d for d in debates(bot) if "ADR-043" in d.question]
+
+    # T2 goes on: its next debate is claimed ahead of T1's older one, run and delivered.
+    assert await command(bot, "T2", OTHER, "Should we adopt ADR-901?", "UBOB") == 200
+    gate.opened.set()
+
+    def t2_done() -> bool:
+        done = [d for d in debates(bot) if d.team_id == "T2" and d.state == DebateState.FINISHED]
+        return len(done) == 2 and not [o for o in owed(bot) if o.team_id == "T2"]
+
+    await bot.wait_for(t2_done, "T2's debates delivered")
+    waiting = about(bot, "ADR-042")
+    assert (waiting.state, waiting.claims) == (DebateState.QUEUED, 0), "never claimed"
+    [parent] = [o for o in owed(bot) if o.debate_id == held.id]
+    assert (parent.state, parent.attempts) == (OutboxState.PENDING, 0), "held, no retry spent"
+    assert not delivered(bot, CHANNEL)
+    assert {token for token, _ in delivered(bot, OTHER)} == {t2_token}
+
+    # Slack takes T1's token again: a probe finds it, T1's debate runs and what it is owed goes
+    # out once.
+    tenancy(bot).accept("T1")
+    await settled(bot, 3)
+    assert refused_count(bot) == 0
+    assert (await bot.driver.health())[1]["workspaces_token_refused"] == 0
+    posts = delivered(bot, CHANNEL)
+    assert {token for token, _ in posts} == {BOT_TOKEN}
+    thread_ts = about(bot, "ADR-042").thread_ts
+    assert thread_ts is not None
+    parents = [m for m in bot.emulator.posted(CHANNEL) if "thread_ts" not in m]
+    assert len(parents) == 1
+    verdicts = [
+        m
+        for m in bot.emulator.in_thread(CHANNEL, thread_ts)
+        if "Verdict of debate" in str(m["blocks"])
+    ]
+    assert len(verdicts) == 1
+
+
+async def test_installing_again_clears_a_refused_token_at_once(start_bot: BotFactory) -> None:
+    gate = Gate("ADR-900")
+    bot = await start_many(start_bot, llm=FunctionLLM(gate))
+    await refused_while_t2_debates(bot, gate, "invalid_auth")
+    gate.opened.set()
+
+    await install(bot, "T1")
+    [new] = [t for t in tenancy(bot).tokens_of("T1") if t != BOT_TOKEN]
+    assert refused_count(bot) == 0, "the install's new tokens are worth trying"
+    await settled(bot, 2)
+    assert {token for token, _ in delivered(bot, CHANNEL)} == {new}
+    assert len([m for m in bot.emulator.posted(CHANNEL) if "thread_ts" not in m]) == 1
+
+
+async def test_an_uninstall_of_a_refused_workspace_drops_what_it_is_owed(
+    start_bot: BotFactory,
+) -> None:
+    gate = Gate("ADR-900")
+    bot = await start_many(start_bot, llm=FunctionLLM(gate))
+    held = await refused_while_t2_debates(bot, gate, "token_revoked")
+
+    revoked, uninstalled = tenancy(bot).uninstall("T1")
+    assert await post_event(bot, revoked) == 200
+    assert await post_event(bot, uninstalled) == 200
+
+    def dropped() -> int:
+        with session_scope(bot.engine, workspace=EVERY_WORKSPACE) as session:
+            history = installations.events(session, enterprise_id=None, team_id="T1")
+        return sum(event.dropped_messages for event in history)
+
+    await bot.wait_for(dropped, "the record of what was dropped")
+    assert about(bot, "ADR-042").suspended_at is not None
+    assert refused_count(bot) == 0, "the mark went with the bot"
+    assert not [o for o in owed(bot) if o.debate_id == held.id]
+    gate.opened.set()
+    await bot.wait_for(lambda: about(bot, "ADR-900").state == DebateState.FINISHED, "T2's debate")

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 from slack_bolt.async_app import AsyncBoltContext
-from slack_sdk.errors import SlackApiError
+from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.oauth.installation_store import Bot
 from slack_sdk.oauth.installation_store.async_installation_store import AsyncInstallationStore
 from slack_sdk.oauth.token_rotation.async_rotator import AsyncTokenRotator
@@ -22,6 +22,7 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.settings import Settings, SettingsError
 from bot.slack.installs import SLACK_AUTHORIZE_URL, StoredAuthorize, authorize_url
+from bot.slackweb.errors import TokenRefusedError
 from bot.slackweb.rotation import BotTokens
 from bot.store.cipher import TokenCipher
 from bot.store.errors import TokenDecryptError
@@ -252,9 +253,11 @@ async def test_a_token_due_is_renewed_once_and_the_new_pair_saved_before_use() -
     assert saved.bot_token_expires_at > time.time() + 11 * 3600
 
 
-async def test_a_refused_renewal_refuses_the_request() -> None:
+async def test_a_refused_renewal_refuses_the_token_as_slack_refuses_an_expired_one() -> None:
     store = Bots(rotating(in_s=-10))
-    assert await bot_of(tokens(store, SlackAnswers("invalid_refresh_token"))) is None
+    with pytest.raises(TokenRefusedError, match="invalid_refresh_token") as refused:
+        await bot_of(tokens(store, SlackAnswers("invalid_refresh_token")))
+    assert refused.value.code == "token_expired"
     assert store.saved == []
 
 
@@ -283,8 +286,10 @@ async def test_slack_failing_to_renew_keeps_a_token_that_has_not_expired() -> No
     bot = await bot_of(tokens(store, SlackAnswers("internal_error")))
     assert bot is not None
     assert bot.bot_token == "xoxe.xoxb-old"
+    # Expired, and Slack did not renew it: a call Slack did not answer (retried), no refusal.
     expired = Bots(rotating(in_s=-10))
-    assert await bot_of(tokens(expired, SlackAnswers("internal_error"))) is None
+    with pytest.raises(SlackClientError, match="could not be asked"):
+        await bot_of(tokens(expired, SlackAnswers("internal_error")))
 
 
 # --- authorization ---------------------------------------------------------------------------
@@ -304,3 +309,11 @@ async def test_a_request_is_authorized_with_its_workspaces_stored_bot() -> None:
     assert (result.team_id, result.user_id) == ("T2", "UBOB")
     nowhere = await authorize(context=context, enterprise_id=None, team_id="T9", user_id="U")
     assert nowhere is None
+
+
+async def test_a_request_whose_expired_token_cannot_be_renewed_is_not_authorized() -> None:
+    for answer in ("invalid_refresh_token", "internal_error"):
+        authorize = StoredAuthorize(tokens(Bots(rotating(in_s=-10)), SlackAnswers(answer)))
+        context = AsyncBoltContext({"is_enterprise_install": False})
+        result = await authorize(context=context, enterprise_id=None, team_id="T2", user_id="U")
+        assert result is None, answer

@@ -1,0 +1,288 @@
+"""A workspace whose bot token Slack refuses, as the store keeps it for every replica (OAuth
+installs; bot.store.refusals), on SQLite and PostgreSQL: the mark on its bot, claims that skip
+its debates and due lanes that leave out what it is owed while other workspaces go on, probes
+each handed to one replica with a growing wait, and the mark cleared by a probe, by an install
+again or a renewal, or gone with an uninstall; and what `debatebot workspace list` tells the
+operator."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+import pytest
+from slack_sdk.oauth.installation_store import Bot, Installation
+from sqlalchemy import Engine, update
+from sqlmodel import col, select
+
+from bot.cli import main
+from bot.slackweb.installations import DatabaseInstallationStore
+from bot.store import installations, operations, outbox, queue, refusals
+from bot.store.cipher import TokenCipher
+from bot.store.db import session_scope
+from bot.store.installations import StoredBot
+from bot.store.outbox import Draft
+from bot.store.refusals import Backoff
+from bot.store.tables import DebateSource, Outbox, OutboxState, SlackBot
+from bot.store.tenancy import EVERY_WORKSPACE, Workspace
+from engine.models import DebateSpec, ModelSettings, utcnow
+
+KEY = b"5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d5a4b3c2d"
+SPEC = DebateSpec(
+    question="Adopt the new queue?",
+    default_model=ModelSettings(provider="fake", model="fake-model"),
+)
+ACME = Workspace(team_id="TACME")
+GLOBEX = Workspace(team_id="TGLOBEX")
+ORG_A = Workspace(team_id="T5", enterprise_id="E1")
+ORG_B = Workspace(team_id="T6", enterprise_id="E1")
+BACKOFF = Backoff(first_s=2.0, max_s=15.0)
+
+
+def install(engine: Engine, *, team: str | None, enterprise: str | None = None) -> None:
+    bot = StoredBot(
+        enterprise_id=enterprise,
+        team_id=team,
+        is_enterprise_install=team is None,
+        bot_token=f"xoxb-{team or enterprise}",
+        team_name=f"Team {team}" if team else None,
+    )
+    with session_scope(engine, workspace=EVERY_WORKSPACE) as session:
+        installations.save_bot(session, bot=bot, cipher=TokenCipher(KEY))
+
+
+def add(engine: Engine, workspace: Workspace, key: str, *, owed: bool = True) -> int:
+    with session_scope(engine, workspace=workspace) as session:
+        debate, _ = queue.add_debate(
+            session,
+            new=queue.NewDebate(
+                trigger_key=key,
+                spec=SPEC,
+                source=DebateSource.COMMAND,
+                channel_id="C1",
+                requested_by="U1",
+            ),
+        )
+        if owed:
+            outbox.stage(session, debate=debate, drafts=[Draft(key="parent", text="q", blocks=[])])
+        session.commit()
+        assert debate.id is not None
+        return debate.id
+
+
+def refuse(engine: Engine, workspace: Workspace, code: str = "invalid_auth") -> bool | None:
+    with session_scope(engine, workspace=EVERY_WORKSPACE) as session:
+        return refusals.refuse(session, workspace=workspace, code=code, backoff=BACKOFF)
+
+
+def claimed(engine: Engine) -> list[int]:
+    with session_scope(engine, workspace=EVERY_WORKSPACE) as session:
+        return [
+            d.id or 0 for d in queue.claim_debates(session, worker_id="w", lease_s=600, limit=10)
+        ]
+
+
+def due_teams(engine: Engine) -> set[str]:
+    with session_scope(engine, workspace=EVERY_WORKSPACE) as session:
+        return {lane.team_id for lane in outbox.due_lanes(session)}
+
+
+def make_due(engine: Engine) -> None:
+    with session_scope(engine, workspace=EVERY_WORKSPACE) as session:
+        session.execute(update(SlackBot).values(probe_at=utcnow() - timedelta(seconds=1)))
+        session.commit()
+
+
+def test_a_refused_workspace_is_held_and_the_others_go_on(store: Engine) -> None:
+    install(store, team=ACME.team_id)
+    install(store, team=GLOBEX.team_id)
+    acme = [add(store, ACME, f"acme:{n}") for n in range(3)]
+    globex = add(store, GLOBEX, "globex:1")
+
+    assert refuse(store, ACME) is True
+    assert refuse(store, ACME) is False, "known already"
+    assert refuse(store, ACME, "account_inactive") is True, "another code is news"
+    with session_scope(store, workspace=EVERY_WORKSPACE) as session:
+        assert refusals.refused_count(session) == 1
+        assert operations.queue_depth(session).waiting == 1, "ACME's wait for their token"
+        [bot] = refusals.bots(session, refused_only=True)
+    assert bot.team_id == ACME.team_id
+    assert bot.refusal is not None
+    assert bot.refusal.code == "account_inactive"
+    with session_scope(store, workspace=ACME) as session:
+        refusal = refusals.refusal_for(session, workspace=ACME)
+    assert refusal is not None
+    assert refusal.code == "account_inactive"
+
+    assert due_teams(store) == {GLOBEX.team_id}
+    assert claimed(store) == [globex]
+
+    with session_scope(store, workspace=EVERY_WORKSPACE) as session:
+        assert refusals.accept(session, installation=bot.installation) is True
+        assert refusals.accept(session, installation=bot.installation) is False
+        assert refusals.refused_count(session) == 0
+    assert due_teams(store) == {ACME.team_id, GLOBEX.team_id}
+    assert sorted(claimed(store)) == acme
+
+
+def test_an_org_wide_bot_refused_holds_the_org_but_not_a_workspace_with_its_own(
+    store: Engine,
+) -> None:
+    install(store, team=None, enterprise="E1")
+    install(store, team=ORG_B.team_id, enterprise="E1")
+    install(store, team=ACME.team_id)
+    on_org = add(store, ORG_A, "t5:1")
+    own = add(store, ORG_B, "t6:1")
+    alone = add(store, ACME, "acme:1")
+
+    # T5 acts with the org's bot: a refusal there is the org's.
+    assert refuse(store, ORG_A) is True
+    with session_scope(store, workspace=EVERY_WORKSPACE) as session:
+        [bot] = refusals.bots(session, refused_only=True)
+    assert bot.installation == "E1:-"
+    assert bot.acting_as == Workspace(team_id="-", enterprise_id="E1")
+    assert due_teams(store) == {ORG_B.team_id, ACME.team_id}
+    assert sorted(claimed(store)) == sorted([own, alone])
+
+    with session_scope(store, workspace=EVERY_WORKSPACE) as session:
+        assert refusals.accept(session, installation="E1:-")
+    assert claimed(store) == [on_org]
+
+
+def test_no_bot_no_mark(store: Engine) -> None:
+    """An uninstalled workspace has no bot to mark (its owed messages were dropped)."""
+    assert refuse(store, ACME) is None
+    with session_scope(store, workspace=EVERY_WORKSPACE) as session:
+        assert refusals.refused_count(session) == 0
+
+
+async def test_new_tokens_clear_the_mark_and_an_uninstall_takes_it_away(store: Engine) -> None:
+    stores = DatabaseInstallationStore(engine=store, cipher=TokenCipher(KEY))
+    install(store, team=ACME.team_id)
+    refuse(store, ACME)
+    # An install again: new tokens saved through the installation store.
+    await stores.async_save(
+        Installation(team_id=ACME.team_id, user_id="UADMIN", bot_token="xoxb-new", bot_id="B1")
+    )
+    with session_scope(store, workspace=EVERY_WORKSPACE) as session:
+        assert refusals.refused_count(session) == 0
+        row = session.get(SlackBot, "-:TACME")
+        assert row is not None
+        assert (row.refused_since, row.probe_at, row.probe_wait_s) == (None, None, None)
+
+    # A renewal (token rotation) saves the bot alone.
+    refuse(store, ACME)
+    await stores.async_save_bot(
+        Bot(
+            team_id=ACME.team_id,
+            bot_token="xoxb-renewed",
+            bot_id="B1",
+            bot_user_id="UBOT",
+            installed_at=time.time(),
+        )
+    )
+    with session_scope(store, workspace=EVERY_WORKSPACE) as session:
+        assert refusals.refused_count(session) == 0
+
+    refuse(store, ACME)
+    with session_scope(store, workspace=EVERY_WORKSPACE) as session:
+        installations.delete_install(session, enterprise_id=None, team_id=ACME.team_id)
+        assert refusals.refused_count(session) == 0
+
+
+def test_what_was_held_gets_its_deadline_back(store: Engine) -> None:
+    """Nothing was tried while the token was refused, so nothing is given up for the wait:
+    each held message's deadline moves on by as long as it was held."""
+    install(store, team=ACME.team_id)
+    held = add(store, ACME, "acme:1")
+    other = add(store, GLOBEX, "globex:1")
+    refuse(store, ACME)
+    an_hour = timedelta(hours=1)
+    with session_scope(store, workspace=EVERY_WORKSPACE) as session:
+        session.execute(update(SlackBot).values(refused_since=utcnow() - an_hour))
+        session.commit()
+        before = {row.debate_id: row.deadline_at for row in session.exec(select(Outbox))}
+        assert refusals.accept(session, installation="-:TACME")
+        after = {row.debate_id: row.deadline_at for row in session.exec(select(Outbox))}
+    assert an_hour <= after[held] - before[held] < an_hour + timedelta(minutes=1)
+    assert after[other] == before[other]
+
+
+def test_a_probe_is_due_after_its_wait_and_handed_to_one_replica(store: Engine) -> None:
+    install(store, team=ACME.team_id)
+    refuse(store, ACME)
+    with session_scope(store, workspace=EVERY_WORKSPACE) as session:
+        assert refusals.claim_probes(session, backoff=BACKOFF) == [], "not due yet"
+        row = session.get(SlackBot, "-:TACME")
+        assert row is not None
+        assert row.probe_wait_s == 2.0
+        assert row.probe_at is not None
+
+    waits = []
+    for _ in range(4):
+        make_due(store)
+
+        def claim() -> list[refusals.BotState]:
+            with session_scope(store, workspace=EVERY_WORKSPACE) as session:
+                return refusals.claim_probes(session, backoff=BACKOFF)
+
+        with ThreadPoolExecutor(4) as pool:
+            takers = [pool.submit(claim) for _ in range(4)]
+            taken = [bot.installation for future in takers for bot in future.result()]
+        assert taken == ["-:TACME"], "one replica asks Slack"
+        with session_scope(store, workspace=EVERY_WORKSPACE) as session:
+            row = session.get(SlackBot, "-:TACME")
+            assert row is not None
+            assert row.probe_at is not None
+            assert row.probe_at > utcnow()
+            waits.append(row.probe_wait_s)
+    assert waits == [4.0, 8.0, 15.0, 15.0]
+
+
+def test_a_refused_workspaces_claims_are_handed_back_with_no_attempt_counted(
+    store: Engine,
+) -> None:
+    acme = add(store, ACME, "acme:1")
+    globex = add(store, GLOBEX, "globex:1")
+    with session_scope(store, workspace=EVERY_WORKSPACE) as session:
+        for debate_id in (acme, globex):
+            assert outbox.claim_head(session, debate_id=debate_id, owner="p1", claim_s=30)
+        assert outbox.release_claims(session, owner="p1", team_id=ACME.team_id) == 1
+        rows = {
+            row.team_id: (row.state, row.attempts, row.claimed_by)
+            for row in session.exec(select(Outbox).where(col(Outbox.key) == "parent"))
+        }
+    assert rows == {
+        ACME.team_id: (OutboxState.PENDING, 0, None),
+        GLOBEX.team_id: (OutboxState.SENDING, 0, "p1"),
+    }
+
+
+def test_the_operator_sees_which_workspaces_slack_refuses_and_why(
+    store: Engine,
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("DEBATEBOT_DATABASE_URL", database_url)
+    assert main(["workspace", "list"]) == 0
+    assert "no OAuth installs" in capsys.readouterr().out
+
+    install(store, team=ACME.team_id)
+    install(store, team=GLOBEX.team_id)
+    add(store, ACME, "acme:1")
+    refuse(store, ACME, "team_access_not_granted")
+    assert main(["workspace", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("-:TACME  Team TACME: Slack refuses its bot token")
+    assert "(team_access_not_granted) since " in lines[0]
+    assert "grant the app access to this workspace" in lines[0]
+    assert lines[1] == "-:TGLOBEX  Team TGLOBEX: Slack takes its bot token"
+    assert lines[2] == "2 install(s), 1 whose bot token Slack refuses"
+
+    assert main(["workspace", "list", "TACME"]) == 0
+    one = capsys.readouterr().out.splitlines()
+    assert one[0] == "workspace TACME: 1 debate(s)"
+    assert "(team_access_not_granted)" in one[1]
+    assert main(["workspace", "delete"]) == 2
