@@ -9,8 +9,9 @@ worker` processes on a fresh PostgreSQL database, against the Slack emulator on 
 1. steady load: every workspace sends `--debates` `/debate` commands at once, spread over the
    serve replicas; measured: debates per hour (all of them to their verdict in the thread),
    and the time from each command to its first round's message in its thread (p50, p99);
-2. a flood: the first workspace sends `--flood` commands at once, then the last sends one;
-   measured: the lone debate's time to its first round, against the steady p50.
+2. a flood: the first workspace sends `--flood` commands at once and, once they are all queued,
+   the last sends one; measured: the lone debate's time to its first round, against the steady
+   p50, and how many of the flood's debates were still queued then.
 
 Meanwhile it samples PostgreSQL's connections to the database (peak), and at the end each
 process's peak RSS (VmHWM).
@@ -172,9 +173,8 @@ async def run(args: argparse.Namespace) -> None:
                     )
                 )
 
-            async def ask(team: str, question: str, *, to_verdict: bool = False) -> float:
-                """Seconds from the command to the first round in its thread; with
-                `to_verdict`, also waits for the verdict."""
+            async def send(team: str, question: str) -> float:
+                """Send `/debate question` from `team` to a random replica; when it was sent."""
                 driver = rng.choice(drivers)
                 body = driver.command_body(question, user=f"U{team}", channel=f"C{team}")
                 fields = {key: values[0] for key, values in parse_qs(body).items()}
@@ -184,6 +184,12 @@ async def run(args: argparse.Namespace) -> None:
                 reply = await driver.send(urlencode(fields), form)
                 if reply.status != 200:
                     raise RuntimeError(f"/debate answered {reply.status}: {reply.body}")
+                return started
+
+            async def ask(team: str, question: str, *, to_verdict: bool = False) -> float:
+                """Seconds from the command to the first round in its thread; with
+                `to_verdict`, also waits for the verdict."""
+                started = await send(team, question)
                 channel = f"C{team}"
                 while not in_thread(emulator, channel, question, "Round 1"):
                     await asyncio.sleep(0.05)
@@ -206,13 +212,20 @@ async def run(args: argparse.Namespace) -> None:
             )
             steady_s = time.perf_counter() - began
             flooder, lone = teams[0], teams[-1]
-            flood = [
-                asyncio.create_task(ask(flooder, f"Flood {n} of {flooder}?"))
-                for n in range(args.flood)
-            ]
-            await asyncio.sleep(0.5)
+            # Every flood command is acknowledged (queued) before the lone one is sent; the
+            # flood's own debates are not waited for: with the workspace's in-flight limit they
+            # take far longer than the measurement, which is the lone debate's first round.
+            await asyncio.gather(
+                *(send(flooder, f"Flood {n} of {flooder}?") for n in range(args.flood))
+            )
             lone_s = await ask(lone, f"Lone question of {lone}?")
-            await asyncio.gather(*flood)
+            counter = create_engine(url)
+            with counter.connect() as connection:
+                waiting = connection.execute(
+                    text("SELECT count(*) FROM debate WHERE team_id = :team AND state = 'queued'"),
+                    {"team": flooder},
+                ).scalar_one()
+            counter.dispose()
             rss = [peak_rss_mb(p.pid) for p in processes]
     finally:
         sampling = False
@@ -236,6 +249,7 @@ async def run(args: argparse.Namespace) -> None:
     print(f"    /debate -> first round  p50 {p50:.1f}s  p99 {p99:.1f}s")
     print(f"  flood: {args.flood} from {flooder}, then one from {lone}")
     print(f"    the lone debate's first round         {lone_s:.1f}s")
+    print(f"    the flood's debates still queued then {waiting}")
     print(f"  peak PostgreSQL connections            {peak_connections}")
     serves = ", ".join(f"{mb:.0f}" for mb in rss[: args.serves])
     workers = ", ".join(f"{mb:.0f}" for mb in rss[args.serves :])
