@@ -306,10 +306,7 @@ async def redelivered(
     if body.get("type") != "event_callback" or not event_id:
         return False
     try:
-        seen = await asyncio.wait_for(
-            surface.db(lambda s: dedupe.was_processed(s, key=f"event:{event_id}")),
-            REDELIVERY_CHECK_S,
-        )
+        seen = await asyncio.wait_for(surface.event_seen(event_id), REDELIVERY_CHECK_S)
     except (StoreError, TimeoutError) as error:
         log.warning(
             "event %s handled without knowing whether it was seen before: %s",
@@ -328,7 +325,7 @@ async def handled(surface: Surface, body: dict[str, Any]) -> None:
     the person the store failed would be false, and a redelivery finds it by its trigger key."""
     if event_id := body.get("event_id"):
         try:
-            await surface.db(lambda s: dedupe.mark_processed(s, key=f"event:{event_id}"))
+            await surface.db(lambda s: dedupe.mark_processed(s, key=dedupe.event_key(event_id)))
         except StoreError as error:
             log.warning("event %s was handled but could not be marked so: %s", event_id, error)
 

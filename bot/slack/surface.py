@@ -20,8 +20,9 @@ from bot.slack.reviews import Reviews
 from bot.slack.starts import DebateStarts
 from bot.slackweb.people import SlackDirectory
 from bot.slackweb.poster import SlackPoster
+from bot.store import dedupe
 from bot.store.db import in_session
-from bot.store.tenancy import Workspace
+from bot.store.tenancy import EVERY_WORKSPACE, Workspace
 
 if TYPE_CHECKING:
     from slack_sdk.web.async_client import AsyncWebClient
@@ -49,6 +50,15 @@ class Surface:
     async def db(self, work: Callable[[Session], R]) -> R:
         """Run `work` on the store off the event loop (the listeners' dedupe keys)."""
         return await in_session(self.engine, work, workspace=self.workspace)
+
+    async def event_seen(self, event_id: str) -> bool:
+        """Whether Slack's event `event_id` was handled already, by any workspace: Slack's event
+        ids are unique across workspaces (bot.store.dedupe)."""
+        return await in_session(
+            self.engine,
+            lambda s: dedupe.event_seen(s, event_id=event_id),
+            workspace=EVERY_WORKSPACE,
+        )
 
 
 SurfaceBuilder = Callable[[Workspace, "AsyncWebClient | None"], Surface]

@@ -146,13 +146,16 @@ def add_debate(
     parent message. Or return the debate already made for the trigger key (created False,
     nothing pending).
 
+    The key is the workspace's (one per trigger key and team): another workspace's debate with
+    the same key (a channel shared by both, an id Slack reuses) is neither found nor blocking.
     The unique key, not a prior lookup, decides: two concurrent requests with one key yield one
     debate. With `limits`, a new debate past the person's or channel's debates in flight raises
     InFlightLimitError; with `caps`, one whose cost ceiling could pass a monthly cap raises
     BudgetExceededError (both counted in this transaction).
     """
+    workspace_of(session)
     key = new.trigger_key
-    existing = session.exec(select(Debate).where(Debate.trigger_key == key)).one_or_none()
+    existing = debate_for_key(session, trigger_key=key)
     if existing is not None:
         return existing, False
     if limits is not None:
@@ -182,8 +185,19 @@ def add_debate(
         session.flush()
     except IntegrityError:
         session.rollback()
-        return session.exec(select(Debate).where(Debate.trigger_key == key)).one(), False
+        made = debate_for_key(session, trigger_key=key)
+        if made is None:
+            raise  # refused for another reason than its key
+        return made, False
     return debate, True
+
+
+def debate_for_key(session: Session, *, trigger_key: str) -> Debate | None:
+    """The session's workspace's debate for `trigger_key`, if any (the store's filter keeps the
+    lookup to the workspace, bot.store.tenancy). A single-workspace bot also reads the rows
+    still waiting for its id, where the oldest is the one the key made first."""
+    query = select(Debate).where(Debate.trigger_key == trigger_key).order_by(col(Debate.id))
+    return session.exec(query.limit(1)).first()
 
 
 def enqueue_debate(
@@ -392,7 +406,9 @@ def fork_debate(session: Session, *, new: NewDebate, original_id: int) -> tuple[
         session.commit()
     except IntegrityError:
         session.rollback()
-        key = new.trigger_key
-        return session.exec(select(Debate).where(Debate.trigger_key == key)).one(), False
+        made = debate_for_key(session, trigger_key=new.trigger_key)
+        if made is None:
+            raise  # refused for another reason than its key
+        return made, False
     session.refresh(fork)
     return fork, True

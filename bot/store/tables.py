@@ -84,8 +84,15 @@ class TriageState(StrEnum):
 class Debate(WorkspaceOwned, table=True):
     """One requested debate and its job state; `trigger_key` makes a request idempotent."""
 
+    __table_args__ = (
+        UniqueConstraint("team_id", "trigger_key", name="uq_debate_team_trigger_key"),
+    )
+
     id: int | None = Field(default=None, primary_key=True)
-    trigger_key: str = Field(max_length=255, unique=True)
+    trigger_key: str = Field(max_length=255)
+    """What asked for it (`thread:<channel>:<ts>`, `command:<trigger id>`), unique in its
+    workspace: Slack's ids are not unique across workspaces (a channel shared by two workspaces
+    has one id and one ts in both, and each may debate it)."""
     source: DebateSource = Field(
         sa_column=enum_column(DebateSource, name="ck_debate_source", length=40)
     )
@@ -290,11 +297,13 @@ class CalibrationLabel(WorkspaceOwned, table=True):
     a label outlives its debate's retention."""
 
     __tablename__ = "calibration_label"
+    __table_args__ = (UniqueConstraint("team_id", "key", name="uq_calibration_label_team_key"),)
 
     id: int | None = Field(default=None, primary_key=True)
-    key: str = Field(max_length=255, unique=True)
-    """Where the label comes from, so it is made once: `review:<escalation id>`,
-    `feedback:<debate id>:<user id>`, `eval:<run>:<case>:<arm>:<variant>`."""
+    key: str = Field(max_length=255)
+    """Where the label comes from, so it is made once in its workspace: `review:<escalation
+    id>`, `feedback:<debate id>:<user id>`, `eval:<run>:<case>:<arm>:<variant>` (one eval run
+    may be imported into several workspaces)."""
     kind: LabelKind = Field(
         sa_column=enum_column(LabelKind, name="ck_calibration_label_kind", length=20, index=True)
     )
@@ -520,11 +529,15 @@ class Outbox(WorkspaceOwned, table=True):
 
 
 class ProcessedTrigger(WorkspaceOwned, table=True):
-    """Slack event ids and other trigger keys already handled, so retries are ignored."""
+    """Slack event ids and other trigger keys already handled, so retries are ignored; a key is
+    its workspace's (`greeted:<user id>`, a double click's window), as Slack's ids other than
+    event ids are not unique across workspaces (bot.store.dedupe)."""
 
     __tablename__ = "processed_trigger"
 
-    key: str = Field(primary_key=True, max_length=255)
+    team_id: str | None = Field(default=None, primary_key=True, max_length=40)
+    key: str = Field(primary_key=True, max_length=255, index=True)
+    """Indexed alone too: a Slack event id is looked up across workspaces."""
     debate_id: int | None = Field(default=None, foreign_key="debate.id")
     created_at: datetime = Field(default_factory=utcnow)
 
@@ -652,7 +665,8 @@ class InstallationEvent(SQLModel, table=True):
     user_ids: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     """Who installed, or whose user tokens were revoked."""
     event_id: str | None = Field(default=None, max_length=80, unique=True)
-    """Slack's event id, so an event Slack delivers again is recorded once."""
+    """Slack's event id, so an event Slack delivers again is recorded once. Unique across the
+    deployment: Slack makes an event id unique across all workspaces (bot.store.dedupe)."""
     suspended_debates: int = Field(default=0)
     """Uninstalled or the bot's token revoked: the workspace's unfinished debates it stopped."""
     dropped_messages: int = Field(default=0)

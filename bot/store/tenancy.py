@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import ClauseElement, Table, event, update
+from sqlalchemy import ClauseElement, Table, delete, event, update
+from sqlalchemy import select as sql_select
 from sqlalchemy.orm import ORMExecuteState, Session, with_loader_criteria
 from sqlalchemy.sql.util import find_tables
 
@@ -75,6 +76,11 @@ _TENANT_CLASSES: tuple[Any, ...] = tuple(
     owned for owned in WorkspaceOwned.__subclasses__() if hasattr(owned, "__table__")
 )
 _TENANT_TABLES = tenant_tables()
+
+
+_ONCE_PER_WORKSPACE = frozenset({"processed_trigger", "calibration_label"})
+"""The tables whose `key` `adopt_pending` drops from a pending row when the workspace holds
+that key already."""
 
 
 def scope_for(team_id: str | None) -> Scope:
@@ -189,9 +195,21 @@ def _stamp_row(session: Session, row: WorkspaceOwned, scope: Scope) -> None:
 def adopt_pending(session: Session, *, workspace: Workspace) -> int:
     """Give the rows migrated from before workspaces (team `pending`) `workspace`'s id, once
     a single-workspace deployment knows it (auth.test at start-up); how many rows moved.
-    Committed. Run for every workspace."""
+    Committed. Run for every workspace.
+
+    A pending handled-trigger key or calibration label whose key the workspace holds already is
+    dropped, not moved: keys are unique per workspace, and the workspace's row is the same
+    trigger handled, or the same eval result imported (a terminal's `calibration import-eval`
+    run again after the bot learnt the id). A debate's key cannot meet its twin so: the bot
+    reads the pending debates as its own, and a terminal's `run` keys are random."""
     if scope_of(session) is not EVERY_WORKSPACE:
         raise WorkspaceScopeError("adopting the pending rows is work for every workspace")
+    for table in tenant_tables():
+        if table.name in _ONCE_PER_WORKSPACE:
+            held = sql_select(table.c.key).where(table.c.team_id == workspace.team_id)
+            session.connection().execute(
+                delete(table).where(table.c.team_id == PENDING_TEAM, table.c.key.in_(held))
+            )
     moved = 0
     for table in sorted(tenant_tables(), key=lambda table: table.name):
         result = session.connection().execute(

@@ -96,6 +96,8 @@ class Call:
     status: int = 200
     token: str = ""
     """The bearer token the call came with."""
+    answer: dict[str, Any] = field(default_factory=dict)
+    """What the method answered (empty when a fault or the token refused the call)."""
 
 
 @dataclass
@@ -542,6 +544,7 @@ class SlackEmulator:
             return web.json_response(body, status=fault.status, headers=headers)
         await asyncio.sleep(self.delays.get(method, 0.0))
         body = self._handle(method, params)
+        call.answer = body
         if not body.get("ok"):
             call.status = 400
         return web.json_response(body)

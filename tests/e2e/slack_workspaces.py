@@ -11,7 +11,9 @@ that is unknown or already used (`invalid_refresh_token`: "The refresh token is 
 revoked"). With rotation on, access tokens expire after `lifetime_s` (12 hours) and a call with
 an expired one gets `token_expired`; a revoked one gets `token_revoked`; an unknown one
 `invalid_auth`. A token used on a channel of another workspace gets `channel_not_found`, which
-is what Slack answers for a channel the token cannot see. Without rotation, installing again
+is what Slack answers for a channel the token cannot see; a channel several workspaces share
+(Slack Connect, or one shared across an Enterprise Grid org) has one id in each, and each of
+their tokens sees it. Without rotation, installing again
 gives the install the bot token it has. An org-wide install (Enterprise Grid) has no team: its
 token serves every workspace of the org.
 
@@ -205,12 +207,12 @@ class Workspaces:
         return grant, None
 
     def _sees(self, grant: Grant, channel: str) -> bool:
-        owner = next((t for t in self.teams.values() if channel in t.channels), None)
-        if owner is None:
+        members = [t for t in self.teams.values() if channel in t.channels]
+        if not members:
             return True  # a DM or a channel no workspace claims
         if grant.team_id is None:
-            return owner.enterprise_id == grant.enterprise_id
-        return owner.team_id == grant.team_id
+            return any(t.enterprise_id == grant.enterprise_id for t in members)
+        return any(t.team_id == grant.team_id for t in members)
 
     def _auth_test(self, grant: Grant) -> dict[str, Any]:
         team = self._team_of(grant)
