@@ -104,6 +104,25 @@ Next = Callable[[], Awaitable[None]]
 Listener = Callable[..., Awaitable[None]]
 
 
+def where_it_happened(body: dict[str, Any], enterprise_id: str | None) -> str | None:
+    """The workspace a request from an org-wide install comes from, when Bolt names none (its
+    `authorizations` entry has no team), else the org's id. Slack's event wrapper gives it as
+    `context_team_id` and `team_id` ("the workspace where the event occurred"); interactivity
+    payloads as `user.team_id` or `view.team_id` (Bolt's `extract_team_id` notes `team` can be
+    null there). So an event, a click and a command in one of the org's workspaces are scoped
+    to that workspace alike, not the events to the org and the commands to the workspace."""
+    user, view = body.get("user"), body.get("view")
+    for found in (
+        body.get("context_team_id"),
+        body.get("team_id"),
+        user.get("team_id") if isinstance(user, dict) else None,
+        view.get("team_id") if isinstance(view, dict) else None,
+    ):
+        if isinstance(found, str) and found and found != enterprise_id:
+            return found
+    return enterprise_id
+
+
 def register(app: AsyncApp, surfaces: Surfaces, *, installs: bool = False) -> None:
     """Attach the middleware, the error handler and every listener of the bot to `app`. Each
     request gets the surface of its own workspace; with OAuth `installs`, on the client Bolt
@@ -118,7 +137,7 @@ def register(app: AsyncApp, surfaces: Surfaces, *, installs: bool = False) -> No
         refusal = reject_malformed(body)
         if refusal is not None:
             return refusal
-        team = context.team_id or context.enterprise_id or PENDING_TEAM
+        team = context.team_id or where_it_happened(body, context.enterprise_id) or PENDING_TEAM
         # One workspace owns the rows still waiting for its id too (bot.store.tenancy).
         workspace = Workspace(
             team_id=team, enterprise_id=context.enterprise_id, with_pending=not installs

@@ -145,10 +145,11 @@ async def open_home(bot: Bot, team: str, user: str, **more: Any) -> int:
     return await post_event(bot, outer(team, {**event, "event_ts": "1.0"}, **more))
 
 
-async def command(bot: Bot, team: str, channel: str, text: str, user: str) -> int:
+async def command(bot: Bot, team: str, channel: str, text: str, user: str, **more: str) -> int:
     body = bot.driver.command_body(text, user=user, channel=channel)
     fields = {k: v[0] for k, v in parse_qs(body).items()}
     fields["team_id"] = team
+    fields.update(more)
     reply = await bot.driver.send(urlencode(fields), "application/x-www-form-urlencoded")
     return reply.status
 
@@ -425,6 +426,64 @@ async def test_an_org_wide_install_serves_every_workspace_of_its_org(
     assert await find(bot, None, "E1") is None
     assert await open_home(bot, "T6", "UDAN", **org_wide) == 200
     assert published_with(bot, "UDAN") == [org_token]
+
+
+def org_wide(team: str) -> dict[str, Any]:
+    """What Slack's event wrapper says of an event an org-wide install receives: the workspace
+    it occurred in (`team_id`, `context_team_id`) and one authorization naming the org, with no
+    team (Bolt then has no team for it)."""
+    return {
+        "enterprise_id": "E1",
+        "context_team_id": team,
+        "context_enterprise_id": "E1",
+        "is_enterprise_install": True,
+        "authorizations": [
+            {
+                "enterprise_id": "E1",
+                "team_id": None,
+                "user_id": BOT_USER,
+                "is_bot": True,
+                "is_enterprise_install": True,
+            }
+        ],
+    }
+
+
+def home_text(bot: Bot, user: str) -> str:
+    """The last App Home published for `user`, as text."""
+    [*_, last] = [
+        call.params["view"]
+        for call in bot.emulator.calls_of("views.publish")
+        if call.params.get("user_id") == user
+    ]
+    return last if isinstance(last, str) else json.dumps(last)
+
+
+async def test_an_org_wide_installs_events_and_commands_belong_to_the_workspace_they_come_from(
+    start_bot: BotFactory,
+) -> None:
+    """An org-wide install serves each of its org's workspaces as that workspace: a debate asked
+    by `/debate` in T6 is in T6's App Home opened by an event (whose authorization names only the
+    org), and not in T5's. Scoped by the org instead, the event would see none of T6's rows."""
+    bot = await start_many(start_bot)
+    await install(bot, "T5", org="1")
+    question = "Should T6 move its sessions to Postgres?"
+    # A slash command names its workspace (`team_id`) and, from an org-wide install, the org.
+    org = {"enterprise_id": "E1", "is_enterprise_install": "true"}
+    assert await command(bot, "T6", "C6", question, "UDAN", **org) == 200
+    await bot.wait_for(
+        lambda: any("sessions to Postgres" in json.dumps(m) for m in bot.emulator.posted("C6")),
+        "T6's debate",
+    )
+
+    assert await open_home(bot, "T6", "UDAN", **org_wide("T6")) == 200
+    assert await open_home(bot, "T5", "UEVE", **org_wide("T5")) == 200
+    await bot.wait_for(lambda: published_with(bot, "UDAN"), "T6's App Home")
+    await bot.wait_for(lambda: published_with(bot, "UEVE"), "T5's App Home")
+
+    # The feedback per protocol counts the workspace's debates.
+    assert "`adversarial` \\u00b7 1 debate(s)" in home_text(bot, "UDAN")
+    assert "debate(s)" not in home_text(bot, "UEVE")
 
 
 def _org_events(bot: Bot) -> list[InstallationEventKind]:
