@@ -19,7 +19,8 @@ from bot.settings import SettingsError
 from bot.slackweb.errors import PostError
 from bot.slackweb.token import SETTING, token_fix
 from bot.store.db import in_session
-from bot.store.tenancy import EVERY_WORKSPACE, adopt_pending
+from bot.store.tenancy import EVERY_WORKSPACE
+from bot.store.verify import adopt_pending_records
 
 if TYPE_CHECKING:
     import aiohttp
@@ -55,13 +56,16 @@ def startup_heap_frozen() -> Iterator[None]:
         gc.unfreeze()
 
 
-async def check_bot_token(directory: SlackDirectory, engine: Engine) -> None:
+async def check_bot_token(
+    directory: SlackDirectory, engine: Engine, *, audit_key: bytes | None
+) -> None:
     """At start-up: SettingsError naming DEBATEBOT_SLACK_BOT_TOKEN when Slack refuses the bot
     token (nothing the process does could reach anyone). Slack not answering is no refusal: it
     is logged, and the process starts (delivery retries, `auth.test` is asked again).
 
     Once Slack names the token's workspace, the rows a database from before workspaces held
-    (team `pending`, migration 0020) become that workspace's."""
+    (team `pending`, migration 0020) become that workspace's, the seals covering it sealed again
+    with `audit_key` (`adopt_pending_records`)."""
     try:
         refused = await directory.check_token()
     except PostError as error:
@@ -74,7 +78,9 @@ async def check_bot_token(directory: SlackDirectory, engine: Engine) -> None:
     workspace = directory.known_workspace()
     if workspace is not None:
         moved = await in_session(
-            engine, lambda s: adopt_pending(s, workspace=workspace), workspace=EVERY_WORKSPACE
+            engine,
+            lambda s: adopt_pending_records(s, workspace=workspace, key=audit_key),
+            workspace=EVERY_WORKSPACE,
         )
         if moved:
             log.info("%d stored row(s) are now workspace %s's", moved, workspace.team_id)

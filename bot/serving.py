@@ -37,7 +37,9 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         runtime = build_bot(settings, services, engine)
         try:
             if runtime.directory is not None:
-                await check_bot_token(runtime.directory, engine)
+                await check_bot_token(
+                    runtime.directory, engine, audit_key=settings.audit_key_bytes()
+                )
         except SettingsError:
             await runtime.stop()
             await services.aclose()

@@ -46,9 +46,10 @@ def audit(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
-    if args.action == "sign" and key is None:
+    if args.action in ("sign", "reseal") and key is None:
         print(
-            "debatebot: audit sign needs DEBATEBOT_AUDIT_KEY, the key the bot signs seals with",
+            f"debatebot: audit {args.action} needs DEBATEBOT_AUDIT_KEY, the key the bot signs"
+            " seals with",
             file=sys.stderr,
         )
         return 2
@@ -59,6 +60,9 @@ def audit(args: argparse.Namespace) -> int:
         if args.action == "sign":
             assert key is not None
             return _sign(session, debate_id, key)
+        if args.action == "reseal":
+            assert key is not None
+            return _reseal(session, debate_id, key)
         if debate_id is not None:
             return print_audit(verify.verify_chain(session, debate_id=debate_id, key=key))
         ids = queue.debate_ids(session)
@@ -77,8 +81,7 @@ def audit(args: argparse.Namespace) -> int:
 
 def _sign(session: Session, debate_id: int | None, key: bytes) -> int:
     """`audit sign`: sign every intact unsigned seal (of `debate_id`, or of every finished
-    debate), seal the debates that finished before seals and re-seal intact v2 seals as v3 (with
-    their workspace); 1 when one does not verify."""
+    debate) and seal the debates that finished before seals; 1 when one does not verify."""
     ids = [debate_id] if debate_id is not None else queue.debate_ids(session, finished=True)
     refused = 0
     for each in ids:
@@ -87,11 +90,6 @@ def _sign(session: Session, debate_id: int | None, key: bytes) -> int:
             print(f"debate {each}: signed its v{report.version} seal (head {report.head})")
         elif done == "sealed":
             print(f"debate {each}: finished before audit seals; sealed and signed as it stands")
-        elif done == "resealed":
-            print(
-                f"debate {each}: re-sealed its v2 seal as v{report.version}, which covers the"
-                f" workspace it belongs to (head {report.head})"
-            )
         elif not report.ok:
             refused += 1
             print(
@@ -100,6 +98,33 @@ def _sign(session: Session, debate_id: int | None, key: bytes) -> int:
             )
     if refused:
         print(f"{refused} debates do not verify and were not signed", file=sys.stderr)
+    return 1 if refused else 0
+
+
+def _reseal(session: Session, debate_id: int | None, key: bytes) -> int:
+    """`audit reseal`: re-seal every v2 seal that verifies whole, its signature included (of
+    `debate_id`, or of every finished debate), as v3, which covers the workspace it stands in;
+    1 when a v2 seal does not verify (it is left as it is)."""
+    ids = [debate_id] if debate_id is not None else queue.debate_ids(session, finished=True)
+    refused = 0
+    for each in ids:
+        report = verify.upgrade_seal(session, debate_id=each, key=key)
+        if report is not None:
+            print(
+                f"debate {each}: re-sealed its v2 seal as v{report.version}, which covers the"
+                f" workspace it belongs to (head {report.head})"
+            )
+            continue
+        found = verify.verify_chain(session, debate_id=each, key=key)
+        if found.version == 2 and not (found.ok and found.signature == "valid"):
+            refused += 1
+            print(
+                f"debate {each}: not re-sealed: its v2 seal does not verify with the key"
+                f" ({(found.kind or '').upper()}: {found.problem})",
+                file=sys.stderr,
+            )
+    if refused:
+        print(f"{refused} v2 seals do not verify and were not re-sealed", file=sys.stderr)
     return 1 if refused else 0
 
 

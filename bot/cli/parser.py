@@ -159,14 +159,15 @@ def build_parser() -> argparse.ArgumentParser:
     audit = commands.add_parser(
         "audit",
         help="verify debates' audit chains, seals and signatures (or an exported file); sign"
-        " seals made before DEBATEBOT_AUDIT_KEY was set or before seals covered the workspace",
+        " seals made before DEBATEBOT_AUDIT_KEY was set; reseal signed v2 seals as v3, which"
+        " cover the workspace",
     )
-    audit.add_argument("action", choices=("verify", "verify-export", "sign"))
+    audit.add_argument("action", choices=("verify", "verify-export", "sign", "reseal"))
     audit.add_argument(
         "target",
         nargs="?",
         metavar="DEBATE_ID|FILE",
-        help="a debate id (verify, sign: every debate when left out), or an export file",
+        help="a debate id (verify, sign, reseal: every debate when left out), or an export file",
     )
     audit.add_argument(
         "--team",

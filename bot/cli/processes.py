@@ -63,7 +63,9 @@ async def worker(args: argparse.Namespace) -> int:
             )
             try:
                 if runtime.delivery is not None and not runtime.delivery.config.per_workspace:
-                    await check_bot_token(runtime.delivery.directory, engine)
+                    await check_bot_token(
+                        runtime.delivery.directory, engine, audit_key=settings.audit_key_bytes()
+                    )
                 frozen.enter_context(startup_heap_frozen())
                 await runtime.start()
                 await runtime.run_until(stop)

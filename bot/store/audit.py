@@ -15,7 +15,10 @@ the version changes the head or breaks the signature:
 
 - 3, written since schema 0021: version 2's rules, with the workspace the debate belongs to
   (`team_id`, and `enterprise_id` on Enterprise Grid) in `debate_digest`, so a record moved to
-  another workspace, which would then be shown and counted there, no longer verifies.
+  another workspace, which would then be shown and counted there, no longer verifies. A
+  single-workspace database's debates finished before the bot learnt its workspace's id (team
+  `pending`) are sealed again as that workspace's when it adopts them
+  (`verify.adopt_pending_records`), each only if it verified before.
 - 2, written by schemas 0012 to 0020: the head covers the tail, the verdict (since schema 0017 with
   the confidence's weights version and components, hashed only when set, so older seals still
   verify) and `debate_digest`: what
@@ -25,16 +28,17 @@ the version changes the head or breaks the signature:
   None of these change once the debate has finished. The debate's columns that do change later
   (`thread_ts` once the parent message is delivered or re-created, `halt_reason`,
   `pr_comment_due`, `updated_at`, the lease columns) are left out. The digest is also stored
-  (`chain_debate`), so a failure says whether the debate or the verdict changed.
+  (`chain_debate`), so a failure says whether the debate or the verdict changed. Such seals
+  still verify; the report says the workspace is not covered, and `debatebot audit reseal`
+  seals one whose signature is valid again as version 3, with the workspace it stands in (an
+  unsigned one is not: anyone can write a v2 seal, e.g. over a moved v3 record).
 - 1, written by schemas 0006 to 0011: the head covers the tail and the verdict only. Such seals
   still verify by their rules, and the report says that the question, the context documents and
   the rest of the debate row are not covered.
-  Such seals still verify; the report says the workspace is not covered, and
-  `debatebot audit sign` re-seals an intact one as version 3, with the workspace it stands in.
 - 0: the debate finished before seals existed (schema 0006). Migration 0012 marks the verdicts
   that then had no seal column set. Until the key holder seals one (`debatebot audit sign`, which
-  seals it as it stands, under version 0 rules that are otherwise version 2's), only its turn
-  chain can be verified.
+  seals it as it stands, under version 0 rules that are otherwise version 2's, so not its
+  workspace), only its turn chain can be verified.
 
 Whatever the version, every turn and the verdict carry the workspace of their debate (the store
 stamps them from it), so a row whose workspace differs from its debate's was moved
@@ -288,12 +292,14 @@ PRE_SEAL_NOTE = (
 )
 V2_NOTE = (
     "a v2 seal (written before schema 0021) does not cover the workspace the record belongs to;"
-    " with DEBATEBOT_AUDIT_KEY set, `debatebot audit sign` re-seals it as v3 as it stands"
+    " with DEBATEBOT_AUDIT_KEY set, `debatebot audit reseal` re-seals it as v3 as it stands"
 )
 LATE_SEAL_NOTE = (
     "finished before audit seals (schema 0006) and sealed later by `debatebot audit sign`: the"
-    " seal covers the record as it stood then, except the workspace it belongs to"
+    " seal covers the record as it stood then"
 )
+"""Exports carry the note they were made with and must verify as they are, so this text stays
+as it was; a late seal does not cover the workspace either (module docstring)."""
 
 
 def audit(

@@ -78,9 +78,14 @@ _TENANT_CLASSES: tuple[Any, ...] = tuple(
 _TENANT_TABLES = tenant_tables()
 
 
-_ONCE_PER_WORKSPACE = frozenset({"processed_trigger", "calibration_label"})
-"""The tables whose `key` `adopt_pending` drops from a pending row when the workspace holds
-that key already."""
+_ONCE_PER_WORKSPACE = {
+    "processed_trigger": "key",
+    "calibration_label": "key",
+    "channel_settings": "channel_id",
+    "outbox": "channel_key",
+}
+"""The tables whose rows are unique per workspace by a column other than the debate (table:
+column): `adopt_pending` drops a pending row whose value the workspace holds already."""
 
 
 def scope_for(team_id: str | None) -> Scope:
@@ -197,18 +202,23 @@ def adopt_pending(session: Session, *, workspace: Workspace) -> int:
     a single-workspace deployment knows it (auth.test at start-up); how many rows moved.
     Committed. Run for every workspace.
 
-    A pending handled-trigger key or calibration label whose key the workspace holds already is
-    dropped, not moved: keys are unique per workspace, and the workspace's row is the same
-    trigger handled, or the same eval result imported (a terminal's `calibration import-eval`
-    run again after the bot learnt the id). A debate's key cannot meet its twin so: the bot
-    reads the pending debates as its own, and a terminal's `run` keys are random."""
+    A pending handled-trigger key, calibration label, channel's settings or channel message
+    whose key the workspace holds already is dropped, not moved: keys are unique per workspace,
+    and the workspace's row is the same trigger handled, the same eval result imported (a
+    terminal's `calibration import-eval` run again after the bot learnt the id), the channel's
+    settings saved since (the bot read the pending ones as its own until then, so the newer
+    ones win), or the same channel message owed. A debate's key cannot meet its twin so: the
+    bot reads the pending debates as its own, and a terminal's `run` keys are random."""
     if scope_of(session) is not EVERY_WORKSPACE:
         raise WorkspaceScopeError("adopting the pending rows is work for every workspace")
     for table in tenant_tables():
         if table.name in _ONCE_PER_WORKSPACE:
-            held = sql_select(table.c.key).where(table.c.team_id == workspace.team_id)
+            column = table.c[_ONCE_PER_WORKSPACE[table.name]]
+            held = sql_select(column).where(
+                table.c.team_id == workspace.team_id, column.is_not(None)
+            )
             session.connection().execute(
-                delete(table).where(table.c.team_id == PENDING_TEAM, table.c.key.in_(held))
+                delete(table).where(table.c.team_id == PENDING_TEAM, column.in_(held))
             )
     moved = 0
     for table in sorted(tenant_tables(), key=lambda table: table.name):

@@ -25,7 +25,7 @@ from bot.store.audit import GENESIS_HASH, head_of, turn_digest
 from bot.store.db import alembic_config, session_scope, upgrade
 from bot.store.export import export_record, verify_export
 from bot.store.tables import DebateSource, Turn, VerdictRecord
-from bot.store.tenancy import EVERY_WORKSPACE
+from bot.store.tenancy import EVERY_WORKSPACE, Workspace, adopt_pending
 from engine.models import ContextDocument, DebateSpec, Decision, ModelSettings
 from tests.helpers import DebateScript, shipped_prompts
 
@@ -778,7 +778,7 @@ async def test_a_v2_seal_verifies_says_the_workspace_is_not_covered_and_is_resea
     assert verify_export(record, key=KEY).ok
     monkeypatch.setenv("DEBATEBOT_DATABASE_URL", database_url)
 
-    code, out, _ = run_cli(["audit", "sign"], KEY, monkeypatch, capsys)
+    code, out, _ = run_cli(["audit", "reseal"], KEY, monkeypatch, capsys)
 
     assert (code, out) == (
         0,
@@ -787,7 +787,56 @@ async def test_a_v2_seal_verifies_says_the_workspace_is_not_covered_and_is_resea
     )
     report = verify_debate(store, debate_id)
     assert (report.ok, report.version, report.note, report.signature) == (True, 3, None, "valid")
-    assert run_cli(["audit", "sign"], KEY, monkeypatch, capsys)[:2] == (0, "")
+    assert run_cli(["audit", "reseal"], KEY, monkeypatch, capsys)[:2] == (0, "")
     move(store, debate_id, ("debate", "turn", "verdict"))
     assert verify_debate(store, debate_id).kind == "edited_debate"
-    assert run_cli(["audit", "sign"], KEY, monkeypatch, capsys)[0] == 1
+    assert run_cli(["audit", "reseal"], KEY, monkeypatch, capsys)[:2] == (0, "")
+    assert verify_debate(store, debate_id).kind == "edited_debate"
+
+
+async def test_a_moved_record_rewritten_as_an_unsigned_v2_seal_is_not_resealed(
+    store: Engine,
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """What someone without the key can do to a v3 record: move it to another workspace and
+    write a v2 seal over it, which does not cover the workspace, without a signature. With the
+    key it fails as unsigned, and `audit reseal` refuses to bless it as v3."""
+    debate_id = await finished(store)
+    move(store, debate_id, ("debate", "turn", "verdict"))
+    reseal(store, debate_id, version=2, signature="drop")
+    assert verify_debate(store, debate_id).kind == "unsigned_seal"
+    monkeypatch.setenv("DEBATEBOT_DATABASE_URL", database_url)
+
+    code, out, err = run_cli(["audit", "reseal"], KEY, monkeypatch, capsys)
+
+    assert (code, out) == (1, "")
+    assert f"debate {debate_id}: not re-sealed: its v2 seal does not verify with the key" in err
+    assert "UNSIGNED_SEAL" in err
+    assert verify_debate(store, debate_id).kind == "unsigned_seal"
+
+
+async def test_adopting_pending_rows_seals_their_debates_again_as_the_workspaces(
+    store: Engine,
+) -> None:
+    """A single-workspace database's debates finished before the bot knew its workspace's id
+    are sealed as team `pending`: moved as they are, they would fail (the workspace is sealed);
+    adopting them re-seals each that verified as the workspace's, so it still verifies, and one
+    that did not verify is moved as it is and still fails."""
+    plain = await finished(store, trigger="plain")
+    with session_scope(store, workspace=EVERY_WORKSPACE) as session:
+        adopt_pending(session, workspace=Workspace(team_id="T0"))
+    assert verify_debate(store, plain).kind == "edited_debate"
+    intact, broken = [await finished(store, trigger=t) for t in ("a", "b")]
+    execute(store, "UPDATE turn SET raw_text = 'x' WHERE debate_id = :d AND seq = 1", broken)
+
+    with session_scope(store, workspace=EVERY_WORKSPACE) as session:
+        verify.adopt_pending_records(session, workspace=Workspace(team_id="T1"), key=KEY)
+
+    with session_scope(store, workspace=EVERY_WORKSPACE) as session:
+        teams = {queue.get_debate(session, debate_id=d).team_id for d in (intact, broken)}
+    assert teams == {"T1"}
+    report = verify_debate(store, intact)
+    assert (report.ok, report.version, report.signature) == (True, 3, "valid")
+    assert verify_debate(store, broken).kind == "edited_turn"

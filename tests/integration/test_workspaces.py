@@ -351,6 +351,34 @@ def test_a_database_from_before_workspaces_migrates_with_its_rows(
         engine.dispose()
 
 
+def test_adopting_keeps_the_workspaces_newer_channel_settings(store: Engine) -> None:
+    """Settings saved while the bot read the pending rows as its own (start-up could not yet
+    ask Slack for its workspace's id) are the workspace's row beside the pending one: adopting
+    keeps the newer one instead of failing on the channel's key."""
+    pending = Workspace(team_id=PENDING_TEAM)
+    with session_scope(store, workspace=pending) as session:
+        channels.save_channel_settings(
+            session, channel_id="C1", updated_by="U1", values={"rounds": 2, "threshold": 0.7}
+        )
+        channels.save_channel_settings(
+            session, channel_id="C2", updated_by="U1", values={"rounds": 4}
+        )
+    with session_scope(store, workspace=Workspace(team_id="T1")) as session:
+        channels.save_channel_settings(
+            session, channel_id="C1", updated_by="U2", values={"rounds": 3}
+        )
+
+    with session_scope(store, workspace=EVERY_WORKSPACE) as session:
+        adopt_pending(session, workspace=Workspace(team_id="T1"))
+
+    with session_scope(store, workspace=Workspace(team_id="T1")) as session:
+        c1 = channels.channel_settings(session, channel_id="C1")
+        c2 = channels.channel_settings(session, channel_id="C2")
+    assert (c1.rounds, c1.threshold, c1.updated_by, c2.rounds) == (3, None, "U2", 4)
+    with session_scope(store, workspace=EVERY_WORKSPACE) as session:
+        assert session.exec(select(func.count()).select_from(ChannelSettings)).one() == 2
+
+
 def owe(engine: Engine, workspace: Workspace, debate_id: int, key: str) -> None:
     with session_scope(engine, workspace=workspace) as session:
         debate = queue.get_debate(session, debate_id=debate_id)
