@@ -46,6 +46,8 @@ class Bot:
     runtime: BotRuntime
     engine: Engine
     llm: FakeLLM
+    settings: Settings
+    """What the bot runs with (worker processes beside it are started with the same)."""
 
     async def wait_for(self, predicate: Callable[[], Any], what: str, limit_s: float = 60) -> Any:
         """Poll until `predicate()` is truthy; a generous deadline, not a speed assertion."""
@@ -170,7 +172,14 @@ async def start_bot(tmp_path: Path) -> AsyncIterator[BotFactory]:
             session=session,
         )
         started.append((server, task, runtime, services, emulator, session, engine))
-        return Bot(emulator=emulator, driver=driver, runtime=runtime, engine=engine, llm=llm)
+        return Bot(
+            emulator=emulator,
+            driver=driver,
+            runtime=runtime,
+            engine=engine,
+            llm=llm,
+            settings=settings,
+        )
 
     yield start
     for server, task, runtime, services, emulator, session, engine in started:

@@ -4,6 +4,7 @@ pointed at with `base_url`.
 It implements the methods the bot calls with Slack's response shapes, enforces the limits Slack
 enforces (50 blocks a message, 3,000 characters a section, about 13,000 characters of block
 text, 40,000 of `text`, 100 blocks a view, 24-character modal titles), records every call
+with its answer (and its caller, for a process given an address of its own: `api_url_for`)
 and counts the TCP connections it accepts, answers a method late when told to (`delays`),
 serves `response_url` posts, and can fail any method the ways Slack does: an error code, a 5xx,
 a 429 with Retry-After, a hang past the client's timeout, or a refusal by size, for the next N
@@ -96,8 +97,11 @@ class Call:
     status: int = 200
     token: str = ""
     """The bearer token the call came with."""
-    answer: dict[str, Any] = field(default_factory=dict)
-    """What the method answered (empty when a fault or the token refused the call)."""
+    caller: str = ""
+    """Who called, when each caller has an address of its own (`api_url_for`)."""
+    answer: dict[str, Any] | None = None
+    """What the method did, as its answer says (also when a fault `applied` answered in its
+    place); None when it did nothing (a fault or `not_authed` answered)."""
 
 
 @dataclass
@@ -208,6 +212,8 @@ class SlackEmulator:
         app = web.Application(client_max_size=10 * 1024 * 1024)
         app.router.add_post("/api/{method}", self._api)
         app.router.add_get("/api/{method}", self._api)
+        app.router.add_post("/as/{caller}/api/{method}", self._api)
+        app.router.add_get("/as/{caller}/api/{method}", self._api)
         app.router.add_post("/response/{key}", self._response_url)
         app.router.add_get("/socket", self._socket)
         app.router.add_get("/files-pri/{file_id}/{name}", self._download)
@@ -243,6 +249,10 @@ class SlackEmulator:
     def moved_url(self) -> str:
         """A path of this origin that is not Slack's: what a same-origin redirect points at."""
         return f"{self.url}/moved/"
+
+    def api_url_for(self, caller: str) -> str:
+        """The Web API at an address of `caller`'s own: its calls record who made them."""
+        return f"{self.url}/as/{caller}/api/"
 
     def fail(self, method: str, *faults: Fault | None) -> None:
         """Answer the next calls of `method` with these faults, in order (None: answer normally)."""
@@ -505,7 +515,7 @@ class SlackEmulator:
     async def _api(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
         params = await self._params(request)
-        call = Call(method, params, time.monotonic())
+        call = Call(method, params, time.monotonic(), caller=request.match_info.get("caller", ""))
         self.calls.append(call)
         authorization = request.headers.get("Authorization", "")
         call.token = authorization.removeprefix("Bearer ")
@@ -518,12 +528,13 @@ class SlackEmulator:
             answer = self.tenancy.answer(method, params, authorization)
             if answer is not None:
                 call.status = 200 if answer.get("ok") else 400
+                call.answer = answer
                 return web.json_response(answer)
         elif not authorization.startswith(token_kind):
             return web.json_response({"ok": False, "error": "not_authed"})
         fault = self._fault_for(method, params)
         if fault is not None and fault.applied:
-            self._handle(method, params)
+            call.answer = self._handle(method, params)
         if fault is not None:
             call.status = fault.status if fault.status != 200 else 400
             if fault.hang_s:

@@ -101,6 +101,7 @@ async def test_a_shared_message_reacted_to_in_two_workspaces_is_debated_in_each(
         if call.method in ("chat.postMessage", "chat.update") and call.params["channel"] == SHARED
     ]
     for call in writes:
+        assert call.answer is not None
         ts = call.answer["ts"] if call.method == "chat.postMessage" else call.params["ts"]
         assert call.token == token_of[team_of[ts]], (call.method, call.params.get("text"))
     assert {call.token for call in writes} == {t5, t6}

@@ -1,36 +1,58 @@
 """Workspace isolation as a property (issue 37; seeded, bounded): three workspaces on one
-deployment send random commands, App Home visits, settings changes and feedback clicks while the
-worker pool is killed at random moments and started again. Afterwards:
+deployment send random commands, App Home visits, settings changes and feedback clicks, while two
+`debatebot worker` processes (the fake model, OAuth installs: each delivers with each workspace's
+token) run the debates and are SIGKILLed at random moments, each while it holds a debate, and
+started again. On SQLite and on PostgreSQL. Afterwards:
 
 - no Slack call about a workspace's channel or person was made with another workspace's token;
 - every row belongs to the workspace of its debate, and each workspace's store answers (its
   debates, stats, App Home's lists) hold its own debates only, every one of them;
 - each App Home was published with its viewer's workspace's token and shows that workspace's
-  debates only.
+  debates only;
+- every accepted debate finished exactly once: one verdict, each turn stored once in an intact
+  chain, every owed message delivered and none given up; in Slack, one parent per debate at the
+  top of its channel, one verdict in its thread and no message twice, save a repeat Slack took
+  from a worker SIGKILLed before it could record it (delivery's documented repeat, each traced
+  to its killed sender); and the kills did interrupt debates (some were claimed again).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlmodel import col, select
 
-from bot.store import overview
+from bot.store import overview, turns, verify
 from bot.store.db import session_scope
 from bot.store.tables import Debate, DebateState, Outbox, OutboxState, Turn, VerdictRecord
 from bot.store.tenancy import EVERY_WORKSPACE, Workspace
 from tests.e2e.conftest import BOT_TOKEN, CHANNEL, Bot, BotFactory
 from tests.e2e.test_oauth_installs import command, install, open_home, start_many, tenancy
-from tests.helpers import DebateScript, reply_for
+from tests.integration.conftest import fresh_database_url
+from tests.worker_fleet import WorkerFleet
 
-SEEDS = (1, 2)
-ACTIONS = 10
+RUNS = [("sqlite", 1), ("sqlite", 2), ("postgres", 3)]
+"""(database, seed) of each run."""
+ACTIONS = 12
+KILLS = 3
+SLOTS = ("w1", "w2")
 TEAMS = {"T1": CHANNEL, "T2": "C2DEBATE", "T3": "C3DEBATE"}
 PEOPLE = {team: [f"U{team}A", f"U{team}B"] for team in TEAMS}
+
+
+@pytest.fixture(params=RUNS, ids=[f"{backend}-{seed}" for backend, seed in RUNS])
+def run(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, int]]:
+    """A database of its own and the run's seed (asked for before `start_bot`, so the bot
+    stops before its database is dropped)."""
+    backend, seed = request.param
+    databases = fresh_database_url(backend, tmp_path)
+    yield next(databases), seed
+    next(databases, None)
 
 
 def debates(bot: Bot) -> list[Debate]:
@@ -47,30 +69,35 @@ def settled(bot: Bot, count: int) -> bool:
         return not session.exec(select(Outbox).where(col(Outbox.state).in_(open_states))).all()
 
 
-async def kill_workers(bot: Bot) -> None:
-    """The worker pool dies mid-turn and another starts (its debates are claimed again)."""
-    work = bot.runtime.work
-    if work._pool is not None:
-        work._pool.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await work._pool
-    work._pool = asyncio.create_task(work.worker.run_pool(work._stop, concurrency=2))
-    work._tasks.append(work._pool)
+def holding(bot: Bot, worker: str) -> bool:
+    """Whether `worker` holds a running debate."""
+    return any(d.state == DebateState.RUNNING and d.lease_owner == worker for d in debates(bot))
 
 
-@pytest.mark.parametrize("seed", SEEDS)
-async def test_no_workspace_sees_or_acts_for_another(start_bot: BotFactory, seed: int) -> None:
-    rng = random.Random(seed)
-    script = DebateScript(moderator=[reply_for("moderator")] * 40)
-    bot = await start_many(start_bot, script=script, worker_lease_s=2.0)
-    bot.llm.delay_s = 0.03
-    tenancy(bot).add("T3", channels={"C3DEBATE"})
-    await install(bot, "T1")
-    await install(bot, "T2")
-    await install(bot, "T3")
-    tokens = {team: set(tenancy(bot).tokens_of(team)) for team in TEAMS}
-    assert tokens["T1"] == {BOT_TOKEN}
+async def kill_at_random(
+    bot: Bot, fleet: WorkerFleet, rng: random.Random, acted: asyncio.Event
+) -> None:
+    """SIGKILL a random worker, soon after it took a debate, and start another in its place;
+    `KILLS` times, or fewer if every debate ended first."""
+    for _ in range(KILLS):
+        slot = rng.choice(SLOTS)
+        name = fleet.name_of(slot)
 
+        def ready(name: str = name) -> bool:
+            idle = acted.is_set() and all(d.state == DebateState.FINISHED for d in debates(bot))
+            return holding(bot, name) or idle
+
+        await bot.wait_for(ready, f"{name} running a debate", limit_s=120)
+        if not holding(bot, name):
+            return
+        await asyncio.sleep(rng.uniform(0.0, 0.2))
+        fleet.kill(slot)
+        await asyncio.sleep(rng.uniform(0.0, 0.5))
+        fleet.start(slot)
+
+
+async def act_at_random(bot: Bot, rng: random.Random) -> dict[str, list[str]]:
+    """The workspaces' people at work; the questions each workspace asked."""
     asked: dict[str, list[str]] = {team: [] for team in TEAMS}
     for step in range(ACTIONS):
         team = rng.choice(list(TEAMS))
@@ -88,12 +115,48 @@ async def test_no_workspace_sees_or_acts_for_another(start_bot: BotFactory, seed
             assert await command(bot, team, TEAMS[team], text, "UADMIN") == 200
         else:
             await feedback(bot, rng, team, user)
-        if rng.random() < 0.3:
-            await kill_workers(bot)
         await asyncio.sleep(rng.uniform(0.0, 0.3))
+    return asked
 
-    total = sum(len(questions) for questions in asked.values())
-    await bot.wait_for(lambda: settled(bot, total), f"{total} debates settled", limit_s=120)
+
+async def test_no_workspace_sees_or_acts_for_another(
+    run: tuple[str, int], start_bot: BotFactory, tmp_path: Path
+) -> None:
+    url, seed = run
+    rng = random.Random(seed)
+    bot = await start_many(
+        start_bot,
+        database_url=url,
+        worker_concurrency=0,  # the debates are the worker processes'
+        worker_lease_s=2.0,
+        worker_heartbeat_s=0.5,
+        worker_poll_s=0.1,
+        fake_delay_s=0.1,
+        max_debates_per_user=ACTIONS,
+        max_debates_per_channel=ACTIONS,
+    )
+    tenancy(bot).add("T3", channels={"C3DEBATE"})
+    for team in TEAMS:
+        await install(bot, team)
+    tokens = {team: set(tenancy(bot).tokens_of(team)) for team in TEAMS}
+    assert tokens["T1"] == {BOT_TOKEN}
+
+    with WorkerFleet(
+        bot.settings,
+        tmp_path / "workers",
+        concurrency=2,
+        env_for=lambda name: {"DEBATEBOT_SLACK_API_URL": bot.emulator.api_url_for(name)},
+    ) as fleet:
+        for slot in SLOTS:
+            fleet.start(slot)
+        acted = asyncio.Event()
+        killing = asyncio.create_task(kill_at_random(bot, fleet, random.Random(seed), acted))
+        asked = await act_at_random(bot, rng)
+        acted.set()
+        await killing
+        total = sum(len(questions) for questions in asked.values())
+        await bot.wait_for(lambda: settled(bot, total), f"{total} debates settled", limit_s=180)
+        await asyncio.to_thread(fleet.stop)
     for team in TEAMS:
         assert await open_home(bot, team, PEOPLE[team][0]) == 200
     await bot.wait_for(
@@ -143,6 +206,81 @@ async def test_no_workspace_sees_or_acts_for_another(start_bot: BotFactory, seed
         for other in TEAMS:
             if other != team:
                 assert f"of {other}?" not in view
+
+    finished = debates(bot)
+    assert len(finished) == total
+    assert_each_finished_once(bot, finished)
+    assert_each_delivered_once(bot, fleet, finished)
+    assert fleet.killed
+    assert any(d.claims > 1 for d in finished), "a kill interrupted a debate"
+
+
+def assert_each_finished_once(bot: Bot, finished: list[Debate]) -> None:
+    """Each debate finished with one verdict and each turn stored once in an intact chain, and
+    every message owed was delivered (none open, none given up)."""
+    with session_scope(bot.engine, workspace=EVERY_WORKSPACE) as session:
+        for debate in finished:
+            assert debate.id is not None
+            assert debate.state == DebateState.FINISHED, (debate.id, debate.error)
+            verdicts = session.exec(
+                select(VerdictRecord).where(VerdictRecord.debate_id == debate.id)
+            ).all()
+            assert len(verdicts) == 1
+            rows = turns.turn_rows(session, debate_id=debate.id)
+            assert len({(row.round, row.role, row.attempt) for row in rows}) == len(rows)
+            assert verify.verify_chain(session, debate_id=debate.id).ok
+        unsent = session.exec(
+            select(Outbox.key, Outbox.state, Outbox.last_error).where(
+                Outbox.state != OutboxState.SENT
+            )
+        ).all()
+    assert not unsent
+
+
+def assert_each_delivered_once(bot: Bot, fleet: WorkerFleet, finished: list[Debate]) -> None:
+    """Counting the messages the store recorded as delivered, Slack holds one parent per debate
+    at the top of its channel and, in its thread, one verdict and no message twice; every
+    recorded message is there.
+
+    Any other message of the bot's must be a repeat of an owed one that Slack took from a worker
+    SIGKILLed before it could record it (within its claim on the message, after which another
+    process sends it again): the case in which delivery repeats a message (docs/architecture.md,
+    "Once"; its other form, a call that timed out, is a live process's and fails here)."""
+    assert bot.runtime.work.delivery is not None
+    claim_s = bot.runtime.work.delivery.config.claim_s
+    with session_scope(bot.engine, workspace=EVERY_WORKSPACE) as session:
+        owed = list(session.exec(select(Outbox)))
+    recorded = {(channel, ts) for row in owed for channel, ts in row.deliveries}
+    texts = {row.text for row in owed}
+    posts = {
+        str(call.answer["ts"]): call
+        for call in bot.emulator.calls_of("chat.postMessage", ok_only=False)
+        if call.answer is not None and call.answer.get("ok")
+    }
+    for channel in TEAMS.values():
+        held = {m["ts"] for m in bot.emulator.messages.get(channel, [])}
+        assert {ts for where, ts in recorded if where == channel} <= held, "nothing lost"
+        delivered = []
+        for message in bot.emulator.posted(channel):
+            if (channel, message["ts"]) in recorded:
+                delivered.append(message)
+                continue
+            call = posts.get(message["ts"])
+            assert call is not None, f"no call posted {message}"
+            killed_at = fleet.killed.get(call.caller)
+            assert killed_at is not None, f"{call.caller or 'serve'} (alive) repeated {call.params}"
+            # Killed while its claim held (Slack may read the request after the kill: it was
+            # sent before).
+            assert killed_at < call.at + claim_s, call.params
+            assert call.params.get("text") in texts, call.params
+        threads = [d.thread_ts or "" for d in finished if d.channel_id == channel]
+        assert all(threads), "every debate's parent was posted"
+        parents = [m["ts"] for m in delivered if "thread_ts" not in m]
+        assert sorted(parents) == sorted(threads), f"one parent per debate in {channel}"
+        for thread in threads:
+            said = [m["text"] for m in delivered if m.get("thread_ts") == thread]
+            assert len([t for t in said if t.startswith("Verdict")]) == 1, said
+            assert len(said) == len(set(said)), said
 
 
 async def feedback(bot: Bot, rng: random.Random, team: str, user: str) -> None:

@@ -5,7 +5,8 @@ Every test runs on SQLite and PostgreSQL unless it names one."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from collections import Counter
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -16,8 +17,9 @@ from sqlmodel import col, select
 
 from bot.cli import main
 from bot.jobs.worker import DebateWorker
+from bot.settings import Settings
 from bot.store import channels, operations, outbox, overview, queue, reviews, turns, workspaces
-from bot.store.db import alembic_config, make_engine, session_scope
+from bot.store.db import alembic_config, make_engine, session_scope, upgrade
 from bot.store.errors import BudgetExceededError, InFlightLimitError, WorkspaceScopeError
 from bot.store.export import verify_export
 from bot.store.outbox import Draft
@@ -39,6 +41,8 @@ from bot.store.tenancy import (
 )
 from engine.models import DebateSpec, ModelSettings, Role, TurnRecord, Usage, utcnow
 from tests.helpers import DebateScript, reply_for, shipped_prompts
+from tests.integration.test_durability import wait_for
+from tests.worker_fleet import WorkerFleet
 
 SPEC = DebateSpec(
     question="Adopt the new queue?",
@@ -240,26 +244,66 @@ def test_claims_are_fair_across_workspaces(store: Engine) -> None:
         ]
 
 
+FLOOD = 500
+WORKERS = 3
+CONCURRENCY = 4
+POLL_S = 0.2
+CLAIM_LOG = (
+    "CREATE TABLE claim_log (seq bigserial PRIMARY KEY, debate_id integer, team_id text,"
+    " worker text, tx bigint, began timestamptz)",
+    "CREATE FUNCTION log_claim() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+    " INSERT INTO claim_log (debate_id, team_id, worker, tx, began) VALUES (NEW.id,"
+    " NEW.team_id, NEW.lease_owner, txid_current(), transaction_timestamp()); RETURN NEW; END $$",
+    "CREATE TRIGGER claimed AFTER UPDATE OF claims ON debate FOR EACH ROW"
+    " WHEN (NEW.claims > OLD.claims) EXECUTE FUNCTION log_claim()",
+)
+"""Every claim of a debate, in the order claims were written, with its claim's transaction and
+when that began (PostgreSQL's clock)."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim: one worker's transaction leasing one or more debates."""
+
+    worker: str
+    began: datetime
+    debates: frozenset[int]
+
+
+def claims_in_order(engine: Engine) -> list[Claim]:
+    with engine.connect() as connection:
+        rows = connection.execute(
+            text(
+                "SELECT worker, min(began), array_agg(debate_id) FROM claim_log"
+                " GROUP BY tx, worker ORDER BY min(seq)"
+            )
+        ).all()
+    return [Claim(worker, began, frozenset(ids)) for worker, began, ids in rows]
+
+
+def flood(engine: Engine, count: int) -> None:
+    """ACME queues `count` debates at once."""
+    with session_scope(engine, workspace=ACME) as session:
+        for index in range(count):
+            queue.add_debate(
+                session,
+                new=queue.NewDebate(
+                    trigger_key=f"flood:{index}", spec=SPEC, source=DebateSource.COMMAND
+                ),
+            )
+        session.commit()
+
+
 def test_fair_claims_take_each_debate_once_under_concurrent_workers(postgres_url: str) -> None:
     """On PostgreSQL: 500 queued by one workspace and one by another, claimed by many workers at
     once; no debate is taken twice, and the lone workspace's debate is in the first round of
     claims."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from bot.store.db import upgrade
-
     upgrade(postgres_url)
     engine = make_engine(postgres_url)
     try:
-        with session_scope(engine, workspace=ACME) as session:
-            for index in range(500):
-                queue.add_debate(
-                    session,
-                    new=queue.NewDebate(
-                        trigger_key=f"flood:{index}", spec=SPEC, source=DebateSource.COMMAND
-                    ),
-                )
-            session.commit()
+        flood(engine, FLOOD)
         lone = add(engine, GLOBEX, "lone:1")
 
         def claim(worker: int) -> list[int]:
@@ -278,6 +322,77 @@ def test_fair_claims_take_each_debate_once_under_concurrent_workers(postgres_url
                 select(func.count()).where(col(Debate.state) == DebateState.RUNNING)
             ).one()
         assert running == len(claimed)
+    finally:
+        engine.dispose()
+
+
+def test_a_lone_debate_starts_within_one_claim_cycle_of_worker_processes_under_a_flood(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """On PostgreSQL, `WORKERS` `debatebot worker` processes (`CONCURRENCY` debates each, the
+    fake model) work through `FLOOD` debates of one workspace; once each worker has claimed
+    twice, another workspace queues one debate, and its first turn starts within one claim
+    cycle.
+
+    A claim cycle: every slot is busy with the flood, so a worker claims when one of its
+    `CONCURRENCY` debates ends (idle, it would every `POLL_S`); in one cycle each worker makes
+    one claim, of at most `CONCURRENCY` debates. So the lone debate is taken by the first claim
+    any worker begins after it was queued, or by one beside that claim; no worker begins a
+    second claim before it is taken. Measured in the store, not by wall-clock thresholds: a
+    trigger logs each claim with its transaction and when that began, on PostgreSQL's clock,
+    which the test reads once the lone debate is committed."""
+    upgrade(postgres_url)
+    engine = make_engine(postgres_url)
+    with engine.begin() as connection:
+        for statement in CLAIM_LOG:
+            connection.execute(text(statement))
+    flood(engine, FLOOD)
+    settings = Settings(
+        database_url=postgres_url,
+        provider="fake",
+        fake_delay_s=0.05,
+        worker_poll_s=POLL_S,
+        shutdown_grace_s=0.0,
+    )
+    try:
+        with WorkerFleet(settings, tmp_path / "workers", concurrency=CONCURRENCY) as fleet:
+            for index in range(WORKERS):
+                fleet.start(f"w{index}")
+
+            def busy() -> bool:
+                counts = Counter(claim.worker for claim in claims_in_order(engine))
+                return len(counts) == WORKERS and min(counts.values()) >= 2
+
+            wait_for(busy, timeout_s=120)
+            lone = add(engine, GLOBEX, "lone:1")
+            with engine.connect() as connection:
+                queued_at = connection.execute(text("SELECT clock_timestamp()")).scalar_one()
+
+            def after() -> list[Claim]:
+                return [claim for claim in claims_in_order(engine) if claim.began > queued_at]
+
+            def first_turn() -> bool:
+                with session_scope(engine, workspace=EVERY_WORKSPACE) as session:
+                    return bool(turns.turn_rows(session, debate_id=lone))
+
+            # Or, if claims were unfair, until enough cycles passed to show it.
+            wait_for(lambda: first_turn() or len(after()) > 3 * WORKERS, timeout_s=120)
+            fleet.stop()
+
+        claims = claims_in_order(engine)
+        taken = next((claim for claim in claims if lone in claim.debates), None)
+        assert taken is not None, f"still queued after {len(after())} claims begun after it"
+        # The claims written before the lone debate's that began after it was queued.
+        ahead = [claim for claim in claims[: claims.index(taken)] if claim.began > queued_at]
+        per_worker = Counter(claim.worker for claim in ahead)
+        assert all(count <= 1 for count in per_worker.values()), (per_worker, taken)
+        assert sum(len(claim.debates) for claim in ahead) <= WORKERS * CONCURRENCY
+        assert first_turn()
+        with session_scope(engine, workspace=EVERY_WORKSPACE) as session:
+            row = queue.get_debate(session, debate_id=lone)
+            waiting = queue.count_debates(session, state=DebateState.QUEUED)
+        assert row.claims == 1
+        assert waiting > FLOOD // 2, "the flood was still queued when the lone debate started"
     finally:
         engine.dispose()
 
