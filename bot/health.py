@@ -19,8 +19,9 @@ class HealthProbe:
     debates this process runs at once, with no names, hosts or users in it; and, in a process
     that delivers to Slack, whether Slack takes the bot token. With OAuth installs
     (`workspaces`) one workspace's refused token does not make the deployment unhealthy (a load
-    balancer would take every workspace's bot away): the answer counts the workspaces whose
-    token Slack refuses, naming none (`debatebot workspace list` names them).
+    balancer would take every workspace's bot away): the answer counts the installs whose
+    token Slack refuses (an org-wide one counts once, however many workspaces it holds), naming
+    none (`debatebot workspace list` names them).
 
     The check runs off the event loop and is bounded: a database that does not answer within
     `timeout_s` (under the image's 4-second probe) is reported `unavailable`. One check runs at
@@ -46,7 +47,7 @@ class HealthProbe:
 
     def _check(self) -> tuple[str | None, int | None]:
         """The database's problem, and (with OAuth installs, when it has none) how many
-        workspaces' tokens Slack refuses."""
+        installs' bot tokens Slack refuses."""
         problem = health(self.engine)
         if problem is not None or not self.workspaces:
             return problem, None
@@ -69,7 +70,7 @@ class HealthProbe:
             "concurrency": self.concurrency,
         }
         if refused is not None:
-            report["workspaces_token_refused"] = refused
+            report["installs_token_refused"] = refused
         if self.gate is not None and self.gate.refused:
             report["ok"] = False
             report["slack"] = self.gate.problem()

@@ -90,9 +90,10 @@ class Metrics:
             "How long the longest-waiting debate has waited",
             registry=r,
         )
-        self.workspaces_refused = Gauge(
-            "debatebot_workspaces_token_refused",
-            "Installed workspaces whose bot token Slack refuses (OAuth installs): their"
+        self.installs_refused = Gauge(
+            "debatebot_installs_token_refused",
+            "OAuth installs whose bot token Slack refuses (an org-wide install counts once and"
+            " holds every workspace of its org without one of its own): their workspaces'"
             " deliveries and debates wait until it is taken again",
             registry=r,
         )

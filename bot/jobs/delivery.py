@@ -14,7 +14,10 @@
   (`per_workspace`) only that workspace's delivery pauses: the refusal is marked in the store
   (bot.store.refusals), so no replica claims its debates or sends what it is owed, and one
   replica at a time asks `auth.test` with its token, less and less often, until Slack takes
-  it or the app is installed there again.
+  it (for a `missing_scope`: grants the scope) or the app is installed there again. A refusal
+  right after a probe took the token, before anything was delivered there, waits on from the
+  wait it reached, with no second ERROR. Only the refused lane's messages are handed back: the
+  workspace's other lanes may have theirs at Slack.
 - A thread that cannot be reached (`not_in_channel`, `channel_not_found`, `is_archived`) halts
   its debate (the worker stops at the next turn), tells the requester by DM, and sends the review
   request by DM to the reviewers, else the requester, else the workspace admins. A deleted
@@ -148,6 +151,9 @@ class OutboxDelivery:
         )
         self._probes: dict[str, asyncio.Task[None]] = {}
         self._probes_looked_at = -math.inf
+        self._probation: list[refusals.BotState] = []
+        """The bots a probe took with nothing delivered since (`refusals.on_probation`), as of
+        the last look for due lanes: a delivery to one of their workspaces proves it."""
 
     async def _db(self, work: Callable[[Session], R]) -> R:
         return await in_session(self.engine, work, workspace=EVERY_WORKSPACE)
@@ -186,11 +192,17 @@ class OutboxDelivery:
         self._updated_at = {d: at for d, at in self._updated_at.items() if at > horizon}
         self._streamed_at = {d: at for d, at in self._streamed_at.items() if at > horizon}
         started = 0
-        for lane in await self._db(outbox.due_lanes):
+        lanes, self._probation = await self._db(self._due)
+        for lane in lanes:
             if lane not in self._lanes:
                 self._lanes[lane] = asyncio.create_task(self._run_lane(lane))
                 started += 1
         return started
+
+    def _due(self, session: Session) -> tuple[list[Lane], list[refusals.BotState]]:
+        """The due lanes, and (with OAuth installs) the bots on probation."""
+        lanes = outbox.due_lanes(session)
+        return lanes, refusals.on_probation(session) if self.config.per_workspace else []
 
     async def _token_taken(self) -> bool:
         """Whether Slack takes the bot token again, asked at most every so often."""
@@ -228,12 +240,15 @@ class OutboxDelivery:
                 self._probes[bot.installation] = asyncio.create_task(self._probe(bot))
 
     async def _probe(self, bot: refusals.BotState) -> None:
-        """Ask `auth.test` with the bot's token: taken, its mark is cleared (every replica then
-        claims its debates and sends what it is owed); refused, the code is kept up to date."""
+        """Ask `auth.test` with the bot's token (for a `missing_scope`, whether it now has the
+        scope): taken, its mark is cleared (every replica then claims its debates and sends what
+        it is owed); refused, the code is kept up to date."""
         where = bot.installation
+        refusal = bot.refusal
+        scope = refusal.scope if refusal is not None and refusal.code == "missing_scope" else None
         try:
             with acting_for(bot.acting_as):
-                refused = await self.directory.check_token()
+                refused = await self.directory.check_token(scope=scope)
         except TokenRefusedError as error:
             refused = error  # refused before Slack was asked (its renewal was refused)
         except PostError as error:
@@ -295,16 +310,17 @@ class OutboxDelivery:
                 return
             self.gate.refuse(error)
             self._probe_at = asyncio.get_running_loop().time() + self._probe_wait
-            await self._db(lambda s: outbox.release_claims(s, owner=self.owner))
+            await self._db(lambda s: outbox.release_lane(s, owner=self.owner, lane=lane))
 
     async def _hold(self, lane: Lane, workspace: Workspace, error: TokenRefusedError) -> None:
         """One workspace's token is refused: marked in the store for every replica (its debates
-        are not claimed, none of its lanes is due), and what this process holds of it handed
-        back with no attempt counted. With no bot stored for it (uninstalled: an uninstall
-        drops what the workspace is owed, bot.slack.installs), or none noted (the database did
-        not answer), the claimed message waits out its claim."""
+        are not claimed, none of its lanes is due), and what this lane holds handed back with no
+        attempt counted (the workspace's other lanes hand back theirs as they meet the refusal,
+        or record what Slack took). With no bot stored for it (uninstalled: an uninstall drops
+        what the workspace is owed, bot.slack.installs), or none noted (the database did not
+        answer), the claimed message waits out its claim."""
         try:
-            news = await self._db(
+            noted = await self._db(
                 lambda s: refusals.refuse(
                     s,
                     workspace=workspace,
@@ -316,22 +332,29 @@ class OutboxDelivery:
         except DatabaseUnavailableError as failure:
             log.error("delivery to workspace %s held, not noted: %s", workspace.team_id, failure)
             return
-        if news is None:
+        if noted is None:
             log.warning("delivery to workspace %s held: %s", workspace.team_id, error)
             return
-        if news:
+        fix = workspace_token_fix(error.code, error.needed)
+        if noted == refusals.Noted.NEW:
             log.error(
                 "Slack refused the bot token of workspace %s (%s): what it is owed is held (none"
                 " is given up) and none of its debates is claimed until the token works; to fix"
                 " it, %s",
                 workspace.team_id,
                 error.code,
-                workspace_token_fix(error.code, error.needed),
+                fix,
+            )
+        elif noted == refusals.Noted.AGAIN:
+            log.warning(
+                "Slack refused the bot token of workspace %s again (%s) though auth.test took"
+                " it: held again, asked less often; to fix it, %s",
+                workspace.team_id,
+                error.code,
+                fix,
             )
         with contextlib.suppress(DatabaseUnavailableError):  # else they lapse in `claim_s`
-            await self._db(
-                lambda s: outbox.release_claims(s, owner=self.owner, team_id=lane.team_id)
-            )
+            await self._db(lambda s: outbox.release_lane(s, owner=self.owner, lane=lane))
 
     async def _deliver_lane(self, lane: Lane) -> None:
         if lane.debate_id is None:
@@ -1022,6 +1045,7 @@ class OutboxDelivery:
                 more=more,
             )
         )
+        await self._proven(row)
 
     # --- bookkeeping -------------------------------------------------------------------------
 
@@ -1094,6 +1118,18 @@ class OutboxDelivery:
                 delivered_to=where,
             )
         )
+        if where != SHOWN_IN_STREAM:
+            await self._proven(row)
+
+    async def _proven(self, row: Outbox) -> None:
+        """Slack took a message of `row`'s workspace: if a probe's word was all its bot had
+        (`refusals.on_probation`), the token is proven, and a later refusal is news again."""
+        workspace = Workspace(team_id=row.team_id or PENDING_TEAM, enterprise_id=row.enterprise_id)
+        if not any(_may_serve(bot, workspace) for bot in self._probation):
+            return
+        if await self._db(lambda s: refusals.delivered(s, workspace=workspace)):
+            log.info("delivery to workspace %s works again", workspace.team_id)
+        self._probation = [bot for bot in self._probation if not _may_serve(bot, workspace)]
 
     async def _release(self, row: Outbox) -> None:
         await self._db(lambda s: outbox.release(s, row_id=row.id or 0, owner=self.owner))
@@ -1128,6 +1164,14 @@ class OutboxDelivery:
             log.error("debate %s halted: %s", debate_id, reason)
             debate.halt_reason = reason
             self.wake()
+
+
+def _may_serve(bot: refusals.BotState, workspace: Workspace) -> bool:
+    """Whether `workspace` may act with `bot`: its own install's, or its org's org-wide one
+    (which one it does, the store knows: `refusals.delivered`)."""
+    if bot.team_id is not None:
+        return bot.team_id == workspace.team_id
+    return workspace.enterprise_id is not None and bot.enterprise_id == workspace.enterprise_id
 
 
 def _owner_of(row: Outbox) -> str:

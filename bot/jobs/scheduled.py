@@ -353,14 +353,14 @@ class ScheduledJobs:
         self._set_gauges(depth, refused)
 
     def _depth(self, session: Session) -> tuple[operations.QueueDepth, int]:
-        """The queue, and how many workspaces' bot tokens Slack refuses."""
+        """The queue, and how many installs' bot tokens Slack refuses."""
         return operations.queue_depth(session, now=self.clock()), refusals.refused_count(session)
 
     def _set_gauges(self, depth: operations.QueueDepth, refused: int) -> None:
         if self.metrics is not None:
             self.metrics.queue_depth.set(depth.waiting)
             self.metrics.queue_oldest.set(depth.oldest_wait_s)
-            self.metrics.workspaces_refused.set(refused)
+            self.metrics.installs_refused.set(refused)
 
 
 def due_day(digest_time: str | None, timezone: str, now: datetime) -> str | None:

@@ -59,7 +59,7 @@ class DatabaseInstallationStore(AsyncInstallationStore):
             installations.save_install(session, installer=installer, bot=bot, cipher=self.cipher)
             if bot is not None:
                 # New tokens are worth trying, whatever Slack answered the old ones.
-                refusals.accept(session, installation=bot.install_key)
+                refusals.accept(session, installation=bot.install_key, new_tokens=True)
 
         await in_session(self.engine, save, workspace=EVERY_WORKSPACE)
 
@@ -68,7 +68,7 @@ class DatabaseInstallationStore(AsyncInstallationStore):
 
         def save(session: Session) -> None:
             installations.save_bot(session, bot=stored, cipher=self.cipher)
-            refusals.accept(session, installation=stored.install_key)
+            refusals.accept(session, installation=stored.install_key, new_tokens=True)
 
         await in_session(self.engine, save, workspace=EVERY_WORKSPACE)
 

@@ -169,11 +169,14 @@ class SlackDirectory:
         self._dms[_acting(user)] = channel
         return channel
 
-    async def check_token(self) -> TokenRefusedError | None:
+    async def check_token(self, *, scope: str | None = None) -> TokenRefusedError | None:
         """Ask Slack whether it takes the bot token (`auth.test`; with OAuth installs, the token
         of the workspace the call is made for): its refusal, or None when it does (the bot's
-        identity is then known, one workspace's). Raises the classified PostError when Slack
-        cannot be reached or does not answer in time: that is no refusal."""
+        identity is then known, one workspace's). With `scope` (what a `missing_scope` named),
+        the token must also be granted it: `auth.test` needs no scope, so it answers a token
+        lacking one, but names the token's scopes in its `x-oauth-scopes` header (without that
+        header, `auth.test`'s word is taken). Raises the classified PostError when Slack cannot
+        be reached or does not answer in time: that is no refusal."""
         try:
             auth = await asyncio.wait_for(self.client.auth_test(), timeout=self.lookup_s)
         except SLACK_FAILURES as error:
@@ -181,6 +184,12 @@ class SlackDirectory:
             if refused is not None:
                 return refused
             raise classify(error, "auth.test", "-") from error
+        if scope is not None and not _grants(getattr(auth, "headers", None), scope):
+            return TokenRefusedError(
+                f"Slack does not grant the bot token the `{scope}` scope (auth.test)",
+                code="missing_scope",
+                needed=scope,
+            )
         self._teams[_acting("")] = _team_of(auth) or self._teams.get(_acting(""))
         if ACTING_FOR.get() is not None:
             return None  # one workspace's probe (OAuth installs): not the process's identity
@@ -284,6 +293,24 @@ def _acting(key: str) -> tuple[str, str]:
     """A cache key of the workspace the calls are made for (none with one workspace)."""
     workspace = ACTING_FOR.get()
     return (workspace.team_id if workspace is not None else "", key)
+
+
+SCOPES_HEADER = "x-oauth-scopes"
+"""The response header in which Slack names the scopes the call's token was granted."""
+
+
+def _grants(headers: Any, scope: str) -> bool:
+    """Whether the scopes a response's headers name include `scope` (Slack's `needed` may name
+    several, comma-separated: any of them will do), or the headers name none (nothing to go
+    by)."""
+    if not hasattr(headers, "items"):
+        return True
+    named = next((str(v) for k, v in headers.items() if str(k).lower() == SCOPES_HEADER), None)
+    if named is None:
+        return True
+    granted = {s.strip() for s in named.split(",")}
+    needed = [s.strip() for s in scope.split(",") if s.strip()]
+    return not needed or any(s in granted for s in needed)
 
 
 def _team_of(auth: Any) -> str | None:

@@ -593,15 +593,24 @@ def halt(session: Session, *, debate_id: int, reason: str, notices: Sequence[Dra
     return True
 
 
-def release_claims(session: Session, *, owner: str, team_id: str | None = None) -> int:
-    """Hand back every message `owner` holds (only workspace `team_id`'s, when given), due at
-    once, no attempt counted (Slack refused the bot token: no message is at fault, and none is
-    given up)."""
+def release_lane(session: Session, *, owner: str, lane: Lane) -> int:
+    """Hand back what `owner` holds of one lane, due at once, no attempt counted (Slack refused
+    the bot token: no message is at fault, and none is given up). Only that lane's: another
+    lane of the workspace may have its message at Slack, taken, and must record it as sent
+    rather than find it handed back and send it again."""
     statement = update(Outbox).where(
-        col(Outbox.state) == OutboxState.SENDING, col(Outbox.claimed_by) == owner
+        col(Outbox.state) == OutboxState.SENDING,
+        col(Outbox.claimed_by) == owner,
+        col(Outbox.action) == lane.action,
     )
-    if team_id is not None:
-        statement = statement.where(col(Outbox.team_id) == team_id)
+    if lane.debate_id is not None:
+        statement = statement.where(col(Outbox.debate_id) == lane.debate_id)
+    else:
+        statement = statement.where(
+            col(Outbox.debate_id).is_(None),
+            col(Outbox.channel_id) == lane.channel,
+            col(Outbox.team_id) == lane.team_id,
+        )
     released = session.execute(
         statement.values(state=OutboxState.PENDING, claimed_by=None, claimed_until=None)
     )

@@ -11,12 +11,19 @@ the one that finds the token taken clears the mark (`accept`), and so does savin
 (an install again, a renewal: the installation store accepts them as it saves them). An
 uninstall deletes the row, and the mark with it (its debates are then suspended:
 bot.store.workspaces).
+
+`auth.test` can take a token that a method still refuses (a scope it lacks, if Slack's scopes
+header is not there to tell; a workspace an org-wide install was not granted): until a message
+to the workspace is delivered (`delivered`), a probe's acceptance keeps the wait it reached, so
+a refusal right after resumes at the doubled wait and is no news (`Noted.AGAIN`), rather than
+starting over at the first wait with another ERROR, claiming the workspace's debates in between.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import ColumnElement, and_, func, or_, update
@@ -42,6 +49,18 @@ class Backoff:
         if wait_s is None:
             return min(self.first_s, self.max_s)
         return min(max(wait_s, self.first_s) * 2, self.max_s)
+
+
+class Noted(StrEnum):
+    """What a refusal was to the store (`refuse`)."""
+
+    NEW = "new"
+    """News: the token was taken, or is now refused with another code or scope."""
+    AGAIN = "again"
+    """Refused again after a probe found it taken, with nothing delivered since: the probe was
+    wrong, and the wait goes on growing."""
+    KNOWN = "known"
+    """Marked so already (another lane or replica met it first)."""
 
 
 @dataclass(frozen=True)
@@ -103,11 +122,12 @@ def refuse(
     code: str,
     scope: str | None = None,
     backoff: Backoff,
-) -> bool | None:
-    """Slack refused the token of the bot `workspace` acts with: mark it (the first probe
-    after `backoff`'s first wait). True when this is news (not refused before, or now with
-    another code), False when it was marked so already, None when there is no bot (the app was
-    uninstalled: nothing to hold, its owed messages were dropped). Committed."""
+) -> Noted | None:
+    """Slack refused the token of the bot `workspace` acts with: mark it, the first probe after
+    `backoff`'s first wait, or, refused again after a probe took it and before anything was
+    delivered (`Noted.AGAIN`), after the wait that follows the one it reached. None when there
+    is no bot (the app was uninstalled: nothing to hold, its owed messages were dropped).
+    Committed."""
     row = bot_row(
         session,
         enterprise_id=workspace.enterprise_id,
@@ -117,24 +137,28 @@ def refuse(
     if row is None:
         session.rollback()
         return None
-    news = (row.refused_code, row.refused_scope) != (code, scope)
-    if row.refused_code is None:
+    if row.refused_code is not None:
+        noted = Noted.KNOWN if (row.refused_code, row.refused_scope) == (code, scope) else Noted.NEW
+    else:
+        noted = Noted.NEW if row.probe_wait_s is None else Noted.AGAIN
         now = utcnow()
-        wait = backoff.after(None)
+        wait = backoff.after(row.probe_wait_s)
         row.refused_since = now
         row.probe_wait_s = wait
         row.probe_at = now + timedelta(seconds=wait)
     row.refused_code, row.refused_scope = code, scope
     session.add(row)
     session.commit()
-    return news
+    return noted
 
 
-def accept(session: Session, *, installation: str) -> bool:
-    """Slack takes the install's token again (a probe found it so, or new tokens were saved):
+def accept(session: Session, *, installation: str, new_tokens: bool = False) -> bool:
+    """Slack takes the install's token again (a probe found it so, or `new_tokens` were saved):
     clear its mark, and give each message held meanwhile its deadline back by as long as it
-    was held (nothing was tried, so nothing is given up for the wait). False when it was not
-    marked (cleared already, by a probe elsewhere or an install again). Committed."""
+    was held, or as it existed if it was written during the hold (nothing was tried, so nothing
+    is given up for the wait). A probe's word keeps the wait it reached until a delivery proves
+    it (`delivered`); new tokens start afresh. False when it was not marked (cleared already, by
+    a probe elsewhere or an install again). Committed."""
     now = utcnow()
     row = session.get(SlackBot, installation)
     since = row.refused_since if row is not None else None
@@ -144,15 +168,16 @@ def accept(session: Session, *, installation: str) -> bool:
             col(SlackBot.installation) == installation,
             col(SlackBot.refused_code).is_not(None),
         )
-        .values(
-            refused_code=None,
-            refused_scope=None,
-            refused_since=None,
-            probe_at=None,
-            probe_wait_s=None,
-        )
+        .values(refused_code=None, refused_scope=None, refused_since=None, probe_at=None)
         .execution_options(synchronize_session=False)
     )
+    if new_tokens:
+        session.execute(
+            update(SlackBot)
+            .where(col(SlackBot.installation) == installation)
+            .values(probe_wait_s=None)
+            .execution_options(synchronize_session=False)
+        )
     if int(cleared.rowcount or 0) != 1 or row is None:  # type: ignore[attr-defined]
         session.commit()
         return False
@@ -163,10 +188,48 @@ def accept(session: Session, *, installation: str) -> bool:
             _served_by(row, col(Outbox.team_id), col(Outbox.enterprise_id)),
         )
         for owed in session.exec(waiting).all():
-            owed.deadline_at = owed.deadline_at + held
-            session.add(owed)
+            waited = min(held, now - owed.created_at)
+            if waited > timedelta(0):
+                owed.deadline_at = owed.deadline_at + waited
+                session.add(owed)
     session.commit()
     return True
+
+
+def delivered(session: Session, *, workspace: Workspace) -> bool:
+    """A message to `workspace` was delivered: the bot it acts with is proven taken, so a
+    later refusal is news again, waiting from the first wait. False when there was nothing to
+    forget (no probe's word pending, or a mark meanwhile). Committed."""
+    row = bot_row(
+        session,
+        enterprise_id=workspace.enterprise_id,
+        team_id=workspace.team_id,
+        is_enterprise_install=None,
+    )
+    if row is None:
+        session.rollback()
+        return False
+    forgot = session.execute(
+        update(SlackBot)
+        .where(
+            col(SlackBot.installation) == row.installation,
+            col(SlackBot.refused_code).is_(None),
+            col(SlackBot.probe_wait_s).is_not(None),
+        )
+        .values(probe_wait_s=None)
+        .execution_options(synchronize_session=False)
+    )
+    session.commit()
+    return int(forgot.rowcount or 0) == 1  # type: ignore[attr-defined]
+
+
+def on_probation(session: Session) -> list[BotState]:
+    """The bots a probe found taken with nothing delivered since (see `delivered`): few, and
+    asked for with the due lanes, so a delivery knows whether its success is news."""
+    query = select(SlackBot).where(
+        col(SlackBot.refused_code).is_(None), col(SlackBot.probe_wait_s).is_not(None)
+    )
+    return [_state(row) for row in session.exec(query).all()]
 
 
 def _served_by(row: SlackBot, team_id: Any, enterprise_id: Any) -> ColumnElement[bool]:
@@ -224,7 +287,8 @@ def refusal_for(session: Session, *, workspace: Workspace) -> Refusal | None:
 
 def refused_count(session: Session) -> int:
     """How many installs' bot tokens Slack refuses (for `/healthz` and the metrics: a count,
-    no names)."""
+    no names). An install, not a workspace: a refused org-wide install holds every workspace
+    of its org with no install of its own, and counts once."""
     query = select(func.count()).select_from(SlackBot)
     return int(session.exec(query.where(col(SlackBot.refused_code).is_not(None))).one())
 

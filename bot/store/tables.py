@@ -601,7 +601,9 @@ class SlackBot(SQLModel, table=True):
     probe_at: datetime | None = None
     """When a replica next asks Slack (`auth.test`) whether it takes the token."""
     probe_wait_s: float | None = None
-    """The wait before the probe after that one (doubling up to a cap)."""
+    """The wait before the probe after that one (doubling up to a cap). Kept when a probe finds
+    the token taken (`refused_code` None), until a delivery to the workspace proves it: a
+    refusal meanwhile resumes from it (bot.store.refusals)."""
 
 
 class SlackInstallation(SQLModel, table=True):

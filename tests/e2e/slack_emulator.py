@@ -29,8 +29,9 @@ Authorization header they came with; the address can be redirected as "files.upl
 
 With `tenancy` (slack_workspaces.py) it serves many workspaces: OAuth installs through its
 authorize page and `oauth.v2.access` (with token rotation), each workspace's own bot token,
-refused on another workspace's channels, and the events uninstalling sends. Every call records
-the token it came with.
+refused on another workspace's channels, a token refused or lacking a scope with no uninstall
+(`x-oauth-scopes` on each answer names a token's scopes), and the events uninstalling sends.
+Every call records the token it came with.
 
 The `assistant.threads.*` methods check their arguments against `slack_sdk`'s own signatures
 (every required one present, nothing it would not send), so a request the real client could not
@@ -524,12 +525,14 @@ class SlackEmulator:
             call.status = redirect.status
             return self._redirected(redirect)
         token_kind = "Bearer xapp-" if method == "apps.connections.open" else "Bearer xoxb-"
+        scopes: dict[str, str] = {}
         if self.tenancy is not None:
             answer = self.tenancy.answer(method, params, authorization)
+            scopes = self.tenancy.headers(authorization)
             if answer is not None:
                 call.status = 200 if answer.get("ok") else 400
                 call.answer = answer
-                return web.json_response(answer)
+                return web.json_response(answer, headers=scopes)
         elif not authorization.startswith(token_kind):
             return web.json_response({"ok": False, "error": "not_authed"})
         fault = self._fault_for(method, params)
@@ -539,7 +542,7 @@ class SlackEmulator:
             call.status = fault.status if fault.status != 200 else 400
             if fault.hang_s:
                 await asyncio.sleep(fault.hang_s)
-            headers = {}
+            headers = dict(scopes)
             if fault.retry_after is not None:
                 headers["Retry-After"] = str(int(fault.retry_after))
             if fault.html:
@@ -558,7 +561,7 @@ class SlackEmulator:
         call.answer = body
         if not body.get("ok"):
             call.status = 400
-        return web.json_response(body)
+        return web.json_response(body, headers=scopes)
 
     def _handle(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         handler = getattr(self, "_" + method.replace(".", "_"), None)

@@ -20,7 +20,12 @@ token serves every workspace of the org.
 Slack can also refuse an install's token with no uninstall event (`refuse`): every call with it,
 `auth.test` included, gets one of the codes Slack lists among every method's errors for a token
 it will not take (`REFUSALS`), until Slack takes it again (`accept`); installing again then
-issues a new token, as for a revoked one.
+issues a new token, as for a revoked one. Or the token can lack a scope (`refuse` with
+`missing_scope`): each method that needs it (`NEEDS`) answers `missing_scope`, naming it as
+`needed` and the token's scopes as `provided`, while the others, `auth.test` among them (it
+needs none), work; every answer to a call with a live token names its scopes in the
+`x-oauth-scopes` header, as Slack's do. Taken again, or installed again (the install asks for
+the scope), the token has it.
 """
 
 from __future__ import annotations
@@ -45,11 +50,31 @@ REFUSALS = frozenset(
         "token_expired",
         "not_authed",
         "team_access_not_granted",
+        "missing_scope",
     }
 )
-"""The common errors of every Web API method that refuse the token itself ("Authentication
-token is for a deleted user or workspace", "The token used is not granted the specific
-workspace access required to complete this request", …)."""
+"""The common errors of every Web API method that refuse the token ("Authentication token is
+for a deleted user or workspace", "The token used is not granted the specific workspace access
+required to complete this request", "The token used is not granted the specific scope
+permissions required to complete this request", …)."""
+NEEDS = {
+    "chat.postMessage": "chat:write",
+    "chat.postEphemeral": "chat:write",
+    "chat.update": "chat:write",
+    "chat.delete": "chat:write",
+    "chat.startStream": "chat:write",
+    "chat.appendStream": "chat:write",
+    "chat.stopStream": "chat:write",
+    "conversations.open": "im:write",
+    "users.info": "users:read",
+    "users.list": "users:read",
+    "usergroups.users.list": "usergroups:read",
+    "files.info": "files:read",
+    "assistant.threads.setStatus": "assistant:write",
+}
+"""The bot scope each method needs, as its reference names it (of those a token here can lack;
+`auth.test`, `views.publish` and `chat.getPermalink` need none)."""
+SCOPES_HEADER = "x-oauth-scopes"
 
 
 @dataclass
@@ -77,6 +102,13 @@ class Grant:
     revoked: bool = False
     refused: str | None = None
     """Slack refuses the token with this code (`Workspaces.refuse`)."""
+    scope: str = SCOPES
+    """The scopes the token was granted, comma-separated."""
+    lacks: str | None = None
+    """A scope of `scope` Slack no longer grants it (`Workspaces.refuse` with `missing_scope`)."""
+
+    def scopes(self) -> list[str]:
+        return [s for s in self.scope.split(",") if s and s != self.lacks]
 
 
 @dataclass
@@ -175,7 +207,7 @@ class Workspaces:
         self, method: str, params: dict[str, Any], authorization: str
     ) -> dict[str, Any] | None:
         """What Slack answers `method` here: `oauth.v2.access` and `auth.test` whole, any other
-        method's refusal of its token or channel; None: the method goes on as usual."""
+        method's refusal of its token, scope or channel; None: the method goes on as usual."""
         if method == "oauth.v2.access":
             answer = self._access(params, authorization)
             self.exchanges.append({**params, "error": answer.get("error")})
@@ -186,6 +218,9 @@ class Workspaces:
         assert grant is not None
         if method == "auth.test":
             return self._auth_test(grant)
+        if grant.lacks is not None and NEEDS.get(method) == grant.lacks:
+            needed, provided = grant.lacks, ",".join(grant.scopes())
+            return {"ok": False, "error": "missing_scope", "needed": needed, "provided": provided}
         channel = params.get("channel") or params.get("channel_id")
         if isinstance(channel, str) and not self._sees(grant, channel):
             return {"ok": False, "error": "channel_not_found"}
@@ -205,6 +240,13 @@ class Workspaces:
         if grant.expires_at is not None and grant.expires_at <= time.time():
             return None, "token_expired"
         return grant, None
+
+    def headers(self, authorization: str) -> dict[str, str]:
+        """The headers of an answer to a call with `authorization`: a live token's scopes."""
+        grant, refusal = self._grant(authorization)
+        if grant is None or refusal is not None:
+            return {}
+        return {SCOPES_HEADER: ",".join(grant.scopes())}
 
     def _sees(self, grant: Grant, channel: str) -> bool:
         members = [t for t in self.teams.values() if channel in t.channels]
@@ -300,8 +342,11 @@ class Workspaces:
             answer |= {"refresh_token": refresh, "expires_in": self.lifetime_s}
         elif current is not None and reinstall:
             grant = current  # Slack keeps an install's bot token across installs
+            if grant.lacks in scope.split(","):
+                grant.lacks = None
         else:
             grant = Grant(f"xoxb-{team_id or enterprise_id}-{n}", enterprise_id, team_id)
+        grant.scope = scope
         self.grants[grant.token] = grant
         team = self._team_of(grant)
         answer |= {
@@ -325,19 +370,32 @@ class Workspaces:
         """The token reached its expiry."""
         self.grants[token].expires_at = time.time() - 1
 
-    def refuse(self, team_id: str | None, code: str, enterprise_id: str | None = None) -> None:
+    def refuse(
+        self,
+        team_id: str | None,
+        code: str,
+        enterprise_id: str | None = None,
+        *,
+        scope: str = "chat:write",
+    ) -> None:
         """Slack refuses the install's live tokens with `code` (one of `REFUSALS`), though
-        nothing was uninstalled and no event is sent."""
+        nothing was uninstalled and no event is sent; with `missing_scope`, only the methods
+        that need `scope`, which the tokens no longer have."""
         assert code in REFUSALS, f"{code} is not an answer that refuses a token"
+        assert code != "missing_scope" or scope in NEEDS.values(), f"no method here needs {scope}"
         for token in self.tokens_of(team_id, enterprise_id):
-            self.grants[token].refused = code
+            if code == "missing_scope":
+                self.grants[token].lacks = scope
+            else:
+                self.grants[token].refused = code
 
     def accept(self, team_id: str | None, enterprise_id: str | None = None) -> None:
         """Slack takes the install's refused tokens again (an account reactivated, access
-        granted again)."""
+        granted again, the scope granted)."""
         for grant in self.grants.values():
             if (grant.enterprise_id, grant.team_id) == (enterprise_id, team_id):
                 grant.refused = None
+                grant.lacks = None
 
     def tokens_of(self, team_id: str | None, enterprise_id: str | None = None) -> list[str]:
         """The live access tokens of an install (an org-wide one: no team), oldest first."""

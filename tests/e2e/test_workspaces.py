@@ -11,9 +11,12 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import logging
 from typing import Any
 
 import pytest
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
 from sqlmodel import col, select
 
 from bot.messages import action_ids
@@ -25,7 +28,8 @@ from engine.llm import LLMRequest
 from engine.models import utcnow
 from engine.providers.fake import FunctionLLM
 from tests.e2e.conftest import ADMIN, BOT_TOKEN, CHANNEL, REVIEWER, Bot, BotFactory
-from tests.e2e.slack_workspaces import REFUSALS
+from tests.e2e.slack_emulator import SlackEmulator
+from tests.e2e.slack_workspaces import REFUSALS, SCOPES_HEADER, Workspaces
 from tests.e2e.test_oauth_installs import (
     OTHER,
     command,
@@ -239,18 +243,31 @@ async def refused_while_t2_debates(bot: Bot, gate: Gate, code: str) -> Debate:
     return about(bot, "ADR-042")
 
 
+def t1_errors(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno >= logging.ERROR and "bot token of workspace T1" in r.getMessage()
+    ]
+
+
 @pytest.mark.parametrize("code", sorted(REFUSALS))
 async def test_a_workspace_whose_token_slack_refuses_waits_alone_and_resumes_once_taken(
-    start_bot: BotFactory, code: str
+    start_bot: BotFactory, code: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """For `missing_scope` (chat:write here), `auth.test` answers (it needs no scope): the
+    probes go by the scopes it names, and the workspace stays held, with one ERROR."""
+    caplog.set_level(logging.WARNING)
     gate = Gate("ADR-900")
     bot = await start_many(start_bot, llm=FunctionLLM(gate))
     held = await refused_while_t2_debates(bot, gate, code)
+    since = len(bot.emulator.calls)
+    [t1_token] = tenancy(bot).tokens_of("T1")
     [t2_token] = tenancy(bot).tokens_of("T2")
 
     # The deployment stays in the load balancer, and says how many, naming none.
     status, report = await bot.driver.health()
-    assert (status, report["ok"], report["workspaces_token_refused"]) == (200, True, 1)
+    assert (status, report["ok"], report["installs_token_refused"]) == (200, True, 1)
     assert "T1" not in json.dumps(report)
 
     # A new request from T1 is refused with the reason; nothing is queued or paid for.
@@ -279,12 +296,27 @@ async def test_a_workspace_whose_token_slack_refuses_waits_alone_and_resumes_onc
     assert not delivered(bot, CHANNEL)
     assert {token for token, _ in delivered(bot, OTHER)} == {t2_token}
 
+    # Slack is asked about T1's token now and then, and still refuses it: held, one ERROR.
+    def probes() -> list[int]:
+        return [
+            call.status
+            for call in bot.emulator.calls[since:]
+            if call.method == "auth.test" and call.token == t1_token
+        ]
+
+    await bot.wait_for(lambda: len(probes()) >= 2, "two probes of T1's token")
+    assert set(probes()) == ({200} if code == "missing_scope" else {400})
+    assert refused_count(bot) == 1
+    waiting = about(bot, "ADR-042")
+    assert (waiting.state, waiting.claims) == (DebateState.QUEUED, 0), "still never claimed"
+    assert len(t1_errors(caplog)) == 1, t1_errors(caplog)
+
     # Slack takes T1's token again: a probe finds it, T1's debate runs and what it is owed goes
     # out once.
     tenancy(bot).accept("T1")
     await settled(bot, 3)
     assert refused_count(bot) == 0
-    assert (await bot.driver.health())[1]["workspaces_token_refused"] == 0
+    assert (await bot.driver.health())[1]["installs_token_refused"] == 0
     posts = delivered(bot, CHANNEL)
     assert {token for token, _ in posts} == {BOT_TOKEN}
     thread_ts = about(bot, "ADR-042").thread_ts
@@ -297,6 +329,41 @@ async def test_a_workspace_whose_token_slack_refuses_waits_alone_and_resumes_onc
         if "Verdict of debate" in str(m["blocks"])
     ]
     assert len(verdicts) == 1
+    assert len(t1_errors(caplog)) == 1
+
+
+async def test_the_emulator_withholds_a_scope_from_one_workspaces_token() -> None:
+    """As Slack does for a token lacking a scope: the methods that need it answer
+    `missing_scope`, naming it as `needed` and the token's scopes as `provided`; `auth.test`
+    (which needs none) answers, naming the token's scopes in `x-oauth-scopes`; another
+    workspace's token goes on. Granted again, the token has it."""
+    emulator = SlackEmulator()
+    await emulator.start()
+    emulator.tenancy = Workspaces()
+    emulator.tenancy.add("T1", channels={CHANNEL}, token=BOT_TOKEN)
+    emulator.tenancy.add("T2", channels={OTHER}, token="xoxb-t2-token")
+    t1 = AsyncWebClient(token=BOT_TOKEN, base_url=emulator.api_url)
+    t2 = AsyncWebClient(token="xoxb-t2-token", base_url=emulator.api_url)
+    try:
+        emulator.tenancy.refuse("T1", "missing_scope", scope="chat:write")
+        with pytest.raises(SlackApiError) as refused:
+            await t1.chat_postMessage(channel=CHANNEL, text="hello")
+        assert refused.value.response.data == {
+            "ok": False,
+            "error": "missing_scope",
+            "needed": "chat:write",
+            "provided": "commands",
+        }
+        auth = await t1.auth_test()
+        assert (auth["ok"], auth.headers[SCOPES_HEADER]) == (True, "commands")
+        assert (await t2.chat_postMessage(channel=OTHER, text="hello"))["ok"]
+        assert (await t2.auth_test()).headers[SCOPES_HEADER] == "commands,chat:write"
+
+        emulator.tenancy.accept("T1")
+        assert (await t1.auth_test()).headers[SCOPES_HEADER] == "commands,chat:write"
+        assert (await t1.chat_postMessage(channel=CHANNEL, text="hello"))["ok"]
+    finally:
+        await emulator.stop()
 
 
 async def test_installing_again_clears_a_refused_token_at_once(start_bot: BotFactory) -> None:

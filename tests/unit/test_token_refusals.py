@@ -1,7 +1,7 @@
 """A workspace whose bot token Slack refuses (OAuth installs): how long its probes wait, which
-workspace a probe acts for, which of Slack's answers refuse a token, and what people and the
-operator are told. The store's side (marks, claims, due lanes) is in
-tests/integration/test_token_refusals.py."""
+workspace a probe acts for, which of Slack's answers refuse a token, when a probe takes a token
+that lacked a scope, and what people and the operator are told. The store's side (marks, claims,
+due lanes) is in tests/integration/test_token_refusals.py."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
+from bot.slackweb.people import SlackDirectory
 from bot.slackweb.poster import token_refusal
 from bot.slackweb.token import workspace_refusal, workspace_token_fix
 from bot.store.installations import key, lookup_key
@@ -112,3 +113,47 @@ def test_the_fix_follows_the_code() -> None:
     assert "grant the app access" in workspace_token_fix("team_access_not_granted")
     assert "`chat:write` scope" in workspace_token_fix("missing_scope", "chat:write")
     assert "install the app in this workspace again" in workspace_token_fix("token_revoked")
+
+
+class AuthTest(AsyncWebClient):
+    """Slack answering `auth.test` (it needs no scope) with the given headers."""
+
+    def __init__(self, headers: dict[str, str]) -> None:
+        super().__init__(token="xoxb-unused")
+        self.answer_headers = headers
+
+    async def auth_test(self, **kwargs: Any) -> AsyncSlackResponse:
+        return AsyncSlackResponse(
+            client=self,
+            http_verb="POST",
+            api_url="auth.test",
+            req_args={},
+            data={"ok": True, "user_id": "UBOT", "user": "debatebot", "team_id": "T1"},
+            headers=self.answer_headers,
+            status_code=200,
+        )
+
+
+@pytest.mark.parametrize(
+    ("headers", "scope", "taken"),
+    [
+        ({"x-oauth-scopes": "commands,chat:write"}, "chat:write", True),
+        ({"x-oauth-scopes": "commands,users:read"}, "chat:write", False),
+        ({"X-OAuth-Scopes": "commands, chat:write"}, "chat:write", True),
+        ({"x-oauth-scopes": "groups:history"}, "channels:history,groups:history", True),
+        ({}, "chat:write", True),
+        ({"x-oauth-scopes": "commands"}, None, True),
+    ],
+    ids=["granted", "lacking", "any case", "one of several", "no header", "no scope asked"],
+)
+async def test_a_missing_scope_is_taken_only_once_auth_test_names_it_granted(
+    headers: dict[str, str], scope: str | None, taken: bool
+) -> None:
+    """`auth.test` answers a token that lacks a scope, so for a `missing_scope` the probe looks
+    at the scopes Slack names in its `x-oauth-scopes` header; with no header, its word goes."""
+    refused = await SlackDirectory(AuthTest(headers)).check_token(scope=scope)
+    if taken:
+        assert refused is None
+    else:
+        assert refused is not None
+        assert (refused.code, refused.needed) == ("missing_scope", scope)
