@@ -26,3 +26,9 @@ class NotAllowedError(SlackLayerError):
     def __init__(self, message: str, *, plain: str | None = None) -> None:
         super().__init__(message)
         self.plain = plain or message
+
+
+class TokenNotRenewedError(SlackLayerError):
+    """A request's workspace has a bot token that expired, and Slack could not be asked to
+    renew it (unreachable, or it could not do it now): nothing was done, and the same request
+    may work in a few minutes."""

@@ -53,12 +53,15 @@ from sqlalchemy import Engine
 
 from bot.outbound import OutboundError
 from bot.settings import REDIRECT_PATH
+from bot.slack.errors import TokenNotRenewedError
+from bot.slack.replies import PooledRespond
 from bot.slackweb.errors import TokenRefusedError
 from bot.slackweb.installations import (
     STATE_EXPIRES_S,
     DatabaseInstallationStore,
     DatabaseStateStore,
 )
+from bot.slackweb.poster import SLACK_FAILURES
 from bot.slackweb.rotation import BotTokens
 from bot.store import installations, workspaces
 from bot.store.db import in_session
@@ -95,6 +98,13 @@ NOT_INSTALLED = (
     " from its install page (/slack/install on the bot's address)."
 )
 """What a person is told when their workspace has no install (Bolt answers it)."""
+UNRENEWED = (
+    ":hourglass: Slack could not be reached to renew debatebot's token in this workspace, so"
+    " nothing was done (nothing was queued). Try again in a few minutes; if it keeps happening,"
+    " tell whoever runs debatebot (its log says why)."
+)
+"""What a person is told when their workspace's token expired and Slack could not be asked to
+renew it (`unrenewed_answer`)."""
 REDIRECTED = "slack_redirected"
 """The failure reason of an install whose call to Slack was answered with a redirect."""
 
@@ -110,8 +120,14 @@ def authorize_url(api_url: str) -> str:
 
 class StoredAuthorize(AsyncAuthorize):
     """Bolt's authorization of a request from the bot stored for its workspace (or its org's
-    org-wide install), its token renewed when due; None, which Bolt answers with
-    `NOT_INSTALLED`, when there is none."""
+    org-wide install), its token renewed when due. None when there is none, or its token cannot
+    be used for good (refused, or no key opens it): Bolt's `AsyncMultiTeamsAuthorization`
+    answers None with `NOT_INSTALLED` (its `user_facing_authorize_error_message`), through the
+    request's `response_url` or as the answer's body. `TokenNotRenewedError` when the token
+    expired and Slack could not be asked to renew it: that middleware catches only
+    `SlackApiError` (which this is not, so no `NOT_INSTALLED`); `AsyncApp.async_dispatch` makes
+    the answer a 500 and hands the error to the app's error handler, which answers
+    `unrenewed_answer` instead."""
 
     def __init__(self, tokens: BotTokens) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
@@ -134,10 +150,19 @@ class StoredAuthorize(AsyncAuthorize):
                 team_id=team_id,
                 is_enterprise_install=context.is_enterprise_install,
             )
-        except (TokenDecryptError, TokenRefusedError, SlackClientError) as error:
-            # No key for the token, or it expired and could not be renewed (logged there).
+        except (TokenDecryptError, TokenRefusedError) as error:
+            # No key for the token, or it expired and Slack refused to renew it (logged there).
             log.error("cannot authorize a request from %s/%s: %s", enterprise_id, team_id, error)
             return None
+        except SlackClientError as error:
+            # Slack could not be asked (BotTokens logged why): an outage, not an uninstall.
+            log.warning(
+                "a request from %s was turned away, nothing done: %s; the person is told to try"
+                " again in a few minutes",
+                installations.key(enterprise_id=enterprise_id, team_id=team_id),
+                error,
+            )
+            raise TokenNotRenewedError(str(error)) from error
         if bot is None:
             log.info("a request from %s/%s, where the app is not installed", enterprise_id, team_id)
             return None
@@ -150,6 +175,33 @@ class StoredAuthorize(AsyncAuthorize):
             bot_scopes=bot.bot_scopes,
             user_id=user_id,
         )
+
+
+async def unrenewed_answer(body: dict[str, Any], context: AsyncBoltContext) -> BoltResponse | None:
+    """The answer, in place of Bolt's 500, to a request `StoredAuthorize` turned away with
+    `TokenNotRenewedError`, given by the app's error handler (Bolt's
+    `AsyncCustomMiddlewareErrorHandler` copies a `BoltResponse` it returns into the answer).
+
+    `UNRENEWED` is told as Bolt tells `NOT_INSTALLED`: through the request's `response_url` (a
+    click on a message, a message shortcut), on the pooled session of the client Bolt made
+    for the request (`PooledRespond`), else as the answer's body, which Slack shows the person
+    who sent a command. A command gets the body at once: it needs no call to a Slack that may
+    not be reachable. An event keeps the 500 (None): nobody can be told of it (telling takes
+    the token), and Slack sends an event it was answered 500 again, three times within some
+    minutes, by when the token may be renewed."""
+    if body.get("type") == "event_callback":
+        return None
+    session = context.client.session
+    if context.response_url and not body.get("command") and session is not None:
+        try:
+            await PooledRespond(response_url=context.response_url, session=session)(
+                text=UNRENEWED, response_type="ephemeral", replace_original=False
+            )
+        except SLACK_FAILURES as error:
+            log.warning("could not tell the person through response_url: %s", error)
+        else:
+            return BoltResponse(status=200, body="")
+    return BoltResponse(status=200, body=UNRENEWED)
 
 
 def oauth_flow(

@@ -65,10 +65,18 @@ from bot.slack.command_text import (
     parse_config_form,
     parse_debate_form,
 )
-from bot.slack.errors import CommandError, FormError, NotAllowedError, SlackLayerError
+from bot.slack.errors import (
+    CommandError,
+    FormError,
+    NotAllowedError,
+    SlackLayerError,
+    TokenNotRenewedError,
+)
+from bot.slack.installs import unrenewed_answer
 from bot.slack.replies import PooledRespond
 from bot.slack.surface import Surface, Surfaces
 from bot.slackweb.errors import PostError, SlackWebError
+from bot.slackweb.poster import MeteredWebClient
 from bot.store import dedupe
 from bot.store.channels import ChannelDefaults
 from bot.store.errors import (
@@ -105,12 +113,21 @@ Listener = Callable[..., Awaitable[None]]
 
 
 def where_it_happened(body: dict[str, Any], enterprise_id: str | None) -> str | None:
-    """The workspace a request from an org-wide install comes from, when Bolt names none (its
-    `authorizations` entry has no team), else the org's id. Slack's event wrapper gives it as
-    `context_team_id` and `team_id` ("the workspace where the event occurred"); interactivity
-    payloads as `user.team_id` or `view.team_id` (Bolt's `extract_team_id` notes `team` can be
-    null there). So an event, a click and a command in one of the org's workspaces are scoped
-    to that workspace alike, not the events to the org and the commands to the workspace."""
+    """The workspace a request from an org-wide install comes from when Bolt's `extract_team_id`
+    named none, else the org's id. Each place is read in turn, a value equal to the org's id
+    passed over:
+
+    - `context_team_id`, then `team_id`: an event. Bolt reads its team from `authorizations[0]`
+      alone, where an org-wide install has none; Slack's wrapper names "the workspace where the
+      event occurred".
+    - `user.team_id`: an interactivity payload whose `team` is null. Bolt reads it there too,
+      so this finds one only when Bolt stopped at an earlier null (a `team_id` key, an
+      `authorizations` entry).
+    - `view.team_id`: a form. Bolt reads it only when there is no `user` object; here also when
+      the user's `team_id` is missing.
+
+    So an event, a click and a command in one of the org's workspaces are scoped to that
+    workspace alike, not the events to the org and the commands to the workspace."""
     user, view = body.get("user"), body.get("view")
     for found in (
         body.get("context_team_id"),
@@ -137,6 +154,7 @@ def register(app: AsyncApp, surfaces: Surfaces, *, installs: bool = False) -> No
         refusal = reject_malformed(body)
         if refusal is not None:
             return refusal
+        bot_client(context, app.client)
         team = context.team_id or where_it_happened(body, context.enterprise_id) or PENDING_TEAM
         # One workspace owns the rows still waiting for its id too (bot.store.tenancy).
         workspace = Workspace(
@@ -296,6 +314,21 @@ def reject_malformed(body: dict[str, Any]) -> BoltResponse | None:
     return BoltResponse(status=400, body=f"malformed request: {why}")
 
 
+def bot_client(context: AsyncBoltContext, app_client: AsyncWebClient) -> None:
+    """The request's client (what listeners, `say` and, with OAuth installs, the surface call
+    Slack with) made the bot's kind, when the app's is (`MeteredWebClient`): its failures
+    counted, and no call once the pooled session is closed. Bolt's own is a plain slack_sdk
+    client on that session, which would then open a session of its own, following redirects
+    with the token. Bolt builds it before any middleware and sets its token in authorization,
+    both before this one; `say` (and a workflow step's `complete` and `fail`), which Bolt made
+    on it to offer this middleware, are left to be made again on the new one."""
+    if not isinstance(app_client, MeteredWebClient):
+        return
+    context["client"] = app_client.for_request(context.client)
+    for made in ("say", "complete", "fail"):
+        context.pop(made, None)
+
+
 def provide_surface(context: AsyncBoltContext, surface: Surface) -> None:
     """The use cases in the request's context, and a `respond` on the pooled Slack session
     (Bolt's own would open a session, so a connection, for each answer)."""
@@ -403,14 +436,18 @@ async def on_error(
     body: dict[str, Any],
     context: AsyncBoltContext,
     respond: AsyncRespond | None,
-) -> None:
-    """Every listener's failure ends here. A store failure is told to the person who asked,
-    the same way from every entry point (`store_answer`), and logged for the operator with
-    what to do; anything else is logged with its payload kind."""
+) -> BoltResponse | None:
+    """Every listener's failure ends here, and, as Bolt's error handler, every middleware's. A
+    store failure is told to the person who asked, the same way from every entry point
+    (`store_answer`), and logged for the operator with what to do; a request turned away
+    because its workspace's token could not be renewed is answered `unrenewed_answer`;
+    anything else is logged with its payload kind."""
+    if isinstance(error, TokenNotRenewedError):
+        return await unrenewed_answer(body, context)
     kind = body.get("type") or ("command" if body.get("command") else "request")
     if not isinstance(error, StoreError):
         log.error("listener failed on a %s payload", kind, exc_info=error)
-        return
+        return None
     log.error("store failure on a %s payload: %s", kind, error)
     surface: Surface | None = context.get("surface")
     event = (body.get("event") or {}) if kind == "event_callback" else None
@@ -418,13 +455,13 @@ async def on_error(
     try:
         if respond is not None and context.response_url:
             await respond(response_type="ephemeral", text=text)
-            return
+            return None
         # A form keeps the channel it was opened in as its private metadata.
         metadata = str((body.get("view") or {}).get("private_metadata") or "")
         channel = context.channel_id or (metadata if metadata[:1] in ("C", "G") else None)
         user = context.user_id
         if surface is None or channel is None:
-            return
+            return None
         if event is not None and event.get("ts"):
             thread = event.get("thread_ts") or event["ts"]
             await surface.poster.post(channel=channel, thread_ts=thread, message=posts.notice(text))
@@ -432,6 +469,7 @@ async def on_error(
             await surface.poster.ephemeral(channel=channel, user=user, text=text)
     except (PostError, SlackApiError) as failure:
         log.error("could not tell the user about the store failure: %s", failure)
+    return None
 
 
 def _said(error: CommandError | NotAllowedError) -> str:

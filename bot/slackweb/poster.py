@@ -182,6 +182,26 @@ class MeteredWebClient(AsyncWebClient):
             )
         return await super()._request(http_verb=http_verb, api_url=api_url, req_args=req_args)
 
+    def for_request(self, made: AsyncWebClient) -> MeteredWebClient:
+        """`made`, the plain client Bolt builds for each request from this one (its session,
+        address and deadline, the request's token and an org-wide install's `team_id`), as a
+        client of this kind telling this `on_error`."""
+        client = MeteredWebClient(
+            on_error=self.on_error,
+            token=made.token,
+            base_url=made.base_url,
+            timeout=made.timeout,
+            ssl=made.ssl,
+            proxy=made.proxy,
+            session=made.session,
+            trust_env_in_session=made.trust_env_in_session,
+            headers=made.headers,
+            logger=made.logger,
+            retry_handlers=list(made.retry_handlers),
+        )
+        client.default_params = dict(made.default_params)
+        return client
+
     async def api_call(self, api_method: str, **kwargs: Any) -> AsyncSlackResponse:
         try:
             return await super().api_call(api_method, **kwargs)

@@ -80,7 +80,7 @@ def downgrade() -> None:
         if shared:
             raise RuntimeError(
                 f"{shared} {table}.{column} value(s) are held by more than one workspace; the"
-                " schema before 0021 holds each once (delete the other workspaces' records"
+                " schema before 0023 holds each once (delete the other workspaces' records"
                 " with `debatebot workspace delete` first)"
             )
     op.drop_index("ix_processed_trigger_key", table_name="processed_trigger")

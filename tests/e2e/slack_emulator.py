@@ -28,10 +28,10 @@ Authorization header they came with; the address can be redirected as "files.upl
 `files.completeUploadExternal` shares them.
 
 With `tenancy` (slack_workspaces.py) it serves many workspaces: OAuth installs through its
-authorize page and `oauth.v2.access` (with token rotation), each workspace's own bot token,
-refused on another workspace's channels, a token refused or lacking a scope with no uninstall
-(`x-oauth-scopes` on each answer names a token's scopes), and the events uninstalling sends.
-Every call records the token it came with.
+authorize page and `oauth.v2.access` (with token rotation; it fails as any method can), each
+workspace's own bot token, refused on another workspace's channels, a token refused or lacking a
+scope with no uninstall (`x-oauth-scopes` on each answer names a token's scopes), and the events
+uninstalling sends. Every call records the token it came with.
 
 The `assistant.threads.*` methods check their arguments against `slack_sdk`'s own signatures
 (every required one present, nothing it would not send), so a request the real client could not
@@ -526,18 +526,27 @@ class SlackEmulator:
             return self._redirected(redirect)
         token_kind = "Bearer xapp-" if method == "apps.connections.open" else "Bearer xoxb-"
         scopes: dict[str, str] = {}
-        if self.tenancy is not None:
+        # The tenancy answers the code exchange and renewal whole; Slack can fail them all the
+        # same (a 5xx, a rate limit), so their faults come first.
+        exchange = self.tenancy is not None and method == "oauth.v2.access"
+        fault = self._fault_for(method, params) if exchange else None
+        if fault is None and self.tenancy is not None:
             answer = self.tenancy.answer(method, params, authorization)
             scopes = self.tenancy.headers(authorization)
             if answer is not None:
                 call.status = 200 if answer.get("ok") else 400
                 call.answer = answer
                 return web.json_response(answer, headers=scopes)
-        elif not authorization.startswith(token_kind):
+        elif fault is None and not authorization.startswith(token_kind):
             return web.json_response({"ok": False, "error": "not_authed"})
-        fault = self._fault_for(method, params)
+        if not exchange:
+            fault = self._fault_for(method, params)
         if fault is not None and fault.applied:
-            call.answer = self._handle(method, params)
+            if exchange:
+                assert self.tenancy is not None
+                call.answer = self.tenancy.answer(method, params, authorization)
+            else:
+                call.answer = self._handle(method, params)
         if fault is not None:
             call.status = fault.status if fault.status != 200 else 400
             if fault.hang_s:

@@ -27,7 +27,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from sqlmodel import select
 
 from bot.settings import Settings, SettingsError
-from bot.slack.installs import NOT_INSTALLED
+from bot.slack.installs import NOT_INSTALLED, UNRENEWED
 from bot.slackweb.installations import DatabaseInstallationStore
 from bot.store import installations
 from bot.store.cipher import TokenCipher
@@ -36,7 +36,7 @@ from bot.store.tables import InstallationEventKind, SlackBot
 from bot.store.tenancy import EVERY_WORKSPACE
 from bot.wiring import build_installs
 from tests.e2e.conftest import BOT_TOKEN, CHANNEL, SIGNING_SECRET, Bot, BotFactory
-from tests.e2e.slack_emulator import BOT_ID, BOT_USER, SlackEmulator
+from tests.e2e.slack_emulator import BOT_ID, BOT_USER, Fault, SlackEmulator
 from tests.e2e.slack_workspaces import CLIENT_ID, CLIENT_SECRET, Workspaces
 
 KEY = "7d1f0c2a9b8e4d3c6a5f1e0d9c8b7a6f5e4d3c2b1a0f9e8d"
@@ -349,6 +349,69 @@ async def test_rotation_renews_an_expired_token_and_saves_the_new_pair(
         lambda: tenancy(bot).exchanges[-1]["error"] == "invalid_refresh_token", "the refusal"
     )
     assert len(published_with(bot, "UBOB")) == 3
+
+
+async def test_a_token_slack_cannot_renew_now_is_an_outage_told_as_one_not_an_uninstall(
+    start_bot: BotFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    bot = await start_many(start_bot, rotation=True)
+    await install(bot, "T2")
+    installed = await find(bot, "T2")
+    # The token expired (at Slack and in the store), and Slack cannot renew it now.
+    tenancy(bot).expire(installed.bot_token)
+    installed.bot_token_expires_at = int(time.time()) - 60
+    await store(bot).async_save_bot(installed)
+    bot.emulator.fail_for("oauth.v2.access", Fault(status=503), 600)
+    calls = len(bot.emulator.calls)
+
+    # A command is told in its answer, which Slack shows the person (no call to Slack needed).
+    body = bot.driver.command_body("Should we adopt ADR-042?", user="UBOB", channel=OTHER)
+    fields = {**{k: v[0] for k, v in parse_qs(body).items()}, "team_id": "T2"}
+    reply = await bot.driver.send(urlencode(fields), "application/x-www-form-urlencoded")
+    assert (reply.status, reply.body) == (200, UNRENEWED)
+    # A click on a message is told through its response_url, as Bolt tells NOT_INSTALLED.
+    reply = await bot.driver.interaction(
+        {
+            "type": "block_actions",
+            "team": {"id": "T2"},
+            "user": {"id": "UBOB"},
+            "api_app_id": "A1",
+            "trigger_id": "trigger.t2",
+            "channel": {"id": OTHER},
+            "container": {"type": "message", "message_ts": "1.0"},
+            "message": {"ts": "1.0", "text": "a verdict", "blocks": []},
+            "response_url": f"{bot.driver.response_base}/act-t2",
+            "actions": [{"action_id": "anything", "block_id": "b", "action_ts": "1.0"}],
+        }
+    )
+    assert (reply.status, reply.body) == (200, "")
+    [told] = [r for r in bot.emulator.responses if r.get("text") == UNRENEWED]
+    assert told["response_type"] == "ephemeral"
+    # An event cannot be told to anyone: it is answered 500, so Slack sends it again later.
+    assert await open_home(bot, "T2", "UBOB") == 500
+
+    assert not any(r.get("text") == NOT_INSTALLED for r in bot.emulator.responses)
+    assert bot.debates() == [], "nothing was queued"
+    assert not [c for c in bot.emulator.calls[calls:] if c.token == installed.bot_token]
+    renewals = bot.emulator.calls_of("oauth.v2.access", ok_only=False)[-3:]
+    assert [c.status for c in renewals] == [503, 503, 503], "each request asked Slack again"
+    kept = await find(bot, "T2")
+    assert kept.bot_refresh_token == installed.bot_refresh_token, "the pair is kept to retry"
+    turned_away = [r for r in caplog.records if "was turned away" in r.getMessage()]
+    assert len(turned_away) == 3
+    assert all(r.levelname == "WARNING" for r in turned_away)
+    assert all(
+        r.getMessage().startswith("a request from -:T2 was turned away, nothing done: the bot")
+        for r in turned_away
+    )
+
+    # Slack answers again: the next request renews the token and is served.
+    bot.emulator.heal()
+    assert await open_home(bot, "T2", "UBOB") == 200
+    await bot.wait_for(lambda: published_with(bot, "UBOB"), "App Home")
+    renewed = await find(bot, "T2")
+    assert renewed.bot_token != installed.bot_token
+    assert published_with(bot, "UBOB") == [renewed.bot_token]
 
 
 async def test_uninstalling_one_workspace_leaves_the_other_and_a_reinstall_resumes(

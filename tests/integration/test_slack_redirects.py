@@ -4,20 +4,28 @@ and token renewal, `response_url` answers and file uploads, each against the Sla
 answering 302 or 307 to another path of its own origin or to another origin. Whatever the
 redirect points at receives nothing: no token, no client secret, no code or refresh token, no
 file; the call is made once and fails with the address it pointed at. Once the session is
-closed, no call is made at all (slack_sdk would open a session of its own, which follows)."""
+closed, no call is made at all (slack_sdk would open a session of its own, which follows): not by
+the bot's client, nor by the client and `say` Bolt hands a listener (made the bot's kind by the
+listeners' middleware), nor through `response_url`."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+from urllib.parse import urlencode
 
 import aiohttp
 import pytest
 from pydantic import SecretStr
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncSay
+from slack_bolt.authorization import AuthorizeResult
+from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.errors import SlackRequestError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.outbound import Failure, OutboundError
 from bot.settings import Settings
+from bot.slack.listeners import bot_client
 from bot.slack.replies import PooledRespond
 from bot.wiring import slack_client, slack_session
 from tests.e2e.host_emulators import OtherHost
@@ -89,7 +97,8 @@ async def test_a_web_api_call_is_refused_not_followed_and_made_once(
     client = (
         slack_client(settings, session=http)
         if made_by == "bot"
-        # What Bolt hands a listener: slack_sdk's own client on the app client's session.
+        # What Bolt builds for each request (the listeners' middleware hands listeners the bot's
+        # kind instead): slack_sdk's own client on the app client's session.
         else AsyncWebClient(token=TOKEN, base_url=slack.api_url, session=http)
     )
     target = pointing(where, slack, other, "api/chat.postMessage")
@@ -182,17 +191,60 @@ async def test_an_upload_goes_tokenless_to_the_address_slack_gave_and_never_alon
     assert len(slack.calls_of("files.completeUploadExternal")) == 1, "the second never shared"
 
 
+async def handed_to_a_listener(settings: Settings, http: aiohttp.ClientSession) -> dict[str, Any]:
+    """The `client` and `say` Bolt hands a command's listener, on an app whose client is the
+    bot's, behind the listeners' middleware (`bot_client`)."""
+
+    async def authorize(**_: Any) -> AuthorizeResult:
+        return AuthorizeResult(enterprise_id=None, team_id="T1", bot_token=TOKEN)
+
+    app = AsyncApp(
+        client=slack_client(settings, session=http),
+        authorize=authorize,
+        signing_secret=SECRET,
+        request_verification_enabled=False,
+        process_before_response=True,
+    )
+    handed: dict[str, Any] = {}
+
+    async def middleware(context: AsyncBoltContext, next: Callable[[], Awaitable[None]]) -> None:
+        bot_client(context, app.client)
+        await next()
+
+    async def listener(ack: AsyncAck, client: AsyncWebClient, say: AsyncSay) -> None:
+        await ack()
+        handed.update(client=client, say=say)
+
+    app.middleware(middleware)
+    app.command("/debate")(listener)
+    command = {"command": "/debate", "text": "Should we?", "team_id": "T1", "channel_id": "C1"}
+    answer = await app.async_dispatch(
+        AsyncBoltRequest(
+            body=urlencode(command),
+            headers={"content-type": ["application/x-www-form-urlencoded"]},
+        )
+    )
+    assert answer.status == 200
+    assert handed["client"].token == TOKEN, "the request's token, set by Bolt's authorization"
+    return handed
+
+
 async def test_once_the_session_is_closed_no_call_is_made(
     slack: SlackEmulator, settings: Settings, http: aiohttp.ClientSession
 ) -> None:
     client = slack_client(settings, session=http)
     respond = PooledRespond(response_url=f"{slack.url}/response/k1", session=http)
+    listener = await handed_to_a_listener(settings, http)
     await http.close()
 
     with pytest.raises(SlackRequestError, match="the pooled Slack session is closed"):
         await client.chat_postMessage(channel="C1", text="the verdict")
     with pytest.raises(SlackRequestError, match="the pooled Slack session is closed"):
         await respond(text="Queued as debate #1")
+    with pytest.raises(SlackRequestError, match="the pooled Slack session is closed"):
+        await listener["client"].chat_postMessage(channel="C1", text="the verdict")
+    with pytest.raises(SlackRequestError, match="the pooled Slack session is closed"):
+        await listener["say"]("the verdict")
 
     assert slack.calls == []
     assert slack.responses == []

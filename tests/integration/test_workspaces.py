@@ -5,6 +5,7 @@ Every test runs on SQLite and PostgreSQL unless it names one."""
 from __future__ import annotations
 
 import json
+import logging
 from collections import Counter
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -398,7 +399,7 @@ def test_a_lone_debate_starts_within_one_claim_cycle_of_worker_processes_under_a
 
 
 def test_a_database_from_before_workspaces_migrates_with_its_rows(
-    database_url: str, tmp_path: Path
+    database_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Migrated from 0019 with debates, settings and owed messages: every row gets the team
     `pending`, the single-workspace bot makes them its workspace's at start-up, and nothing
@@ -437,7 +438,11 @@ def test_a_database_from_before_workspaces_migrates_with_its_rows(
                     " CURRENT_TIMESTAMP)"
                 )
             )
-        command.upgrade(config, "head")
+        with caplog.at_level(logging.WARNING, logger="alembic.runtime.migration"):
+            command.upgrade(config, "head")
+        [unset] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("0021:")]
+        assert "rounds = 1 in 1 channel(s) and threshold = 0.6 in 1" in unset
+        assert "`/debate config set rounds 1`, `set threshold 0.6`" in unset
         with session_scope(engine, workspace=EVERY_WORKSPACE) as session:
             for table in tenant_tables():
                 teams = session.connection().execute(

@@ -21,7 +21,14 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.settings import Settings, SettingsError
-from bot.slack.installs import SLACK_AUTHORIZE_URL, StoredAuthorize, authorize_url
+from bot.slack.errors import TokenNotRenewedError
+from bot.slack.installs import (
+    SLACK_AUTHORIZE_URL,
+    UNRENEWED,
+    StoredAuthorize,
+    authorize_url,
+    unrenewed_answer,
+)
 from bot.slackweb.errors import TokenRefusedError
 from bot.slackweb.rotation import BotTokens
 from bot.store.cipher import TokenCipher
@@ -312,8 +319,27 @@ async def test_a_request_is_authorized_with_its_workspaces_stored_bot() -> None:
 
 
 async def test_a_request_whose_expired_token_cannot_be_renewed_is_not_authorized() -> None:
-    for answer in ("invalid_refresh_token", "internal_error"):
-        authorize = StoredAuthorize(tokens(Bots(rotating(in_s=-10)), SlackAnswers(answer)))
-        context = AsyncBoltContext({"is_enterprise_install": False})
-        result = await authorize(context=context, enterprise_id=None, team_id="T2", user_id="U")
-        assert result is None, answer
+    # Refused for good: None, which Bolt answers NOT_INSTALLED.
+    authorize = StoredAuthorize(
+        tokens(Bots(rotating(in_s=-10)), SlackAnswers("invalid_refresh_token"))
+    )
+    context = AsyncBoltContext({"is_enterprise_install": False})
+    result = await authorize(context=context, enterprise_id=None, team_id="T2", user_id="U")
+    assert result is None
+
+    # Slack could not do it now: an outage, raised past Bolt's authorization (not a
+    # SlackApiError, which it would answer NOT_INSTALLED) to the app's error handler.
+    authorize = StoredAuthorize(tokens(Bots(rotating(in_s=-10)), SlackAnswers("internal_error")))
+    with pytest.raises(TokenNotRenewedError) as raised:
+        await authorize(context=context, enterprise_id=None, team_id="T2", user_id="U")
+    assert not isinstance(raised.value, SlackApiError)
+
+
+async def test_a_request_turned_away_by_an_outage_is_told_so_where_slack_shows_it() -> None:
+    context = AsyncBoltContext({})
+    event = {"type": "event_callback", "event": {"type": "app_home_opened"}}
+    assert await unrenewed_answer(event, context) is None, "Bolt's 500: Slack sends it again"
+    form = {"type": "view_submission", "view": {"callback_id": "debate"}}
+    answer = await unrenewed_answer(form, context)
+    assert answer is not None
+    assert (answer.status, answer.body) == (200, UNRENEWED)
