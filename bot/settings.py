@@ -366,6 +366,15 @@ class Settings(BaseSettings):
         description="on SIGTERM, how long running turns, and the requests Slack was already"
         " answered for, may take to finish",
     )
+    slack_token_probe_s: float = Field(
+        default=2.0,
+        gt=0,
+        description="while Slack refuses a bot token, the first wait before auth.test asks again"
+        " (then twice as long each time)",
+    )
+    slack_token_probe_max_s: float = Field(
+        default=15.0, gt=0, description="the longest wait between two such auth.test probes"
+    )
     socket_ping_s: float = Field(
         default=10.0, gt=0, description="Socket Mode: ping and dead-connection check interval"
     )

@@ -655,6 +655,8 @@ def build_delivery(
             backoff_max_s=settings.outbox_backoff_max_s,
             status_interval_s=settings.outbox_status_interval_s,
             stream_interval_s=settings.outbox_stream_interval_s,
+            token_probe_s=settings.slack_token_probe_s,
+            token_probe_max_s=settings.slack_token_probe_max_s,
             per_workspace=per_workspace,
         ),
     )

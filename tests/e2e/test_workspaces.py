@@ -259,7 +259,10 @@ async def test_a_workspace_whose_token_slack_refuses_waits_alone_and_resumes_onc
     probes go by the scopes it names, and the workspace stays held, with one ERROR."""
     caplog.set_level(logging.WARNING)
     gate = Gate("ADR-900")
-    bot = await start_many(start_bot, llm=FunctionLLM(gate))
+    # Probes a tenth as far apart as the defaults, so the waits below are short.
+    bot = await start_many(
+        start_bot, llm=FunctionLLM(gate), slack_token_probe_s=0.2, slack_token_probe_max_s=1.5
+    )
     held = await refused_while_t2_debates(bot, gate, code)
     since = len(bot.emulator.calls)
     [t1_token] = tenancy(bot).tokens_of("T1")
