@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, SQLModel, col, select
 
@@ -26,9 +26,9 @@ from bot.store.db import (
 )
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError, SchemaOutdatedError
 from bot.store.outbox import Draft
-from bot.store.tables import DebateSource, DebateState, Outbox
+from bot.store.tables import Debate, DebateSource, DebateState, Outbox
 from bot.store.tenancy import PENDING_WORKSPACE
-from engine.models import DebateSpec, DebateStatus, ModelSettings
+from engine.models import DebateSpec, DebateStatus, ModelSettings, utcnow
 from tests.helpers import DebateScript, reply_for, shipped_prompts
 
 SPEC = DebateSpec(
@@ -143,11 +143,17 @@ async def test_concurrent_enqueues_of_one_key_yield_one_debate(store: Engine) ->
 def test_claims_take_each_debate_once_and_reclaim_expired_leases(store: Engine) -> None:
     debate_id = enqueue(store, "claim-me")
     with Session(store) as session:
-        claimed = queue.claim_debate(session, worker_id="a", lease_s=0.5)
+        claimed = queue.claim_debate(session, worker_id="a", lease_s=30)
         assert claimed is not None
         assert claimed.id == debate_id
         assert queue.claim_debate(session, worker_id="b", lease_s=30) is None
-    time.sleep(0.7)
+    # The lease runs out (set so, not slept for: a loaded machine would let it lapse early).
+    with store.begin() as connection:
+        connection.execute(
+            update(Debate)
+            .where(col(Debate.id) == debate_id)
+            .values(lease_expires_at=utcnow() - timedelta(seconds=1))
+        )
     with Session(store) as session:
         stolen = queue.claim_debate(session, worker_id="b", lease_s=30)
         assert stolen is not None
