@@ -256,15 +256,7 @@ class OutboxDelivery:
             return
         try:
             if refused is not None:
-                await self._db(
-                    lambda s: refusals.refuse(
-                        s,
-                        workspace=bot.acting_as,
-                        code=refused.code,
-                        scope=refused.needed,
-                        backoff=self._probe_backoff,
-                    )
-                )
+                await self._note_refused(bot.acting_as, refused)
                 return
             if await self._db(lambda s: refusals.accept(s, installation=where)):
                 log.warning(
@@ -320,15 +312,7 @@ class OutboxDelivery:
         what the workspace is owed, bot.slack.installs), or none noted (the database did not
         answer), the claimed message waits out its claim."""
         try:
-            noted = await self._db(
-                lambda s: refusals.refuse(
-                    s,
-                    workspace=workspace,
-                    code=error.code,
-                    scope=error.needed,
-                    backoff=self._probe_backoff,
-                )
-            )
+            noted = await self._note_refused(workspace, error)
         except DatabaseUnavailableError as failure:
             log.error("delivery to workspace %s held, not noted: %s", workspace.team_id, failure)
             return
@@ -355,6 +339,20 @@ class OutboxDelivery:
             )
         with contextlib.suppress(DatabaseUnavailableError):  # else they lapse in `claim_s`
             await self._db(lambda s: outbox.release_lane(s, owner=self.owner, lane=lane))
+
+    async def _note_refused(
+        self, workspace: Workspace, error: TokenRefusedError
+    ) -> refusals.Noted | None:
+        """Mark in the store that Slack refuses the token `workspace` acts with (`refuse`)."""
+        return await self._db(
+            lambda s: refusals.refuse(
+                s,
+                workspace=workspace,
+                code=error.code,
+                scope=error.needed,
+                backoff=self._probe_backoff,
+            )
+        )
 
     async def _deliver_lane(self, lane: Lane) -> None:
         if lane.debate_id is None:

@@ -115,6 +115,20 @@ def _state(row: SlackBot) -> BotState:
     )
 
 
+def _acting_bot(session: Session, workspace: Workspace) -> SlackBot | None:
+    """The bot row `workspace` acts with (its own install's, or its org's org-wide one); None,
+    the unit of work ended, when there is none (uninstalled)."""
+    row = bot_row(
+        session,
+        enterprise_id=workspace.enterprise_id,
+        team_id=workspace.team_id,
+        is_enterprise_install=None,
+    )
+    if row is None:
+        session.rollback()
+    return row
+
+
 def refuse(
     session: Session,
     *,
@@ -128,14 +142,8 @@ def refuse(
     delivered (`Noted.AGAIN`), after the wait that follows the one it reached. None when there
     is no bot (the app was uninstalled: nothing to hold, its owed messages were dropped).
     Committed."""
-    row = bot_row(
-        session,
-        enterprise_id=workspace.enterprise_id,
-        team_id=workspace.team_id,
-        is_enterprise_install=None,
-    )
+    row = _acting_bot(session, workspace)
     if row is None:
-        session.rollback()
         return None
     if row.refused_code is not None:
         noted = Noted.KNOWN if (row.refused_code, row.refused_scope) == (code, scope) else Noted.NEW
@@ -200,14 +208,8 @@ def delivered(session: Session, *, workspace: Workspace) -> bool:
     """A message to `workspace` was delivered: the bot it acts with is proven taken, so a
     later refusal is news again, waiting from the first wait. False when there was nothing to
     forget (no probe's word pending, or a mark meanwhile). Committed."""
-    row = bot_row(
-        session,
-        enterprise_id=workspace.enterprise_id,
-        team_id=workspace.team_id,
-        is_enterprise_install=None,
-    )
+    row = _acting_bot(session, workspace)
     if row is None:
-        session.rollback()
         return False
     forgot = session.execute(
         update(SlackBot)
