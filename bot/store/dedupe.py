@@ -41,13 +41,17 @@ def event_seen(session: Session, *, event_id: str) -> bool:
     (see the module's docstring for why an event id may be)."""
     if scope_of(session) is not EVERY_WORKSPACE:
         raise WorkspaceScopeError("an event id is looked up across workspaces: run it for every")
-    query = select(ProcessedTrigger.key).where(ProcessedTrigger.key == event_key(event_id))
-    return session.exec(query.limit(1)).first() is not None
+    return _held(session, event_key(event_id))
 
 
 def was_processed(session: Session, *, key: str) -> bool:
     """Whether the session's workspace handled `key`."""
     workspace_of(session)
+    return _held(session, key)
+
+
+def _held(session: Session, key: str) -> bool:
+    """Whether a processed trigger `key` is stored where the session's scope reads."""
     query = select(ProcessedTrigger.key).where(ProcessedTrigger.key == key)
     return session.exec(query.limit(1)).first() is not None
 
