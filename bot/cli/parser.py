@@ -296,4 +296,14 @@ def build_parser() -> argparse.ArgumentParser:
     prompts.add_argument("action", choices=("lock", "verify"))
     prompts.add_argument("--dir", help="prompt directory (default: the shipped prompts/)")
     prompts.set_defaults(handler="prompt_lock:lock_prompts", is_async=False)
+
+    settings = commands.add_parser(
+        "settings", help="every setting with its variable, default and meaning"
+    )
+    settings.add_argument(
+        "--markdown",
+        action="store_true",
+        help="as docs/configuration.md: debatebot settings --markdown > docs/configuration.md",
+    )
+    settings.set_defaults(handler="settings_doc:settings", is_async=False)
     return parser

@@ -52,7 +52,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import Engine
 
 from bot.outbound import OutboundError
-from bot.settings import REDIRECT_PATH
+from bot.secrets import REDIRECT_PATH
 from bot.slack.errors import TokenNotRenewedError
 from bot.slack.replies import PooledRespond
 from bot.slackweb.errors import TokenRefusedError

@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from bot.messages import action_ids
-from bot.settings import REDIRECT_PATH
+from bot.secrets import REDIRECT_PATH
 from bot.slack.assistant import SUGGESTED_PROMPTS
 from bot.slack.installs import BOT_SCOPES
 

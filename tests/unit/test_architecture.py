@@ -49,7 +49,7 @@ def test_vendor_sdks_only_inside_engine_providers(path: Path) -> None:
 
 
 BOT_LAYERS: list[tuple[str, ...]] = [
-    ("bot.settings", "bot.logs", "bot.metrics", "bot.outbound", "bot.adr"),
+    ("bot.settings", "bot.secrets", "bot.logs", "bot.metrics", "bot.outbound", "bot.adr"),
     ("bot.store", "bot.migrations"),
     ("bot.hosts", "bot.providers"),
     ("bot.messages",),
