@@ -297,7 +297,7 @@ def ensure_schema(engine: Engine, *, serving: bool = False) -> None:
         log.info("migrated the SQLite database %s to schema %s", path, revision)
         check_schema(engine)
     if serving and path is not None and unwritable(path):
-        _serving_read_only(_sqlite_read_only(url, "the file or its folder is not writable", path))
+        _serving_read_only(_sqlite_read_only(url, "a file it needs cannot be written", path))
 
 
 def _serving_read_only(error: StoreReadOnlyError) -> None:
