@@ -19,6 +19,7 @@ from bot.settings import SettingsError
 from bot.slackweb.errors import PostError
 from bot.slackweb.token import SETTING, token_fix
 from bot.store.db import in_session
+from bot.store.errors import DatabaseUnavailableError
 from bot.store.tenancy import EVERY_WORKSPACE
 from bot.store.verify import adopt_pending_records
 
@@ -65,7 +66,8 @@ async def check_bot_token(
 
     Once Slack names the token's workspace, the rows a database from before workspaces held
     (team `pending`, migration 0020) become that workspace's, the seals covering it sealed again
-    with `audit_key` (`adopt_pending_records`)."""
+    with `audit_key` (`adopt_pending_records`); a store that cannot take that write now (served
+    read-only) is logged, and the next start moves them."""
     try:
         refused = await directory.check_token()
     except PostError as error:
@@ -77,11 +79,17 @@ async def check_bot_token(
         )
     workspace = directory.known_workspace()
     if workspace is not None:
-        moved = await in_session(
-            engine,
-            lambda s: adopt_pending_records(s, workspace=workspace, key=audit_key),
-            workspace=EVERY_WORKSPACE,
-        )
+        try:
+            moved = await in_session(
+                engine,
+                lambda s: adopt_pending_records(s, workspace=workspace, key=audit_key),
+                workspace=EVERY_WORKSPACE,
+            )
+        except DatabaseUnavailableError as error:
+            # A store served read-only (or down) is no reason not to start: the requests it
+            # refuses are told why, and the next start moves the rows.
+            log.error("the rows from before workspaces were not moved now: %s", error)
+            return
         if moved:
             log.info("%d stored row(s) are now workspace %s's", moved, workspace.team_id)
 

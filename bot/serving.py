@@ -33,7 +33,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     app-level token for good, or when a configured model is retired."""
     services = build_services(settings)
     check_configured_models(services)
-    with open_store(settings) as engine, contextlib.ExitStack() as frozen:
+    with open_store(settings, serving=True) as engine, contextlib.ExitStack() as frozen:
         runtime = build_bot(settings, services, engine)
         try:
             if runtime.directory is not None:

@@ -74,13 +74,13 @@ class DebateServices:
 
 
 @contextlib.contextmanager
-def open_store(settings: Settings) -> Iterator[Engine]:
-    """The database engine at the current schema (SQLite migrates itself, and creates its file
-    in a folder that exists; PostgreSQL must have had `debatebot db upgrade`), disposed of when
-    the block ends."""
+def open_store(settings: Settings, *, serving: bool = False) -> Iterator[Engine]:
+    """The database engine at the current schema (SQLite migrates itself in a folder that
+    exists; PostgreSQL needs `debatebot db upgrade`), disposed of when the block ends; with
+    `serving`, a SQLite file the bot cannot write is served read-only (`ensure_schema`)."""
     engine = make_engine(settings.database_url, busy_timeout_s=settings.database_timeout_s)
     try:
-        ensure_schema(engine)
+        ensure_schema(engine, serving=serving)
         yield engine
     finally:
         engine.dispose()

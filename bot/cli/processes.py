@@ -51,7 +51,7 @@ async def worker(args: argparse.Namespace) -> int:
         serving.serve_metrics(metrics, settings.http_host, metrics_port) if metrics_port else None
     )
     try:
-        with open_store(settings) as engine, contextlib.ExitStack() as frozen:
+        with open_store(settings, serving=True) as engine, contextlib.ExitStack() as frozen:
             runtime = build_worker_runtime(
                 settings,
                 services,

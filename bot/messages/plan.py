@@ -41,7 +41,7 @@ from bot.messages.kit import (
     sections,
 )
 from engine.events import TurnStarted
-from engine.models import DebateResult, DebateSpec, DebateStatus, Role, TurnRecord
+from engine.models import DebateResult, DebateSpec, DebateStatus, JudgeCheck, Role, TurnRecord
 from engine.protocols.structured import SIDES
 from engine.rounds import STRUCTURED_PHASES
 
@@ -108,6 +108,8 @@ class Plan:
     tasks: dict[str, Task] = field(default_factory=dict)
     title: str = ""
     stages: set[tuple[int, str, str]] = field(default_factory=set)
+    judges: dict[str, str] = field(default_factory=dict)
+    """Each independent judge's task (by the judge's name, as the verdict's checks name it)."""
 
     def __post_init__(self) -> None:
         if not self.title:
@@ -147,6 +149,8 @@ class Plan:
                     TaskStatus.ERROR,
                     f"{'stopped' if cut else 'not run'}: {why}",
                 )
+        for check in result.judgments:
+            self._judged(check, result)
         self.tasks[CHECKS] = Task(
             CHECKS,
             "Quality and citation checks",
@@ -156,6 +160,26 @@ class Plan:
         self.title = (
             f"Debate #{self.debate_id} \u00b7 {ENDING_LABEL[status]}:"
             f" {clip(self.spec.question, 90)}"
+        )
+
+    def _judged(self, check: JudgeCheck, result: DebateResult) -> None:
+        """An independent judge's task once the verdict is out: its decision as the debate
+        states it (its turn may hold only the letters of the blind record), whether it agrees
+        with the verdict, and the verdict's confidence that agreement is part of; an error
+        when it gave no decision."""
+        task = self.tasks.get(self.judges.get(check.judge, ""))
+        if task is None:
+            return
+        if check.decision is None:
+            task.status = TaskStatus.ERROR
+            task.output = f"independent judge: no decision ({check.error or 'no answer'})"
+            return
+        agrees = "agrees with the verdict" if check.agrees else "disagrees with the verdict"
+        task.status = TaskStatus.COMPLETE
+        verdict = result.verdict
+        task.output = (
+            f"independent judge: {check.decision}, {agrees};"
+            f" verdict confidence {verdict.confidence:.2f} ({verdict.level.value})"
         )
 
     @classmethod
@@ -184,6 +208,8 @@ class Plan:
 
     def _task(self, key: TurnKey) -> Task:
         ident = task_id(key)
+        if key[1] is Role.INDEPENDENT_JUDGE:
+            self.judges[key[2]] = ident
         if ident not in self.tasks:
             self.tasks[ident] = Task(ident, title(self.spec, key))
         return self.tasks[ident]
@@ -279,6 +305,8 @@ def title(spec: DebateSpec, key: TurnKey) -> str:
         return "The fast model answers first"
     if role is Role.SYNTHESIZER:
         return "Synthesizer writes the answer in the requested shape"
+    if role is Role.INDEPENDENT_JUDGE:
+        return f"{judge_label(spec, speaker)} rereads the record, blind to the verdict"
     if protocol == "structured":
         if role is Role.JUDGE:
             return "Judge rules" if phase == "ruling" else f"Judge scores the {phase} arguments"
@@ -301,6 +329,15 @@ def title(spec: DebateSpec, key: TurnKey) -> str:
         doing = "answers on its own" if number <= 1 else "revises after the peers' critique"
         return f"Round {number}: {speaker} {doing}"
     return f"Round {number}: {speaker or role.value}"
+
+
+def judge_label(spec: DebateSpec, speaker: str) -> str:
+    """An independent judge as people read it: "Independent judge", numbered when the spec
+    asks several (its speaker is `judge-<n>`, engine.judging)."""
+    if spec.judges <= 1:
+        return "Independent judge"
+    number = speaker.removeprefix("judge-")
+    return f"Independent judge {number if number.isdigit() else speaker}"
 
 
 def _side_of(spec: DebateSpec, speaker: str) -> str:
@@ -350,9 +387,17 @@ def summary(spec: DebateSpec, turn: TurnRecord) -> str:
     if role is Role.JUDGE:
         if "chosen" in p:
             return f"judge: picks answer {p.get('chosen')}"
-        return f"judge: {p.get('confidence_level', 'done')}"
+        scored = _plural(_count(p, "scores"), "stance")
+        return f"judge: scores {scored}, confidence {p.get('confidence_level', 'not given')}"
     if role is Role.SYNTHESIZER:
         return "synthesizer: the answer is written"
+    if role is Role.INDEPENDENT_JUDGE:
+        decision = str(p.get("decision") or "")
+        if not decision or decision.startswith("Position "):
+            # The blind record's letters name no debater (and are swapped for some judges):
+            # the decision is named once the verdict is out (`Plan.ended`).
+            return "independent judge: decided; compared with the verdict when it is out"
+        return f"independent judge: decides {decision}; compared with the verdict when it is out"
     if spec.protocol == "stances":
         return f"{who}: {_plural(_count(p, 'key_points'), 'key point')}"
     if spec.protocol == "consensus":

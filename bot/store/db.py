@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import logging
-import os
 import sqlite3
 import threading
 import weakref
@@ -60,6 +59,7 @@ from bot.store.errors import (
     StoreReadOnlyError,
     StoreRefusedError,
 )
+from bot.store.read_only import reopen_when_writable, unwritable, wal_mode
 from bot.store.tenancy import Scope, scoped
 
 if TYPE_CHECKING:
@@ -165,12 +165,14 @@ def _sqlite_engine(url: str, *, busy_timeout_s: float, create: bool) -> Engine:
             if not path.exists():
                 raise DisconnectionError(f"the SQLite file {path} is gone")
 
+        reopen_when_writable(engine, path)
+
     @event.listens_for(engine, "connect")
     def _configure(dbapi_connection: Any, _record: Any) -> None:
         # The "begin" listener below issues BEGIN IMMEDIATE instead of pysqlite's own BEGIN.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
+        wal_mode(cursor, path)
         cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
@@ -262,15 +264,25 @@ def _current_revision(connection: Connection) -> str | None:
     return str(revision) if revision is not None else None
 
 
-def ensure_schema(engine: Engine) -> None:
+def ensure_schema(engine: Engine, *, serving: bool = False) -> None:
     """Bring a SQLite database to the migrations' head (creating its file on first use, in a
     folder that exists: DatabaseMissingError otherwise), and check any other database, which
-    `debatebot db upgrade` migrates (SchemaOutdatedError)."""
+    `debatebot db upgrade` migrates (SchemaOutdatedError).
+
+    With `serving` (`serve` and `worker`, which wait out a store that fails), a SQLite file the
+    bot cannot write does not stop the start: it is logged with the fix and served read-only
+    (bot.store.read_only), unless its schema needs migrating, which is a write."""
     url = engine.url.render_as_string(hide_password=False)
+    path = sqlite_file(url)
     try:
         check_schema(engine)
+    except StoreReadOnlyError as error:
+        # Not even readable (a WAL file in a folder the bot cannot write).
+        if not serving:
+            raise
+        _serving_read_only(error)
+        return
     except SchemaOutdatedError:
-        path = sqlite_file(url)
         if engine.dialect.name != "sqlite" or path is None:
             raise
         if not path.exists() and not path.parent.is_dir():
@@ -284,8 +296,24 @@ def ensure_schema(engine: Engine) -> None:
         revision = upgrade(url)
         log.info("migrated the SQLite database %s to schema %s", path, revision)
         check_schema(engine)
+    if serving and path is not None and unwritable(path):
+        _serving_read_only(_sqlite_read_only(url, "a file it needs cannot be written", path))
 
 
+def _serving_read_only(error: StoreReadOnlyError) -> None:
+    log.error(
+        "%s. Serving anyway: /healthz answers 503 and every request is told that the store is"
+        " read-only until the file can be written, which the bot then does without a restart",
+        error,
+    )
+
+
+READ_ONLY_HEALTH = (
+    "read-only: the bot cannot write the database file, its folder or the -wal and -shm files"
+    " beside it; make them writable by the bot's user"
+)
+"""What `/healthz` says of a SQLite file the bot cannot write: the cause and the fix, with no
+path (anyone may ask `/healthz`; the log names the file)."""
 SQLSTATE_DISK_FULL = "53100"
 SQLSTATE_READ_ONLY = "25006"
 SQLITE_FULL = 13
@@ -376,36 +404,34 @@ def _read_only_failure(
     """The error for a database that refused a write because it is read-only (None if it did
     not): SQLite's SQLITE_READONLY, or a file or folder the bot cannot write (SQLite then opens
     the file read-only, or not at all); PostgreSQL's 25006 read_only_sql_transaction."""
-    if path is not None and ("readonly" in reason or "read-only" in reason or _read_only(path)):
-        advice = (
-            f"the SQLite file {path} or its folder is read-only; give the bot's user write"
-            " access to both (SQLite writes a journal beside the file), and check that neither"
-            " is immutable (lsattr) or on a read-only mount"
-        )
-        where = f"the file {path}"
-    elif getattr(error.orig, "sqlstate", None) == SQLSTATE_READ_ONLY:
+    if path is not None and ("readonly" in reason or "read-only" in reason or unwritable(path)):
+        return _sqlite_read_only(url, reason, path)
+    if getattr(error.orig, "sqlstate", None) == SQLSTATE_READ_ONLY:
         advice = (
             "the PostgreSQL server accepts no writes (a standby, or default_transaction_read_only"
             " is on); point DEBATEBOT_DATABASE_URL at the primary, or turn that setting off"
         )
-        where = "its PostgreSQL server accepts no writes"
-    else:
-        return None
+        return StoreReadOnlyError(
+            f"database {redacted(url)} is read-only ({reason}): {advice}",
+            where="its PostgreSQL server accepts no writes",
+        )
+    return None
+
+
+def _sqlite_read_only(url: str, reason: str, path: Path) -> StoreReadOnlyError:
+    advice = (
+        f"the SQLite file {path}, its folder, or the {path.name}-wal and {path.name}-shm files"
+        " SQLite keeps beside it is read-only; give the bot's user write access to all of them"
+        " (`chmod u+w` and `chown` the folder and every file whose name starts with"
+        f" {path.name}), and check that none is immutable (lsattr) or on a read-only mount"
+    )
     return StoreReadOnlyError(
-        f"database {redacted(url)} is read-only ({reason}): {advice}", where=where
+        f"database {redacted(url)} is read-only ({reason}): {advice}", where=f"the file {path}"
     )
 
 
 def _unavailable(url: str, reason: str, advice: str) -> str:
     return f"database {redacted(url)} unavailable ({reason}): {advice}"
-
-
-def _read_only(path: Path | None) -> bool:
-    """Whether a SQLite file exists but cannot be written (it or its folder, where SQLite keeps
-    its write-ahead log)."""
-    if path is None or not path.exists():
-        return False
-    return not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
 
 
 def health(engine: Engine) -> str | None:
@@ -416,8 +442,8 @@ def health(engine: Engine) -> str | None:
     if path is not None:
         if not path.exists():
             return "missing"
-        if _read_only(path):
-            return "read-only"
+        if unwritable(path):
+            return READ_ONLY_HEALTH
     if full := space.problem(engine):
         return full
     try:

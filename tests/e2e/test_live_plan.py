@@ -98,6 +98,14 @@ async def test_every_protocol_streams_its_plan_and_stops_with_the_verdict(
         assert [RANK[s] for s in path] == sorted(RANK[s] for s in path), path
     plan_title = [c for c in stream["chunks"] if c["type"] == "plan_update"][-1]["title"]
     assert plan_title.startswith(f"Debate #{debate.id} \u00b7 done")
+    # The independent judge's step reads as one, with its decision once the verdict is out.
+    [check] = result.judgments
+    [judge] = [task for task in tasks if task["title"].startswith("Independent judge")]
+    assert judge["title"] == "Independent judge rereads the record, blind to the verdict"
+    agrees = "agrees" if check.agrees else "disagrees"
+    assert judge["output"].startswith(
+        f"independent judge: {check.decision}, {agrees} with the verdict; verdict confidence "
+    )
 
     # The rounds and the verdict are posted as before; the parent showed no live status while
     # the plan did, only the summary at the end.

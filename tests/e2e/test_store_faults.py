@@ -6,23 +6,32 @@ then happens, also when the store stopped answering in the middle of queueing.""
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import errno
 import os
+import signal
 import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import aiohttp
 import pytest
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
+from sqlmodel import select
 
-from bot.store.db import upgrade
-from tests.e2e.conftest import CHANNEL, Bot, BotFactory
+from bot.store.db import READ_ONLY_HEALTH, make_engine, session_scope, upgrade
+from bot.store.tables import Debate
+from bot.store.tenancy import EVERY_WORKSPACE
+from tests.e2e.conftest import CHANNEL, SIGNING_SECRET, Bot, BotFactory
+from tests.e2e.driver import SlackDriver
+from tests.e2e.slack_emulator import SlackEmulator
+from tests.e2e.test_serve import DEBATEBOT, free_port, serve_env
 from tests.e2e.test_triggers import ADR_TEXT, message_event, watch_adrs
 from tests.integration.conftest import fresh_database_url
 from tests.integration.stalling_proxy import StallingProxy
+from tests.integration.test_storage_faults import READ_ONLY_KINDS, read_only, read_only_kind
 
 SMALL_DISK = "8m"
 """The tmpfs the full-disk test fills: room for the database, and for far more than the free
@@ -103,25 +112,6 @@ async def test_a_full_disk_is_named_to_the_operator_and_the_user_until_space_is_
     assert await bot.driver.health() == (200, {"ok": True, "database": "ok", "concurrency": 1})
 
 
-@contextlib.contextmanager
-def read_only_file(path: Path) -> Iterator[None]:
-    """`path` made read-only as the kernel enforces it: immutable for root (who ignores mode
-    bits but not that flag), mode bits for anyone else. Its folder stays writable, so SQLite
-    can still open the file and read it: only writes fail."""
-    if os.geteuid() == 0:
-        subprocess.run(["chattr", "+i", str(path)], check=True)
-        try:
-            yield
-        finally:
-            subprocess.run(["chattr", "-i", str(path)], check=True)
-    else:
-        path.chmod(0o444)
-        try:
-            yield
-        finally:
-            path.chmod(0o644)
-
-
 async def test_a_read_only_database_file_is_told_as_read_only_with_its_path(
     tmp_path: Path, start_bot: BotFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -130,7 +120,7 @@ async def test_a_read_only_database_file_is_told_as_read_only_with_its_path(
     path = tmp_path / "restored" / "bot.sqlite3"
     url = f"sqlite:///{path}"
     upgrade(url)
-    with read_only_file(path):
+    with read_only(path, folder=False):
         bot = await start_bot(database_url=url)
         told = await answer_to_command(bot, "Should we adopt ADR-042?")
         status, report = await bot.driver.health()
@@ -139,12 +129,89 @@ async def test_a_read_only_database_file_is_told_as_read_only_with_its_path(
     assert str(path) in told
     assert "make it writable" in told
     assert "unavailable" not in told
-    assert (status, report["database"]) == (503, "read-only")
+    assert (status, report["database"]) == (503, READ_ONLY_HEALTH)
     [logged] = [r.getMessage() for r in caplog.records if r.name == "bot.slack.listeners"]
     assert "is read-only (attempt to write a readonly database)" in logged
     assert str(path) in logged
     assert "write access" in logged
     assert bot.debates() == []
+
+
+@pytest.mark.parametrize("kind", list(READ_ONLY_KINDS))
+async def test_serve_on_a_read_only_database_starts_answers_and_recovers(
+    tmp_path: Path, kind: str
+) -> None:
+    """`debatebot serve` (re)started on a SQLite file it cannot write: it serves, `/healthz`
+    names the cause and the fix, a person who asks is told their request cannot be stored,
+    and once the file can be written the bot takes requests again, with no restart."""
+    emulator = SlackEmulator()
+    await emulator.start()
+    path, url = read_only_kind(tmp_path, kind, queued=False)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = tmp_path / "serve.log"
+    with log.open("w") as stderr:
+        process = await asyncio.create_subprocess_exec(
+            DEBATEBOT, "serve", env=serve_env(emulator, url, port), stderr=stderr
+        )
+    try:
+        async with aiohttp.ClientSession() as session:
+            driver = SlackDriver(base, SIGNING_SECRET, f"{emulator.url}/response", session)
+            with read_only(path, folder=READ_ONLY_KINDS[kind]):
+                health = await health_of(session, base, process)
+                told = await ephemeral_answer(emulator, driver, "Should we adopt ADR-042?")
+                assert process.returncode is None, log.read_text()
+
+            assert health == (503, {"ok": False, "database": READ_ONLY_HEALTH, "concurrency": 16})
+            assert "The debate store is read-only" in told
+            assert "so nothing was queued" in told
+            assert "make it writable" in told
+
+            # Writable again: the same process answers and runs the next debate.
+            # Polling another process: nothing here to await.
+            while (await health_of(session, base, process))[0] != 200:  # noqa: ASYNC110
+                await asyncio.sleep(0.1)
+            assert (await driver.command("Should we adopt ADR-042 now?")).status == 200
+            while not any(m["text"].startswith("Verdict") for m in emulator.posted(CHANNEL)):
+                assert process.returncode is None, log.read_text()
+                await asyncio.sleep(0.1)
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(process.wait(), 60)
+        await emulator.stop()
+    said = log.read_text()
+    assert process.returncode == 0, said
+    assert f"the SQLite file {path}, its folder, or the bot.sqlite3-wal and" in said
+    assert "Serving anyway: /healthz answers 503" in said
+    assert "can be written again: reopening it" in said
+    engine = make_engine(url)
+    with session_scope(engine, workspace=EVERY_WORKSPACE) as session:
+        stored = [(d.question, d.state.value) for d in session.exec(select(Debate))]
+    engine.dispose()
+    assert stored == [("Should we adopt ADR-042 now?", "finished")]
+
+
+async def health_of(
+    session: aiohttp.ClientSession, base: str, process: asyncio.subprocess.Process
+) -> tuple[int, object]:
+    """`/healthz` of the serve process, waiting for it to listen (failing if it exits)."""
+    while True:
+        assert process.returncode is None, "serve exited"
+        try:
+            async with session.get(f"{base}/healthz") as response:
+                return response.status, await response.json()
+        except aiohttp.ClientConnectionError:
+            await asyncio.sleep(0.1)
+
+
+async def ephemeral_answer(emulator: SlackEmulator, driver: SlackDriver, question: str) -> str:
+    """Ask `/debate question` and return the answer it gets (the ephemeral response)."""
+    before = len(emulator.responses)
+    assert (await driver.command(question)).status == 200
+    while len(emulator.responses) == before:  # noqa: ASYNC110 (the emulator sets no event)
+        await asyncio.sleep(0.05)
+    return str(emulator.responses[before]["text"])
 
 
 @pytest.fixture

@@ -9,14 +9,16 @@ import contextlib
 import logging
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
-from sqlalchemy import Engine, create_engine, event, text, update
+from sqlalchemy import Engine, create_engine, delete, event, text, update
 from sqlalchemy.engine import make_url
 from sqlmodel import Session, col, select
 
@@ -26,13 +28,21 @@ from bot.jobs.pause import OutagePause
 from bot.slackweb.people import SlackDirectory
 from bot.slackweb.poster import SlackPoster
 from bot.store import queue
-from bot.store.db import check_schema, make_engine, session_scope, upgrade
+from bot.store.db import (
+    READ_ONLY_HEALTH,
+    check_schema,
+    ensure_schema,
+    make_engine,
+    session_scope,
+    upgrade,
+)
 from bot.store.errors import (
     DatabaseUnavailableError,
     SchemaOutdatedError,
     StoreReadOnlyError,
     StoreRefusedError,
 )
+from bot.store.read_only import SIDECARS
 from bot.store.tables import Debate, DebateSource
 from bot.store.tenancy import PENDING_WORKSPACE
 from engine.models import DebateSpec, ModelSettings
@@ -204,25 +214,54 @@ async def test_a_full_sqlite_database_is_reported_as_full_and_keeps_what_it_had(
 
 
 @contextlib.contextmanager
-def read_only(path: Path) -> Iterator[None]:
-    """Make `path` and its folder really read-only: immutable for root (who ignores mode
-    bits), mode bits for anyone else."""
+def read_only(path: Path, *, folder: bool = True) -> Iterator[None]:
+    """Make `path` (and, with `folder`, its folder) read-only as the kernel enforces it for this
+    user: immutable for root (who ignores mode bits but not that flag), mode bits for anyone
+    else. Checked, not assumed: the test is skipped, saying why, where this user can still
+    write them (root without CAP_LINUX_IMMUTABLE or on a filesystem without the flag, a user
+    with CAP_DAC_OVERRIDE)."""
+    targets = [path, path.parent] if folder else [path]
+    modes = {target: target.stat().st_mode & 0o777 for target in targets}
     if os.geteuid() == 0:
-        for target in (path, path.parent):
-            subprocess.run(["chattr", "+i", str(target)], check=True)
-        try:
-            yield
-        finally:
-            for target in (path, path.parent):
-                subprocess.run(["chattr", "-i", str(target)], check=True)
+        for n, target in enumerate(targets):
+            made = subprocess.run(["chattr", "+i", str(target)], capture_output=True, text=True)
+            if made.returncode != 0:
+                for done in targets[:n]:
+                    subprocess.run(["chattr", "-i", str(done)], check=True)
+                pytest.skip(f"root cannot make {target} immutable here: {made.stderr.strip()}")
     else:
-        path.chmod(0o444)
-        path.parent.chmod(0o555)
-        try:
-            yield
-        finally:
-            path.parent.chmod(0o755)
-            path.chmod(0o644)
+        for target in targets:
+            target.chmod(0o555 if target.is_dir() else 0o444)
+    try:
+        writable = [target for target in targets if _writable(target)]
+        if writable:
+            pytest.skip(f"this user can write {writable[0]} whatever its mode (CAP_DAC_OVERRIDE?)")
+        yield
+    finally:
+        for target in targets:
+            if os.geteuid() == 0:
+                subprocess.run(["chattr", "-i", str(target)], check=True)
+            else:
+                target.chmod(modes[target])
+        # As an operator's `chmod u+w bot.sqlite3*` would: SQLite gives the log and index it
+        # creates the file's mode, read-only ones while the file was.
+        for suffix in SIDECARS:
+            sidecar = path.with_name(path.name + suffix)
+            if os.geteuid() != 0 and sidecar.exists() and sidecar not in modes:
+                sidecar.chmod(modes[path])
+
+
+def _writable(target: Path) -> bool:
+    """Whether the kernel lets this process write `target` (a file, or a folder's entries)."""
+    probe = target / ".write-probe" if target.is_dir() else target
+    try:
+        descriptor = os.open(probe, os.O_WRONLY | (os.O_CREAT if target.is_dir() else 0), 0o600)
+    except OSError:
+        return False
+    os.close(descriptor)
+    if probe != target:
+        probe.unlink()
+    return True
 
 
 async def test_a_read_only_sqlite_file_is_reported_as_read_only(tmp_path: Path) -> None:
@@ -231,7 +270,7 @@ async def test_a_read_only_sqlite_file_is_reported_as_read_only(tmp_path: Path) 
 
     with read_only(path):
         engine = make_engine(url)
-        assert (await HealthProbe(engine, 1)())["database"] == "read-only"
+        assert (await HealthProbe(engine, 1)())["database"] == READ_ONLY_HEALTH
         with pytest.raises(DatabaseUnavailableError) as raised:
             enqueue(engine, "after")
         message = str(raised.value)
@@ -239,6 +278,184 @@ async def test_a_read_only_sqlite_file_is_reported_as_read_only(tmp_path: Path) 
         assert "write access" in message
         assert "DEBATEBOT_DATABASE_URL" not in message, "no misleading advice"
         engine.dispose()
+
+
+READ_ONLY_KINDS = {
+    # A backup restored as another user: SQLite's rollback journal (not WAL), the file read-only
+    # in a folder the bot may write. Asking for WAL at connection set-up is then a write.
+    "journal file": False,
+    # The bot's own WAL file, it and its folder read-only (a read-only mount, a volume that
+    # changed owner): SQLite cannot create the index a WAL file is read with, so nothing can be
+    # read either.
+    "wal file and folder": True,
+}
+
+
+def read_only_kind(tmp_path: Path, kind: str, *, queued: bool = True) -> tuple[Path, str]:
+    """A migrated SQLite file (holding one queued debate, "before", if `queued`) in the journal
+    mode of `kind` (READ_ONLY_KINDS); its path and URL, nothing left open on it."""
+    path, url, seed = sqlite_with_a_debate(tmp_path, "ro")
+    if not queued:
+        with session_scope(seed, workspace=PENDING_WORKSPACE) as session:
+            session.execute(delete(Debate))
+            session.commit()
+    seed.dispose()  # the last connection to close folds the WAL into the file
+    if not READ_ONLY_KINDS[kind]:
+        with contextlib.closing(sqlite3.connect(path)) as connection:
+            assert connection.execute("PRAGMA journal_mode=DELETE").fetchone() == ("delete",)
+    return path, url
+
+
+def states(url: str) -> dict[str, str]:
+    engine = make_engine(url)
+    with session_scope(engine, workspace=PENDING_WORKSPACE) as session:
+        found = {d.trigger_key: d.state.value for d in session.exec(select(Debate))}
+    engine.dispose()
+    return found
+
+
+@pytest.mark.parametrize("kind", list(READ_ONLY_KINDS))
+def test_a_read_only_sqlite_file_is_served_read_only_and_written_again_once_writable(
+    tmp_path: Path, kind: str
+) -> None:
+    """The same engine, kept open across the fix: while the file cannot be written, what it
+    holds is read where SQLite can read it, and writes are refused as read-only; once it can,
+    the next write succeeds (no restart), in WAL mode again."""
+    path, url = read_only_kind(tmp_path, kind)
+    engine = make_engine(url)
+    with read_only(path, folder=READ_ONLY_KINDS[kind]):
+        if READ_ONLY_KINDS[kind]:
+            with pytest.raises(StoreReadOnlyError):
+                check_schema(engine)
+        else:
+            check_schema(engine)
+            with session_scope(engine, workspace=PENDING_WORKSPACE) as session:
+                assert [d.trigger_key for d in session.exec(select(Debate))] == ["before"]
+        with pytest.raises(StoreReadOnlyError) as raised:
+            enqueue(engine, "refused")
+        assert raised.value.where == f"the file {path}"
+        assert "give the bot's user write access to all of them" in str(raised.value)
+
+    enqueue(engine, "after")
+    with session_scope(engine, workspace=PENDING_WORKSPACE) as session:
+        mode = session.connection().exec_driver_sql("PRAGMA journal_mode").scalar()
+    engine.dispose()
+    assert mode == "wal"
+    assert states(url) == {"before": "queued", "after": "queued"}
+
+
+def killed_holding(path: Path) -> None:
+    """A process that opened the SQLite file at `path` is killed, leaving its index and log."""
+    killed = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sqlite3, sys, time\n"
+            "connection = sqlite3.connect(sys.argv[1])\n"
+            "print(connection.execute('PRAGMA journal_mode').fetchone()[0], flush=True)\n"
+            "time.sleep(60)",
+            str(path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert killed.stdout is not None
+    assert killed.stdout.readline().strip() == "wal"
+    killed.kill()
+    killed.wait()
+    killed.stdout.close()
+
+
+async def test_a_read_only_index_beside_a_writable_file_is_reported_as_read_only(
+    tmp_path: Path,
+) -> None:
+    """The file and its folder can be written, but SQLite's shared-memory index beside it
+    (left by a process that was killed, created while the file was read-only) cannot: writes
+    are still refused, so `/healthz` does not say the store is fine, and the advice names the
+    files beside it. Once it can be written, so can the store, without a restart."""
+    path, url = read_only_kind(tmp_path, "wal file and folder")
+    killed_holding(path)
+    index = path.with_name(path.name + "-shm")
+    assert index.exists(), "a killed process leaves the index"
+    engine = make_engine(url)
+    with read_only(index, folder=False):
+        assert (await HealthProbe(engine, 1)())["database"] == READ_ONLY_HEALTH
+        with pytest.raises(StoreReadOnlyError) as raised:
+            enqueue(engine, "refused")
+        assert f"{path.name}-shm files SQLite keeps beside it" in str(raised.value)
+    enqueue(engine, "after")
+    assert await HealthProbe(engine, 1)() == {"ok": True, "database": "ok", "concurrency": 1}
+    engine.dispose()
+    assert states(url) == {"before": "queued", "after": "queued"}
+
+
+@pytest.mark.parametrize("kind", list(READ_ONLY_KINDS))
+def test_serving_starts_on_a_read_only_sqlite_file_and_says_so(
+    tmp_path: Path, kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`serve` and `worker` start, saying what is wrong and what to do; a command that needs
+    to read the file (`stats`) reads it where SQLite can, and otherwise stops saying why."""
+    path, url = read_only_kind(tmp_path, kind)
+    engine = make_engine(url)
+    with read_only(path, folder=READ_ONLY_KINDS[kind]), caplog.at_level(logging.ERROR):
+        if READ_ONLY_KINDS[kind]:
+            with pytest.raises(StoreReadOnlyError, match=r"its folder, or the bot\.sqlite3-wal"):
+                ensure_schema(engine)
+        else:
+            ensure_schema(engine)
+        assert caplog.records == []
+        ensure_schema(engine, serving=True)
+    engine.dispose()
+    [said] = [r.getMessage() for r in caplog.records if r.name == "bot.store.db"]
+    assert f"database {url} is read-only" in said
+    assert f"the SQLite file {path}, its folder, or the bot.sqlite3-wal and" in said
+    assert "Serving anyway: /healthz answers 503" in said
+
+
+@pytest.mark.parametrize("kind", list(READ_ONLY_KINDS))
+def test_a_worker_on_a_read_only_file_says_so_waits_and_runs_the_debate_once_writable(
+    tmp_path: Path, kind: str
+) -> None:
+    """`debatebot worker` started on a file it cannot write (a restart policy would otherwise
+    start it again and again): it says what is wrong and what to do, tries again less and less
+    often, and runs the queued debate once the file can be written."""
+    path, url = read_only_kind(tmp_path, kind)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEBATEBOT_")}
+    env |= {"DEBATEBOT_DATABASE_URL": url, "DEBATEBOT_PROVIDER": "fake"}
+    log = tmp_path / "worker.log"
+    with read_only(path, folder=READ_ONLY_KINDS[kind]):
+        with log.open("w") as stderr:
+            worker = subprocess.Popen(
+                [DEBATEBOT, "worker", "--exit-when-idle"],
+                env=env,
+                cwd=tmp_path,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+            )
+        try:
+            for _ in range(600):
+                if log.read_text().count("next try in") >= 2 or worker.poll() is not None:
+                    break
+                time.sleep(0.1)
+            assert worker.poll() is None, f"the worker stopped: {log.read_text()}"
+        except BaseException:
+            worker.kill()
+            worker.wait()
+            raise
+    try:
+        worker.wait(timeout=120)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+    said = log.read_text()
+    assert worker.returncode == 0, said
+    assert f"the SQLite file {path}, its folder, or the bot.sqlite3-wal and" in said
+    assert "give the bot's user write access to all of them" in said
+    assert "; next try in 1s" in said
+    assert "; next try in 2s" in said
+    assert "the database answers again" in said
+    assert states(url) == {"before": "finished"}
 
 
 def test_a_postgresql_that_accepts_no_writes_is_reported_as_read_only(postgres_url: str) -> None:

@@ -5,6 +5,7 @@ escaped once, and what a newer version sends is only what changed."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -101,6 +102,59 @@ async def test_a_task_never_goes_back(name: str) -> None:
         assert path[-1] == "complete"
     assert any("in_progress" in path for path in seen.values())
     assert any(path[0] == "pending" for path in seen.values()), "a round's tasks are announced"
+
+
+@pytest.mark.parametrize("name", list(SPECS))
+@pytest.mark.parametrize("judges", [1, 2])
+async def test_the_independent_judges_step_names_the_judge_and_its_decision(
+    name: str, judges: int
+) -> None:
+    """Every protocol's independent judges read as such: live, and once the verdict is out
+    with the decision as the debate states it, whether it agrees, and the confidence."""
+    spec = spec_for(name).model_copy(update={"judges": judges})
+    result, _live, versions = await followed(spec)
+    assert result.status is DebateStatus.COMPLETE, result.error
+    assert [c.judge for c in result.judgments] == [f"judge-{n}" for n in range(1, judges + 1)]
+    final = Plan.of_result(7, result).closed(result)
+
+    labels = (
+        ["Independent judge"] if judges == 1 else ["Independent judge 1", "Independent judge 2"]
+    )
+    titles = [f"{label} rereads the record, blind to the verdict" for label in labels]
+    live_judges = [c for c in versions[-1][1:] if "judge" in c["title"].lower()]
+    assert [c["title"] for c in live_judges if c["title"] in titles] == titles
+    assert all(c["output"].startswith("independent judge: decide") for c in live_judges[-judges:])
+    shown = {c["title"]: c for c in final.chunks[1:]}
+    confidence = f"{result.verdict.confidence:.2f} ({result.verdict.level.value})"
+    for label, check in zip(titles, result.judgments, strict=True):
+        agrees = "agrees" if check.agrees else "disagrees"
+        assert shown[label]["status"] == "complete"
+        assert shown[label]["output"] == (
+            f"independent judge: {check.decision}, {agrees} with the verdict;"
+            f" verdict confidence {confidence}"
+        )
+    joined = json.dumps(final.chunks)
+    assert "judge-1 votes" not in joined
+    assert " phase: judge" not in joined
+    assert "None" not in joined
+
+
+async def test_a_judge_that_gave_no_decision_is_shown_as_an_error_with_the_reason() -> None:
+    result, _live, _versions = await followed(spec_for("consensus"))
+    [check] = result.judgments
+    failed = result.model_copy(
+        update={
+            "judgments": [
+                check.model_copy(
+                    update={"decision": None, "agrees": None, "error": "the judge failed: timeout"}
+                )
+            ]
+        }
+    )
+    final = Plan.of_result(7, failed).closed(failed)
+    [judge] = [c for c in final.chunks[1:] if c["title"].startswith("Independent judge")]
+    assert judge["status"] == "error"
+    assert judge["output"] == "independent judge: no decision (the judge failed: timeout)"
 
 
 def hostile_spec(question: str, stance: str) -> DebateSpec:
