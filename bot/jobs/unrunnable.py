@@ -5,10 +5,13 @@ read, through the ordinary ending (verdict, seal, messages), so it is never clai
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 from bot.store.tables import Debate
 from engine.errors import SpecError
 from engine.models import DebateSpec
 from engine.protocols import checked_protocol
+from engine.readable import readable
 
 MAX_FRUITLESS_CLAIMS = 5
 """Claims that stored no turn after which a debate is ended. A claim that makes progress stores
@@ -36,3 +39,19 @@ def why_not_run(
     except SpecError as error:
         return f"its spec cannot run: {error}"
     return None
+
+
+def stored_spec(debate: Debate) -> tuple[DebateSpec, str | None]:
+    """The claimed debate's spec, and None; or, when its stored spec cannot be read (written by
+    hand, or by a version whose spec differed), a stand-in with its question and protocol to
+    record its ending on, and why it is ended. The debate row keeps the stored spec, sealed
+    with the ending as always."""
+    try:
+        return DebateSpec.model_validate_json(debate.spec_json), None
+    except ValidationError as error:
+        why = f"its stored spec cannot be read ({readable(error)}); the debate was not run"
+    try:
+        return DebateSpec(question=debate.question, protocol=debate.protocol), why
+    except ValidationError:
+        stand_in = f"debate {debate.id}, whose stored spec and question cannot be read"
+        return DebateSpec(question=stand_in, protocol=debate.protocol), why

@@ -38,7 +38,7 @@ from sqlmodel import Session
 
 from bot.jobs.closing import FinishWriter
 from bot.jobs.pause import OutagePause
-from bot.jobs.unrunnable import MAX_FRUITLESS_CLAIMS, why_not_run
+from bot.jobs.unrunnable import MAX_FRUITLESS_CLAIMS, stored_spec, why_not_run
 from bot.logs import debate_context
 from bot.metrics import Metrics
 from bot.store import endings, queue, turns, workspaces
@@ -224,7 +224,7 @@ class DebateWorker:
     async def _execute(self, debate: Debate, stored: StoredRun | None) -> DebateResult | None:
         assert debate.id is not None
         debate_id = debate.id
-        spec = DebateSpec.model_validate_json(debate.spec_json)
+        spec, unreadable = stored_spec(debate)
         # Read even on a first claim: a reviewer's "another round" starts a debate that carries
         # its parent's turns.
         if stored is None:
@@ -237,7 +237,9 @@ class DebateWorker:
         # to end. The deployment's own adoptions (a terminal's, pending) count too.
         owner = replace(owner_of(debate), with_pending=True)
         weights = await in_session(self.engine, active_weights, workspace=owner)
-        unrun = why_not_run(debate, spec, len(recorded), self.config.max_fruitless_claims)
+        unrun = unreadable or why_not_run(
+            debate, spec, len(recorded), self.config.max_fruitless_claims
+        )
         if unrun is not None:
             log.error("debate %s: ended without running: %s", debate_id, unrun)
         elif recorded:

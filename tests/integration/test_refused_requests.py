@@ -203,6 +203,36 @@ def test_a_debate_claimed_again_and_again_without_progress_is_ended_with_a_recor
     assert sealed
 
 
+def test_a_worker_ends_a_debate_whose_stored_spec_cannot_be_read(database: str) -> None:
+    debate_id = queue_debate(
+        database, "unreadable", DebateSpec(question="Adopt it?", default_model=FAKE)
+    )
+    broken = json.dumps({"question": "Adopt it?", "max_rounds": 0})
+    engine = make_engine(database)
+    with Session(engine) as session:
+        session.execute(update(Debate).where(col(Debate.id) == debate_id).values(spec_json=broken))
+        session.commit()
+    engine.dispose()
+
+    worker = run_worker(database)
+
+    assert worker.returncode == 0, worker.stderr
+    assert "Task exception was never retrieved" not in worker.stderr
+    debate, verdict, sealed = ended(database, debate_id)
+    assert (debate.state, debate.outcome, debate.claims) == (
+        DebateState.FINISHED,
+        DebateStatus.FAILED,
+        1,
+    )
+    assert debate.error == (
+        "its stored spec cannot be read (max_rounds must be at least 1; got 0); the debate was"
+        " not run"
+    )
+    assert debate.spec_json == broken, "the row keeps what was stored"
+    assert verdict is not None
+    assert sealed
+
+
 LONG_QUESTION = "Should we adopt this? " + "and this " * 16_000 + "in full?"
 """About 144,000 characters: more than the 128 KiB one command-line argument may hold."""
 

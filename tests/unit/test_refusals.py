@@ -13,6 +13,7 @@ import pytest
 from pydantic import ValidationError
 from sqlalchemy import create_engine
 
+from bot.cli import main
 from bot.cli.run import embedded_model_note
 from bot.intake.checked import ASKED_AS, checked_spec
 from bot.intake.errors import NotAdmittedError
@@ -239,3 +240,13 @@ def test_the_embedded_model_is_named_when_it_answers() -> None:
     assert embedded_model_note(Settings(), policy().spec("Adopt it?")) is None, "fake: no note"
     own_file = Settings(local_model_path=Path("/models/other.gguf"))
     assert embedded_model_note(own_file, local) is None, "another GGUF is not SmolLM2"
+
+
+def test_a_bad_setting_is_refused_in_a_sentence_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DEBATEBOT_JUDGES", "9")
+    assert main(["models"]) == 1
+    assert capsys.readouterr().err == (
+        "debatebot: invalid setting: DEBATEBOT_JUDGES must be at most 5; got '9'\n"
+    )
