@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import date
 from enum import StrEnum
 from importlib import resources
@@ -58,8 +59,25 @@ class CatalogError(LLMError):
     """A catalogue file that cannot be read, or an entry that contradicts itself."""
 
 
+@dataclass(frozen=True)
+class RetiredUse:
+    """A retired model some roles were given: when it retired and what replaces it."""
+
+    provider: str
+    model: str
+    retired_on: date | None
+    replacement: str | None
+    roles: tuple[str, ...]
+
+
 class ModelRetiredError(CatalogError):
-    """A model its vendor no longer serves: refused before any request, so nothing is paid."""
+    """A model its vendor no longer serves: refused before any request, so nothing is paid.
+    `uses` says which, so a caller that knows how each role's model was chosen (a flag, a
+    setting) can name that in its advice."""
+
+    def __init__(self, message: str, uses: Sequence[RetiredUse] = ()) -> None:
+        super().__init__(message)
+        self.uses = tuple(uses)
 
 
 class ModelEntry(BaseModel):
@@ -244,6 +262,7 @@ def lifecycle_notes(
         users.setdefault((chosen.provider, chosen.model), []).append(role)
     notes: dict[str, str] = {}
     retired: list[str] = []
+    uses: list[RetiredUse] = []
     for (provider, model), roles in users.items():
         entry = catalog.find(provider, model)
         if entry is None:
@@ -251,6 +270,9 @@ def lifecycle_notes(
         state = entry.lifecycle(today)
         used_by = ", ".join(roles)
         if state is Lifecycle.RETIRED:
+            uses.append(
+                RetiredUse(provider, model, entry.retires_on, entry.replacement, tuple(roles))
+            )
             retired.append(
                 f"{provider}:{model} was retired on {entry.retires_on} and no longer answers"
                 f" (used by: {used_by}); use {entry.replacement} instead (`debatebot run"
@@ -265,5 +287,5 @@ def lifecycle_notes(
                 f" before then (`debatebot models --provider {provider}` lists current models)"
             )
     if retired:
-        raise ModelRetiredError("; ".join(retired) + ". Nothing was sent to the model.")
+        raise ModelRetiredError("; ".join(retired) + ". Nothing was sent to the model.", uses)
     return notes

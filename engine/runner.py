@@ -13,9 +13,10 @@ from engine.events import (
     discard_events,
 )
 from engine.ledger import HaltCheck, LLMResolver, TurnLedger
-from engine.models import DebateResult, DebateSpec, DebateStatus, TurnRecord
+from engine.models import DebateResult, DebateSpec, DebateStatus, TurnRecord, utcnow
 from engine.prompts import PromptLibrary
 from engine.protocols import checked_protocol
+from engine.protocols.base import Ending, no_verdict
 from engine.scoring import scored
 
 
@@ -48,3 +49,19 @@ async def run_debate(
     else:
         await ledger.emit(DebateFailed(error=result.error or "unknown failure", result=result))
     return result
+
+
+def ended_unrun(spec: DebateSpec, reason: str, recorded: Sequence[TurnRecord] = ()) -> DebateResult:
+    """The result of a debate ended FAILED without running (further): its spec cannot run, or
+    its runs kept stopping. No verdict (so it escalates, as any failed debate does), `reason` as
+    its error, and the turns it had stored, so what they cost is recorded."""
+    now = utcnow()
+    ending = Ending(status=DebateStatus.FAILED, error=reason)
+    return DebateResult(
+        spec=spec,
+        transcript=list(recorded),
+        verdict=no_verdict(spec, ending),
+        error=reason,
+        started_at=now,
+        finished_at=now,
+    )

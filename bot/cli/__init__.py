@@ -23,6 +23,7 @@ from bot.cli.parser import build_parser
 from bot.settings import Settings, SettingsError
 from bot.store.errors import StoreError
 from engine.errors import EngineError
+from engine.readable import readable
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -40,9 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValidationError as error:
         if error.title != Settings.__name__:
             raise
-        problems = "; ".join(
-            f"DEBATEBOT_{'__'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in error.errors()
-        )
+        problems = readable(error, lambda where: f"DEBATEBOT_{where.replace('.', '__').upper()}")
         print(f"debatebot: invalid setting: {problems}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -29,13 +29,11 @@ def audit(args: argparse.Namespace) -> int:
         if args.target is None:
             print("debatebot: audit verify-export takes an export file", file=sys.stderr)
             return 2
-        try:
-            record = json.loads(Path(args.target).read_text(encoding="utf-8"))
-            report = verify_export(record, key=key)
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            print(f"debatebot: cannot read {args.target} as an export: {error}", file=sys.stderr)
+        checked = _verified_export(args.target, key)
+        if isinstance(checked, str):
+            print(f"debatebot: {checked}", file=sys.stderr)
             return 1
-        return print_audit(report)
+        return print_audit(checked)
     debate_id: int | None = None
     if args.target is not None:
         try:
@@ -77,6 +75,41 @@ def audit(args: argparse.Namespace) -> int:
         return 1
     print(f"every debate verified ({len(ids)})")
     return 0
+
+
+EXPORT_PARTS = ("debate", "spec", "turn_rows", "verdict_row")
+WRITES_EXPORTS = "`debatebot export ID --out FILE` and `debatebot run --json FILE` write one"
+
+
+def _verified_export(target: str, key: bytes | None) -> ChainReport | str:
+    """What verifying the export file `target` found, or a sentence saying why it is not an
+    export that can be verified."""
+    try:
+        text = Path(target).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        return f"cannot read {target}: {getattr(error, 'strerror', None) or error}"
+    try:
+        record = json.loads(text)
+    except ValueError as error:
+        return f"{target} is not JSON ({error}), so not a debatebot export; {WRITES_EXPORTS}"
+    missing = (
+        [part for part in EXPORT_PARTS if part not in record]
+        if isinstance(record, dict)
+        else list(EXPORT_PARTS)
+    )
+    if missing:
+        return (
+            f"{target} is not a debatebot export: it has no {', '.join(missing)}"
+            f" part{'s' * (len(missing) > 1)}; {WRITES_EXPORTS}"
+        )
+    try:
+        return verify_export(record, key=key)
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        problem = f"it has no {error}" if isinstance(error, KeyError) else str(error)
+        return (
+            f"{target} is not a whole debatebot export ({problem}); export the debate again:"
+            f" {WRITES_EXPORTS}"
+        )
 
 
 def _sign(session: Session, debate_id: int | None, key: bytes) -> int:

@@ -23,6 +23,7 @@ from engine.calibration.fitting import Proposal, Refused
 from engine.calibration.labels import LabelKind
 from engine.calibration.report import CalibrationReport, Figures, calibrate
 from engine.evaluation.scoring import ArmResult
+from engine.protocols import PROTOCOL_NAMES
 
 
 def calibration(args: argparse.Namespace) -> int:
@@ -40,7 +41,7 @@ def calibration(args: argparse.Namespace) -> int:
         if args.action == "adopt":
             return _adopt(session, args.target)
         if args.action == "import-eval":
-            return _import_eval(session, Path(args.target))
+            return _import_eval(session, Path(args.target), force=args.force)
         found, current = calibration_inputs(session)
         report = calibrate(
             found,
@@ -68,7 +69,24 @@ def _adopt(session: Session, version: str) -> int:
     return 0
 
 
-def _import_eval(session: Session, where: Path) -> int:
+UNTRUSTED_PROVIDERS = frozenset({"fake"})
+"""Providers whose verdicts say nothing about a model's confidence: the fake provider's are
+canned, so labels from them would teach the calibration nothing true."""
+
+
+def _set_aside(result: ArmResult) -> str | None:
+    """Why `result` is kept out of the labels unless forced, or None to pass it on (a
+    single-model arm's is left out by `labels.import_eval` anyway, with its own reason)."""
+    if result.arm not in PROTOCOL_NAMES:
+        return None
+    if not result.providers:
+        return "record no provider (an eval from before providers were recorded)"
+    if UNTRUSTED_PROVIDERS & set(result.providers):
+        return "came from the fake provider"
+    return None
+
+
+def _import_eval(session: Session, where: Path, *, force: bool = False) -> int:
     path = where / "results.jsonl" if where.is_dir() else where
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -90,7 +108,15 @@ def _import_eval(session: Session, where: Path) -> int:
             unreadable += 1
             continue
         results[result.key] = result  # the latest run of each (as the eval's report reads)
-    imported = labels.import_eval(session, results=results.values())
+    aside: dict[str, int] = {}
+    kept: list[ArmResult] = []
+    for result in results.values():
+        why = None if force else _set_aside(result)
+        if why is None:
+            kept.append(result)
+        else:
+            aside[why] = aside.get(why, 0) + 1
+    imported = labels.import_eval(session, results=kept)
     skipped = ", ".join(f"{n} {why}" for why, n in sorted(imported.skipped.items()))
     print(
         f"imported {imported.added} eval label(s) from {path}; {imported.present} already"
@@ -98,7 +124,14 @@ def _import_eval(session: Session, where: Path) -> int:
     )
     if unreadable:
         print(f"{unreadable} line(s) of {path} are not eval results and were skipped")
-    return 0
+    for why, count in sorted(aside.items()):
+        print(
+            f"debatebot: set aside {count} result(s) that {why}: the fake provider's verdicts"
+            " are canned and would teach the calibration nothing true. Run the eval on a real"
+            " model, or pass --force to import them anyway",
+            file=sys.stderr,
+        )
+    return 1 if aside else 0
 
 
 def _share(part: int, whole: int) -> str:

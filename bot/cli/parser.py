@@ -69,7 +69,16 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("run", help="run one debate in the terminal")
-    run.add_argument("question", help="the decision to debate, e.g. 'Should we adopt ADR-42?'")
+    run.add_argument(
+        "question",
+        nargs="?",
+        help="the decision to debate, e.g. 'Should we adopt ADR-42?'; '-' reads it from stdin",
+    )
+    run.add_argument(
+        "--question-file",
+        metavar="FILE",
+        help="read the question from FILE (for one longer than a command line takes)",
+    )
     run.add_argument(
         "--context",
         action="append",
@@ -121,7 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="panel protocol: a fast model (the framing model) answers first; when it is sure,"
         " no panel is convened",
     )
-    run.add_argument("--json", metavar="OUT", help="write the full record as JSON to OUT")
+    run.add_argument(
+        "--json",
+        metavar="OUT",
+        help="write the debate's export to OUT, as `debatebot export ID` writes it (`debatebot"
+        " audit verify-export OUT` checks it)",
+    )
     run.set_defaults(handler="run:run", is_async=True)
 
     models = commands.add_parser(
@@ -235,20 +249,31 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="?",
         default="show",
         choices=("show", "adopt", "import-eval"),
-        help="show (default): the figures, the PNG and proposed weights; adopt VERSION;"
-        " import-eval DIR|FILE: an eval's results as labels",
+        help="show (default): the figures, the PNG and proposed weights; adopt VERSION: make a"
+        " proposed version score new verdicts; import-eval DIR|FILE: an eval's results as"
+        " labels",
     )
     calibration.add_argument(
         "target",
         nargs="?",
         metavar="VERSION|PATH",
-        help="adopt: a weights version; import-eval: an eval's --out folder or its results.jsonl",
+        help="adopt: a version `calibration` proposed (fit-…) or the defaults' (default-1);"
+        " import-eval: an eval's --out folder or its results.jsonl",
     )
     calibration.add_argument(
         "--team",
         metavar="TEAM_ID",
-        help="the workspace (its Slack team id, T…) whose labels to read and whose weights to"
-        " adopt; every workspace's labels when left out (adopt needs it)",
+        help="show: only this workspace's labels (its Slack team id, T…), every workspace's when"
+        " left out; adopt and import-eval: the workspace the adoption or the labels belong to,"
+        " when left out the deployment's own (an adoption of its own scores every workspace"
+        " that has made none since)",
+    )
+    calibration.add_argument(
+        "--force",
+        action="store_true",
+        help="import-eval: import the labels of results from the fake provider, or that record"
+        " no provider, too (they are set aside otherwise: fake verdicts say nothing about the"
+        " confidence)",
     )
     calibration.add_argument(
         "--png",

@@ -1,6 +1,7 @@
 """`debatebot run`: one debate from the terminal, queued and run in this process, printed as it
-goes. Its spec comes from the same policy as Slack's (`bot.intake.policy`); with no channel, it
-is queued without admission."""
+goes. Its spec comes from the same policy as Slack's (`bot.intake.policy`) and passes the same
+check (`bot.intake.checked`) before anything is stored; with no channel, it is queued without
+admission. `--json` writes the debate's export, as `debatebot export` does."""
 
 from __future__ import annotations
 
@@ -11,13 +12,16 @@ import sys
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from pydantic import ValidationError
-
+from bot.cli.console import ConsoleEvents, print_verdict
+from bot.cli.models import role_overrides
+from bot.cli.question import QuestionError, read_question
+from bot.intake.checked import checked_spec
+from bot.intake.errors import NotAdmittedError
 from bot.settings import Settings
 from bot.store import queue
 from bot.store.db import redacted, session_scope
+from bot.store.export import export_record
 from bot.store.tables import DebateSource
 from bot.store.tenancy import PENDING_WORKSPACE
 from bot.wiring import (
@@ -28,13 +32,9 @@ from bot.wiring import (
 )
 from engine.models import (
     ContextDocument,
+    DebateSpec,
     DebateStatus,
 )
-
-if TYPE_CHECKING:
-    pass
-from bot.cli.console import ConsoleEvents, print_verdict
-from bot.cli.models import role_overrides
 
 EXIT_CODES = {DebateStatus.COMPLETE: 0, DebateStatus.FAILED: 1, DebateStatus.TRUNCATED_BUDGET: 3}
 
@@ -60,36 +60,46 @@ async def run(args: argparse.Namespace) -> int:
     if args.route and args.protocol != "panel":
         print("debatebot: --route works with --protocol panel", file=sys.stderr)
         return 2
+    try:
+        question = read_question(args)
+    except QuestionError as error:
+        print(f"debatebot: {error}", file=sys.stderr)
+        return 2
     settings = Settings()
     services = build_services(settings)
     try:
-        return await _run_debate(args, settings, services)
+        return await _run_debate(args, question, settings, services)
     finally:
         await services.aclose()
 
 
 async def _run_debate(
-    args: argparse.Namespace, settings: Settings, services: DebateServices
+    args: argparse.Namespace, question: str, settings: Settings, services: DebateServices
 ) -> int:
+    context = _read_context(args.context)
+    options = _options(args.option)
     try:
-        spec = services.policy.spec(
-            args.question,
-            context=_read_context(args.context),
-            protocol=args.protocol,
-            rounds=args.rounds,
-            budget_usd=args.budget,
-            provider=args.provider,
-            model=args.model,
-            overrides=role_overrides(args),
-            stances_for=args.stance_for,
-            stances_against=args.stance_against,
-            route=args.route,
-            options=_options(args.option),
-            judges=args.judges,
+        # Checked as the intake checks every Slack request, before anything is stored: a
+        # request that cannot run is refused here, not queued to fail in a worker.
+        spec = checked_spec(
+            lambda: services.policy.spec(
+                question,
+                context=context,
+                protocol=args.protocol,
+                rounds=args.rounds,
+                budget_usd=args.budget,
+                provider=args.provider,
+                model=args.model,
+                overrides=role_overrides(args),
+                stances_for=args.stance_for,
+                stances_against=args.stance_against,
+                route=args.route,
+                options=options,
+                judges=args.judges,
+            )
         )
-    except ValidationError as error:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
-        print(f"debatebot: invalid debate request: {problems}", file=sys.stderr)
+    except NotAdmittedError as error:
+        print(f"debatebot: {error}", file=sys.stderr)
         return 1
     for note in services.registry.check({p.role.value: p.model for p in spec.participants}):
         print(f"debatebot: warning: deprecated model: {note}", file=sys.stderr)
@@ -111,23 +121,48 @@ async def _run_debate(
                 ),
             )
         assert queued.id is not None
-        claimed = await worker.claim_with_run(queued.id)
+        debate_id = queued.id
+        claimed = await worker.claim_with_run(debate_id)
         if claimed is None:
-            print(f"debatebot: debate {queued.id} was taken by another worker", file=sys.stderr)
+            print(f"debatebot: debate {debate_id} was taken by another worker", file=sys.stderr)
             return 1
         debate, stored = claimed
         result = await worker.execute(debate, stored=stored)
-    if result is None:
-        print(f"debatebot: debate {queued.id} was taken over by another worker", file=sys.stderr)
-        return 1
-    print_verdict(result, sys.stdout)
-    print(f"recorded as debate {queued.id} in {redacted(settings.database_url)}")
-    if args.json:
-        await asyncio.to_thread(
-            Path(args.json).write_text, result.model_dump_json(indent=2), encoding="utf-8"
-        )
-        print(f"full record written to {args.json}")
+        if result is None:
+            print(
+                f"debatebot: debate {debate_id} was taken over by another worker", file=sys.stderr
+            )
+            return 1
+        print_verdict(result, sys.stdout)
+        embedded = embedded_model_note(settings, spec)
+        if embedded is not None:
+            print(embedded)
+        print(f"recorded as debate {debate_id} in {redacted(settings.database_url)}")
+        if args.json:
+            with session_scope(engine, workspace=PENDING_WORKSPACE) as session:
+                record = export_record(session, debate_id=debate_id, key=settings.audit_key_bytes())
+            text = json.dumps(record, indent=2, ensure_ascii=False)
+            await asyncio.to_thread(Path(args.json).write_text, text, encoding="utf-8")
+            print(
+                f"full record written to {args.json} (as `debatebot export {debate_id}` writes"
+                f" it; `debatebot audit verify-export {args.json}` checks it)"
+            )
     return EXIT_CODES[result.status]
+
+
+def embedded_model_note(settings: Settings, spec: DebateSpec) -> str | None:
+    """What the person should know when the embedded model answered: it is tiny, so only the
+    mechanics are real, and which settings choose a hosted model (a key alone does not: the
+    provider stays local until DEBATEBOT_PROVIDER or --provider names another)."""
+    embedded = settings.local_model_path is None
+    if not embedded or all(p.model.provider != "local" for p in spec.participants):
+        return None
+    return (
+        "note: the embedded model is SmolLM2-135M, a 135M-parameter model: the mechanics are"
+        " real, the text is not meaningful. For real debates use a hosted model:"
+        " DEBATEBOT_PROVIDER=anthropic with DEBATEBOT_ANTHROPIC_API_KEY (or openai with"
+        " DEBATEBOT_OPENAI_API_KEY), or --provider; see docs/providers.md"
+    )
 
 
 def _options(pairs: Sequence[str]) -> dict[str, object]:

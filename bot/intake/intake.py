@@ -1,6 +1,7 @@
 """`Intake`: admits a `DebateRequest` and queues it, with the messages a new debate owes, in one
 transaction. Every trigger comes through here; the CLI, an operator's tool with no channel,
-builds its spec with the same policy and queues it directly."""
+builds its spec with the same policy, checks it with the same `checked_spec`, and queues it
+directly."""
 
 from __future__ import annotations
 
@@ -9,15 +10,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from pydantic import ValidationError
 from sqlalchemy import Engine
 from sqlmodel import Session
 
+from bot.intake.checked import checked_spec
 from bot.intake.errors import NotAdmittedError
 from bot.intake.policy import TRIAGED_SOURCES, SpecPolicy
 from bot.intake.request import Ask, DebateRequest, FollowUp
 from bot.messages import owed
-from bot.settings import SettingsError
 from bot.slackweb.token import TokenGate, workspace_refusal
 from bot.store import channels, outbox, queue, refusals
 from bot.store.db import in_session
@@ -25,9 +25,7 @@ from bot.store.errors import BudgetExceededError, InFlightLimitError, StoreNoAns
 from bot.store.queue import InFlightLimits, NewDebate, SpendCaps
 from bot.store.tables import ChannelSettings, Debate
 from bot.store.tenancy import Workspace
-from engine.errors import SpecError
 from engine.models import DebateSpec
-from engine.protocols import checked_protocol
 
 log = logging.getLogger(__name__)
 
@@ -213,40 +211,38 @@ class Intake:
         )
 
     async def _spec(self, request: DebateRequest) -> DebateSpec:
-        """The spec of `request`: a new question's by policy and the channel's settings; a
-        follow-up's own, to `rounds` when asked."""
+        """The spec of `request`, checked (`checked_spec`): a new question's by policy and the
+        channel's settings; a follow-up's own, to `rounds` when asked."""
         asked = request.asked
-        try:
-            if isinstance(asked, FollowUp):
-                spec = asked.spec
-                if asked.rounds is not None:
-                    spec = spec.model_copy(
-                        update={"max_rounds": asked.rounds, "min_rounds": asked.rounds}
-                    )
-            else:
-                settings = (
-                    await self._settings(request.channel_id)
-                    if request.channel_id is not None
-                    else ChannelSettings(channel_id="")
-                )
-                spec = self.policy.for_channel(
-                    settings,
-                    asked.question,
-                    context=asked.context,
-                    protocol=asked.protocol,
-                    rounds=asked.rounds,
-                    budget_usd=asked.budget_usd,
-                    stances_for=asked.stances_for,
-                    stances_against=asked.stances_against,
-                    route=asked.route,
-                )
-            checked_protocol(spec)
-        except ValidationError as error:
-            problems = "; ".join(e["msg"].removeprefix("Value error, ") for e in error.errors())
-            raise NotAdmittedError(f"cannot start this debate: {problems}") from error
-        except (SpecError, SettingsError) as error:
-            raise NotAdmittedError(f"cannot start this debate: {error}") from error
-        return spec
+        if isinstance(asked, FollowUp):
+            rounds = asked.rounds
+            spec = asked.spec
+
+            def follow_up() -> DebateSpec:
+                if rounds is None:
+                    return spec
+                return spec.model_copy(update={"max_rounds": rounds, "min_rounds": rounds})
+
+            return checked_spec(follow_up)
+        ask = asked
+        settings = (
+            await self._settings(request.channel_id)
+            if request.channel_id is not None
+            else ChannelSettings(channel_id="")
+        )
+        return checked_spec(
+            lambda: self.policy.for_channel(
+                settings,
+                ask.question,
+                context=ask.context,
+                protocol=ask.protocol,
+                rounds=ask.rounds,
+                budget_usd=ask.budget_usd,
+                stances_for=ask.stances_for,
+                stances_against=ask.stances_against,
+                route=ask.route,
+            )
+        )
 
 
 def _is_dm(channel: str | None) -> bool:

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bot.providers import ProviderRegistry, judge_model, role_models
+from bot.providers import INHERITS, ProviderRegistry, judge_model, role_models
 from bot.settings import RoleModel, Settings, SettingsError
 from bot.store.tables import ChannelSettings, DebateSource
-from engine.catalog import ModelRetiredError
+from engine.catalog import ModelRetiredError, RetiredUse
 from engine.models import (
     ADVERSARIAL_ROLES,
     ContextDocument,
@@ -148,7 +148,11 @@ class SpecPolicy:
         try:
             self.registry.refuse_retired(models)
         except ModelRetiredError as error:
-            raise SettingsError(str(error)) from error
+            raise SettingsError(
+                retired_advice(
+                    error, model=model, overrides=overrides, configured=self.settings.roles
+                )
+            ) from error
         debaters = [
             Participant(
                 role=Role.DEBATER,
@@ -193,3 +197,56 @@ class SpecPolicy:
             ],
             default_model=models["debaters"],
         )
+
+
+def retired_advice(
+    error: ModelRetiredError,
+    *,
+    model: str | None = None,
+    overrides: Mapping[str, RoleModel] | None = None,
+    configured: Mapping[str, RoleModel] | None = None,
+) -> str:
+    """The refusal of retired models, each with its replacement given the way the person chose
+    the model: the role flag they used (`--moderator`), else the role's setting (`configured`,
+    DEBATEBOT_ROLES__…), else `--model`, else the deployment's (DEBATEBOT_MODEL)."""
+    if not error.uses:
+        return str(error)
+    return (
+        "; ".join(_retired_use(use, model, overrides or {}, configured or {}) for use in error.uses)
+        + ". Nothing was sent to the model."
+    )
+
+
+def _chosen_by(roles: Sequence[str], slots: Mapping[str, RoleModel]) -> list[str]:
+    """The role slots among `slots` that named the model of one of `roles` (its own slot, or
+    the slot it inherits from)."""
+    found = (
+        slot
+        for role in roles
+        for slot in (role, INHERITS.get(role))
+        if slot is not None and (chosen := slots.get(slot)) is not None and chosen.model
+    )
+    return list(dict.fromkeys(found))
+
+
+def _retired_use(
+    use: RetiredUse,
+    model: str | None,
+    overrides: Mapping[str, RoleModel],
+    configured: Mapping[str, RoleModel],
+) -> str:
+    new = use.replacement or "a current model (`debatebot models` lists them)"
+    if flags := _chosen_by(use.roles, overrides):
+        how = ", ".join(f"`--{slot} {use.provider}:{new}`" for slot in flags)
+    elif settings := _chosen_by(use.roles, configured):
+        # A role's setting wins over --model (bot.providers.role_models).
+        how = ", ".join(f"DEBATEBOT_ROLES__{slot.upper()}__MODEL={new}" for slot in settings)
+    elif model:
+        how = f"`--model {new}`"
+    else:
+        how = f"DEBATEBOT_MODEL={new}"
+    when = f" on {use.retired_on}" if use.retired_on else ""
+    return (
+        f"{use.provider}:{use.model} was retired{when} and no longer answers (used by:"
+        f" {', '.join(use.roles)}); use {new} instead: {how}"
+    )

@@ -17,6 +17,9 @@
   model call and ends FAILED with that reason. The reason is read with the claim and with each
   turn's write (which reads the debate's lease row anyway), not by a read before every call.
 - The ending is stored in one transaction with the messages it owes (`bot.jobs.closing`).
+- A debate whose spec cannot run, or that was claimed again and again without storing a turn,
+  is ended FAILED with the reason instead of run (`bot.jobs.unrunnable`), so no debate is
+  claimed forever.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from sqlmodel import Session
 
 from bot.jobs.closing import FinishWriter
 from bot.jobs.pause import OutagePause
+from bot.jobs.unrunnable import MAX_FRUITLESS_CLAIMS, stored_spec, why_not_run
 from bot.logs import debate_context
 from bot.metrics import Metrics
 from bot.store import endings, queue, turns, workspaces
@@ -47,11 +51,11 @@ from bot.store.writer import TurnWriter
 from engine import triage
 from engine.calibration.sampling import ReviewSampler
 from engine.errors import LLMError
-from engine.events import DebateEvent, EventSink, TurnFinished
+from engine.events import DebateEvent, DebateFailed, EventSink, TurnFinished
 from engine.ledger import BudgetExhausted, HaltCheck, LLMResolver
 from engine.models import DebateResult, DebateSpec, DebateStatus, TurnRecord
 from engine.prompts import PromptLibrary
-from engine.runner import run_debate
+from engine.runner import ended_unrun, run_debate
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -105,6 +109,8 @@ class WorkerConfig:
     review_sample: ReviewSampler | None = None
     """Draws the completed Slack verdicts that did not escalate but are reviewed anyway, as a
     sample for calibration; None draws none."""
+    max_fruitless_claims: int = MAX_FRUITLESS_CLAIMS
+    """A debate claimed this many times without storing a turn is ended FAILED, not run."""
 
 
 class DebateWorker:
@@ -218,7 +224,7 @@ class DebateWorker:
     async def _execute(self, debate: Debate, stored: StoredRun | None) -> DebateResult | None:
         assert debate.id is not None
         debate_id = debate.id
-        spec = DebateSpec.model_validate_json(debate.spec_json)
+        spec, unreadable = stored_spec(debate)
         # Read even on a first claim: a reviewer's "another round" starts a debate that carries
         # its parent's turns.
         if stored is None:
@@ -231,7 +237,12 @@ class DebateWorker:
         # to end. The deployment's own adoptions (a terminal's, pending) count too.
         owner = replace(owner_of(debate), with_pending=True)
         weights = await in_session(self.engine, active_weights, workspace=owner)
-        if recorded:
+        unrun = unreadable or why_not_run(
+            debate, spec, len(recorded), self.config.max_fruitless_claims
+        )
+        if unrun is not None:
+            log.error("debate %s: ended without running: %s", debate_id, unrun)
+        elif recorded:
             log.info("debate %s: resuming after %d stored turns", debate_id, len(recorded))
         else:
             log.info("debate %s: starting (%s)", debate_id, spec.protocol)
@@ -270,6 +281,10 @@ class DebateWorker:
             return halted
 
         async def run() -> DebateResult:
+            if unrun is not None:
+                ended = ended_unrun(spec, unrun, recorded)
+                await persist(DebateFailed(error=unrun, result=ended))
+                return ended
             outcome = None
             if debate.triage == TriageState.PENDING:
                 outcome = await self._triage(debate_id, spec, persist, recorded, halt)

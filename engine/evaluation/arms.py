@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from engine.calibration.current import recorded
 from engine.citations import CitationChecker
@@ -66,9 +66,11 @@ class Spend:
     output_tokens: int = 0
     cost_usd: float = 0.0
     calls: int = 0
+    providers: set[str] = field(default_factory=set)
 
     def add(self, turns: list[TurnRecord]) -> None:
         for turn in turns:
+            self.providers.add(turn.provider)
             self.input_tokens += turn.usage.input_tokens
             self.output_tokens += turn.usage.output_tokens
             self.cost_usd += turn.cost_usd
@@ -191,7 +193,13 @@ class ArmRunner:
                 question_for(case, variant), documents_for(case, variant), "single"
             )
             samples = [SingleReview.model_validate_json(s) for s in vote.samples]
-            spend = Spend(vote.input_tokens, vote.output_tokens, vote.cost_usd, vote.calls)
+            spend = Spend(
+                vote.input_tokens,
+                vote.output_tokens,
+                vote.cost_usd,
+                vote.calls,
+                set(vote.providers),
+            )
             drawing_s = vote.wall_s
         started = time.monotonic()
         index, turn = await pick_best(
@@ -254,6 +262,7 @@ def _charge(result: ArmResult, spend: Spend, wall_s: float) -> None:
     result.output_tokens += spend.output_tokens
     result.cost_usd += spend.cost_usd
     result.calls += spend.calls
+    result.providers = sorted(set(result.providers) | spend.providers)
     result.wall_s += wall_s
 
 

@@ -52,6 +52,9 @@ class ArmResult(BaseModel):
     cost_usd: float = 0.0
     wall_s: float = 0.0
     calls: int = 0
+    providers: list[str] = Field(default_factory=list)
+    """The providers whose models answered its calls (`fake` marks results that say nothing
+    about a real model's confidence); empty in results written before it was recorded."""
     samples: list[str] = Field(default_factory=list)
     """Each sample's output (vote), kept so best-of-n judges the very same samples."""
     reused_cost_usd: float = 0.0

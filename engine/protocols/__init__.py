@@ -21,15 +21,29 @@ PROTOCOLS: dict[str, type[DebateProtocol]] = {
 PROTOCOL_NAMES = tuple(PROTOCOLS)
 
 
+TAKES_OPTIONS = frozenset({"consensus", "stances", "panel"})
+"""The protocols with options of their own (each checks them against its options model)."""
+
+
 def checked_protocol(spec: DebateSpec) -> DebateProtocol:
-    """The spec's protocol, after checking that the spec can run under it: its round cap, then
-    the protocol's own rules. Raises SpecError saying what to change."""
+    """The spec's protocol, after checking that the spec can run under it: its round cap, its
+    options, then the protocol's own rules. Raises SpecError saying what to change."""
     protocol = get_protocol(spec.protocol)
-    if spec.max_rounds > protocol.max_rounds:
+    cap = protocol.max_rounds
+    if spec.max_rounds > cap:
+        if cap == 1:
+            raise SpecError(
+                f"the {protocol.name} protocol runs exactly one round; {spec.max_rounds} were"
+                " asked for. Leave out --rounds (or give --rounds 1)"
+            )
         raise SpecError(
-            f"the {protocol.name} protocol runs at most {protocol.max_rounds} round"
-            f"{'s' if protocol.max_rounds > 1 else ''}; {spec.max_rounds} were asked for."
-            f" Use --rounds 1 to {protocol.max_rounds}"
+            f"the {protocol.name} protocol runs at most {cap} rounds; {spec.max_rounds} were"
+            f" asked for. Use --rounds 1 to {cap}"
+        )
+    if spec.options and protocol.name not in TAKES_OPTIONS:
+        raise SpecError(
+            f"the {protocol.name} protocol takes no options; {', '.join(spec.options)} given."
+            f" Options belong to the {', '.join(sorted(TAKES_OPTIONS))} protocols"
         )
     protocol.validate(spec)
     return protocol

@@ -30,6 +30,7 @@ from engine.models import (
 )
 from engine.prompts import PromptLibrary
 from engine.protocols.outputs import Outputs
+from engine.readable import readable
 
 T = TypeVar("T", bound=BaseModel)
 OptionsT = TypeVar("OptionsT", bound=BaseModel)
@@ -277,11 +278,18 @@ def finish(
 
 
 def options_for(model: type[OptionsT], spec: DebateSpec) -> OptionsT:
-    """The protocol's options from `spec.options`, as a SpecError naming what to fix."""
+    """The protocol's options from `spec.options`, as a SpecError naming what to fix: a key the
+    protocol does not know is refused with the keys it does (the options models forbid extra
+    keys, so a misspelt option is never stored and silently ignored)."""
     try:
         return model.model_validate(spec.options)
     except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'options'}: {e['msg']}" for e in error.errors()
-        )
-        raise SpecError(f"invalid {spec.protocol} options: {problems}") from error
+        unknown = [str(e["loc"][0]) for e in error.errors() if e["type"] == "extra_forbidden"]
+        if unknown:
+            raise SpecError(
+                f"the {spec.protocol} protocol has no option {', '.join(unknown)}; its options"
+                f" are {', '.join(model.model_fields)}"
+            ) from error
+        raise SpecError(
+            readable(error, lambda where: f"the {spec.protocol} option {where}")
+        ) from error

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import Counter
 from enum import Enum
 
-from pydantic import BaseModel, Field, create_model, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
 from engine.errors import LLMError, SpecError
 from engine.events import RoundFinished
@@ -81,6 +81,8 @@ DEFAULT_DECISIONS = {"release": "accept", "revise": "revise", "escalate": "escal
 
 
 class ConsensusOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     votes: list[str] = Field(
         default_factory=lambda: ["release", "revise", "escalate"], min_length=2, max_length=8
     )

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from engine.errors import LLMError, StructuredOutputError
 from engine.events import RoundFinished
@@ -84,6 +84,8 @@ _WORD = re.compile(r"[a-z0-9']+")
 
 
 class PanelOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     aggregation: Literal["majority", "weighted", "judge"] = "majority"
     similarity: float = Field(default=0.4, gt=0.0, le=1.0)
     convergence_threshold: float = Field(default=0.8, gt=0.0, le=1.0)

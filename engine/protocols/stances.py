@@ -29,7 +29,7 @@ import random
 from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel, Field, create_model, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from engine.errors import LLMError, SpecError
 from engine.events import RoundFinished
@@ -87,6 +87,8 @@ _JSON_TYPES: dict[str, type] = {"string": str, "integer": int, "number": float, 
 
 
 class StancesOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     anonymize: bool = True
     shuffle: bool = True
     seed: int | None = None
@@ -224,6 +226,12 @@ class StancesProtocol:
 
     def validate(self, spec: DebateSpec) -> None:
         options = options_for(StancesOptions, spec)
+        if len(spec.debaters()) < 2:
+            raise SpecError(
+                "the stances protocol needs at least two debaters, each with a stance: give them"
+                " with --for and --against, e.g. --for 'adopt it now' --against 'keep what we"
+                " have'"
+            )
         named_debaters(spec)
         debaters = spec.debaters()
         missing = [d.name for d in debaters if not (d.stance or "").strip()]

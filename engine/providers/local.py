@@ -138,8 +138,8 @@ class LocalLlamaLLM:
         except ValueError as error:
             raise LLMError(
                 f"the local model rejected the request: {error}. If the prompt exceeds the"
-                f" context window ({self.n_ctx} tokens), shorten the context documents or raise"
-                " DEBATEBOT_LOCAL_N_CTX"
+                f" context window ({self.n_ctx} tokens), shorten the question and its documents"
+                " (if any), or raise DEBATEBOT_LOCAL_N_CTX"
             ) from error
         return response
 
@@ -160,8 +160,9 @@ class LocalLlamaLLM:
         except SchemaTooLargeError as error:
             raise SchemaTooLargeError(
                 f"the prompt (about {prompt:,} tokens) leaves {max(room, 0):,} of the context"
-                f" window's {self.n_ctx:,} tokens, too few for a complete {name}: shorten the"
-                " context documents or raise DEBATEBOT_LOCAL_N_CTX"
+                f" window's {self.n_ctx:,} tokens, too few for a complete {name}: the question"
+                " and its documents (if any) are too long for the local model; shorten them, or"
+                " raise DEBATEBOT_LOCAL_N_CTX"
             ) from error
 
     async def complete(self, request: LLMRequest) -> Completion:

@@ -173,6 +173,7 @@ def eval_results(path: Path, n: int, seed: int) -> Path:
             confidence=DEFAULT_WEIGHTS.score(components),
             components={str(c): v for c, v in values.items()},
             weights_version=DEFAULT_WEIGHTS.version,
+            providers=["anthropic"],
         )
         lines.append(result.model_dump_json())
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -64,10 +64,12 @@ def test_run_prints_turns_and_verdict_and_writes_the_record(
     assert "JUDGE       judge-1 on fake:fake-model: revise (agrees)" in printed.out
     assert "ESCALATE" not in printed.out
     assert "generating on fake:fake-model" in printed.err
-    result = DebateResult.model_validate(json.loads(out.read_text()))
+    record = json.loads(out.read_text())
+    result = DebateResult.model_validate(record["result"])
     assert result.status is DebateStatus.COMPLETE
     assert result.spec.context[0].title == "adr.md"
-    assert json.loads(out.read_text())["usage"]["input_tokens"] > 0
+    assert len(result.transcript) == 6
+    assert record["result"]["usage"]["input_tokens"] > 0
     assert "recorded as debate 1" in printed.out
 
 
@@ -168,7 +170,7 @@ def test_the_embedded_sqlite_database_migrates_itself_on_first_use(
         (["run", "   "], "the question is empty"),
         (["run", "Ship it?", "--rounds", "5"], "at most 3 rounds"),
         (["run", "Ship it?", "--context", "/nonexistent/adr.md"], "cannot read context file"),
-        (["run", "Ship it?", "--budget", "-1"], "budget_usd"),
+        (["run", "Ship it?", "--budget", "-1"], "--budget must be more than 0; got -1"),
     ],
 )
 def test_bad_input_gets_an_actionable_error(
@@ -285,7 +287,7 @@ def test_a_long_question_is_debated_and_stored_whole(
     question = "Should we adopt this? " + "word " * 7_999 + "word"
     out = tmp_path / "record.json"
     assert main(["run", question, "--provider", "fake", "--json", str(out)]) == 0
-    spec = DebateResult.model_validate(json.loads(out.read_text())).spec
+    spec = DebateResult.model_validate(json.loads(out.read_text())["result"]).spec
     assert spec.question == question
     assert spec.context == []
     with Session(make_engine(database)) as session:

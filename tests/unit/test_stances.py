@@ -203,7 +203,7 @@ async def test_the_synthesizer_projects_onto_the_callers_schema() -> None:
 
 def test_stances_specs_are_validated() -> None:
     protocol = get_protocol("stances")
-    with pytest.raises(SpecError, match="at least 2 debaters"):
+    with pytest.raises(SpecError, match="at least two debaters, each with a stance"):
         protocol.validate(spec({"alice": "x"}))
     with pytest.raises(SpecError, match="needs a stance"):
         protocol.validate(spec({"alice": "x", "bob": " "}))
