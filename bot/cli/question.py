@@ -1,15 +1,17 @@
-"""Where `debatebot run` takes its question from: the argument, stdin (`-`) or a file
-(`--question-file`), so a question longer than the 128 KiB a command-line argument may hold
-can still be debated. Every read is capped at what a debate can read (`MAX_CONTEXT_CHARS`)."""
+"""Where `debatebot run` takes its question and documents from: the argument, stdin (`-`) or
+files (`--question-file`, `--context`), so a question longer than the 128 KiB a command-line
+argument may hold can still be debated. Every read is capped at what a debate can read
+(`MAX_CONTEXT_CHARS`)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from engine.models import MAX_CONTEXT_CHARS
+from engine.models import MAX_CONTEXT_CHARS, ContextDocument
 
 STDIN = "-"
 
@@ -18,13 +20,13 @@ class QuestionError(Exception):
     """The question could not be read: the message says which source and what to do."""
 
 
-def _capped(stream: TextIO, where: str) -> str:
+def _capped(stream: TextIO, what: str) -> str:
     # One character past the cap tells a text at the cap from a longer one without reading all.
     text = stream.read(MAX_CONTEXT_CHARS + 1)
     if len(text) > MAX_CONTEXT_CHARS:
         raise QuestionError(
-            f"the question in {where} is longer than the {MAX_CONTEXT_CHARS:,} characters a"
-            " debate can read; pass the relevant part only"
+            f"{what} is longer than the {MAX_CONTEXT_CHARS:,} characters a debate can read;"
+            " pass the relevant part only"
         )
     return text
 
@@ -44,7 +46,7 @@ def read_question(args: argparse.Namespace, stdin: TextIO | None = None) -> str:
     if path is not None:
         try:
             with Path(path).open(encoding="utf-8") as source:
-                return _capped(source, path)
+                return _capped(source, f"the question in {path}")
         except (OSError, UnicodeDecodeError) as error:
             raise QuestionError(f"cannot read the question file {path}: {error}") from None
     if asked != STDIN:
@@ -54,4 +56,26 @@ def read_question(args: argparse.Namespace, stdin: TextIO | None = None) -> str:
             "the question and --context - cannot both read stdin; put one of them in a file"
             " (--question-file FILE, or --context FILE)"
         )
-    return _capped(stdin, "stdin")
+    return _capped(stdin, "the question in stdin")
+
+
+def read_context(paths: Sequence[str], stdin: TextIO | None = None) -> list[ContextDocument]:
+    """`--context` documents: files, or stdin for `-`; each capped like the question, and an
+    empty one refused (it would be debated as if it said something)."""
+    documents = []
+    for name in paths:
+        if name == STDIN:
+            source = stdin if stdin is not None else sys.stdin
+            text = _capped(source, "the context document in stdin")
+            title = "stdin"
+        else:
+            try:
+                with Path(name).open(encoding="utf-8") as file:
+                    text = _capped(file, f"the context file {name}")
+            except (OSError, UnicodeDecodeError) as error:
+                raise QuestionError(f"cannot read context file {name}: {error}") from None
+            title = Path(name).name
+        if not text.strip():
+            raise QuestionError(f"the context document {name} is empty")
+        documents.append(ContextDocument(title=title, text=text))
+    return documents

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bot.cli.console import ConsoleEvents, print_verdict
 from bot.cli.models import role_overrides
-from bot.cli.question import QuestionError, read_question
+from bot.cli.question import QuestionError, read_context, read_question
 from bot.intake.checked import checked_spec
 from bot.intake.errors import NotAdmittedError
 from bot.settings import Settings
@@ -39,23 +39,6 @@ from engine.models import (
 EXIT_CODES = {DebateStatus.COMPLETE: 0, DebateStatus.FAILED: 1, DebateStatus.TRUNCATED_BUDGET: 3}
 
 
-def _read_context(paths: Sequence[str]) -> list[ContextDocument]:
-    documents = []
-    for name in paths:
-        if name == "-":
-            documents.append(ContextDocument(title="stdin", text=sys.stdin.read()))
-            continue
-        path = Path(name)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as error:
-            raise SystemExit(f"debatebot: cannot read context file {name}: {error}") from None
-        if not text.strip():
-            raise SystemExit(f"debatebot: context file {name} is empty")
-        documents.append(ContextDocument(title=path.name, text=text))
-    return documents
-
-
 async def run(args: argparse.Namespace) -> int:
     if args.route and args.protocol != "panel":
         print("debatebot: --route works with --protocol panel", file=sys.stderr)
@@ -65,18 +48,26 @@ async def run(args: argparse.Namespace) -> int:
     except QuestionError as error:
         print(f"debatebot: {error}", file=sys.stderr)
         return 2
+    try:
+        context = read_context(args.context)
+    except QuestionError as error:  # a document that cannot be read is bad input, not usage
+        print(f"debatebot: {error}", file=sys.stderr)
+        return 1
     settings = Settings()
     services = build_services(settings)
     try:
-        return await _run_debate(args, question, settings, services)
+        return await _run_debate(args, question, context, settings, services)
     finally:
         await services.aclose()
 
 
 async def _run_debate(
-    args: argparse.Namespace, question: str, settings: Settings, services: DebateServices
+    args: argparse.Namespace,
+    question: str,
+    context: list[ContextDocument],
+    settings: Settings,
+    services: DebateServices,
 ) -> int:
-    context = _read_context(args.context)
     options = _options(args.option)
     try:
         # Checked as the intake checks every Slack request, before anything is stored: a
