@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bot.cli.keys import check_receipt
 from bot.settings import Settings
 from bot.store import queue, verify
 from bot.store.audit import CHAIN_VERSION, ChainReport
@@ -35,7 +36,7 @@ def audit(args: argparse.Namespace) -> int:
         except (OSError, ValueError, KeyError, TypeError) as error:
             print(f"debatebot: cannot read {args.target} as an export: {error}", file=sys.stderr)
             return 1
-        return print_audit(report)
+        return print_audit(report) | check_receipt(record, args.keys, settings)
     debate_id: int | None = None
     if args.target is not None:
         try:
@@ -167,8 +168,13 @@ def export(args: argparse.Namespace) -> int:
         session_scope(engine, workspace=scope_for(args.team)) as session,
     ):
         record = export_record(session, debate_id=args.debate_id, key=settings.audit_key_bytes())
+    if args.format == "receipt" and record["receipt"] is None:
+        print(f"debatebot: debate {args.debate_id} has no receipt", file=sys.stderr)
+        return 1
     text = (
-        json.dumps(record, indent=2, ensure_ascii=False)
+        json.dumps(record["receipt"], indent=2, ensure_ascii=False)
+        if args.format == "receipt"
+        else json.dumps(record, indent=2, ensure_ascii=False)
         if args.format == "json"
         else render_markdown(record)
     )

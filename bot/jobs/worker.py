@@ -40,6 +40,7 @@ from bot.metrics import Metrics
 from bot.store import endings, queue, turns, workspaces
 from bot.store.db import in_session
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError, StoreRefusedError
+from bot.store.receipts import ReceiptIssuer
 from bot.store.tables import Debate, TriageState
 from bot.store.tenancy import EVERY_WORKSPACE, owner_of
 from bot.store.weights import active_weights
@@ -105,6 +106,8 @@ class WorkerConfig:
     review_sample: ReviewSampler | None = None
     """Draws the completed Slack verdicts that did not escalate but are reviewed anyway, as a
     sample for calibration; None draws none."""
+    receipts: ReceiptIssuer | None = None
+    """Issues each finished debate's signed receipt; None issues none."""
 
 
 class DebateWorker:
@@ -320,6 +323,7 @@ class DebateWorker:
                     audit_key=self.config.audit_key,
                     head=head,
                     sampled=reporter is not None and self._drawn_for_review(result),
+                    receipts=self.config.receipts,
                 )
             )
         except LeaseLostError:

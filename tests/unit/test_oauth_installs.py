@@ -56,7 +56,7 @@ def test_oauth_settings_are_checked_and_kept_out_of_reprs() -> None:
     oauth = Settings(**OAUTH).slack_oauth()
     assert oauth is not None
     assert oauth.client_id == "1234567890.9876543210"
-    assert oauth.encryption_key == KEY.encode()
+    assert oauth.encryption_keys == (KEY.encode(),)
     assert oauth.redirect_uri is None
     assert KEY not in repr(oauth)
     assert "3b4c5d6e" not in repr(oauth)
