@@ -271,4 +271,3 @@ class KeyRing:
 def public_json(document: dict[str, Any]) -> bytes:
     """The public keys file as served and printed."""
     return (json.dumps(document, indent=2) + "\n").encode("utf-8")
-

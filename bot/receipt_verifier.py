@@ -286,7 +286,9 @@ def _signature_problem(
     """Why `block` is not a valid signature of `payload` by a key valid at `at` (None: a key
     not retired, as the keys file's signer must be); None when it is."""
     if block is None:
-        return f"{what} is UNSIGNED: the deployment had no receipt key, so nothing shows who made it"
+        return (
+            f"{what} is UNSIGNED: the deployment had no receipt key, so nothing shows who made it"
+        )
     if not isinstance(block, dict) or set(block) != {"algorithm", "key_id", "value"}:
         return f"{what}'s signature is not a signature block (algorithm, key_id, value)"
     if block["algorithm"] != ALGORITHM:
@@ -515,20 +517,22 @@ def _check_export(
     debate = export.get("debate") or {}
     spec = export.get("spec") or {}
     if debate.get("id") != payload["debate"]:
-        problems.append(f"export: debate {debate.get('id')} is not the receipt's {payload['debate']}")
+        problems.append(
+            f"export: debate {debate.get('id')} is not the receipt's {payload['debate']}"
+        )
     if debate.get("question") != payload["question"] or spec.get("question") != payload["question"]:
         problems.append("export: the question differs from the receipt's")
     if _digest_or_none(spec) != payload["spec_sha256"]:
         problems.append("export: the spec (participants, models, options) differs from the receipt")
-    documents = spec.get("context") if isinstance(spec.get("context"), list) else []
-    listed = payload["context"] if isinstance(payload["context"], list) else []
+    documents, listed = _items(spec.get("context")), _items(payload["context"])
     if len(documents) != len(listed):
         problems.append(
             f"export: {len(documents)} context documents where the receipt lists {len(listed)}"
         )
     for index, (document, entry) in enumerate(zip(documents, listed, strict=False)):
         text = document.get("text") if isinstance(document, dict) else None
-        if not isinstance(text, str) or text_digest(text) != entry.get("sha256"):
+        wanted = entry.get("sha256") if isinstance(entry, dict) else None
+        if not isinstance(text, str) or text_digest(text) != wanted:
             problems.append(f"export: context document {index} differs from the receipt's digest")
     workspace = payload["workspace"] if isinstance(payload["workspace"], dict) else {}
     team = workspace.get("team_id")
@@ -556,9 +560,8 @@ def _check_export(
     _check_reviews(export.get("reviews"), decisions, problems)
 
 
-def _check_transcript(turns: Any, listed: Any, problems: list[str]) -> None:
-    turns = turns if isinstance(turns, list) else []
-    listed = listed if isinstance(listed, list) else []
+def _check_transcript(shown: Any, digests: Any, problems: list[str]) -> None:
+    turns, listed = _items(shown), _items(digests)
     if len(turns) != len(listed):
         problems.append(f"export: {len(turns)} turns where the receipt lists {len(listed)}")
     for index, (turn, entry) in enumerate(zip(turns, listed, strict=False)):
@@ -576,7 +579,7 @@ def _check_reviews(reviews: Any, decisions: list[Any], problems: list[str]) -> N
         for item in decisions
         if isinstance(item, dict) and isinstance(item.get("statement"), dict)
     ]
-    recorded = reviews if isinstance(reviews, list) else []
+    recorded = _items(reviews)
     for review in recorded:
         if not isinstance(review, dict) or not any(_same_review(review, s) for s in stated):
             who = review.get("reviewer") if isinstance(review, dict) else "?"
@@ -599,6 +602,10 @@ def _same_review(review: dict[str, Any], statement: dict[str, Any]) -> bool:
         and review.get("decision") == statement.get("decision")
         and (review.get("note") or None) == (statement.get("note") or None)
     )
+
+
+def _items(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _digest_or_none(value: Any) -> str | None:

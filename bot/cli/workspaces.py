@@ -18,8 +18,8 @@ from bot.store import operations, refusals, workspaces
 from bot.store.cipher import TokenCipher
 from bot.store.db import session_scope
 from bot.store.errors import TokenDecryptError
-from bot.store.rekey import rekey_tokens
 from bot.store.refusals import BotState
+from bot.store.rekey import rekey_tokens
 from bot.store.tenancy import EVERY_WORKSPACE, Workspace
 from bot.wiring import open_store
 
