@@ -30,7 +30,7 @@ from bot.jobs.worker import DebateWorker, WorkerConfig
 from bot.keyring import KeyRing, KeyRingError, Signer
 from bot.messages.notifier import DebateNotifier
 from bot.receipt_verifier import digest, instant, verify
-from bot.store import outbox, queue, reviews
+from bot.store import operations, outbox, queue, receipts, reviews
 from bot.store.db import session_scope
 from bot.store.export import export_record
 from bot.store.receipts import ReceiptIssuer
@@ -372,3 +372,12 @@ async def test_the_standalone_verifier_agrees_with_audit_verify_export(
         shown = (out.out + out.err).splitlines()
         assert (name, code, ours) == (name, expected, expected), (said, shown)
         assert all(line in shown for line in said), (name, said, shown)
+
+
+async def test_retention_removes_a_debate_with_its_receipt(store: Engine, ring: KeyRing) -> None:
+    issuer = issuer_of(ring)
+    debate_id = await finished(store, issuer)
+    decide(store, debate_id, issuer)
+    with session_scope(store, workspace=EVERY_WORKSPACE) as session:
+        operations.remove_debate(session, debate_id=debate_id)
+        assert receipts.receipt_of(session, debate_id=debate_id) is None
