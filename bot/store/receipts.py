@@ -33,7 +33,7 @@ from bot.store.outbox import REVIEW
 from bot.store.receipt_rows import ReceiptKind, ReceiptPart
 from bot.store.results import StoredResult
 from bot.store.sql import among
-from bot.store.tables import Debate, Outbox, Review, Turn
+from bot.store.tables import Debate, EscalationState, Outbox, Review, Turn
 from bot.store.turns import turn_record
 from engine.models import utcnow
 
@@ -222,7 +222,7 @@ def add_decision(
         "key_id": signer.key_id if signer is not None else None,
         "issued_at": instant(now),
         "kind": "review",
-        "decision": review.decision.value,
+        "decision": EscalationState(review.decision).value,
         "by": review.reviewer,
         "decided_at": instant(review.created_at),
         "note": review.note,
