@@ -29,6 +29,7 @@ import base64
 import hashlib
 import json
 import math
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -118,19 +119,21 @@ def _utf16(name: str) -> bytes:
 def _string(text: str) -> str:
     """A JSON string as ECMAScript's JSON.stringify writes it (RFC 8785 section 3.2.2.2):
     the two-character escapes, other controls as lowercase \\u00xx, everything else as is."""
-    out = ['"']
-    for char in text:
-        code = ord(char)
-        if char in _SHORT_ESCAPES:
-            out.append(_SHORT_ESCAPES[char])
-        elif code < 0x20:
-            out.append(f"\\u{code:04x}")
-        elif 0xD800 <= code <= 0xDFFF:
-            raise CanonicalError("a string holds a lone surrogate, which is not Unicode text")
-        else:
-            out.append(char)
-    out.append('"')
-    return "".join(out)
+    return '"' + _ESCAPED.sub(_escape, text) + '"'
+
+
+_ESCAPED = re.compile('[\x00-\x1f"\\\\\ud800-\udfff]')
+"""What a JSON string cannot hold as is: controls, the quote, the backslash, and surrogates,
+which are not Unicode text on their own (one pass over the text; most strings hold none)."""
+
+
+def _escape(found: re.Match[str]) -> str:
+    char = found.group()
+    if char in _SHORT_ESCAPES:
+        return _SHORT_ESCAPES[char]
+    if "\ud800" <= char <= "\udfff":
+        raise CanonicalError("a string holds a lone surrogate, which is not Unicode text")
+    return f"\\u{ord(char):04x}"
 
 
 def number(value: float) -> str:
