@@ -88,10 +88,9 @@ async def main(runs: int) -> None:
     assert verdict is not None
     keys = ring.public_document()
     signer = ring.signer()
-    assert keys is not None and signer is not None
-    issue = Issue(
-        debate=stored.model_dump(), verdict=verdict.model_dump(), review_requested=False
-    )
+    assert keys is not None
+    assert signer is not None
+    issue = Issue(debate=stored.model_dump(), verdict=verdict.model_dump(), review_requested=False)
     issuing = []
     for _ in range(runs):
         started = time.perf_counter()

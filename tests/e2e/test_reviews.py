@@ -96,7 +96,8 @@ async def test_low_confidence_is_escalated_and_only_a_reviewer_can_approve_once(
     with session_scope(bot.engine, workspace=WORKSPACE) as session:
         receipt = receipts.receipt_of(session, debate_id=review.debate_id)
         shown = outbox.row_for(session, debate_id=review.debate_id, key="review")
-    assert receipt is not None and shown is not None
+    assert receipt is not None
+    assert shown is not None
     assert shown.blocks == request["blocks"]
     [decision] = receipt["decisions"]
     assert decision["signature"] is not None

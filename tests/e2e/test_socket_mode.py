@@ -7,8 +7,8 @@ every state."""
 from __future__ import annotations
 
 import asyncio
-import json
 import gc
+import json
 import os
 import signal
 import time

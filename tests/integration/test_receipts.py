@@ -8,13 +8,13 @@ only `cryptography`, says what `debatebot audit verify-export` says on the same 
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import os
 import subprocess
 import sys
 import sysconfig
-from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -93,13 +93,15 @@ def exported(store: Engine, debate_id: int) -> dict[str, Any]:
     """The export as `debatebot export --format json` writes it, read back."""
     with session_scope(store, workspace=EVERY_WORKSPACE) as session:
         record = export_record(session, debate_id=debate_id)
-    return json.loads(json.dumps(record, ensure_ascii=False))
+    read: dict[str, Any] = json.loads(json.dumps(record, ensure_ascii=False))
+    return read
 
 
 def decide(store: Engine, debate_id: int, issuer: ReceiptIssuer | None) -> None:
     with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         escalation = reviews.escalation_for(session, debate_id=debate_id)
-        assert escalation is not None and escalation.id is not None
+        assert escalation is not None
+        assert escalation.id is not None
         _, made = reviews.record_review(
             session,
             escalation_id=escalation.id,
@@ -258,7 +260,8 @@ def test_the_key_folder_refuses_what_would_break_receipts(ring: KeyRing) -> None
     retired = ring.retire(made.key_id)
     assert retired.retired_at is not None
     signer = ring.signer()
-    assert signer is not None and signer.key_id == second.key_id
+    assert signer is not None
+    assert signer.key_id == second.key_id
     private = ring.directory / "private" / f"{second.key_id}.pem"
     private.chmod(0o644)
     with pytest.raises(KeyRingError, match="chmod 600"):
@@ -285,7 +288,7 @@ async def test_without_a_key_the_receipt_is_written_unsigned_and_refused_as_such
 
 
 @pytest.fixture(scope="module")
-def bare_python(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def bare_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh virtual environment (no pip, no debatebot) into which only `cryptography` and
     what it requires are linked from this environment: offline, as CI runs it."""
     root = tmp_path_factory.mktemp("bare-venv")
@@ -316,7 +319,7 @@ def bare_python(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             for requirement in distribution.requires or []
             if "extra ==" not in requirement
         ]
-    yield python
+    return python
 
 
 def _standalone(python: Path, target: Path, keys: Path) -> tuple[int, list[str]]:
@@ -338,7 +341,8 @@ async def test_the_standalone_verifier_agrees_with_audit_verify_export(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    isolated = subprocess.run(
+    isolated = await asyncio.to_thread(
+        subprocess.run,
         [str(bare_python), "-c", "import bot"],
         capture_output=True,
         env={"PATH": os.environ.get("PATH", "")},
@@ -365,7 +369,7 @@ async def test_the_standalone_verifier_agrees_with_audit_verify_export(
         target, keys_path = tmp_path / f"{name}.json", tmp_path / f"{name}-keys.json"
         target.write_text(json.dumps(document), encoding="utf-8")
         keys_path.write_text(json.dumps(keys_document), encoding="utf-8")
-        code, said = _standalone(bare_python, target, keys_path)
+        code, said = await asyncio.to_thread(_standalone, bare_python, target, keys_path)
         capsys.readouterr()
         ours = main(["audit", "verify-export", str(target), "--keys", str(keys_path)])
         out = capsys.readouterr()

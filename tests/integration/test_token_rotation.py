@@ -46,7 +46,7 @@ async def installed(store: Engine, key: str) -> None:
 
 async def tokens(store: Engine, cipher: TokenCipher) -> list[tuple[str | None, ...]]:
     stores = DatabaseInstallationStore(engine=store, cipher=cipher)
-    found = []
+    found: list[tuple[str | None, ...]] = []
     for team in TEAMS:
         install = await stores.async_find_installation(enterprise_id=None, team_id=team)
         assert install is not None

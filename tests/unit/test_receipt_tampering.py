@@ -116,7 +116,10 @@ def receipt(key: Ed25519PrivateKey, key_id: str, at: datetime, *, decided: bool)
             "components": {"values": {"agreement": 0.5, "grounding": None}},
         },
         "cost": {"usd": 0.0456, "input_tokens": 3674, "output_tokens": 351},
-        "timestamps": {"requested_at": instant(at - timedelta(minutes=2)), "finished_at": instant(at)},
+        "timestamps": {
+            "requested_at": instant(at - timedelta(minutes=2)),
+            "finished_at": instant(at),
+        },
         "review": {"requested": True},
         "seal": {"version": 3, "head": "ab" * 32},
     }
