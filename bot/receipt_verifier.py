@@ -3,23 +3,14 @@
 
     python verify_receipt.py RECEIPT_OR_EXPORT --keys KEYS.json
 
-A receipt is what leaves a deployment when a debate finishes: the question, a digest of every
-context document and of every turn in order, the verdict, its confidence (components and
-weights version), the models with their prices and prompt hashes, the cost, the workspace, the
-protocol and its options, and the timestamps, as RFC 8785 canonical JSON (JCS) signed with
-Ed25519 under a key id. Each human decision on it (approve, reject, another round) is a second
-signed statement that joins it: who, when, the decision and note, and the digest of the review
-request they were shown. The public keys file (`debatebot keys list --public --json`, or the
-deployment's `/.well-known/debatebot-keys.json`) lists each key with its validity period, and is
-itself signed by the deployment's current key, so an edited keys file is refused too.
-
-Given an export (`debatebot export ID --format json`), the verifier also checks that the
-export's question, context documents, spec, transcript, verdict, result, workspace and reviews
-are what the receipt's digests say.
-
-This file is the one copy of the checks: debatebot ships it as `bot.receipt_verifier`,
-`debatebot audit verify-export` runs it, and `tools/verify_receipt.py` in the repository is this
-file. It imports nothing of debatebot.
+A receipt (RFC 8785 canonical JSON, signed with Ed25519 under a key id) holds digests of what
+a finished debate read, said and decided; each human decision on it is a signed statement that
+joins it (docs/audit.md lists the fields). The public keys file (`debatebot keys list --public
+--json`, or `/.well-known/debatebot-keys.json`) lists each key with its validity period and is
+signed by the deployment's current key. Given an export (`debatebot export ID`), the export's
+question, documents, spec, transcript, verdict, result, workspace and reviews are checked
+against the receipt's digests too. This file is the one copy of the checks: debatebot ships it
+as `bot.receipt_verifier` and `audit verify-export` runs it; `tools/verify_receipt.py` is it.
 """
 
 from __future__ import annotations
@@ -38,10 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import (
-    Ed25519PrivateKey,
-    Ed25519PublicKey,
-)
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 RECEIPT_FORMAT = "debatebot-receipt/1"
 DECISION_FORMAT = "debatebot-decision/1"
@@ -56,8 +44,6 @@ MAX_FILE_BYTES = 64 * 1024 * 1024
 class CanonicalError(ValueError):
     """A value outside JSON's I-JSON subset, which RFC 8785 cannot canonicalize."""
 
-
-# --- RFC 8785: JSON Canonicalization Scheme ----------------------------------------------------
 
 _SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f"}
 _SHORT_ESCAPES["\r"] = "\\r"
@@ -175,9 +161,6 @@ def text_digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-# --- signatures --------------------------------------------------------------------------------
-
-
 def encode_bytes(raw: bytes) -> str:
     """base64url without padding: how keys and signatures are written."""
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
@@ -218,9 +201,6 @@ def parse_instant(text: Any, what: str) -> datetime:
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
-# --- the public keys file ----------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class PublicKey:
     """One key of a keys file: its id, Ed25519 public key and validity period."""
@@ -234,6 +214,8 @@ class PublicKey:
         return self.valid_from <= moment and (self.retired_at is None or moment < self.retired_at)
 
 
+Keys = Mapping[str, PublicKey]
+"""A keys file's keys by id."""
 _KEY_FIELDS = {"key_id", "algorithm", "public_key", "valid_from", "retired_at"}
 
 
@@ -281,7 +263,7 @@ def read_keys(document: Any) -> dict[str, PublicKey]:
 def _signature_problem(
     block: Any,
     payload: Mapping[str, Any],
-    keys: Mapping[str, PublicKey],
+    keys: Keys,
     *,
     at: datetime | None,
     what: str,
@@ -322,42 +304,17 @@ def _signature_problem(
     return None
 
 
-# --- receipts ----------------------------------------------------------------------------------
-
-RECEIPT_FIELDS = (
-    "format",
-    "debate",
-    "key_id",
-    "issued_at",
-    "workspace",
-    "question",
-    "context",
-    "spec_sha256",
-    "protocol",
-    "models",
-    "turns",
-    "verdict",
-    "confidence",
-    "cost",
-    "timestamps",
-    "review",
-    "seal",
+_RECEIPT_NAMES = (
+    "format debate key_id issued_at workspace question context spec_sha256 protocol models turns"
+    " verdict confidence cost timestamps review seal"
 )
+RECEIPT_FIELDS = tuple(_RECEIPT_NAMES.split())
 """Every field a receipt holds (its payload, which the signature covers)."""
-DECISION_FIELDS = (
-    "format",
-    "seq",
-    "receipt_sha256",
-    "previous_sha256",
-    "key_id",
-    "issued_at",
-    "kind",
-    "decision",
-    "by",
-    "decided_at",
-    "note",
-    "shown_sha256",
+_DECISION_NAMES = (
+    "format seq receipt_sha256 previous_sha256 key_id issued_at kind decision by decided_at note"
+    " shown_sha256"
 )
+DECISION_FIELDS = tuple(_DECISION_NAMES.split())
 """Every field a decision statement holds."""
 
 
@@ -415,14 +372,10 @@ def _envelope_problems(envelope: Any, report: Report) -> dict[str, Any] | None:
     if not isinstance(payload, dict):
         report.problems.append("receipt is not an object")
         return None
-    missing = [name for name in RECEIPT_FIELDS if name not in payload]
-    added = sorted(set(payload) - set(RECEIPT_FIELDS))
-    if missing or added:
-        report.problems.append(
-            "receipt fields"
-            + (f" missing: {', '.join(f'receipt.{m}' for m in missing)}" if missing else "")
-            + (f" unknown: {', '.join(f'receipt.{a}' for a in added)}" if added else "")
-        )
+    missing = [f"receipt.{name}" for name in RECEIPT_FIELDS if name not in payload]
+    missing += [f"receipt.{name} (unknown)" for name in sorted(set(payload) - set(RECEIPT_FIELDS))]
+    if missing:
+        report.problems.append(f"receipt fields missing or added: {', '.join(missing)}")
         return None
     if payload["format"] != RECEIPT_FORMAT:
         report.problems.append(f"receipt.format is {payload['format']!r}, not {RECEIPT_FORMAT}")
@@ -433,21 +386,20 @@ def _envelope_problems(envelope: Any, report: Report) -> dict[str, Any] | None:
     return payload
 
 
-def _check_receipt(
-    payload: dict[str, Any], block: Any, keys: Mapping[str, PublicKey], report: Report
-) -> None:
+def _signed_problem(signed: dict[str, Any], block: Any, keys: Keys, what: str) -> str | None:
+    """Why `block` is not `signed`'s valid signature, by the key it names (`key_id`) and valid
+    when it says it was signed (`issued_at`); None when it is."""
     try:
-        issued = parse_instant(payload["issued_at"], "receipt.issued_at")
+        issued = parse_instant(signed["issued_at"], f"{what}.issued_at")
     except ValueError as error:
-        report.problems.append(str(error))
-        return
-    if isinstance(block, dict) and block.get("key_id") != payload["key_id"]:
-        report.problems.append(
-            f"the signature names key {block.get('key_id')!r} but receipt.key_id is"
-            f" {payload['key_id']!r}"
-        )
-        return
-    problem = _signature_problem(block, payload, keys, at=issued, what="the receipt")
+        return str(error)
+    if isinstance(block, dict) and block.get("key_id") != signed["key_id"]:
+        return f"{what}'s signature names key {block.get('key_id')!r}, not {signed['key_id']!r}"
+    return _signature_problem(block, signed, keys, at=issued, what=what)
+
+
+def _check_receipt(payload: dict[str, Any], block: Any, keys: Keys, report: Report) -> None:
+    problem = _signed_problem(payload, block, keys, "the receipt")
     if problem is not None:
         report.problems.append(problem)
         return
@@ -458,16 +410,11 @@ def _check_receipt(
     )
 
 
-def _check_decisions(
-    payload: dict[str, Any],
-    decisions: list[Any],
-    keys: Mapping[str, PublicKey],
-    report: Report,
-) -> None:
+def _check_decisions(payload: dict[str, Any], items: list[Any], keys: Keys, report: Report) -> None:
     """Each decision statement: its shape, its place (seq, chained to the receipt and the one
     before), and its signature by a key valid when it was made."""
     previous = receipt_digest = digest(payload)
-    for index, item in enumerate(decisions):
+    for index, item in enumerate(items):
         where = f"decision {index}"
         if not isinstance(item, dict) or set(item) != {"statement", "signature"}:
             report.problems.append(f"{where} is not a statement with its signature")
@@ -484,16 +431,7 @@ def _check_decisions(
         elif statement["previous_sha256"] != previous:
             report.problems.append(f"{where}: previous_sha256 does not follow the one before it")
         else:
-            try:
-                at = parse_instant(statement["issued_at"], f"{where}.issued_at")
-            except ValueError as error:
-                report.problems.append(str(error))
-                continue
-            block = item["signature"]
-            if isinstance(block, dict) and block.get("key_id") != statement["key_id"]:
-                report.problems.append(f"{where}: the signature's key_id is not the statement's")
-                continue
-            problem = _signature_problem(block, statement, keys, at=at, what=where)
+            problem = _signed_problem(statement, item["signature"], keys, where)
             if problem is not None:
                 report.problems.append(problem)
             else:
@@ -505,7 +443,7 @@ def _check_decisions(
                 )
         previous = digest(statement)
     review = payload["review"]
-    if not decisions and isinstance(review, dict) and review.get("requested"):
+    if not items and isinstance(review, dict) and review.get("requested"):
         report.facts.append(
             "the verdict asked for a human review; this receipt holds no decision (awaiting one,"
             " or a copy made before it)"
@@ -616,9 +554,6 @@ def _digest_or_none(value: Any) -> str | None:
         return digest(value)
     except CanonicalError:
         return None
-
-
-# --- the command -------------------------------------------------------------------------------
 
 
 def read_json(path: str) -> Any:
