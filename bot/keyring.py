@@ -158,9 +158,9 @@ class KeyRing:
         at = now or utcnow()
         with self._locked():
             made = self._add(at)
-            retired = [e for e in self.entries() if not e.retired and e.key_id != made.key_id]
-            self._retire({entry.key_id for entry in retired}, at)
-        return made, retired
+            ids = {e.key_id for e in self.entries() if not e.retired and e.key_id != made.key_id}
+            self._retire(ids, at)
+        return made, [entry for entry in self.entries() if entry.key_id in ids]
 
     def retire(self, key_id: str, *, now: datetime | None = None) -> KeyEntry:
         """Retire one key: its receipts made so far keep verifying, any it signs later are

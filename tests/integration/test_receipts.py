@@ -225,7 +225,9 @@ async def test_rotation_keeps_old_receipts_valid_and_a_retired_keys_later_signat
     [old] = ring.entries()
     leaked = _private_key(ring, old.key_id)
     made, retired = ring.rotate()
-    assert [entry.key_id for entry in retired] == [old.key_id]
+    assert [(entry.key_id, entry.retired_at) for entry in retired] == [
+        (old.key_id, made.valid_from)
+    ]
     assert not (ring.directory / "private" / f"{old.key_id}.pem").exists()
     second = await finished(store, issuer, trigger="second")
     keys = keys_of(ring)
