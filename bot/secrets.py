@@ -3,6 +3,7 @@ names the variable and where its real value comes from."""
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -16,7 +17,8 @@ class SlackOAuth:
     client_id: str
     client_secret: str = field(repr=False)
     signing_secret: str = field(repr=False)
-    encryption_key: bytes = field(repr=False)
+    encryption_keys: tuple[bytes, ...] = field(repr=False)
+    """The token keys: the first encrypts, every one decrypts (a rotation in progress)."""
     redirect_uri: str | None = None
 
 
@@ -53,3 +55,38 @@ def secret_value(
             f"{variable} should start with {prefix!r}; check which token you copied"
         )
     return raw
+
+
+def encryption_keys(value: SecretStr | None, audit_key: SecretStr | None) -> tuple[bytes, ...]:
+    """DEBATEBOT_TOKEN_ENCRYPTION_KEY's keys, first the one that encrypts: one secret, several
+    separated by commas, or a JSON list of them. Each must be long, no placeholder, and not the
+    audit key."""
+    variable = "DEBATEBOT_TOKEN_ENCRYPTION_KEY"
+    where = f"a secret of your own, e.g. {MAKE_KEY}"
+    raw = secret_value(value, variable, prefix="", where=where)
+    if raw.startswith("["):
+        try:
+            listed = json.loads(raw)
+        except json.JSONDecodeError:
+            listed = None
+        if not isinstance(listed, list) or not all(isinstance(key, str) for key in listed):
+            raise SettingsError(f"{variable} starts with '[' but is not a JSON list of strings")
+        keys = [key.strip() for key in listed]
+    else:
+        keys = [key.strip() for key in raw.split(",")]
+    audit = audit_key.get_secret_value().strip() if audit_key is not None else None
+    for index, key in enumerate(keys):
+        which = f"{variable} (key {index + 1} of {len(keys)})" if len(keys) > 1 else variable
+        secret_value(SecretStr(key), which, prefix="", where=where)
+        if len(key) < 32:
+            raise SettingsError(
+                f"{which} is shorter than 32 characters; use a long random secret, e.g. {MAKE_KEY}"
+            )
+        if key == audit:
+            raise SettingsError(
+                f"{which} is the same as DEBATEBOT_AUDIT_KEY; give each its own secret (one"
+                f" leaked must not open the other), e.g. {MAKE_KEY}"
+            )
+    if len(set(keys)) != len(keys):
+        raise SettingsError(f"{variable} lists one key twice; list each key once, the new first")
+    return tuple(key.encode() for key in keys)

@@ -116,7 +116,11 @@ def _ops_server(settings: Settings, runtime: BotRuntime) -> uvicorn.Server | Non
         return None
     health = runtime.asgi.health
     server = uvicorn.Server(
-        uvicorn.Config(OpsASGI(health, runtime.metrics), lifespan="off", log_level="warning")
+        uvicorn.Config(
+            OpsASGI(health, runtime.metrics, runtime.asgi.public_keys),
+            lifespan="off",
+            log_level="warning",
+        )
     )
     runtime.background(server.serve(sockets=[listener]))
     return server

@@ -13,6 +13,7 @@ from bot.secrets import (
     MAKE_KEY,
     REDIRECT_PATH,
     SlackOAuth,
+    encryption_keys,
     secret_value,
 )
 from bot.secrets import (
@@ -261,7 +262,15 @@ class Settings(BaseSettings):
     token_encryption_key: SecretStr | None = Field(
         default=None,
         description="encrypts the Slack tokens OAuth installs store in the database"
-        " (AES-256-GCM); a long random secret of your own, required for OAuth installs",
+        " (AES-256-GCM); a long random secret of your own, required for OAuth installs. Several"
+        " keys (comma-separated, or a JSON list): the first encrypts, all decrypt, and"
+        " `debatebot workspace rekey` re-encrypts every stored token with the first",
+    )
+    receipt_keys_dir: Path | None = Field(
+        default=None,
+        description="the folder of the keys that sign decision receipts (`debatebot keys`);"
+        " default with SQLite: debatebot-receipt-keys beside the database file (a key is made"
+        " on first use); with PostgreSQL and none set, receipts are written unsigned",
     )
     http_host: str = Field(default="0.0.0.0", description="where `serve` listens in HTTP mode")
     http_port: int = Field(
@@ -561,22 +570,7 @@ class Settings(BaseSettings):
         signing = secret_value(
             self.slack_signing_secret, "DEBATEBOT_SLACK_SIGNING_SECRET", prefix="", where=where
         )
-        key = secret_value(
-            self.token_encryption_key,
-            "DEBATEBOT_TOKEN_ENCRYPTION_KEY",
-            prefix="",
-            where=f"a secret of your own, e.g. {MAKE_KEY}",
-        )
-        if len(key) < 32:
-            raise SettingsError(
-                "DEBATEBOT_TOKEN_ENCRYPTION_KEY is shorter than 32 characters; use a long random"
-                f" secret, e.g. {MAKE_KEY}"
-            )
-        if self.audit_key is not None and key == self.audit_key.get_secret_value().strip():
-            raise SettingsError(
-                "DEBATEBOT_TOKEN_ENCRYPTION_KEY is the same as DEBATEBOT_AUDIT_KEY; give each its"
-                f" own secret (one leaked must not open the other), e.g. {MAKE_KEY}"
-            )
+        keys = encryption_keys(self.token_encryption_key, self.audit_key)
         redirect = self.slack_redirect_uri
         if redirect is not None and not (
             redirect.startswith(("https://", "http://")) and redirect.endswith(REDIRECT_PATH)
@@ -590,6 +584,6 @@ class Settings(BaseSettings):
             client_id=client_id,
             client_secret=client_secret,
             signing_secret=signing,
-            encryption_key=key.encode(),
+            encryption_keys=keys,
             redirect_uri=redirect,
         )

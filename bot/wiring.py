@@ -29,6 +29,7 @@ from bot.jobs.worker import DebateReporter, DebateWorker, SinkFactory, WorkerCon
 from bot.messages.notifier import DebateNotifier
 from bot.metrics import Metrics
 from bot.providers import ProviderRegistry
+from bot.receipting import public_keys_of, receipt_issuer
 from bot.runtime import BotRuntime, Runtime
 from bot.secrets import SlackOAuth
 from bot.settings import Settings, SettingsError
@@ -67,8 +68,7 @@ class DebateServices:
     policy: SpecPolicy
 
     async def aclose(self) -> None:
-        """Close what the services opened: the providers' clients and the code hosts' HTTP
-        session."""
+        """Close what the services opened: the providers' and the code hosts' HTTP clients."""
         await self.hosts.aclose()
         await self.registry.aclose()
 
@@ -112,6 +112,7 @@ def build_worker(
             poll_s=settings.worker_poll_s,
             audit_key=settings.audit_key_bytes(),
             review_sample=ReviewSampler(settings.review_sample_rate),
+            receipts=receipt_issuer(settings, services.registry),
         ),
         reporter=reporter,
         sinks=sinks,
@@ -252,6 +253,7 @@ def build_bot(
             metrics=metrics,
             after_review=PullRequestComments(engine, services.hosts).after_review,
             workspace=workspace,
+            receipts=receipt_issuer(settings, services.registry),
         )
         return Surface(
             engine=engine,
@@ -319,6 +321,7 @@ def build_bot(
             metrics=metrics,
             signing_secret=signing_secret or "socket-mode-signs-nothing",
             after_ack=after_ack,
+            public_keys=public_keys_of(settings),
         ),
         surfaces=surfaces,
         directory=directory if installs is None else None,
@@ -441,9 +444,8 @@ def build_jobs(
     metrics: Metrics | None = None,
     hosts: HostClients | None = None,
 ) -> ScheduledJobs:
-    """The scheduled jobs of a `serve` or `worker` process (see bot.jobs.scheduled); the
-    digest needs `poster`, so only processes with the bot token send it, and the pull request
-    comments' retry needs `hosts`."""
+    """The scheduled jobs of a `serve` or `worker` process (bot.jobs.scheduled); the digest needs
+    `poster` (the bot token), the pull request comments' retry `hosts`."""
     from bot.jobs.scheduled import ScheduledJobs
 
     return ScheduledJobs(
@@ -492,7 +494,7 @@ def build_installs(
     from bot.store.errors import TokenDecryptError
     from bot.store.installations import check_key
 
-    cipher = TokenCipher(oauth.encryption_key)
+    cipher = TokenCipher(*oauth.encryption_keys)
     try:
         with session_scope(engine, workspace=EVERY_WORKSPACE) as session:
             check_key(session, cipher=cipher)
@@ -549,11 +551,9 @@ def build_installs(
 
 def local_authorize(token: str, directory: SlackDirectory) -> Callable[..., Any]:
     """Bolt's authorization from what the bot already holds, with no Slack call per request.
-
     Bolt's default asks Slack (`auth.test`) before the first request is handled, so while
     Slack's Web API is down every `/debate` would be refused unqueued. The bot's user id comes
-    from an `auth.test` made in the background and cached.
-    """
+    from an `auth.test` made in the background and cached."""
     from slack_bolt.authorization import AuthorizeResult
 
     async def authorize(

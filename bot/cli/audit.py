@@ -6,8 +6,9 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from bot.cli.keys import check_receipt
 from bot.settings import Settings
 from bot.store import queue, verify
 from bot.store.audit import CHAIN_VERSION, ChainReport
@@ -33,7 +34,8 @@ def audit(args: argparse.Namespace) -> int:
         if isinstance(checked, str):
             print(f"debatebot: {checked}", file=sys.stderr)
             return 1
-        return print_audit(checked)
+        report, record = checked
+        return print_audit(report) | check_receipt(record, args.keys, settings)
     debate_id: int | None = None
     if args.target is not None:
         try:
@@ -81,9 +83,9 @@ EXPORT_PARTS = ("debate", "spec", "turn_rows", "verdict_row")
 WRITES_EXPORTS = "`debatebot export ID --out FILE` and `debatebot run --json FILE` write one"
 
 
-def _verified_export(target: str, key: bytes | None) -> ChainReport | str:
-    """What verifying the export file `target` found, or a sentence saying why it is not an
-    export that can be verified."""
+def _verified_export(target: str, key: bytes | None) -> tuple[ChainReport, dict[str, Any]] | str:
+    """What verifying the export file `target` found, with the export itself, or a sentence
+    saying why it is not an export that can be verified."""
     try:
         text = Path(target).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
@@ -103,7 +105,7 @@ def _verified_export(target: str, key: bytes | None) -> ChainReport | str:
             f" part{'s' * (len(missing) > 1)}; {WRITES_EXPORTS}"
         )
     try:
-        return verify_export(record, key=key)
+        return verify_export(record, key=key), record
     except (KeyError, TypeError, ValueError, AttributeError) as error:
         problem = f"it has no {error}" if isinstance(error, KeyError) else str(error)
         return (
@@ -200,8 +202,13 @@ def export(args: argparse.Namespace) -> int:
         session_scope(engine, workspace=scope_for(args.team)) as session,
     ):
         record = export_record(session, debate_id=args.debate_id, key=settings.audit_key_bytes())
+    if args.format == "receipt" and record["receipt"] is None:
+        print(f"debatebot: debate {args.debate_id} has no receipt", file=sys.stderr)
+        return 1
     text = (
-        json.dumps(record, indent=2, ensure_ascii=False)
+        json.dumps(record["receipt"], indent=2, ensure_ascii=False)
+        if args.format == "receipt"
+        else json.dumps(record, indent=2, ensure_ascii=False)
         if args.format == "json"
         else render_markdown(record)
     )

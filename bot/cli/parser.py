@@ -189,11 +189,31 @@ def build_parser() -> argparse.ArgumentParser:
         help="only this workspace's records (its Slack team id, T…); every workspace's when"
         " left out",
     )
+    audit.add_argument(
+        "--keys",
+        metavar="KEYS.json",
+        help="verify-export: the public keys file the export's receipt is checked with"
+        " (default: this deployment's, `debatebot keys list --public --json`)",
+    )
     audit.set_defaults(handler="audit:audit", is_async=False)
 
-    export = commands.add_parser("export", help="export a whole debate record")
+    keys = commands.add_parser(
+        "keys",
+        help="the keys that sign decision receipts: make one (new), list them (--public --json"
+        " prints the public keys file auditors verify with), rotate (a new key signs, the others"
+        " retire), retire one",
+    )
+    keys.add_argument("action", choices=("new", "list", "rotate", "retire"))
+    keys.add_argument("key_id", nargs="?", metavar="KEY_ID", help="retire: the key to retire")
+    keys.add_argument("--public", action="store_true", help="list: public information only")
+    keys.add_argument("--json", action="store_true", help="list: print the public keys file")
+    keys.set_defaults(handler="keys:keys", is_async=False)
+
+    export = commands.add_parser(
+        "export", help="export a whole debate record (json, md), or its signed receipt alone"
+    )
     export.add_argument("debate_id", type=int)
-    export.add_argument("--format", choices=("json", "md"), default="json")
+    export.add_argument("--format", choices=("json", "md", "receipt"), default="json")
     export.add_argument("--out", metavar="FILE", help="write here instead of stdout")
     export.add_argument(
         "--team",
@@ -207,9 +227,10 @@ def build_parser() -> argparse.ArgumentParser:
         "workspace",
         help="the installed workspaces and whether Slack takes each one's bot token (list), or"
         " one workspace's records: count them (list TEAM_ID), or delete them (each debate"
-        " archived and verified first, as retention does)",
+        " archived and verified first, as retention does); rekey re-encrypts every stored"
+        " Slack token with the first key of DEBATEBOT_TOKEN_ENCRYPTION_KEY",
     )
-    workspace.add_argument("action", choices=("list", "delete"))
+    workspace.add_argument("action", choices=("list", "delete", "rekey"))
     workspace.add_argument(
         "team",
         metavar="TEAM_ID",

@@ -6,16 +6,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import signal
 import sys
 
 from bot import serving
 from bot.logs import configure_logging
 from bot.metrics import Metrics
+from bot.receipting import check_receipt_keys
 from bot.runtime import check_bot_token, startup_heap_frozen
 from bot.settings import Settings, SettingsError
 from bot.store.db import redacted
 from bot.wiring import build_services, build_worker_runtime, check_configured_models, open_store
+
+
+def _check_receipt_keys(settings: Settings) -> None:
+    """Stop when the receipt keys cannot sign; warn when receipts will go unsigned."""
+    warning = check_receipt_keys(settings)
+    if warning is not None:
+        logging.getLogger("bot.receipts").warning(warning)
 
 
 def _stop_on_signals() -> asyncio.Event:
@@ -31,6 +40,7 @@ async def worker(args: argparse.Namespace) -> int:
     queue is empty with `--exit-when-idle`."""
     settings = Settings()
     configure_logging(settings)
+    _check_receipt_keys(settings)
     services = build_services(settings)
     check_configured_models(services)
     stop = _stop_on_signals()
@@ -83,6 +93,7 @@ async def serve(args: argparse.Namespace) -> int:
     settings = Settings()
     settings.slack_secrets()
     configure_logging(settings)
+    _check_receipt_keys(settings)
     stop = _stop_on_signals()
     mode = (
         "Socket Mode"

@@ -12,11 +12,14 @@ from pathlib import Path
 from sqlalchemy import Engine
 
 from bot.jobs.scheduled import archive
-from bot.settings import Settings
+from bot.settings import Settings, SettingsError
 from bot.slackweb.token import workspace_token_fix
 from bot.store import operations, refusals, workspaces
+from bot.store.cipher import TokenCipher
 from bot.store.db import session_scope
+from bot.store.errors import TokenDecryptError
 from bot.store.refusals import BotState
+from bot.store.rekey import rekey_tokens
 from bot.store.tenancy import EVERY_WORKSPACE, Workspace
 from bot.wiring import open_store
 
@@ -29,6 +32,8 @@ def workspace(args: argparse.Namespace) -> int:
     archive verifies, then the workspace's other records. A debate whose archive does not
     verify is kept, and so is everything else of the workspace; the command says which."""
     settings = Settings()
+    if args.action == "rekey":
+        return _rekey(settings)
     with open_store(settings) as engine:
         with session_scope(engine, workspace=EVERY_WORKSPACE) as session:
             installed = refusals.bots(session)
@@ -48,6 +53,38 @@ def workspace(args: argparse.Namespace) -> int:
                     print(_line(bot))
             return 0
         return _delete(engine, team, ids, args.archive, settings.audit_key_bytes())
+
+
+def _rekey(settings: Settings) -> int:
+    """`rekey`: every stored token sealed again with the first key of
+    DEBATEBOT_TOKEN_ENCRYPTION_KEY (all or none)."""
+    try:
+        oauth = settings.slack_oauth()
+    except SettingsError as error:
+        print(f"debatebot: {error}", file=sys.stderr)
+        return 2
+    if oauth is None:
+        print(
+            "debatebot: workspace rekey re-encrypts OAuth installs' tokens; set"
+            " DEBATEBOT_SLACK_CLIENT_ID, _CLIENT_SECRET and DEBATEBOT_TOKEN_ENCRYPTION_KEY",
+            file=sys.stderr,
+        )
+        return 2
+    with (
+        open_store(settings) as engine,
+        session_scope(engine, workspace=EVERY_WORKSPACE) as session,
+    ):
+        try:
+            done = rekey_tokens(session, cipher=TokenCipher(*oauth.encryption_keys))
+        except TokenDecryptError as error:
+            print(f"debatebot: nothing was re-encrypted: {error}", file=sys.stderr)
+            return 1
+    print(
+        f"re-encrypted {done.resealed} stored token(s) with the first key;"
+        f" {done.current} already were. The other keys can now be removed from"
+        " DEBATEBOT_TOKEN_ENCRYPTION_KEY"
+    )
+    return 0
 
 
 def _list(installed: list[BotState]) -> None:

@@ -29,7 +29,9 @@ def record_batch(session: Session, batch: Sequence[Finish]) -> list[Sealed | Exc
             outcomes.append(outcome)
             continue
         if outcome.debate is not None:
-            drafts = owed.closing(outcome.debate, finish.result, outcome.escalation)
+            drafts = owed.closing(
+                outcome.debate, finish.result, outcome.escalation, receipt=outcome.receipt
+            )
             outbox.stage(session, debate=outcome.debate, drafts=drafts, owed=outcome.outbox)
         outcomes.append(outcome.sealed)
     session.commit()

@@ -44,6 +44,7 @@ from bot.metrics import Metrics
 from bot.store import endings, queue, turns, workspaces
 from bot.store.db import in_session
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError, StoreRefusedError
+from bot.store.receipts import ReceiptIssuer
 from bot.store.tables import Debate, TriageState
 from bot.store.tenancy import EVERY_WORKSPACE, owner_of
 from bot.store.weights import active_weights
@@ -111,6 +112,8 @@ class WorkerConfig:
     sample for calibration; None draws none."""
     max_fruitless_claims: int = MAX_FRUITLESS_CLAIMS
     """A debate claimed this many times without storing a turn is ended FAILED, not run."""
+    receipts: ReceiptIssuer | None = None
+    """Issues each finished debate's signed receipt; None issues none."""
 
 
 class DebateWorker:
@@ -335,6 +338,7 @@ class DebateWorker:
                     audit_key=self.config.audit_key,
                     head=head,
                     sampled=reporter is not None and self._drawn_for_review(result),
+                    receipts=self.config.receipts,
                 )
             )
         except LeaseLostError:

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 
 from bot.messages import kit, posts, transcript
 from bot.messages.plan import Plan, StreamContent
+from bot.store.endings import Receipted
 from bot.store.outbox import PARENT, PARENT_UPDATE, REVIEW, STREAM, Draft
 from bot.store.tables import (
     Debate,
@@ -82,10 +83,17 @@ def round_finished(event: RoundFinished, spec: DebateSpec) -> list[Draft]:
     ]
 
 
-def closing(debate: Debate, result: DebateResult, escalation: Escalation | None) -> list[Draft]:
+def closing(
+    debate: Debate,
+    result: DebateResult,
+    escalation: Escalation | None,
+    *,
+    receipt: Receipted | None = None,
+) -> list[Draft]:
     """What the end of a debate owes: the verdict, the parent's summary, and the review request
     when the verdict escalates (by DM when the thread cannot be reached). `debate` is the row as
-    the ending stored it (its seal), `escalation` the row it raised."""
+    the ending stored it (its seal), `escalation` the row it raised, `receipt` the receipt it
+    issued."""
     assert debate.id is not None
     if not owes_messages(debate):
         return []
@@ -104,6 +112,8 @@ def closing(debate: Debate, result: DebateResult, escalation: Escalation | None)
                 debate_id=debate.id,
                 seal=debate.chain_head,
                 outcome=transcript.outcome_sections(result),
+                receipted=receipt is not None,
+                receipt_key=receipt.key_id if receipt is not None else None,
             )
         )
     ]

@@ -113,10 +113,13 @@ def verdict_messages(
     debate_id: int,
     seal: str | None = None,
     outcome: Sequence[Block] = (),
+    receipted: bool = False,
+    receipt_key: str | None = None,
 ) -> list[Message]:
     """The verdict in the thread: synthesis, the protocol's own `outcome`, confidence and its
-    method, open points, cost, and the start of the audit seal, so a copy of it lives outside
-    the database."""
+    method, open points, cost, the start of the audit seal, so a copy of it lives outside
+    the database, and, when it has one, its receipt (`receipt_key` signed it, None: unsigned)
+    and how to download it."""
     v = result.verdict
     blocks: list[Block] = [header(f"Verdict of debate #{debate_id}")]
     blocks += sections(status_line(v.status.value, result.error or ""))
@@ -148,6 +151,15 @@ def verdict_messages(
             + (f" \u00b7 audit seal `{seal[:16]}`" if seal else "")
         )
     )
+    if receipted:
+        signed = f"signed with key `{receipt_key}`" if receipt_key else "UNSIGNED (no receipt key)"
+        blocks.append(
+            context(
+                f":receipt: Receipt {signed}: `debatebot export {debate_id} --format receipt`"
+                " downloads it; anyone checks it with the public keys at"
+                " `/.well-known/debatebot-keys.json`"
+            )
+        )
     pages = paginate(f"Verdict: {v.decision.value} ({v.confidence:.2f})", blocks)
     last = pages[-1]
     pages[-1] = Message(last.text, [*last.blocks, feedback_buttons(debate_id)])

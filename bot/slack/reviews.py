@@ -19,6 +19,7 @@ from bot.slack.errors import CommandError, NotAllowedError
 from bot.slackweb.people import SlackDirectory
 from bot.store import channels, endings, outbox, queue, reviews
 from bot.store.db import in_session
+from bot.store.receipts import ReceiptIssuer
 from bot.store.results import StoredResult
 from bot.store.tables import (
     Debate,
@@ -53,6 +54,7 @@ class Reviews:
         metrics: Metrics | None = None,
         after_review: ReviewFollower | None = None,
         workspace: Workspace,
+        receipts: ReceiptIssuer | None = None,
     ) -> None:
         self.engine = engine
         self.intake = intake
@@ -62,6 +64,7 @@ class Reviews:
         self.metrics = metrics
         self.after_review = after_review
         self.workspace = workspace
+        self.receipts = receipts
 
     async def _escalation(self, escalation_id: int) -> tuple[Escalation, Debate]:
         escalation = await in_session(
@@ -155,6 +158,7 @@ class Reviews:
                 note=note,
                 decided_at=now,
                 drafts=drafts,
+                receipts=self.receipts,
             ),
             workspace=self.workspace,
         )

@@ -1,4 +1,5 @@
-"""The HTTP face of the bot: an ASGI app serving Slack at `/slack/events` and `/healthz`.
+"""The HTTP face of the bot: an ASGI app serving Slack at `/slack/events`, `/healthz`, and the
+public keys decision receipts are verified with at `/.well-known/debatebot-keys.json`.
 
 The front door authenticates before it parses: a request larger than Slack ever sends is cut
 off while it is read, then its `X-Slack-Signature` (HMAC of the raw bytes and the timestamp,
@@ -12,6 +13,7 @@ JSON object, JSON nested deeper than Slack nests, and a payload whose shape no l
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -32,6 +34,9 @@ Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 HealthCheck = Callable[[], Awaitable[dict[str, Any]]]
+PublicKeys = Callable[[], bytes | None]
+"""The public keys file of the receipt keys, read at each request (None: there are none)."""
+KEYS_PATH = "/.well-known/debatebot-keys.json"
 
 log = logging.getLogger(__name__)
 EVENTS_PATH = "/slack/events"
@@ -45,21 +50,32 @@ class OpsASGI:
     port in Socket Mode, where Slack's events arrive over the socket and are not signed, so
     `/slack/events` must not be reachable over HTTP."""
 
-    def __init__(self, health: HealthCheck, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self,
+        health: HealthCheck,
+        metrics: Metrics | None = None,
+        public_keys: PublicKeys | None = None,
+    ) -> None:
         self.health = health
         self.metrics = metrics
+        self.public_keys = public_keys
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        if not await answer_ops(scope, send, self.health, self.metrics):
+        if not await answer_ops(scope, send, self.health, self.metrics, self.public_keys):
             await _answer(send, 404, "not found: this port serves /healthz and /metrics")
 
 
 async def answer_ops(
-    scope: Scope, send: Send, health: HealthCheck, metrics: Metrics | None
+    scope: Scope,
+    send: Send,
+    health: HealthCheck,
+    metrics: Metrics | None,
+    public_keys: PublicKeys | None = None,
 ) -> bool:
-    """Answer `/healthz` or `GET /metrics`; False for any other request."""
+    """Answer `/healthz`, `GET /metrics` or `GET` of the receipt keys' public file; False for
+    any other request."""
     if scope["path"] == "/healthz":
         report = await health()
         status = 200 if report.get("ok") else 503
@@ -67,6 +83,14 @@ async def answer_ops(
         return True
     if metrics is not None and scope["path"] == "/metrics" and scope.get("method") == "GET":
         await _send(send, 200, CONTENT_TYPE, metrics.exposition())
+        return True
+    if public_keys is not None and scope["path"] == KEYS_PATH and scope.get("method") == "GET":
+        # A small file, read in a thread so a slow disk never stalls Slack's requests.
+        document = await asyncio.to_thread(public_keys)
+        if document is None:
+            await _answer(send, 404, "no receipt keys: this deployment signs no receipts")
+        else:
+            await _send(send, 200, "application/json", document)
         return True
     return False
 
@@ -95,15 +119,19 @@ class BotASGI:
         *,
         signing_secret: str,
         after_ack: AfterAck | None = None,
+        public_keys: PublicKeys | None = None,
     ) -> None:
         self.slack = AsyncSlackRequestHandler(app, path=EVENTS_PATH)
         self.health = health
         self.metrics = metrics
+        self.public_keys = public_keys
         self.signing_secret = signing_secret.encode()
         self.after_ack = after_ack or AfterAck()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and await answer_ops(scope, send, self.health, self.metrics):
+        if scope["type"] == "http" and await answer_ops(
+            scope, send, self.health, self.metrics, self.public_keys
+        ):
             return
         with self.after_ack.answering():
             await self._slack(scope, receive, send)

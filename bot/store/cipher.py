@@ -30,21 +30,30 @@ KEY_INFO = b"debatebot slack tokens v1"
 
 
 class TokenCipher:
-    """Seals and opens tokens with one key; `where` names the value's place in the store."""
+    """Seals tokens with the first of its keys and opens them with any (a key rotation in
+    progress: the new key first, the old ones after it until `debatebot workspace rekey` has
+    sealed every stored token again); `where` names the value's place in the store."""
 
-    def __init__(self, secret: bytes) -> None:
-        # The secret is a long random string (settings refuse short ones and placeholders);
+    def __init__(self, secret: bytes, *older: bytes) -> None:
+        # Each secret is a long random string (settings refuse short ones and placeholders);
         # HKDF turns it into the 256-bit key AES-GCM takes, whatever its length.
-        key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=KEY_INFO).derive(secret)
-        self._aead = AESGCM(key)
+        self._aeads = [
+            AESGCM(HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=KEY_INFO).derive(s))
+            for s in (secret, *older)
+        ]
 
     def seal(self, plain: str, *, where: str) -> str:
         nonce = os.urandom(NONCE_BYTES)
-        sealed = self._aead.encrypt(nonce, plain.encode(), where.encode())
+        sealed = self._aeads[0].encrypt(nonce, plain.encode(), where.encode())
         return f"{VERSION}." + base64.urlsafe_b64encode(nonce + sealed).decode("ascii")
 
     def open(self, sealed: str, *, where: str) -> str:
         """The token sealed at `where`; TokenDecryptError when it does not open there."""
+        return self.opened(sealed, where=where)[0]
+
+    def opened(self, sealed: str, *, where: str) -> tuple[str, int]:
+        """The token sealed at `where` and the index of the key that opened it (0: the key
+        that seals); TokenDecryptError when no key opens it there."""
         version, _, body = sealed.partition(".")
         if version != VERSION:
             raise TokenDecryptError(
@@ -53,10 +62,20 @@ class TokenCipher:
             )
         try:
             raw = base64.urlsafe_b64decode(body.encode("ascii"))
-            return self._aead.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], where.encode()).decode()
-        except (InvalidTag, ValueError) as error:  # binascii's and UTF-8's errors are ValueErrors
-            raise TokenDecryptError(
-                f"the token stored at {where} does not decrypt: DEBATEBOT_TOKEN_ENCRYPTION_KEY is"
-                " not the key it was stored with, or the row was edited. Set the key the tokens"
-                " were stored with, or install the app in that workspace again"
-            ) from error
+        except ValueError as error:  # binascii's errors are ValueErrors
+            raise _undecryptable(where) from error
+        for index, aead in enumerate(self._aeads):
+            try:
+                plain = aead.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], where.encode())
+                return plain.decode(), index
+            except (InvalidTag, ValueError):  # UTF-8's errors are ValueErrors
+                continue
+        raise _undecryptable(where)
+
+
+def _undecryptable(where: str) -> TokenDecryptError:
+    return TokenDecryptError(
+        f"the token stored at {where} does not decrypt: no key of DEBATEBOT_TOKEN_ENCRYPTION_KEY is"
+        " the key it was stored with, or the row was edited. Add the key the tokens were stored"
+        " with after the new one (comma-separated), or install the app in that workspace again"
+    )

@@ -20,6 +20,7 @@ from bot.store.errors import (
     LeaseLostError,
     StoreRefusedError,
 )
+from bot.store.receipts import Issue, ReceiptIssuer, issue_receipts
 from bot.store.results import StoredResult
 from bot.store.sql import CHANNELS, DEBATES, ESCALATIONS, VERDICTS, among
 from bot.store.tables import (
@@ -102,6 +103,8 @@ class Finish:
     owes_messages: bool = False
     sampled: bool = False
     """The verdict does not escalate but was drawn for review as a sample (calibration)."""
+    receipts: ReceiptIssuer | None = None
+    """Issues the debate's signed receipt with its ending (None: no receipt)."""
 
     @property
     def reviewed(self) -> bool:
@@ -120,6 +123,13 @@ class Sealed:
 
 
 @dataclass(frozen=True)
+class Receipted:
+    """The receipt an ending issued: the id of the key that signed it (None: unsigned)."""
+
+    key_id: str | None
+
+
+@dataclass(frozen=True)
 class Closed:
     """An ending recorded in the caller's open transaction. For a finish that owes messages:
     the debate and escalation rows as now stored (the seal, the escalation's id), and the
@@ -129,6 +139,7 @@ class Closed:
     debate: Debate | None = None
     escalation: Escalation | None = None
     outbox: dict[str, Outbox] | None = None
+    receipt: Receipted | None = None
 
 
 SAMPLE_REASON = (
@@ -225,6 +236,7 @@ class _Ending:
     verdict: dict[str, Any]
     debate: dict[str, Any]
     escalation: dict[str, Any] | None
+    issue: Issue
 
 
 def _record_endings(
@@ -250,20 +262,27 @@ def _record_endings(
         raised = [ending.escalation for ending in endings if ending.escalation is not None]
         if raised:
             connection.execute(insert(ESCALATIONS), raised)
+    receipts: dict[int, Receipted] = {}
+    for issuer in {ending.finish.receipts for ending in endings} - {None}:
+        assert issuer is not None
+        issues = [ending.issue for ending in endings if ending.finish.receipts is issuer]
+        for debate_id, key_id in issue_receipts(session, issuer, issues).items():
+            receipts[debate_id] = Receipted(key_id)
     ids = [ending.finish.debate_id for ending in endings if ending.finish.owes_messages]
     debates = _as_stored(session, Debate, col(Debate.id), ids) if ids else {}
     escalations = _as_stored(session, Escalation, col(Escalation.debate_id), ids) if ids else {}
 
     def closed(ending: _Ending) -> Closed:
         finish = ending.finish
-        if not finish.owes_messages:
-            return Closed(ending.sealed)
         debate_id = finish.debate_id
+        if not finish.owes_messages:
+            return Closed(ending.sealed, receipt=receipts.get(debate_id))
         return Closed(
             ending.sealed,
             debate=debates[debate_id],
             escalation=escalations.get(debate_id) if finish.reviewed else None,
             outbox=None if reread_outbox else known.outboxes.get(debate_id, {}),
+            receipt=receipts.get(debate_id),
         )
 
     return [closed(o) if isinstance(o, _Ending) else o for o in outcomes]
@@ -335,7 +354,8 @@ def _ending(session: Session, finish: Finish, row: Any, known: _Closing) -> _End
             **_workspace(row),
         }
     sealed = Sealed(debate_id=debate_id, turns=turns, tail=tail, head=values["chain_head"])
-    return _Ending(finish, sealed, values, debate, escalation)
+    issue = Issue(debate=sealed_debate, verdict=values, review_requested=finish.reviewed)
+    return _Ending(finish, sealed, values, debate, escalation, issue)
 
 
 def _workspace(row: Any) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import ValidationError
 from sqlmodel import Session
 
-from bot.store import endings, queue, reviews, turns
+from bot.store import endings, queue, receipts, reviews, turns
 from bot.store.audit import KEY_DEPENDENT_KINDS, PRE_SEAL_VERSION, ChainReport, audit
 from bot.store.results import StoredResult
 from bot.store.tables import Debate, Turn, VerdictRecord
@@ -17,9 +17,10 @@ from engine.models import TurnRecord
 
 
 def export_record(session: Session, *, debate_id: int, key: bytes | None = None) -> dict[str, Any]:
-    """The debate's job record, its result (transcript from the turn rows), reviews, and the
-    audit chain whole: the turn rows with their hashes, the verdict row and its seal, so the
-    file can be verified offline (`debatebot audit verify-export`)."""
+    """The debate's job record, its result (transcript from the turn rows), reviews, the audit
+    chain whole (the turn rows with their hashes, the verdict row and its seal) and the signed
+    receipt, so the file can be verified offline (`debatebot audit verify-export`, and without
+    debatebot `tools/verify_receipt.py`)."""
     debate = queue.get_debate(session, debate_id=debate_id)
     verdict = endings.verdict_for(session, debate_id=debate_id)
     rows = turns.turn_rows(session, debate_id=debate_id)
@@ -50,19 +51,14 @@ def export_record(session: Session, *, debate_id: int, key: bytes | None = None)
         },
         "turn_rows": [row.model_dump(mode="json") for row in rows],
         "verdict_row": verdict.model_dump(mode="json") if verdict else None,
+        "receipt": receipts.receipt_of(session, debate_id=debate_id),
     }
 
 
 def _result(verdict: VerdictRecord | None, transcript: list[TurnRecord]) -> dict[str, Any] | None:
     """The debate's result as people read it: the verdict row's result document with the
     transcript of the turn rows."""
-    if verdict is None:
-        return None
-    parsed = StoredResult.read(verdict.result_json)
-    parsed.transcript = transcript
-    return parsed.model_dump(
-        mode="json", exclude={"turn_count", "total_usage", "total_cost_usd", "total_cost_by_role"}
-    )
+    return None if verdict is None else StoredResult.shown(verdict.result_json, transcript)
 
 
 def verify_export(record: dict[str, Any], *, key: bytes | None) -> ChainReport:
@@ -213,6 +209,18 @@ def _confidence(verdict: dict[str, Any], judgments: list[dict[str, Any]]) -> lis
     return [*lines, ""] if judgments else lines
 
 
+def _receipt_line(receipt: dict[str, Any] | None) -> str:
+    """Who signed the receipt and how to check it."""
+    if receipt is None:
+        return "none (made before receipts, or not finished)"
+    signature = receipt["signature"]
+    signed = f"signed with key `{signature['key_id']}`" if signature else "UNSIGNED"
+    return (
+        f"{signed}, {len(receipt['decisions'])} decision(s); check the JSON export with"
+        " `python tools/verify_receipt.py FILE --keys KEYS.json`"
+    )
+
+
 def render_markdown(record: dict[str, Any]) -> str:
     """A readable report of an exported record."""
     debate = record["debate"]
@@ -229,6 +237,7 @@ def render_markdown(record: dict[str, Any]) -> str:
         f"- Audit seal: head `{record['audit']['head'] or 'none (not finished)'}`,"
         f" signature {record['audit']['signature_check']}"
         + (f" ({record['audit']['note']})" if record["audit"].get("note") else ""),
+        f"- Receipt: {_receipt_line(record.get('receipt'))}",
         "",
     ]
     result = record["result"]

@@ -15,6 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from bot.store import outbox, refusals
+from bot.store.receipt_rows import ReceiptPart
 from bot.store.tables import (
     CalibrationLabel,
     ChannelSettings,
@@ -333,6 +334,7 @@ def remove_debate(session: Session, *, debate_id: int) -> None:
         delete(Escalation).where(col(Escalation.debate_id) == debate_id),
         delete(Feedback).where(col(Feedback.debate_id) == debate_id),
         delete(Outbox).where(col(Outbox.debate_id) == debate_id),
+        delete(ReceiptPart).where(col(ReceiptPart.debate_id) == debate_id),
         delete(VerdictRecord).where(col(VerdictRecord.debate_id) == debate_id),
         delete(Turn).where(col(Turn.debate_id) == debate_id),
         update(ProcessedTrigger)

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import Field, computed_field
 
-from engine.models import DebateResult, Usage
+from engine.models import DebateResult, TurnRecord, Usage
 
 _COMPUTED = {"usage", "cost_usd", "cost_by_role"}
 
@@ -46,6 +46,17 @@ class StoredResult(DebateResult):
         for name in _COMPUTED:
             data.pop(name, None)
         return cls.model_validate(data)
+
+    @classmethod
+    def shown(cls, text: str, transcript: list[TurnRecord]) -> dict[str, Any]:
+        """The result as exports show it (and receipts digest it): the verdict row's document
+        `text` with the transcript of the turn rows, as JSON values."""
+        parsed = cls.read(text)
+        parsed.transcript = transcript
+        return parsed.model_dump(
+            mode="json",
+            exclude={"turn_count", "total_usage", "total_cost_usd", "total_cost_by_role"},
+        )
 
     @computed_field  # type: ignore[prop-decorator]
     @property

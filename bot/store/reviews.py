@@ -11,6 +11,7 @@ from sqlmodel import Session, col, select
 
 from bot.store import labels, outbox
 from bot.store.queue import get_debate
+from bot.store.receipts import ReceiptIssuer, add_decision
 from bot.store.tables import (
     Debate,
     Escalation,
@@ -51,11 +52,13 @@ def record_review(
     note: str | None,
     decided_at: datetime | None = None,
     drafts: Sequence[outbox.Draft] = (),
+    receipts: ReceiptIssuer | None = None,
 ) -> tuple[Review, bool]:
     """Store the one decision on an escalation (made at `decided_at`, default now), with the
-    messages it owes (`drafts`: the review request shown decided) and, for an Approve or a
-    Reject, the label it makes for the verdict's confidence; a second click returns the first
-    decision (created=False) and owes nothing."""
+    messages it owes (`drafts`: the review request shown decided), for an Approve or a
+    Reject the label it makes for the verdict's confidence, and (with `receipts`) its signed
+    statement joined to the debate's receipt; a second click returns the first decision
+    (created=False) and owes nothing."""
     escalation = session.get(Escalation, escalation_id)
     assert escalation is not None
     review = Review(
@@ -78,6 +81,8 @@ def record_review(
             session.add(debate)
         outbox.stage(session, debate=debate, drafts=drafts)
         labels.label_review(session, escalation=escalation, decision=decision)
+        if receipts is not None:
+            add_decision(session, receipts, debate=debate, review=review)
         session.commit()
     except IntegrityError:
         session.rollback()

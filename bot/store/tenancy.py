@@ -27,6 +27,7 @@ from sqlalchemy import select as sql_select
 from sqlalchemy.orm import ORMExecuteState, Session, with_loader_criteria
 from sqlalchemy.sql.util import find_tables
 
+import bot.store.receipt_rows  # noqa: F401  (a workspace's table too: listed before they are read)
 from bot.store.errors import WorkspaceScopeError
 from bot.store.tables import Debate, WorkspaceOwned
 

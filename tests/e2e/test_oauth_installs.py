@@ -578,7 +578,7 @@ async def test_a_key_that_does_not_open_the_stored_tokens_stops_start_up(
     )
     oauth = settings.slack_oauth()
     assert oauth is not None
-    with pytest.raises(SettingsError, match="DEBATEBOT_TOKEN_ENCRYPTION_KEY is not the key"):
+    with pytest.raises(SettingsError, match="no key of DEBATEBOT_TOKEN_ENCRYPTION_KEY is the key"):
         build_installs(settings, oauth, bot.engine)
 
 

@@ -9,7 +9,8 @@ from typing import Any
 from sqlmodel import select
 
 from bot.messages import action_ids
-from bot.store import channels, reviews, turns, verify
+from bot.receipt_verifier import digest
+from bot.store import channels, outbox, receipts, reviews, turns, verify
 from bot.store.db import session_scope
 from bot.store.tables import ChannelSettings, Review
 from engine.errors import LLMError
@@ -91,6 +92,18 @@ async def test_low_confidence_is_escalated_and_only_a_reviewer_can_approve_once(
         "Fallback owner agreed offline.",
     )
     assert review.created_at is not None
+    # The decision joins the debate's signed receipt, with the digest of the request as posted.
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
+        receipt = receipts.receipt_of(session, debate_id=review.debate_id)
+        shown = outbox.row_for(session, debate_id=review.debate_id, key="review")
+    assert receipt is not None
+    assert shown is not None
+    assert shown.blocks == request["blocks"]
+    [decision] = receipt["decisions"]
+    assert decision["signature"] is not None
+    statement = decision["statement"]
+    assert (statement["by"], statement["decision"]) == (REVIEWER, "approved")
+    assert statement["shown_sha256"] == digest({"text": shown.text, "blocks": shown.blocks})
     updated = await bot.wait_for(
         lambda: next(
             (

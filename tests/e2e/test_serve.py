@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -79,6 +80,13 @@ async def test_serve_answers_health_and_runs_a_debate_over_http(tmp_path: Path) 
             texts = [m["text"] for m in emulator.posted(CHANNEL)]
             # The fake provider's independent judge reaches the canned `revise`.
             assert texts[1:3] == ["Round 1 of 1", "Verdict: revise (0.75)"]
+            # The verdict names the key its receipt is signed with, which the public keys
+            # file served beside /healthz lists.
+            async with session.get(f"{base}/.well-known/debatebot-keys.json") as response:
+                assert response.status == 200
+                [key] = (await response.json(content_type=None))["keys"]
+            verdict = json.dumps(emulator.posted(CHANNEL)[2]["blocks"])
+            assert f"Receipt signed with key `{key['key_id']}`" in verdict
     finally:
         process.send_signal(signal.SIGTERM)
         _, stderr = await asyncio.wait_for(process.communicate(), 60)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import os
 import signal
 import time
@@ -301,6 +302,11 @@ async def test_socket_mode_answers_health_and_metrics_on_its_port_but_never_slac
             assert metrics is not None
             assert metrics[0] == 200
             assert "debatebot_queue_depth" in metrics[1]
+            # The receipt keys' public file: made at start-up beside the SQLite database.
+            keys = await get("/.well-known/debatebot-keys.json")
+            assert keys is not None
+            assert keys[0] == 200
+            assert json.loads(keys[1])["keys"][0]["retired_at"] is None
             async with session.post(f"{base}/slack/events", data="command=%2Fdebate") as refused:
                 assert refused.status == 404
         process.send_signal(signal.SIGTERM)

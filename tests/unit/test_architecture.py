@@ -49,7 +49,16 @@ def test_vendor_sdks_only_inside_engine_providers(path: Path) -> None:
 
 
 BOT_LAYERS: list[tuple[str, ...]] = [
-    ("bot.settings", "bot.secrets", "bot.logs", "bot.metrics", "bot.outbound", "bot.adr"),
+    (
+        "bot.settings",
+        "bot.secrets",
+        "bot.logs",
+        "bot.metrics",
+        "bot.outbound",
+        "bot.adr",
+        "bot.receipt_verifier",
+        "bot.keyring",
+    ),
     ("bot.store", "bot.migrations"),
     ("bot.hosts", "bot.providers"),
     ("bot.messages",),
@@ -57,7 +66,7 @@ BOT_LAYERS: list[tuple[str, ...]] = [
     ("bot.intake",),
     ("bot.jobs",),
     ("bot.slack",),
-    ("bot.health", "bot.runtime", "bot.wiring", "bot.serving", "bot.cli"),
+    ("bot.health", "bot.runtime", "bot.wiring", "bot.receipting", "bot.serving", "bot.cli"),
 ]
 """bot/'s layers, lowest first: foundations; the store; clients of the code hosts and model
 providers; rendering (and the notifier that owes it); Slack's Web API; the intake; background

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import time
 from typing import Any
 
@@ -56,7 +57,7 @@ def test_oauth_settings_are_checked_and_kept_out_of_reprs() -> None:
     oauth = Settings(**OAUTH).slack_oauth()
     assert oauth is not None
     assert oauth.client_id == "1234567890.9876543210"
-    assert oauth.encryption_key == KEY.encode()
+    assert oauth.encryption_keys == (KEY.encode(),)
     assert oauth.redirect_uri is None
     assert KEY not in repr(oauth)
     assert "3b4c5d6e" not in repr(oauth)
@@ -136,8 +137,49 @@ def test_a_tampered_or_foreign_ciphertext_is_refused_naming_the_key() -> None:
     with pytest.raises(TokenDecryptError, match="not sealed the way"):
         cipher.open("xoxb-1-secret", where=where)
     other = TokenCipher(b"another key entirely, 32 characters or more")
-    with pytest.raises(TokenDecryptError, match="not the key it was stored with"):
+    with pytest.raises(TokenDecryptError, match="no key of DEBATEBOT_TOKEN_ENCRYPTION_KEY is"):
         other.open(sealed, where=where)
+
+
+OLD_KEY, NEW_KEY = "o" * 40, "n" * 40
+
+
+@pytest.mark.parametrize(
+    "value",
+    [f"{NEW_KEY},{OLD_KEY}", f" {NEW_KEY} , {OLD_KEY} ", json.dumps([NEW_KEY, OLD_KEY])],
+    ids=["comma-separated", "spaced", "JSON list"],
+)
+def test_the_token_key_setting_takes_several_keys_the_first_encrypting(value: str) -> None:
+    oauth = Settings(**{**OAUTH, "token_encryption_key": SecretStr(value)}).slack_oauth()
+    assert oauth is not None
+    assert oauth.encryption_keys == (NEW_KEY.encode(), OLD_KEY.encode())
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (f"{NEW_KEY},{'s' * 20}", r"\(key 2 of 2\) is shorter than 32"),
+        (f"{NEW_KEY},{NEW_KEY}", "lists one key twice"),
+        ('["unclosed', "not a JSON list of strings"),
+        (f"{NEW_KEY},{'x' * 40}", "holds a placeholder"),
+    ],
+)
+def test_each_token_key_is_checked_by_its_place(value: str, message: str) -> None:
+    with pytest.raises(SettingsError, match=message):
+        Settings(**{**OAUTH, "token_encryption_key": SecretStr(value)}).slack_oauth()
+
+
+def test_tokens_sealed_with_an_older_key_open_and_new_ones_use_the_first() -> None:
+    where = "slack_bot:-:T1:bot_token"
+    old = TokenCipher(OLD_KEY.encode())
+    rotating = TokenCipher(NEW_KEY.encode(), OLD_KEY.encode())
+    sealed_before = old.seal("xoxb-1-secret", where=where)
+    assert rotating.opened(sealed_before, where=where) == ("xoxb-1-secret", 1)
+    sealed_now = rotating.seal("xoxb-1-secret", where=where)
+    assert rotating.opened(sealed_now, where=where) == ("xoxb-1-secret", 0)
+    assert TokenCipher(NEW_KEY.encode()).open(sealed_now, where=where) == "xoxb-1-secret"
+    with pytest.raises(TokenDecryptError):
+        old.open(sealed_now, where=where)
 
 
 # --- keys ------------------------------------------------------------------------------------

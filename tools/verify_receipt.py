@@ -1,0 +1,1 @@
+../bot/receipt_verifier.py
