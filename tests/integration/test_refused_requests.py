@@ -278,8 +278,14 @@ def test_a_question_from_stdin_is_capped_and_read_once(
 
 
 def test_the_json_record_of_a_run_verifies_offline(
-    database: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    database: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # A deployment's receipt keys (on SQLite they would sit beside the file by default; on
+    # PostgreSQL there is no default folder, and an unsigned receipt does not verify).
+    monkeypatch.setenv("DEBATEBOT_RECEIPT_KEYS_DIR", str(tmp_path / "keys"))
     out = tmp_path / "record.json"
     assert main(["run", "Should we adopt ADR-007?", "--provider", "fake", "--json", str(out)]) == 0
     assert "debatebot audit verify-export" in capsys.readouterr().out
