@@ -30,6 +30,7 @@ from engine.models import (
     ContextDocument,
     DebateStatus,
 )
+from engine.protocols import PROTOCOLS, definition_for
 
 if TYPE_CHECKING:
     pass
@@ -57,8 +58,9 @@ def _read_context(paths: Sequence[str]) -> list[ContextDocument]:
 
 
 async def run(args: argparse.Namespace) -> int:
-    if args.route and args.protocol != "panel":
-        print("debatebot: --route works with --protocol panel", file=sys.stderr)
+    if args.route and not definition_for(args.protocol).flags.takes_route:
+        routed = " or ".join(d.name for d in PROTOCOLS.values() if d.flags.takes_route)
+        print(f"debatebot: --route works with --protocol {routed}", file=sys.stderr)
         return 2
     settings = Settings()
     services = build_services(settings)

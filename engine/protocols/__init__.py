@@ -1,45 +1,68 @@
-"""Debate protocols, one module each, all returning the common `DebateResult`."""
+"""Debate protocols, one module each, all returning the common `DebateResult`; and the registry
+of their definitions (`PROTOCOLS`), the one place the application learns which protocols there
+are and what each one is (`engine.protocols.definition`).
+
+Adding a protocol: its engine class in `engine/protocols/<name>.py`, its `DEFINITION` in
+`engine/protocols/<name>_view.py`, one line here. Nothing in `bot/` names a protocol.
+"""
 
 from __future__ import annotations
 
 from engine.errors import SpecError
-from engine.models import DebateSpec
-from engine.protocols.adversarial import AdversarialProtocol
+from engine.models import DEFAULT_PROTOCOL, DebateSpec
+from engine.protocols import (
+    adversarial_view,
+    consensus_view,
+    panel_view,
+    stances_view,
+    structured_view,
+)
 from engine.protocols.base import DebateProtocol
-from engine.protocols.consensus import ConsensusProtocol
-from engine.protocols.panel import PanelProtocol
-from engine.protocols.stances import StancesProtocol
-from engine.protocols.structured import StructuredProtocol
+from engine.protocols.definition import ProtocolDefinition
 
-PROTOCOLS: dict[str, type[DebateProtocol]] = {
-    "adversarial": AdversarialProtocol,
-    "consensus": ConsensusProtocol,
-    "stances": StancesProtocol,
-    "structured": StructuredProtocol,
-    "panel": PanelProtocol,
+__all__ = ["DEFAULT_PROTOCOL", "PROTOCOLS", "checked_protocol", "definition_for"]
+
+PROTOCOLS: dict[str, ProtocolDefinition] = {
+    d.name: d
+    for d in (
+        adversarial_view.DEFINITION,
+        consensus_view.DEFINITION,
+        stances_view.DEFINITION,
+        structured_view.DEFINITION,
+        panel_view.DEFINITION,
+    )
 }
-PROTOCOL_NAMES = tuple(PROTOCOLS)
+"""Every protocol's definition by name, in the order help texts and choices list them."""
+
+
+def protocol_names() -> tuple[str, ...]:
+    """The registered protocols' names (read when asked, so a registered one is included)."""
+    return tuple(PROTOCOLS)
+
+
+def definition_for(name: str) -> ProtocolDefinition:
+    """The definition of the protocol called `name`; an unknown name lists the ones there
+    are."""
+    if name in PROTOCOLS:
+        return PROTOCOLS[name]
+    raise SpecError(f"unknown protocol {name!r}; choose one of: {', '.join(PROTOCOLS)}")
+
+
+def get_protocol(name: str) -> DebateProtocol:
+    """The engine of the protocol called `name`."""
+    return definition_for(name).engine()
 
 
 def checked_protocol(spec: DebateSpec) -> DebateProtocol:
     """The spec's protocol, after checking that the spec can run under it: its round cap, then
     the protocol's own rules. Raises SpecError saying what to change."""
-    protocol = get_protocol(spec.protocol)
-    if spec.max_rounds > protocol.max_rounds:
+    found = definition_for(spec.protocol)
+    if spec.max_rounds > found.max_rounds:
         raise SpecError(
-            f"the {protocol.name} protocol runs at most {protocol.max_rounds} round"
-            f"{'s' if protocol.max_rounds > 1 else ''}; {spec.max_rounds} were asked for."
-            f" Use --rounds 1 to {protocol.max_rounds}"
+            f"the {found.name} protocol runs at most {found.max_rounds} round"
+            f"{'s' if found.max_rounds > 1 else ''}; {spec.max_rounds} were asked for."
+            f" Use --rounds 1 to {found.max_rounds}"
         )
+    protocol = found.engine()
     protocol.validate(spec)
     return protocol
-
-
-MAX_ROUNDS = {name: protocol.max_rounds for name, protocol in PROTOCOLS.items()}
-
-
-def get_protocol(name: str) -> DebateProtocol:
-    """The protocol called `name`; an unknown name lists the ones there are."""
-    if name in PROTOCOLS:
-        return PROTOCOLS[name]()
-    raise SpecError(f"unknown protocol {name!r}; choose one of: {', '.join(PROTOCOL_NAMES)}")

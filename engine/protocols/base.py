@@ -39,11 +39,8 @@ MATERIAL_CLOSE = "MATERIAL>>>"
 
 
 class DebateProtocol(Protocol):
-    name: str
-    max_rounds: int
-    """The hard maximum of rounds: every round's calls resend the case and a compact record of
-    the rounds before, so cost and time grow with every round, and one request must not hold a
-    worker for hours."""
+    """A protocol's engine; what else the application knows of it (its name, rounds, flags,
+    views) is its `engine.protocols.definition.ProtocolDefinition`."""
 
     def validate(self, spec: DebateSpec) -> None:
         """Raise SpecError when `spec` cannot run under this protocol; called before any call."""

@@ -192,9 +192,6 @@ def round_record(number: int, entries: list[ConsensusEntry], schedule: list[str]
 class ConsensusProtocol:
     """Phased discussion with code-held rules and a counted vote."""
 
-    name = "consensus"
-    max_rounds = 6
-
     def validate(self, spec: DebateSpec) -> None:
         options = options_for(ConsensusOptions, spec)
         debaters = named_debaters(spec)

@@ -174,9 +174,6 @@ def convergence(clusters: list[list[int]], total: int) -> float:
 class PanelProtocol:
     """Independent panelists, peer critique, counted convergence."""
 
-    name = "panel"
-    max_rounds = 5
-
     def validate(self, spec: DebateSpec) -> None:
         options_for(PanelOptions, spec)
         named_debaters(spec)

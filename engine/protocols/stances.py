@@ -81,7 +81,6 @@ __all__ = ["StanceArgument", "StancesProtocol"]
 
 log = logging.getLogger("debatebot.engine")
 
-DEFAULT_ROUNDS = 2
 WARN_ABOVE_ROUNDS = 4
 _JSON_TYPES: dict[str, type] = {"string": str, "integer": int, "number": float, "boolean": bool}
 
@@ -215,9 +214,6 @@ def labels_for(debaters: list[Participant], anonymize: bool) -> dict[str, str]:
 
 class StancesProtocol:
     """Assigned stances, no conceding, one anonymized and shuffled judgment."""
-
-    name = "stances"
-    max_rounds = 6
 
     def __init__(self, rng: random.Random | None = None) -> None:
         self.rng = rng

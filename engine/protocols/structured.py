@@ -406,9 +406,6 @@ def judge_so_far(
 class StructuredProtocol:
     """Formal debate: openings, cross-examination, closings, and a judge scored in code."""
 
-    name = "structured"
-    max_rounds = 1
-
     def validate(self, spec: DebateSpec) -> None:
         debaters = spec.debaters()
         if debaters and len(debaters) != 2:

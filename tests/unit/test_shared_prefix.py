@@ -40,7 +40,7 @@ from engine.models import (
     Usage,
 )
 from engine.pricing import FREE, Pricing
-from engine.protocols import PROTOCOL_NAMES, adversarial, consensus, panel, stances, structured
+from engine.protocols import PROTOCOLS, adversarial, consensus, panel, stances, structured
 from engine.protocols.base import render_material
 from engine.protocols.outputs import Outputs
 from engine.providers.anthropic_messages import Shape, build_params
@@ -163,7 +163,7 @@ VENDORS: dict[str, Callable[[LLMRequest], tuple[str, str, Any]]] = {
 
 
 @pytest.mark.parametrize("vendor", VENDORS)
-@pytest.mark.parametrize("protocol", PROTOCOL_NAMES)
+@pytest.mark.parametrize("protocol", list(PROTOCOLS))
 async def test_every_call_of_a_debate_shares_its_prefix_up_to_the_first_role_specific_byte(
     protocol: str, vendor: str
 ) -> None:
@@ -269,7 +269,7 @@ def envelope_of(outputs: Outputs) -> Envelope:
     )
 
 
-@pytest.mark.parametrize("protocol", PROTOCOL_NAMES)
+@pytest.mark.parametrize("protocol", list(PROTOCOLS))
 def test_each_protocols_envelope_is_a_schema_both_vendors_accept(protocol: str) -> None:
     envelope = envelope_of(OUTPUTS[protocol])
     openai_schema = strict_schema(envelope.json_schema)
@@ -361,7 +361,7 @@ def admits(value: Any, schema: Any, defs: dict[str, Any]) -> bool:
     return True
 
 
-@pytest.mark.parametrize("protocol", PROTOCOL_NAMES)
+@pytest.mark.parametrize("protocol", list(PROTOCOLS))
 async def test_the_envelope_holds_the_answer_of_every_call_of_a_debate(protocol: str) -> None:
     """The envelope is static, its per-debate parts replaced by supersets: every answer of a
     debate (valid for its call's own type), under its key with the other keys null, is an
