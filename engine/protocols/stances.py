@@ -60,8 +60,10 @@ from engine.prompts import PromptLibrary
 from engine.protocols.base import (
     Asker,
     Ending,
+    choice_enum,
     common_verdict,
     finish,
+    list_of,
     named_debaters,
     no_verdict,
     options_for,
@@ -112,26 +114,24 @@ class JudgeDecisionBase(BaseModel):
 def judge_type(labels: list[str]) -> type[JudgeDecisionBase]:
     """The judge's schema with `winner` and each score's stance restricted to the debaters'
     labels (`winner` may be null), and every label scored once."""
-    label_enum = Enum("Label", {label: label for label in labels}, type=str)  # type: ignore[misc]
+    label = choice_enum("Label", labels)
+    label_score = create_model("LabelScore", __base__=StanceScore, stance=(label, ...))
+    winner: Any = label | None  # a label, or null for a synthesis
 
-    class LabelScore(StanceScore):
-        stance: label_enum  # type: ignore[assignment]
-
-    class Judgment(JudgeDecisionBase):
-        scores: list[LabelScore] = Field(  # type: ignore[assignment]
-            min_length=len(labels), max_length=len(labels)
-        )
-        winner: label_enum | None  # type: ignore[assignment]
-
+    class EveryStanceOnce(JudgeDecisionBase):
         @model_validator(mode="after")
-        def _every_stance_once(self) -> Judgment:
+        def _every_stance_once(self) -> EveryStanceOnce:
             scored = [_label(s.stance) for s in self.scores]
             if sorted(scored) != sorted(labels):
                 raise ValueError(f"score every stance once: {', '.join(labels)}")
             return self
 
-    Judgment.__name__ = "StancesJudgment"
-    return Judgment
+    return create_model(
+        "StancesJudgment",
+        __base__=EveryStanceOnce,
+        scores=(list_of(label_score), Field(min_length=len(labels), max_length=len(labels))),
+        winner=(winner, ...),
+    )
 
 
 def _label(value: object) -> str:
@@ -183,7 +183,7 @@ def _field_type(name: str, node: Any) -> Any:
     if kind in _JSON_TYPES:
         return _JSON_TYPES[kind]
     if kind == "array":
-        return list[_field_type(name, node.get("items", {}))]  # type: ignore[misc]
+        return list_of(_field_type(name, node.get("items", {})))
     raise SpecError(
         f"output schema field {name!r} has type {kind!r}; use string, integer, number, boolean,"
         " an enum, or an array of those"

@@ -22,7 +22,8 @@ from engine.protocols.definition import (
     plural,
     speaking,
 )
-from engine.protocols.structured import SIDES, StructuredProtocol
+from engine.protocols.structured import StructuredProtocol
+from engine.protocols.structured_judge import SIDES
 from engine.rounds import STRUCTURED_PHASES, ScoredJudgment, StructuredPhase
 from engine.views import (
     Block,

@@ -40,7 +40,15 @@ from engine.models import (
     Usage,
 )
 from engine.pricing import FREE, Pricing
-from engine.protocols import PROTOCOLS, adversarial, consensus, panel, stances, structured
+from engine.protocols import (
+    PROTOCOLS,
+    adversarial,
+    consensus,
+    panel,
+    stances,
+    structured,
+    structured_judge,
+)
 from engine.protocols.base import render_material
 from engine.protocols.outputs import Outputs
 from engine.providers.anthropic_messages import Shape, build_params
@@ -457,14 +465,14 @@ async def test_null_padding_for_ids_a_debate_lacks_is_dropped_before_the_exact_t
         "scores": {**{i: dict(scores) for i in ids}, **absent},
         "trace": {**{i: {"status": "UPHELD", "note": "held"} for i in ids}, **absent},
     }
-    own = structured.side_judgment_type(ids)
+    own = structured_judge.side_judgment_type(ids)
     request = proposer_request().model_copy(update={"envelope": structured.OUTPUTS.envelope(own)})
     nulls = dict.fromkeys(structured.OUTPUTS.schema["properties"])
     result = await complete_structured(
         Enveloped({**nulls, "side_judgment": judgment}), request, own
     )
     assert result.reasks == 0
-    assert structured.keyed_rows(result.value.scores, Dimensions).keys() == set(ids)
+    assert structured_judge.keyed_rows(result.value.scores, Dimensions).keys() == set(ids)
 
 
 def test_a_call_whose_type_the_protocol_did_not_declare_fails_naming_the_declaration() -> None:
