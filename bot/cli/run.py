@@ -30,7 +30,7 @@ from engine.models import (
     ContextDocument,
     DebateStatus,
 )
-from engine.protocols import PROTOCOLS, definition_for
+from engine.protocols import definition_for, flagged
 
 if TYPE_CHECKING:
     pass
@@ -59,7 +59,7 @@ def _read_context(paths: Sequence[str]) -> list[ContextDocument]:
 
 async def run(args: argparse.Namespace) -> int:
     if args.route and not definition_for(args.protocol).flags.takes_route:
-        routed = " or ".join(d.name for d in PROTOCOLS.values() if d.flags.takes_route)
+        routed = " or ".join(flagged(lambda flags: flags.takes_route))
         print(f"debatebot: --route works with --protocol {routed}", file=sys.stderr)
         return 2
     settings = Settings()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from engine.models import DEFAULT_PROTOCOL
-from engine.protocols import PROTOCOLS
+from engine.protocols import PROTOCOLS, flagged
 
 HELP = """*`/debate QUESTION [options]`* runs a structured debate in a thread and posts a verdict.
 Options:
@@ -40,10 +40,6 @@ def protocol_advice() -> str:
     return "\n".join(lines)
 
 
-def _taking(flag: str) -> str:
-    return " or ".join(d.name for d in PROTOCOLS.values() if getattr(d.flags, flag))
-
-
 def help_text(*, protocols: Sequence[str], reaction: str) -> str:
     rounds = ", ".join(
         f"{d.name}: 1 to {d.max_rounds}" for d in PROTOCOLS.values() if d.flags.configured_rounds
@@ -52,6 +48,6 @@ def help_text(*, protocols: Sequence[str], reaction: str) -> str:
         protocols=", ".join(protocols),
         reaction=reaction,
         rounds=rounds,
-        stances=_taking("takes_stances"),
-        route=_taking("takes_route"),
+        stances=" or ".join(flagged(lambda flags: flags.takes_stances)),
+        route=" or ".join(flagged(lambda flags: flags.takes_route)),
     )

@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from bot.adr import TitlePatternError, compile_title_pattern
 from bot.slack.errors import CommandError, FormError
 from engine.models import DEFAULT_PROTOCOL, clean_text
-from engine.protocols import PROTOCOLS, definition_for
+from engine.protocols import PROTOCOLS, definition_for, flagged
 from engine.protocols.definition import Flags
 
 FLAGS = ("protocol", "rounds", "for", "against", "budget", "route", "review-in", "adr")
@@ -259,7 +259,7 @@ def _takes(protocol: str | None, flag: Callable[[Flags], bool]) -> bool:
 
 def _flagged(flag: Callable[[Flags], bool], each: str = "{}") -> str:
     """The protocols that take an option, as a help text names them."""
-    return " or ".join(each.format(d.name) for d in PROTOCOLS.values() if flag(d.flags))
+    return " or ".join(each.format(name) for name in flagged(flag))
 
 
 def parse_protocol(raw: str, protocols: tuple[str, ...]) -> str:

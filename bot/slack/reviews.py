@@ -31,7 +31,7 @@ from bot.store.tables import (
 )
 from bot.store.tenancy import Workspace
 from engine.models import DebateSpec, utcnow
-from engine.protocols import PROTOCOLS, definition_for
+from engine.protocols import definition_for, flagged
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +188,7 @@ class Reviews:
         if not definition_for(spec.protocol).flags.another_round:
             # Other protocols end on their own rule (a vote, convergence, a judgment), so one
             # more round of them is a new debate, not a continuation.
-            continued = " and ".join(d.name for d in PROTOCOLS.values() if d.flags.another_round)
+            continued = " and ".join(flagged(lambda flags: flags.another_round))
             raise CommandError(
                 f"another round continues {continued} debates only; this was `{spec.protocol}`."
                 " Start a new debate with more --rounds instead"

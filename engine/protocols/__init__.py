@@ -8,6 +8,8 @@ Adding a protocol: its engine class in `engine/protocols/<name>.py`, its `DEFINI
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from engine.errors import SpecError
 from engine.models import DEFAULT_PROTOCOL, DebateSpec
 from engine.protocols import (
@@ -18,9 +20,16 @@ from engine.protocols import (
     structured_view,
 )
 from engine.protocols.base import DebateProtocol
-from engine.protocols.definition import ProtocolDefinition
+from engine.protocols.definition import Flags, ProtocolDefinition
 
-__all__ = ["DEFAULT_PROTOCOL", "PROTOCOLS", "checked_protocol", "definition_for"]
+__all__ = [
+    "DEFAULT_PROTOCOL",
+    "PROTOCOLS",
+    "checked_protocol",
+    "definition_for",
+    "flagged",
+    "protocol_names",
+]
 
 PROTOCOLS: dict[str, ProtocolDefinition] = {
     d.name: d
@@ -38,6 +47,12 @@ PROTOCOLS: dict[str, ProtocolDefinition] = {
 def protocol_names() -> tuple[str, ...]:
     """The registered protocols' names (read when asked, so a registered one is included)."""
     return tuple(PROTOCOLS)
+
+
+def flagged(wanted: Callable[[Flags], bool]) -> tuple[str, ...]:
+    """The names of the registered protocols whose flags `wanted` accepts (the protocols that
+    take `--route`, say), for a text that names them."""
+    return tuple(d.name for d in PROTOCOLS.values() if wanted(d.flags))
 
 
 def definition_for(name: str) -> ProtocolDefinition:
