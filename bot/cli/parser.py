@@ -88,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--protocol",
         choices=protocol_names(),
         default=DEFAULT_PROTOCOL,
-        help="; ".join(f"{d.name}: {d.labels.description}" for d in PROTOCOLS.values()),
+        help=" ".join(f"{d.name}: {d.labels.description}" for d in PROTOCOLS.values()),
     )
     run.add_argument(
         "--for",
