@@ -74,7 +74,7 @@ from engine.events import DebateEvent, RoundFinished
 from engine.llm import LLM, Completion, LLMRequest
 from engine.models import ContextDocument, DebateStatus, ModelSettings, Role
 from engine.pricing import Pricing
-from engine.protocols import MAX_ROUNDS
+from engine.protocols import definition_for
 from engine.providers.anthropic_messages import AnthropicLLM
 from engine.providers.fake import text_for_pattern
 from engine.runner import run_debate
@@ -148,7 +148,7 @@ SCENARIOS = (
         Scenario(f"{protocol}, {n} round{'s' if n > 1 else ''}", protocol, n)
         for protocol in PROTOCOLS
         for n in ROUNDS
-        if n <= MAX_ROUNDS[protocol]
+        if n <= definition_for(protocol).max_rounds
     ),
 )
 
@@ -434,7 +434,8 @@ async def run_scenario(
 
         async def count_rounds(event: DebateEvent) -> None:
             if isinstance(event, RoundFinished):
-                numbers.add(event.record.round)
+                # Every shipped record numbers its round (the base type does not require it).
+                numbers.add(int(getattr(event.record, "round", 0)))
 
         result = await run_debate(
             spec, resolve_llm=session.resolve, prompts=services.prompts, sink=count_rounds

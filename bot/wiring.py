@@ -42,7 +42,7 @@ from engine.calibration.sampling import ReviewSampler
 from engine.catalog import ModelRetiredError
 from engine.ledger import LLMResolver
 from engine.prompts import PromptLibrary
-from engine.protocols import PROTOCOL_NAMES
+from engine.protocols import protocol_names
 
 log = logging.getLogger(__name__)
 
@@ -293,7 +293,7 @@ def build_bot(
                     rounds=settings.rounds, threshold=settings.escalation_threshold
                 ),
             ),
-            protocols=PROTOCOL_NAMES,
+            protocols=protocol_names(),
             workspace=workspace,
             slack_http=http,
             after_ack=after_ack,

@@ -6,10 +6,9 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializeAsAny
 
-from engine.models import DebateResult, Role, TurnRecord, utcnow
-from engine.rounds import RoundRecord
+from engine.models import DebateResult, Role, RoundRecordBase, TurnRecord, utcnow
 
 
 class TurnStarted(BaseModel):
@@ -37,10 +36,11 @@ class TurnFinished(BaseModel):
 
 
 class RoundFinished(BaseModel):
-    """A round (or, for consensus and structured debates, a phase) is over; posted once."""
+    """A round (or, for consensus and structured debates, a phase) is over; posted once. The
+    record is the protocol's own type (`engine.rounds`, or a protocol's module)."""
 
     kind: Literal["round_finished"] = "round_finished"
-    record: RoundRecord
+    record: SerializeAsAny[RoundRecordBase]
 
 
 class VerdictReached(BaseModel):

@@ -17,7 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validat
 from engine.confidence import ConfidenceComponents, Contribution
 
 MAX_CONTEXT_CHARS = 200_000
-ADVERSARIAL_MAX_ROUNDS = 3
+DEFAULT_PROTOCOL = "adversarial"
+"""The protocol a debate runs when nobody chose one (a channel's setting, a request's flag)."""
 MAX_JUDGES = 5
 """Independent judges of one verdict at most: judges of the same kind share blind spots, so more
 add little information and only cost."""
@@ -167,7 +168,7 @@ class DebateSpec(BaseModel):
     """Everything a protocol needs to run one debate; validated before any model is called."""
 
     question: str
-    protocol: str = "adversarial"
+    protocol: str = DEFAULT_PROTOCOL
     context: list[ContextDocument] = Field(default_factory=list)
     participants: list[Participant] = Field(default_factory=list)
     default_model: ModelSettings = Field(default_factory=ModelSettings)
@@ -359,7 +360,20 @@ class CitationCheck(BaseModel):
     source: str | None = None
 
 
-class AdversarialRound(BaseModel):
+class RoundRecordBase(BaseModel):
+    """What a protocol reports when a round (or a phase) ends, carried by `RoundFinished`. Each
+    protocol's record subclasses it with `kind` set to the protocol's name, so the view that
+    renders it is found by it (`engine.protocols.definition_for`)."""
+
+    kind: str
+
+    @property
+    def slot(self) -> str:
+        """Names the round among the debate's round messages (each record says how)."""
+        raise NotImplementedError(f"{type(self).__name__} does not name its slot")
+
+
+class AdversarialRound(RoundRecordBase):
     kind: Literal["adversarial"] = "adversarial"
     round: int = Field(ge=1)
     proposer: ProposerTurn
@@ -449,7 +463,7 @@ class DebateResult(BaseModel):
     def status(self) -> DebateStatus:
         return self.verdict.status
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy: no decorator over @property (pydantic docs)
     @property
     def usage(self) -> Usage:
         total = Usage()
@@ -457,12 +471,12 @@ class DebateResult(BaseModel):
             total = total + turn.usage
         return total
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy: no decorator over @property (pydantic docs)
     @property
     def cost_usd(self) -> float:
         return sum(turn.cost_usd for turn in self.transcript)
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy: no decorator over @property (pydantic docs)
     @property
     def cost_by_role(self) -> dict[str, float]:
         costs: dict[str, float] = {}

@@ -1,5 +1,5 @@
-"""What each protocol reports when a round (or a phase) ends: one record type per protocol, joined
-as a discriminated union (`RoundRecord`) that `RoundFinished` carries.
+"""What each protocol reports when a round (or a phase) ends: one record type per protocol, each a
+`RoundRecordBase` whose `kind` is its protocol's name, which `RoundFinished` carries.
 
 The records hold what a reader of the thread needs, typed, so the bot renders every protocol the
 same way it renders the adversarial one. The agents' own output types the records embed live here
@@ -9,15 +9,15 @@ too, because the events module must not import the protocol modules (they import
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 
 from engine.models import (
-    AdversarialRound,
     ConfidenceLevel,
     Decision,
     LongText,
+    RoundRecordBase,
     Score,
     ShortText,
 )
@@ -36,7 +36,7 @@ class StanceSpoken(BaseModel):
     argument: StanceArgument
 
 
-class StancesRound(BaseModel):
+class StancesRound(RoundRecordBase):
     """Every debater's argument of one round, in speaking order."""
 
     kind: Literal["stances"] = "stances"
@@ -61,7 +61,7 @@ class ConsensusEntry(BaseModel):
     vote: str
 
 
-class ConsensusPhase(BaseModel):
+class ConsensusPhase(RoundRecordBase):
     """One phase's contributions and the tally of everyone's latest vote after it."""
 
     kind: Literal["consensus"] = "consensus"
@@ -164,7 +164,7 @@ class ScoredJudgment(BaseModel):
     recommendation: str
 
 
-class StructuredPhase(BaseModel):
+class StructuredPhase(RoundRecordBase):
     """One phase of a formal debate; only the part of that phase is filled."""
 
     kind: Literal["structured"] = "structured"
@@ -200,7 +200,7 @@ class PanelSpoken(BaseModel):
     """Whether a later-round answer changed (None in round 1, where everyone answers fresh)."""
 
 
-class PanelRound(BaseModel):
+class PanelRound(RoundRecordBase):
     """Every panelist's answer of one round, the clusters they form and the convergence."""
 
     kind: Literal["panel"] = "panel"
@@ -215,9 +215,3 @@ class PanelRound(BaseModel):
     @property
     def slot(self) -> str:
         return str(self.round)
-
-
-RoundRecord = Annotated[
-    AdversarialRound | StancesRound | ConsensusPhase | StructuredPhase | PanelRound,
-    Field(discriminator="kind"),
-]

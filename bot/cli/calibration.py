@@ -23,7 +23,7 @@ from engine.calibration.fitting import Proposal, Refused
 from engine.calibration.labels import LabelKind
 from engine.calibration.report import CalibrationReport, Figures, calibrate
 from engine.evaluation.scoring import ArmResult
-from engine.protocols import PROTOCOL_NAMES
+from engine.protocols import protocol_names
 
 
 def calibration(args: argparse.Namespace) -> int:
@@ -77,7 +77,7 @@ canned, so labels from them would teach the calibration nothing true."""
 def _set_aside(result: ArmResult) -> str | None:
     """Why `result` is kept out of the labels unless forced, or None to pass it on (a
     single-model arm's is left out by `labels.import_eval` anyway, with its own reason)."""
-    if result.arm not in PROTOCOL_NAMES:
+    if result.arm not in protocol_names():
         return None
     if not result.providers:
         return "record no provider (an eval from before providers were recorded)"

@@ -30,20 +30,15 @@ from typing import TextIO
 
 from engine.calibration.threshold import DEFAULT_TARGET
 from engine.errors import EngineError
-from engine.evaluation.arms import ARMS, SINGLE_ARMS, ArmRunner
+from engine.evaluation.arms import SINGLE_ARMS, ArmRunner, all_arms
 from engine.evaluation.cases import EvalCase
 from engine.evaluation.scoring import CLEAN, PLANTED, ArmResult, Scores, score
+from engine.models import DEFAULT_PROTOCOL
+from engine.protocols import PROTOCOLS
 
 RESULTS = "results.jsonl"
-CALLS_PER_ARM = {
-    "single": 1,
-    "adversarial": 5,
-    "stances": 6,
-    "consensus": 7,
-    "structured": 6,
-    "panel": 10,
-}
-"""Model calls one run of each arm typically makes with its defaults (for the estimate)."""
+SINGLE_CALLS = 1
+"""Model calls of the single arm (a protocol's are its definition's `calls_per_run`)."""
 PROMPT_OVERHEAD_TOKENS = 900
 OUTPUT_TOKENS_PER_CALL = 350
 CHARS_PER_TOKEN = 4
@@ -70,7 +65,7 @@ class EvalPlan:
 
     def runs(self) -> list[tuple[EvalCase, str, str]]:
         """(case, arm, variant) in the order they run within each case."""
-        order = [a for a in ARMS if a in self.arms and a not in ("vote", "best_of_n")]
+        order = [a for a in all_arms() if a in self.arms and a not in ("vote", "best_of_n")]
         order += [a for a in ("vote", "best_of_n") if a in self.arms]
         return [
             (case, arm, variant)
@@ -138,7 +133,7 @@ def estimate_run(case: EvalCase, arm: str, variant: str, vote_k: int, price: Pri
         calls = vote_k + 1
         prompt += OUTPUT_TOKENS_PER_CALL * vote_k // 2
     else:
-        calls = CALLS_PER_ARM.get(arm, 6)
+        calls = SINGLE_CALLS if arm not in PROTOCOLS else PROTOCOLS[arm].calls_per_run
     tokens_in, tokens_out = calls * prompt, calls * OUTPUT_TOKENS_PER_CALL
     return Estimate(1, calls, tokens_in, tokens_out, price(tokens_in, tokens_out))
 
@@ -277,7 +272,7 @@ class EvalRun:
                 continue
             k = self.plan.vote_k or matched_k(
                 self.results.get((case.id, "single", variant)),
-                self.results.get((case.id, "adversarial", variant)),
+                self.results.get((case.id, DEFAULT_PROTOCOL, variant)),
             )
             guess = estimate_run(case, arm, variant, k, self.price)
             limit = self.plan.max_cost_usd
@@ -356,7 +351,7 @@ def report_markdown(
     results: Sequence[ArmResult], plan: EvalPlan, models: str, stopped: str | None
 ) -> str:
     """The report people read: one table per arm, one per task type, what it means."""
-    arms = [a for a in ARMS if a in plan.arms]
+    arms = [a for a in all_arms() if a in plan.arms]
     by_arm = scores_by_arm(results, arms, plan.calibration_target)
     lines = [
         "# debatebot eval",
@@ -556,7 +551,7 @@ def write_report(
     results: Sequence[ArmResult], plan: EvalPlan, models: str, stopped: str | None
 ) -> list[Path]:
     """report.md, results.json and the chart, in the output folder."""
-    arms = [a for a in ARMS if a in plan.arms]
+    arms = [a for a in all_arms() if a in plan.arms]
     by_arm = scores_by_arm(results, arms, plan.calibration_target)
     report = plan.out / "report.md"
     report.write_text(report_markdown(results, plan, models, stopped), encoding="utf-8")

@@ -12,17 +12,19 @@ from bot.wiring import (
     build_services,
 )
 from engine.models import (
+    DEFAULT_PROTOCOL,
     ContextDocument,
     DebateSpec,
     Usage,
 )
+from engine.protocols import PROTOCOLS
 
 if TYPE_CHECKING:
     pass
 from bot.cli.models import role_overrides
 
 EVAL_STANCES = (["adopt it as proposed"], ["do not adopt it as proposed"])
-"""The stances protocol's two sides in an eval, where no one names them."""
+"""The two sides of a protocol that takes stances, in an eval, where no one names them."""
 
 
 async def evaluate(args: argparse.Namespace) -> int:
@@ -50,11 +52,13 @@ async def evaluate(args: argparse.Namespace) -> int:
         print(f"debatebot: warning: deprecated model: {note}", file=sys.stderr)
 
     def spec_for(question: str, documents: list[ContextDocument], protocol: str) -> DebateSpec:
-        stances = protocol == "stances"
+        # The single-model arms build their spec as a default debate's (its models, its budget).
+        found = PROTOCOLS.get(protocol)
+        stances = found is not None and found.flags.takes_stances
         return services.policy.spec(
             question,
             context=documents,
-            protocol="adversarial" if protocol == "single" else protocol,
+            protocol=protocol if found is not None else DEFAULT_PROTOCOL,
             provider=args.provider,
             model=args.model,
             overrides=overrides,

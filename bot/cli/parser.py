@@ -10,10 +10,9 @@ from datetime import timedelta
 
 from bot.providers import PROVIDERS
 from bot.settings import ROLE_SLOTS
-from engine.models import MAX_JUDGES
-from engine.protocols import PROTOCOL_NAMES
-
-EVAL_ARMS = ("single", "vote", "best_of_n", *PROTOCOL_NAMES)
+from engine.evaluation.arms import all_arms
+from engine.models import DEFAULT_PROTOCOL, MAX_JUDGES
+from engine.protocols import PROTOCOLS, protocol_names
 
 
 def _duration(text: str) -> timedelta:
@@ -28,10 +27,11 @@ def _duration(text: str) -> timedelta:
 
 def _arms(text: str) -> list[str]:
     arms = [a.strip() for a in text.split(",") if a.strip()]
-    unknown = [a for a in arms if a not in EVAL_ARMS]
+    known = all_arms()
+    unknown = [a for a in arms if a not in known]
     if unknown or not arms:
         raise argparse.ArgumentTypeError(
-            f"unknown arm(s) {', '.join(unknown) or '(none)'}; arms are {', '.join(EVAL_ARMS)}"
+            f"unknown arm(s) {', '.join(unknown) or '(none)'}; arms are {', '.join(known)}"
         )
     return arms
 
@@ -89,9 +89,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--rounds",
         type=int,
-        help="maximum rounds (adversarial 1-3, default 1; stances 2, consensus 2, panel 3)",
+        help="maximum rounds (by protocol, its default and most: "
+        + ", ".join(f"{d.name} {d.default_rounds}/{d.max_rounds}" for d in PROTOCOLS.values())
+        + ")",
     )
-    run.add_argument("--protocol", choices=PROTOCOL_NAMES, default="adversarial")
+    run.add_argument(
+        "--protocol",
+        choices=protocol_names(),
+        default=DEFAULT_PROTOCOL,
+        help=" ".join(f"{d.name}: {d.labels.description}" for d in PROTOCOLS.values()),
+    )
     run.add_argument(
         "--for",
         dest="stance_for",
@@ -315,8 +322,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument(
         "--arms",
         type=_arms,
-        default=list(EVAL_ARMS),
-        help=f"comma-separated, of {','.join(EVAL_ARMS)} (default: all)",
+        default=list(all_arms()),
+        help=f"comma-separated, of {','.join(all_arms())} (default: all)",
     )
     _model_options(evaluation)
     evaluation.add_argument("--concurrency", type=_positive, default=2, help="cases at once")

@@ -35,13 +35,15 @@ from engine.models import (
     DebateSpec,
     DebateStatus,
 )
+from engine.protocols import definition_for, flagged
 
 EXIT_CODES = {DebateStatus.COMPLETE: 0, DebateStatus.FAILED: 1, DebateStatus.TRUNCATED_BUDGET: 3}
 
 
 async def run(args: argparse.Namespace) -> int:
-    if args.route and args.protocol != "panel":
-        print("debatebot: --route works with --protocol panel", file=sys.stderr)
+    if args.route and not definition_for(args.protocol).flags.takes_route:
+        routed = " or ".join(flagged(lambda flags: flags.takes_route))
+        print(f"debatebot: --route works with --protocol {routed}", file=sys.stderr)
         return 2
     try:
         question = read_question(args)

@@ -12,29 +12,14 @@ from bot.store.tables import ChannelSettings, DebateSource
 from engine.catalog import ModelRetiredError, RetiredUse
 from engine.models import (
     ADVERSARIAL_ROLES,
+    DEFAULT_PROTOCOL,
     ContextDocument,
     DebateSpec,
     ModelSettings,
     Participant,
     Role,
 )
-
-DEFAULT_ROUNDS = {"adversarial": 1, "stances": 2, "consensus": 2, "structured": 1, "panel": 3}
-DECIDING_SLOT = {"adversarial": "moderator", "stances": "judge", "structured": "judge"}
-"""The role slot whose model decides a protocol's debates; the others' debaters decide."""
-
-DEFAULT_DEBATERS: dict[str, list[tuple[str, str | None, str | None]]] = {
-    "consensus": [
-        ("planner", None, "You plan the change and own its delivery."),
-        ("critic", None, "You look for what will break and who gets hurt."),
-        ("operator", None, "You will run this in production at 3 a.m."),
-    ],
-    "panel": [
-        ("architect", None, "Judge it as the system's architect."),
-        ("security", None, "Judge it as the security reviewer."),
-        ("operator", None, "Judge it as the on-call engineer who runs it."),
-    ],
-}
+from engine.protocols import definition_for
 
 TRIAGED_SOURCES = frozenset(
     {DebateSource.ADR, DebateSource.LINK, DebateSource.UPLOAD, DebateSource.REACTION}
@@ -45,27 +30,26 @@ asks whether they warrant a debate at all."""
 
 def rounds_for(protocol: str, asked: int | None, configured: int) -> int:
     """A debate's round count: as asked, else the configured count (the channel's or the
-    deployment's) for adversarial debates, else the protocol's default. The configured count is
-    an adversarial one; the other protocols end by their own rule."""
+    deployment's) for a protocol that takes it (`Flags.configured_rounds`), else the protocol's
+    default; the others end by their own rule. An unknown protocol is a SpecError."""
     if asked is not None:
         return asked
-    if protocol == "adversarial":
-        return configured
-    return DEFAULT_ROUNDS.get(protocol, 1)
+    found = definition_for(protocol)
+    return configured if found.flags.configured_rounds else found.default_rounds
 
 
 def default_debaters(
     protocol: str, stances_for: Sequence[str], stances_against: Sequence[str]
 ) -> list[tuple[str, str | None, str | None]]:
     """(name, stance, role hint) of the debaters a protocol gets when the request names none:
-    stances from --for/--against (named for-1, against-1, …), fixed panels otherwise."""
+    stances from --for/--against (named for-1, against-1, …), the protocol's own otherwise."""
     if stances_for or stances_against:
         return [
             (f"{side}-{n}", stance, None)
             for side, stances in (("for", stances_for), ("against", stances_against))
             for n, stance in enumerate(stances, 1)
         ]
-    return list(DEFAULT_DEBATERS.get(protocol, []))
+    return [(d.name, d.stance, d.hint) for d in definition_for(protocol).default_debaters]
 
 
 class SpecPolicy:
@@ -117,7 +101,7 @@ class SpecPolicy:
             threshold=channel.threshold,
             stances_for=stances_for,
             stances_against=stances_against,
-            route=route or (channel.route and protocol == "panel"),
+            route=route or (channel.route and definition_for(protocol).flags.takes_route),
         )
 
     def spec(
@@ -125,7 +109,7 @@ class SpecPolicy:
         question: str,
         *,
         context: Sequence[ContextDocument] = (),
-        protocol: str = "adversarial",
+        protocol: str = DEFAULT_PROTOCOL,
         rounds: int | None = None,
         default_rounds: int | None = None,
         budget_usd: float | None = None,
@@ -168,7 +152,7 @@ class SpecPolicy:
         judge = judge_model(
             self.settings,
             self.registry.catalog,
-            models[DECIDING_SLOT.get(protocol, "debaters")],
+            models[definition_for(protocol).deciding_slot],
             models["debaters"],
         )
         independent = [

@@ -28,6 +28,7 @@ from bot.store.tables import (
 )
 from engine.events import RoundFinished
 from engine.models import DebateResult, DebateSpec
+from engine.protocols import definition_for
 
 THREADED_SOURCES = frozenset(DebateSource) - {
     DebateSource.COMMAND,
@@ -139,7 +140,7 @@ def _review_request(debate: Debate, result: DebateResult, escalation: Escalation
         reasons=escalation.reasons,
         reviewers=escalation.reviewers,
         confidence=result.verdict.confidence,
-        another_round=result.spec.protocol == "adversarial",
+        another_round=definition_for(result.spec.protocol).flags.another_round,
         question=result.spec.question if elsewhere else None,
         synthesis=result.verdict.synthesis,
         sample=escalation.sample,

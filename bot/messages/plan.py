@@ -42,8 +42,8 @@ from bot.messages.kit import (
 )
 from engine.events import TurnStarted
 from engine.models import DebateResult, DebateSpec, DebateStatus, JudgeCheck, Role, TurnRecord
-from engine.protocols.structured import SIDES
-from engine.rounds import STRUCTURED_PHASES
+from engine.protocols import definition_for
+from engine.protocols.definition import JUDGING, TURNS, TurnKey, plural
 
 MAX_TASK_TEXT_CHARS = 256
 """A task's title and summary are kept within this. Slack's reference states no limit; SDKs
@@ -54,10 +54,11 @@ PLAN_MESSAGE_CHARS = 9_000
 """The plan as a normal message, kept under a message's 12,000 characters with its closing."""
 NOT_PART_OF_THE_PLAN = frozenset({Role.TRIAGE, Role.REVIEWER})
 """Turns asked before the debate (or outside one), which the plan does not show."""
-JUDGING = frozenset({Role.JUDGE, Role.SYNTHESIZER})
-
-TurnKey = tuple[int, Role, str, str, int]
-"""A turn as (round, role, speaker, phase, attempt): a `TurnRecord.key`."""
+JUDGING_ROLES = frozenset({Role.JUDGE, Role.SYNTHESIZER})
+SPEAKING_ROLES = frozenset(
+    {Role.PROPOSER, Role.CRITIC, Role.REBUTTAL, Role.MODERATOR, Role.DEBATER}
+)
+"""The roles whose turns are a round's speaking turns (announced together)."""
 
 
 class TaskStatus(StrEnum):
@@ -215,30 +216,18 @@ class Plan:
         return self.tasks[ident]
 
     def _stage(self, key: TurnKey) -> tuple[int, str, str]:
-        """The group a turn is announced with: a round (with its phase in a consensus
-        debate), or the framing, the router, the judging of a round."""
+        """The group a turn is announced with: a round (with its phase, for a protocol whose
+        phases are stages), or the framing, the router, the judging of a round."""
         number, role, _speaker, phase, _attempt = key
-        group = "judging" if role in JUDGING else role.value
-        if role in (Role.PROPOSER, Role.CRITIC, Role.REBUTTAL, Role.MODERATOR, Role.DEBATER):
-            group = "turns"
-        return (number, phase if self.spec.protocol == "consensus" else "", group)
+        group = JUDGING if role in JUDGING_ROLES else role.value
+        if role in SPEAKING_ROLES:
+            group = TURNS
+        return (number, phase if definition_for(self.spec.protocol).plan.phased else "", group)
 
     def _expected(self, stage: tuple[int, str, str]) -> list[TurnKey]:
-        """The turns a stage will hold, as far as the spec tells (each protocol's order);
-        turns the spec cannot foresee (a critic asked again, a judge) appear when they start."""
+        """The turns a stage will hold, as far as the spec tells (the protocol's order)."""
         number, phase, group = stage
-        protocol = self.spec.protocol
-        names = [d.name or "" for d in self.spec.debaters()]
-        if group == "turns" and protocol == "adversarial":
-            roles = (Role.PROPOSER, Role.CRITIC, Role.REBUTTAL, Role.MODERATOR)
-            return [(number, role, "", "", 1) for role in roles]
-        if group == "turns" and protocol in ("stances", "panel", "consensus"):
-            return [(number, Role.DEBATER, name, phase, 1) for name in names]
-        if group == "turns" and protocol == "structured":
-            return [(number, Role.DEBATER, name, "", 1) for name in structured_speakers(names)]
-        if group == "judging" and protocol == "structured":
-            return [(number, Role.JUDGE, "", part, 1) for part in (*SIDES, "ruling")]
-        return []
+        return definition_for(self.spec.protocol).plan.expected(self.spec, number, phase, group)
 
     # --- what Slack is sent ---------------------------------------------------------------
 
@@ -273,62 +262,15 @@ class Plan:
         return StreamContent(chunks=self.chunks(), label=label, closing=blocks)
 
 
-def structured_speakers(names: Sequence[str]) -> list[str]:
-    """Who speaks for each side of a structured debate, as the protocol names them."""
-    if names:
-        return list(names[: len(SIDES)])
-    return [side.lower() for side in SIDES]
-
-
 # --- titles and summaries ------------------------------------------------------------------
-
-_ADVERSARIAL = {
-    Role.PROPOSER: "proposer makes the case",
-    Role.CRITIC: "critic challenges the proposal",
-    Role.REBUTTAL: "proposer answers the critic",
-    Role.MODERATOR: "moderator weighs the arguments",
-}
-_STRUCTURED_STEP = {
-    1: "opening",
-    2: "cross-examination",
-    3: "closing",
-}
 
 
 def title(spec: DebateSpec, key: TurnKey) -> str:
-    """A task's title, from the turn's identity alone (the same live and from the record)."""
-    number, role, speaker, phase, attempt = key
-    protocol = spec.protocol
-    if role is Role.FRAMING:
-        return "Framing the question as a proposition"
-    if role is Role.ROUTER:
-        return "The fast model answers first"
-    if role is Role.SYNTHESIZER:
-        return "Synthesizer writes the answer in the requested shape"
-    if role is Role.INDEPENDENT_JUDGE:
-        return f"{judge_label(spec, speaker)} rereads the record, blind to the verdict"
-    if protocol == "structured":
-        if role is Role.JUDGE:
-            return "Judge rules" if phase == "ruling" else f"Judge scores the {phase} arguments"
-        side = _side_of(spec, speaker)
-        step = _STRUCTURED_STEP.get(number, STRUCTURED_PHASES[min(number, 4) - 1])
-        return f"{step.capitalize()}: {side} ({speaker})"
-    if role is Role.JUDGE:
-        return "Judge weighs the debate"
-    if role in _ADVERSARIAL:
-        doing = _ADVERSARIAL[role]
-        if role is Role.CRITIC and attempt > 1:
-            doing = "critic presses a stronger challenge"
-        return f"Round {number}: {doing}"
-    if protocol == "stances":
-        stance = next((d.stance for d in spec.debaters() if (d.name or "") == speaker), None)
-        return f"Round {number}: {speaker} argues \u201c{stance or 'a stance'}\u201d"
-    if protocol == "consensus":
-        return f"Round {number}, {phase} phase: {speaker}"
-    if protocol == "panel":
-        doing = "answers on its own" if number <= 1 else "revises after the peers' critique"
-        return f"Round {number}: {speaker} {doing}"
-    return f"Round {number}: {speaker or role.value}"
+    """A task's title, from the turn's identity alone (the same live and from the record): an
+    independent judge's here (every protocol has them), the others the protocol's."""
+    if key[1] is Role.INDEPENDENT_JUDGE:
+        return f"{judge_label(spec, key[2])} rereads the record, blind to the verdict"
+    return definition_for(spec.protocol).plan.title(spec, key)
 
 
 def judge_label(spec: DebateSpec, speaker: str) -> str:
@@ -340,79 +282,16 @@ def judge_label(spec: DebateSpec, speaker: str) -> str:
     return f"Independent judge {number if number.isdigit() else speaker}"
 
 
-def _side_of(spec: DebateSpec, speaker: str) -> str:
-    speakers = structured_speakers([d.name or "" for d in spec.debaters()])
-    return SIDES[speakers.index(speaker)] if speaker in speakers else speaker
-
-
-def _count(parsed: dict[str, Any], name: str) -> int:
-    value = parsed.get(name)
-    return len(value) if isinstance(value, list | dict) else 0
-
-
-def _plural(count: int, word: str, words: str = "") -> str:
-    return f"{count} {word if count == 1 else words or word + 's'}"
-
-
 def summary(spec: DebateSpec, turn: TurnRecord) -> str:
     """What a finished turn said, in one line of counts and choices (no model prose)."""
-    p, role, who = turn.parsed, turn.role, turn.speaker
-    if role is Role.FRAMING:
-        return (
-            f"framing: {_plural(_count(p, 'criteria'), 'criterion', 'criteria')},"
-            f" {_plural(_count(p, 'key_evidence'), 'piece')} of evidence"
-        )
-    if role is Role.PROPOSER:
-        return f"proposer: {_plural(_count(p, 'supporting_arguments'), 'argument')}"
-    if role is Role.CRITIC:
-        return (
-            f"critic: {_plural(_count(p, 'counter_arguments'), 'objection')},"
-            f" strength {p.get('challenge_strength', '?')}/10"
-        )
-    if role is Role.REBUTTAL:
-        return (
-            f"rebuttal: {_plural(_count(p, 'rebuttals'), 'answer')},"
-            f" {_plural(_count(p, 'concessions'), 'concession')}"
-        )
-    if role is Role.MODERATOR:
-        more = "another round" if p.get("recommend_another_round") else "no more rounds"
-        return f"moderator: {p.get('decision')}, {p.get('confidence_level')}; {more}"
-    if role is Role.JUDGE and spec.protocol == "structured":
-        if turn.phase == "ruling":
-            return (
-                f"judge: {p.get('decision')}, {p.get('confidence_level')},"
-                f" {_plural(_count(p, 'fallacies'), 'fallacy', 'fallacies')}"
-            )
-        return f"judge: scored {_plural(_count(p, 'scores'), 'argument')}"
-    if role is Role.JUDGE:
-        if "chosen" in p:
-            return f"judge: picks answer {p.get('chosen')}"
-        scored = _plural(_count(p, "scores"), "stance")
-        return f"judge: scores {scored}, confidence {p.get('confidence_level', 'not given')}"
-    if role is Role.SYNTHESIZER:
-        return "synthesizer: the answer is written"
-    if role is Role.INDEPENDENT_JUDGE:
-        decision = str(p.get("decision") or "")
+    if turn.role is Role.INDEPENDENT_JUDGE:
+        decision = str(turn.parsed.get("decision") or "")
         if not decision or decision.startswith("Position "):
             # The blind record's letters name no debater (and are swapped for some judges):
             # the decision is named once the verdict is out (`Plan.ended`).
             return "independent judge: decided; compared with the verdict when it is out"
         return f"independent judge: decides {decision}; compared with the verdict when it is out"
-    if spec.protocol == "stances":
-        return f"{who}: {_plural(_count(p, 'key_points'), 'key point')}"
-    if spec.protocol == "consensus":
-        return f"{who} votes {p.get('vote')}"
-    if spec.protocol == "structured":
-        if turn.round == 1:
-            return f"{who}: {_plural(_count(p, 'arguments'), 'argument')}"
-        if turn.round == 2:
-            return f"{who}: {_plural(_count(p, 'responses'), 'answer')}"
-        return f"{who}: {_plural(_count(p, 'concessions'), 'concession')}"
-    if "confidence" in p:
-        changed = ", changed" if p.get("changed_from_previous") else ""
-        speaker = who or role.value
-        return f"{speaker}: {p.get('decision')}, confidence {float(p['confidence']):.2f}{changed}"
-    return f"{who or role.value}: done"
+    return definition_for(spec.protocol).plan.summary(spec, turn)
 
 
 def checks_summary(result: DebateResult) -> str:
@@ -422,7 +301,7 @@ def checks_summary(result: DebateResult) -> str:
     unverified = sum(1 for check in result.citations if not check.verified)
     flags = ", ".join(flag.value for flag in result.flags)
     said = f"flags: {flags}" if flags else "no flags"
-    quotes = f"{_plural(unverified, 'quote')} not found" if unverified else "every quote found"
+    quotes = f"{plural(unverified, 'quote')} not found" if unverified else "every quote found"
     return f"checks: {said}; {quotes}"
 
 

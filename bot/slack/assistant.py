@@ -156,7 +156,7 @@ async def answer(
     question."""
     text = clean_text(kit.unescape(text)).strip()
     if text.rstrip("?").lower() == PROTOCOL_QUESTION.rstrip("?").lower():
-        await reply(helptext.PROTOCOL_ADVICE)
+        await reply(helptext.protocol_advice())
         return
     if text == ADR_REQUEST:
         await reply(PASTE_THE_ADR)

@@ -11,14 +11,16 @@ clients turn `--` into one.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from bot.adr import TitlePatternError, compile_title_pattern
 from bot.slack.errors import CommandError, FormError
-from engine.models import clean_text
-from engine.protocols import MAX_ROUNDS
+from engine.models import DEFAULT_PROTOCOL, clean_text
+from engine.protocols import PROTOCOLS, definition_for, flagged
+from engine.protocols.definition import Flags
 
 FLAGS = ("protocol", "rounds", "for", "against", "budget", "route", "review-in", "adr")
 SWITCHES = ("route",)
@@ -94,8 +96,8 @@ def parse_rounds(raw: str) -> int:
         ) from None
     if rounds < 1:
         raise CommandError(f"--rounds must be at least 1; got {rounds}")
-    if rounds > max(MAX_ROUNDS.values()):
-        caps = ", ".join(f"{name} {cap}" for name, cap in MAX_ROUNDS.items())
+    if rounds > max(d.max_rounds for d in PROTOCOLS.values()):
+        caps = ", ".join(f"{d.name} {d.max_rounds}" for d in PROTOCOLS.values())
         raise CommandError(f"--rounds is too many; each protocol has its maximum ({caps})")
     return rounds
 
@@ -241,6 +243,25 @@ def parse_timezone(raw: str) -> str:
     return name
 
 
+def _stances(flags: Flags) -> bool:
+    return flags.takes_stances
+
+
+def _route(flags: Flags) -> bool:
+    return flags.takes_route
+
+
+def _takes(protocol: str | None, flag: Callable[[Flags], bool]) -> bool:
+    """Whether the protocol asked for takes an option (`flag` of its definition's flags); no
+    protocol asked takes none."""
+    return protocol is not None and flag(definition_for(protocol).flags)
+
+
+def _flagged(flag: Callable[[Flags], bool], each: str = "{}") -> str:
+    """The protocols that take an option, as a help text names them."""
+    return " or ".join(each.format(name) for name in flagged(flag))
+
+
 def parse_protocol(raw: str, protocols: tuple[str, ...]) -> str:
     name = raw.strip().lower()
     if name not in protocols:
@@ -308,14 +329,16 @@ def parse_command(text: str, *, protocols: tuple[str, ...]) -> Command:
     protocol = parse_protocol(values["protocol"][0], protocols) if "protocol" in values else None
     stances_for = tuple(values.get("for", []))
     stances_against = tuple(values.get("against", []))
-    if (stances_for or stances_against) and protocol != "stances":
+    if (stances_for or stances_against) and not _takes(protocol, _stances):
         raise CommandError(
-            "--for and --against give debaters their stances; they need `--protocol stances`"
+            "--for and --against give debaters their stances; they need"
+            f" {_flagged(_stances, '`--protocol {}`')}"
         )
     route = "route" in values
-    if route and protocol != "panel":
+    if route and not _takes(protocol, _route):
         raise CommandError(
-            "--route lets a fast model answer before a panel; add `--protocol panel`"
+            "--route lets a fast model answer before a panel; add"
+            f" {_flagged(_route, '`--protocol {}`')}"
         )
     return DebateCommand(
         question=question or None,
@@ -404,10 +427,10 @@ def parse_debate_form(view: dict[str, Any], *, protocols: tuple[str, ...]) -> De
     stances_for = _lines(form_value(view, "stances_for"))
     stances_against = _lines(form_value(view, "stances_against"))
     route = "on" in (form_value(view, "route") or [])
-    if (stances_for or stances_against) and protocol != "stances":
-        errors["stances_for"] = "stances need the stances protocol"
-    if route and protocol != "panel":
-        errors["route"] = "the fast-model router works with the panel protocol"
+    if (stances_for or stances_against) and not _takes(protocol, _stances):
+        errors["stances_for"] = f"stances need the {_flagged(_stances)} protocol"
+    if route and not _takes(protocol, _route):
+        errors["route"] = f"the fast-model router works with the {_flagged(_route)} protocol"
     if not question:
         errors["question"] = "write the question the debate should decide"
     if errors:
@@ -461,7 +484,7 @@ def parse_config_form(view: dict[str, Any], *, protocols: tuple[str, ...]) -> di
 
 def _example(name: str) -> str:
     return {
-        "protocol": "--protocol adversarial",
+        "protocol": f"--protocol {DEFAULT_PROTOCOL}",
         "rounds": "--rounds 2",
         "for": '--for "keep Postgres"',
         "against": '--against "move to DynamoDB"',

@@ -32,6 +32,7 @@ from bot.store.tables import (
 )
 from bot.store.tenancy import Workspace
 from engine.models import DebateSpec, utcnow
+from engine.protocols import definition_for, flagged
 
 log = logging.getLogger(__name__)
 
@@ -188,11 +189,12 @@ class Reviews:
             workspace=self.workspace,
         )
         spec = DebateSpec.model_validate_json(debate.spec_json)
-        if spec.protocol != "adversarial":
+        if not definition_for(spec.protocol).flags.another_round:
             # Other protocols end on their own rule (a vote, convergence, a judgment), so one
             # more round of them is a new debate, not a continuation.
+            continued = " and ".join(flagged(lambda flags: flags.another_round))
             raise CommandError(
-                f"another round continues adversarial debates only; this was `{spec.protocol}`."
+                f"another round continues {continued} debates only; this was `{spec.protocol}`."
                 " Start a new debate with more --rounds instead"
             )
         ran = len(StoredResult.read(record.result_json).rounds) if record is not None else 0

@@ -29,8 +29,8 @@ from bot.store import channels
 from bot.store.db import in_session
 from bot.store.tables import ChannelSettings, DebateSource
 from bot.store.tenancy import Workspace
-from engine.models import ContextDocument
-from engine.protocols import PROTOCOL_NAMES
+from engine.models import DEFAULT_PROTOCOL, ContextDocument
+from engine.protocols import protocol_names
 
 
 class DebateStarts:
@@ -45,7 +45,7 @@ class DebateStarts:
         directory: SlackDirectory,
         hosts: HostClients | None = None,
         uploads: Uploads | None = None,
-        protocols: tuple[str, ...] = PROTOCOL_NAMES,
+        protocols: tuple[str, ...] | None = None,
         workspace: Workspace,
     ) -> None:
         self.engine = engine
@@ -54,7 +54,7 @@ class DebateStarts:
         self.directory = directory
         self.hosts = hosts
         self.uploads = uploads or Uploads()
-        self.protocols = protocols
+        self.protocols = protocols or protocol_names()
         self.workspace = workspace
 
     async def _settings(self, channel: str) -> ChannelSettings:
@@ -146,7 +146,7 @@ class DebateStarts:
             DebateRequest(
                 trigger_key=f"adr:{channel}:{ts}",
                 source=source,
-                asked=Ask(question=question, context=context, protocol="adversarial"),
+                asked=Ask(question=question, context=context, protocol=DEFAULT_PROTOCOL),
                 channel_id=channel,
                 thread_ts=ts,
                 requested_by=user,

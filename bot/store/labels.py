@@ -25,7 +25,7 @@ from engine.calibration.labels import Label, LabelKind
 from engine.confidence import ConfidenceComponents
 from engine.evaluation.scoring import ArmResult
 from engine.models import utcnow
-from engine.protocols import PROTOCOL_NAMES
+from engine.protocols import PROTOCOLS
 
 UNSPECIFIED = "unspecified"
 """The task type of a debate that named none (as `debatebot stats` counts it)."""
@@ -120,7 +120,7 @@ def import_eval(session: Session, *, results: Iterable[ArmResult]) -> EvalImport
     model's declared level, not a debate's."""
     outcome = EvalImport()
     for result in results:
-        if result.arm not in PROTOCOL_NAMES:
+        if result.arm not in PROTOCOLS:
             outcome.skip("not a debate protocol")
         elif not result.ok or result.decision is None or result.confidence is None:
             outcome.skip("failed")

@@ -15,7 +15,7 @@ from sqlalchemy import Enum as SqlEnum
 from sqlmodel import Field, SQLModel
 
 from engine.calibration.labels import LabelKind
-from engine.models import ConfidenceLevel, DebateStatus, Decision, utcnow
+from engine.models import DEFAULT_PROTOCOL, ConfidenceLevel, DebateStatus, Decision, utcnow
 
 
 def enum_column(
@@ -354,7 +354,7 @@ class ChannelSettings(WorkspaceOwned, table=True):
     """A channel's settings are its workspace's: a Slack Connect channel shared by two
     workspaces that both installed the app has one id and two sets of settings."""
     channel_id: str = Field(primary_key=True, max_length=40)
-    protocol: str = Field(default="adversarial", max_length=40)
+    protocol: str = Field(default=DEFAULT_PROTOCOL, max_length=40)
     rounds: int | None = None
     """Adversarial rounds; None: the deployment's DEBATEBOT_ROUNDS."""
     threshold: float | None = None

@@ -30,14 +30,19 @@ from engine.events import DebateEvent, RoundFinished
 from engine.ledger import LLMResolver
 from engine.models import ContextDocument, DebateResult, DebateSpec, Role, TurnRecord
 from engine.prompts import PromptLibrary
-from engine.protocols import PROTOCOL_NAMES
+from engine.protocols import protocol_names
 from engine.protocols.base import LEVEL_BASE
 from engine.rounds import PanelRound
 from engine.runner import run_debate
 from engine.single import SingleReview, pick_best, single_review
 
 SINGLE_ARMS = ("single", "vote", "best_of_n")
-ARMS = (*SINGLE_ARMS, *PROTOCOL_NAMES)
+
+
+def all_arms() -> tuple[str, ...]:
+    """Every arm, the single-model ones first, then each registered protocol."""
+    return (*SINGLE_ARMS, *protocol_names())
+
 
 SpecFor = Callable[[str, list[ContextDocument], str], DebateSpec]
 """Builds the spec of one run: (question, documents, protocol) -> spec with every role's model."""

@@ -43,7 +43,6 @@ from engine.evidence import (
 )
 from engine.ledger import BudgetExhausted, TurnLedger
 from engine.models import (
-    ADVERSARIAL_MAX_ROUNDS,
     AdversarialRound,
     CitationCheck,
     ConfidenceLevel,
@@ -179,9 +178,6 @@ class _DebateState:
 
 class AdversarialProtocol:
     """Proposer against a critic that must disagree, judged by a neutral moderator."""
-
-    name = "adversarial"
-    max_rounds = ADVERSARIAL_MAX_ROUNDS
 
     def validate(self, spec: DebateSpec) -> None:
         """Nothing beyond the round cap every protocol has (see `checked_protocol`)."""

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from enum import Enum, EnumMeta
+from types import GenericAlias
 from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -40,11 +42,8 @@ MATERIAL_CLOSE = "MATERIAL>>>"
 
 
 class DebateProtocol(Protocol):
-    name: str
-    max_rounds: int
-    """The hard maximum of rounds: every round's calls resend the case and a compact record of
-    the rounds before, so cost and time grow with every round, and one request must not hold a
-    worker for hours."""
+    """A protocol's engine; what else the application knows of it (its name, rounds, flags,
+    views) is its `engine.protocols.definition.ProtocolDefinition`."""
 
     def validate(self, spec: DebateSpec) -> None:
         """Raise SpecError when `spec` cannot run under this protocol; called before any call."""
@@ -275,6 +274,20 @@ def finish(
         started_at=started_at,
         finished_at=utcnow(),
     )
+
+
+def choice_enum(name: str, values: Iterable[str]) -> type[Enum]:
+    """A str enum whose members are `values` (each its own name and value): the type of a schema
+    field that allows only them (a debate's argument ids, labels, peers, votes). Built through
+    the metaclass's call, which is what `Enum(name, names)` does, so it is typed as the class it
+    is."""
+    return EnumMeta.__call__(Enum, name, {v: v for v in values}, module=__name__, type=str)
+
+
+def list_of(item: type) -> Any:
+    """`list[item]` for an item type built at run time (a field's annotation in
+    `pydantic.create_model`, which reads it at run time)."""
+    return GenericAlias(list, (item,))
 
 
 def options_for(model: type[OptionsT], spec: DebateSpec) -> OptionsT:

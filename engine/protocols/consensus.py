@@ -20,7 +20,6 @@ without its vote, for an independent judge, who picks one of the vote set.
 from __future__ import annotations
 
 from collections import Counter
-from enum import Enum
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
@@ -50,6 +49,7 @@ from engine.prompts import PromptLibrary
 from engine.protocols.base import (
     Asker,
     Ending,
+    choice_enum,
     common_verdict,
     finish,
     named_debaters,
@@ -116,8 +116,9 @@ option), restricted to the debate's votes by the turn's own type."""
 
 def turn_type(votes: list[str]) -> type[ConsensusTurnBase]:
     """The turn schema with `vote` restricted to the configured vote set."""
-    vote_enum = Enum("Vote", {v: v for v in votes}, type=str)  # type: ignore[misc]
-    return create_model("ConsensusTurn", __base__=ConsensusTurnBase, vote=(vote_enum, ...))
+    return create_model(
+        "ConsensusTurn", __base__=ConsensusTurnBase, vote=(choice_enum("Vote", votes), ...)
+    )
 
 
 class ConsensusReport(BaseModel):
@@ -193,9 +194,6 @@ def round_record(number: int, entries: list[ConsensusEntry], schedule: list[str]
 
 class ConsensusProtocol:
     """Phased discussion with code-held rules and a counted vote."""
-
-    name = "consensus"
-    max_rounds = 6
 
     def validate(self, spec: DebateSpec) -> None:
         options = options_for(ConsensusOptions, spec)

@@ -29,10 +29,9 @@ import asyncio
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from engine.errors import LLMError, StructuredOutputError
 from engine.events import RoundFinished
@@ -62,8 +61,10 @@ from engine.prompts import PromptLibrary
 from engine.protocols.base import (
     Asker,
     Ending,
+    choice_enum,
     common_verdict,
     finish,
+    list_of,
     named_debaters,
     no_verdict,
     options_for,
@@ -114,25 +115,26 @@ def revision_type(peers: list[str]) -> type[PanelRevision]:
     """The revision schema, rejecting a reply that skips a peer's critique. The peers' names are
     an enum and the list as long as the panel, so a constrained decoder names each peer."""
     expected = set(peers)
-    peer_enum = Enum("Peer", {p: p for p in peers}, type=str)  # type: ignore[misc]
+    named = create_model(
+        "NamedCritique", __base__=PeerCritique, peer=(choice_enum("Peer", peers), ...)
+    )
 
-    class NamedCritique(PeerCritique):
-        peer: peer_enum  # type: ignore[assignment]
-
-    class PeerRevision(PanelRevision):
-        critiques: list[NamedCritique] = Field(  # type: ignore[assignment]
-            min_length=len(peers), max_length=max(len(peers), 12)
-        )
-
+    class EveryPeer(PanelRevision):
         @model_validator(mode="after")
-        def _every_peer(self) -> PeerRevision:
+        def _every_peer(self) -> EveryPeer:
             missing = expected - {str(getattr(c.peer, "value", c.peer)) for c in self.critiques}
             if missing:
                 raise ValueError(f"critique every panelist; missing: {', '.join(sorted(missing))}")
             return self
 
-    PeerRevision.__name__ = "PanelRevision"
-    return PeerRevision
+    return create_model(
+        "PanelRevision",
+        __base__=EveryPeer,
+        critiques=(
+            list_of(named),
+            Field(min_length=len(peers), max_length=max(len(peers), 12)),
+        ),
+    )
 
 
 class PanelJudgment(BaseModel):
@@ -175,9 +177,6 @@ def convergence(clusters: list[list[int]], total: int) -> float:
 
 class PanelProtocol:
     """Independent panelists, peer critique, counted convergence."""
-
-    name = "panel"
-    max_rounds = 5
 
     def validate(self, spec: DebateSpec) -> None:
         options_for(PanelOptions, spec)

@@ -60,8 +60,10 @@ from engine.prompts import PromptLibrary
 from engine.protocols.base import (
     Asker,
     Ending,
+    choice_enum,
     common_verdict,
     finish,
+    list_of,
     named_debaters,
     no_verdict,
     options_for,
@@ -81,7 +83,6 @@ __all__ = ["StanceArgument", "StancesProtocol"]
 
 log = logging.getLogger("debatebot.engine")
 
-DEFAULT_ROUNDS = 2
 WARN_ABOVE_ROUNDS = 4
 _JSON_TYPES: dict[str, type] = {"string": str, "integer": int, "number": float, "boolean": bool}
 
@@ -115,26 +116,24 @@ class JudgeDecisionBase(BaseModel):
 def judge_type(labels: list[str]) -> type[JudgeDecisionBase]:
     """The judge's schema with `winner` and each score's stance restricted to the debaters'
     labels (`winner` may be null), and every label scored once."""
-    label_enum = Enum("Label", {label: label for label in labels}, type=str)  # type: ignore[misc]
+    label = choice_enum("Label", labels)
+    label_score = create_model("LabelScore", __base__=StanceScore, stance=(label, ...))
+    winner: Any = label | None  # a label, or null for a synthesis
 
-    class LabelScore(StanceScore):
-        stance: label_enum  # type: ignore[assignment]
-
-    class Judgment(JudgeDecisionBase):
-        scores: list[LabelScore] = Field(  # type: ignore[assignment]
-            min_length=len(labels), max_length=len(labels)
-        )
-        winner: label_enum | None  # type: ignore[assignment]
-
+    class EveryStanceOnce(JudgeDecisionBase):
         @model_validator(mode="after")
-        def _every_stance_once(self) -> Judgment:
+        def _every_stance_once(self) -> EveryStanceOnce:
             scored = [_label(s.stance) for s in self.scores]
             if sorted(scored) != sorted(labels):
                 raise ValueError(f"score every stance once: {', '.join(labels)}")
             return self
 
-    Judgment.__name__ = "StancesJudgment"
-    return Judgment
+    return create_model(
+        "StancesJudgment",
+        __base__=EveryStanceOnce,
+        scores=(list_of(label_score), Field(min_length=len(labels), max_length=len(labels))),
+        winner=(winner, ...),
+    )
 
 
 def _label(value: object) -> str:
@@ -186,7 +185,7 @@ def _field_type(name: str, node: Any) -> Any:
     if kind in _JSON_TYPES:
         return _JSON_TYPES[kind]
     if kind == "array":
-        return list[_field_type(name, node.get("items", {}))]  # type: ignore[misc]
+        return list_of(_field_type(name, node.get("items", {})))
     raise SpecError(
         f"output schema field {name!r} has type {kind!r}; use string, integer, number, boolean,"
         " an enum, or an array of those"
@@ -217,9 +216,6 @@ def labels_for(debaters: list[Participant], anonymize: bool) -> dict[str, str]:
 
 class StancesProtocol:
     """Assigned stances, no conceding, one anonymized and shuffled judgment."""
-
-    name = "stances"
-    max_rounds = 6
 
     def __init__(self, rng: random.Random | None = None) -> None:
         self.rng = rng

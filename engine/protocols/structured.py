@@ -29,10 +29,9 @@ names and argument ids hidden behind position letters, for an independent judge.
 from __future__ import annotations
 
 import re
-from enum import Enum
-from typing import Any, TypeVar
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic import BaseModel, Field, create_model, model_validator
 
 from engine.citations import CitationChecker
 from engine.errors import LLMError, SpecError
@@ -43,7 +42,6 @@ from engine.evidence import (
     BlindView,
     Entry,
     IndependentJudgment,
-    Measure,
     ProtocolEvidence,
     mark,
 )
@@ -54,16 +52,36 @@ from engine.models import (
     DebateResult,
     DebateSpec,
     Decision,
-    LongText,
     Role,
-    ShortText,
     Verdict,
     utcnow,
 )
 from engine.prompts import PromptLibrary
-from engine.protocols.base import Asker, Ending, common_verdict, finish, no_verdict
+from engine.protocols.base import (
+    Asker,
+    Ending,
+    choice_enum,
+    common_verdict,
+    finish,
+    list_of,
+    no_verdict,
+)
 from engine.protocols.outputs import Outputs
 from engine.protocols.record import DebateSoFar
+from engine.protocols.structured_judge import (
+    ANY_ARGUMENT_ID,
+    ANY_RULING,
+    ANY_SIDE_JUDGMENT,
+    SIDES,
+    SideJudgment,
+    argument_id,
+    plain,
+    render_scores,
+    ruling_type,
+    scored,
+    side_judgment_type,
+    unrefuted,
+)
 from engine.rounds import (
     CLOSING_MAX_WORDS,
     WEIGHTS,
@@ -91,8 +109,6 @@ __all__ = [
     "TraceEntry",
 ]
 
-T = TypeVar("T", bound=BaseModel)
-SIDES = ("PRO", "CON")
 STRUCTURED_IDS = "Ids PRO-<n>, CON-<n>: the n-th argument of the PRO or CON side's opening."
 SIDE_MEANING = {
     "PRO": "you argue FOR the proposal in the question",
@@ -108,64 +124,39 @@ class CrossExamination(BaseModel):
     responses: list[Response] = Field(min_length=1, max_length=5)
 
 
-class SideJudgment(BaseModel):
-    """The judge's scores and trace rows for one side's arguments. Both are objects keyed by
-    argument id: a schema with one required key per argument cannot skip or repeat one, even
-    under a constrained decoder."""
-
-    scores: Any
-    trace: Any
-
-
-class Ruling(BaseModel):
-    """The judge's ruling, asked once every argument is scored. The short decision fields come
-    first, so a reply cut at max_tokens loses prose, not the decision."""
-
-    decision: Decision
-    confidence_level: ConfidenceLevel
-    fallacies: list[FallacyFinding] = Field(default_factory=list, max_length=10)
-    unresolved_questions: list[ShortText] = Field(default_factory=list, max_length=8)
-    recommendation: LongText
-
-
 def opening_type(prefix: str) -> type[Opening]:
     """The opening schema of one side: ids must run PREFIX-1, PREFIX-2, … in order (the id
     pattern is in the schema too, so constrained decoders keep the prefix)."""
+    side_argument = create_model(
+        "SideArgument", __base__=Argument, id=(str, Field(pattern=rf"^{prefix}-[1-5]$"))
+    )
 
-    class SideArgument(Argument):
-        id: str = Field(pattern=rf"^{prefix}-[1-5]$")
-
-    class SideOpening(Opening):
-        arguments: list[SideArgument] = Field(min_length=3, max_length=5)  # type: ignore[assignment]
-
+    class Numbered(Opening):
         @model_validator(mode="after")
-        def _numbered(self) -> SideOpening:
+        def _numbered(self) -> Numbered:
             ids = [a.id for a in self.arguments]
             expected = [f"{prefix}-{n}" for n in range(1, len(ids) + 1)]
             if ids != expected:
                 raise ValueError(f"argument ids must be {expected} in order; got {ids}")
             return self
 
-    SideOpening.__name__ = "Opening"
-    return SideOpening
+    return create_model(
+        "Opening",
+        __base__=Numbered,
+        arguments=(list_of(side_argument), Field(min_length=3, max_length=5)),
+    )
 
 
 def cross_type(opposing: list[str]) -> type[CrossExamination]:
     """The cross-examination schema: exactly one response per opposing argument, no others."""
+    side_response = create_model(
+        "SideResponse", __base__=Response, target=(choice_enum("Target", opposing), ...)
+    )
 
-    target_enum = Enum("Target", {a: a for a in opposing}, type=str)  # type: ignore[misc]
-
-    class SideResponse(Response):
-        target: target_enum  # type: ignore[assignment]
-
-    class SideCross(CrossExamination):
-        responses: list[SideResponse] = Field(  # type: ignore[assignment]
-            min_length=len(opposing), max_length=len(opposing)
-        )
-
+    class Complete(CrossExamination):
         @model_validator(mode="after")
-        def _complete(self) -> SideCross:
-            targets = [_id(r.target) for r in self.responses]
+        def _complete(self) -> Complete:
+            targets = [argument_id(r.target) for r in self.responses]
             skipped = [a for a in opposing if a not in targets]
             added = [t for t in targets if t not in opposing]
             repeated = sorted({t for t in targets if targets.count(t) > 1})
@@ -180,170 +171,52 @@ def cross_type(opposing: list[str]) -> type[CrossExamination]:
                 raise ValueError("; ".join(problems))
             return self
 
-    SideCross.__name__ = "CrossExamination"
-    return SideCross
-
-
-def side_judgment_type(ids: list[str]) -> type[SideJudgment]:
-    """One side's judgment schema: a score and a trace row for each of its argument ids, and no
-    others."""
-
-    def keyed(name: str, value: type[BaseModel]) -> Any:
-        fields: dict[str, Any] = {f"arg_{i}": (value, Field(alias=a)) for i, a in enumerate(ids)}
-        # Dumped by alias: a stored turn keeps the argument ids, so a resumed run replays it.
-        config = ConfigDict(extra="forbid", serialize_by_alias=True)
-        return create_model(name, __config__=config, **fields)
-
-    scores_model = keyed("Scores", Dimensions)
-    trace_model = keyed("Trace", TraceEntry)
-
-    class KeyedSideJudgment(SideJudgment):
-        scores: scores_model  # type: ignore[valid-type]
-        trace: trace_model  # type: ignore[valid-type]
-
-    KeyedSideJudgment.__name__ = "SideJudgment"
-    return KeyedSideJudgment
-
-
-def ruling_type(ids: list[str]) -> type[Ruling]:
-    """The ruling's schema: fallacies may name only the debate's argument ids."""
-    id_enum = Enum("ArgumentId", {a: a for a in ids}, type=str)  # type: ignore[misc]
-
-    class IdFallacy(FallacyFinding):
-        argument: id_enum  # type: ignore[assignment]
-
-    class IdRuling(Ruling):
-        fallacies: list[IdFallacy] = Field(default_factory=list, max_length=10)  # type: ignore[assignment]
-
-        @model_validator(mode="after")
-        def _known_fallacies(self) -> IdRuling:
-            unknown = [_id(f.argument) for f in self.fallacies if _id(f.argument) not in ids]
-            if unknown:
-                raise ValueError(f"fallacies name unknown arguments {unknown}")
-            return self
-
-    IdRuling.__name__ = "Ruling"
-    return IdRuling
+    return create_model(
+        "CrossExamination",
+        __base__=Complete,
+        responses=(
+            list_of(side_response),
+            Field(min_length=len(opposing), max_length=len(opposing)),
+        ),
+    )
 
 
 # The envelope (engine/envelope.py): one schema for every call of every structured debate, so
-# the per-debate types above map to static supersets. A new output type goes into OUTPUTS with
-# its static type (itself, when nothing in it is decided per debate).
-ARGUMENT_IDS = tuple(f"{side}-{n}" for side in SIDES for n in range(1, 6))
-"""Every argument id a structured debate can have: three to five a side."""
-MIN_ARGUMENTS = 3
-AnyArgumentId = Enum("AnyArgumentId", {a: a for a in ARGUMENT_IDS}, type=str)  # type: ignore[misc]
-
-
-class AnyArgument(Argument):
-    id: str = Field(pattern=r"^(PRO|CON)-[1-5]$")
-
-
-class AnyOpening(Opening):
-    arguments: list[AnyArgument] = Field(min_length=3, max_length=5)  # type: ignore[assignment]
-
-
-class AnyResponse(Response):
-    target: AnyArgumentId  # type: ignore[assignment]
-
-
-class AnyCrossExamination(CrossExamination):
-    responses: list[AnyResponse] = Field(min_length=1, max_length=5)  # type: ignore[assignment]
-
-
-def _any_keyed(name: str, value: type[BaseModel], side: str) -> Any:
-    """An object with a key per possible argument id of `side`. The first three always exist;
-    the fourth and fifth are nullable (null when the side made fewer): only those, since
-    Anthropic refuses a schema with more than 16 union-typed parameters."""
-    ids = [f"{side}-{n}" for n in range(1, 6)]
-    fields: dict[str, Any] = {
-        f"arg_{i}": (value if int(a[-1]) <= MIN_ARGUMENTS else value | None, Field(alias=a))
-        for i, a in enumerate(ids)
-    }
-    return create_model(f"{name}{side.title()}", __config__=ConfigDict(extra="forbid"), **fields)
-
-
-AnyScores = _any_keyed("AnyScores", Dimensions, "PRO") | _any_keyed("AnyScores", Dimensions, "CON")
-AnyTrace = _any_keyed("AnyTrace", TraceEntry, "PRO") | _any_keyed("AnyTrace", TraceEntry, "CON")
-
-
-class AnySideJudgment(SideJudgment):
-    """Either side's judgment: one side's keys (the judge scores one side per call)."""
-
-    scores: AnyScores  # type: ignore[valid-type]
-    trace: AnyTrace  # type: ignore[valid-type]
-
-
-class AnyFallacy(FallacyFinding):
-    argument: AnyArgumentId  # type: ignore[assignment]
-
-
-class AnyRuling(Ruling):
-    fallacies: list[AnyFallacy] = Field(default_factory=list, max_length=10)  # type: ignore[assignment]
+# the per-debate types map to static supersets. A new output type goes into OUTPUTS with its
+# static type (itself, when nothing in it is decided per debate).
+ANY_OPENING = create_model(
+    "AnyOpening",
+    __base__=Opening,
+    arguments=(
+        list_of(
+            create_model(
+                "AnyArgument", __base__=Argument, id=(str, Field(pattern=r"^(PRO|CON)-[1-5]$"))
+            )
+        ),
+        Field(min_length=3, max_length=5),
+    ),
+)
+ANY_CROSS_EXAMINATION = create_model(
+    "AnyCrossExamination",
+    __base__=CrossExamination,
+    responses=(
+        list_of(create_model("AnyResponse", __base__=Response, target=(ANY_ARGUMENT_ID, ...))),
+        Field(min_length=1, max_length=5),
+    ),
+)
 
 
 OUTPUTS = Outputs(
     "structured",
     {
-        "Opening": AnyOpening,
-        "CrossExamination": AnyCrossExamination,
+        "Opening": ANY_OPENING,
+        "CrossExamination": ANY_CROSS_EXAMINATION,
         "Closing": Closing,
-        "SideJudgment": AnySideJudgment,
-        "Ruling": AnyRuling,
+        "SideJudgment": ANY_SIDE_JUDGMENT,
+        "Ruling": ANY_RULING,
         "IndependentJudgment": IndependentJudgment,
     },
 )
-
-
-def _id(value: object) -> str:
-    """An argument id, whether given as text or as a schema enum member."""
-    return str(getattr(value, "value", value))
-
-
-def keyed_rows(value: Any, model: type[T]) -> dict[str, T]:
-    """A judgment's keyed object (a model or plain dict) as argument id -> `model`."""
-    raw = value.model_dump(by_alias=True) if isinstance(value, BaseModel) else dict(value)
-    return {key: model.model_validate(row) for key, row in raw.items()}
-
-
-def side_totals(scores: dict[str, Dimensions]) -> dict[str, float]:
-    """The mean weighted score of each side's arguments."""
-    totals: dict[str, float] = {}
-    for side in SIDES:
-        weighted = [d.weighted for a, d in scores.items() if a.startswith(f"{side}-")]
-        totals[side] = sum(weighted) / len(weighted) if weighted else 0.0
-    return totals
-
-
-def scored(ruling: Ruling, sides: dict[str, SideJudgment]) -> ScoredJudgment:
-    """The judgment as one record, with the weighted scores and side totals computed here,
-    never by the model."""
-    scores = {
-        a: d for side in sides.values() for a, d in keyed_rows(side.scores, Dimensions).items()
-    }
-    totals = side_totals(scores)
-    return ScoredJudgment(
-        decision=ruling.decision,
-        confidence_level=ruling.confidence_level,
-        scores=scores,
-        weighted={a: d.weighted for a, d in scores.items()},
-        totals=totals,
-        leading_side=max(totals, key=lambda side: totals[side])
-        if totals["PRO"] != totals["CON"]
-        else None,
-        fallacies=_plain(ruling.fallacies, FallacyFinding),
-        trace={
-            a: t for side in sides.values() for a, t in keyed_rows(side.trace, TraceEntry).items()
-        },
-        unresolved_questions=list(ruling.unresolved_questions),
-        recommendation=ruling.recommendation,
-    )
-
-
-def _plain(items: list[Any], model: type[T] | None = None) -> list[Any]:
-    """Schema-specific subclasses (enum-typed ids) as plain records, for the round record."""
-    dumped = [item.model_dump(mode="json") for item in items]
-    return [model.model_validate(row) for row in dumped] if model else dumped
 
 
 def render_arguments(opening: Opening) -> str:
@@ -351,25 +224,6 @@ def render_arguments(opening: Opening) -> str:
         f"{a.id}: {a.claim}\n   reasoning: {a.reasoning}\n   evidence: {a.evidence}"
         for a in opening.arguments
     )
-
-
-def render_scores(sides: dict[str, SideJudgment]) -> str:
-    """The sides' scores and trace rows, with the weighted scores and totals computed here, for
-    the judge's ruling."""
-    lines = []
-    for side, judged in sides.items():
-        trace = keyed_rows(judged.trace, TraceEntry)
-        weighted = []
-        for argument, d in keyed_rows(judged.scores, Dimensions).items():
-            weighted.append(d.weighted)
-            row = trace[argument]
-            lines.append(
-                f"{argument}: logic {d.logic}, evidence {d.evidence}, responsiveness"
-                f" {d.responsiveness}, honesty {d.honesty}; weighted {d.weighted:.2f};"
-                f" {row.status}: {row.note}"
-            )
-        lines.append(f"{side} total (mean weighted score): {sum(weighted) / len(weighted):.2f}")
-    return "\n".join(lines)
 
 
 def render_cross(side: str, cross: CrossExamination) -> str:
@@ -405,9 +259,6 @@ def judge_so_far(
 
 class StructuredProtocol:
     """Formal debate: openings, cross-examination, closings, and a judge scored in code."""
-
-    name = "structured"
-    max_rounds = 1
 
     def validate(self, spec: DebateSpec) -> None:
         debaters = spec.debaters()
@@ -462,7 +313,7 @@ class StructuredProtocol:
                 )
             await posted(
                 phase="openings",
-                openings={s: _plain(o.arguments) for s, o in openings.items()},
+                openings={s: plain(o.arguments) for s, o in openings.items()},
             )
             for side, other in zip(SIDES, reversed(SIDES), strict=True):
                 crosses[side] = await asker.ask(
@@ -480,7 +331,7 @@ class StructuredProtocol:
                 )
             await posted(
                 phase="cross_examination",
-                answers={s: _plain(c.responses) for s, c in crosses.items()},
+                answers={s: plain(c.responses) for s, c in crosses.items()},
             )
             for side, other in zip(SIDES, reversed(SIDES), strict=True):
                 closings[side] = await asker.ask(
@@ -605,29 +456,6 @@ def quotes_in(evidence: str) -> list[str]:
     """The quotations in an argument's evidence (a concrete fact given without quotation
     marks is not checked)."""
     return QUOTED.findall(evidence)
-
-
-STANDING = {"UPHELD": 1.0, "UNCERTAIN": 1.0, "PARTIALLY_UPHELD": 0.5, "REFUTED": 0.0}
-"""How much of an opposing argument the trace leaves standing."""
-
-
-def unrefuted(trace: list[dict[str, Any]], decision: Decision) -> Measure:
-    """The share of the arguments against `decision` that the judge's trace leaves standing."""
-    against: tuple[str, ...] = SIDES
-    if decision in (Decision.ACCEPT, Decision.ACCEPT_WITH_CONDITIONS):
-        against = ("CON",)
-    elif decision in (Decision.REVISE, Decision.REJECT):
-        against = ("PRO",)
-    rows = [row for row in trace if str(row["argument"]).split("-")[0] in against]
-    if not rows:
-        return Measure(None)
-    standing = [STANDING[row["status"]] for row in rows]
-    whole = sum(1 for value in standing if value == 1.0)
-    partly = sum(1 for value in standing if 0.0 < value < 1.0)
-    note = f"{whole} of {len(rows)} objections unanswered"
-    if partly:
-        note += f", {partly} partly"
-    return Measure(sum(standing) / len(rows), note)
 
 
 _SIDE_ID = re.compile(r"\b(PRO|CON)-(\d)")

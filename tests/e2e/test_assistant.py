@@ -55,7 +55,7 @@ async def test_opening_the_assistant_offers_suggested_prompts(start_bot: BotFact
 
     await ask(bot, assistant.PROTOCOL_QUESTION, root)
     await bot.wait_for(
-        lambda: any(m["text"] == helptext.PROTOCOL_ADVICE for m in thread(bot)), "the advice"
+        lambda: any(m["text"] == helptext.protocol_advice() for m in thread(bot)), "the advice"
     )
     await ask(bot, assistant.ADR_REQUEST, root)
     await bot.wait_for(

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bot.cli import main
-from bot.cli.parser import EVAL_ARMS
+from engine.evaluation.arms import all_arms
 from engine.evaluation.scoring import ArmResult
 from tests.helpers import LLAMA_GROUP, REVIEW_CASES, local_threads
 from tests.integration.llm_server import OPENAI_USAGE, ModelServer, Step, schema_name
@@ -31,6 +31,9 @@ def stored(folder: Path) -> list[ArmResult]:
         except ValueError:
             continue
     return results
+
+
+EVAL_ARMS = all_arms()
 
 
 @pytest.fixture(autouse=True)

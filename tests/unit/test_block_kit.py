@@ -372,4 +372,4 @@ def test_every_view_at_its_limits() -> None:
 def test_the_assistant_texts_fit() -> None:
     for prompt in assistant.SUGGESTED_PROMPTS:
         assert len(prompt["title"]) <= 75
-    assert len(helptext.PROTOCOL_ADVICE) <= kit.MAX_FALLBACK_CHARS
+    assert len(helptext.protocol_advice()) <= kit.MAX_FALLBACK_CHARS

@@ -32,7 +32,7 @@ from engine.models import (
     Usage,
 )
 from engine.pricing import Pricing
-from engine.protocols import MAX_ROUNDS, PROTOCOL_NAMES
+from engine.protocols import PROTOCOLS
 from engine.providers.fake import FunctionLLM, SchemaFillingLLM
 from engine.runner import run_debate
 from tests.helpers import DebateScript, shipped_prompts
@@ -268,7 +268,7 @@ def random_pricing(rng: random.Random) -> Pricing:
 
 
 def random_spec(rng: random.Random) -> DebateSpec:
-    protocol = rng.choice(PROTOCOL_NAMES)
+    protocol = rng.choice(list(PROTOCOLS))
     model = FAKE.model_copy(update={"max_tokens": rng.choice([16, 64, 256, 1024, 4096])})
     count = {"structured": 2, "stances": rng.randint(2, 4)}.get(protocol, rng.randint(2, 5))
     debaters = [
@@ -294,7 +294,7 @@ def random_spec(rng: random.Random) -> DebateSpec:
         context=[ContextDocument(title="case", text=text)] if text else [],
         default_model=model,
         participants=[*(debaters if protocol != "adversarial" else []), *extra],
-        max_rounds=rng.randint(1, min(3, MAX_ROUNDS[protocol])),
+        max_rounds=rng.randint(1, min(3, PROTOCOLS[protocol].max_rounds)),
         budget_usd=round(10 ** rng.uniform(-2.5, 1.0), 6),
         options=options,
     )

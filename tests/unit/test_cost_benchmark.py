@@ -17,7 +17,8 @@ from engine.models import CriticTurn, ModeratorTurn, ProposerTurn, Proposition, 
 from engine.protocols.consensus import turn_type
 from engine.protocols.panel import revision_type
 from engine.protocols.stances import judge_type
-from engine.protocols.structured import cross_type, opening_type, ruling_type, side_judgment_type
+from engine.protocols.structured import cross_type, opening_type
+from engine.protocols.structured_judge import ruling_type, side_judgment_type
 from engine.rounds import Closing
 from engine.single import SingleReview
 

@@ -14,7 +14,8 @@ from engine.events import DebateEvent, RoundFinished
 from engine.llm import LLMRequest, output_schema
 from engine.models import DebateResult, DebateSpec, DebateStatus, ModelSettings, Participant, Role
 from engine.protocols.consensus import PHASES
-from engine.protocols.structured import cross_type, opening_type, side_judgment_type
+from engine.protocols.structured import cross_type, opening_type
+from engine.protocols.structured_judge import side_judgment_type
 from engine.providers.fake import (
     CANNED_DEBATE_REPLIES,
     FunctionLLM,

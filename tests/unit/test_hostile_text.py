@@ -32,7 +32,7 @@ from bot.slack import command_text, payloads, server, triggers
 from bot.slack.errors import CommandError
 from engine import citations, llm, quality
 from engine.models import ContextDocument, Role, clean_text
-from engine.protocols import PROTOCOL_NAMES
+from engine.protocols import protocol_names
 
 MAX_CHARS = 40_000
 BOUND_S = 2.0
@@ -140,7 +140,7 @@ RECOGNISERS: dict[str, Callable[[str], Any]] = {
     "adr_title": adr.adr_title,
     "clean_line": adr.clean_line,
     "parse_command": _ignore(
-        (CommandError,), lambda text: command_text.parse_command(text, protocols=PROTOCOL_NAMES)
+        (CommandError,), lambda text: command_text.parse_command(text, protocols=protocol_names())
     ),
     "parse_people": _ignore((CommandError,), command_text.parse_people),
     "parse_channel": _ignore((CommandError,), command_text.parse_channel),

@@ -15,12 +15,8 @@ from bot.wiring import build_services
 from engine.errors import SchemaTooLargeError
 from engine.llm import LLMRequest, Message, output_schema
 from engine.models import CriticTurn, DebateSpec, ModeratorTurn, Role
-from engine.protocols.structured import (
-    cross_type,
-    opening_type,
-    ruling_type,
-    side_judgment_type,
-)
+from engine.protocols.structured import cross_type, opening_type
+from engine.protocols.structured_judge import ruling_type, side_judgment_type
 from engine.providers.fake import SchemaFillingLLM
 from engine.providers.grammar import (
     FIT_MIN_STRING,

@@ -40,7 +40,15 @@ from engine.models import (
     Usage,
 )
 from engine.pricing import FREE, Pricing
-from engine.protocols import PROTOCOL_NAMES, adversarial, consensus, panel, stances, structured
+from engine.protocols import (
+    PROTOCOLS,
+    adversarial,
+    consensus,
+    panel,
+    stances,
+    structured,
+    structured_judge,
+)
 from engine.protocols.base import render_material
 from engine.protocols.outputs import Outputs
 from engine.providers.anthropic_messages import Shape, build_params
@@ -163,7 +171,7 @@ VENDORS: dict[str, Callable[[LLMRequest], tuple[str, str, Any]]] = {
 
 
 @pytest.mark.parametrize("vendor", VENDORS)
-@pytest.mark.parametrize("protocol", PROTOCOL_NAMES)
+@pytest.mark.parametrize("protocol", list(PROTOCOLS))
 async def test_every_call_of_a_debate_shares_its_prefix_up_to_the_first_role_specific_byte(
     protocol: str, vendor: str
 ) -> None:
@@ -269,7 +277,7 @@ def envelope_of(outputs: Outputs) -> Envelope:
     )
 
 
-@pytest.mark.parametrize("protocol", PROTOCOL_NAMES)
+@pytest.mark.parametrize("protocol", list(PROTOCOLS))
 def test_each_protocols_envelope_is_a_schema_both_vendors_accept(protocol: str) -> None:
     envelope = envelope_of(OUTPUTS[protocol])
     openai_schema = strict_schema(envelope.json_schema)
@@ -361,7 +369,7 @@ def admits(value: Any, schema: Any, defs: dict[str, Any]) -> bool:
     return True
 
 
-@pytest.mark.parametrize("protocol", PROTOCOL_NAMES)
+@pytest.mark.parametrize("protocol", list(PROTOCOLS))
 async def test_the_envelope_holds_the_answer_of_every_call_of_a_debate(protocol: str) -> None:
     """The envelope is static, its per-debate parts replaced by supersets: every answer of a
     debate (valid for its call's own type), under its key with the other keys null, is an
@@ -457,14 +465,14 @@ async def test_null_padding_for_ids_a_debate_lacks_is_dropped_before_the_exact_t
         "scores": {**{i: dict(scores) for i in ids}, **absent},
         "trace": {**{i: {"status": "UPHELD", "note": "held"} for i in ids}, **absent},
     }
-    own = structured.side_judgment_type(ids)
+    own = structured_judge.side_judgment_type(ids)
     request = proposer_request().model_copy(update={"envelope": structured.OUTPUTS.envelope(own)})
     nulls = dict.fromkeys(structured.OUTPUTS.schema["properties"])
     result = await complete_structured(
         Enveloped({**nulls, "side_judgment": judgment}), request, own
     )
     assert result.reasks == 0
-    assert structured.keyed_rows(result.value.scores, Dimensions).keys() == set(ids)
+    assert structured_judge.keyed_rows(result.value.scores, Dimensions).keys() == set(ids)
 
 
 def test_a_call_whose_type_the_protocol_did_not_declare_fails_naming_the_declaration() -> None:

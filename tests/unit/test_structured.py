@@ -13,8 +13,9 @@ from engine.errors import SpecError
 from engine.llm import LLMRequest
 from engine.models import DebateSpec, Decision, ModelSettings, Participant, Role
 from engine.protocols import get_protocol
-from engine.protocols.structured import Dimensions, side_totals
+from engine.protocols.structured_judge import side_totals
 from engine.providers.fake import FunctionLLM
+from engine.rounds import Dimensions
 from engine.runner import run_debate
 from tests.helpers import shipped_prompts
 
