@@ -10,6 +10,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from bot.store import labels, outbox
+from bot.store.errors import DebateNotFoundError
 from bot.store.queue import get_debate
 from bot.store.tables import (
     Debate,
@@ -55,9 +56,11 @@ def record_review(
     """Store the one decision on an escalation (made at `decided_at`, default now), with the
     messages it owes (`drafts`: the review request shown decided) and, for an Approve or a
     Reject, the label it makes for the verdict's confidence; a second click returns the first
-    decision (created=False) and owes nothing."""
+    decision (created=False) and owes nothing. DebateNotFoundError when the escalation is gone
+    (removed while its reviewer decided)."""
     escalation = session.get(Escalation, escalation_id)
-    assert escalation is not None
+    if escalation is None:
+        raise DebateNotFoundError(f"no review request with id {escalation_id}")
     review = Review(
         escalation_id=escalation_id,
         debate_id=escalation.debate_id,

@@ -28,6 +28,7 @@ from sqlalchemy.orm import ORMExecuteState, Session, with_loader_criteria
 from sqlalchemy.sql.util import find_tables
 
 from bot.store.errors import WorkspaceScopeError
+from bot.store.held_tables import HeldTrigger  # noqa: F401  (a tenant table outside `tables`)
 from bot.store.tables import Debate, WorkspaceOwned
 
 PENDING_TEAM = "pending"
