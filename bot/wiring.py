@@ -217,6 +217,7 @@ def build_bot(
         gate=gate,
         backoff=Backoff(settings.slack_token_probe_s, settings.slack_token_probe_max_s),
         poll_s=settings.outbox_poll_s,
+        retry_s=settings.slack_event_retry_s,
         wake_delivery=delivery.wake,
         app=app,
     )
