@@ -34,7 +34,7 @@ from tests.e2e.test_oauth_installs import OTHER, install, outer, post_event, sta
 from tests.e2e.test_socket_mode import socket_settings, until
 from tests.e2e.test_triggers import ADR_TEXT
 
-FAST = {
+FAST: dict[str, Any] = {
     "post_interval_s": 0.0,
     "worker_poll_s": 0.05,
     "outbox_poll_s": 0.05,
