@@ -40,6 +40,7 @@ from sqlmodel import Session
 from bot.messages import kit, posts
 from bot.slack.after_ack import collecting
 from bot.slack.errors import RefusedTokenError, SlackUnavailableError
+from bot.slack.triggers import ONE_METHOD
 from bot.slackweb.errors import TOKEN_REFUSED, PostError, TokenRefusedError
 from bot.slackweb.poster import token_refusal
 from bot.slackweb.token import TokenGate, workspace_token_fix
@@ -289,10 +290,13 @@ def _refusal(error: Exception) -> tuple[str, str | None] | None:
         return error.code, error.scope
     if isinstance(error, TokenRefusedError):
         return error.code, error.needed
-    if isinstance(error, PostError) and error.code in TOKEN_REFUSED:
+    # A scope one method lacks is told with its fix where it happens (bot.slack.triggers).
+    if isinstance(error, PostError) and error.code in TOKEN_REFUSED - ONE_METHOD:
         return error.code, None
     refused = token_refusal(error, "-")
-    return None if refused is None else (refused.code, refused.needed)
+    if refused is None or refused.code in ONE_METHOD:
+        return None
+    return refused.code, refused.needed
 
 
 async def _tell(surface: Surface, event: dict[str, Any], text: str) -> None:

@@ -223,7 +223,7 @@ class DebateStarts:
                 refused = (
                     token_refusal(cause, "files.info") if isinstance(cause, Exception) else None
                 )
-                if refused is not None:
+                if refused is not None and refused.code not in triggers.ONE_METHOD:
                     raise await self._refused(refused) from error
                 raise CommandError(str(error)) from error
         pattern = settings.adr_pattern

@@ -5,8 +5,8 @@ Reading a thread is tried a few times when Slack fails for a moment (a 5xx, a 42
 no connection: `classify`'s retryable failures), waiting as Slack's `Retry-After` asks (capped);
 still failing, it raises SlackUnavailableError naming Slack's code, so the person is told the
 actual cause and the trigger is tried again later (bot.slack.held). A refused token raises
-TokenRefusedError; any other refusal (`not_in_channel`, `thread_not_found`, …) the SlackApiError
-as Slack answered it.
+TokenRefusedError; any other refusal (`not_in_channel`, `thread_not_found`, a `missing_scope`
+for this method, …) the SlackApiError as Slack answered it.
 """
 
 from __future__ import annotations
@@ -31,6 +31,9 @@ READ_WAIT_S = 0.5
 """The wait before the second try, doubled before each next one."""
 MAX_READ_WAIT_S = 5.0
 """The longest wait between tries, whatever Slack's `Retry-After` asks."""
+ONE_METHOD = frozenset({"missing_scope"})
+"""A refusal of the token for this method only (a scope it lacks, which Slack names): told with
+its fix, not waited out like a token refused for every call."""
 
 
 def adr_question(text: str) -> str:
@@ -103,7 +106,7 @@ async def _replies(
             return await client.conversations_replies(channel=channel, **arguments)
         except SLACK_FAILURES as error:
             refused = token_refusal(error, "conversations.replies")
-            if refused is not None:
+            if refused is not None and refused.code not in ONE_METHOD:
                 raise refused from error
             failure = classify(error, "conversations.replies", channel)
             if not failure.retryable:
