@@ -67,8 +67,8 @@ HOLDABLE = frozenset({"message", "reaction_added"})
 """The events that ask for something (an ADR post, a message to the agent, a review reaction):
 an App Home opened meanwhile, or a context that changed, is worth nothing later."""
 MAX_BODY_CHARS = 512 * 1024
-"""An event larger than this is not kept (its sender is told): Slack's own events are far
-smaller (a message's text is at most 40,000 characters)."""
+"""An event larger than this is not kept, as one past the bound (its sender is told): Slack's
+own events are far smaller (a message's text is at most 40,000 characters)."""
 RETRY_S = 30.0
 """A thread Slack failed to give is read again after this long, then twice as long each time."""
 
@@ -103,13 +103,24 @@ class HeldEvents:
         event = body.get("event") or {}
         if body.get("type") != "event_callback" or event.get("type") not in HOLDABLE:
             return False
-        if isinstance(error, SlackUnavailableError):
-            await self._keep_failed(error, body, surface, replays(context))
-            return True
         refused = _refusal(error)
-        if refused is None:
+        if refused is None and not isinstance(error, SlackUnavailableError):
             return False
-        code, scope = refused
+        try:
+            if isinstance(error, SlackUnavailableError):
+                await self._keep_failed(error, body, surface, replays(context))
+            elif refused is not None:
+                await self._keep_refused(body, surface, *refused)
+        except StoreError as failure:
+            # Neither kept nor told (telling needs the token, or a store to owe it in).
+            log.error("%s was lost: it could not be kept (%s)", describe(body), failure)
+        return True
+
+    async def _keep_refused(
+        self, body: dict[str, Any], surface: Surface, code: str, scope: str | None
+    ) -> None:
+        """Slack refuses the workspace's token: kept until it works, or, past the bound, its
+        sender owed a DM sent once it works."""
         await self._note_refused(surface.workspace, code, scope)
         kept = await self._hold(body, surface.workspace, HeldReason.TOKEN_REFUSED, utcnow())
         where = surface.workspace.team_id
@@ -131,7 +142,6 @@ class HeldEvents:
                 describe(body),
             )
             await self._owe_notice(surface.workspace, body, full=True)
-        return True
 
     async def _keep_failed(
         self, error: SlackUnavailableError, body: dict[str, Any], surface: Surface, replayed: int
@@ -251,10 +261,16 @@ class HeldEvents:
             lambda s: held.claim(s, owner=self.owner, claim_s=self.claim_s, limit=limit)
         )
         for row in rows:
-            if self._expired(row):
-                await self._give_up(row)
-            else:
-                await self._replay(row)
+            try:
+                if self._expired(row):
+                    await self._give_up(row)
+                else:
+                    await self._replay(row)
+            except Exception:
+                # A bug, not Slack (the listeners answer Slack's failures): the row stays
+                # claimed, and is tried again once its claim lapses, a bounded number of times.
+                log.exception("a kept Slack event (%s) failed to replay", row.key)
+                continue
             await self._db(partial(held.finish, row_id=row.id or 0, owner=self.owner))
         return len(rows)
 
