@@ -228,8 +228,8 @@ class HeldEvents:
         if full:
             key = f"held-lost:{user}:{utcnow().date().isoformat()}"
             why = (
-                f"Slack was refusing my bot token in this workspace and {self.limits.max_held}"
-                " requests were already waiting for it, so I did not keep"
+                "Slack was refusing my bot token in this workspace and I was already keeping"
+                f" as many requests as I hold for it ({self.limits.max_held}), so I did not keep"
             )
         else:
             key = f"held-lost:{event_key_of(body)}"
