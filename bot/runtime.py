@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from bot.jobs.delivery import OutboxDelivery
     from bot.jobs.scheduled import ScheduledJobs
     from bot.slack.after_ack import AfterAck
+    from bot.slack.held import HeldEvents
     from bot.slack.server import BotASGI
     from bot.slack.surface import Surfaces
     from bot.slackweb.people import SlackDirectory
@@ -113,6 +114,11 @@ class Runtime:
     _pool: asyncio.Task[None] | None = None
     _delivering: asyncio.Task[None] | None = None
 
+    @property
+    def stopping(self) -> asyncio.Event:
+        """Set when the runtime stops: what work run beside it (`background`) ends on."""
+        return self._stop
+
     def background(self, work: Coroutine[Any, Any, None]) -> None:
         """Run `work` beside the runtime; `stop` waits for it like for the worker pool."""
         self._tasks.append(asyncio.create_task(work))
@@ -184,6 +190,8 @@ class BotRuntime:
     metrics: Metrics
     jobs: ScheduledJobs
     work: Runtime
+    held: HeldEvents | None = None
+    """The events kept for later, replayed by this process when they may be."""
 
     def wake_workers(self) -> None:
         self.work.worker.wake()
@@ -194,10 +202,12 @@ class BotRuntime:
     async def start(self) -> None:
         await self.work.start()
         self.background(self._learn_bot_identity())
+        if self.held is not None:
+            self.background(self.held.run_forever(self.work.stopping))
 
     async def _learn_bot_identity(self) -> None:
         """Until Slack answers `auth.test` (Bolt's authorization reads the bot's id from the
-        cache, `bot.wiring.local_authorize`), asking again less and less often."""
+        cache, `bot.slack.installs.local_authorize`), asking again less and less often."""
         directory = self.directory
         if directory is None:
             return

@@ -433,6 +433,12 @@ class Settings(BaseSettings):
     slack_token_probe_max_s: float = Field(
         default=15.0, gt=0, description="the longest wait between two such auth.test probes"
     )
+    slack_event_retry_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="an event whose thread Slack failed to give is tried again after this long"
+        " (then twice as long each time, five times at most)",
+    )
     socket_ping_s: float = Field(
         default=10.0, gt=0, description="Socket Mode: ping and dead-connection check interval"
     )

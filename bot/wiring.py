@@ -37,6 +37,7 @@ from bot.slackweb.token import TokenGate
 from bot.store.channels import ChannelDefaults
 from bot.store.db import ensure_schema, make_engine
 from bot.store.queue import InFlightLimits, SpendCaps
+from bot.store.refusals import Backoff
 from bot.store.tenancy import EVERY_WORKSPACE, Workspace
 from engine.calibration.sampling import ReviewSampler
 from engine.catalog import ModelRetiredError
@@ -53,7 +54,6 @@ if TYPE_CHECKING:
     from bot.jobs.delivery import OutboxDelivery
     from bot.jobs.scheduled import ScheduledJobs
     from bot.slackweb.installations import DatabaseInstallationStore
-    from bot.slackweb.people import SlackDirectory
     from bot.slackweb.poster import SlackPoster
 
 
@@ -167,8 +167,9 @@ def build_bot(
     from bot.outbound import Outbound
     from bot.slack.after_ack import AfterAck
     from bot.slack.channel_config import ChannelConfig
+    from bot.slack.held import HeldEvents
     from bot.slack.home import AppHome
-    from bot.slack.installs import Uninstalls
+    from bot.slack.installs import Uninstalls, local_authorize
     from bot.slack.installs import register as register_uninstalls
     from bot.slack.listeners import acknowledging
     from bot.slack.listeners import register as register_listeners
@@ -211,6 +212,16 @@ def build_bot(
             if installs is not None
             else {"client": client, "authorize": local_authorize(token or "", directory)}
         ),
+    )
+    held = HeldEvents(
+        engine=engine,
+        owner=owner,
+        gate=gate,
+        backoff=Backoff(settings.slack_token_probe_s, settings.slack_token_probe_max_s),
+        poll_s=settings.outbox_poll_s,
+        retry_s=settings.slack_event_retry_s,
+        wake_delivery=delivery.wake,
+        app=app,
     )
     notifier = build_notifier(settings, engine, wake=delivery.wake)
     worker = build_worker(
@@ -297,6 +308,7 @@ def build_bot(
             workspace=workspace,
             slack_http=http,
             after_ack=after_ack,
+            held=held,
         )
 
     surfaces = Surfaces(surface_for)
@@ -326,6 +338,7 @@ def build_bot(
         surfaces=surfaces,
         directory=directory if installs is None else None,
         after_ack=after_ack,
+        held=held,
         notifier=notifier,
         metrics=metrics,
         jobs=jobs,
@@ -547,26 +560,6 @@ def build_installs(
             "user_facing_authorize_error_message": NOT_INSTALLED,
         },
     )
-
-
-def local_authorize(token: str, directory: SlackDirectory) -> Callable[..., Any]:
-    """Bolt's authorization from what the bot already holds, with no Slack call per request.
-    Bolt's default asks Slack (`auth.test`) before the first request is handled, so while
-    Slack's Web API is down every `/debate` would be refused unqueued. The bot's user id comes
-    from an `auth.test` made in the background and cached."""
-    from slack_bolt.authorization import AuthorizeResult
-
-    async def authorize(
-        enterprise_id: str | None = None, team_id: str | None = None, **_: Any
-    ) -> AuthorizeResult:
-        return AuthorizeResult(
-            enterprise_id=enterprise_id,
-            team_id=team_id,
-            bot_token=token,
-            bot_user_id=directory.known_bot_user(),
-        )
-
-    return authorize
 
 
 def process_name() -> str:

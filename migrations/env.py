@@ -5,6 +5,7 @@ from __future__ import annotations
 from alembic import context
 from sqlmodel import SQLModel
 
+import bot.store.held_tables
 import bot.store.receipt_rows  # the receipts' table, defined beside the others
 import bot.store.tables  # noqa: F401  (registers the tables on SQLModel.metadata)
 from bot.store.db import make_engine

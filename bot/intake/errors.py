@@ -10,3 +10,14 @@ class IntakeError(Exception):
 class NotAdmittedError(IntakeError):
     """The request was not queued: the message says why and what to change (a setting, a
     limit, an invitation), and nothing was spent or stored."""
+
+
+class TokenRefusedNotAdmittedError(NotAdmittedError):
+    """Not queued because Slack refuses the bot token of the request's workspace (`code`;
+    `scope`: the one a `missing_scope` names): a request Slack will not send again (an event)
+    is kept for when the token works, rather than told this."""
+
+    def __init__(self, message: str, *, code: str, scope: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.scope = scope

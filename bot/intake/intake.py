@@ -14,7 +14,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from bot.intake.checked import checked_spec
-from bot.intake.errors import NotAdmittedError
+from bot.intake.errors import NotAdmittedError, TokenRefusedNotAdmittedError
 from bot.intake.policy import TRIAGED_SOURCES, SpecPolicy
 from bot.intake.request import Ask, DebateRequest, FollowUp
 from bot.messages import owed
@@ -103,6 +103,28 @@ class Intake:
             f" Run `/invite @{name}` and ask again"
         )
 
+    async def check_token(self) -> None:
+        """Refuse (TokenRefusedNotAdmittedError) while Slack refuses the bot token: the
+        process's `gate`, or with OAuth installs (`tokens_per_workspace`) the workspace's, as
+        the store has it. A trigger that reads Slack first calls this before reading."""
+        if self.gate is not None and self.gate.code is not None:
+            raise TokenRefusedNotAdmittedError(
+                self.gate.refusal(), code=self.gate.code, scope=self.gate.needed
+            )
+        if not self.tokens_per_workspace:
+            return
+        refused = await in_session(
+            self.engine,
+            lambda s: refusals.refusal_for(s, workspace=self.workspace),
+            workspace=self.workspace,
+        )
+        if refused is not None:
+            raise TokenRefusedNotAdmittedError(
+                workspace_refusal(refused.code, refused.scope),
+                code=refused.code,
+                scope=refused.scope,
+            )
+
     async def admit(self, request: DebateRequest) -> Admitted:
         """Everything checked before anything is stored or paid for: that Slack takes the bot
         token (the process's `gate`; with OAuth installs, `tokens_per_workspace`, the
@@ -110,17 +132,9 @@ class Intake:
         and review request go, and the spec by policy (built and validated once)."""
         asked = request.asked
         review_in = request.review_in
-        if self.gate is not None and self.gate.refused and request.channel_id is not None:
+        if request.channel_id is not None:
             # Nothing it queued could be posted, and it would be paid for.
-            raise NotAdmittedError(self.gate.refusal())
-        if self.tokens_per_workspace and request.channel_id is not None:
-            refused = await in_session(
-                self.engine,
-                lambda s: refusals.refusal_for(s, workspace=self.workspace),
-                workspace=self.workspace,
-            )
-            if refused is not None:
-                raise NotAdmittedError(workspace_refusal(refused.code, refused.scope))
+            await self.check_token()
         if isinstance(asked, Ask):
             if request.channel_id is not None and not _is_dm(request.channel_id):
                 await self.check_reachable(request.channel_id)

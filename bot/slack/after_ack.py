@@ -41,9 +41,15 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Coroutine, Iterator
+from contextvars import ContextVar
 from typing import Any
 
 log = logging.getLogger(__name__)
+
+_STARTED: ContextVar[list[asyncio.Task[None]] | None] = ContextVar(
+    "after_ack_started", default=None
+)
+"""Where `start` also puts the tasks it starts, inside `collecting`."""
 
 MAX_DEFER_S = 1.0
 """The longest work after an acknowledgement waits for the front door to have no request to
@@ -113,6 +119,9 @@ class AfterAck:
         the log line of a shutdown that cuts it short."""
         task = asyncio.create_task(work)
         self._running[task] = request
+        started = _STARTED.get()
+        if started is not None:
+            started.append(task)
         task.add_done_callback(self._forget)
         return task
 
@@ -138,3 +147,16 @@ class AfterAck:
             )
             task.cancel()
         await asyncio.gather(*late, return_exceptions=True)
+
+
+@contextlib.contextmanager
+def collecting() -> Iterator[list[asyncio.Task[None]]]:
+    """The work `AfterAck.start` starts inside the block, from the task running it: a request
+    the process hands its own app (a held event replayed, bot.slack.held) waits for what its
+    listener does after the acknowledgement."""
+    started: list[asyncio.Task[None]] = []
+    token = _STARTED.set(started)
+    try:
+        yield started
+    finally:
+        _STARTED.reset(token)

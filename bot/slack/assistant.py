@@ -27,7 +27,7 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 
 from bot.messages import helptext, kit
-from bot.slack.errors import CommandError, NotAllowedError
+from bot.slack.errors import CommandError, NotAllowedError, RefusedTokenError
 from bot.slack.surface import Surface
 from bot.store import dedupe
 from engine.models import clean_text
@@ -165,6 +165,8 @@ async def answer(
         started = await surface.starts.start_from_assistant(
             channel=channel, thread_ts=thread_ts, user=user, text=text, ts=ts
         )
+    except RefusedTokenError:
+        raise  # the reply could not be posted: kept until the token works (bot.slack.held)
     except (CommandError, NotAllowedError) as error:
         await reply(f":warning: {kit.escape(str(error))}")
         return

@@ -61,6 +61,7 @@ from bot.slackweb.installations import (
     DatabaseInstallationStore,
     DatabaseStateStore,
 )
+from bot.slackweb.people import SlackDirectory
 from bot.slackweb.poster import SLACK_FAILURES
 from bot.slackweb.rotation import BotTokens
 from bot.store import installations, workspaces
@@ -457,3 +458,24 @@ def register(
 
     app.event("app_uninstalled")(wrap(on_app_uninstalled))
     app.event("tokens_revoked")(wrap(on_tokens_revoked))
+
+
+def local_authorize(token: str, directory: SlackDirectory) -> Callable[..., Any]:
+    """Bolt's authorization from what the bot already holds, with no Slack call per request.
+
+    Bolt's default asks Slack (`auth.test`) before the first request is handled, so while
+    Slack's Web API is down every `/debate` would be refused unqueued. The bot's user id comes
+    from an `auth.test` made in the background and cached.
+    """
+
+    async def authorize(
+        enterprise_id: str | None = None, team_id: str | None = None, **_: Any
+    ) -> AuthorizeResult:
+        return AuthorizeResult(
+            enterprise_id=enterprise_id,
+            team_id=team_id,
+            bot_token=token,
+            bot_user_id=directory.known_bot_user(),
+        )
+
+    return authorize

@@ -49,12 +49,7 @@ from bot.messages import action_ids, helptext, kit, modals, posts
 from bot.messages.kit import clip
 from bot.slack import payloads
 from bot.slack.after_ack import AfterAck
-from bot.slack.assistant import (
-    build_assistant,
-    on_context_changed,
-    on_dm_message,
-    on_messages_tab,
-)
+from bot.slack.assistant import build_assistant, on_context_changed, on_messages_tab
 from bot.slack.command_text import (
     ConfigCommand,
     DebateCommand,
@@ -71,10 +66,12 @@ from bot.slack.errors import (
     NotAllowedError,
     SlackLayerError,
     TokenNotRenewedError,
+    said,
 )
 from bot.slack.installs import unrenewed_answer
 from bot.slack.replies import PooledRespond
 from bot.slack.surface import Surface, Surfaces
+from bot.slack.thread_triggers import on_message, on_reaction, on_shortcut
 from bot.slackweb.errors import PostError, SlackWebError
 from bot.slackweb.poster import MeteredWebClient
 from bot.store import dedupe
@@ -372,16 +369,6 @@ async def redelivered(
     return bool(seen)
 
 
-async def handled(surface: Surface, body: dict[str, Any]) -> None:
-    """Mark the event handled. Failing to is only logged: what it started is stored, so telling
-    the person the store failed would be false, and a redelivery finds it by its trigger key."""
-    if event_id := body.get("event_id"):
-        try:
-            await surface.db(lambda s: dedupe.mark_processed(s, key=dedupe.event_key(event_id)))
-        except StoreError as error:
-            log.warning("event %s was handled but could not be marked so: %s", event_id, error)
-
-
 def store_answer(
     error: StoreError, *, event: dict[str, Any] | None = None, unchecked_resend: bool = False
 ) -> str:
@@ -444,12 +431,14 @@ async def on_error(
     anything else is logged with its payload kind."""
     if isinstance(error, TokenNotRenewedError):
         return await unrenewed_answer(body, context)
+    surface: Surface | None = context.get("surface")
+    if surface is not None and await surface.keep(error, body, context):
+        return None  # an event Slack will not send again, kept for later (bot.slack.held)
     kind = body.get("type") or ("command" if body.get("command") else "request")
     if not isinstance(error, StoreError):
         log.error("listener failed on a %s payload", kind, exc_info=error)
         return None
     log.error("store failure on a %s payload: %s", kind, error)
-    surface: Surface | None = context.get("surface")
     event = (body.get("event") or {}) if kind == "event_callback" else None
     text = store_answer(error, event=event, unchecked_resend=bool(context.get("unchecked_resend")))
     try:
@@ -470,12 +459,6 @@ async def on_error(
     except (PostError, SlackApiError) as failure:
         log.error("could not tell the user about the store failure: %s", failure)
     return None
-
-
-def _said(error: CommandError | NotAllowedError) -> str:
-    """An error as the user reads it: a command error can quote what they typed, so it is
-    escaped; a refusal is built from stored ids and mentions reviewers on purpose."""
-    return kit.escape(str(error)) if isinstance(error, CommandError) else str(error)
 
 
 def _people(ids: list[str]) -> str:
@@ -510,16 +493,6 @@ def settings_text(settings: ChannelSettings, defaults: ChannelDefaults) -> str:
     )
 
 
-def _unreadable_thread(error: SlackApiError, channel: str, ts: str) -> str:
-    """Log a failed thread read and say what to do about it."""
-    code = error.response.get("error")
-    log.error("reading thread %s in %s failed: %s", ts, channel, code)
-    return (
-        f":warning: I could not read this thread ({code}); add me to the channel, or ask an"
-        " admin to reinstall the app with the scopes in slack/manifest.yml."
-    )
-
-
 async def tell_privately(
     surface: Surface, *, channel: str, user: str, text: str, thread_ts: str | None = None
 ) -> None:
@@ -532,13 +505,6 @@ async def tell_privately(
         if error.code not in CANNOT_POST:
             raise
         await surface.poster.post(channel=user, message=posts.notice(text))
-
-
-async def _tell_thread(surface: Surface, channel: str, ts: str, text: str) -> None:
-    try:
-        await surface.poster.post(channel=channel, thread_ts=ts, message=posts.notice(text))
-    except PostError as error:
-        log.error("could not tell thread %s in %s: %s", ts, channel, error)
 
 
 # --- /debate and its forms -----------------------------------------------------------------------
@@ -557,7 +523,7 @@ async def on_debate_command(
         typed = clean_text(kit.unescape(command.get("text", "")))
         parsed = parse_command(typed, protocols=protocols)
     except CommandError as error:
-        await ack(response_type="ephemeral", text=f":warning: {_said(error)}. Nothing was queued.")
+        await ack(response_type="ephemeral", text=f":warning: {said(error)}. Nothing was queued.")
         return
     await ack()
     channel, user = command["channel_id"], command["user_id"]
@@ -593,7 +559,7 @@ async def on_debate_command(
                 source=DebateSource.COMMAND,
             )
     except (CommandError, NotAllowedError) as error:
-        await respond(response_type="ephemeral", text=f":warning: {_said(error)}")
+        await respond(response_type="ephemeral", text=f":warning: {said(error)}")
 
 
 async def _config(
@@ -647,7 +613,7 @@ async def on_debate_form(
     try:
         await surface.starts.submit(request)
     except CommandError as error:
-        await tell_privately(surface, channel=channel, user=user, text=f":warning: {_said(error)}")
+        await tell_privately(surface, channel=channel, user=user, text=f":warning: {said(error)}")
 
 
 async def on_config_form(
@@ -666,7 +632,7 @@ async def on_config_form(
     try:
         await surface.channels.configure(channel=channel, user=user, values=values)
     except NotAllowedError as error:
-        await tell_privately(surface, channel=channel, user=user, text=f":no_entry: {_said(error)}")
+        await tell_privately(surface, channel=channel, user=user, text=f":no_entry: {said(error)}")
         return
     await tell_privately(
         surface, channel=channel, user=user, text=":white_check_mark: Debate settings saved."
@@ -712,7 +678,7 @@ async def on_review_button(
             )
     except (CommandError, NotAllowedError) as error:
         await surface.poster.ephemeral(
-            channel=channel, user=user, text=f":no_entry: {_said(error)}", thread_ts=thread_ts
+            channel=channel, user=user, text=f":no_entry: {said(error)}", thread_ts=thread_ts
         )
 
 
@@ -727,14 +693,12 @@ async def on_review_note(
     await ack()
     try:
         _, debate = await surface.reviews.authorize_review(escalation_id=escalation_id, user=user)
-    except NotAllowedError as refusal:
-        await surface.poster.post(
-            channel=user, message=posts.notice(f":no_entry: {_said(refusal)}")
+        review, created = await surface.reviews.decide(
+            escalation_id=escalation_id, user=user, decision=decision, note=note
         )
+    except NotAllowedError as refusal:  # not theirs to decide, or the request is gone
+        await surface.poster.post(channel=user, message=posts.notice(f":no_entry: {said(refusal)}"))
         return
-    review, created = await surface.reviews.decide(
-        escalation_id=escalation_id, user=user, decision=decision, note=note
-    )
     if not created and debate.channel_id:
         await surface.poster.ephemeral(
             channel=debate.channel_id,
@@ -760,7 +724,7 @@ async def on_feedback(
         )
     except NotAllowedError as error:
         await surface.poster.ephemeral(
-            channel=channel, user=user, text=f":no_entry: {_said(error)}", thread_ts=thread_ts
+            channel=channel, user=user, text=f":no_entry: {said(error)}", thread_ts=thread_ts
         )
         return
     thanks = "Thanks, noted" if changed else "Already noted"
@@ -783,7 +747,7 @@ async def on_debate_anyway(
         started = await surface.reviews.debate_anyway(debate_id=int(action["value"]), user=user)
     except CommandError as error:
         await surface.poster.ephemeral(
-            channel=channel, user=user, text=f":warning: {_said(error)}", thread_ts=thread_ts
+            channel=channel, user=user, text=f":warning: {said(error)}", thread_ts=thread_ts
         )
         return
     if not started.created:
@@ -812,76 +776,6 @@ async def on_adopt_weights(
 
 
 # --- triggers ------------------------------------------------------------------------------------
-
-
-async def on_message(event: dict[str, Any], body: dict[str, Any], surface: Surface) -> None:
-    """A top-level post in a channel that watches for ADRs (its text, or a file it shares), or
-    in the app's Messages tab (a question for the agent)."""
-    if event.get("subtype") not in (None, "file_share") or event.get("bot_id"):
-        return
-    if event.get("thread_ts") and event["thread_ts"] != event.get("ts"):
-        return
-    if event.get("channel_type") == "im" and event.get("subtype") is None:
-        await on_dm_message(event, surface)
-        await handled(surface, body)
-        return
-    channel, ts = event["channel"], event["ts"]
-    text = clean_text(kit.unescape(event.get("text") or ""))
-    files = [f for f in event.get("files") or [] if isinstance(f, dict)]
-    try:
-        if files:
-            await surface.starts.start_from_upload(
-                channel=channel, ts=ts, user=event.get("user"), text=text, files=files
-            )
-        else:
-            await surface.starts.start_from_adr(
-                channel=channel, ts=ts, user=event.get("user"), text=text
-            )
-    except CommandError as error:
-        await _tell_thread(
-            surface,
-            channel,
-            ts,
-            f":warning: This looks like an ADR, but I cannot debate it: {_said(error)}",
-        )
-    await handled(surface, body)
-
-
-async def on_reaction(event: dict[str, Any], body: dict[str, Any], surface: Surface) -> None:
-    """The channel's review reaction debates the thread of the message it was put on."""
-    item = event.get("item") or {}
-    if item.get("type") != "message":
-        return
-    channel, ts = item["channel"], item["ts"]
-    try:
-        await surface.starts.start_from_reaction(
-            channel=channel, ts=ts, user=event["user"], reaction=event["reaction"]
-        )
-    except CommandError as error:
-        await _tell_thread(
-            surface, channel, ts, f":warning: I cannot debate this thread: {_said(error)}"
-        )
-    except SlackApiError as error:
-        await _tell_thread(surface, channel, ts, _unreadable_thread(error, channel, ts))
-    await handled(surface, body)
-
-
-async def on_shortcut(
-    ack: AsyncAck, shortcut: dict[str, Any], respond: AsyncRespond, surface: Surface
-) -> None:
-    """The message shortcut debates the thread; answers go through response_url, which works
-    where the bot is not a member."""
-    await ack()
-    channel, ts = shortcut["channel"]["id"], shortcut["message"]["ts"]
-    user = shortcut["user"]["id"]
-    try:
-        await surface.starts.start_from_thread(
-            channel=channel, ts=ts, user=user, source=DebateSource.SHORTCUT
-        )
-    except CommandError as error:
-        await respond(response_type="ephemeral", text=f":warning: {_said(error)}")
-    except SlackApiError as error:
-        await respond(response_type="ephemeral", text=_unreadable_thread(error, channel, ts))
 
 
 async def on_home(

@@ -15,10 +15,11 @@ from bot.intake.request import DebateRequest, FollowUp
 from bot.messages import kit, owed
 from bot.messages.notifier import DebateNotifier
 from bot.metrics import Metrics
-from bot.slack.errors import CommandError, NotAllowedError
+from bot.slack.errors import CommandError, NotAllowedError, ReviewGoneError
 from bot.slackweb.people import SlackDirectory
 from bot.store import channels, endings, outbox, queue, reviews
 from bot.store.db import in_session
+from bot.store.errors import DebateNotFoundError
 from bot.store.receipts import ReceiptIssuer
 from bot.store.results import StoredResult
 from bot.store.tables import (
@@ -74,13 +75,16 @@ class Reviews:
             workspace=self.workspace,
         )
         if escalation is None:
-            raise CommandError(f"review request {escalation_id} does not exist")
+            raise _gone(escalation_id)
         debate_id = escalation.debate_id
-        debate = await in_session(
-            self.engine,
-            lambda s: queue.get_debate(s, debate_id=debate_id),
-            workspace=self.workspace,
-        )
+        try:
+            debate = await in_session(
+                self.engine,
+                lambda s: queue.get_debate(s, debate_id=debate_id),
+                workspace=self.workspace,
+            )
+        except DebateNotFoundError as error:
+            raise _gone(escalation_id) from error
         return escalation, debate
 
     async def deciders(self, debate: Debate) -> list[str]:
@@ -149,20 +153,23 @@ class Reviews:
         drafts = owed.decided(
             escalation, debate, reviewer=user, decision=decision, note=note, at=now
         )
-        review, created = await in_session(
-            self.engine,
-            lambda s: reviews.record_review(
-                s,
-                escalation_id=escalation_id,
-                reviewer=user,
-                decision=decision,
-                note=note,
-                decided_at=now,
-                drafts=drafts,
-                receipts=self.receipts,
-            ),
-            workspace=self.workspace,
-        )
+        try:
+            review, created = await in_session(
+                self.engine,
+                lambda s: reviews.record_review(
+                    s,
+                    escalation_id=escalation_id,
+                    reviewer=user,
+                    decision=decision,
+                    note=note,
+                    decided_at=now,
+                    drafts=drafts,
+                    receipts=self.receipts,
+                ),
+                workspace=self.workspace,
+            )
+        except DebateNotFoundError as error:  # removed while the reviewer decided
+            raise _gone(escalation_id) from error
         if not created:
             return review, False
         self.notifier.wake()
@@ -287,3 +294,15 @@ class Reviews:
             workspace=self.workspace,
         )
         return debate_id, changed
+
+
+def _gone(escalation_id: int) -> ReviewGoneError:
+    """The refusal of a decision on a review request that no longer exists, logged in a line."""
+    log.warning(
+        "a decision on review request %s, which no longer exists, was refused", escalation_id
+    )
+    return ReviewGoneError(
+        f"Review request {escalation_id} no longer exists (its debate was deleted, or the"
+        " request was removed), so your decision was not recorded and nothing was changed. If"
+        " the question still needs a decision, start a new debate with `/debate`."
+    )

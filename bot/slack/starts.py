@@ -16,15 +16,18 @@ from bot.adr import adr_title, is_adr
 from bot.hosts.clients import HostClients
 from bot.hosts.fetch import Fetched, fetch
 from bot.hosts.links import HostLink, LinkError, NoAdrError, find_link, is_adr_path
-from bot.intake.errors import NotAdmittedError
+from bot.intake.errors import NotAdmittedError, TokenRefusedNotAdmittedError
 from bot.intake.intake import Intake, Started
 from bot.intake.request import Ask, DebateRequest
 from bot.messages import kit
 from bot.slack import triggers
 from bot.slack.command_text import DebateCommand, parse_command
-from bot.slack.errors import CommandError
+from bot.slack.errors import CommandError, RefusedTokenError
+from bot.slackweb.errors import TokenRefusedError
 from bot.slackweb.files import UploadRefusedError, Uploads, is_document_upload, read_upload
 from bot.slackweb.people import SlackDirectory
+from bot.slackweb.poster import token_refusal
+from bot.slackweb.token import workspace_refusal
 from bot.store import channels
 from bot.store.db import in_session
 from bot.store.tables import ChannelSettings, DebateSource
@@ -67,8 +70,29 @@ class DebateStarts:
     async def submit(self, request: DebateRequest) -> Started:
         try:
             return await self.intake.submit(request)
+        except TokenRefusedNotAdmittedError as error:
+            raise RefusedTokenError(str(error), code=error.code, scope=error.scope) from error
         except NotAdmittedError as error:
             raise CommandError(str(error)) from error
+
+    async def check_token(self) -> None:
+        """Refuse (RefusedTokenError) while Slack refuses the workspace's bot token, as it is
+        known: a trigger that reads Slack before it asks the intake checks this first."""
+        try:
+            await self.intake.check_token()
+        except TokenRefusedNotAdmittedError as error:
+            raise RefusedTokenError(str(error), code=error.code, scope=error.scope) from error
+
+    async def _refused(self, refused: TokenRefusedError) -> RefusedTokenError:
+        """Slack refused the token while a trigger read what it needs, before the refusal was
+        known: in the words the intake uses once it is (with one workspace, the client has
+        told the process's gate by now)."""
+        try:
+            await self.check_token()
+        except RefusedTokenError as known:
+            return known
+        text = workspace_refusal(refused.code, refused.needed)
+        return RefusedTokenError(text, code=refused.code, scope=refused.needed)
 
     async def check_reachable(self, channel: str) -> None:
         """Refuse (CommandError) before anything is read or queued when the bot cannot post in
@@ -181,6 +205,7 @@ class DebateStarts:
         uploads = [f for f in files if is_document_upload(f)]
         if not settings.adr_watch or not uploads:
             return None
+        await self.check_token()
         documents = []
         for file in uploads:
             try:
@@ -194,6 +219,12 @@ class DebateStarts:
                     )
                 )
             except UploadRefusedError as error:
+                cause = error.__cause__
+                refused = (
+                    token_refusal(cause, "files.info") if isinstance(cause, Exception) else None
+                )
+                if refused is not None and refused.code not in triggers.ONE_METHOD:
+                    raise await self._refused(refused) from error
                 raise CommandError(str(error)) from error
         pattern = settings.adr_pattern
         adr = next((d for d in documents if is_adr(d.text, pattern)), None)
@@ -270,9 +301,13 @@ class DebateStarts:
     ) -> Started:
         """Debate the whole thread `ts` belongs to, read from Slack, in that thread."""
         settings = await self._settings(channel)
+        await self.check_token()
         await self.check_reachable(channel)
-        root = await triggers.thread_root(self.client, channel=channel, ts=ts)
-        messages = await triggers.read_thread(self.client, channel=channel, thread_ts=root)
+        try:
+            root = await triggers.thread_root(self.client, channel=channel, ts=ts)
+            messages = await triggers.read_thread(self.client, channel=channel, thread_ts=root)
+        except TokenRefusedError as refused:
+            raise await self._refused(refused) from refused
         bot_id, _ = await self.directory.bot_identity()
         people = [m for m in messages if m.get("user") != bot_id and not m.get("bot_id")]
         context = [triggers.thread_document(people)]

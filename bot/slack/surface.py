@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiohttp
 from sqlalchemy import Engine
@@ -26,6 +26,8 @@ from bot.store.tenancy import EVERY_WORKSPACE, Workspace
 
 if TYPE_CHECKING:
     from slack_sdk.web.async_client import AsyncWebClient
+
+    from bot.slack.held import HeldEvents
 
 R = TypeVar("R")
 
@@ -46,6 +48,13 @@ class Surface:
     """The process's pooled Slack session, for `respond` (Bolt's own opens one per answer)."""
     after_ack: AfterAck = field(default_factory=AfterAck)
     """The process's work in flight after acknowledgements (one for every workspace)."""
+    held: HeldEvents | None = None
+    """The process's keeper of events for later (bot.slack.held)."""
+
+    async def keep(self, error: Exception, body: dict[str, Any], context: Any) -> bool:
+        """Whether the event `body`, which met `error`, was kept for later (or its sender told
+        why not) rather than lost: see bot.slack.held."""
+        return self.held is not None and await self.held.keep(error, body, self, context)
 
     async def db(self, work: Callable[[Session], R]) -> R:
         """Run `work` on the store off the event loop (the listeners' dedupe keys)."""

@@ -10,6 +10,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from bot.store import labels, outbox
+from bot.store.errors import DebateNotFoundError
 from bot.store.queue import get_debate
 from bot.store.receipts import ReceiptIssuer, add_decision
 from bot.store.tables import (
@@ -58,9 +59,11 @@ def record_review(
     messages it owes (`drafts`: the review request shown decided), for an Approve or a
     Reject the label it makes for the verdict's confidence, and (with `receipts`) its signed
     statement joined to the debate's receipt; a second click returns the first decision
-    (created=False) and owes nothing."""
+    (created=False) and owes nothing. DebateNotFoundError when the escalation is gone
+    (removed while its reviewer decided)."""
     escalation = session.get(Escalation, escalation_id)
-    assert escalation is not None
+    if escalation is None:
+        raise DebateNotFoundError(f"no review request with id {escalation_id}")
     review = Review(
         escalation_id=escalation_id,
         debate_id=escalation.debate_id,

@@ -29,6 +29,7 @@ from sqlalchemy.sql.util import find_tables
 
 import bot.store.receipt_rows  # noqa: F401  (a workspace's table too: listed before they are read)
 from bot.store.errors import WorkspaceScopeError
+from bot.store.held_tables import HeldTrigger  # noqa: F401  (a tenant table outside `tables`)
 from bot.store.tables import Debate, WorkspaceOwned
 
 PENDING_TEAM = "pending"

@@ -4,15 +4,19 @@ permissions and App Home."""
 from __future__ import annotations
 
 import copy
+import logging
 from typing import Any
 
-from sqlmodel import select
+import pytest
+from sqlalchemy import delete
+from sqlmodel import col, select
 
 from bot.messages import action_ids
 from bot.receipt_verifier import digest
-from bot.store import channels, outbox, receipts, reviews, turns, verify
+from bot.store import channels, operations, outbox, receipts, reviews, turns, verify
 from bot.store.db import session_scope
-from bot.store.tables import ChannelSettings, Review
+from bot.store.tables import ChannelSettings, Escalation, Review
+from bot.store.tenancy import EVERY_WORKSPACE
 from engine.errors import LLMError
 from engine.providers.fake import FunctionLLM
 from tests.e2e.conftest import ADMIN, CHANNEL, REVIEWER, Bot, BotFactory
@@ -321,3 +325,38 @@ async def test_a_failed_debate_is_escalated_with_its_reason(start_bot: BotFactor
     assert "answered 500 three times" in str(request["blocks"])
     parent = bot.emulator.posted(CHANNEL)[0]
     assert ":x: *Failed*" in str(parent["blocks"])
+
+
+@pytest.mark.parametrize("gone", ["debate", "review request"])
+async def test_a_decision_on_a_review_request_that_no_longer_exists_is_answered_plainly(
+    start_bot: BotFactory, caplog: pytest.LogCaptureFixture, gone: str
+) -> None:
+    """Issue 41, item 6: the reviewer opened the note form, then the debate (or only its review
+    request) was deleted; the note's submission tells them, by DM (the form has closed), and a
+    click on the request's buttons, ephemerally; the log has one line, no traceback."""
+    caplog.set_level(logging.WARNING)
+    bot = await start_bot()
+    request = await escalated(bot)
+    [debate] = bot.debates()
+    assert debate.id is not None
+    await bot.driver.click(request, action_ids.ACTION_REJECT, user=REVIEWER)
+    view = await bot.wait_for(lambda: bot.emulator.views and bot.emulator.views[-1], "note modal")
+    with session_scope(bot.engine, workspace=EVERY_WORKSPACE) as session:
+        if gone == "debate":
+            operations.remove_debate(session, debate_id=debate.id)
+        else:
+            session.execute(delete(Escalation).where(col(Escalation.debate_id) == debate.id))
+        session.commit()
+
+    submitted = await bot.driver.submit(view, NOTE, user=REVIEWER)
+    assert submitted.status == 200
+    [told] = await bot.wait_for(lambda: bot.emulator.dms(REVIEWER), "the reviewer told")
+    assert "Review request 1 no longer exists" in told["text"]
+    assert "your decision was not recorded and nothing was changed" in told["text"]
+    assert "`/debate`" in told["text"]
+    await bot.driver.click(request, action_ids.ACTION_APPROVE, user=REVIEWER)
+    [clicked] = await bot.wait_for(lambda: bot.emulator.ephemeral, "the click answered")
+    assert (clicked["user"], "no longer exists" in clicked["text"]) == (REVIEWER, True)
+    assert reviews_of(bot) == []
+    assert not [r for r in caplog.records if r.exc_info], "no traceback"
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]

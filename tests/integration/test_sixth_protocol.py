@@ -268,9 +268,7 @@ def test_the_cli_runs_the_toy_protocol(tmp_path: Path, capsys: pytest.CaptureFix
 def test_a_bad_toy_option_is_refused_by_its_schema(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["run", "Q?", "--provider", "fake", "--protocol", TOY, "--option", "volume=11"])
     assert code == 1
-    assert (
-        "the toy protocol has no option volume; its options are loud" in capsys.readouterr().err
-    )
+    assert "the toy protocol has no option volume; its options are loud" in capsys.readouterr().err
 
 
 async def test_the_toy_renders_in_slack_and_the_live_plan_follows_it() -> None:
