@@ -26,6 +26,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from bot.store.errors import WorkspaceScopeError
+from bot.store.sql import rows_changed
 from bot.store.tables import ProcessedTrigger
 from bot.store.tenancy import EVERY_WORKSPACE, scope_of, workspace_of
 from engine.models import utcnow
@@ -90,4 +91,4 @@ def open_window(session: Session, *, key: str, window_s: float) -> bool:
         .values(created_at=now)
     )
     session.commit()
-    return bool(reopened.rowcount)  # type: ignore[attr-defined]
+    return bool(rows_changed(reopened))

@@ -15,6 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from bot.store import outbox, refusals
+from bot.store.sql import rows_changed
 from bot.store.tables import (
     CalibrationLabel,
     ChannelSettings,
@@ -184,7 +185,7 @@ def pr_comment_synced(session: Session, *, debate_id: int, seen: datetime) -> bo
         .values(pr_comment_due=None)
     )
     session.commit()
-    return bool(cleared.rowcount)  # type: ignore[attr-defined]
+    return bool(rows_changed(cleared))
 
 
 def release_stale_sends(session: Session, *, now: datetime) -> int:
@@ -195,7 +196,7 @@ def release_stale_sends(session: Session, *, now: datetime) -> int:
         .values(state=OutboxState.PENDING, claimed_by=None, claimed_until=None)
     )
     session.commit()
-    return int(released.rowcount)  # type: ignore[attr-defined]
+    return rows_changed(released)
 
 
 # --- review SLA ------------------------------------------------------------------------------
@@ -232,7 +233,7 @@ def expire_review(session: Session, *, escalation_id: int, drafts: Sequence[outb
         .where(col(Escalation.id) == escalation_id, col(Escalation.state) == EscalationState.OPEN)
         .values(state=EscalationState.EXPIRED)
     )
-    if not changed.rowcount:  # type: ignore[attr-defined]
+    if not rows_changed(changed):
         session.rollback()
         return False
     escalation = session.get(Escalation, escalation_id)

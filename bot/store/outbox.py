@@ -20,6 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from bot.store import refusals
+from bot.store.sql import rows_changed
 from bot.store.tables import (
     Debate,
     DebateState,
@@ -615,7 +616,7 @@ def release_lane(session: Session, *, owner: str, lane: Lane) -> int:
         statement.values(state=OutboxState.PENDING, claimed_by=None, claimed_until=None)
     )
     session.commit()
-    return int(released.rowcount or 0)  # type: ignore[attr-defined]
+    return rows_changed(released)
 
 
 def pull_in_retries(session: Session) -> int:
@@ -631,7 +632,7 @@ def pull_in_retries(session: Session) -> int:
         .values(next_attempt_at=now)
     )
     session.commit()
-    return int(moved.rowcount or 0)  # type: ignore[attr-defined]
+    return rows_changed(moved)
 
 
 # --- a debate's streamed plan ------------------------------------------------------------------

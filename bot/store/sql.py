@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, cast
 
-from sqlalchemy import ColumnElement, any_, bindparam
-from sqlmodel import Session
+from sqlalchemy import ColumnElement, CursorResult, Result, Table, any_, bindparam
+from sqlmodel import Session, SQLModel
 
 from bot.store.tables import (
     ChannelSettings,
@@ -18,20 +18,27 @@ from bot.store.tables import (
     VerdictRecord,
 )
 
+
+def _table(model: type[SQLModel]) -> Table:
+    """The model's Core table, from the metadata it registered in: SQLModel sets `__table__`
+    only at runtime, so mypy cannot see it there."""
+    return SQLModel.metadata.tables[str(model.__tablename__)]
+
+
 # The hot path's statements, built once: constructing one costs more than running it on SQLite.
-DEBATES = Debate.__table__  # type: ignore[attr-defined]
+DEBATES = _table(Debate)
+TURNS = _table(Turn)
+VERDICTS = _table(VerdictRecord)
+ESCALATIONS = _table(Escalation)
+CHANNELS = _table(ChannelSettings)
 
 
-TURNS = Turn.__table__  # type: ignore[attr-defined]
-
-
-VERDICTS = VerdictRecord.__table__  # type: ignore[attr-defined]
-
-
-ESCALATIONS = Escalation.__table__  # type: ignore[attr-defined]
-
-
-CHANNELS = ChannelSettings.__table__  # type: ignore[attr-defined]
+def rows_changed(result: Result[Any]) -> int:
+    """How many rows an UPDATE or DELETE changed. `Session.execute` is typed to return a
+    `Result`; for those statements it is a `CursorResult`, the one that counts them."""
+    if not isinstance(result, CursorResult):
+        raise TypeError(f"expected the result of an UPDATE or DELETE, got {type(result).__name__}")
+    return result.rowcount
 
 
 def member_of(

@@ -12,6 +12,7 @@ from sqlmodel import Session, col, select
 
 from bot.store.errors import WorkspaceScopeError
 from bot.store.outbox import DEFAULT_DEADLINE_S
+from bot.store.sql import rows_changed
 from bot.store.tables import (
     CalibrationLabel,
     ChannelSettings,
@@ -69,8 +70,8 @@ def suspend(session: Session, *, reason: str, enterprise_id: str | None = None) 
     )
     session.commit()
     return Suspension(
-        debates=int(stopped.rowcount or 0),  # type: ignore[attr-defined]
-        dropped=int(dropped.rowcount or 0),  # type: ignore[attr-defined]
+        debates=rows_changed(stopped),
+        dropped=rows_changed(dropped),
     )
 
 
@@ -105,7 +106,7 @@ def resume(session: Session, *, enterprise_id: str | None = None) -> int:
     )
     result = session.execute(resumed.values(suspended_at=None, updated_at=now))
     session.commit()
-    return int(result.rowcount or 0)  # type: ignore[attr-defined]
+    return rows_changed(result)
 
 
 def debate_ids(session: Session) -> list[int]:
@@ -127,6 +128,6 @@ def delete_remaining(session: Session) -> int:
         raise WorkspaceScopeError("the workspace still has debates: archive and remove them first")
     removed = 0
     for table in (ChannelSettings, CalibrationLabel, WeightsAdoption, ProcessedTrigger, Outbox):
-        removed += int(session.execute(delete(table)).rowcount or 0)  # type: ignore[attr-defined]
+        removed += rows_changed(session.execute(delete(table)))
     session.commit()
     return removed
