@@ -185,9 +185,6 @@ class BotRuntime:
     jobs: ScheduledJobs
     work: Runtime
 
-    def wake_workers(self) -> None:
-        self.work.worker.wake()
-
     def background(self, work: Coroutine[Any, Any, None]) -> None:
         self.work.background(work)
 
