@@ -32,7 +32,7 @@ from bot.store.tables import (
     Turn,
     VerdictRecord,
 )
-from engine.models import utcnow
+from engine.models import Role, utcnow
 
 # --- job slots -------------------------------------------------------------------------------
 
@@ -433,7 +433,7 @@ def dashboard(
         row["output"] += tokens_out
         row["cost_usd"] += cost
         latency.setdefault(f"{provider}:{model}", []).append(seconds)
-        if role == "critic":
+        if role == Role.CRITIC:
             value = json.loads(parsed).get("challenge_strength")
             if isinstance(value, int):
                 strength[value] = strength.get(value, 0) + 1

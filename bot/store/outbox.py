@@ -341,7 +341,7 @@ def claim_head(
         select(Outbox)
         .where(
             Outbox.debate_id == debate_id,
-            Outbox.action == "post",
+            Outbox.action == OutboxAction.POST,
             col(Outbox.state).in_(OPEN_STATES),
         )
         .order_by(col(Outbox.seq), col(Outbox.part), col(Outbox.id))
@@ -363,7 +363,7 @@ def claim_updates(
     """Claim every due update of the debate, each with the row of the message it changes."""
     rows = session.exec(
         select(Outbox).where(
-            Outbox.debate_id == debate_id, Outbox.action == "update", _due(utcnow())
+            Outbox.debate_id == debate_id, Outbox.action == OutboxAction.UPDATE, _due(utcnow())
         )
     ).all()
     claimed: list[tuple[Outbox, Outbox | None]] = []
@@ -398,7 +398,7 @@ def mark_sent(
     if row is None:
         return None
     now = utcnow()
-    if row.action == "post":
+    if row.action == OutboxAction.POST:
         row.deliveries = deliveries
     row.delivered_to = delivered_to
     row.claimed_by, row.claimed_until = None, None
@@ -413,9 +413,9 @@ def mark_sent(
     owned_by_debate = row.debate_id is not None
     if (
         owned_by_debate
-        and row.action == "post"
+        and row.action == OutboxAction.POST
         and row.key.startswith(PARENT)
-        and row.target == "channel"
+        and row.target == OutboxTarget.CHANNEL
     ):
         debate = session.get(Debate, row.debate_id)
         assert debate is not None
