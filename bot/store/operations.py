@@ -11,11 +11,10 @@ from typing import Any
 
 from sqlalchemy import delete, func, or_, update
 from sqlalchemy import select as sa_select
-from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from bot.store import outbox, refusals
-from bot.store.sql import rows_changed
+from bot.store.sql import insert_once, rows_changed
 from bot.store.tables import (
     CalibrationLabel,
     ChannelSettings,
@@ -37,20 +36,9 @@ from engine.models import Role, utcnow
 # --- job slots -------------------------------------------------------------------------------
 
 
-def _insert_once(session: Session, row: ScheduledRun) -> bool:
-    """Insert a row whose key makes it unique; False when it was there already."""
-    session.add(row)
-    try:
-        session.commit()
-    except IntegrityError:
-        session.rollback()
-        return False
-    return True
-
-
 def claim_slot(session: Session, *, job: str, slot: str, runner: str) -> bool:
     """Record that `runner` runs `job` for `slot`; False when some replica already did."""
-    return _insert_once(session, ScheduledRun(job=job, slot=slot, runner=runner))
+    return insert_once(session, ScheduledRun(job=job, slot=slot, runner=runner))
 
 
 def finish_slot(session: Session, *, job: str, slot: str, outcome: str, detail: str) -> None:

@@ -20,7 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from bot.store import refusals
-from bot.store.sql import rows_changed
+from bot.store.sql import insert_once, rows_changed
 from bot.store.tables import (
     Debate,
     DebateState,
@@ -271,7 +271,8 @@ def owe_channel(
     """Owe `channel_id` a top-level post with no debate (the daily digest), once per key;
     False when it was owed before. Delivered like every other owed message."""
     now = utcnow()
-    session.add(
+    return insert_once(
+        session,
         Outbox(
             debate_id=None,
             key=draft.key,
@@ -284,14 +285,8 @@ def owe_channel(
             blocks=draft.blocks,
             next_attempt_at=now,
             deadline_at=now + timedelta(seconds=deadline_s),
-        )
+        ),
     )
-    try:
-        session.commit()
-    except IntegrityError:
-        session.rollback()
-        return False
-    return True
 
 
 def claim_channel_head(
@@ -347,12 +342,17 @@ def claim_head(
         .order_by(col(Outbox.seq), col(Outbox.part), col(Outbox.id))
         .limit(1)
     ).one_or_none()
-    if head is None:
-        return None
-    claimed = _claim(session, head, owner, claim_s)
+    return _claimed_with_debate(session, head, owner, claim_s)
+
+
+def _claimed_with_debate(
+    session: Session, row: Outbox | None, owner: str, claim_s: float
+) -> tuple[Outbox, Debate] | None:
+    """`row` claimed, with its debate; None when there is no row or another owner has it."""
+    claimed = None if row is None else _claim(session, row, owner, claim_s)
     if claimed is None:
         return None
-    debate = session.get(Debate, debate_id)
+    debate = session.get(Debate, claimed.debate_id)
     assert debate is not None
     return claimed, debate
 
@@ -656,14 +656,10 @@ def claim_stream(
             Outbox.debate_id == debate_id, Outbox.action == OutboxAction.STREAM, _due(utcnow())
         )
     ).one_or_none()
-    if row is None:
-        return None
-    claimed = _claim(session, row, owner, claim_s)
+    claimed = _claimed_with_debate(session, row, owner, claim_s)
     if claimed is None:
         return None
-    debate = session.get(Debate, debate_id)
-    assert debate is not None
-    return ClaimedStream(claimed, debate, row_for(session, debate_id=debate_id, key=PARENT))
+    return ClaimedStream(*claimed, row_for(session, debate_id=debate_id, key=PARENT))
 
 
 def delivered_ts(session: Session, *, channel_id: str, thread_ts: str) -> set[str]:

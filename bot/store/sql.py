@@ -1,5 +1,5 @@
-"""SQL shared by the store's batch statements: the tables as Core objects, and a membership test
-that is one parameter on both backends.
+"""SQL shared by the store's modules: the tables as Core objects, a membership test that is one
+parameter on both backends, a unique insert, and the count of rows a statement changed.
 """
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from sqlalchemy import ColumnElement, CursorResult, Result, Table, any_, bindparam
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, SQLModel
 
 from bot.store.tables import (
@@ -31,6 +32,18 @@ TURNS = _table(Turn)
 VERDICTS = _table(VerdictRecord)
 ESCALATIONS = _table(Escalation)
 CHANNELS = _table(ChannelSettings)
+
+
+def insert_once(session: Session, row: SQLModel) -> bool:
+    """Insert and commit a row whose key makes it unique; False (rolled back) when a row with
+    that key was there already."""
+    session.add(row)
+    try:
+        session.commit()
+    except IntegrityError:
+        session.rollback()
+        return False
+    return True
 
 
 def rows_changed(result: Result[Any]) -> int:
