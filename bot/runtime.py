@@ -12,8 +12,8 @@ from collections.abc import Awaitable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from bot.jobs.notifier import DebateNotifier
 from bot.jobs.worker import DebateWorker
-from bot.messages.notifier import DebateNotifier
 from bot.metrics import Metrics
 from bot.settings import SettingsError
 from bot.slackweb.errors import PostError
