@@ -42,6 +42,16 @@ class Suspension:
     dropped: int
 
 
+def _org_wide(session: Session, enterprise_id: str | None, *, doing: str) -> bool:
+    """Whether what is `doing` must be narrowed to org `enterprise_id`: the session is not one
+    workspace's. WorkspaceScopeError when it is for every workspace and names no org."""
+    if isinstance(scope_of(session), Workspace):
+        return False
+    if enterprise_id is None:
+        raise WorkspaceScopeError(f"{doing} every workspace at once is not a thing to do")
+    return True
+
+
 def suspend(session: Session, *, reason: str, enterprise_id: str | None = None) -> Suspension:
     """Stop the session's workspace (or, for every workspace, all of Enterprise Grid org
     `enterprise_id`'s: an org-wide install): its unfinished debates are suspended (no claim; a
@@ -53,9 +63,7 @@ def suspend(session: Session, *, reason: str, enterprise_id: str | None = None) 
         col(Debate.state) != DebateState.FINISHED, col(Debate.suspended_at).is_(None)
     )
     owed = update(Outbox).where(col(Outbox.state).in_(OPEN_MESSAGES))
-    if not isinstance(scope_of(session), Workspace):
-        if enterprise_id is None:
-            raise WorkspaceScopeError("suspending every workspace at once is not a thing to do")
+    if _org_wide(session, enterprise_id, doing="suspending"):
         debates = debates.where(col(Debate.enterprise_id) == enterprise_id)
         owed = owed.where(col(Outbox.enterprise_id) == enterprise_id)
     now = utcnow()
@@ -83,9 +91,7 @@ def resume(session: Session, *, enterprise_id: str | None = None) -> int:
     Committed; how many debates."""
     suspended = select(Debate.id).where(col(Debate.suspended_at).is_not(None))
     resumed = update(Debate).where(col(Debate.suspended_at).is_not(None))
-    if not isinstance(scope_of(session), Workspace):
-        if enterprise_id is None:
-            raise WorkspaceScopeError("resuming every workspace at once is not a thing to do")
+    if _org_wide(session, enterprise_id, doing="resuming"):
         suspended = suspended.where(col(Debate.enterprise_id) == enterprise_id)
         resumed = resumed.where(col(Debate.enterprise_id) == enterprise_id)
     now = utcnow()
