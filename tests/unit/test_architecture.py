@@ -171,7 +171,10 @@ def store_reach(source: str) -> list[str]:
             elif node.module == "bot.store" or node.module.startswith("bot.store."):
                 found = importlib.import_module(node.module)
                 for alias in node.names:
-                    value = getattr(found, alias.name)
+                    # A submodule (`from bot.store import outbox`) is an attribute once imported.
+                    value = getattr(found, alias.name, None) or importlib.import_module(
+                        f"{node.module}.{alias.name}"
+                    )
                     if inspect.ismodule(value) or inspect.isroutine(value):
                         reached.append(f"{node.module}.{alias.name}")
     return reached
