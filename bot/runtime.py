@@ -12,8 +12,8 @@ from collections.abc import Awaitable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from bot.jobs.notifier import DebateNotifier
 from bot.jobs.worker import DebateWorker
-from bot.messages.notifier import DebateNotifier
 from bot.metrics import Metrics
 from bot.settings import SettingsError
 from bot.slackweb.errors import PostError
@@ -192,9 +192,6 @@ class BotRuntime:
     work: Runtime
     held: HeldEvents | None = None
     """The events kept for later, replayed by this process when they may be."""
-
-    def wake_workers(self) -> None:
-        self.work.worker.wake()
 
     def background(self, work: Coroutine[Any, Any, None]) -> None:
         self.work.background(work)

@@ -75,7 +75,7 @@ async def _serve_socket_mode(settings: Settings, runtime: BotRuntime, stop: asyn
         runtime.app, app_token, ping_interval_s=settings.socket_ping_s
     )
     client = handler.guarded
-    connecting = asyncio.create_task(handler.connect_async())  # type: ignore[no-untyped-call]
+    connecting = asyncio.create_task(handler.connect_async())
     stopped = asyncio.create_task(stop.wait())
     refused = asyncio.create_task(client.refused.wait())
     try:
@@ -84,7 +84,7 @@ async def _serve_socket_mode(settings: Settings, runtime: BotRuntime, stop: asyn
         for task in (connecting, stopped, refused):
             task.cancel()
         await asyncio.gather(connecting, return_exceptions=True)
-        await handler.close_async()  # type: ignore[no-untyped-call]
+        await handler.close_async()
     if client.refused.is_set():
         raise SettingsError(
             f"Slack refused DEBATEBOT_SLACK_APP_TOKEN ({client.refusal}): create an app-level"

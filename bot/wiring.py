@@ -24,9 +24,9 @@ from bot.hosts.clients import HostClients
 from bot.hosts.links import HostConfig
 from bot.intake.intake import Intake, Reach
 from bot.intake.policy import SpecPolicy
+from bot.jobs.notifier import DebateNotifier
 from bot.jobs.pr_comments import PullRequestComments
 from bot.jobs.worker import DebateReporter, DebateWorker, SinkFactory, WorkerConfig
-from bot.messages.notifier import DebateNotifier
 from bot.metrics import Metrics
 from bot.providers import ProviderRegistry
 from bot.receipting import public_keys_of, receipt_issuer

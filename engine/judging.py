@@ -39,10 +39,9 @@ TEMPLATE = "common/independent_judge.md"
 
 def judgment_type(choices: list[str]) -> type[IndependentJudgment]:
     """The judgment's schema with `decision` restricted to `choices`."""
-    choice_enum = Enum("Choice", {c: c for c in choices}, type=str)  # type: ignore[misc]
-    return create_model(
-        "IndependentJudgment", __base__=IndependentJudgment, decision=(choice_enum, ...)
-    )
+    members = {c: c for c in choices}
+    choice = Enum("Choice", members, type=str)  # type: ignore[misc]  # mypy wants literal members
+    return create_model("IndependentJudgment", __base__=IndependentJudgment, decision=(choice, ...))
 
 
 def letters(view: BlindView, *, swapped: bool) -> dict[int, str]:

@@ -463,7 +463,7 @@ class DebateResult(BaseModel):
     def status(self) -> DebateStatus:
         return self.verdict.status
 
-    @computed_field  # type: ignore[prop-decorator]  # mypy: no decorator over @property (pydantic docs)
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorated properties: mypy#1362
     @property
     def usage(self) -> Usage:
         total = Usage()
@@ -471,12 +471,12 @@ class DebateResult(BaseModel):
             total = total + turn.usage
         return total
 
-    @computed_field  # type: ignore[prop-decorator]  # mypy: no decorator over @property (pydantic docs)
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorated properties: mypy#1362
     @property
     def cost_usd(self) -> float:
         return sum(turn.cost_usd for turn in self.transcript)
 
-    @computed_field  # type: ignore[prop-decorator]  # mypy: no decorator over @property (pydantic docs)
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorated properties: mypy#1362
     @property
     def cost_by_role(self) -> dict[str, float]:
         costs: dict[str, float] = {}

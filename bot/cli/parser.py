@@ -15,6 +15,16 @@ from engine.models import DEFAULT_PROTOCOL, MAX_JUDGES
 from engine.protocols import PROTOCOLS, protocol_names
 
 
+def _team_option(command: argparse.ArgumentParser) -> None:
+    """`--team`, for a command that reads records: one workspace's, or every workspace's."""
+    command.add_argument(
+        "--team",
+        metavar="TEAM_ID",
+        help="only this workspace's records (its Slack team id, T…); every workspace's when"
+        " left out",
+    )
+
+
 def _duration(text: str) -> timedelta:
     match = re.fullmatch(r"\s*(\d+)\s*([dhm])\s*", text.lower())
     if match is None:
@@ -190,12 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DEBATE_ID|FILE",
         help="a debate id (verify, sign, reseal: every debate when left out), or an export file",
     )
-    audit.add_argument(
-        "--team",
-        metavar="TEAM_ID",
-        help="only this workspace's records (its Slack team id, T…); every workspace's when"
-        " left out",
-    )
+    _team_option(audit)
     audit.add_argument(
         "--keys",
         metavar="KEYS.json",
@@ -222,12 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("debate_id", type=int)
     export.add_argument("--format", choices=("json", "md", "receipt"), default="json")
     export.add_argument("--out", metavar="FILE", help="write here instead of stdout")
-    export.add_argument(
-        "--team",
-        metavar="TEAM_ID",
-        help="only this workspace's records (its Slack team id, T…); every workspace's when"
-        " left out",
-    )
+    _team_option(export)
     export.set_defaults(handler="audit:export", is_async=False)
 
     workspace = commands.add_parser(
@@ -259,12 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--since", type=_duration, help="only debates started this long ago or later: 30d, 12h"
     )
     stats.add_argument("--channel", help="only debates of this channel id (C…)")
-    stats.add_argument(
-        "--team",
-        metavar="TEAM_ID",
-        help="only this workspace's records (its Slack team id, T…); every workspace's when"
-        " left out",
-    )
+    _team_option(stats)
     stats.set_defaults(handler="stats:stats", is_async=False)
 
     calibration = commands.add_parser(

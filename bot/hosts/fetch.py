@@ -80,6 +80,15 @@ def decoded(name: str, encoding: str, content: str) -> bytes:
         raise LinkError(f"`{name}` came as damaged base64; try again later") from None
 
 
+def document(path: str, ref: str, *, size: int, encoding: str, content: str) -> ContextDocument:
+    """The file at `path` in `ref` as a debate reads it, from a host's answer: its stated size
+    checked before the base64 is decoded, and the text checked after."""
+    check_size(path, size)
+    return ContextDocument(
+        title=f"{path} @ {ref[:12]}", text=text_of(decoded(path, encoding, content), path)
+    )
+
+
 async def file_answer(path: str, read: Callable[[], Awaitable[T]]) -> T:
     """A file's answer; one larger than the bot reads is told as the file being too large."""
     try:
@@ -98,6 +107,14 @@ async def fetch(link: HostLink, clients: HostClients) -> Fetched:
     if link.host == "github":
         return await _fetch_github(link, clients)
     return await _fetch_gitlab(link, clients)
+
+
+async def _one_file(
+    link: HostLink, clients: HostClients, file_at: Callable[[str, str], Awaitable[ContextDocument]]
+) -> Fetched:
+    """A link to one file: that file, titled by its ADR heading."""
+    read = await clients.call(link, lambda: file_at(link.path, link.ref))
+    return Fetched([read], adr_title(read.text))
 
 
 async def _fetch_github(link: HostLink, clients: HostClients) -> Fetched:
@@ -122,13 +139,12 @@ async def _fetch_github(link: HostLink, clients: HostClients) -> Fetched:
         content = clients.shaped(link, GITHUB_CONTENT, found)
         if content.type != "file":
             raise LinkError(f"`{path}` is a {content.type}, not a file; link the ADR file itself")
-        check_size(path, content.size)
-        raw = decoded(path, content.encoding, content.content)
-        return ContextDocument(title=f"{path} @ {ref[:12]}", text=text_of(raw, path))
+        return document(
+            path, ref, size=content.size, encoding=content.encoding, content=content.content
+        )
 
     if link.kind == "file":
-        document = await clients.call(link, lambda: file_at(link.path, link.ref))
-        return Fetched([document], adr_title(document.text))
+        return await _one_file(link, clients, file_at)
 
     async def pull() -> Fetched:
         request = await clients.read(link, GITHUB_PULL, *repo, "pulls", str(link.number))
@@ -169,13 +185,10 @@ async def _fetch_gitlab(link: HostLink, clients: HostClients) -> Fetched:
                 max_bytes=FILE_ANSWER_BYTES,
             ),
         )
-        check_size(path, found.size)
-        raw = decoded(path, found.encoding, found.content)
-        return ContextDocument(title=f"{path} @ {ref[:12]}", text=text_of(raw, path))
+        return document(path, ref, size=found.size, encoding=found.encoding, content=found.content)
 
     if link.kind == "file":
-        document = await clients.call(link, lambda: file_at(link.path, link.ref))
-        return Fetched([document], adr_title(document.text))
+        return await _one_file(link, clients, file_at)
 
     request_path = (*project, "merge_requests", str(link.number))
 

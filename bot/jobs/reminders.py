@@ -11,8 +11,8 @@ import logging
 
 from sqlalchemy import Engine
 
+from bot.jobs.notifier import DebateNotifier
 from bot.messages import owed
-from bot.messages.notifier import DebateNotifier
 from bot.store import reviews
 from bot.store.db import in_session
 from bot.store.tenancy import EVERY_WORKSPACE

@@ -38,9 +38,9 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session
 
+from bot.jobs.notifier import DebateNotifier
 from bot.jobs.reminders import remind_reviewers
 from bot.messages import kit, owed, posts
-from bot.messages.notifier import DebateNotifier
 from bot.metrics import Metrics
 from bot.settings import Settings
 from bot.slackweb.errors import PostError

@@ -8,7 +8,7 @@ from typing import Any
 from bot.messages.action_ids import VIEW_CONFIG, VIEW_DEBATE, VIEW_REVIEW_NOTE
 from bot.messages.kit import MAX_MODAL_TITLE_CHARS, Block, clip, mention, plain
 from bot.store.channels import ChannelDefaults
-from bot.store.tables import ChannelSettings
+from bot.store.tables import ChannelSettings, EscalationState
 
 
 def _input(
@@ -250,13 +250,13 @@ def _number(value: float | None) -> str:
 
 
 def review_note_modal(*, escalation_id: int, decision: str) -> dict[str, Any]:
-    verb = "Approve" if decision == "approved" else "Reject"
+    verb = "Approve" if decision == EscalationState.APPROVED else "Reject"
     blocks = [
         _input(
             "note",
             "Note",
             _text_input("value", multiline=True, max_length=2000),
-            optional=decision == "approved",
+            optional=decision == EscalationState.APPROVED,
             hint="recorded with your decision in the audit trail",
         )
     ]

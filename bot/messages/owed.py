@@ -20,6 +20,7 @@ from bot.store.outbox import PARENT, PARENT_UPDATE, REVIEW, STREAM, Draft
 from bot.store.tables import (
     Debate,
     DebateSource,
+    DebateState,
     Escalation,
     EscalationState,
     OutboxAction,
@@ -259,7 +260,7 @@ def halted(debate: Debate, reason: str, bot_name: str) -> Draft:
 def reposted_parent(debate: Debate, spec: DebateSpec, old_link: str | None) -> kit.Message:
     """The parent posted again at the top level because the old one (or its thread) is gone,
     with its current status and a link to the old thread when there is one."""
-    state = "running" if debate.state != "finished" else (debate.outcome or "complete")
+    state = "running" if debate.state != DebateState.FINISHED else (debate.outcome or "complete")
     return posts.reposted_parent(parent(debate, spec, state), old_link=old_link)
 
 

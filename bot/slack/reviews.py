@@ -12,8 +12,8 @@ from sqlalchemy import Engine
 from bot.intake.errors import NotAdmittedError
 from bot.intake.intake import Admitted, Intake, Started
 from bot.intake.request import DebateRequest, FollowUp
+from bot.jobs.notifier import DebateNotifier
 from bot.messages import kit, owed
-from bot.messages.notifier import DebateNotifier
 from bot.metrics import Metrics
 from bot.slack.errors import CommandError, NotAllowedError, ReviewGoneError
 from bot.slackweb.people import SlackDirectory

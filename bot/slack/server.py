@@ -138,7 +138,7 @@ class BotASGI:
 
     async def _slack(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method") != "POST":
-            await self.slack(scope, receive, send)  # type: ignore[arg-type]
+            await self.slack(dict(scope), receive, send)
             return
         body, refusal = await _read_checked(scope, receive, self.signing_secret)
         if refusal is not None:
@@ -154,7 +154,7 @@ class BotASGI:
             delivered = True
             return {"type": "http.request", "body": body, "more_body": False}
 
-        await self.slack(scope, replay, send)  # type: ignore[arg-type]
+        await self.slack(dict(scope), replay, send)
 
 
 async def _read_checked(

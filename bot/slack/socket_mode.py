@@ -17,6 +17,8 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.socket_mode.aiohttp import SocketModeClient
+from slack_sdk.socket_mode.async_client import AsyncBaseSocketModeClient
+from slack_sdk.socket_mode.request import SocketModeRequest
 
 FATAL_TOKEN_ERRORS = frozenset(
     {
@@ -98,7 +100,13 @@ class GuardedSocketModeHandler(AsyncSocketModeHandler):
             web_client=app.client,
             ping_interval=ping_interval_s,
         )
-        self.client.socket_mode_request_listeners.append(self.handle)  # type: ignore[arg-type]
+        self.client.socket_mode_request_listeners.append(self._listen)
+
+    async def _listen(self, client: AsyncBaseSocketModeClient, request: SocketModeRequest) -> None:
+        """Bolt's `handle`, for the listener type slack_sdk declares: the client calling is the
+        guarded one this handler made (Bolt's `handle` is annotated for that narrower type)."""
+        assert isinstance(client, SocketModeClient)
+        await self.handle(client, request)
 
     @property
     def guarded(self) -> GuardedSocketModeClient:

@@ -131,6 +131,18 @@ def classify(error: Exception, method: str, channel: str) -> PostError:
     )
 
 
+def _posted(response: Any, method: str, channel: str) -> Posted:
+    """Where Slack's answer to `method` says it put the message (a DM's channel is the one it
+    answers with). No ts is a PostError: reposting could duplicate a message Slack may have
+    taken, so it is given up, loudly."""
+    ts = response.get("ts")
+    if not ts:
+        raise PostError(
+            f"Slack accepted {method} in {channel} but returned no ts", code="bad_response"
+        )
+    return Posted(channel=str(response.get("channel") or channel), ts=str(ts))
+
+
 def token_refusal(raised: Exception, method: str) -> TokenRefusedError | None:
     """The refusal of the bot token itself in what a call raised (`TOKEN_REFUSED`), or None."""
     if not isinstance(raised, SlackApiError):
@@ -308,14 +320,7 @@ class SlackPoster:
             unfurl_links=False,
             unfurl_media=False,
         )
-        ts = response.get("ts")
-        if not ts:
-            # Reposting could duplicate a message Slack may have taken: give it up, loudly.
-            raise PostError(
-                f"Slack accepted chat_postMessage in {channel} but returned no ts",
-                code="bad_response",
-            )
-        posted = Posted(channel=str(response.get("channel") or channel), ts=str(ts))
+        posted = _posted(response, "chat_postMessage", channel)
         echoed = response.get("message")
         # Slack echoes the message it stored; a reply it stored without our thread_ts went to
         # the channel's top level (reported when a thread's root was just deleted). A stand-in
@@ -389,13 +394,7 @@ class SlackPoster:
             recipient_user_id=recipient_user_id,
             recipient_team_id=recipient_team_id,
         )
-        ts = response.get("ts")
-        if not ts:
-            raise PostError(
-                f"Slack accepted chat_startStream in {channel} but returned no ts",
-                code="bad_response",
-            )
-        return Posted(channel=str(response.get("channel") or channel), ts=str(ts))
+        return _posted(response, "chat_startStream", channel)
 
     async def append_stream(
         self, *, channel: str, ts: str, chunks: list[dict[str, Any]], attempts: int | None = None

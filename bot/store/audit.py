@@ -229,6 +229,18 @@ def signature_of(
     return hmac.new(key, message, hashlib.sha256).hexdigest()
 
 
+def record_signature(key: bytes, record: VerdictRecord, *, debate_id: int) -> str:
+    """`signature_of` the seal a verdict record holds."""
+    return signature_of(
+        key,
+        version=record.chain_version,
+        debate_id=debate_id,
+        turns=record.chain_turns or 0,
+        tail=record.chain_tail or "",
+        head=record.chain_head or "",
+    )
+
+
 def seal(
     values: dict[str, Any],
     turns: int,
@@ -485,14 +497,7 @@ def _signature(
             "the seal has no signature although DEBATEBOT_AUDIT_KEY is set: it was removed, or"
             " the debate was sealed before the key was set (then run `debatebot audit sign`)",
         )
-    expected = signature_of(
-        key,
-        version=record.chain_version,
-        debate_id=debate_id,
-        turns=record.chain_turns or 0,
-        tail=record.chain_tail or "",
-        head=record.chain_head or "",
-    )
+    expected = record_signature(key, record, debate_id=debate_id)
     if hmac.compare_digest(expected, record.chain_signature):
         return "valid", None
     return "INVALID", (

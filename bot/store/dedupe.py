@@ -26,6 +26,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from bot.store.errors import WorkspaceScopeError
+from bot.store.sql import insert_once, rows_changed
 from bot.store.tables import ProcessedTrigger
 from bot.store.tenancy import EVERY_WORKSPACE, scope_of, workspace_of
 from engine.models import utcnow
@@ -60,13 +61,7 @@ def mark_processed(session: Session, *, key: str, debate_id: int | None = None) 
     """Remember a Slack event id (or other trigger key) in the session's workspace; False when
     it was seen there before."""
     workspace_of(session)
-    session.add(ProcessedTrigger(key=key, debate_id=debate_id))
-    try:
-        session.commit()
-    except IntegrityError:
-        session.rollback()
-        return False
-    return True
+    return insert_once(session, ProcessedTrigger(key=key, debate_id=debate_id))
 
 
 def open_window(session: Session, *, key: str, window_s: float) -> bool:
@@ -90,4 +85,4 @@ def open_window(session: Session, *, key: str, window_s: float) -> bool:
         .values(created_at=now)
     )
     session.commit()
-    return bool(reopened.rowcount)  # type: ignore[attr-defined]
+    return bool(rows_changed(reopened))

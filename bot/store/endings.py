@@ -147,8 +147,6 @@ SAMPLE_REASON = (
     " reviewed too, so its confidence can be checked against people's decisions"
 )
 
-Ended = Sealed | LeaseLostError | StoreRefusedError
-"""Per ending: its seal, or why it was not recorded."""
 Recorded = Closed | LeaseLostError | StoreRefusedError
 """Per ending, in the open transaction: what was recorded, or why it was not."""
 
@@ -193,13 +191,6 @@ def record_endings(session: Session, *, finishes: Sequence[Finish]) -> list[Reco
                 )
             )
     return outcomes
-
-
-def finish_debates(session: Session, *, finishes: Sequence[Finish]) -> list[Ended]:
-    """`record_endings`, committed: for endings that owe no messages (the CLI's)."""
-    recorded = record_endings(session, finishes=finishes)
-    session.commit()
-    return [outcome.sealed if isinstance(outcome, Closed) else outcome for outcome in recorded]
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from bot.store.cipher import TokenCipher
+from bot.store.sql import insert_once
 from bot.store.tables import (
     InstallationEvent,
     InstallationEventKind,
@@ -409,7 +410,8 @@ def record_event(
     """Record what happened to an install (with, for an uninstall or a revoked bot token, how
     many debates it suspended and owed messages it dropped); False when Slack's event
     `event_id` was recorded already (a redelivery)."""
-    session.add(
+    return insert_once(
+        session,
         InstallationEvent(
             installation=key(enterprise_id=enterprise_id, team_id=team_id),
             enterprise_id=enterprise_id,
@@ -420,14 +422,8 @@ def record_event(
             event_id=event_id,
             suspended_debates=suspended_debates,
             dropped_messages=dropped_messages,
-        )
+        ),
     )
-    try:
-        session.commit()
-    except IntegrityError:
-        session.rollback()
-        return False
-    return True
 
 
 def events(

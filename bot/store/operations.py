@@ -11,11 +11,11 @@ from typing import Any
 
 from sqlalchemy import delete, func, or_, update
 from sqlalchemy import select as sa_select
-from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from bot.store import outbox, refusals
 from bot.store.receipt_rows import ReceiptPart
+from bot.store.sql import insert_once, rows_changed
 from bot.store.tables import (
     CalibrationLabel,
     ChannelSettings,
@@ -32,25 +32,14 @@ from bot.store.tables import (
     Turn,
     VerdictRecord,
 )
-from engine.models import utcnow
+from engine.models import Role, utcnow
 
 # --- job slots -------------------------------------------------------------------------------
 
 
-def _insert_once(session: Session, row: ScheduledRun) -> bool:
-    """Insert a row whose key makes it unique; False when it was there already."""
-    session.add(row)
-    try:
-        session.commit()
-    except IntegrityError:
-        session.rollback()
-        return False
-    return True
-
-
 def claim_slot(session: Session, *, job: str, slot: str, runner: str) -> bool:
     """Record that `runner` runs `job` for `slot`; False when some replica already did."""
-    return _insert_once(session, ScheduledRun(job=job, slot=slot, runner=runner))
+    return insert_once(session, ScheduledRun(job=job, slot=slot, runner=runner))
 
 
 def finish_slot(session: Session, *, job: str, slot: str, outcome: str, detail: str) -> None:
@@ -185,7 +174,7 @@ def pr_comment_synced(session: Session, *, debate_id: int, seen: datetime) -> bo
         .values(pr_comment_due=None)
     )
     session.commit()
-    return bool(cleared.rowcount)  # type: ignore[attr-defined]
+    return bool(rows_changed(cleared))
 
 
 def release_stale_sends(session: Session, *, now: datetime) -> int:
@@ -196,7 +185,7 @@ def release_stale_sends(session: Session, *, now: datetime) -> int:
         .values(state=OutboxState.PENDING, claimed_by=None, claimed_until=None)
     )
     session.commit()
-    return int(released.rowcount)  # type: ignore[attr-defined]
+    return rows_changed(released)
 
 
 # --- review SLA ------------------------------------------------------------------------------
@@ -233,7 +222,7 @@ def expire_review(session: Session, *, escalation_id: int, drafts: Sequence[outb
         .where(col(Escalation.id) == escalation_id, col(Escalation.state) == EscalationState.OPEN)
         .values(state=EscalationState.EXPIRED)
     )
-    if not changed.rowcount:  # type: ignore[attr-defined]
+    if not rows_changed(changed):
         session.rollback()
         return False
     escalation = session.get(Escalation, escalation_id)
@@ -434,7 +423,7 @@ def dashboard(
         row["output"] += tokens_out
         row["cost_usd"] += cost
         latency.setdefault(f"{provider}:{model}", []).append(seconds)
-        if role == "critic":
+        if role == Role.CRITIC:
             value = json.loads(parsed).get("challenge_strength")
             if isinstance(value, int):
                 strength[value] = strength.get(value, 0) + 1

@@ -20,6 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from bot.store import refusals
+from bot.store.sql import insert_once, rows_changed
 from bot.store.tables import (
     Debate,
     DebateState,
@@ -270,7 +271,8 @@ def owe_channel(
     """Owe `channel_id` a top-level post with no debate (the daily digest), once per key;
     False when it was owed before. Delivered like every other owed message."""
     now = utcnow()
-    session.add(
+    return insert_once(
+        session,
         Outbox(
             debate_id=None,
             key=draft.key,
@@ -283,14 +285,8 @@ def owe_channel(
             blocks=draft.blocks,
             next_attempt_at=now,
             deadline_at=now + timedelta(seconds=deadline_s),
-        )
+        ),
     )
-    try:
-        session.commit()
-    except IntegrityError:
-        session.rollback()
-        return False
-    return True
 
 
 def claim_channel_head(
@@ -340,18 +336,23 @@ def claim_head(
         select(Outbox)
         .where(
             Outbox.debate_id == debate_id,
-            Outbox.action == "post",
+            Outbox.action == OutboxAction.POST,
             col(Outbox.state).in_(OPEN_STATES),
         )
         .order_by(col(Outbox.seq), col(Outbox.part), col(Outbox.id))
         .limit(1)
     ).one_or_none()
-    if head is None:
-        return None
-    claimed = _claim(session, head, owner, claim_s)
+    return _claimed_with_debate(session, head, owner, claim_s)
+
+
+def _claimed_with_debate(
+    session: Session, row: Outbox | None, owner: str, claim_s: float
+) -> tuple[Outbox, Debate] | None:
+    """`row` claimed, with its debate; None when there is no row or another owner has it."""
+    claimed = None if row is None else _claim(session, row, owner, claim_s)
     if claimed is None:
         return None
-    debate = session.get(Debate, debate_id)
+    debate = session.get(Debate, claimed.debate_id)
     assert debate is not None
     return claimed, debate
 
@@ -362,7 +363,7 @@ def claim_updates(
     """Claim every due update of the debate, each with the row of the message it changes."""
     rows = session.exec(
         select(Outbox).where(
-            Outbox.debate_id == debate_id, Outbox.action == "update", _due(utcnow())
+            Outbox.debate_id == debate_id, Outbox.action == OutboxAction.UPDATE, _due(utcnow())
         )
     ).all()
     claimed: list[tuple[Outbox, Outbox | None]] = []
@@ -397,7 +398,7 @@ def mark_sent(
     if row is None:
         return None
     now = utcnow()
-    if row.action == "post":
+    if row.action == OutboxAction.POST:
         row.deliveries = deliveries
     row.delivered_to = delivered_to
     row.claimed_by, row.claimed_until = None, None
@@ -412,9 +413,9 @@ def mark_sent(
     owned_by_debate = row.debate_id is not None
     if (
         owned_by_debate
-        and row.action == "post"
+        and row.action == OutboxAction.POST
         and row.key.startswith(PARENT)
-        and row.target == "channel"
+        and row.target == OutboxTarget.CHANNEL
     ):
         debate = session.get(Debate, row.debate_id)
         assert debate is not None
@@ -615,7 +616,7 @@ def release_lane(session: Session, *, owner: str, lane: Lane) -> int:
         statement.values(state=OutboxState.PENDING, claimed_by=None, claimed_until=None)
     )
     session.commit()
-    return int(released.rowcount or 0)  # type: ignore[attr-defined]
+    return rows_changed(released)
 
 
 def pull_in_retries(session: Session) -> int:
@@ -631,7 +632,7 @@ def pull_in_retries(session: Session) -> int:
         .values(next_attempt_at=now)
     )
     session.commit()
-    return int(moved.rowcount or 0)  # type: ignore[attr-defined]
+    return rows_changed(moved)
 
 
 # --- a debate's streamed plan ------------------------------------------------------------------
@@ -655,14 +656,10 @@ def claim_stream(
             Outbox.debate_id == debate_id, Outbox.action == OutboxAction.STREAM, _due(utcnow())
         )
     ).one_or_none()
-    if row is None:
-        return None
-    claimed = _claim(session, row, owner, claim_s)
+    claimed = _claimed_with_debate(session, row, owner, claim_s)
     if claimed is None:
         return None
-    debate = session.get(Debate, debate_id)
-    assert debate is not None
-    return ClaimedStream(claimed, debate, row_for(session, debate_id=debate_id, key=PARENT))
+    return ClaimedStream(*claimed, row_for(session, debate_id=debate_id, key=PARENT))
 
 
 def delivered_ts(session: Session, *, channel_id: str, thread_ts: str) -> set[str]:

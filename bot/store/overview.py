@@ -13,6 +13,7 @@ from sqlmodel import Session, col, select
 
 from bot.store.tables import (
     Debate,
+    DebateState,
     Escalation,
     Feedback,
     TriageState,
@@ -60,7 +61,7 @@ def protocol_stats(
         return {protocol: count for protocol, count in session.exec(query)}
 
     debates = counted(per_protocol)
-    finished = counted(per_protocol.where(Debate.state == "finished"))
+    finished = counted(per_protocol.where(Debate.state == DebateState.FINISHED))
     escalated = counted(
         per_protocol.join(Escalation, col(Escalation.debate_id) == col(Debate.id)).where(
             col(Escalation.sample).is_(False)

@@ -30,6 +30,7 @@ from bot.store.tables import (
     DebateSource,
     DebateState,
     Outbox,
+    OutboxAction,
     OutboxState,
     TriageState,
     Turn,
@@ -399,7 +400,9 @@ def fork_debate(session: Session, *, new: NewDebate, original_id: int) -> tuple[
             prev = copy.hash
             session.add(copy)
         for owed in outbox.rows_of(session, debate_id=original_id):
-            carried = owed.key.startswith((outbox.PARENT, "round:")) and owed.action == "post"
+            carried = (
+                owed.key.startswith((outbox.PARENT, "round:")) and owed.action == OutboxAction.POST
+            )
             if carried and owed.state == OutboxState.SENT:
                 fields = owed.model_dump(exclude={"id", "debate_id"})
                 session.add(Outbox(**fields, debate_id=fork.id))

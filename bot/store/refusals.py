@@ -28,9 +28,11 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, and_, func, or_, update
 from sqlalchemy import select as sql_select
+from sqlalchemy.orm import Mapped
 from sqlmodel import Session, col, select
 
 from bot.store.installations import NONE, bot_row
+from bot.store.sql import rows_changed
 from bot.store.tables import Outbox, OutboxState, SlackBot
 from bot.store.tenancy import Workspace
 from engine.models import utcnow
@@ -186,7 +188,7 @@ def accept(session: Session, *, installation: str, new_tokens: bool = False) -> 
             .values(probe_wait_s=None)
             .execution_options(synchronize_session=False)
         )
-    if int(cleared.rowcount or 0) != 1 or row is None:  # type: ignore[attr-defined]
+    if rows_changed(cleared) != 1 or row is None:
         session.commit()
         return False
     held = now - (since or now)
@@ -222,7 +224,7 @@ def delivered(session: Session, *, workspace: Workspace) -> bool:
         .execution_options(synchronize_session=False)
     )
     session.commit()
-    return int(forgot.rowcount or 0) == 1  # type: ignore[attr-defined]
+    return rows_changed(forgot) == 1
 
 
 def on_probation(session: Session) -> list[BotState]:
@@ -234,11 +236,13 @@ def on_probation(session: Session) -> list[BotState]:
     return [_state(row) for row in session.exec(query).all()]
 
 
-def _served_by(row: SlackBot, team_id: Any, enterprise_id: Any) -> ColumnElement[bool]:
+def _served_by(
+    row: SlackBot, team_id: Mapped[str | None], enterprise_id: Mapped[str | None]
+) -> ColumnElement[bool]:
     """Whether the workspace of a row (its `team_id` and `enterprise_id` columns) acts with
     the bot of `row`: its own install's, or the org's org-wide one when it has none."""
     if row.team_id is not None:
-        return team_id == row.team_id  # type: ignore[no-any-return]
+        return team_id == row.team_id
     teams = sql_select(col(SlackBot.team_id)).where(col(SlackBot.team_id).is_not(None))
     return and_(enterprise_id == row.enterprise_id, team_id.not_in(teams))
 
@@ -267,7 +271,7 @@ def claim_probes(session: Session, *, backoff: Backoff) -> list[BotState]:
             .values(probe_at=now + timedelta(seconds=wait), probe_wait_s=wait)
         )
         session.commit()
-        if int(moved.rowcount or 0) == 1:  # type: ignore[attr-defined]
+        if rows_changed(moved) == 1:
             taken.append(installation)
     if not taken:
         return []

@@ -58,17 +58,17 @@ class StoredResult(DebateResult):
             exclude={"turn_count", "total_usage", "total_cost_usd", "total_cost_by_role"},
         )
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorated properties: mypy#1362
     @property
     def usage(self) -> Usage:
         return super().usage if self.transcript else self.total_usage
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorated properties: mypy#1362
     @property
     def cost_usd(self) -> float:
         return super().cost_usd if self.transcript else self.total_cost_usd
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorated properties: mypy#1362
     @property
     def cost_by_role(self) -> dict[str, float]:
         return super().cost_by_role if self.transcript else self.total_cost_by_role

@@ -1,5 +1,5 @@
-"""SQL shared by the store's batch statements: the tables as Core objects, and a membership test
-that is one parameter on both backends.
+"""SQL shared by the store's modules: the tables as Core objects, a membership test that is one
+parameter on both backends, a unique insert, and the count of rows a statement changed.
 """
 
 from __future__ import annotations
@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, cast
 
-from sqlalchemy import ColumnElement, any_, bindparam
-from sqlmodel import Session
+from sqlalchemy import ColumnElement, CursorResult, Result, Table, any_, bindparam
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, SQLModel
 
 from bot.store.tables import (
     ChannelSettings,
@@ -18,20 +19,39 @@ from bot.store.tables import (
     VerdictRecord,
 )
 
+
+def _table(model: type[SQLModel]) -> Table:
+    """The model's Core table, from the metadata it registered in: SQLModel sets `__table__`
+    only at runtime, so mypy cannot see it there."""
+    return SQLModel.metadata.tables[str(model.__tablename__)]
+
+
 # The hot path's statements, built once: constructing one costs more than running it on SQLite.
-DEBATES = Debate.__table__  # type: ignore[attr-defined]
+DEBATES = _table(Debate)
+TURNS = _table(Turn)
+VERDICTS = _table(VerdictRecord)
+ESCALATIONS = _table(Escalation)
+CHANNELS = _table(ChannelSettings)
 
 
-TURNS = Turn.__table__  # type: ignore[attr-defined]
+def insert_once(session: Session, row: SQLModel) -> bool:
+    """Insert and commit a row whose key makes it unique; False (rolled back) when a row with
+    that key was there already."""
+    session.add(row)
+    try:
+        session.commit()
+    except IntegrityError:
+        session.rollback()
+        return False
+    return True
 
 
-VERDICTS = VerdictRecord.__table__  # type: ignore[attr-defined]
-
-
-ESCALATIONS = Escalation.__table__  # type: ignore[attr-defined]
-
-
-CHANNELS = ChannelSettings.__table__  # type: ignore[attr-defined]
+def rows_changed(result: Result[Any]) -> int:
+    """How many rows an UPDATE or DELETE changed. `Session.execute` is typed to return a
+    `Result`; for those statements it is a `CursorResult`, the one that counts them."""
+    if not isinstance(result, CursorResult):
+        raise TypeError(f"expected the result of an UPDATE or DELETE, got {type(result).__name__}")
+    return result.rowcount
 
 
 def member_of(

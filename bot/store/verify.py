@@ -14,8 +14,8 @@ from bot.store.audit import (
     WORKSPACE_VERSION,
     ChainReport,
     audit,
+    record_signature,
     seal,
-    signature_of,
 )
 from bot.store.endings import verdict_for
 from bot.store.queue import get_debate
@@ -57,14 +57,7 @@ def sign_seal(session: Session, *, debate_id: int, key: bytes) -> tuple[str | No
     if verdict is None or report.kind not in ("unsigned_seal", "unsealed_legacy"):
         return None, report
     if report.kind == "unsigned_seal":
-        verdict.chain_signature = signature_of(
-            key,
-            version=verdict.chain_version,
-            debate_id=debate_id,
-            turns=verdict.chain_turns or 0,
-            tail=verdict.chain_tail or "",
-            head=verdict.chain_head or "",
-        )
+        verdict.chain_signature = record_signature(key, verdict, debate_id=debate_id)
         session.add(verdict)
         done = "signed"
     else:

@@ -12,6 +12,7 @@ from sqlmodel import Session, col, select
 
 from bot.store.errors import WorkspaceScopeError
 from bot.store.outbox import DEFAULT_DEADLINE_S
+from bot.store.sql import rows_changed
 from bot.store.tables import (
     CalibrationLabel,
     ChannelSettings,
@@ -41,6 +42,16 @@ class Suspension:
     dropped: int
 
 
+def _org_wide(session: Session, enterprise_id: str | None, *, doing: str) -> bool:
+    """Whether what is `doing` must be narrowed to org `enterprise_id`: the session is not one
+    workspace's. WorkspaceScopeError when it is for every workspace and names no org."""
+    if isinstance(scope_of(session), Workspace):
+        return False
+    if enterprise_id is None:
+        raise WorkspaceScopeError(f"{doing} every workspace at once is not a thing to do")
+    return True
+
+
 def suspend(session: Session, *, reason: str, enterprise_id: str | None = None) -> Suspension:
     """Stop the session's workspace (or, for every workspace, all of Enterprise Grid org
     `enterprise_id`'s: an org-wide install): its unfinished debates are suspended (no claim; a
@@ -52,9 +63,7 @@ def suspend(session: Session, *, reason: str, enterprise_id: str | None = None) 
         col(Debate.state) != DebateState.FINISHED, col(Debate.suspended_at).is_(None)
     )
     owed = update(Outbox).where(col(Outbox.state).in_(OPEN_MESSAGES))
-    if not isinstance(scope_of(session), Workspace):
-        if enterprise_id is None:
-            raise WorkspaceScopeError("suspending every workspace at once is not a thing to do")
+    if _org_wide(session, enterprise_id, doing="suspending"):
         debates = debates.where(col(Debate.enterprise_id) == enterprise_id)
         owed = owed.where(col(Outbox.enterprise_id) == enterprise_id)
     now = utcnow()
@@ -69,8 +78,8 @@ def suspend(session: Session, *, reason: str, enterprise_id: str | None = None) 
     )
     session.commit()
     return Suspension(
-        debates=int(stopped.rowcount or 0),  # type: ignore[attr-defined]
-        dropped=int(dropped.rowcount or 0),  # type: ignore[attr-defined]
+        debates=rows_changed(stopped),
+        dropped=rows_changed(dropped),
     )
 
 
@@ -82,9 +91,7 @@ def resume(session: Session, *, enterprise_id: str | None = None) -> int:
     Committed; how many debates."""
     suspended = select(Debate.id).where(col(Debate.suspended_at).is_not(None))
     resumed = update(Debate).where(col(Debate.suspended_at).is_not(None))
-    if not isinstance(scope_of(session), Workspace):
-        if enterprise_id is None:
-            raise WorkspaceScopeError("resuming every workspace at once is not a thing to do")
+    if _org_wide(session, enterprise_id, doing="resuming"):
         suspended = suspended.where(col(Debate.enterprise_id) == enterprise_id)
         resumed = resumed.where(col(Debate.enterprise_id) == enterprise_id)
     now = utcnow()
@@ -105,7 +112,7 @@ def resume(session: Session, *, enterprise_id: str | None = None) -> int:
     )
     result = session.execute(resumed.values(suspended_at=None, updated_at=now))
     session.commit()
-    return int(result.rowcount or 0)  # type: ignore[attr-defined]
+    return rows_changed(result)
 
 
 def debate_ids(session: Session) -> list[int]:
@@ -127,6 +134,6 @@ def delete_remaining(session: Session) -> int:
         raise WorkspaceScopeError("the workspace still has debates: archive and remove them first")
     removed = 0
     for table in (ChannelSettings, CalibrationLabel, WeightsAdoption, ProcessedTrigger, Outbox):
-        removed += int(session.execute(delete(table)).rowcount or 0)  # type: ignore[attr-defined]
+        removed += rows_changed(session.execute(delete(table)))
     session.commit()
     return removed

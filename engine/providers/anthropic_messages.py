@@ -50,7 +50,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -66,15 +65,16 @@ from engine.errors import LLMError
 from engine.llm import Completion, LLMRequest
 from engine.models import Usage
 from engine.pricing import Pricing
-from engine.providers.limiter import Budget, Feedback, ModelLimits, Outcome, Queued, slot_for
+from engine.providers.limiter import Budget, Feedback, ModelLimits, Queued, slot_for
 from engine.providers.retry import (
     RetryPolicy,
-    capacity_outcome,
+    feedback,
     header_count,
-    parse_retry_after,
     redact,
     status_error,
-    with_retries,
+    timed_attempts,
+    timed_out,
+    unreachable,
 )
 from engine.providers.schemas import StructuredMode, output_format_schema, tool_input_schema
 
@@ -357,11 +357,7 @@ def rate_feedback(
                 spent=spent[name],
             )
         )
-    outcome = capacity_outcome(status)
-    waits = outcome in (Outcome.LIMITED, Outcome.OVERLOADED)
-    return Feedback(
-        outcome, tuple(budgets), retry_after_s=parse_retry_after(headers) if waits else None
-    )
+    return feedback(status, budgets, headers)
 
 
 class AnthropicLLM:
@@ -480,16 +476,11 @@ class AnthropicLLM:
         self, request: LLMRequest, shape: Shape, pricing: Pricing
     ) -> Completion:
         params = build_params(request, shape, prompt_caching=self.prompt_caching)
-        started = time.perf_counter()
-        queued = Queued()
-        response = await with_retries(
-            lambda: self._create(params, request.model, shape, queued),
+        response, latency = await timed_attempts(
+            lambda queued: self._create(params, request.model, shape, queued),
             policy=self.retry,
             what=f"anthropic model {request.model}",
-            clock=queued.clock,
         )
-        # The model's time: not what the call spent queued behind its limit.
-        latency = max(0.0, time.perf_counter() - started - queued.seconds)
         usage = response.usage
         cache_read = getattr(usage, "cache_read_input_tokens", None) or 0
         cache_write = getattr(usage, "cache_creation_input_tokens", None) or 0
@@ -541,16 +532,11 @@ class AnthropicLLM:
                 # `parse()` gives what `create` returns.
                 raw = await self._client.messages.with_raw_response.create(**params)
             except anthropic.APITimeoutError as error:
-                slot.report(Feedback(Outcome.OVERLOADED))
-                raise LLMError(
-                    f"anthropic model {model} did not answer within {self.timeout_s:g}s",
-                    retryable=True,
-                ) from error
+                what = f"anthropic model {model}"
+                raise timed_out(slot, what=what, timeout_s=self.timeout_s) from error
             except anthropic.APIConnectionError as error:
-                raise LLMError(
-                    f"cannot reach anthropic at {self.base_url or 'the default URL'}:"
-                    f" {redact(str(error), self._api_key)}",
-                    retryable=True,
+                raise unreachable(
+                    error, provider="anthropic", base_url=self.base_url, api_key=self._api_key
                 ) from error
             except anthropic.APIStatusError as error:
                 slot.report(rate_feedback(error.response.headers, status=error.status_code))

@@ -17,7 +17,7 @@ import random
 import re
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from pydantic import BaseModel
 
@@ -46,15 +46,28 @@ def estimate_tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
+class FakeOptions(TypedDict, total=False):
+    """What every fake takes besides its replies: the provider and model it answers as, its
+    prices, a delay before each answer, a fixed usage (else one estimated from the text), and
+    whether it keeps each request in `calls`."""
+
+    provider: str
+    model: str
+    pricing: PriceSource
+    delay_s: float
+    usage: Usage | None
+    record: bool
+
+
 class _RecordingLLM:
     def __init__(
         self,
         *,
-        provider: str,
-        model: str,
-        pricing: PriceSource,
-        delay_s: float,
-        usage: Usage | None,
+        provider: str = "fake",
+        model: str = "fake-model",
+        pricing: PriceSource = FREE,
+        delay_s: float = 0.0,
+        usage: Usage | None = None,
         record: bool = True,
     ) -> None:
         self._provider = provider
@@ -101,19 +114,8 @@ class _RecordingLLM:
 class ScriptedLLM(_RecordingLLM):
     """Hands out queued replies in order; an Exception in the queue is raised instead."""
 
-    def __init__(
-        self,
-        replies: Iterable[Reply],
-        *,
-        provider: str = "fake",
-        model: str = "fake-model",
-        pricing: PriceSource = FREE,
-        delay_s: float = 0.0,
-        usage: Usage | None = None,
-    ) -> None:
-        super().__init__(
-            provider=provider, model=model, pricing=pricing, delay_s=delay_s, usage=usage
-        )
+    def __init__(self, replies: Iterable[Reply], **options: Unpack[FakeOptions]) -> None:
+        super().__init__(**options)
         self.replies: deque[Reply] = deque(replies)
 
     async def complete(self, request: LLMRequest) -> Completion:
@@ -129,19 +131,8 @@ class ScriptedLLM(_RecordingLLM):
 class FunctionLLM(_RecordingLLM):
     """Answers each request with `function(request)`, which may be sync or async."""
 
-    def __init__(
-        self,
-        function: ReplyFunction,
-        *,
-        provider: str = "fake",
-        model: str = "fake-model",
-        pricing: PriceSource = FREE,
-        delay_s: float = 0.0,
-        usage: Usage | None = None,
-    ) -> None:
-        super().__init__(
-            provider=provider, model=model, pricing=pricing, delay_s=delay_s, usage=usage
-        )
+    def __init__(self, function: ReplyFunction, **options: Unpack[FakeOptions]) -> None:
+        super().__init__(**options)
         self.function = function
 
     async def complete(self, request: LLMRequest) -> Completion:
@@ -309,21 +300,9 @@ class SchemaFillingLLM(_RecordingLLM):
         *,
         seed: int = 0,
         script: dict[str, Any] | None = None,
-        provider: str = "fake",
-        model: str = "fake-model",
-        pricing: PriceSource = FREE,
-        delay_s: float = 0.0,
-        usage: Usage | None = None,
-        record: bool = True,
+        **options: Unpack[FakeOptions],
     ) -> None:
-        super().__init__(
-            provider=provider,
-            model=model,
-            pricing=pricing,
-            delay_s=delay_s,
-            usage=usage,
-            record=record,
-        )
+        super().__init__(**options)
         self.seed = seed
         self.script = dict(script or {})
 

@@ -18,13 +18,13 @@ import logging
 import random
 import re
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import TypeVar
 
 from engine.errors import LLMError, ModelNotAvailableError, RetriesExhaustedError
-from engine.providers.limiter import Outcome
+from engine.providers.limiter import Budget, Call, Feedback, Outcome, Queued
 
 T = TypeVar("T")
 log = logging.getLogger("debatebot.providers")
@@ -44,6 +44,16 @@ def capacity_outcome(status: int) -> Outcome:
     if status in OVERLOAD_STATUSES:
         return Outcome.OVERLOADED
     return Outcome.OTHER
+
+
+def feedback(status: int, budgets: Sequence[Budget], headers: Mapping[str, str]) -> Feedback:
+    """What an answer with `status` says to the model's limiter: the `budgets` its rate-limit
+    headers gave, and, when the vendor was limiting or overloaded, the wait it asked for."""
+    outcome = capacity_outcome(status)
+    waits = outcome in (Outcome.LIMITED, Outcome.OVERLOADED)
+    return Feedback(
+        outcome, tuple(budgets), retry_after_s=parse_retry_after(headers) if waits else None
+    )
 
 
 @dataclass(frozen=True)
@@ -107,6 +117,23 @@ def redact(text: str, *secrets: str | None) -> str:
         if secret:
             text = text.replace(secret, "[redacted]")
     return text
+
+
+def timed_out(slot: Call, *, what: str, timeout_s: float) -> LLMError:
+    """The error for an attempt the SDK gave up on after `timeout_s`: retried, and reported to
+    the limiter as an overload (a vendor that cannot keep up answers late)."""
+    slot.report(Feedback(Outcome.OVERLOADED))
+    return LLMError(f"{what} did not answer within {timeout_s:g}s", retryable=True)
+
+
+def unreachable(error: Exception, *, provider: str, base_url: str | None, api_key: str) -> LLMError:
+    """The error for an attempt that reached no server (DNS, refused connection, TLS): retried,
+    with the SDK's reason, the key redacted from it."""
+    return LLMError(
+        f"cannot reach {provider} at {base_url or 'the default URL'}:"
+        f" {redact(str(error), api_key)}",
+        retryable=True,
+    )
 
 
 _NOISE = re.compile(r"\s+")
@@ -185,3 +212,17 @@ async def with_retries(
                 delay,
             )
             await sleep(delay)
+
+
+async def timed_attempts(
+    attempt: Callable[[Queued], Awaitable[T]], *, policy: RetryPolicy, what: str
+) -> tuple[T, float]:
+    """Run `attempt` under `policy` (each try given the `Queued` its limiter slot adds its wait
+    to, which the retry budget leaves out); the answer and the model's time: the wall time less
+    what the tries spent queued behind the model's limit."""
+    started = time.perf_counter()
+    queued = Queued()
+    answer = await with_retries(
+        lambda: attempt(queued), policy=policy, what=what, clock=queued.clock
+    )
+    return answer, max(0.0, time.perf_counter() - started - queued.seconds)

@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy import Engine
 from sqlmodel import Session
 
+from bot.jobs.notifier import DebateNotifier
 from bot.jobs.worker import DebateWorker, WorkerConfig
-from bot.messages.notifier import DebateNotifier
 from bot.store import channels, endings, labels, operations, outbox, overview, queue, reviews
 from bot.store.db import session_scope
 from bot.store.errors import WeightsNotFoundError

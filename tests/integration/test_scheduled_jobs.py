@@ -14,9 +14,9 @@ import pytest
 from sqlalchemy import Engine, update
 from sqlmodel import Session, col, select
 
+from bot.jobs.notifier import DebateNotifier
 from bot.jobs.scheduled import ScheduledJobs, slot_of
 from bot.jobs.worker import DebateWorker
-from bot.messages.notifier import DebateNotifier
 from bot.settings import Settings
 from bot.store import queue, turns
 from bot.store.db import make_engine

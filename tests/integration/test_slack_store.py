@@ -11,9 +11,9 @@ from datetime import timedelta
 from sqlalchemy import Engine, event, update
 from sqlmodel import Session, col, select
 
+from bot.jobs.notifier import DebateNotifier
 from bot.jobs.reminders import remind_reviewers
 from bot.jobs.worker import DebateWorker
-from bot.messages.notifier import DebateNotifier
 from bot.store import channels, dedupe, endings, outbox, queue, reviews, turns, verify
 from bot.store.db import session_scope
 from bot.store.errors import InFlightLimitError

@@ -5,6 +5,8 @@ lists the layers)."""
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
 from pathlib import Path
 
 import pytest
@@ -69,9 +71,9 @@ BOT_LAYERS: list[tuple[str, ...]] = [
     ("bot.health", "bot.runtime", "bot.wiring", "bot.receipting", "bot.serving", "bot.cli"),
 ]
 """bot/'s layers, lowest first: foundations; the store; clients of the code hosts and model
-providers; rendering (and the notifier that owes it); Slack's Web API; the intake; background
-jobs; the Slack surface (Bolt); the composition root and the processes it runs. The engine is
-below them all."""
+providers; rendering; Slack's Web API; the intake; background jobs (the notifier that writes
+what a run owes among them); the Slack surface (Bolt); the composition root and the processes
+it runs. The engine is below them all."""
 SLACK_LAYER = ("bot.slack", "bot.slackweb", "slack_bolt", "slack_sdk")
 
 
@@ -163,3 +165,44 @@ def test_an_upward_import_is_caught() -> None:
         "bot.messages",
         "bot.messages.owed",
     ]
+
+
+def store_reach(source: str) -> list[str]:
+    """What of the store `source` imports that could open a session or write: a store module
+    itself (`from bot.store import outbox`, `import bot.store.db`), a function, or the ORM."""
+    reached: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            reached += [a.name for a in node.names if a.name.startswith(("bot.store", "sql"))]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module.startswith(("sqlalchemy", "sqlmodel")):
+                reached.append(node.module)
+            elif node.module == "bot.store" or node.module.startswith("bot.store."):
+                found = importlib.import_module(node.module)
+                for alias in node.names:
+                    # A submodule (`from bot.store import outbox`) is an attribute once imported.
+                    value = getattr(found, alias.name, None) or importlib.import_module(
+                        f"{node.module}.{alias.name}"
+                    )
+                    if inspect.ismodule(value) or inspect.isroutine(value):
+                        reached.append(f"{node.module}.{alias.name}")
+    return reached
+
+
+@pytest.mark.parametrize(
+    "path", python_files("bot/messages"), ids=lambda p: str(p.relative_to(ROOT))
+)
+def test_rendering_reads_the_store_types_and_never_writes(path: Path) -> None:
+    """bot/messages/ renders values: from the store it takes types and constants (a row's
+    class, an outbox key), never a store module, a function or the ORM, so it cannot write."""
+    reached = store_reach(path.read_text(encoding="utf-8"))
+    assert not reached, f"{path.relative_to(ROOT)} reaches into the store: {reached}"
+
+
+def test_a_store_write_from_rendering_is_caught() -> None:
+    """What the notifier did from bot/messages/ before it moved to bot/jobs/."""
+    source = (
+        "from sqlalchemy import Engine\nfrom bot.store import outbox\n"
+        "from bot.store.db import in_session\nfrom bot.store.outbox import Draft\n"
+    )
+    assert store_reach(source) == ["sqlalchemy", "bot.store.outbox", "bot.store.db.in_session"]

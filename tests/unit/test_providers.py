@@ -18,13 +18,9 @@ from engine.llm import LLMRequest, Message
 from engine.models import Effort, ModelSettings, Usage
 from engine.pricing import Pricing, PricingError, read_prices
 from engine.providers.fake import FunctionLLM
-from engine.providers.openai_chat import (
-    Learned,
-    refused_parameter,
-    response_format,
-    sampling_params,
-    usage_of,
-)
+from engine.providers.openai_chat import usage_of
+from engine.providers.openai_refusals import refused_parameter
+from engine.providers.openai_request import Learned, response_format, sampling_params
 from engine.providers.retry import RetryPolicy, parse_retry_after, with_retries
 from engine.providers.schemas import StructuredMode, strict_schema
 

@@ -53,7 +53,7 @@ from engine.protocols.base import render_material
 from engine.protocols.outputs import Outputs
 from engine.providers.anthropic_messages import Shape, build_params
 from engine.providers.fake import SchemaFillingLLM
-from engine.providers.openai_chat import Learned, chat_params
+from engine.providers.openai_request import Learned, chat_params
 from engine.providers.schemas import (
     StructuredMode,
     output_format_schema,
