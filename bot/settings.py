@@ -138,6 +138,11 @@ class Settings(BaseSettings):
         default=None, ge=1, description="llama.cpp threads (default: every usable core)"
     )
     local_seed: int = 7
+    local_timeout_s: float = Field(
+        default=600.0,
+        gt=0,
+        description="longest one local generation may take before its process is stopped",
+    )
 
     database_url: str = Field(
         default="sqlite:///debatebot.sqlite3",
