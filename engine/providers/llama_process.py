@@ -75,15 +75,15 @@ def frame_length(header: bytes) -> int:
 def death_of(code: int | None) -> str:
     """How a child ended, as people read it: a signal by name, or an exit status."""
     if code is None:
-        return "it stopped answering"
+        return "its exit status is unknown"
     if code < 0:
         try:
             name = signal.Signals(-code).name
         except ValueError:
             name = f"signal {-code}"
-        described = {"SIGSEGV": " (segmentation fault)", "SIGABRT": " (abort)"}.get(name, "")
-        return f"it was killed by {name}{described}"
-    return f"it exited with status {code}"
+        described = {"SIGSEGV": ", a segmentation fault", "SIGABRT": ", an abort"}.get(name, "")
+        return f"killed by {name}{described}"
+    return f"exited with status {code}"
 
 
 class ChildDied(Exception):
@@ -240,12 +240,13 @@ class LlamaProcess:
         self.crashes += 1
         self.last_death = death_of(code)
         again = (
-            "a new one starts with the next call"
+            "starts the model again for the next call"
             if self.crashes < self.max_crashes
-            else "it is not started again in this process until it restarts"
+            else f"after {self.crashes} such deaths in a row, refuses the local model until it"
+            " restarts"
         )
         return ModelProcessCrashedError(
-            f"the local model's process died {doing} ({self.last_death}); this process goes on"
+            f"the local model's process died {doing} ({self.last_death}); debatebot goes on,"
             f" and {again}. {REBUILD_ADVICE}"
         )
 

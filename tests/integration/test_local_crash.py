@@ -22,6 +22,7 @@ import pytest
 from sqlalchemy import Engine
 from sqlmodel import Session
 
+from bot.cli import main
 from bot.jobs.worker import DebateWorker, WorkerConfig
 from bot.settings import Settings
 from bot.store import queue, turns, verify
@@ -67,7 +68,7 @@ async def test_a_crash_fails_the_call_with_the_fix_and_the_next_call_runs(
         await llm.complete(ask("[segfault] Is MD5 fine for passwords?"))
 
     message = str(crashed.value)
-    assert "killed by SIGSEGV (segmentation fault)" in message
+    assert "died while generating (killed by SIGSEGV, a segmentation fault)" in message
     assert "scripts/setup" in message
     assert (
         "CMAKE_ARGS=-DGGML_NATIVE=OFF pip install --force-reinstall --no-cache-dir"
@@ -185,7 +186,12 @@ def enqueue(store: Engine, key: str, spec: DebateSpec) -> int:
 
 
 async def test_a_worker_fails_the_debate_that_crashed_and_runs_the_next(
-    store: Engine, weights: Path, llm: LocalLlamaLLM
+    store: Engine,
+    database_url: str,
+    weights: Path,
+    llm: LocalLlamaLLM,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     settings = Settings(provider="local", local_model_path=weights, judges=1)
     services = build_services(settings)
@@ -217,3 +223,8 @@ async def test_a_worker_fails_the_debate_that_crashed_and_runs_the_next(
         assert {(t.provider, t.model) for t in recorded} == {("local", identity)}
         for debate_id in (crashing, fine):
             assert verify.verify_chain(session, debate_id=debate_id, key=KEY).ok
+    # `stats` names the model whole (it cut names at 40 characters, inside the hash).
+    monkeypatch.setenv("DEBATEBOT_DATABASE_URL", database_url)
+    capsys.readouterr()
+    assert main(["stats"]) == 0
+    assert f"local:{identity} " in capsys.readouterr().out
