@@ -40,6 +40,9 @@ MAX_FRAME_BYTES = 64 * 1024 * 1024
 reply at most `max_tokens` of text, both far below it."""
 MAX_CONSECUTIVE_CRASHES = 3
 CHILD_MODULE = "engine.providers.llama_child"
+START_TIMEOUT_S = 300.0
+"""The least time a child has to start and load its model (a large GGUF file from a slow disk),
+however short the calls' own deadline."""
 EXIT_WAIT_S = 5.0
 """How long a child that was told to stop (stdin closed) or died is waited for."""
 REBUILD_ADVICE = (
@@ -126,11 +129,10 @@ class LlamaProcess:
         ModelProcessCrashedError when it died, or LLMError when it overran `timeout_s`."""
         with self._lock:
             self._refuse_after_crashes()
-            deadline = time.monotonic() + self.timeout_s
             try:
-                child = self._running(deadline)
+                child = self._running()
                 self._send(child, {"request": request})
-                reply = self._receive(child, deadline)
+                reply = self._receive(child, time.monotonic() + self.timeout_s)
             except ChildDied:
                 raise self._died("while generating") from None
             self.crashes = 0
@@ -145,8 +147,12 @@ class LlamaProcess:
                 self._stop(kill=False)
             finally:
                 self._lock.release()
-        else:
-            self._stop(kill=True)
+            return
+        child = self._child
+        if child is not None and child.poll() is None:
+            # Only killed here: the call holding the pipes sees them end and reaps the child
+            # (closing them under its feet could hand their numbers to another file).
+            child.kill()
 
     def _refuse_after_crashes(self) -> None:
         if self.crashes >= self.max_crashes:
@@ -156,7 +162,7 @@ class LlamaProcess:
                 " then restart debatebot"
             )
 
-    def _running(self, deadline: float) -> subprocess.Popen[bytes]:
+    def _running(self) -> subprocess.Popen[bytes]:
         """The live child, started and its model loaded when there is none."""
         if self._child is not None and self._child.poll() is None:
             return self._child
@@ -172,7 +178,7 @@ class LlamaProcess:
         self.starts += 1
         try:
             self._send(child, {"config": self.config})
-            ready = self._receive(child, deadline)
+            ready = self._receive(child, time.monotonic() + max(self.timeout_s, START_TIMEOUT_S))
         except ChildDied:
             raise self._died("while loading the model") from None
         if ready.get("ready") is not True:
@@ -219,13 +225,17 @@ class LlamaProcess:
             if left <= 0:
                 self._stop(kill=True)
                 raise LLMError(
-                    f"the local model gave no answer within {self.timeout_s:g} s; its process"
-                    " was stopped and a new one starts with the next call. Raise"
-                    " DEBATEBOT_LOCAL_TIMEOUT_S for a larger model or a slower machine"
+                    f"the local model gave no answer in time ({self.timeout_s:g} s a call, at"
+                    f" least {START_TIMEOUT_S:g} s to start); its process was stopped and a new"
+                    " one starts with the next call. Raise DEBATEBOT_LOCAL_TIMEOUT_S for a"
+                    " larger model or a slower machine"
                 )
             if not poller.poll(left * 1000):
                 continue
-            chunk = os.read(descriptor, min(wanted, 1 << 20))
+            try:
+                chunk = os.read(descriptor, min(wanted, 1 << 20))
+            except OSError as error:
+                raise ChildDied from error
             if not chunk:
                 raise ChildDied
             chunks.append(chunk)

@@ -10,6 +10,7 @@ parent. The record names the model file that answered, and its seal verifies.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -119,6 +120,21 @@ async def test_a_model_that_never_answers_is_stopped_at_the_deadline(weights: Pa
         assert (await llm.complete(ask("and now?"))).text == "a plain answer"
     finally:
         await llm.aclose()
+
+
+async def test_closing_stops_a_call_in_flight_without_calling_it_a_crash(weights: Path) -> None:
+    llm = LocalLlamaLLM(model_path=weights, n_threads=1, child_module=STAND_IN)
+    call = asyncio.create_task(llm.complete(ask("[hang] take your time")))
+    while llm.process.pid is None:
+        await asyncio.sleep(0.01)
+    child = llm.process.pid
+
+    await llm.aclose()
+
+    with pytest.raises(LLMError, match="shutting down") as stopped:
+        await call
+    assert not isinstance(stopped.value, ModelProcessCrashedError)
+    assert not alive(child)
 
 
 async def test_a_model_name_the_file_is_not_is_refused_naming_the_setting(
