@@ -197,8 +197,8 @@ class LlamaProcess:
 
     def _receive(self, child: subprocess.Popen[bytes], deadline: float) -> dict[str, Any]:
         stdout = _pipe(child.stdout)
-        header = self._read(child, stdout, FRAME_HEADER.size, deadline)
-        body = self._read(child, stdout, frame_length(header), deadline)
+        header = self._read(stdout, FRAME_HEADER.size, deadline)
+        body = self._read(stdout, frame_length(header), deadline)
         try:
             message = json.loads(body.decode("utf-8"))
         except ValueError as error:
@@ -209,9 +209,7 @@ class LlamaProcess:
             raise LLMError("the local model's process sent something other than a JSON object")
         return message
 
-    def _read(
-        self, child: subprocess.Popen[bytes], stdout: IO[bytes], size: int, deadline: float
-    ) -> bytes:
+    def _read(self, stdout: IO[bytes], size: int, deadline: float) -> bytes:
         """Exactly `size` bytes from the child before `deadline`: the pipe's raw descriptor is
         polled, so a hung child is stopped rather than waited on forever."""
         chunks: list[bytes] = []
