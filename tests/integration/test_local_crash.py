@@ -34,6 +34,7 @@ from bot.wiring import build_services
 from engine.errors import LLMError, ModelProcessCrashedError, SchemaTooLargeError
 from engine.llm import LLMRequest, Message, complete_structured
 from engine.models import CriticTurn, DebateSpec, DebateStatus
+from engine.providers.llama_process import LlamaProcess
 from engine.providers.local import LocalLlamaLLM, model_identity
 from tests.helpers import REPO_ROOT
 
@@ -125,9 +126,7 @@ async def test_a_model_that_never_answers_is_stopped_at_the_deadline(weights: Pa
 async def test_closing_stops_a_call_in_flight_without_calling_it_a_crash(weights: Path) -> None:
     llm = LocalLlamaLLM(model_path=weights, n_threads=1, child_module=STAND_IN)
     call = asyncio.create_task(llm.complete(ask("[hang] take your time")))
-    while llm.process.pid is None:
-        await asyncio.sleep(0.01)
-    child = llm.process.pid
+    child = await asyncio.to_thread(started, llm.process)
 
     await llm.aclose()
 
@@ -181,6 +180,13 @@ def test_the_child_exits_when_its_parent_dies(weights: Path) -> None:
     while alive(child) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not alive(child), "the model's process outlived its parent"
+
+
+def started(process: LlamaProcess) -> int:
+    """The pid of `process`'s child once a call has started it (the call runs in a thread)."""
+    while process.pid is None:
+        time.sleep(0.01)
+    return process.pid
 
 
 def alive(pid: int) -> bool:
