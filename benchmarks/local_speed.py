@@ -72,9 +72,11 @@ def raw_rate(llama: Any, requests: list[Any], fmt: str, max_tokens: int) -> floa
 
 
 def debatebot_rate(requests: list[Any], max_tokens: int) -> float:
-    from engine.providers.local import LocalLlamaLLM
+    from engine.providers.local import LocalLlamaLLM, smollm2_path
 
     llm = LocalLlamaLLM()
+    # Captured from the fake provider: asked of the local model under its file's name.
+    requests = [r.model_copy(update={"model": smollm2_path().name}) for r in requests]
 
     async def run() -> float:
         # Loads the model: one token and no schema (no reply to a schema fits one token).
@@ -84,6 +86,7 @@ def debatebot_rate(requests: list[Any], max_tokens: int) -> float:
             completion = await llm.complete(request.model_copy(update={"max_tokens": max_tokens}))
             tokens += completion.usage.output_tokens
             seconds += completion.latency_s
+        await llm.aclose()
         return tokens / seconds
 
     return asyncio.run(run())

@@ -26,14 +26,14 @@ from engine.llm import LLM
 from engine.models import ModelSettings
 from engine.pricing import FREE, Pricing, read_prices
 from engine.providers.limiter import ModelLimits
-from engine.providers.local import SMOLLM2_MODEL_NAME
+from engine.providers.local import served_model
 from engine.providers.retry import RetryPolicy
 from engine.providers.schemas import StructuredMode
 
 PROVIDERS = ("local", "openai", "anthropic", "openai-compatible", "fake")
-LOCAL_MODELS = {"local": SMOLLM2_MODEL_NAME, "fake": "fake-model"}
-"""The one model of each provider that runs in this process (hosted defaults are the model
-catalogue's `default_roles`)."""
+LOCAL_MODELS = {"fake": "fake-model"}
+"""The one model of each provider that runs in this process (the local provider's is its file,
+`local_model`; hosted defaults are the model catalogue's `default_roles`)."""
 FALLBACK_MAX_TOKENS = 1024
 """Output tokens a call may use when neither the role, the settings nor the catalogue say."""
 INHERITS = {
@@ -94,6 +94,8 @@ def default_model(settings: Settings, catalog: Catalog, provider: str, role: str
                 " (its /v1/models lists them), or pass --model"
             )
         return settings.openai_compatible_model
+    if provider == "local":
+        return local_model(settings, catalog, None)
     if provider in LOCAL_MODELS:
         return LOCAL_MODELS[provider]
     for slot in dict.fromkeys((role, INHERITS.get(role, role), "debaters")):
@@ -104,6 +106,23 @@ def default_model(settings: Settings, catalog: Catalog, provider: str, role: str
         f"the model catalogue names no default {provider} model: set DEBATEBOT_MODEL, or give a"
         ' catalogue entry "default_roles": ["debaters"] in DEBATEBOT_MODELS_FILE'
     )
+
+
+def local_model(settings: Settings, catalog: Catalog, name: str | None) -> str:
+    """The identity of the local model's file (`FILE.gguf@sha256:…`) when `name` names it or
+    is None, so the spec, the turns and every report name the file that answers; another name
+    (a hosted model asked of the local provider) is refused before anything is stored."""
+    try:
+        return served_model(name, settings.local_model_path)
+    except ProviderUnavailableError as error:
+        vendor = catalog.provider_of(name) if name is not None else None
+        hint = (
+            f". {name} is an {vendor} model: choose it with `--provider {vendor}`, or"
+            f" DEBATEBOT_PROVIDER={vendor} (DEBATEBOT_ROLES__<ROLE>__PROVIDER for one role)"
+            if vendor is not None
+            else ""
+        )
+        raise SettingsError(f"{error}{hint}") from error
 
 
 def role_models(
@@ -152,6 +171,8 @@ def role_models(
             name = model
         else:
             name = default_model(settings, catalog, role_provider, role)
+        if role_provider == "local":
+            name = local_model(settings, catalog, name)
         entry = catalog.find(role_provider, name)
         max_tokens = (
             chosen.max_tokens
@@ -262,6 +283,7 @@ class ProviderRegistry:
                 n_ctx=s.local_n_ctx,
                 n_threads=s.local_threads,
                 seed=s.local_seed,
+                timeout_s=s.local_timeout_s,
             )
         if name == "fake":
             from engine.providers.fake import CANNED_DEBATE_REPLIES, SchemaFillingLLM

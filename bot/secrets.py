@@ -90,3 +90,33 @@ def encryption_keys(value: SecretStr | None, audit_key: SecretStr | None) -> tup
     if len(set(keys)) != len(keys):
         raise SettingsError(f"{variable} lists one key twice; list each key once, the new first")
     return tuple(key.encode() for key in keys)
+
+
+def client_id_value(value: str | None, *, where: str) -> str:
+    """DEBATEBOT_SLACK_CLIENT_ID, refusing a missing or placeholder value and anything that is
+    not a Slack client id."""
+    client_id = secret_value(
+        SecretStr(value) if value is not None else None,
+        "DEBATEBOT_SLACK_CLIENT_ID",
+        prefix="",
+        where=where,
+    )
+    if not CLIENT_ID.fullmatch(client_id):
+        raise SettingsError(
+            "DEBATEBOT_SLACK_CLIENT_ID is not a Slack client id (digits, a dot, digits);"
+            f" copy it from {where}"
+        )
+    return client_id
+
+
+def redirect_uri_value(redirect: str | None) -> str | None:
+    """DEBATEBOT_SLACK_REDIRECT_URI, which must be the public address of the OAuth redirect."""
+    if redirect is not None and not (
+        redirect.startswith(("https://", "http://")) and redirect.endswith(REDIRECT_PATH)
+    ):
+        raise SettingsError(
+            f"DEBATEBOT_SLACK_REDIRECT_URI must be the bot's public address of {REDIRECT_PATH}"
+            f" (https://…{REDIRECT_PATH}), as listed under OAuth & Permissions -> Redirect"
+            f" URLs; got {redirect!r}"
+        )
+    return redirect

