@@ -166,3 +166,26 @@ async def test_a_post_whose_answer_was_lost_is_not_posted_twice(
     ]
     assert lookups, "the copy was looked for"
     assert any("was posted before" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [Fault(status=429, retry_after=1), Fault(status=503), Fault(applied=True, hang_s=4.0)],
+    ids=["rate-limited", "5xx", "timeout"],
+)
+async def test_a_lookup_slack_cannot_answer_waits_instead_of_posting_blind(
+    running: Running, refusal: Fault
+) -> None:
+    """The verdict's answer is lost; the first lookups for it fail (outside the Marketplace,
+    `conversations.replies` allows one call a minute): the verdict waits and is looked for
+    again, and is still not posted twice."""
+    emulator = running.emulator
+    emulator.fail("chat.postMessage", Fault(applied=True, status=503, when=KINDS["verdict"]))
+    emulator.fail("conversations.replies", refusal, refusal)
+    await running.ask("Should we adopt ADR-042?")
+    [debate] = await until(lambda: settled(running.engine), "the debate, delivered", 90)
+    assert debate.thread_ts is not None
+    texts = [m["text"] for m in emulator.in_thread(CHANNEL, debate.thread_ts)]
+    assert sum(t.startswith("Verdict") for t in texts) == 1, texts
+    replies = emulator.calls_of("conversations.replies", ok_only=False)
+    assert [c.status == 200 for c in replies][-3:] == [False, False, True]
