@@ -23,6 +23,9 @@ When the lookup itself fails:
   `thread_not_found` or any other refusal: Slack will not say, so the message is posted and its
   answer decides (the post meets the same channel or thread refusal and is handled as one). A
   copy may then repeat; the log says so.
+
+A request Slack is still handling when the lookup is made (a timed-out call Slack carries out
+later than the retry's backoff) is not seen by it: the one repeat left.
 """
 
 from __future__ import annotations
@@ -130,24 +133,26 @@ class SendOnce:
         except TokenRefusedError as refused:
             if refused.code != "missing_scope":
                 raise
-            log.warning("%s: cannot look for an earlier copy (%s); posting it", row.key, refused)
+            log.warning("%s: cannot look for an earlier copy (%s); posting it", _what(row), refused)
             return None
         except PostError as error:
             if error.retryable:
                 raise
-            log.warning("%s: cannot look for an earlier copy (%s); posting it", row.key, error)
+            log.warning("%s: cannot look for an earlier copy (%s); posting it", _what(row), error)
             return None
         for ts, metadata in found.messages:
             if _delivers(metadata, row):
                 log.info(
                     "%s was posted before (%s in %s): recorded, not posted again",
-                    row.key,
+                    _what(row),
                     ts,
                     channel,
                 )
                 return Posted(channel=channel, ts=ts)
         if not found.complete:
-            log.warning("%s: its earlier post was not among the messages read; posting it", row.key)
+            log.warning(
+                "%s: the earlier post was not among the messages read; posting it", _what(row)
+            )
         return None
 
     async def _not_taken(self, row_id: int) -> None:
@@ -170,6 +175,12 @@ def _delivers(metadata: dict[str, Any] | None, row: Outbox) -> bool:
         and str(payload.get("outbox_id")) == str(row.id)
         and payload.get("key") == row.key
     )
+
+
+def _what(row: Outbox) -> str:
+    """The row for the log: its debate's (or channel's) message and key."""
+    owner = f"channel {row.channel_id}" if row.debate_id is None else f"debate {row.debate_id}"
+    return f"{owner}: {row.key}"
 
 
 def _ts(moment: datetime) -> str:

@@ -18,6 +18,7 @@ import os
 import random
 import sys
 from collections import Counter
+from functools import partial
 from pathlib import Path
 
 from sqlmodel import col, select
@@ -52,6 +53,10 @@ def duplicates(bot: Bot) -> list[tuple[str, str]]:
     """Each bot message Slack holds more than once (same thread, same text), once per repeat."""
     seen = Counter((m.get("thread_ts") or "top", m["text"]) for m in bot.emulator.posted(CHANNEL))
     return [key for key, count in seen.items() for _ in range(count - 1)]
+
+
+def held(hold: Hold) -> list[Call]:
+    return hold.held
 
 
 class Hold:
@@ -108,7 +113,7 @@ async def test_kills_while_slack_holds_a_post_answer_repeat_no_message(
             reply = await bot.driver.command(f"Should we adopt ADR-{asked}?")
             assert reply.status == 200
             try:
-                await bot.wait_for(lambda h=hold: h.held, "a worker's post held", limit_s=60)
+                await bot.wait_for(partial(held, hold), "a worker's post held", limit_s=60)
             except AssertionError:
                 bot.emulator.faults.clear()  # every post went out another way: no kill
                 continue

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Engine
-from sqlmodel import select
+from sqlmodel import col, select
 
 from bot.serving import serve
 from bot.store import channels
@@ -112,7 +112,7 @@ def settled(engine: Engine) -> list[Debate] | None:
     with session_scope(engine, workspace=WORKSPACE) as session:
         debates = list(session.exec(select(Debate)))
         owed = session.exec(
-            select(Outbox).where(Outbox.state.in_((OutboxState.PENDING, OutboxState.SENDING)))  # type: ignore[attr-defined]
+            select(Outbox).where(col(Outbox.state).in_((OutboxState.PENDING, OutboxState.SENDING)))
         ).all()
     if debates and all(d.state == "finished" for d in debates) and not owed:
         return debates
@@ -159,9 +159,8 @@ async def test_a_post_whose_answer_was_lost_is_not_posted_twice(
     assert sum(t.startswith("The full question") for t in texts) >= 1
     lookups = [
         c
-        for c in emulator.calls_of("conversations.history") + emulator.calls_of(
-            "conversations.replies"
-        )
+        for c in emulator.calls_of("conversations.history")
+        + emulator.calls_of("conversations.replies")
         if c.params.get("include_all_metadata") in ("1", "true", True)
     ]
     assert lookups, "the copy was looked for"
