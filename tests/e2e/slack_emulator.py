@@ -705,13 +705,16 @@ class SlackEmulator:
                 raw = json.loads(raw)
             except ValueError:
                 return "invalid"
+        # Bolt's assistant `say` sends `event_payload: null` with its thread context's
+        # `event_type`, and Slack takes it: only a missing `event_type` is refused here.
+        payload = raw.get("event_payload") if isinstance(raw, dict) else None
         if (
             not isinstance(raw, dict)
             or not isinstance(raw.get("event_type"), str)
-            or not isinstance(raw.get("event_payload"), dict)
+            or not isinstance(payload, dict | None)
         ):
             return "invalid"
-        return {"event_type": raw["event_type"], "event_payload": raw["event_payload"]}
+        return {"event_type": raw["event_type"], "event_payload": payload}
 
     def _chat_delete(self, params: dict[str, Any]) -> dict[str, Any]:
         channel, ts = params.get("channel", ""), params.get("ts")
