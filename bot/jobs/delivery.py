@@ -26,7 +26,8 @@
   more is posted at the top level).
 - Rows are claimed with an expiring claim, so any number of processes can run this loop on one
   database, and a process that dies mid-send is taken over after `claim_s`. The ts of every
-  copy is stored: a message is posted once, and a delivered one is never posted again.
+  copy is stored, and a post whose answer was lost is looked for in Slack before it is sent
+  again (bot.jobs.resend_check): a message is posted once.
 - A debate's plan is streamed into its thread in a lane of its own: started once the parent is
   there, each newer version appended as what changed, stopped by the final version. While it
   streams, the parent's live status is not sent (the summary at the end is). A stream Slack
@@ -49,6 +50,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from bot.jobs.pause import OutagePause, idle
+from bot.jobs.resend_check import SendOnce
 from bot.messages import kit, owed, plan, posts
 from bot.messages.owed import ASSISTANT_STATUS
 from bot.slackweb.acting import acting_for
@@ -144,6 +146,7 @@ class OutboxDelivery:
         self._background: set[asyncio.Task[None]] = set()
         self._moving = asyncio.Lock()
         self.gate = gate or TokenGate()
+        self.once = SendOnce(engine=engine, poster=poster, directory=directory, owner=owner)
         self._probe_at = 0.0
         self._probe_wait = self.config.token_probe_s
         self._probe_backoff = refusals.Backoff(
@@ -385,8 +388,8 @@ class OutboxDelivery:
         if row is None:
             return False
         try:
-            posted = await self.poster.post(
-                channel=row.channel_id, message=kit.Message(row.text, row.blocks), attempts=1
+            posted = await self.once.post(
+                row, channel=row.channel_id, message=kit.Message(row.text, row.blocks)
             )
         except PostError as error:
             if error.retryable:
@@ -420,9 +423,8 @@ class OutboxDelivery:
         try:
             return await self._post(row, debate)
         except asyncio.CancelledError:
-            row_id = row.id or 0
             with contextlib.suppress(DatabaseUnavailableError):
-                await self._db(lambda s: outbox.release(s, row_id=row_id, owner=self.owner))
+                await self._release(row)
             raise
 
     async def _post(self, row: Outbox, debate: Debate) -> bool:
@@ -439,11 +441,11 @@ class OutboxDelivery:
             if thread_ts is None:
                 return await self._unreachable(row, debate, "the debate's thread was never posted")
         try:
-            posted = await self.poster.post(
+            posted = await self.once.post(
+                row,
                 channel=row.channel_id,
                 message=kit.Message(row.text, row.blocks),
                 thread_ts=thread_ts,
-                attempts=1,
             )
         except PostError as error:
             return await self._post_failed(row, debate, error)
@@ -570,7 +572,7 @@ class OutboxDelivery:
             try:
                 channel = await self.directory.dm_channel(user)
                 delivered.append(
-                    (user, await self.poster.post(channel=channel, message=message, attempts=1))
+                    (user, await self.once.post(row, channel=channel, message=message))
                 )
             except PostError as error:
                 log.warning("debate %s: DM to %s failed: %s", row.debate_id, user, error)
@@ -840,7 +842,7 @@ class OutboxDelivery:
         assert debate.thread_ts is not None
         debate_id, channel, thread_ts = debate.id, row.channel_id, debate.thread_ts
         try:
-            replies = await self.directory.bot_replies(channel, thread_ts)
+            found = await self.directory.bot_messages(channel, thread_ts=thread_ts)
         except PostError as error:
             if error.retryable:
                 await self._retry(row, error)
@@ -850,7 +852,7 @@ class OutboxDelivery:
         known = await self._db(
             lambda s: outbox.delivered_ts(s, channel_id=channel, thread_ts=thread_ts)
         )
-        for ts in reversed([ts for ts in replies if ts not in known]):
+        for ts in reversed([ts for ts, _ in found.messages if ts not in known]):
             try:
                 await self.poster.append_stream(
                     channel=channel, ts=ts, chunks=content.chunks, attempts=1
@@ -1028,13 +1030,12 @@ class OutboxDelivery:
         more: bool = False,
     ) -> None:
         self._recovered()
-        version = row.version
         await self._db(
             lambda s: outbox.mark_streamed(
                 s,
                 row_id=row.id or 0,
                 owner=self.owner,
-                version=version,
+                version=row.version,
                 streamed=streamed,
                 stream_state=state,
                 deliveries=deliveries,
@@ -1105,13 +1106,12 @@ class OutboxDelivery:
 
     async def _sent(self, row: Outbox, posted: list[Posted], where: str) -> None:
         self._recovered()
-        version = row.version
         await self._db(
             lambda s: outbox.mark_sent(
                 s,
                 row_id=row.id or 0,
                 owner=self.owner,
-                version=version,
+                version=row.version,
                 deliveries=[[p.channel, p.ts] for p in posted],
                 delivered_to=where,
             )

@@ -1,14 +1,14 @@
 """Who may do what, and where the bot may post: reviewers (users or user groups), channel
 owners, workspace admins, the bot's membership of a channel, its team (a stream's recipient's)
-and its own replies in a thread.
+and its own messages in a thread or a channel.
 
 Answers come from Slack (`users.info`, `users.list`, `usergroups.users.list`,
-`users.conversations`, `conversations.info`, `conversations.replies`, `auth.test`). Admin status
-and user groups' members are cached for a minute, the bot's identity, team and DM channels for
-the process, so a burst of clicks does not hit Slack's rate limits; the others are asked each
-time. A lookup Slack cannot
-answer is logged and treated as "no" (or, for membership, "unknown"), never as a crash, except
-the list of admins, whose failure is raised so the caller retries instead of concluding there
+`users.conversations`, `conversations.info`, `conversations.replies`, `conversations.history`,
+`auth.test`). Admin status and user groups' members are cached for a minute, the bot's identity
+(per workspace), team and DM channels for the process, so a burst of clicks does not hit Slack's
+rate limits; the others are asked each time. A lookup Slack cannot answer is logged and treated
+as "no" (or, for membership, "unknown"), never as a crash, except the list of admins and the
+bot's own messages, whose failure is raised so the caller retries instead of concluding there
 are none.
 """
 
@@ -18,16 +18,29 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slackweb.acting import ACTING_FOR
-from bot.slackweb.errors import TokenRefusedError
+from bot.slackweb.errors import PostError, TokenRefusedError
 from bot.slackweb.poster import SLACK_FAILURES, classify, token_refusal
 from bot.store.tenancy import Workspace
 
 log = logging.getLogger(__name__)
+
+LOOKUP_PAGES = 5
+"""Pages `bot_messages` reads at most: within its window, the bot's message is on the first."""
+
+
+@dataclass(frozen=True)
+class BotMessages:
+    """The bot's messages a lookup found, oldest first: (ts, metadata or None); `complete`:
+    every page of the window was read."""
+
+    messages: list[tuple[str, dict[str, Any] | None]]
+    complete: bool
 
 
 class SlackDirectory:
@@ -48,7 +61,9 @@ class SlackDirectory:
         # is an admin, and has a DM channel, per workspace.
         self._admins: dict[tuple[str, str], tuple[float, bool]] = {}
         self._groups: dict[tuple[str, str], tuple[float, frozenset[str]]] = {}
-        self._bot: tuple[str | None, str] | None = None
+        self._bots: dict[tuple[str, str], tuple[str | None, str]] = {}
+        """The bot's user id and name in each workspace (each install has a bot user of its
+        own)."""
         self._workspace: Workspace | None = None
         self._dms: dict[tuple[str, str], str] = {}
         self._teams: dict[tuple[str, str], str | None] = {}
@@ -191,9 +206,9 @@ class SlackDirectory:
                 needed=scope,
             )
         self._teams[_acting("")] = _team_of(auth) or self._teams.get(_acting(""))
+        self._bots[_acting("")] = _identity(auth)
         if ACTING_FOR.get() is not None:
-            return None  # one workspace's probe (OAuth installs): not the process's identity
-        self._bot = (auth.get("user_id"), str(auth.get("user") or "debatebot"))
+            return None  # one workspace's probe (OAuth installs): not the process's workspace
         if auth.get("team_id"):
             self._workspace = Workspace(
                 team_id=str(auth["team_id"]),
@@ -218,53 +233,89 @@ class SlackDirectory:
                 if refused is not None:
                     raise refused from error
                 raise classify(error, "auth.test", "-") from error
-            self._bot = (auth.get("user_id"), str(auth.get("user") or "debatebot"))
+            self._bots[_acting("")] = _identity(auth)
             self._teams[_acting("")] = _team_of(auth)
         return self._teams[_acting("")]
 
-    async def bot_replies(self, channel: str, thread_ts: str) -> list[str]:
-        """The ts of the bot's own replies in a thread (`conversations.replies`, up to 1,000
-        replies), oldest first: where a reply the bot sent but never heard back about may be.
-        Raises the classified PostError when Slack does not answer or refuses."""
+    async def bot_messages(
+        self,
+        channel: str,
+        *,
+        thread_ts: str | None = None,
+        oldest: str | None = None,
+        latest: str | None = None,
+    ) -> BotMessages:
+        """The bot's own messages in a thread (`conversations.replies`, the root left out) or,
+        without `thread_ts`, at the top of `channel` (`conversations.history`), between `oldest`
+        and `latest` when given, oldest first, each with its metadata: where a message the bot
+        sent but never heard back about may be. At most `LOOKUP_PAGES` pages are read.
+
+        Both methods page by cursor (`response_metadata.next_cursor`, empty on the last page),
+        and return metadata only when asked (`include_all_metadata`). Apps outside the Slack
+        Marketplace get at most 15 messages a page and one call a minute (since 2025-05-29,
+        and for their older installs since 2026-03-03; others: Tier 3, 50+ a minute), so the
+        window `oldest`..`latest` keeps a lookup to a page. Raises the token's refusal, or the
+        classified PostError (a 429 with its Retry-After, a 5xx, `not_in_channel`,
+        `channel_not_found`, `thread_not_found`, ...) when Slack refuses or does not answer."""
         bot_user, _ = await self.bot_identity()
-        found: list[str] = []
+        method = "conversations.replies" if thread_ts else "conversations.history"
+        if bot_user is None:
+            raise PostError(
+                f"{method} in {channel}: the bot's own user id is not known yet (auth.test did"
+                " not answer)",
+                code="unreachable",
+                retryable=True,
+            )
+        params: dict[str, Any] = {
+            "channel": channel,
+            "limit": 200,
+            "include_all_metadata": True,
+            "oldest": oldest,
+            "latest": latest,
+            "inclusive": True,
+        }
+        found: list[tuple[str, dict[str, Any] | None]] = []
         cursor: str | None = None
-        for _page in range(5):
+        for _page in range(LOOKUP_PAGES):
+            call = (
+                self.client.conversations_replies(ts=thread_ts, cursor=cursor, **params)
+                if thread_ts
+                else self.client.conversations_history(cursor=cursor, **params)
+            )
             try:
-                response = await asyncio.wait_for(
-                    self.client.conversations_replies(
-                        channel=channel, ts=thread_ts, limit=200, cursor=cursor
-                    ),
-                    timeout=self.lookup_s,
-                )
+                response = await asyncio.wait_for(call, timeout=self.lookup_s)
             except SLACK_FAILURES as error:
-                refused = token_refusal(error, "conversations.replies")
+                refused = token_refusal(error, method)
                 if refused is not None:
                     raise refused from error
-                raise classify(error, "conversations.replies", channel) from error
+                raise classify(error, method, channel) from error
             for message in response.get("messages") or []:
                 ts = str(message.get("ts") or "")
-                if ts != thread_ts and bot_user is not None and message.get("user") == bot_user:
-                    found.append(ts)
+                if ts != thread_ts and message.get("user") == bot_user:
+                    metadata = message.get("metadata")
+                    found.append((ts, metadata if isinstance(metadata, dict) else None))
             cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
             if not cursor:
                 break
-        return found
+        found.sort(key=lambda item: _ts_order(item[0]))
+        return BotMessages(messages=found, complete=cursor is None)
 
     def known_bot_user(self) -> str | None:
         """The bot's user id if an `auth.test` has answered (never a call to Slack)."""
-        return self._bot[0] if self._bot is not None else None
+        known = self._bots.get(_acting(""))
+        return known[0] if known is not None else None
 
     async def bot_identity(self) -> tuple[str | None, str]:
-        """The bot's user id and name, for telling people how to `/invite` it."""
-        if self._bot is None:
+        """The bot's user id and name (in the workspace the calls are made for), for telling
+        people how to `/invite` it and for finding its own messages."""
+        if _acting("") not in self._bots:
             try:
                 auth = await self.client.auth_test()
             except SLACK_FAILURES as error:
                 log.error("auth.test failed: %s", classify(error, "auth.test", "-"))
                 return None, "debatebot"
-            self._bot = (auth.get("user_id"), str(auth.get("user") or "debatebot"))
-        return self._bot
+            self._bots[_acting("")] = _identity(auth)
+        return self._bots[_acting("")]
 
     async def cannot_post_in(self, channel: str) -> str | None:
         """Why the bot cannot post in `channel` (`not_in_channel`, `channel_not_found`,
@@ -311,6 +362,18 @@ def _grants(headers: Any, scope: str) -> bool:
     granted = {s.strip() for s in named.split(",")}
     needed = [s.strip() for s in scope.split(",") if s.strip()]
     return not needed or any(s in granted for s in needed)
+
+
+def _identity(auth: Any) -> tuple[str | None, str]:
+    """The bot's user id and name in an `auth.test` answer."""
+    user = auth.get("user_id")
+    return (str(user) if user else None), str(auth.get("user") or "debatebot")
+
+
+def _ts_order(ts: str) -> tuple[int, int]:
+    """A message ts (`1700000000.000100`) as numbers, in Slack's order."""
+    seconds, _, fraction = ts.partition(".")
+    return (int(seconds or 0), int(fraction.ljust(6, "0")[:6] or 0))
 
 
 def _team_of(auth: Any) -> str | None:

@@ -307,9 +307,12 @@ class SlackPoster:
         message: Message,
         thread_ts: str | None = None,
         attempts: int | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> Posted:
         """Post a message (in a thread when `thread_ts` is given); `channel` may be a user id,
-        which Slack delivers as a DM from the app."""
+        which Slack delivers as a DM from the app. `metadata` ("a JSON object with event_type
+        and event_payload fields") is stored with the message, unseen by people, and returned
+        by `conversations.history` and `.replies` asked with `include_all_metadata`."""
         response = await self._call(
             "chat_postMessage",
             channel,
@@ -319,6 +322,7 @@ class SlackPoster:
             thread_ts=thread_ts,
             unfurl_links=False,
             unfurl_media=False,
+            metadata=metadata,
         )
         posted = _posted(response, "chat_postMessage", channel)
         echoed = response.get("message")

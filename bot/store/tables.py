@@ -336,8 +336,7 @@ class WeightsVersion(SQLModel, table=True):
 
 
 class WeightsAdoption(WorkspaceOwned, table=True):
-    """An admin adopting a weights version; the newest adoption's version scores new
-    verdicts."""
+    """An admin adopting a weights version; the newest adoption's scores new verdicts."""
 
     __tablename__ = "weights_adoption"
 
@@ -467,9 +466,8 @@ class Outbox(WorkspaceOwned, table=True):
     key: str = Field(max_length=120)
     channel_key: str | None = Field(default=None, max_length=170)
     """`channel_id:key` of a channel's own message (no debate), so it is owed once in its
-    workspace; None for a
-    debate's, which (debate_id, key) keeps unique (a unique column takes many NULLs, where a
-    unique pair with a NULL debate would not hold)."""
+    workspace; None for a debate's, which (debate_id, key) keeps unique (a unique column takes
+    many NULLs, where a unique pair with a NULL debate would not hold)."""
     seq: int = Field(default=0)
     part: int = Field(default=0)
     action: OutboxAction = Field(
@@ -508,6 +506,8 @@ class Outbox(WorkspaceOwned, table=True):
     delivered_to: str | None = Field(default=None, max_length=400)
     created_at: datetime = Field(default_factory=utcnow)
     sent_at: datetime | None = None
+    in_doubt_at: datetime | None = None
+    """When a post was last handed to Slack with no answer recorded (bot.jobs.resend_check)."""
     stream_state: StreamState | None = Field(
         default=None,
         sa_column=enum_column(StreamState, name="ck_outbox_stream_state", length=20, nullable=True),

@@ -10,7 +10,17 @@ serves `response_url` posts, and can fail any method the ways Slack does: an err
 a 429 with Retry-After, a hang past the client's timeout, or a refusal by size, for the next N
 calls or for a window of time. Channels can lose the bot (`not_in_channel`) or be archived;
 messages can be deleted; a user id as channel is a DM. It also serves Socket Mode: a WebSocket
-at the URL `apps.connections.open` hands out, through which tests push envelopes.
+at the URL `apps.connections.open` hands out, through which tests push envelopes. A fault may
+hold only for calls a predicate picks (`Fault.when`: a caller's, a text's).
+
+A message's ts is the time it was stored, as Slack's are. A post's `metadata` ("a JSON object
+with event_type and event_payload fields"; `invalid_metadata_format` else) is kept with it and
+returned by `conversations.history` (a channel's top level, newest first) and
+`conversations.replies` (a thread, root first) only when they are asked with
+`include_all_metadata`. Both read within `oldest`..`latest` (`inclusive`), page by cursor
+(`invalid_cursor` for one never handed out), hold at most `history_page_cap` messages a page (15
+for an app outside the Slack Marketplace), answer `not_in_channel` in a channel the bot is not a
+member of, and fail like any method (a 429 with Retry-After, a 5xx, a hang).
 
 Uploaded files are served at their `url_private` addresses, and can be served the hostile ways a
 compromised or misconfigured files API could: a download address on another host, a size in
@@ -55,9 +65,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import itertools
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl
@@ -132,6 +142,8 @@ class Fault:
     applied: bool = False
     """Carry the call out first, then answer with the fault: Slack took it, and its answer was
     lost (with `hang_s` past the client's timeout: the call timed out)."""
+    when: Callable[[Call], bool] | None = None
+    """Only a call this holds for (its caller, its text...): a queued fault waits for one."""
 
 
 @dataclass
@@ -205,7 +217,12 @@ class SlackEmulator:
     """Seconds a method waits before it answers normally (a slow Slack, not a failure)."""
     url: str = ""
     _runner: web.AppRunner | None = None
-    _ts: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    _last_ts: int = 0
+    _speaker: str = BOT_USER
+    """The bot user the call being handled posts as (with `tenancy`, its token's workspace's)."""
+    history_page_cap: int | None = None
+    """Messages a `conversations.history`/`.replies` page holds at most, whatever `limit`
+    asks: 15 for an app outside the Slack Marketplace (since 2025-05-29)."""
 
     # --- control ---------------------------------------------------------------------------
 
@@ -271,7 +288,9 @@ class SlackEmulator:
     def streams(self, channel: str) -> list[dict[str, Any]]:
         """The bot's streamed messages in `channel`, in the order they started."""
         return [
-            m for m in self.messages.get(channel, []) if m.get("user") == BOT_USER and "chunks" in m
+            m
+            for m in self.messages.get(channel, [])
+            if m.get("user") in self.bot_users() and "chunks" in m
         ]
 
     def close_stream(self, channel: str, ts: str) -> None:
@@ -298,15 +317,20 @@ class SlackEmulator:
         """What the bot sent `user` directly."""
         return self.posted(f"D{user}")
 
-    def _fault_for(self, method: str, params: dict[str, Any]) -> Fault | None:
+    def _fault_for(
+        self, method: str, params: dict[str, Any], call: Call | None = None
+    ) -> Fault | None:
         now = time.monotonic()
         for name in (method, "*"):
             live = [w for w in self.windows.get(name, []) if w.until > now]
             self.windows[name] = live
             for window in live:
-                if self._applies(window.fault, params):
+                if self._applies(window.fault, params, call):
                     return window.fault
         queued = self.faults.get(method)
+        waiting = queued[0] if queued else None
+        if waiting is not None and waiting.when is not None and not (call and waiting.when(call)):
+            return None  # the fault waits for a call it holds for
         return queued.pop(0) if queued else None
 
     def _redirect_for(self, method: str) -> Fault | None:
@@ -326,13 +350,19 @@ class SlackEmulator:
     def _redirected(fault: Fault) -> web.Response:
         return web.Response(status=fault.status, headers={"Location": fault.redirect}, text="Moved")
 
-    def _applies(self, fault: Fault, params: dict[str, Any]) -> bool:
+    def _applies(self, fault: Fault, params: dict[str, Any], call: Call | None) -> bool:
+        if fault.when is not None and (call is None or not fault.when(call)):
+            return False
         if fault.max_chars is None:
             return True
         return block_chars(params.get("blocks") or []) > fault.max_chars
 
     def next_ts(self) -> str:
-        return f"{1_700_000_000 + next(self._ts)}.{next(self._ts):06d}"
+        """A new message's ts: the time it was stored, as Slack's are (seconds since the epoch,
+        to the microsecond), unique and increasing."""
+        micros = max(int(time.time() * 1_000_000), self._last_ts + 1)
+        self._last_ts = micros
+        return f"{micros // 1_000_000}.{micros % 1_000_000:06d}"
 
     def seed_message(
         self, channel: str, text: str, *, user: str = "UALICE", thread_ts: str | None = None
@@ -353,8 +383,14 @@ class SlackEmulator:
         return [
             m
             for m in self.messages.get(channel, [])
-            if m.get("user") == BOT_USER and "chunks" not in m
+            if m.get("user") in self.bot_users() and "chunks" not in m
         ]
+
+    def bot_users(self) -> set[str]:
+        """The bot's user ids: one workspace's, or each workspace's with `tenancy`."""
+        if self.tenancy is None:
+            return {BOT_USER}
+        return {BOT_USER} | {team.bot_user_id for team in self.tenancy.teams.values()}
 
     def in_thread(self, channel: str, thread_ts: str) -> list[dict[str, Any]]:
         return [m for m in self.posted(channel) if m.get("thread_ts") == thread_ts]
@@ -529,7 +565,7 @@ class SlackEmulator:
         # The tenancy answers the code exchange and renewal whole; Slack can fail them all the
         # same (a 5xx, a rate limit), so their faults come first.
         exchange = self.tenancy is not None and method == "oauth.v2.access"
-        fault = self._fault_for(method, params) if exchange else None
+        fault = self._fault_for(method, params, call) if exchange else None
         if fault is None and self.tenancy is not None:
             answer = self.tenancy.answer(method, params, authorization)
             scopes = self.tenancy.headers(authorization)
@@ -540,13 +576,13 @@ class SlackEmulator:
         elif fault is None and not authorization.startswith(token_kind):
             return web.json_response({"ok": False, "error": "not_authed"})
         if not exchange:
-            fault = self._fault_for(method, params)
+            fault = self._fault_for(method, params, call)
         if fault is not None and fault.applied:
             if exchange:
                 assert self.tenancy is not None
                 call.answer = self.tenancy.answer(method, params, authorization)
             else:
-                call.answer = self._handle(method, params)
+                call.answer = self._handle(method, params, authorization)
         if fault is not None:
             call.status = fault.status if fault.status != 200 else 400
             if fault.hang_s:
@@ -566,13 +602,17 @@ class SlackEmulator:
                 body |= {"needed": fault.needed, "provided": "commands,chat:write"}
             return web.json_response(body, status=fault.status, headers=headers)
         await asyncio.sleep(self.delays.get(method, 0.0))
-        body = self._handle(method, params)
+        body = self._handle(method, params, authorization)
         call.answer = body
         if not body.get("ok"):
             call.status = 400
         return web.json_response(body, headers=scopes)
 
-    def _handle(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    def _handle(
+        self, method: str, params: dict[str, Any], authorization: str = ""
+    ) -> dict[str, Any]:
+        bot_user = self.tenancy.bot_user_of(authorization) if self.tenancy else None
+        self._speaker = bot_user or BOT_USER
         handler = getattr(self, "_" + method.replace(".", "_"), None)
         if handler is None or (method in STREAM_METHODS and not self.streaming):
             return {"ok": False, "error": "unknown_method"}
@@ -635,9 +675,12 @@ class SlackEmulator:
         error = self._blocks_error(params.get("blocks"))
         if error:
             return {"ok": False, "error": error}
-        message = {
+        metadata = self._metadata(params.get("metadata"))
+        if metadata == "invalid":
+            return {"ok": False, "error": "invalid_metadata_format"}
+        message: dict[str, Any] = {
             "type": "message",
-            "user": BOT_USER,
+            "user": self._speaker,
             "bot_id": BOT_ID,
             "ts": self.next_ts(),
             "text": params.get("text", ""),
@@ -645,8 +688,33 @@ class SlackEmulator:
         }
         if params.get("thread_ts") and (channel, params["thread_ts"]) not in self.unthreaded:
             message["thread_ts"] = params["thread_ts"]
+        echoed = dict(message)
+        if metadata is not None:
+            message["metadata"] = metadata
         self.messages.setdefault(channel, []).append(message)
-        return {"ok": True, "channel": channel, "ts": message["ts"], "message": message}
+        return {"ok": True, "channel": channel, "ts": message["ts"], "message": echoed}
+
+    @staticmethod
+    def _metadata(raw: Any) -> dict[str, Any] | str | None:
+        """A post's `metadata` ("a JSON object with event_type and event_payload fields",
+        JSON or form-encoded as a JSON string), "invalid" when it is not one."""
+        if raw is None or raw == "":
+            return None
+        if isinstance(raw, str):
+            try:
+                raw = json.loads(raw)
+            except ValueError:
+                return "invalid"
+        # Bolt's assistant `say` sends `event_payload: null` with its thread context's
+        # `event_type`, and Slack takes it: only a missing `event_type` is refused here.
+        payload = raw.get("event_payload") if isinstance(raw, dict) else None
+        if (
+            not isinstance(raw, dict)
+            or not isinstance(raw.get("event_type"), str)
+            or not isinstance(payload, dict | None)
+        ):
+            return "invalid"
+        return {"event_type": raw["event_type"], "event_payload": payload}
 
     def _chat_delete(self, params: dict[str, Any]) -> dict[str, Any]:
         channel, ts = params.get("channel", ""), params.get("ts")
@@ -657,7 +725,7 @@ class SlackEmulator:
         if len(kept) == len(self.messages.get(channel, [])):
             return {"ok": False, "error": "message_not_found"}
         gone = next(m for m in self.messages[channel] if m["ts"] == ts)
-        if gone.get("user") != BOT_USER:
+        if gone.get("user") != self._speaker:
             return {"ok": False, "error": "cant_delete_message"}
         self.messages[channel] = kept
         self.removed.append(gone)
@@ -741,7 +809,7 @@ class SlackEmulator:
         )
         if message is None:
             return None, "message_not_found"
-        if message.get("user") != BOT_USER:
+        if message.get("user") != self._speaker:
             return None, "message_not_owned_by_app"
         if not self._streaming(message):
             return None, "message_not_in_streaming_state"
@@ -781,7 +849,7 @@ class SlackEmulator:
             return {"ok": False, "error": error}
         message: dict[str, Any] = {
             "type": "message",
-            "user": BOT_USER,
+            "user": self._speaker,
             "bot_id": BOT_ID,
             "ts": self.next_ts(),
             "thread_ts": params["thread_ts"],
@@ -930,7 +998,11 @@ class SlackEmulator:
         transport.abort()
 
     def _conversations_replies(self, params: dict[str, Any]) -> dict[str, Any]:
-        channel_messages = self.messages.get(params.get("channel", ""), [])
+        """A thread, its root first: `thread_not_found` when `ts` names no message."""
+        channel = params.get("channel", "")
+        if channel in self.outside:
+            return {"ok": False, "error": "not_in_channel"}
+        channel_messages = self.messages.get(channel, [])
         ts = params.get("ts")
         target = next((m for m in channel_messages if m["ts"] == ts), None)
         if target is None:
@@ -941,13 +1013,56 @@ class SlackEmulator:
             thread = [target] + [
                 m for m in channel_messages if m.get("thread_ts") == ts and m["ts"] != ts
             ]
-        limit = int(params.get("limit") or 1000)
-        start = int(params.get("cursor") or 0)
-        page = thread[start : start + limit]
-        more = start + limit < len(thread)
+        return self._page(thread, params, default_limit=1000)
+
+    def _conversations_history(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A channel's top-level messages, newest first (replies stay in their threads). A bot
+        token reads only the conversations its bot is a member of: `not_in_channel` else."""
+        channel = params.get("channel", "")
+        if channel in self.outside:
+            return {"ok": False, "error": "not_in_channel"}
+        if not channel or channel.startswith("U"):
+            return {"ok": False, "error": "channel_not_found"}
+        top = [
+            m
+            for m in self.messages.get(channel, [])
+            if not m.get("thread_ts") or m["thread_ts"] == m["ts"]
+        ]
+        return self._page(list(reversed(top)), params, default_limit=100)
+
+    def _page(
+        self, messages: list[dict[str, Any]], params: dict[str, Any], *, default_limit: int
+    ) -> dict[str, Any]:
+        """One page of `messages` as `conversations.history` and `.replies` give them: within
+        `oldest`..`latest` (`inclusive` keeps the bounds), `limit` at a time (at most
+        `history_page_cap`), by cursor (`invalid_cursor` for one this did not hand out), and
+        with each message's metadata only when `include_all_metadata` asks for it."""
+        inclusive = str(params.get("inclusive", "")).lower() in ("1", "true")
+        oldest = float(params.get("oldest") or 0)
+        latest = float(params.get("latest") or "inf")
+
+        def within(ts: float) -> bool:
+            if inclusive:
+                return oldest <= ts <= latest
+            return oldest < ts < latest
+
+        kept = [m for m in messages if within(float(m["ts"]))]
+        limit = int(params.get("limit") or default_limit)
+        if self.history_page_cap is not None:
+            limit = min(limit, self.history_page_cap)
+        cursor = str(params.get("cursor") or "0")
+        if not cursor.isdigit():
+            return {"ok": False, "error": "invalid_cursor"}
+        start = int(cursor)
+        page = kept[start : start + limit]
+        more = start + limit < len(kept)
+        with_metadata = str(params.get("include_all_metadata", "")).lower() in ("1", "true")
         return {
             "ok": True,
-            "messages": page,
+            "messages": [
+                m if with_metadata else {k: v for k, v in m.items() if k != "metadata"}
+                for m in page
+            ],
             "has_more": more,
             "response_metadata": {"next_cursor": str(start + limit) if more else ""},
         }

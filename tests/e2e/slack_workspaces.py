@@ -241,6 +241,13 @@ class Workspaces:
             return None, "token_expired"
         return grant, None
 
+    def bot_user_of(self, authorization: str) -> str | None:
+        """The bot user a live token posts as (its workspace's), or None."""
+        grant, refusal = self._grant(authorization)
+        if grant is None or refusal is not None:
+            return None
+        return self._team_of(grant).bot_user_id
+
     def headers(self, authorization: str) -> dict[str, str]:
         """The headers of an answer to a call with `authorization`: a live token's scopes."""
         grant, refusal = self._grant(authorization)

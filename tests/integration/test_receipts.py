@@ -26,9 +26,9 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from bot.cli import main
+from bot.jobs.notifier import DebateNotifier
 from bot.jobs.worker import DebateWorker, WorkerConfig
 from bot.keyring import KeyRing, KeyRingError, Signer
-from bot.jobs.notifier import DebateNotifier
 from bot.receipt_verifier import digest, instant, verify
 from bot.store import operations, outbox, queue, receipts, reviews
 from bot.store.db import session_scope

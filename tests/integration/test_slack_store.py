@@ -14,7 +14,7 @@ from sqlmodel import Session, col, select
 from bot.jobs.notifier import DebateNotifier
 from bot.jobs.reminders import remind_reviewers
 from bot.jobs.worker import DebateWorker
-from bot.store import channels, dedupe, endings, outbox, queue, reviews, turns, verify
+from bot.store import channels, dedupe, endings, outbox, post_doubt, queue, reviews, turns, verify
 from bot.store.db import session_scope
 from bot.store.errors import InFlightLimitError
 from bot.store.outbox import Draft
@@ -457,3 +457,28 @@ async def test_concurrent_requests_never_pass_the_in_flight_limits(store: Engine
             limits=limits,
         )
     assert not created, "a retried request finds its debate instead of being refused"
+
+
+def test_a_post_in_doubt_stays_marked_across_a_takeover_until_slack_says_it_was_not_taken(
+    store: Engine,
+) -> None:
+    """The mark a post leaves before it goes to Slack outlives its sender's death (the next
+    claimer sees it and looks first), only the claim holder may set it, and an answer that says
+    Slack did not take the post clears it."""
+    debate_id = queued(store, drafts=[post("parent", "channel")])
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
+        row, row_id = claim(session, debate_id, "dead")
+        assert row.in_doubt_at is None
+        assert post_doubt.sending(session, row_id=row_id, owner="dead", at=utcnow())
+        session.execute(
+            update(Outbox).where(col(Outbox.id) == row_id).values(claimed_until=utcnow())
+        )
+        session.commit()
+        row, row_id = claim(session, debate_id, "next")
+        assert row.in_doubt_at is not None, "the next sender knows to look first"
+        assert not post_doubt.sending(session, row_id=row_id, owner="dead", at=utcnow())
+        post_doubt.not_taken(session, row_id=row_id, owner="next")
+        session.expire_all()
+        again = session.get(Outbox, row_id)
+        assert again is not None
+        assert again.in_doubt_at is None

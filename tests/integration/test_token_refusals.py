@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from slack_sdk.oauth.installation_store import Bot, Installation
@@ -388,6 +389,7 @@ class Slack(SlackPoster):
         message: Message,
         thread_ts: str | None = None,
         attempts: int | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> Posted:
         if message.text == REFUSED and self.refusing:
             await self.at_slack.wait()
