@@ -42,7 +42,7 @@ from sqlalchemy import func
 from sqlmodel import select
 
 from bot.store.db import make_engine, session_scope, upgrade
-from bot.store.tables import Debate
+from bot.store.debate_tables import Debate
 from bot.store.tenancy import EVERY_WORKSPACE
 from tests.e2e.driver import SlackDriver
 from tests.e2e.slack_emulator import SlackEmulator

@@ -129,7 +129,7 @@ def queue_debates(url: str, count: int, provider: str, base_url: str) -> None:
     from bot.settings import Settings
     from bot.store import queue
     from bot.store.db import make_engine, session_scope
-    from bot.store.tables import DebateSource
+    from bot.store.debate_tables import DebateSource
     from bot.store.tenancy import PENDING_WORKSPACE
     from bot.wiring import build_services
 
@@ -169,7 +169,7 @@ def finished_between(url: str, start: float, end: float) -> tuple[int, int]:
     from sqlmodel import select
 
     from bot.store.db import make_engine, session_scope
-    from bot.store.tables import Debate, DebateState
+    from bot.store.debate_tables import Debate, DebateState
     from bot.store.tenancy import EVERY_WORKSPACE
     from engine.models import DebateStatus
 

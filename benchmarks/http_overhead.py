@@ -36,7 +36,7 @@ async def one_debate(folder: Path) -> tuple[float, int, float]:
     from bot.settings import Settings
     from bot.store import queue
     from bot.store.db import session_scope, upgrade
-    from bot.store.tables import DebateSource
+    from bot.store.debate_tables import DebateSource
     from bot.store.tenancy import PENDING_WORKSPACE
     from bot.wiring import build_services, build_worker, open_store
 

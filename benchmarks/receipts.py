@@ -27,10 +27,10 @@ from bot.keyring import KeyRing
 from bot.receipt_verifier import canonical, verify
 from bot.store import queue, turns
 from bot.store.db import make_engine, session_scope, upgrade
+from bot.store.debate_tables import DebateSource
 from bot.store.endings import verdict_for
 from bot.store.export import export_record
 from bot.store.receipts import Issue, ReceiptIssuer, receipt_payload
-from bot.store.tables import DebateSource
 from bot.store.tenancy import EVERY_WORKSPACE
 from engine.models import ContextDocument, DebateSpec, ModelSettings, utcnow
 from tests.helpers import DebateScript, shipped_prompts

@@ -45,7 +45,7 @@ def child(url: str, debates: int, scrape: bool) -> None:
     from bot.settings import Settings
     from bot.store import queue
     from bot.store.db import make_engine, session_scope
-    from bot.store.tables import DebateSource, DebateState
+    from bot.store.debate_tables import DebateSource, DebateState
     from bot.store.tenancy import PENDING_WORKSPACE
     from bot.wiring import build_services
 

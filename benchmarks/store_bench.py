@@ -34,7 +34,7 @@ from sqlmodel import Session, col
 
 from bot.store import queue, turns
 from bot.store.db import make_engine, upgrade
-from bot.store.tables import Debate, DebateSource, DebateState, Turn
+from bot.store.debate_tables import Debate, DebateSource, DebateState, Turn
 from bot.store.writer import TurnWriter
 from engine.models import DebateSpec, Role, TurnRecord, Usage
 

@@ -36,7 +36,7 @@ from benchmarks.thread_messages import OPTIONS, QUESTION, start_protocol_bot
 from bot.messages.plan import task_id
 from bot.store import turns
 from bot.store.db import make_engine, session_scope
-from bot.store.tables import Debate
+from bot.store.debate_tables import Debate
 from bot.store.tenancy import EVERY_WORKSPACE
 from tests.e2e.driver import SlackDriver
 from tests.e2e.slack_emulator import STREAM_METHODS, Call, SlackEmulator

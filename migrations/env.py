@@ -1,13 +1,21 @@
-"""Alembic environment: the target schema is `SQLModel.metadata` from `bot.store.tables`."""
+"""Alembic environment: the target schema is `SQLModel.metadata`, on which every table module
+of the store (`bot/store/*_tables.py`) registers its tables when imported."""
 
 from __future__ import annotations
 
 from alembic import context
 from sqlmodel import SQLModel
 
+import bot.store.calibration_tables
+import bot.store.channel_tables
+import bot.store.debate_tables
+import bot.store.dedupe_tables
 import bot.store.held_tables
-import bot.store.receipt_rows  # the receipts' table, defined beside the others
-import bot.store.tables  # noqa: F401  (registers the tables on SQLModel.metadata)
+import bot.store.installation_tables
+import bot.store.outbox_tables
+import bot.store.receipt_tables
+import bot.store.review_tables
+import bot.store.schedule_tables  # noqa: F401  (each registers its tables on SQLModel.metadata)
 from bot.store.db import make_engine
 
 target_metadata = SQLModel.metadata

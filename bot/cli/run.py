@@ -21,8 +21,8 @@ from bot.intake.errors import NotAdmittedError
 from bot.settings import Settings
 from bot.store import queue
 from bot.store.db import redacted, session_scope
+from bot.store.debate_tables import DebateSource
 from bot.store.export import export_record
-from bot.store.tables import DebateSource
 from bot.store.tenancy import PENDING_WORKSPACE
 from bot.wiring import (
     DebateServices,

@@ -20,10 +20,11 @@ from bot.intake.request import Ask, DebateRequest, FollowUp
 from bot.messages import owed
 from bot.slackweb.token import TokenGate, workspace_refusal
 from bot.store import channels, outbox, queue, refusals
+from bot.store.channel_tables import ChannelSettings
 from bot.store.db import in_session
+from bot.store.debate_tables import Debate
 from bot.store.errors import BudgetExceededError, InFlightLimitError, StoreNoAnswerError
 from bot.store.queue import InFlightLimits, NewDebate, SpendCaps
-from bot.store.tables import ChannelSettings, Debate
 from bot.store.tenancy import Workspace
 from engine.models import DebateSpec
 

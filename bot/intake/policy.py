@@ -8,7 +8,8 @@ from typing import Any
 
 from bot.providers import INHERITS, ProviderRegistry, judge_model, role_models
 from bot.settings import RoleModel, Settings, SettingsError
-from bot.store.tables import ChannelSettings, DebateSource
+from bot.store.channel_tables import ChannelSettings
+from bot.store.debate_tables import DebateSource
 from engine.catalog import ModelRetiredError, RetiredUse
 from engine.models import (
     ADVERSARIAL_ROLES,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.store.tables import Debate, DebateSource
+from bot.store.debate_tables import Debate, DebateSource
 from engine.models import ContextDocument, DebateSpec
 
 

@@ -60,10 +60,10 @@ from bot.slackweb.poster import SLACK_FAILURES, Posted, SlackPoster
 from bot.slackweb.token import TokenGate, workspace_token_fix
 from bot.store import outbox, refusals
 from bot.store.db import in_session
+from bot.store.debate_tables import Debate
 from bot.store.errors import DatabaseUnavailableError
 from bot.store.outbox import PARENT, PARENT_UPDATE, SHOWN_IN_STREAM, ClaimedStream, Draft, Lane
-from bot.store.tables import (
-    Debate,
+from bot.store.outbox_tables import (
     Outbox,
     OutboxAction,
     OutboxFallback,

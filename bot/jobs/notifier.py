@@ -14,8 +14,8 @@ from bot.messages import owed, transcript
 from bot.messages.plan import Plan
 from bot.store import outbox
 from bot.store.db import in_session
+from bot.store.debate_tables import Debate, DebateSource
 from bot.store.outbox import Draft
-from bot.store.tables import Debate, DebateSource
 from bot.store.tenancy import EVERY_WORKSPACE
 from engine.events import DebateEvent, EventSink, RoundFinished, TurnFinished, TurnStarted
 from engine.models import DebateSpec

@@ -25,9 +25,10 @@ from bot.hosts.comments import upsert_comment
 from bot.hosts.links import LinkError, parse_link
 from bot.store import channels, endings, operations, queue, reviews
 from bot.store.db import in_session
+from bot.store.debate_tables import Debate, VerdictRecord
 from bot.store.errors import StoreError
 from bot.store.results import StoredResult
-from bot.store.tables import Debate, Review, VerdictRecord
+from bot.store.review_tables import Review
 from bot.store.tenancy import EVERY_WORKSPACE, owner_of
 from engine.models import DebateResult
 

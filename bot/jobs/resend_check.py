@@ -46,7 +46,7 @@ from bot.slackweb.poster import Posted, SlackPoster
 from bot.store import post_doubt
 from bot.store.db import in_session
 from bot.store.errors import DatabaseUnavailableError
-from bot.store.tables import Outbox
+from bot.store.outbox_tables import Outbox
 from bot.store.tenancy import EVERY_WORKSPACE
 from engine.models import utcnow
 

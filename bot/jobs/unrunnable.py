@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from bot.store.tables import Debate
+from bot.store.debate_tables import Debate
 from engine.errors import SpecError
 from engine.models import DebateSpec
 from engine.protocols import checked_protocol

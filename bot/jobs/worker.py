@@ -43,9 +43,9 @@ from bot.logs import debate_context
 from bot.metrics import Metrics
 from bot.store import endings, queue, turns, workspaces
 from bot.store.db import in_session
+from bot.store.debate_tables import Debate, TriageState
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError, StoreRefusedError
 from bot.store.receipts import ReceiptIssuer
-from bot.store.tables import Debate, TriageState
 from bot.store.tenancy import EVERY_WORKSPACE, owner_of
 from bot.store.weights import active_weights
 from bot.store.writer import TurnWriter

@@ -7,8 +7,9 @@ from typing import Any
 
 from bot.messages.action_ids import VIEW_CONFIG, VIEW_DEBATE, VIEW_REVIEW_NOTE
 from bot.messages.kit import MAX_MODAL_TITLE_CHARS, Block, clip, mention, plain
+from bot.store.channel_tables import ChannelSettings
 from bot.store.channels import ChannelDefaults
-from bot.store.tables import ChannelSettings, EscalationState
+from bot.store.review_tables import EscalationState
 
 
 def _input(

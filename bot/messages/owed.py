@@ -15,18 +15,11 @@ from datetime import UTC, datetime
 
 from bot.messages import kit, posts, transcript
 from bot.messages.plan import Plan, StreamContent
+from bot.store.debate_tables import Debate, DebateSource, DebateState
 from bot.store.endings import Receipted
 from bot.store.outbox import PARENT, PARENT_UPDATE, REVIEW, STREAM, Draft
-from bot.store.tables import (
-    Debate,
-    DebateSource,
-    DebateState,
-    Escalation,
-    EscalationState,
-    OutboxAction,
-    OutboxFallback,
-    OutboxTarget,
-)
+from bot.store.outbox_tables import OutboxAction, OutboxFallback, OutboxTarget
+from bot.store.review_tables import Escalation, EscalationState
 from engine.events import RoundFinished
 from engine.models import DebateResult, DebateSpec
 from engine.protocols import definition_for

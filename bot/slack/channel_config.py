@@ -10,9 +10,9 @@ from sqlalchemy import Engine
 from bot.slack.errors import NotAllowedError
 from bot.slackweb.people import SlackDirectory
 from bot.store import channels
+from bot.store.channel_tables import ChannelSettings
 from bot.store.channels import ChannelDefaults
 from bot.store.db import in_session
-from bot.store.tables import ChannelSettings
 from bot.store.tenancy import Workspace
 
 

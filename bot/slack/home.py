@@ -16,8 +16,8 @@ from bot.slackweb.people import SlackDirectory
 from bot.store import operations, overview, reviews, weights
 from bot.store.calibration import calibration_inputs, store_proposal
 from bot.store.db import in_session
+from bot.store.debate_tables import Debate
 from bot.store.errors import WeightsNotFoundError
-from bot.store.tables import Debate
 from bot.store.tenancy import Workspace
 from engine.calibration.report import DEFAULT_MIN_LABELS, CalibrationReport, calibrate
 from engine.calibration.threshold import DEFAULT_TARGET

@@ -67,7 +67,7 @@ from bot.slackweb.rotation import BotTokens
 from bot.store import installations, workspaces
 from bot.store.db import in_session
 from bot.store.errors import TokenDecryptError
-from bot.store.tables import InstallationEventKind
+from bot.store.installation_tables import InstallationEventKind
 from bot.store.tenancy import EVERY_WORKSPACE, Workspace
 from bot.store.workspaces import Suspension
 

@@ -75,7 +75,9 @@ from bot.slack.thread_triggers import on_message, on_reaction, on_shortcut
 from bot.slackweb.errors import PostError, SlackWebError
 from bot.slackweb.poster import MeteredWebClient
 from bot.store import dedupe
+from bot.store.channel_tables import ChannelSettings
 from bot.store.channels import ChannelDefaults
+from bot.store.debate_tables import DebateSource
 from bot.store.errors import (
     DatabaseUnavailableError,
     StoreError,
@@ -84,7 +86,7 @@ from bot.store.errors import (
     StoreReadOnlyError,
     StoreRefusedError,
 )
-from bot.store.tables import ChannelSettings, DebateSource, EscalationState
+from bot.store.review_tables import EscalationState
 from bot.store.tenancy import PENDING_TEAM, Workspace
 from engine.models import clean_text
 

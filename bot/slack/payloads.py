@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from bot.messages import action_ids
-from bot.store.tables import EscalationState
+from bot.store.review_tables import EscalationState
 from engine.models import replace_surrogates
 
 REVIEW_ACTIONS = (

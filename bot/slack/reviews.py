@@ -19,18 +19,11 @@ from bot.slack.errors import CommandError, NotAllowedError, ReviewGoneError
 from bot.slackweb.people import SlackDirectory
 from bot.store import channels, endings, outbox, queue, reviews
 from bot.store.db import in_session
+from bot.store.debate_tables import Debate, DebateSource, TriageState
 from bot.store.errors import DebateNotFoundError
 from bot.store.receipts import ReceiptIssuer
 from bot.store.results import StoredResult
-from bot.store.tables import (
-    Debate,
-    DebateSource,
-    Escalation,
-    EscalationState,
-    FeedbackValue,
-    Review,
-    TriageState,
-)
+from bot.store.review_tables import Escalation, EscalationState, FeedbackValue, Review
 from bot.store.tenancy import Workspace
 from engine.models import DebateSpec, utcnow
 from engine.protocols import definition_for, flagged

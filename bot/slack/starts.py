@@ -29,8 +29,9 @@ from bot.slackweb.people import SlackDirectory
 from bot.slackweb.poster import token_refusal
 from bot.slackweb.token import workspace_refusal
 from bot.store import channels
+from bot.store.channel_tables import ChannelSettings
 from bot.store.db import in_session
-from bot.store.tables import ChannelSettings, DebateSource
+from bot.store.debate_tables import DebateSource
 from bot.store.tenancy import Workspace
 from engine.models import DEFAULT_PROTOCOL, ContextDocument
 from engine.protocols import protocol_names

@@ -23,8 +23,8 @@ from bot.slack.errors import CommandError, RefusedTokenError, SlackUnavailableEr
 from bot.slack.surface import Surface
 from bot.slackweb.errors import PostError
 from bot.store import dedupe
+from bot.store.debate_tables import DebateSource
 from bot.store.errors import StoreError
-from bot.store.tables import DebateSource
 from engine.models import clean_text
 
 log = logging.getLogger(__name__)

@@ -68,7 +68,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.store.tables import Debate, DebateState, Turn, VerdictRecord
+from bot.store.debate_tables import Debate, DebateState, Turn, VerdictRecord
 
 GENESIS_HASH = "0" * 64
 CHAIN_VERSION = 3

@@ -7,9 +7,7 @@ from typing import Any
 
 from sqlmodel import Session
 
-from bot.store.tables import (
-    ChannelSettings,
-)
+from bot.store.channel_tables import ChannelSettings
 from bot.store.tenancy import workspace_of
 from engine.models import utcnow
 

@@ -25,9 +25,9 @@ from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
+from bot.store.dedupe_tables import ProcessedTrigger
 from bot.store.errors import WorkspaceScopeError
 from bot.store.sql import insert_once, rows_changed
-from bot.store.tables import ProcessedTrigger
 from bot.store.tenancy import EVERY_WORKSPACE, scope_of, workspace_of
 from engine.models import utcnow
 

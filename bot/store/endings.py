@@ -16,22 +16,16 @@ from sqlmodel import Session, SQLModel, col, select
 from bot.store.audit import (
     seal,
 )
+from bot.store.debate_tables import Debate, DebateState, TriageState, VerdictRecord
 from bot.store.errors import (
     LeaseLostError,
     StoreRefusedError,
 )
+from bot.store.outbox_tables import Outbox
 from bot.store.receipts import Issue, ReceiptIssuer, issue_receipts
 from bot.store.results import StoredResult
+from bot.store.review_tables import Escalation, EscalationState
 from bot.store.sql import CHANNELS, DEBATES, ESCALATIONS, VERDICTS, among
-from bot.store.tables import (
-    Debate,
-    DebateState,
-    Escalation,
-    EscalationState,
-    Outbox,
-    TriageState,
-    VerdictRecord,
-)
 from bot.store.turns import ChainHead, chain_tail
 from engine.models import DebateResult, utcnow
 

@@ -11,8 +11,8 @@ from sqlmodel import Session
 
 from bot.store import endings, queue, receipts, reviews, turns
 from bot.store.audit import KEY_DEPENDENT_KINDS, PRE_SEAL_VERSION, ChainReport, audit
+from bot.store.debate_tables import Debate, Turn, VerdictRecord
 from bot.store.results import StoredResult
-from bot.store.tables import Debate, Turn, VerdictRecord
 from engine.models import TurnRecord
 
 

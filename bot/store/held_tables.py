@@ -11,7 +11,7 @@ from enum import StrEnum
 from sqlalchemy import Column, Text, UniqueConstraint
 from sqlmodel import Field
 
-from bot.store.tables import WorkspaceOwned, enum_column
+from bot.store.columns import WorkspaceOwned, enum_column
 from engine.models import utcnow
 
 

@@ -23,14 +23,14 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from bot.store.cipher import TokenCipher
-from bot.store.sql import insert_once
-from bot.store.tables import (
+from bot.store.installation_tables import (
     InstallationEvent,
     InstallationEventKind,
     OAuthState,
     SlackBot,
     SlackInstallation,
 )
+from bot.store.sql import insert_once
 from engine.models import utcnow
 
 NONE = "-"

@@ -11,15 +11,9 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
-from bot.store.tables import (
-    CalibrationLabel,
-    Debate,
-    Escalation,
-    EscalationState,
-    FeedbackValue,
-    TriageState,
-    VerdictRecord,
-)
+from bot.store.calibration_tables import CalibrationLabel
+from bot.store.debate_tables import Debate, TriageState, VerdictRecord
+from bot.store.review_tables import Escalation, EscalationState, FeedbackValue
 from engine.calibration.current import recorded
 from engine.calibration.labels import Label, LabelKind
 from engine.confidence import ConfidenceComponents

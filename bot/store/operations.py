@@ -14,24 +14,15 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
 from bot.store import outbox, refusals
-from bot.store.receipt_rows import ReceiptPart
+from bot.store.calibration_tables import CalibrationLabel
+from bot.store.channel_tables import ChannelSettings
+from bot.store.debate_tables import Debate, DebateState, Turn, VerdictRecord
+from bot.store.dedupe_tables import ProcessedTrigger
+from bot.store.outbox_tables import Outbox, OutboxState
+from bot.store.receipt_tables import ReceiptPart
+from bot.store.review_tables import Escalation, EscalationState, Feedback, Review
+from bot.store.schedule_tables import ScheduledRun
 from bot.store.sql import insert_once, rows_changed
-from bot.store.tables import (
-    CalibrationLabel,
-    ChannelSettings,
-    Debate,
-    DebateState,
-    Escalation,
-    EscalationState,
-    Feedback,
-    Outbox,
-    OutboxState,
-    ProcessedTrigger,
-    Review,
-    ScheduledRun,
-    Turn,
-    VerdictRecord,
-)
 from engine.models import Role, utcnow
 
 # --- job slots -------------------------------------------------------------------------------

@@ -20,11 +20,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from bot.store import refusals
-from bot.store.sql import insert_once, rows_changed
-from bot.store.tables import (
-    Debate,
-    DebateState,
-    Escalation,
+from bot.store.debate_tables import Debate, DebateState
+from bot.store.outbox_tables import (
     Outbox,
     OutboxAction,
     OutboxFallback,
@@ -32,6 +29,8 @@ from bot.store.tables import (
     OutboxTarget,
     StreamState,
 )
+from bot.store.review_tables import Escalation
+from bot.store.sql import insert_once, rows_changed
 from engine.models import utcnow
 
 DEFAULT_DEADLINE_S = 24 * 3600.0

@@ -11,13 +11,8 @@ from typing import Any
 from sqlalchemy import func, true
 from sqlmodel import Session, col, select
 
-from bot.store.tables import (
-    Debate,
-    DebateState,
-    Escalation,
-    Feedback,
-    TriageState,
-)
+from bot.store.debate_tables import Debate, DebateState, TriageState
+from bot.store.review_tables import Escalation, Feedback
 
 
 def recent_debates(session: Session, *, channel_ids: list[str], limit: int = 10) -> list[Debate]:

@@ -10,7 +10,7 @@ from datetime import datetime
 from sqlalchemy import update
 from sqlmodel import Session, col
 
-from bot.store.tables import Outbox, OutboxState
+from bot.store.outbox_tables import Outbox, OutboxState
 
 
 def _mark(session: Session, *, row_id: int, owner: str, at: datetime | None) -> bool:

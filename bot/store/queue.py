@@ -18,23 +18,15 @@ from bot.store.audit import (
     GENESIS_HASH,
     turn_digest,
 )
+from bot.store.channel_tables import ChannelSettings
+from bot.store.debate_tables import Debate, DebateSource, DebateState, TriageState, Turn
 from bot.store.errors import (
     BudgetExceededError,
     DebateNotFoundError,
     InFlightLimitError,
     LeaseLostError,
 )
-from bot.store.tables import (
-    ChannelSettings,
-    Debate,
-    DebateSource,
-    DebateState,
-    Outbox,
-    OutboxAction,
-    OutboxState,
-    TriageState,
-    Turn,
-)
+from bot.store.outbox_tables import Outbox, OutboxAction, OutboxState
 from bot.store.tenancy import workspace_of
 from bot.store.turns import turn_rows
 from engine.models import DebateSpec, utcnow

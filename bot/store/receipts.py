@@ -29,11 +29,13 @@ from bot.receipt_verifier import (
     instant,
     text_digest,
 )
+from bot.store.debate_tables import Debate, Turn
 from bot.store.outbox import REVIEW
-from bot.store.receipt_rows import ReceiptKind, ReceiptPart
+from bot.store.outbox_tables import Outbox
+from bot.store.receipt_tables import ReceiptKind, ReceiptPart
 from bot.store.results import StoredResult
+from bot.store.review_tables import EscalationState, Review
 from bot.store.sql import among
-from bot.store.tables import Debate, EscalationState, Outbox, Review, Turn
 from bot.store.turns import turn_record
 from engine.models import utcnow
 

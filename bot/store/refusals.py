@@ -31,9 +31,10 @@ from sqlalchemy import select as sql_select
 from sqlalchemy.orm import Mapped
 from sqlmodel import Session, col, select
 
+from bot.store.installation_tables import SlackBot
 from bot.store.installations import NONE, bot_row
+from bot.store.outbox_tables import Outbox, OutboxState
 from bot.store.sql import rows_changed
-from bot.store.tables import Outbox, OutboxState, SlackBot
 from bot.store.tenancy import Workspace
 from engine.models import utcnow
 

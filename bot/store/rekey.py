@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from sqlmodel import Session, SQLModel, col, select
 
 from bot.store.cipher import TokenCipher
-from bot.store.tables import SlackBot, SlackInstallation
+from bot.store.installation_tables import SlackBot, SlackInstallation
 
 BOT_COLUMNS = {"bot_token_enc": "bot_token", "bot_refresh_token_enc": "refresh_token"}
 """A bot row's sealed columns and the name each is sealed under (`bot.store.installations`)."""

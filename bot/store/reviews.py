@@ -10,17 +10,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from bot.store import labels, outbox
+from bot.store.debate_tables import Debate
 from bot.store.errors import DebateNotFoundError
 from bot.store.queue import get_debate
 from bot.store.receipts import ReceiptIssuer, add_decision
-from bot.store.tables import (
-    Debate,
-    Escalation,
-    EscalationState,
-    Feedback,
-    FeedbackValue,
-    Review,
-)
+from bot.store.review_tables import Escalation, EscalationState, Feedback, FeedbackValue, Review
 from engine.models import utcnow
 
 

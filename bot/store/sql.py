@@ -11,13 +11,9 @@ from sqlalchemy import ColumnElement, CursorResult, Result, Table, any_, bindpar
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, SQLModel
 
-from bot.store.tables import (
-    ChannelSettings,
-    Debate,
-    Escalation,
-    Turn,
-    VerdictRecord,
-)
+from bot.store.channel_tables import ChannelSettings
+from bot.store.debate_tables import Debate, Turn, VerdictRecord
+from bot.store.review_tables import Escalation
 
 
 def _table(model: type[SQLModel]) -> Table:

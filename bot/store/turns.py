@@ -19,14 +19,12 @@ from bot.store.audit import (
     GENESIS_HASH,
     turn_digest,
 )
+from bot.store.debate_tables import Turn
 from bot.store.errors import (
     LeaseLostError,
     StoreRefusedError,
 )
 from bot.store.sql import DEBATES, TURNS, among, member_of
-from bot.store.tables import (
-    Turn,
-)
 from bot.store.workspaces import SUSPENDED
 from engine.models import Role, TurnRecord, Usage
 

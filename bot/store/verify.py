@@ -17,9 +17,9 @@ from bot.store.audit import (
     record_signature,
     seal,
 )
+from bot.store.debate_tables import Debate, DebateState, VerdictRecord
 from bot.store.endings import verdict_for
 from bot.store.queue import get_debate
-from bot.store.tables import Debate, DebateState, VerdictRecord
 from bot.store.tenancy import PENDING_TEAM, Workspace, adopt_pending
 from bot.store.turns import turn_rows
 

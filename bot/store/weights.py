@@ -10,8 +10,8 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
+from bot.store.calibration_tables import WeightsAdoption, WeightsVersion
 from bot.store.errors import WeightsNotFoundError
-from bot.store.tables import WeightsAdoption, WeightsVersion
 from engine.confidence import DEFAULT_WEIGHTS, ConfidenceWeights
 from engine.models import utcnow
 

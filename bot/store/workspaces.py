@@ -10,19 +10,14 @@ from datetime import timedelta
 from sqlalchemy import delete, update
 from sqlmodel import Session, col, select
 
+from bot.store.calibration_tables import CalibrationLabel, WeightsAdoption
+from bot.store.channel_tables import ChannelSettings
+from bot.store.debate_tables import Debate, DebateState
+from bot.store.dedupe_tables import ProcessedTrigger
 from bot.store.errors import WorkspaceScopeError
 from bot.store.outbox import DEFAULT_DEADLINE_S
+from bot.store.outbox_tables import Outbox, OutboxState
 from bot.store.sql import rows_changed
-from bot.store.tables import (
-    CalibrationLabel,
-    ChannelSettings,
-    Debate,
-    DebateState,
-    Outbox,
-    OutboxState,
-    ProcessedTrigger,
-    WeightsAdoption,
-)
 from bot.store.tenancy import Workspace, scope_of
 from engine.models import utcnow
 

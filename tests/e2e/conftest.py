@@ -20,7 +20,8 @@ from sqlmodel import col, select
 from bot.runtime import BotRuntime
 from bot.settings import Settings
 from bot.store.db import make_engine, session_scope, upgrade
-from bot.store.tables import Debate, Outbox
+from bot.store.debate_tables import Debate
+from bot.store.outbox_tables import Outbox
 from bot.wiring import DebateServices, build_bot, build_services
 from engine.providers.fake import FunctionLLM, SchemaFillingLLM
 from tests.e2e.driver import WORKSPACE, SlackDriver

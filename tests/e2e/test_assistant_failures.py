@@ -13,7 +13,7 @@ from sqlmodel import select
 
 from bot.slack import assistant
 from bot.store.db import session_scope
-from bot.store.tables import Outbox
+from bot.store.outbox_tables import Outbox
 from engine.providers.fake import CANNED_DEBATE_REPLIES, SchemaFillingLLM
 from tests.e2e.conftest import Bot, BotFactory
 from tests.e2e.driver import WORKSPACE

@@ -22,8 +22,10 @@ from sqlmodel import select
 from bot.messages import action_ids
 from bot.serving import serve
 from bot.store import channels
+from bot.store.channel_tables import ChannelSettings
 from bot.store.db import make_engine, session_scope
-from bot.store.tables import ChannelSettings, Debate, Review
+from bot.store.debate_tables import Debate
+from bot.store.review_tables import Review
 from tests.e2e.conftest import ADMIN, CHANNEL, REVIEWER, BotFactory
 from tests.e2e.driver import WORKSPACE
 from tests.e2e.slack_emulator import SlackEmulator

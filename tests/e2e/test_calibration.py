@@ -18,7 +18,7 @@ from bot.cli import main
 from bot.messages import action_ids
 from bot.store import labels, weights
 from bot.store.db import session_scope
-from bot.store.tables import VerdictRecord
+from bot.store.debate_tables import VerdictRecord
 from engine.calibration.labels import LabelKind
 from engine.confidence import DEFAULT_WEIGHTS, Component, ConfidenceComponents, ConfidenceWeights
 from engine.evaluation.scoring import ArmResult

@@ -13,7 +13,7 @@ from bot.slack import listeners
 from bot.store import overview, reviews
 from bot.store.db import session_scope
 from bot.store.errors import DatabaseUnavailableError
-from bot.store.tables import Feedback
+from bot.store.review_tables import Feedback
 from tests.e2e.conftest import CHANNEL, Bot, BotFactory
 from tests.e2e.driver import WORKSPACE
 from tests.e2e.slack_emulator import Fault

@@ -24,8 +24,8 @@ from sqlmodel import col, select
 from bot.serving import serve
 from bot.store import channels, held, refusals
 from bot.store.db import make_engine, session_scope
+from bot.store.debate_tables import Debate, DebateState
 from bot.store.held import HeldLimits
-from bot.store.tables import Debate, DebateState
 from bot.store.tenancy import EVERY_WORKSPACE
 from tests.e2e.conftest import ADMIN, CHANNEL, BotFactory
 from tests.e2e.driver import WORKSPACE

@@ -26,7 +26,8 @@ from sqlmodel import col, select
 
 from bot.store import channels
 from bot.store.db import session_scope
-from bot.store.tables import Debate, DebateState, Outbox, OutboxState
+from bot.store.debate_tables import Debate, DebateState
+from bot.store.outbox_tables import Outbox, OutboxState
 from bot.store.tenancy import EVERY_WORKSPACE
 from tests.e2e.conftest import ADMIN, CHANNEL, REVIEWER, Bot, BotFactory
 from tests.e2e.driver import WORKSPACE

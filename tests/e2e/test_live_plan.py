@@ -20,7 +20,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.settings import Settings
 from bot.store import outbox, turns
 from bot.store.db import session_scope
-from bot.store.tables import Debate, Outbox
+from bot.store.debate_tables import Debate
+from bot.store.outbox_tables import Outbox
 from bot.wiring import build_services, build_worker
 from engine.models import DebateResult, utcnow
 from tests.e2e.conftest import CHANNEL, Bot, BotFactory

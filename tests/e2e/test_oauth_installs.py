@@ -32,7 +32,7 @@ from bot.slackweb.installations import DatabaseInstallationStore
 from bot.store import installations
 from bot.store.cipher import TokenCipher
 from bot.store.db import session_scope
-from bot.store.tables import InstallationEventKind, SlackBot
+from bot.store.installation_tables import InstallationEventKind, SlackBot
 from bot.store.tenancy import EVERY_WORKSPACE
 from bot.wiring import build_installs
 from tests.e2e.conftest import BOT_TOKEN, CHANNEL, SIGNING_SECRET, Bot, BotFactory

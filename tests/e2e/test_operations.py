@@ -16,7 +16,9 @@ from sqlmodel import col, select
 from bot.jobs.scheduled import ScheduledJobs
 from bot.messages import action_ids
 from bot.store.db import session_scope
-from bot.store.tables import Escalation, Outbox, OutboxState, ScheduledRun
+from bot.store.outbox_tables import Outbox, OutboxState
+from bot.store.review_tables import Escalation
+from bot.store.schedule_tables import ScheduledRun
 from engine.llm import LLMRequest
 from engine.models import Usage, utcnow
 from engine.pricing import Pricing

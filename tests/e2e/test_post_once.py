@@ -22,7 +22,8 @@ from sqlmodel import col, select
 from bot.serving import serve
 from bot.store import channels
 from bot.store.db import make_engine, session_scope
-from bot.store.tables import Debate, Outbox, OutboxState
+from bot.store.debate_tables import Debate
+from bot.store.outbox_tables import Outbox, OutboxState
 from tests.e2e.conftest import ADMIN, CHANNEL, REVIEWER, BotFactory
 from tests.e2e.driver import WORKSPACE
 from tests.e2e.slack_emulator import Call, Fault, SlackEmulator

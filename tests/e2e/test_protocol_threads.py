@@ -16,7 +16,7 @@ import pytest
 from bot.settings import Settings
 from bot.store import endings, turns
 from bot.store.db import session_scope
-from bot.store.tables import Debate
+from bot.store.debate_tables import Debate
 from bot.wiring import build_services, build_worker
 from engine.models import DebateResult, utcnow
 from engine.providers.fake import CANNED_DEBATE_REPLIES, SchemaFillingLLM

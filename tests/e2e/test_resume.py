@@ -8,7 +8,7 @@ from datetime import timedelta
 from bot.settings import Settings
 from bot.store import turns
 from bot.store.db import session_scope
-from bot.store.tables import Debate
+from bot.store.debate_tables import Debate
 from bot.wiring import build_services, build_worker
 from engine.models import utcnow
 from tests.e2e.conftest import CHANNEL, BotFactory

@@ -18,7 +18,7 @@ from sqlmodel import select
 from bot.messages import action_ids, modals
 from bot.store import channels
 from bot.store.db import session_scope
-from bot.store.tables import Review
+from bot.store.review_tables import Review
 from tests.e2e.conftest import ADMIN, CHANNEL, REVIEWER, Bot, BotFactory
 from tests.e2e.driver import WORKSPACE
 from tests.e2e.test_assistant import ask, assistant_thread

@@ -14,8 +14,9 @@ from sqlmodel import col, select
 from bot.messages import action_ids
 from bot.receipt_verifier import digest
 from bot.store import channels, operations, outbox, receipts, reviews, turns, verify
+from bot.store.channel_tables import ChannelSettings
 from bot.store.db import session_scope
-from bot.store.tables import ChannelSettings, Escalation, Review
+from bot.store.review_tables import Escalation, Review
 from bot.store.tenancy import EVERY_WORKSPACE
 from engine.errors import LLMError
 from engine.providers.fake import FunctionLLM

@@ -16,7 +16,7 @@ from sqlmodel import col, select
 
 from bot.store import dedupe
 from bot.store.db import session_scope
-from bot.store.tables import Outbox, OutboxState
+from bot.store.outbox_tables import Outbox, OutboxState
 from bot.store.tenancy import EVERY_WORKSPACE, Workspace
 from tests.e2e.conftest import Bot, BotFactory
 from tests.e2e.test_oauth_installs import install, outer, post_event, start_many, tenancy

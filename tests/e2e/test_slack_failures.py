@@ -17,7 +17,8 @@ from bot.messages import action_ids, owed
 from bot.settings import Settings
 from bot.store import channels, endings, outbox, reviews
 from bot.store.db import session_scope
-from bot.store.tables import Escalation, Outbox
+from bot.store.outbox_tables import Outbox
+from bot.store.review_tables import Escalation
 from bot.wiring import build_delivery, slack_client, slack_session
 from engine.models import DebateResult
 from tests.e2e.conftest import ADMIN, BOT_TOKEN, CHANNEL, REVIEWER, Bot, BotFactory

@@ -24,7 +24,7 @@ from bot.serving import serve
 from bot.settings import Settings, SettingsError
 from bot.store import channels
 from bot.store.db import make_engine, session_scope, upgrade
-from bot.store.tables import Debate
+from bot.store.debate_tables import Debate
 from tests.e2e.conftest import BOT_TOKEN, CHANNEL
 from tests.e2e.driver import WORKSPACE
 from tests.e2e.slack_emulator import Fault, SlackEmulator

@@ -22,7 +22,7 @@ from sqlalchemy.engine import make_url
 from sqlmodel import select
 
 from bot.store.db import READ_ONLY_HEALTH, make_engine, session_scope, upgrade
-from bot.store.tables import Debate
+from bot.store.debate_tables import Debate
 from bot.store.tenancy import EVERY_WORKSPACE
 from tests.e2e.conftest import CHANNEL, SIGNING_SECRET, Bot, BotFactory
 from tests.e2e.driver import SlackDriver

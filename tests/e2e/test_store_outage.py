@@ -13,8 +13,8 @@ from sqlalchemy import event
 
 from bot.slack import listeners
 from bot.store import channels
+from bot.store.channel_tables import ChannelSettings
 from bot.store.errors import DatabaseUnavailableError
-from bot.store.tables import ChannelSettings
 from tests.e2e.conftest import ADMIN, CHANNEL, BotFactory
 from tests.e2e.driver import WORKSPACE
 from tests.e2e.test_triggers import ADR_TEXT, message_event

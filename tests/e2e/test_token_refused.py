@@ -15,7 +15,7 @@ from bot.serving import serve
 from bot.settings import SettingsError
 from bot.store import outbox, reviews
 from bot.store.db import session_scope
-from bot.store.tables import OutboxState
+from bot.store.outbox_tables import OutboxState
 from tests.e2e.conftest import CHANNEL, REVIEWER, Bot, BotFactory
 from tests.e2e.driver import WORKSPACE
 from tests.e2e.slack_emulator import Fault, SlackEmulator

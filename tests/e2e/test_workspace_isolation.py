@@ -29,7 +29,8 @@ from sqlmodel import col, select
 
 from bot.store import overview, turns, verify
 from bot.store.db import session_scope
-from bot.store.tables import Debate, DebateState, Outbox, OutboxState, Turn, VerdictRecord
+from bot.store.debate_tables import Debate, DebateState, Turn, VerdictRecord
+from bot.store.outbox_tables import Outbox, OutboxState
 from bot.store.tenancy import EVERY_WORKSPACE, Workspace
 from tests.e2e.conftest import BOT_TOKEN, CHANNEL, Bot, BotFactory
 from tests.e2e.test_oauth_installs import command, install, open_home, start_many, tenancy

@@ -22,7 +22,9 @@ from sqlmodel import col, select
 from bot.messages import action_ids
 from bot.store import channels, installations, refusals
 from bot.store.db import session_scope
-from bot.store.tables import Debate, DebateState, Outbox, OutboxState, Review
+from bot.store.debate_tables import Debate, DebateState
+from bot.store.outbox_tables import Outbox, OutboxState
+from bot.store.review_tables import Review
 from bot.store.tenancy import EVERY_WORKSPACE, Workspace
 from engine.llm import LLMRequest
 from engine.models import utcnow

@@ -23,8 +23,8 @@ from bot.jobs.worker import DebateWorker, WorkerConfig
 from bot.store import audit, endings, queue, turns, verify
 from bot.store.audit import GENESIS_HASH, head_of, turn_digest
 from bot.store.db import alembic_config, session_scope, upgrade
+from bot.store.debate_tables import DebateSource, Turn, VerdictRecord
 from bot.store.export import export_record, verify_export
-from bot.store.tables import DebateSource, Turn, VerdictRecord
 from bot.store.tenancy import EVERY_WORKSPACE, Workspace, adopt_pending
 from engine.models import ContextDocument, DebateSpec, Decision, ModelSettings
 from tests.helpers import DebateScript, shipped_prompts

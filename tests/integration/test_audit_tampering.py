@@ -26,7 +26,7 @@ from sqlalchemy import Enum as SqlEnum
 from sqlmodel import Session
 
 from bot.store import audit, turns
-from bot.store.tables import Debate, Turn, VerdictRecord
+from bot.store.debate_tables import Debate, Turn, VerdictRecord
 from tests.integration.test_audit import (
     KEY,
     delete_the_verdict,

@@ -10,8 +10,8 @@ import pytest
 from sqlmodel import Session, select
 
 from bot.cli import main
+from bot.store.calibration_tables import CalibrationLabel
 from bot.store.db import make_engine, upgrade
-from bot.store.tables import CalibrationLabel
 from engine.evaluation.scoring import ArmResult
 
 

@@ -16,8 +16,9 @@ from bot.jobs.notifier import DebateNotifier
 from bot.jobs.worker import DebateWorker, WorkerConfig
 from bot.store import channels, endings, labels, operations, outbox, overview, queue, reviews
 from bot.store.db import session_scope
+from bot.store.debate_tables import DebateSource, VerdictRecord
 from bot.store.errors import WeightsNotFoundError
-from bot.store.tables import DebateSource, EscalationState, FeedbackValue, VerdictRecord
+from bot.store.review_tables import EscalationState, FeedbackValue
 from bot.store.tenancy import PENDING_WORKSPACE
 from bot.store.weights import active_weights, adopt_weights, adoptions, propose_weights
 from bot.store.weights import weights_versions as versions

@@ -16,7 +16,7 @@ from sqlmodel import Session, select
 from bot.cli import main
 from bot.store import endings, turns
 from bot.store.db import check_schema, make_engine
-from bot.store.tables import Debate
+from bot.store.debate_tables import Debate
 from engine.confidence import Component
 from engine.models import DebateFlag, DebateResult, DebateStatus
 

@@ -29,8 +29,8 @@ from bot.jobs.worker import DebateWorker
 from bot.settings import Settings
 from bot.store import queue, turns
 from bot.store.db import POSTGRES_STORE_THREADS, in_session, make_engine, upgrade
+from bot.store.debate_tables import DebateSource, DebateState
 from bot.store.errors import DatabaseUnavailableError, StoreNoAnswerError
-from bot.store.tables import DebateSource, DebateState
 from bot.store.tenancy import PENDING_WORKSPACE
 from bot.wiring import open_store
 from engine.llm import LLMRequest

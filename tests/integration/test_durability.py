@@ -14,7 +14,7 @@ from sqlmodel import Session
 
 from bot.store import endings, queue, turns, verify
 from bot.store.db import make_engine, upgrade
-from bot.store.tables import DebateSource, DebateState
+from bot.store.debate_tables import DebateSource, DebateState
 from engine.models import DebateSpec, ModelSettings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -19,16 +19,11 @@ from bot.jobs.closing import FinishWriter
 from bot.jobs.worker import DebateWorker, WorkerConfig, start_delays
 from bot.metrics import Metrics
 from bot.store import endings, outbox, queue, reviews, turns, verify
+from bot.store.channel_tables import ChannelSettings
 from bot.store.db import make_engine, upgrade
+from bot.store.debate_tables import Debate, DebateSource, DebateState, VerdictRecord
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError, StoreRefusedError
-from bot.store.tables import (
-    ChannelSettings,
-    Debate,
-    DebateSource,
-    DebateState,
-    Escalation,
-    VerdictRecord,
-)
+from bot.store.review_tables import Escalation
 from bot.store.turns import ChainHead, TurnWrite
 from bot.store.writer import TurnWriter
 from engine.llm import LLMRequest

@@ -19,7 +19,12 @@ from bot.store import installations
 from bot.store.cipher import TokenCipher
 from bot.store.db import session_scope
 from bot.store.errors import TokenDecryptError
-from bot.store.tables import InstallationEventKind, OAuthState, SlackBot, SlackInstallation
+from bot.store.installation_tables import (
+    InstallationEventKind,
+    OAuthState,
+    SlackBot,
+    SlackInstallation,
+)
 from bot.store.tenancy import PENDING_WORKSPACE
 
 KEY = b"5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d5a4b3c2d"

@@ -28,7 +28,7 @@ from bot.jobs.worker import DebateWorker, WorkerConfig
 from bot.settings import Settings
 from bot.store import queue, turns, verify
 from bot.store.db import session_scope
-from bot.store.tables import DebateSource, DebateState
+from bot.store.debate_tables import DebateSource, DebateState
 from bot.store.tenancy import EVERY_WORKSPACE
 from bot.wiring import build_services
 from engine.errors import LLMError, ModelProcessCrashedError, SchemaTooLargeError

@@ -14,7 +14,7 @@ from sqlmodel import Session, select
 from bot.cli import main
 from bot.settings import Settings, SettingsError
 from bot.store.db import make_engine
-from bot.store.tables import Debate
+from bot.store.debate_tables import Debate
 from bot.wiring import build_services
 from engine.providers.local import model_identity, smollm2_path
 

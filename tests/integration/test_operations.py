@@ -21,7 +21,7 @@ from bot.metrics import Metrics
 from bot.serving import serve_metrics
 from bot.store import queue
 from bot.store.db import make_engine, upgrade
-from bot.store.tables import DebateSource
+from bot.store.debate_tables import DebateSource
 from engine.models import DebateSpec, ModelSettings
 
 SPEC = DebateSpec(

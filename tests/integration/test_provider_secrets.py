@@ -13,7 +13,7 @@ from sqlalchemy import Engine, MetaData, select
 from bot.settings import Settings
 from bot.store import queue
 from bot.store.db import session_scope
-from bot.store.tables import DebateSource
+from bot.store.debate_tables import DebateSource
 from bot.store.tenancy import PENDING_WORKSPACE
 from bot.wiring import build_services, build_worker
 from engine.models import DebateStatus

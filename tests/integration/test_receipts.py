@@ -32,9 +32,10 @@ from bot.keyring import KeyRing, KeyRingError, Signer
 from bot.receipt_verifier import digest, instant, verify
 from bot.store import operations, outbox, queue, receipts, reviews
 from bot.store.db import session_scope
+from bot.store.debate_tables import DebateSource
 from bot.store.export import export_record
 from bot.store.receipts import ReceiptIssuer
-from bot.store.tables import DebateSource, EscalationState
+from bot.store.review_tables import EscalationState
 from bot.store.tenancy import EVERY_WORKSPACE, PENDING_WORKSPACE
 from engine.models import ContextDocument, DebateSpec, ModelSettings, utcnow
 from tests.helpers import DebateScript, shipped_prompts

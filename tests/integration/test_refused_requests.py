@@ -20,7 +20,7 @@ from bot.cli import main
 from bot.jobs.unrunnable import MAX_FRUITLESS_CLAIMS
 from bot.store import queue, verify
 from bot.store.db import make_engine, upgrade
-from bot.store.tables import Debate, DebateSource, DebateState, VerdictRecord
+from bot.store.debate_tables import Debate, DebateSource, DebateState, VerdictRecord
 from engine.models import DebateSpec, DebateStatus, ModelSettings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,9 +20,10 @@ from bot.jobs.worker import DebateWorker
 from bot.settings import Settings
 from bot.store import queue, turns
 from bot.store.db import make_engine
+from bot.store.debate_tables import Debate, DebateSource, DebateState, Turn
 from bot.store.errors import DatabaseUnavailableError
 from bot.store.export import verify_export
-from bot.store.tables import Debate, DebateSource, DebateState, ScheduledRun, Turn
+from bot.store.schedule_tables import ScheduledRun
 from engine.models import DebateSpec, ModelSettings, utcnow
 from tests.helpers import DebateScript, shipped_prompts
 

@@ -15,18 +15,13 @@ from bot.jobs.notifier import DebateNotifier
 from bot.jobs.reminders import remind_reviewers
 from bot.jobs.worker import DebateWorker
 from bot.store import channels, dedupe, endings, outbox, post_doubt, queue, reviews, turns, verify
+from bot.store.channel_tables import ChannelSettings
 from bot.store.db import session_scope
+from bot.store.debate_tables import DebateSource
 from bot.store.errors import InFlightLimitError
 from bot.store.outbox import Draft
-from bot.store.tables import (
-    ChannelSettings,
-    DebateSource,
-    Escalation,
-    EscalationState,
-    Outbox,
-    OutboxAction,
-    OutboxTarget,
-)
+from bot.store.outbox_tables import Outbox, OutboxAction, OutboxTarget
+from bot.store.review_tables import Escalation, EscalationState
 from bot.store.tenancy import PENDING_WORKSPACE
 from engine.models import DebateSpec, ModelSettings, utcnow
 from tests.helpers import DebateScript, reply_for, shipped_prompts

@@ -36,6 +36,7 @@ from bot.store.db import (
     session_scope,
     upgrade,
 )
+from bot.store.debate_tables import Debate, DebateSource
 from bot.store.errors import (
     DatabaseUnavailableError,
     SchemaOutdatedError,
@@ -43,7 +44,6 @@ from bot.store.errors import (
     StoreRefusedError,
 )
 from bot.store.read_only import SIDECARS
-from bot.store.tables import Debate, DebateSource
 from bot.store.tenancy import PENDING_WORKSPACE
 from engine.models import DebateSpec, ModelSettings
 from tests.e2e.test_serve import free_port

@@ -24,9 +24,10 @@ from bot.store.db import (
     session_scope,
     upgrade,
 )
+from bot.store.debate_tables import Debate, DebateSource, DebateState
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError, SchemaOutdatedError
 from bot.store.outbox import Draft
-from bot.store.tables import Debate, DebateSource, DebateState, Outbox
+from bot.store.outbox_tables import Outbox
 from bot.store.tenancy import PENDING_WORKSPACE
 from engine.models import DebateSpec, DebateStatus, ModelSettings, utcnow
 from tests.helpers import DebateScript, reply_for, shipped_prompts

@@ -31,10 +31,12 @@ from bot.slackweb.poster import Posted, SlackPoster
 from bot.store import installations, operations, outbox, queue, refusals
 from bot.store.cipher import TokenCipher
 from bot.store.db import session_scope
+from bot.store.debate_tables import DebateSource
+from bot.store.installation_tables import SlackBot
 from bot.store.installations import StoredBot
 from bot.store.outbox import Draft, Lane
+from bot.store.outbox_tables import Outbox, OutboxAction, OutboxState, OutboxTarget
 from bot.store.refusals import Backoff, Noted
-from bot.store.tables import DebateSource, Outbox, OutboxAction, OutboxState, OutboxTarget, SlackBot
 from bot.store.tenancy import EVERY_WORKSPACE, Workspace
 from engine.models import DebateSpec, ModelSettings, utcnow
 

@@ -15,8 +15,8 @@ from bot.slackweb.installations import DatabaseInstallationStore
 from bot.store.cipher import TokenCipher
 from bot.store.db import session_scope
 from bot.store.errors import TokenDecryptError
+from bot.store.installation_tables import SlackBot
 from bot.store.rekey import rekey_tokens
-from bot.store.tables import SlackBot
 from bot.store.tenancy import EVERY_WORKSPACE
 
 OLD, NEW, OTHER = "o" * 40, "n" * 40, "z" * 40

@@ -14,9 +14,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 
 from bot.store import dedupe, labels, queue
+from bot.store.calibration_tables import CalibrationLabel
 from bot.store.db import alembic_config, make_engine, session_scope
+from bot.store.debate_tables import Debate, DebateSource
+from bot.store.dedupe_tables import ProcessedTrigger
 from bot.store.errors import WorkspaceScopeError
-from bot.store.tables import CalibrationLabel, Debate, DebateSource, ProcessedTrigger
 from bot.store.tenancy import (
     EVERY_WORKSPACE,
     PENDING_TEAM,

@@ -20,19 +20,13 @@ from bot.cli import main
 from bot.jobs.worker import DebateWorker
 from bot.settings import Settings
 from bot.store import channels, operations, outbox, overview, queue, reviews, turns, workspaces
+from bot.store.channel_tables import ChannelSettings
 from bot.store.db import alembic_config, make_engine, session_scope, upgrade
+from bot.store.debate_tables import Debate, DebateSource, DebateState, Turn
 from bot.store.errors import BudgetExceededError, InFlightLimitError, WorkspaceScopeError
 from bot.store.export import verify_export
 from bot.store.outbox import Draft
-from bot.store.tables import (
-    ChannelSettings,
-    Debate,
-    DebateSource,
-    DebateState,
-    Outbox,
-    OutboxState,
-    Turn,
-)
+from bot.store.outbox_tables import Outbox, OutboxState
 from bot.store.tenancy import (
     EVERY_WORKSPACE,
     PENDING_TEAM,

@@ -16,8 +16,8 @@ from slack_sdk.models.views import View
 
 from bot.messages import helptext, home_tab, kit, modals, posts, transcript
 from bot.slack import assistant
+from bot.store.channel_tables import ChannelSettings
 from bot.store.channels import ChannelDefaults
-from bot.store.tables import ChannelSettings
 from engine.llm import output_schema
 from engine.models import (
     AdversarialRound,

@@ -9,8 +9,8 @@ from bot.providers import ProviderRegistry
 from bot.settings import Settings
 from bot.slack.command_text import parse_config_form, parse_setting
 from bot.slack.listeners import settings_text
+from bot.store.channel_tables import ChannelSettings
 from bot.store.channels import ChannelDefaults
-from bot.store.tables import ChannelSettings
 
 PROTOCOLS = ("adversarial", "panel")
 

@@ -23,7 +23,7 @@ from bot.intake.request import DebateRequest, FollowUp
 from bot.jobs.unrunnable import MAX_FRUITLESS_CLAIMS, why_not_run
 from bot.providers import ProviderRegistry
 from bot.settings import RoleModel, Settings, SettingsError
-from bot.store.tables import Debate, DebateSource
+from bot.store.debate_tables import Debate, DebateSource
 from bot.store.tenancy import PENDING_WORKSPACE
 from engine.errors import SchemaTooLargeError, SpecError
 from engine.llm import LLMRequest, Message, output_schema

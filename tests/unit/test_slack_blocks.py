@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 import pytest
 
 from bot.messages import home_tab, kit, modals, posts, transcript
+from bot.store.channel_tables import ChannelSettings
 from bot.store.channels import ChannelDefaults
-from bot.store.tables import ChannelSettings
 from engine.models import (
     AdversarialRound,
     ConfidenceLevel,
