@@ -20,6 +20,7 @@ from bot.store.db import session_scope
 from bot.store.tenancy import PENDING_WORKSPACE, Scope, scope_for
 from bot.wiring import open_store
 from engine.calibration.fitting import Proposal, Refused
+from engine.calibration.guarantee import Guaranteed, Outcome, Reading, describe
 from engine.calibration.labels import LabelKind
 from engine.calibration.report import CalibrationReport, Figures, calibrate
 from engine.evaluation.scoring import ArmResult
@@ -48,6 +49,9 @@ def calibration(args: argparse.Namespace) -> int:
             current=current,
             target=settings.calibration_target,
             min_labels=settings.calibration_min_labels,
+            alpha=args.alpha or settings.calibration_alpha,
+            delta=args.delta or settings.calibration_delta,
+            default_threshold=settings.escalation_threshold,
         )
         store_proposal(session, report=report)
     print_report(report)
@@ -177,6 +181,7 @@ def print_report(report: CalibrationReport) -> None:
     for figures in [report.overall, *report.by_task_type]:
         print(figure_row(figures))
     print(figure_row(report.feedback))
+    print_guarantees(report)
     print("\nreliability (all reviews and evals; ECE over ten equal-width bins):")
     print(f"{'confidence':<12} {'verdicts':>8} {'mean conf.':>10} {'right':>7}")
     for row in report.overall.bins:
@@ -206,6 +211,51 @@ def print_report(report: CalibrationReport) -> None:
         print(f"\nno weights proposed: {fit.reason}")
     else:
         print(f"\nno fit yet: {fit.reason}")
+
+
+def outcome_line(outcome: Outcome) -> str:
+    """One reading's guaranteed threshold and what it escalates, or why there is none."""
+    said = describe(outcome.reading, outcome.alpha)
+    if isinstance(outcome, Guaranteed):
+        return (
+            f"{said}: threshold {outcome.threshold:.3f}, escalates"
+            f" {outcome.escalated_share:.0%} of the labels (upper bound on the risk"
+            f" {outcome.upper_bound:.1%}: {outcome.events} of {outcome.trials})"
+        )
+    return f"{said}: no guaranteed threshold: {outcome.reason}"
+
+
+def print_guarantees(report: CalibrationReport) -> None:
+    """Each group's guaranteed thresholds, for both readings, with the labels they rest on."""
+    terms = report.terms
+    if terms is None:
+        return
+    print(
+        f"\nguaranteed thresholds (weights {terms.weights.version}; each holds with probability"
+        f" at least {1 - terms.delta:.0%} over the labels; DEBATEBOT_CALIBRATION_ALPHA"
+        f" {terms.alpha:g}, _DELTA {terms.delta:g}). Only sampled reviews and eval labels"
+        " count: reviews of escalated verdicts are drawn from the doubted ones (fit only)"
+    )
+    for figures in [report.overall, *report.by_task_type]:
+        basis = figures.basis
+        if basis is None or figures.guaranteed is None:
+            continue
+        aside = (
+            f"; {basis.other_weights} set aside (scored by other weights)"
+            if basis.other_weights
+            else ""
+        )
+        print(
+            f"{figures.group}: {len(basis.confidences)} label(s): {basis.sampled} sampled"
+            f" review(s), {basis.evals} eval label(s); {basis.fit_only} review(s) of escalated"
+            f" verdicts for the fit only{aside}"
+        )
+        for reading in Reading:
+            print(f"  {outcome_line(figures.guaranteed[reading])}")
+    if report.fit_guaranteed is not None and isinstance(report.fit, Proposal):
+        print(f"proposed weights {report.fit.weights.version}, on its held-out eval labels:")
+        for reading in Reading:
+            print(f"  {outcome_line(report.fit_guaranteed[reading])}")
 
 
 def _scope(args: argparse.Namespace) -> Scope:

@@ -203,16 +203,16 @@ def _kept_refusal(
     where = f" at or above {floor:.3f}" if floor > 0 else ""
     if best is None:
         reason = (
-            f"no share of the {n} labels' most confident verdicts{where} is wrong less than"
-            f" {alpha:.0%} of the time: more labels alone will not support a threshold until"
-            " the confidence separates right verdicts from wrong ones better"
+            f"among the {n} labels, the verdicts kept at every threshold{where} are wrong at"
+            f" least {alpha:.0%} of the time: at that error rate no number of labels supports a"
+            " threshold (with few labels this may be chance: label more and look again)"
         )
         return Unsupported(Reading.KEPT, alpha, delta, n, reason, None)
     more = max(1, best - n)
     reason = (
         f"{n} labels cannot show, with probability {1 - delta:.0%}, that"
         f" {describe(Reading.KEPT, alpha)} at any threshold{where}; at the error"
-        f" rate of their most confident verdicts, about {more} more labels would"
+        f" rate of their most confident verdicts, about {more} more labels would support one"
     )
     return Unsupported(Reading.KEPT, alpha, delta, n, reason, more)
 
