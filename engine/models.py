@@ -437,6 +437,10 @@ class Verdict(BaseModel):
     """The version of the weights that turned the components into `confidence`."""
     unresolved_points: list[str] = Field(default_factory=list)
     uncertainties: list[str] = Field(default_factory=list)
+    threshold: float | None = None
+    """The escalation threshold the confidence was held against (None: verdicts before)."""
+    threshold_source: ThresholdSource | None = None
+    """Where that threshold came from (`DebateSpec.threshold_source`)."""
     escalate: bool
     escalation_reasons: list[str] = Field(default_factory=list)
 

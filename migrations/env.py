@@ -7,7 +7,8 @@ from sqlmodel import SQLModel
 
 import bot.store.held_tables
 import bot.store.receipt_rows  # the receipts' table, defined beside the others
-import bot.store.tables  # noqa: F401  (registers the tables on SQLModel.metadata)
+import bot.store.tables
+import bot.store.threshold_rows  # noqa: F401  (registers the tables on SQLModel.metadata)
 from bot.store.db import make_engine
 
 target_metadata = SQLModel.metadata

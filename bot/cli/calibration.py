@@ -14,16 +14,19 @@ from sqlmodel import Session
 
 from bot.cli.reliability_chart import write_reliability_png
 from bot.settings import Settings
-from bot.store import labels, weights
+from bot.store import labels, thresholds, weights
 from bot.store.calibration import calibration_inputs, store_proposal
 from bot.store.db import session_scope
 from bot.store.tenancy import PENDING_WORKSPACE, Scope, scope_for
 from bot.wiring import open_store
+from engine.calibration.exchangeable import exchangeable
 from engine.calibration.fitting import Proposal, Refused
-from engine.calibration.guarantee import Guaranteed, Outcome, Reading, describe
-from engine.calibration.labels import LabelKind
+from engine.calibration.guarantee import Guaranteed, Outcome, Reading, describe, guarantee
+from engine.calibration.labels import STRONG_KINDS, LabelKind
 from engine.calibration.report import CalibrationReport, Figures, calibrate
+from engine.calibration.threshold import recommend_threshold
 from engine.evaluation.scoring import ArmResult
+from engine.models import ThresholdSource
 from engine.protocols import protocol_names
 
 
@@ -40,7 +43,7 @@ def calibration(args: argparse.Namespace) -> int:
         return 2
     with open_store(settings) as engine, session_scope(engine, workspace=_scope(args)) as session:
         if args.action == "adopt":
-            return _adopt(session, args.target)
+            return _adopt(session, args.target, ThresholdSource(args.threshold), settings)
         if args.action == "import-eval":
             return _import_eval(session, Path(args.target), force=args.force)
         found, current = calibration_inputs(session)
@@ -63,14 +66,75 @@ def calibration(args: argparse.Namespace) -> int:
     return 0
 
 
-def _adopt(session: Session, version: str) -> int:
+def _adopt(session: Session, version: str, source: ThresholdSource, settings: Settings) -> int:
     before = weights.active_weights(session).version
+    threshold: float | None = None
+    if source is not ThresholdSource.FIXED:
+        chosen = _threshold_for(session, version, source, settings)
+        if isinstance(chosen, str):
+            print(f"debatebot: nothing was adopted: {chosen}", file=sys.stderr)
+            return 1
+        threshold = chosen
     adoption = weights.adopt_weights(session, version=version, by=f"cli:{getpass.getuser()}")
+    thresholds.adopt_threshold(
+        session, source=source, threshold=threshold, version=version, by=adoption.adopted_by
+    )
     print(
         f"adopted confidence weights {adoption.version} (by {adoption.adopted_by}); new verdicts"
         f" are scored with them (before: {before})"
     )
+    where = (
+        f"the {source.value} threshold {threshold:.3f}"
+        if threshold is not None
+        else f"the fixed DEBATEBOT_ESCALATION_THRESHOLD ({settings.escalation_threshold:g})"
+    )
+    print(f"escalation threshold: {where}; a channel's own threshold still wins")
     return 0
+
+
+def _threshold_for(
+    session: Session, version: str, source: ThresholdSource, settings: Settings
+) -> float | str:
+    """The threshold `source` names for the weights `version`, or why there is none. A fitted
+    version's guaranteed threshold is the one its proposal computed on labels its fit never saw;
+    any other version's (the defaults') is computed now on the sampled reviews and eval labels."""
+    found = weights.weights_of(session, version)
+    if found is None:
+        return f"no confidence weights version {version!r} (see `debatebot calibration`)"
+    scored, evidence = found
+    every = labels.labels(session)
+    if source is ThresholdSource.RECOMMENDED:
+        usable = [label for label in every if label.kind in STRONG_KINDS and label.components]
+        advice = recommend_threshold(
+            [scored.score(label.components) for label in usable if label.components],
+            [label.correct for label in usable if label.components],
+            settings.calibration_target,
+        )
+        if advice is None or not advice.reached:
+            return f"the labels recommend no threshold for {version} (no wrong verdict to catch)"
+        return advice.threshold
+    if "guaranteed_threshold" in evidence:
+        stored = evidence["guaranteed_threshold"]
+        if isinstance(stored, int | float):
+            return float(stored)
+        return (
+            f"{version}'s held-out eval labels support no guaranteed threshold; adopt it with"
+            " --threshold recommended or fixed, or label more verdicts"
+        )
+    if evidence.get("method"):
+        return f"{version} was proposed before guaranteed thresholds were computed"
+    basis = exchangeable(every, weights=scored, default_threshold=settings.escalation_threshold)
+    outcome = guarantee(
+        basis.confidences,
+        basis.correct,
+        reading=Reading.KEPT,
+        alpha=settings.calibration_alpha,
+        delta=settings.calibration_delta,
+        floor=basis.floor,
+    )
+    if isinstance(outcome, Guaranteed):
+        return outcome.threshold
+    return f"no guaranteed threshold for {version}: {outcome.reason}"
 
 
 UNTRUSTED_PROVIDERS = frozenset({"fake"})

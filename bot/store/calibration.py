@@ -9,6 +9,7 @@ from sqlmodel import Session
 
 from bot.store import labels, weights
 from engine.calibration.fitting import Proposal
+from engine.calibration.guarantee import Guaranteed, Reading
 from engine.calibration.labels import Label
 from engine.calibration.report import CalibrationReport
 from engine.confidence import ConfidenceWeights
@@ -38,6 +39,13 @@ def store_proposal(session: Session, *, report: CalibrationReport) -> None:
             "needless_fit": fit.needless_fit,
             "needless_current": fit.needless_current,
             "task_types": report.fitted_task_types,
+            # Its own guaranteed threshold (on held-out eval labels), adopted with it on request.
+            "guaranteed_threshold": _kept(report),
             **fit.evidence,
         },
     )
+
+
+def _kept(report: CalibrationReport) -> float | None:
+    found = (report.fit_guaranteed or {}).get(Reading.KEPT)
+    return found.threshold if isinstance(found, Guaranteed) else None

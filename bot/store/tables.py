@@ -293,8 +293,7 @@ class Feedback(WorkspaceOwned, table=True):
 
 class CalibrationLabel(WorkspaceOwned, table=True):
     """One verdict labelled right or wrong (a review, an eval run, a reader's thumbs), with the
-    confidence it had and what that confidence was made of, copied when the label was made, so
-    a label outlives its debate's retention."""
+    confidence it had and what made it, copied so a label outlives its debate's retention."""
 
     __tablename__ = "calibration_label"
     __table_args__ = (UniqueConstraint("team_id", "key", name="uq_calibration_label_team_key"),)
@@ -317,6 +316,7 @@ class CalibrationLabel(WorkspaceOwned, table=True):
     )
     weights_version: str | None = Field(default=None, max_length=40)
     sampled: bool = Field(default=False)
+    threshold: float | None = None  # the escalation threshold its verdict was decided under
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
 

@@ -31,6 +31,7 @@ import bot.store.receipt_rows  # noqa: F401  (a workspace's table too: listed be
 from bot.store.errors import WorkspaceScopeError
 from bot.store.held_tables import HeldTrigger  # noqa: F401  (a tenant table outside `tables`)
 from bot.store.tables import Debate, WorkspaceOwned
+from bot.store.threshold_rows import ThresholdAdoption  # noqa: F401  (a tenant table too)
 
 PENDING_TEAM = "pending"
 """The team id migration 0020 gave the rows of a database from before workspaces: a

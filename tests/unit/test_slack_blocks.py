@@ -20,6 +20,7 @@ from engine.models import (
     ModeratorTurn,
     ProposerTurn,
     RebuttalTurn,
+    ThresholdSource,
     Verdict,
 )
 from tests.helpers import reply_for
@@ -291,3 +292,23 @@ def test_a_direct_copy_says_why_and_keeps_the_buttons() -> None:
     assert "cannot post there" in direct.blocks[0]["text"]["text"]
     assert "&lt;#C1&gt;" in direct.blocks[0]["text"]["text"]
     assert direct.blocks[1:] == request.blocks
+
+
+def test_the_confidence_line_says_which_threshold_applied() -> None:
+    now = datetime.now(UTC)
+    shown = {}
+    for source in ThresholdSource:
+        result = DebateResult(
+            spec=DebateSpec(question="q?"),
+            verdict=verdict(threshold=0.69, threshold_source=source),
+            started_at=now,
+            finished_at=now,
+        )
+        shown[source] = str(posts.verdict_messages(result, debate_id=7)[0].blocks)
+    assert (
+        "threshold 0.69: the guaranteed threshold adopted with the weights"
+        in shown[ThresholdSource.GUARANTEED]
+    )
+    assert "threshold 0.69: the channel's threshold" in shown[ThresholdSource.CHANNEL]
+    assert "threshold 0.69: the deployment's fixed threshold" in shown[ThresholdSource.FIXED]
+    assert "recommended threshold" in shown[ThresholdSource.RECOMMENDED]
