@@ -15,6 +15,15 @@ from engine.calibration.report import CalibrationReport
 from engine.confidence import ConfidenceWeights
 
 
+def weights_and_samples(session: Session) -> tuple[ConfidenceWeights, int]:
+    """The weights that score new verdicts, and how many sampled reviews they scored: the
+    labels a guaranteed threshold for them may rest on (the sampler raises its share while
+    they are few)."""
+    current = weights.active_weights(session)
+    sampled = labels.sampled_count(session, weights_version=current.version)
+    return current, sampled
+
+
 def calibration_inputs(session: Session) -> tuple[list[Label], ConfidenceWeights]:
     """Every label, and the weights that score new verdicts."""
     return labels.labels(session), weights.active_weights(session)

@@ -184,3 +184,16 @@ def labels_of(session: Session, *, debate_id: int) -> list[CalibrationLabel]:
             .order_by(col(CalibrationLabel.id))
         )
     )
+
+
+def sampled_count(session: Session, *, weights_version: str) -> int:
+    """Sampled reviews of verdicts the weights `weights_version` scored."""
+    return len(
+        session.exec(
+            select(CalibrationLabel.id).where(
+                CalibrationLabel.kind == LabelKind.REVIEW,
+                col(CalibrationLabel.sampled).is_(True),
+                CalibrationLabel.weights_version == weights_version,
+            )
+        ).all()
+    )

@@ -303,3 +303,32 @@ def test_a_workspaces_adopted_threshold_is_its_newest_choice(store: Engine) -> N
             session, source=ThresholdSource.FIXED, threshold=None, version="v", by="U1"
         )
         assert thresholds.adopted_threshold(session) is None
+
+
+async def test_the_sampled_share_is_raised_while_a_workspace_has_too_few_samples(
+    store: Engine,
+) -> None:
+    """A base share of 0 draws nothing; raised to 1 while fewer than 2 sampled reviews exist
+    under the weights in use, the first verdicts are sampled until there are 2, then none."""
+    ids = [queued(store, f"s{n}") for n in range(4)]
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
+        channels.save_channel_settings(
+            session, channel_id="C1", updated_by="UADMIN", values={"reviewers": ["UREV"]}
+        )
+    sampler = ReviewSampler(0.0, rng=random.Random(1), raised=1.0, goal=2)
+    sampling = DebateWorker(
+        engine=store,
+        resolve_llm=lambda _m: DebateScript(moderator=[SURE] * 8).llm(),
+        prompts=shipped_prompts(),
+        reporter=DebateNotifier(engine=store),
+        config=WorkerConfig(review_sample=sampler),
+    )
+    sampled = []
+    for debate_id in ids:
+        assert await sampling.run_once()
+        with session_scope(store, workspace=PENDING_WORKSPACE) as session:
+            escalation = reviews.escalation_for(session, debate_id=debate_id)
+        sampled.append(escalation is not None and escalation.sample)
+        if escalation is not None:
+            decide(store, debate_id, EscalationState.APPROVED)  # the sample becomes a label
+    assert sampled == [True, True, False, False]

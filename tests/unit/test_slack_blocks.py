@@ -9,6 +9,9 @@ import pytest
 from bot.messages import home_tab, kit, modals, posts, transcript
 from bot.store.channels import ChannelDefaults
 from bot.store.tables import ChannelSettings
+from engine.calibration.labels import Label, LabelKind
+from engine.calibration.report import calibrate
+from engine.confidence import DEFAULT_WEIGHTS
 from engine.models import (
     AdversarialRound,
     ConfidenceLevel,
@@ -312,3 +315,28 @@ def test_the_confidence_line_says_which_threshold_applied() -> None:
     assert "threshold 0.69: the channel's threshold" in shown[ThresholdSource.CHANNEL]
     assert "threshold 0.69: the deployment's fixed threshold" in shown[ThresholdSource.FIXED]
     assert "recommended threshold" in shown[ThresholdSource.RECOMMENDED]
+
+
+def test_app_home_says_when_the_sampled_share_is_raised() -> None:
+    labels = [
+        Label(kind=LabelKind.EVAL, task_type="adr", correct=n % 5 != 0, confidence=n / 100)
+        for n in range(100)
+    ]
+    report = calibrate(labels, current=DEFAULT_WEIGHTS)
+    note = "Sampling raised: 20% of the verdicts that do not escalate are sent for review"
+    home = home_tab.home_view(
+        pending=[],
+        recent=[],
+        spend_mine=0,
+        spend_all=0,
+        month="May",
+        calibration=report,
+        sampling=note,
+    )
+    text = str(home["blocks"])
+    assert note in text
+    assert "guaranteed threshold (at most 5% of the verdicts not escalated are wrong)" in text
+    plain = home_tab.home_view(
+        pending=[], recent=[], spend_mine=0, spend_all=0, month="May", calibration=report
+    )
+    assert "Sampling raised" not in str(plain["blocks"])
