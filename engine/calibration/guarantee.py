@@ -122,6 +122,12 @@ def guarantee(
     """The lowest threshold on the grid the fixed sequence supports for `reading`, or why none
     is. `floor`: the lowest threshold KEPT may try (see the module's docstring)."""
     _validated(alpha, delta, confidences, correct)
+    if not confidences:
+        reason = (
+            "there are no sampled reviews or eval labels to rest on yet: let the sampled reviews"
+            " come in, or import an eval (`debatebot calibration import-eval`)"
+        )
+        return Unsupported(reading, alpha, delta, 0, reason, None)
     if reading is Reading.KEPT:
         return _kept(confidences, correct, alpha, delta, floor)
     return _caught(confidences, correct, alpha, delta)
