@@ -235,6 +235,7 @@ def main() -> None:
     parser.add_argument("--verdicts", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", default="calibration-bench")
+    parser.add_argument("--draws", type=int, default=1000, help="draws of the guarantee's table")
     args = parser.parse_args()
 
     verdicts = world(args.verdicts, args.seed)
@@ -339,6 +340,10 @@ def main() -> None:
         title=f"After fitting: {fitted.version}",
     )
     print(f"\nreliability diagrams: {before}, {after}")
+    # Imported here: guarantee_world imports this module's world.
+    from benchmarks.guarantee_world import report
+
+    report(draws=args.draws, seed=args.seed)
 
 
 if __name__ == "__main__":

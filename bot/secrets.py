@@ -120,3 +120,19 @@ def redirect_uri_value(redirect: str | None) -> str | None:
             f" URLs; got {redirect!r}"
         )
     return redirect
+
+
+def audit_key_bytes(value: SecretStr | None) -> bytes | None:
+    """DEBATEBOT_AUDIT_KEY, refusing a placeholder or one too short to be secret; None when
+    unset (seals are then unsigned, and `serve` and `worker` warn)."""
+    if value is None:
+        return None
+    raw = secret_value(
+        value, "DEBATEBOT_AUDIT_KEY", prefix="", where=f"a secret of your own, e.g. {MAKE_KEY}"
+    )
+    if len(raw) < 32:
+        raise SettingsError(
+            "DEBATEBOT_AUDIT_KEY is shorter than 32 characters; use a long random secret,"
+            f" e.g. {MAKE_KEY}"
+        )
+    return raw.encode()

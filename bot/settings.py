@@ -9,15 +9,15 @@ from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator,
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.secrets import (
-    MAKE_KEY,
+    SettingsError as SettingsError,
+)
+from bot.secrets import (
     SlackOAuth,
+    audit_key_bytes,
     client_id_value,
     encryption_keys,
     redirect_uri_value,
     secret_value,
-)
-from bot.secrets import (
-    SettingsError as SettingsError,
 )
 from engine.models import MAX_JUDGES, Effort
 from engine.pricing import Pricing
@@ -333,6 +333,27 @@ class Settings(BaseSettings):
         description="share of wrong verdicts the recommended escalation threshold must send to"
         " people (`debatebot calibration`, App Home, the eval report)",
     )
+    calibration_alpha: float = Field(
+        default=0.05,
+        gt=0.0,
+        lt=1.0,
+        description="risk the guaranteed escalation thresholds"
+        " allow: wrong verdicts among those not escalated (or wrong ones not escalated)",
+    )
+    calibration_delta: float = Field(
+        default=0.10,
+        gt=0.0,
+        lt=1.0,
+        description="chance, over the labels, that a guaranteed"
+        " threshold's guarantee fails (it holds with probability 1 - delta)",
+    )
+    review_sample_max: float = Field(
+        default=0.20,
+        ge=0.0,
+        le=1.0,
+        description="the sampled share while a workspace has fewer"
+        " sampled reviews than DEBATEBOT_CALIBRATION_MIN_LABELS (a cap: never above it)",
+    )
     calibration_min_labels: int = Field(
         default=50,
         ge=1,
@@ -476,22 +497,8 @@ class Settings(BaseSettings):
         return self
 
     def audit_key_bytes(self) -> bytes | None:
-        """The audit key, refusing a placeholder or one too short to be secret; None when
-        unset (seals are then unsigned, and `serve` and `worker` warn)."""
-        if self.audit_key is None:
-            return None
-        raw = secret_value(
-            self.audit_key,
-            "DEBATEBOT_AUDIT_KEY",
-            prefix="",
-            where=f"a secret of your own, e.g. {MAKE_KEY}",
-        )
-        if len(raw) < 32:
-            raise SettingsError(
-                "DEBATEBOT_AUDIT_KEY is shorter than 32 characters; use a long random secret,"
-                f" e.g. {MAKE_KEY}"
-            )
-        return raw.encode()
+        """The audit key, checked (`bot.secrets.audit_key_bytes`); None when unset."""
+        return audit_key_bytes(self.audit_key)
 
     def provider_key(self, provider: str) -> str | None:
         """The API key of a hosted provider, refusing a missing or placeholder one by name;

@@ -26,6 +26,7 @@ from bot.intake.intake import Intake, Reach
 from bot.intake.policy import SpecPolicy
 from bot.jobs.notifier import DebateNotifier
 from bot.jobs.pr_comments import PullRequestComments
+from bot.jobs.sampling import review_sampler
 from bot.jobs.worker import DebateReporter, DebateWorker, SinkFactory, WorkerConfig
 from bot.metrics import Metrics
 from bot.providers import ProviderRegistry
@@ -39,7 +40,6 @@ from bot.store.db import ensure_schema, make_engine
 from bot.store.queue import InFlightLimits, SpendCaps
 from bot.store.refusals import Backoff
 from bot.store.tenancy import EVERY_WORKSPACE, Workspace
-from engine.calibration.sampling import ReviewSampler
 from engine.catalog import ModelRetiredError
 from engine.ledger import LLMResolver
 from engine.prompts import PromptLibrary
@@ -111,7 +111,7 @@ def build_worker(
             heartbeat_s=settings.worker_heartbeat_s,
             poll_s=settings.worker_poll_s,
             audit_key=settings.audit_key_bytes(),
-            review_sample=ReviewSampler(settings.review_sample_rate),
+            review_sample=review_sampler(settings),
             receipts=receipt_issuer(settings, services.registry),
         ),
         reporter=reporter,
@@ -292,8 +292,7 @@ def build_bot(
                 engine=engine,
                 directory=people,
                 reviews=reviews,
-                calibration_target=settings.calibration_target,
-                calibration_min_labels=settings.calibration_min_labels,
+                settings=settings,
                 workspace=workspace,
             ),
             channels=ChannelConfig(

@@ -98,6 +98,22 @@ class Decision(StrEnum):
     ESCALATE = "escalate"
 
 
+class ThresholdSource(StrEnum):
+    """Where a debate's escalation threshold came from; its confidence line says which."""
+
+    CHANNEL = "channel"
+    GUARANTEED = "guaranteed"
+    """The weights version's guaranteed threshold, adopted with it."""
+    RECOMMENDED = "recommended"
+    """The threshold the labels recommend, adopted with the version."""
+    FIXED = "fixed"
+    """The deployment's DEBATEBOT_ESCALATION_THRESHOLD."""
+
+
+ADOPTABLE = (ThresholdSource.GUARANTEED, ThresholdSource.RECOMMENDED, ThresholdSource.FIXED)
+"""What a workspace may adopt with a weights version (a channel's own threshold is set apart)."""
+
+
 class DebateFlag(StrEnum):
     WEAK_CHALLENGE = "weak_challenge"
     FABRICATED_CITATION = "fabricated_citation"
@@ -178,6 +194,7 @@ class DebateSpec(BaseModel):
     )
     budget_usd: float | None = Field(default=None, gt=0)
     escalation_threshold: float = Field(default=0.6, ge=0.0, le=1.0)
+    threshold_source: ThresholdSource = ThresholdSource.FIXED
     judges: int = Field(
         default=1,
         ge=0,
@@ -420,6 +437,10 @@ class Verdict(BaseModel):
     """The version of the weights that turned the components into `confidence`."""
     unresolved_points: list[str] = Field(default_factory=list)
     uncertainties: list[str] = Field(default_factory=list)
+    threshold: float | None = None
+    """The escalation threshold the confidence was held against (None: verdicts before)."""
+    threshold_source: ThresholdSource | None = None
+    """Where that threshold came from (`DebateSpec.threshold_source`)."""
     escalate: bool
     escalation_reasons: list[str] = Field(default_factory=list)
 

@@ -181,6 +181,8 @@ async def scored(
         reasons.append("the model's output looks degenerate: " + "; ".join(findings))
     update |= {
         "confidence": confidence,
+        "threshold": spec.escalation_threshold,
+        "threshold_source": spec.threshold_source,
         "level": level_for(confidence),
         "escalate": bool(reasons),
         "escalation_reasons": reasons,

@@ -15,7 +15,8 @@ import bot.store.installation_tables
 import bot.store.outbox_tables
 import bot.store.receipt_tables
 import bot.store.review_tables
-import bot.store.schedule_tables  # noqa: F401  (each registers its tables on SQLModel.metadata)
+import bot.store.schedule_tables
+import bot.store.threshold_tables  # noqa: F401  (each registers its tables on SQLModel.metadata)
 from bot.store.db import make_engine
 
 target_metadata = SQLModel.metadata

@@ -14,15 +14,19 @@ from sqlmodel import Session
 
 from bot.cli.reliability_chart import write_reliability_png
 from bot.settings import Settings
-from bot.store import labels, weights
+from bot.store import labels, thresholds, weights
 from bot.store.calibration import calibration_inputs, store_proposal
 from bot.store.db import session_scope
 from bot.store.tenancy import PENDING_WORKSPACE, Scope, scope_for
 from bot.wiring import open_store
+from engine.calibration.exchangeable import exchangeable
 from engine.calibration.fitting import Proposal, Refused
-from engine.calibration.labels import LabelKind
+from engine.calibration.guarantee import Guaranteed, Outcome, Reading, describe, guarantee
+from engine.calibration.labels import STRONG_KINDS, LabelKind
 from engine.calibration.report import CalibrationReport, Figures, calibrate
+from engine.calibration.threshold import recommend_threshold
 from engine.evaluation.scoring import ArmResult
+from engine.models import ThresholdSource
 from engine.protocols import protocol_names
 
 
@@ -39,7 +43,7 @@ def calibration(args: argparse.Namespace) -> int:
         return 2
     with open_store(settings) as engine, session_scope(engine, workspace=_scope(args)) as session:
         if args.action == "adopt":
-            return _adopt(session, args.target)
+            return _adopt(session, args.target, ThresholdSource(args.threshold), settings)
         if args.action == "import-eval":
             return _import_eval(session, Path(args.target), force=args.force)
         found, current = calibration_inputs(session)
@@ -48,6 +52,9 @@ def calibration(args: argparse.Namespace) -> int:
             current=current,
             target=settings.calibration_target,
             min_labels=settings.calibration_min_labels,
+            alpha=args.alpha or settings.calibration_alpha,
+            delta=args.delta or settings.calibration_delta,
+            default_threshold=settings.escalation_threshold,
         )
         store_proposal(session, report=report)
     print_report(report)
@@ -59,14 +66,75 @@ def calibration(args: argparse.Namespace) -> int:
     return 0
 
 
-def _adopt(session: Session, version: str) -> int:
+def _adopt(session: Session, version: str, source: ThresholdSource, settings: Settings) -> int:
     before = weights.active_weights(session).version
+    threshold: float | None = None
+    if source is not ThresholdSource.FIXED:
+        chosen = _threshold_for(session, version, source, settings)
+        if isinstance(chosen, str):
+            print(f"debatebot: nothing was adopted: {chosen}", file=sys.stderr)
+            return 1
+        threshold = chosen
     adoption = weights.adopt_weights(session, version=version, by=f"cli:{getpass.getuser()}")
+    thresholds.adopt_threshold(
+        session, source=source, threshold=threshold, version=version, by=adoption.adopted_by
+    )
     print(
         f"adopted confidence weights {adoption.version} (by {adoption.adopted_by}); new verdicts"
         f" are scored with them (before: {before})"
     )
+    where = (
+        f"the {source.value} threshold {threshold:.3f}"
+        if threshold is not None
+        else f"the fixed DEBATEBOT_ESCALATION_THRESHOLD ({settings.escalation_threshold:g})"
+    )
+    print(f"escalation threshold: {where}; a channel's own threshold still wins")
     return 0
+
+
+def _threshold_for(
+    session: Session, version: str, source: ThresholdSource, settings: Settings
+) -> float | str:
+    """The threshold `source` names for the weights `version`, or why there is none. A fitted
+    version's guaranteed threshold is the one its proposal computed on labels its fit never saw;
+    any other version's (the defaults') is computed now on the sampled reviews and eval labels."""
+    found = weights.weights_of(session, version)
+    if found is None:
+        return f"no confidence weights version {version!r} (see `debatebot calibration`)"
+    scored, evidence = found
+    every = labels.labels(session)
+    if source is ThresholdSource.RECOMMENDED:
+        usable = [label for label in every if label.kind in STRONG_KINDS and label.components]
+        advice = recommend_threshold(
+            [scored.score(label.components) for label in usable if label.components],
+            [label.correct for label in usable if label.components],
+            settings.calibration_target,
+        )
+        if advice is None or not advice.reached:
+            return f"the labels recommend no threshold for {version} (no wrong verdict to catch)"
+        return advice.threshold
+    if "guaranteed_threshold" in evidence:
+        stored = evidence["guaranteed_threshold"]
+        if isinstance(stored, int | float):
+            return float(stored)
+        return (
+            f"{version}'s held-out eval labels support no guaranteed threshold; adopt it with"
+            " --threshold recommended or fixed, or label more verdicts"
+        )
+    if evidence.get("method"):
+        return f"{version} was proposed before guaranteed thresholds were computed"
+    basis = exchangeable(every, weights=scored, default_threshold=settings.escalation_threshold)
+    outcome = guarantee(
+        basis.confidences,
+        basis.correct,
+        reading=Reading.KEPT,
+        alpha=settings.calibration_alpha,
+        delta=settings.calibration_delta,
+        floor=basis.floor,
+    )
+    if isinstance(outcome, Guaranteed):
+        return outcome.threshold
+    return f"no guaranteed threshold for {version}: {outcome.reason}"
 
 
 UNTRUSTED_PROVIDERS = frozenset({"fake"})
@@ -177,6 +245,7 @@ def print_report(report: CalibrationReport) -> None:
     for figures in [report.overall, *report.by_task_type]:
         print(figure_row(figures))
     print(figure_row(report.feedback))
+    print_guarantees(report)
     print("\nreliability (all reviews and evals; ECE over ten equal-width bins):")
     print(f"{'confidence':<12} {'verdicts':>8} {'mean conf.':>10} {'right':>7}")
     for row in report.overall.bins:
@@ -206,6 +275,51 @@ def print_report(report: CalibrationReport) -> None:
         print(f"\nno weights proposed: {fit.reason}")
     else:
         print(f"\nno fit yet: {fit.reason}")
+
+
+def outcome_line(outcome: Outcome) -> str:
+    """One reading's guaranteed threshold and what it escalates, or why there is none."""
+    said = describe(outcome.reading, outcome.alpha)
+    if isinstance(outcome, Guaranteed):
+        return (
+            f"{said}: threshold {outcome.threshold:.3f}, escalates"
+            f" {outcome.escalated_share:.0%} of the labels (upper bound on the risk"
+            f" {outcome.upper_bound:.1%}: {outcome.events} of {outcome.trials})"
+        )
+    return f"{said}: no guaranteed threshold: {outcome.reason}"
+
+
+def print_guarantees(report: CalibrationReport) -> None:
+    """Each group's guaranteed thresholds, for both readings, with the labels they rest on."""
+    terms = report.terms
+    if terms is None:
+        return
+    print(
+        f"\nguaranteed thresholds (weights {terms.weights.version}; each holds with probability"
+        f" at least {1 - terms.delta:.0%} over the labels; DEBATEBOT_CALIBRATION_ALPHA"
+        f" {terms.alpha:g}, _DELTA {terms.delta:g}). Only sampled reviews and eval labels"
+        " count: reviews of escalated verdicts are drawn from the doubted ones (fit only)"
+    )
+    for figures in [report.overall, *report.by_task_type]:
+        basis = figures.basis
+        if basis is None or figures.guaranteed is None:
+            continue
+        aside = (
+            f"; {basis.other_weights} set aside (scored by other weights)"
+            if basis.other_weights
+            else ""
+        )
+        print(
+            f"{figures.group}: {len(basis.confidences)} label(s): {basis.sampled} sampled"
+            f" review(s), {basis.evals} eval label(s); {basis.fit_only} review(s) of escalated"
+            f" verdicts for the fit only{aside}"
+        )
+        for reading in Reading:
+            print(f"  {outcome_line(figures.guaranteed[reading])}")
+    if report.fit_guaranteed is not None and isinstance(report.fit, Proposal):
+        print(f"proposed weights {report.fit.weights.version}, on its held-out eval labels:")
+        for reading in Reading:
+            print(f"  {outcome_line(report.fit_guaranteed[reading])}")
 
 
 def _scope(args: argparse.Namespace) -> Scope:

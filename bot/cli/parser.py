@@ -11,7 +11,7 @@ from datetime import timedelta
 from bot.providers import PROVIDERS
 from bot.settings import ROLE_SLOTS
 from engine.evaluation.arms import all_arms
-from engine.models import DEFAULT_PROTOCOL, MAX_JUDGES
+from engine.models import ADOPTABLE, DEFAULT_PROTOCOL, MAX_JUDGES, ThresholdSource
 from engine.protocols import PROTOCOLS, protocol_names
 
 
@@ -50,6 +50,13 @@ def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _open_unit(text: str) -> float:
+    value = float(text)
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1 (exclusive), got {value}")
     return value
 
 
@@ -303,6 +310,24 @@ def build_parser() -> argparse.ArgumentParser:
         default="calibration.png",
         metavar="FILE",
         help="where the reliability diagram goes (default: calibration.png)",
+    )
+    calibration.add_argument(
+        "--alpha",
+        type=_open_unit,
+        help="the risk the guaranteed thresholds allow (default DEBATEBOT_CALIBRATION_ALPHA)",
+    )
+    calibration.add_argument(
+        "--delta",
+        type=_open_unit,
+        help="the chance a guarantee fails over the labels (default DEBATEBOT_CALIBRATION_DELTA)",
+    )
+    calibration.add_argument(
+        "--threshold",
+        choices=[source.value for source in ADOPTABLE],
+        default=ThresholdSource.FIXED.value,
+        help="adopt: the escalation threshold the workspace adopts with the version: guaranteed"
+        " (its guaranteed threshold), recommended (the labels' recommended one) or fixed"
+        " (default: DEBATEBOT_ESCALATION_THRESHOLD); a channel's own threshold still wins",
     )
     calibration.set_defaults(handler="calibration:calibration", is_async=False)
 

@@ -26,7 +26,8 @@ from bot.store.debate_tables import Debate
 from bot.store.errors import BudgetExceededError, InFlightLimitError, StoreNoAnswerError
 from bot.store.queue import InFlightLimits, NewDebate, SpendCaps
 from bot.store.tenancy import Workspace
-from engine.models import DebateSpec
+from bot.store.thresholds import adopted_threshold
+from engine.models import DebateSpec, ThresholdSource
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +150,7 @@ class Intake:
         channel = request.channel_id
         triage = False
         if channel is not None and request.source in TRIAGED_SOURCES:
-            triage = (await self._settings(channel)).triage
+            triage = (await self._settings(channel))[0].triage
         new = NewDebate(
             trigger_key=request.trigger_key,
             spec=spec,
@@ -218,10 +219,13 @@ class Intake:
         session.refresh(debate)
         return debate, True
 
-    async def _settings(self, channel: str) -> ChannelSettings:
+    async def _settings(
+        self, channel: str
+    ) -> tuple[ChannelSettings, tuple[float, ThresholdSource] | None]:
+        """The channel's settings and the threshold its workspace adopted (None: fixed)."""
         return await in_session(
             self.engine,
-            lambda s: channels.channel_settings(s, channel_id=channel),
+            lambda s: (channels.channel_settings(s, channel_id=channel), adopted_threshold(s)),
             workspace=self.workspace,
         )
 
@@ -240,10 +244,10 @@ class Intake:
 
             return checked_spec(follow_up)
         ask = asked
-        settings = (
+        settings, adopted = (
             await self._settings(request.channel_id)
             if request.channel_id is not None
-            else ChannelSettings(channel_id="")
+            else (ChannelSettings(channel_id=""), None)
         )
         return checked_spec(
             lambda: self.policy.for_channel(
@@ -256,6 +260,7 @@ class Intake:
                 stances_for=ask.stances_for,
                 stances_against=ask.stances_against,
                 route=ask.route,
+                adopted=adopted,
             )
         )
 

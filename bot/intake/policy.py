@@ -19,6 +19,7 @@ from engine.models import (
     ModelSettings,
     Participant,
     Role,
+    ThresholdSource,
 )
 from engine.protocols import definition_for
 
@@ -87,11 +88,17 @@ class SpecPolicy:
         stances_for: Sequence[str] = (),
         stances_against: Sequence[str] = (),
         route: bool = False,
+        adopted: tuple[float, ThresholdSource] | None = None,
     ) -> DebateSpec:
         """A spec with `channel`'s settings filling in what was not asked: its protocol, its
-        adversarial round count, its budget and threshold (unset: the deployment's), and its
-        router for panels."""
+        adversarial round count, its budget and threshold (unset: the threshold the workspace
+        `adopted` with its weights, else the deployment's), and its router for panels."""
         protocol = protocol or channel.protocol
+        threshold, source = (
+            (channel.threshold, ThresholdSource.CHANNEL)
+            if channel.threshold is not None
+            else adopted or (None, ThresholdSource.FIXED)
+        )
         return self.spec(
             question,
             context=context,
@@ -99,7 +106,8 @@ class SpecPolicy:
             rounds=rounds,
             default_rounds=channel.rounds,
             budget_usd=budget_usd if budget_usd is not None else channel.budget_usd,
-            threshold=channel.threshold,
+            threshold=threshold,
+            threshold_source=source,
             stances_for=stances_for,
             stances_against=stances_against,
             route=route or (channel.route and definition_for(protocol).flags.takes_route),
@@ -115,6 +123,7 @@ class SpecPolicy:
         default_rounds: int | None = None,
         budget_usd: float | None = None,
         threshold: float | None = None,
+        threshold_source: ThresholdSource = ThresholdSource.FIXED,
         provider: str | None = None,
         model: str | None = None,
         overrides: Mapping[str, RoleModel] | None = None,
@@ -170,6 +179,7 @@ class SpecPolicy:
             escalation_threshold=(
                 threshold if threshold is not None else self.settings.escalation_threshold
             ),
+            threshold_source=threshold_source if threshold is not None else ThresholdSource.FIXED,
             judges=count,
             participants=[
                 *(Participant(role=role, model=models[role.value]) for role in ADVERSARIAL_ROLES),

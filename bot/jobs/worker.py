@@ -42,12 +42,12 @@ from bot.jobs.unrunnable import MAX_FRUITLESS_CLAIMS, stored_spec, why_not_run
 from bot.logs import debate_context
 from bot.metrics import Metrics
 from bot.store import endings, queue, turns, workspaces
+from bot.store.calibration import weights_and_samples
 from bot.store.db import in_session
 from bot.store.debate_tables import Debate, TriageState
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError, StoreRefusedError
 from bot.store.receipts import ReceiptIssuer
 from bot.store.tenancy import EVERY_WORKSPACE, owner_of
-from bot.store.weights import active_weights
 from bot.store.writer import TurnWriter
 from engine import triage
 from engine.calibration.sampling import ReviewSampler
@@ -150,16 +150,17 @@ class DebateWorker:
         self._wake = asyncio.Event()
         self._draining = asyncio.Event()
 
-    def _drawn_for_review(self, result: DebateResult) -> bool:
+    def _drawn_for_review(self, result: DebateResult, sampled: int) -> bool:
         """Whether a verdict that did not escalate is sent for review as a sample: only a
-        complete debate's (a triage's single answer has no debate's confidence to check)."""
+        complete debate's (a triage's single answer has no debate's confidence to check), at
+        the share its workspace's `sampled` reviews call for."""
         sampler = self.config.review_sample
         verdict = result.verdict
         if sampler is None or verdict.escalate or verdict.status is not DebateStatus.COMPLETE:
             return False
         if not ((result.report or {}).get("triage") or {}).get("debated", True):
             return False
-        return sampler.draw()
+        return sampler.draw(sampled)
 
     async def _db(self, work: Callable[[Session], R]) -> R:
         return await in_session(self.engine, work, workspace=EVERY_WORKSPACE)
@@ -239,7 +240,7 @@ class DebateWorker:
         # records their version); read per debate, so an adoption applies from the next debate
         # to end. The deployment's own adoptions (a terminal's, pending) count too.
         owner = replace(owner_of(debate), with_pending=True)
-        weights = await in_session(self.engine, active_weights, workspace=owner)
+        weights, sampled = await in_session(self.engine, weights_and_samples, workspace=owner)
         unrun = unreadable or why_not_run(
             debate, spec, len(recorded), self.config.max_fruitless_claims
         )
@@ -337,7 +338,7 @@ class DebateWorker:
                     owes_messages=reporter is not None,
                     audit_key=self.config.audit_key,
                     head=head,
-                    sampled=reporter is not None and self._drawn_for_review(result),
+                    sampled=reporter is not None and self._drawn_for_review(result, sampled),
                     receipts=self.config.receipts,
                 )
             )

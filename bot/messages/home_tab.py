@@ -20,6 +20,7 @@ from bot.messages.kit import (
     sections,
 )
 from engine.calibration.fitting import Proposal, Refused
+from engine.calibration.guarantee import Guaranteed, describe
 from engine.calibration.report import CalibrationReport, Figures
 
 
@@ -52,11 +53,13 @@ def home_view(
     month: str,
     stats: Sequence[HomeStats] = (),
     calibration: CalibrationReport | None = None,
+    sampling: str | None = None,
     notice: str | None = None,
 ) -> dict[str, Any]:
     """App Home: reviews waiting for this user, recent debates in their channels with their
     feedback, spend, how each protocol's verdicts were received, and (given to admins only)
-    the `calibration` report; `notice` says what the viewer's last click did."""
+    the `calibration` report, with `sampling` saying when the sampled share is raised;
+    `notice` says what the viewer's last click did."""
     blocks: list[Block] = [context(escape(notice))] if notice else []
     blocks += [header("Reviews waiting for you")]
     blocks += [_home_line(item) for item in pending[:20]] or sections("_Nothing waiting._")
@@ -76,6 +79,7 @@ def home_view(
         blocks += [divider(), header("Verdict feedback by protocol"), *sections("\n".join(lines))]
     if calibration is not None:
         blocks += [divider(), *calibration_blocks(calibration)]
+        blocks += [context(escape(sampling))] if sampling else []
     return {"type": "home", "blocks": blocks[:MAX_VIEW_BLOCKS]}
 
 
@@ -89,6 +93,16 @@ def _figures_line(figures: Figures) -> str:
         f"ECE {figures.ece:.3f}" if figures.ece is not None else "ECE n/a",
         f"AUROC {figures.auroc:.2f}" if figures.auroc is not None else "AUROC n/a",
     ]
+    for outcome in (figures.guaranteed or {}).values():
+        parts.append(
+            f"guaranteed threshold ({describe(outcome.reading, outcome.alpha)}):"
+            + (
+                f" {outcome.threshold:.3f}, escalates {outcome.escalated_share:.0%}"
+                if isinstance(outcome, Guaranteed)
+                else " none yet"
+                + (f", about {outcome.more_labels} more labels" if outcome.more_labels else "")
+            )
+        )
     advice = figures.advice
     if advice is not None:
         counts = advice.counts

@@ -29,7 +29,7 @@ from bot.messages.kit import (
     plain,
     sections,
 )
-from engine.models import DebateResult, Verdict
+from engine.models import DebateResult, ThresholdSource, Verdict
 
 PARENT_QUESTION_CHARS = 1500
 
@@ -124,8 +124,10 @@ def verdict_messages(
     blocks: list[Block] = [header(f"Verdict of debate #{debate_id}")]
     blocks += sections(status_line(v.status.value, result.error or ""))
     why = confidence_line(v)
+    held = threshold_text(v)
     blocks += sections(
         f"*Decision:* `{v.decision.value}`\n*Confidence:* {v.confidence:.2f} ({v.level.value})"
+        + (f" \u00b7 {held}" if held else "")
         + (f"\n{escape(why)}" if why else "")
     )
     blocks += sections(f"*Synthesis*\n{escape(v.synthesis)}")
@@ -171,6 +173,23 @@ def confidence_line(verdict: Verdict) -> str:
     1 of 3 · 2 of 5 citations not found · 3 of 4 objections unanswered"); empty for a verdict
     scored before its components were kept."""
     return verdict.components.line() if verdict.components is not None else ""
+
+
+THRESHOLD_SOURCES = {
+    ThresholdSource.CHANNEL: "the channel's threshold",
+    ThresholdSource.GUARANTEED: "the guaranteed threshold adopted with the weights",
+    ThresholdSource.RECOMMENDED: "the labels' recommended threshold adopted with the weights",
+    ThresholdSource.FIXED: "the deployment's fixed threshold",
+}
+
+
+def threshold_text(verdict: Verdict) -> str:
+    """Which escalation threshold the confidence was held against ("threshold 0.69: the
+    guaranteed threshold adopted with the weights"); empty for verdicts that did not record
+    it."""
+    if verdict.threshold is None or verdict.threshold_source is None:
+        return ""
+    return f"threshold {verdict.threshold:.2f}: {THRESHOLD_SOURCES[verdict.threshold_source]}"
 
 
 def method_title(verdict: Verdict) -> str:

@@ -10,7 +10,9 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from bot.jobs.sampling import review_sampler, sampling_note
 from bot.messages import home_tab
+from bot.settings import Settings
 from bot.slack.reviews import Reviews
 from bot.slackweb.people import SlackDirectory
 from bot.store import operations, overview, reviews, weights
@@ -19,8 +21,7 @@ from bot.store.db import in_session
 from bot.store.debate_tables import Debate
 from bot.store.errors import WeightsNotFoundError
 from bot.store.tenancy import Workspace
-from engine.calibration.report import DEFAULT_MIN_LABELS, CalibrationReport, calibrate
-from engine.calibration.threshold import DEFAULT_TARGET
+from engine.calibration.report import CalibrationReport, calibrate
 
 
 class AppHome:
@@ -32,15 +33,14 @@ class AppHome:
         engine: Engine,
         directory: SlackDirectory,
         reviews: Reviews,
-        calibration_target: float = DEFAULT_TARGET,
-        calibration_min_labels: int = DEFAULT_MIN_LABELS,
+        settings: Settings,
         workspace: Workspace,
     ) -> None:
         self.engine = engine
         self.directory = directory
         self.reviews = reviews
-        self.calibration_target = calibration_target
-        self.calibration_min_labels = calibration_min_labels
+        self.settings = settings
+        self.sampler = review_sampler(settings)
         self.workspace = workspace
 
     async def adopt_weights(self, *, user: str, version: str) -> str:
@@ -62,12 +62,16 @@ class AppHome:
         """The calibration report, computed off the store's threads (a fit is CPU work), with
         the weights it proposes stored so the Adopt button finds them."""
         found, current = await in_session(self.engine, calibration_inputs, workspace=self.workspace)
+        settings = self.settings
         report = await asyncio.to_thread(
             calibrate,
             found,
             current=current,
-            target=self.calibration_target,
-            min_labels=self.calibration_min_labels,
+            target=settings.calibration_target,
+            min_labels=settings.calibration_min_labels,
+            alpha=settings.calibration_alpha,
+            delta=settings.calibration_delta,
+            default_threshold=settings.escalation_threshold,
         )
         await in_session(
             self.engine, lambda s: store_proposal(s, report=report), workspace=self.workspace
@@ -122,8 +126,15 @@ class AppHome:
                 for s in stats
             ],
             calibration=calibration,
+            sampling=self._sampling(calibration),
             notice=notice,
         )
+
+    def _sampling(self, report: CalibrationReport | None) -> str | None:
+        """App Home's word on a raised sampled share (admins: it rests on the report's count of
+        sampled reviews under the weights in use, the count the worker samples by)."""
+        basis = report.overall.basis if report is not None else None
+        return sampling_note(self.sampler, basis.sampled) if basis is not None else None
 
 
 def _home_item(debate: Debate, votes: dict[str, int] | None = None) -> home_tab.HomeDebate:

@@ -9,9 +9,19 @@ from sqlmodel import Session
 
 from bot.store import labels, weights
 from engine.calibration.fitting import Proposal
+from engine.calibration.guarantee import Guaranteed, Reading
 from engine.calibration.labels import Label
 from engine.calibration.report import CalibrationReport
 from engine.confidence import ConfidenceWeights
+
+
+def weights_and_samples(session: Session) -> tuple[ConfidenceWeights, int]:
+    """The weights that score new verdicts, and how many sampled reviews they scored: the
+    labels a guaranteed threshold for them may rest on (the sampler raises its share while
+    they are few)."""
+    current = weights.active_weights(session)
+    sampled = labels.sampled_count(session, weights_version=current.version)
+    return current, sampled
 
 
 def calibration_inputs(session: Session) -> tuple[list[Label], ConfidenceWeights]:
@@ -38,6 +48,13 @@ def store_proposal(session: Session, *, report: CalibrationReport) -> None:
             "needless_fit": fit.needless_fit,
             "needless_current": fit.needless_current,
             "task_types": report.fitted_task_types,
+            # Its own guaranteed threshold (on held-out eval labels), adopted with it on request.
+            "guaranteed_threshold": _kept(report),
             **fit.evidence,
         },
     )
+
+
+def _kept(report: CalibrationReport) -> float | None:
+    found = (report.fit_guaranteed or {}).get(Reading.KEPT)
+    return found.threshold if isinstance(found, Guaranteed) else None

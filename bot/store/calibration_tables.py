@@ -41,6 +41,7 @@ class CalibrationLabel(WorkspaceOwned, table=True):
     )
     weights_version: str | None = Field(default=None, max_length=40)
     sampled: bool = Field(default=False)
+    threshold: float | None = None  # the escalation threshold its verdict was decided under
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
 

@@ -52,9 +52,12 @@ def _of_verdict(session: Session, debate_id: int) -> dict[str, Any] | None:
     if debate is None or verdict is None or debate.triage == TriageState.ANSWERED:
         return None
     components, version = recorded(json.loads(verdict.result_json).get("verdict") or {})
+    spec = json.loads(debate.spec_json)
+    threshold = spec.get("escalation_threshold")
     return {
         "debate_id": debate_id,
-        "task_type": json.loads(debate.spec_json).get("task_type") or UNSPECIFIED,
+        "task_type": spec.get("task_type") or UNSPECIFIED,
+        "threshold": float(threshold) if isinstance(threshold, int | float) else None,
         "protocol": debate.protocol,
         "confidence": verdict.confidence,
         "components": _stored(components),
@@ -160,6 +163,7 @@ def labels(session: Session, *, kinds: Collection[LabelKind] | None = None) -> l
             ),
             weights_version=row.weights_version,
             sampled=row.sampled,
+            threshold=row.threshold,
         )
         for row in session.exec(query)
     ]
@@ -173,4 +177,17 @@ def labels_of(session: Session, *, debate_id: int) -> list[CalibrationLabel]:
             .where(CalibrationLabel.debate_id == debate_id)
             .order_by(col(CalibrationLabel.id))
         )
+    )
+
+
+def sampled_count(session: Session, *, weights_version: str) -> int:
+    """Sampled reviews of verdicts the weights `weights_version` scored."""
+    return len(
+        session.exec(
+            select(CalibrationLabel.id).where(
+                CalibrationLabel.kind == LabelKind.REVIEW,
+                col(CalibrationLabel.sampled).is_(True),
+                CalibrationLabel.weights_version == weights_version,
+            )
+        ).all()
     )

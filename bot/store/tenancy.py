@@ -35,7 +35,8 @@ import bot.store.dedupe_tables
 import bot.store.held_tables
 import bot.store.outbox_tables
 import bot.store.receipt_tables
-import bot.store.review_tables  # noqa: F401  (registers its tables, as each above does)
+import bot.store.review_tables
+import bot.store.threshold_tables  # noqa: F401  (registers its tables, as each above does)
 from bot.store.columns import WorkspaceOwned
 from bot.store.debate_tables import Debate
 from bot.store.errors import WorkspaceScopeError

@@ -80,6 +80,15 @@ def active_weights(session: Session) -> ConfidenceWeights:
     return ConfidenceWeights.model_validate_json(row.weights_json)
 
 
+def weights_of(session: Session, version: str) -> tuple[ConfidenceWeights, dict[str, Any]] | None:
+    """The weights `version` names and what its fit was checked on (the defaults' evidence is
+    empty until adopted); None when no such version exists."""
+    row = session.get(WeightsVersion, version)
+    if row is not None:
+        return ConfidenceWeights.model_validate_json(row.weights_json), row.evidence
+    return (DEFAULT_WEIGHTS, {}) if version == DEFAULT_WEIGHTS.version else None
+
+
 @dataclass(frozen=True)
 class VersionInfo:
     """One stored version: when it was proposed, when last adopted and by whom, whether it is

@@ -176,6 +176,8 @@ class Proposal:
     needless_current: float | None = None
     """The same with the weights in use."""
     evidence: dict[str, object] = field(default_factory=dict)
+    held_out_labels: list[Label] = field(default_factory=list)
+    """The labels the fit never saw: the only ones its own guaranteed threshold may rest on."""
 
 
 @dataclass(frozen=True)
@@ -298,4 +300,5 @@ def propose(
         needless_fit=needless(chosen),
         needless_current=needless(current),
         evidence={"seed": seed, "holdout_share": holdout},
+        held_out_labels=held,
     )

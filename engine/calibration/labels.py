@@ -39,3 +39,6 @@ class Label(BaseModel):
     weights_version: str | None = None
     sampled: bool = False
     """The verdict did not escalate and was drawn at random for review."""
+    threshold: float | None = Field(default=None, ge=0.0, le=1.0)
+    """The escalation threshold the verdict was decided under (None: not recorded): a sampled
+    review stands for the verdicts at or above it only."""

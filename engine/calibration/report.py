@@ -4,9 +4,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from engine.calibration.exchangeable import Exchangeable, exchangeable
 from engine.calibration.fitting import Proposal, Refused, propose
+from engine.calibration.guarantee import (
+    DEFAULT_ALPHA,
+    DEFAULT_DELTA,
+    Outcome,
+    Reading,
+    guarantee,
+)
 from engine.calibration.labels import STRONG_KINDS, Label, LabelKind
 from engine.calibration.metrics import (
     ECE_BINS,
@@ -41,13 +49,54 @@ class Figures:
     auroc: float | None
     advice: ThresholdAdvice | None
     bins: list[ReliabilityBin]
+    basis: Exchangeable | None = None
+    """The labels the guaranteed thresholds rest on (None for feedback: never guaranteed)."""
+    guaranteed: dict[Reading, Outcome] | None = None
+    """Each reading's guaranteed threshold, or why the labels support none."""
+
+
+@dataclass(frozen=True)
+class Guarantee:
+    """What the guaranteed thresholds are computed with: the weights in use, the risk allowed
+    and the chance the guarantee may fail, and the threshold a sampled review that recorded none
+    was decided under."""
+
+    weights: ConfidenceWeights
+    alpha: float = DEFAULT_ALPHA
+    delta: float = DEFAULT_DELTA
+    default_threshold: float = 0.6
+
+
+def guaranteed(basis: Exchangeable, terms: Guarantee) -> dict[Reading, Outcome]:
+    """Both readings' guaranteed thresholds on `basis`."""
+    return {
+        reading: guarantee(
+            basis.confidences,
+            basis.correct,
+            reading=reading,
+            alpha=terms.alpha,
+            delta=terms.delta,
+            floor=basis.floor,
+        )
+        for reading in Reading
+    }
 
 
 def figures(
-    labels: Sequence[Label], *, group: str, target: float = DEFAULT_TARGET, bins: int = ECE_BINS
+    labels: Sequence[Label],
+    *,
+    group: str,
+    target: float = DEFAULT_TARGET,
+    bins: int = ECE_BINS,
+    terms: Guarantee | None = None,
 ) -> Figures:
     confidences = [label.confidence for label in labels]
     correct = [label.correct for label in labels]
+    basis = (
+        exchangeable(labels, weights=terms.weights, default_threshold=terms.default_threshold)
+        if terms is not None
+        else None
+    )
     return Figures(
         group=group,
         labels=len(labels),
@@ -58,6 +107,8 @@ def figures(
         auroc=auroc(confidences, correct),
         advice=recommend_threshold(confidences, correct, target),
         bins=reliability(confidences, correct, bins),
+        basis=basis,
+        guaranteed=guaranteed(basis, terms) if basis is not None and terms else None,
     )
 
 
@@ -82,6 +133,10 @@ class CalibrationReport:
     fitted_task_types: list[str]
     target: float
     """Share of wrong verdicts the recommended thresholds must escalate."""
+    terms: Guarantee | None = None
+    fit_guaranteed: dict[Reading, Outcome] | None = None
+    """The proposed weights' own guaranteed thresholds, on the held-out eval labels (the only
+    ones both unseen by the fit and drawn whatever the confidence)."""
 
 
 def calibrate(
@@ -92,9 +147,16 @@ def calibrate(
     min_labels: int = DEFAULT_MIN_LABELS,
     bins: int = ECE_BINS,
     seed: int = 0,
+    alpha: float = DEFAULT_ALPHA,
+    delta: float = DEFAULT_DELTA,
+    default_threshold: float = 0.6,
 ) -> CalibrationReport:
-    """Figures and, where a task type has `min_labels` strong labels with components, a fit
-    on those task types' labels, checked against `current`."""
+    """Figures, each with both readings' guaranteed thresholds under `current` at `alpha` and
+    `delta`, and, where a task type has `min_labels` strong labels with components, a fit on
+    those task types' labels, checked against `current`."""
+    terms = Guarantee(
+        weights=current, alpha=alpha, delta=delta, default_threshold=default_threshold
+    )
     strong = [label for label in labels if label.kind in STRONG_KINDS]
     feedback = [label for label in labels if label.kind is LabelKind.FEEDBACK]
     task_types = sorted({label.task_type for label in strong})
@@ -120,13 +182,14 @@ def calibrate(
         )
     kinds = {kind: sum(1 for label in labels if label.kind is kind) for kind in LabelKind}
     return CalibrationReport(
-        overall=figures(strong, group=OVERALL, target=target, bins=bins),
+        overall=figures(strong, group=OVERALL, target=target, bins=bins, terms=terms),
         by_task_type=[
             figures(
                 [label for label in strong if label.task_type == task],
                 group=task,
                 target=target,
                 bins=bins,
+                terms=terms,
             )
             for task in task_types
         ],
@@ -136,4 +199,16 @@ def calibrate(
         fit=fit,
         fitted_task_types=enough,
         target=target,
+        terms=terms,
+        fit_guaranteed=_fit_guaranteed(fit, terms),
     )
+
+
+def _fit_guaranteed(
+    fit: Proposal | Refused | NotEnough, terms: Guarantee
+) -> dict[Reading, Outcome] | None:
+    if not isinstance(fit, Proposal):
+        return None
+    evals = [label for label in fit.held_out_labels if label.kind is LabelKind.EVAL]
+    basis = exchangeable(evals, weights=fit.weights, default_threshold=terms.default_threshold)
+    return guaranteed(basis, replace(terms, weights=fit.weights))

@@ -9,10 +9,16 @@ from pathlib import Path
 import pytest
 from sqlmodel import Session, select
 
+from benchmarks.calibration import world
 from bot.cli import main
+from bot.store import thresholds
 from bot.store.calibration_tables import CalibrationLabel
-from bot.store.db import make_engine, upgrade
+from bot.store.db import make_engine, session_scope, upgrade
+from bot.store.tenancy import PENDING_WORKSPACE
+from engine.calibration.labels import LabelKind
+from engine.confidence import DEFAULT_WEIGHTS
 from engine.evaluation.scoring import ArmResult
+from engine.models import ThresholdSource
 
 
 @pytest.fixture
@@ -91,3 +97,39 @@ def test_calibration_help_says_what_adopt_needs_and_adopt_does_it(
     # What the help says: adopt takes a version, and no --team.
     assert main(["calibration", "adopt", "default-1"]) == 0
     assert "adopted confidence weights default-1" in capsys.readouterr().out
+
+
+def test_adopt_with_the_guaranteed_threshold_refuses_without_labels_then_holds_debates_to_it(
+    database: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["calibration", "adopt", "default-1", "--threshold", "guaranteed"]) == 1
+    assert "nothing was adopted: no guaranteed threshold for default-1" in capsys.readouterr().err
+
+    engine = make_engine(database)
+    try:
+        with session_scope(engine, workspace=PENDING_WORKSPACE) as session:
+            for index, verdict in enumerate(world(400, 5)):
+                session.add(
+                    CalibrationLabel(
+                        key=f"eval:r:{index}:adversarial:a",
+                        kind=LabelKind.EVAL,
+                        task_type="adr",
+                        protocol="adversarial",
+                        correct=verdict.correct,
+                        confidence=DEFAULT_WEIGHTS.score(verdict.components),
+                        components={str(c): v for c, v in verdict.components.values.items()},
+                        weights_version=DEFAULT_WEIGHTS.version,
+                    )
+                )
+            session.commit()
+        assert main(["calibration", "adopt", "default-1", "--threshold", "guaranteed"]) == 0
+        out = capsys.readouterr().out
+        assert "escalation threshold: the guaranteed threshold 0." in out
+        with session_scope(engine, workspace=PENDING_WORKSPACE) as session:
+            adopted = thresholds.adopted_threshold(session)
+    finally:
+        engine.dispose()
+    assert adopted is not None
+    threshold, source = adopted
+    assert source is ThresholdSource.GUARANTEED
+    assert f"guaranteed threshold {threshold:.3f}" in out

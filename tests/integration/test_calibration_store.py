@@ -10,11 +10,21 @@ import random
 
 import pytest
 from sqlalchemy import Engine
-from sqlmodel import Session
+from sqlmodel import Session, select
 
 from bot.jobs.notifier import DebateNotifier
 from bot.jobs.worker import DebateWorker, WorkerConfig
-from bot.store import channels, endings, labels, operations, outbox, overview, queue, reviews
+from bot.store import (
+    channels,
+    endings,
+    labels,
+    operations,
+    outbox,
+    overview,
+    queue,
+    reviews,
+    thresholds,
+)
 from bot.store.db import session_scope
 from bot.store.debate_tables import DebateSource, VerdictRecord
 from bot.store.errors import WeightsNotFoundError
@@ -26,7 +36,7 @@ from engine.calibration.labels import LabelKind
 from engine.calibration.sampling import ReviewSampler
 from engine.confidence import DEFAULT_WEIGHTS, Component
 from engine.evaluation.scoring import ArmResult
-from engine.models import DebateSpec, ModelSettings
+from engine.models import DebateSpec, ModelSettings, ThresholdSource
 from tests.helpers import DebateScript, reply_for, shipped_prompts
 
 SPEC = DebateSpec(
@@ -263,3 +273,63 @@ async def test_a_label_outlives_its_debates_retention(store: Engine) -> None:
         [label] = labels.labels(session)
         assert labels.labels_of(session, debate_id=debate_id) == []
     assert (label.kind, label.correct, label.task_type) == (LabelKind.REVIEW, True, "security")
+
+
+async def test_a_label_keeps_the_threshold_its_verdict_was_held_to(store: Engine) -> None:
+    debate_id = queued(store, "held")
+    assert await worker(store, DebateScript()).run_once()
+    decide(store, debate_id, EscalationState.REJECTED)
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
+        [label] = labels.labels(session)
+        stored = json.loads(
+            session.exec(select(VerdictRecord).where(VerdictRecord.debate_id == debate_id))
+            .one()
+            .result_json
+        )["verdict"]
+    assert label.threshold == SPEC.escalation_threshold
+    assert (stored["threshold"], stored["threshold_source"]) == (
+        SPEC.escalation_threshold,
+        ThresholdSource.FIXED.value,
+    )
+
+
+def test_a_workspaces_adopted_threshold_is_its_newest_choice(store: Engine) -> None:
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
+        assert thresholds.adopted_threshold(session) is None
+        thresholds.adopt_threshold(
+            session, source=ThresholdSource.GUARANTEED, threshold=0.71, version="v", by="U1"
+        )
+        assert thresholds.adopted_threshold(session) == (0.71, ThresholdSource.GUARANTEED)
+        thresholds.adopt_threshold(
+            session, source=ThresholdSource.FIXED, threshold=None, version="v", by="U1"
+        )
+        assert thresholds.adopted_threshold(session) is None
+
+
+async def test_the_sampled_share_is_raised_while_a_workspace_has_too_few_samples(
+    store: Engine,
+) -> None:
+    """A base share of 0 draws nothing; raised to 1 while fewer than 2 sampled reviews exist
+    under the weights in use, the first verdicts are sampled until there are 2, then none."""
+    ids = [queued(store, f"s{n}") for n in range(4)]
+    with session_scope(store, workspace=PENDING_WORKSPACE) as session:
+        channels.save_channel_settings(
+            session, channel_id="C1", updated_by="UADMIN", values={"reviewers": ["UREV"]}
+        )
+    sampler = ReviewSampler(0.0, rng=random.Random(1), raised=1.0, goal=2)
+    sampling = DebateWorker(
+        engine=store,
+        resolve_llm=lambda _m: DebateScript(moderator=[SURE] * 8).llm(),
+        prompts=shipped_prompts(),
+        reporter=DebateNotifier(engine=store),
+        config=WorkerConfig(review_sample=sampler),
+    )
+    sampled = []
+    for debate_id in ids:
+        assert await sampling.run_once()
+        with session_scope(store, workspace=PENDING_WORKSPACE) as session:
+            escalation = reviews.escalation_for(session, debate_id=debate_id)
+        sampled.append(escalation is not None and escalation.sample)
+        if escalation is not None:
+            decide(store, debate_id, EscalationState.APPROVED)  # the sample becomes a label
+    assert sampled == [True, True, False, False]

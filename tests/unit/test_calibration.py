@@ -9,6 +9,7 @@ import random
 
 import pytest
 
+from bot.jobs.sampling import sampling_note
 from engine.calibration.current import recorded
 from engine.calibration.fitting import (
     FEATURES,
@@ -314,3 +315,17 @@ def test_the_review_sampler_draws_about_its_rate() -> None:
     assert 400 <= drawn <= 600
     with pytest.raises(ValueError, match="sample rate"):
         ReviewSampler(1.5)
+
+
+def test_the_sampled_share_is_raised_to_its_cap_while_samples_are_few() -> None:
+    sampler = ReviewSampler(0.05, raised=0.2, goal=50)
+    assert sampler.rate_for(0) == sampler.rate_for(49) == 0.2
+    assert sampler.rate_for(50) == 0.05
+    assert ReviewSampler(0.3, raised=0.2, goal=50).rate_for(0) == 0.3  # never lowered
+    assert not any(ReviewSampler(0.0, raised=0.0, goal=50).draw(0) for _ in range(100))
+    assert all(ReviewSampler(0.0, raised=1.0, goal=50).draw(3) for _ in range(100))
+    note = sampling_note(sampler, 12)
+    assert note is not None
+    assert "20% of the verdicts that do not escalate" in note
+    assert "12 of the 50 sampled reviews" in note
+    assert sampling_note(sampler, 50) is None

@@ -11,6 +11,7 @@ from bot.slack.command_text import parse_config_form, parse_setting
 from bot.slack.listeners import settings_text
 from bot.store.channel_tables import ChannelSettings
 from bot.store.channels import ChannelDefaults
+from engine.models import ThresholdSource
 
 PROTOCOLS = ("adversarial", "panel")
 
@@ -69,3 +70,23 @@ def test_an_empty_form_field_is_unset_and_shown_with_the_deployments_value() -> 
         ChannelDefaults(rounds=2, threshold=0.8),
     )
     assert "rounds 3 \u00b7 threshold 0.5 \u00b7" in shown
+
+
+def test_the_workspaces_adopted_threshold_applies_where_the_channel_sets_none() -> None:
+    deployment = Settings(provider="fake", escalation_threshold=0.8)
+    adopted = (0.69, ThresholdSource.GUARANTEED)
+
+    plain = policy(deployment).for_channel(ChannelSettings(channel_id="C1"), "Adopt ADR-7?")
+    chosen = policy(deployment).for_channel(
+        ChannelSettings(channel_id="C1"), "Adopt ADR-7?", adopted=adopted
+    )
+    own = policy(deployment).for_channel(
+        ChannelSettings(channel_id="C1", threshold=0.5), "Adopt ADR-7?", adopted=adopted
+    )
+
+    assert (plain.escalation_threshold, plain.threshold_source) == (0.8, ThresholdSource.FIXED)
+    assert (chosen.escalation_threshold, chosen.threshold_source) == (
+        0.69,
+        ThresholdSource.GUARANTEED,
+    )
+    assert (own.escalation_threshold, own.threshold_source) == (0.5, ThresholdSource.CHANNEL)

@@ -9,6 +9,9 @@ import pytest
 from bot.messages import home_tab, kit, modals, posts, transcript
 from bot.store.channel_tables import ChannelSettings
 from bot.store.channels import ChannelDefaults
+from engine.calibration.labels import Label, LabelKind
+from engine.calibration.report import calibrate
+from engine.confidence import DEFAULT_WEIGHTS
 from engine.models import (
     AdversarialRound,
     ConfidenceLevel,
@@ -20,6 +23,7 @@ from engine.models import (
     ModeratorTurn,
     ProposerTurn,
     RebuttalTurn,
+    ThresholdSource,
     Verdict,
 )
 from tests.helpers import reply_for
@@ -291,3 +295,48 @@ def test_a_direct_copy_says_why_and_keeps_the_buttons() -> None:
     assert "cannot post there" in direct.blocks[0]["text"]["text"]
     assert "&lt;#C1&gt;" in direct.blocks[0]["text"]["text"]
     assert direct.blocks[1:] == request.blocks
+
+
+def test_the_confidence_line_says_which_threshold_applied() -> None:
+    now = datetime.now(UTC)
+    shown = {}
+    for source in ThresholdSource:
+        result = DebateResult(
+            spec=DebateSpec(question="q?"),
+            verdict=verdict(threshold=0.69, threshold_source=source),
+            started_at=now,
+            finished_at=now,
+        )
+        shown[source] = str(posts.verdict_messages(result, debate_id=7)[0].blocks)
+    assert (
+        "threshold 0.69: the guaranteed threshold adopted with the weights"
+        in shown[ThresholdSource.GUARANTEED]
+    )
+    assert "threshold 0.69: the channel's threshold" in shown[ThresholdSource.CHANNEL]
+    assert "threshold 0.69: the deployment's fixed threshold" in shown[ThresholdSource.FIXED]
+    assert "recommended threshold" in shown[ThresholdSource.RECOMMENDED]
+
+
+def test_app_home_says_when_the_sampled_share_is_raised() -> None:
+    labels = [
+        Label(kind=LabelKind.EVAL, task_type="adr", correct=n % 5 != 0, confidence=n / 100)
+        for n in range(100)
+    ]
+    report = calibrate(labels, current=DEFAULT_WEIGHTS)
+    note = "Sampling raised: 20% of the verdicts that do not escalate are sent for review"
+    home = home_tab.home_view(
+        pending=[],
+        recent=[],
+        spend_mine=0,
+        spend_all=0,
+        month="May",
+        calibration=report,
+        sampling=note,
+    )
+    text = str(home["blocks"])
+    assert note in text
+    assert "guaranteed threshold (at most 5% of the verdicts not escalated are wrong)" in text
+    plain = home_tab.home_view(
+        pending=[], recent=[], spend_mine=0, spend_all=0, month="May", calibration=report
+    )
+    assert "Sampling raised" not in str(plain["blocks"])
