@@ -171,7 +171,7 @@ def build_bot(
     from bot.slack.home import AppHome
     from bot.slack.installs import Uninstalls, local_authorize
     from bot.slack.installs import register as register_uninstalls
-    from bot.slack.listeners import acknowledging
+    from bot.slack.acknowledgement import acknowledging
     from bot.slack.listeners import register as register_listeners
     from bot.slack.reviews import Reviews
     from bot.slack.server import BotASGI
