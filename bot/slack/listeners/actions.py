@@ -4,6 +4,7 @@ anyway* under a triage's answer, and *Adopt* on new confidence weights."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck
@@ -26,6 +27,27 @@ REVIEW_DECISIONS = {
 """A review button's action id, and the decision it stands for."""
 
 
+@dataclass(frozen=True)
+class Clicker:
+    """Who clicked, and where: the channel and thread of the message their button is on."""
+
+    user: str
+    channel: str
+    thread_ts: str | None
+
+    @classmethod
+    def on_message(cls, body: dict[str, Any]) -> Clicker:
+        """The clicker of a button on a message in a channel."""
+        message = body.get("message") or {}
+        return cls(body["user"]["id"], body["channel"]["id"], message.get("thread_ts"))
+
+    async def tell(self, surface: Surface, text: str) -> None:
+        """`text` for the clicker alone, in the thread of the message they clicked on."""
+        await surface.poster.ephemeral(
+            channel=self.channel, user=self.user, text=text, thread_ts=self.thread_ts
+        )
+
+
 async def on_review_button(
     ack: AsyncAck,
     body: dict[str, Any],
@@ -36,8 +58,8 @@ async def on_review_button(
     """Approve or Reject opens the note form (once per click burst); Another round decides."""
     await ack()
     escalation_id = int(action["value"])
-    user, channel = body["user"]["id"], body["channel"]["id"]
-    thread_ts = (body.get("message") or {}).get("thread_ts")
+    clicker = Clicker.on_message(body)
+    user = clicker.user
     decision = REVIEW_DECISIONS[action["action_id"]]
     try:
         await surface.reviews.authorize_review(escalation_id=escalation_id, user=user)
@@ -61,9 +83,7 @@ async def on_review_button(
                 view=modals.review_note_modal(escalation_id=escalation_id, decision=decision),
             )
     except (CommandError, NotAllowedError) as error:
-        await surface.poster.ephemeral(
-            channel=channel, user=user, text=f":no_entry: {said(error)}", thread_ts=thread_ts
-        )
+        await clicker.tell(surface, f":no_entry: {said(error)}")
 
 
 async def on_review_note(
@@ -98,25 +118,24 @@ async def on_feedback(
 ) -> None:
     """A thumbs up or down on a verdict: stored once per person, a change of mind overwrites."""
     await ack()
-    user, channel = body["user"]["id"], (body.get("channel") or {}).get("id", "")
     message = body.get("message") or {}
     message_ts = message.get("ts") or (body.get("container") or {}).get("message_ts")
-    thread_ts = message.get("thread_ts")
+    clicker = Clicker(
+        body["user"]["id"], (body.get("channel") or {}).get("id", ""), message.get("thread_ts")
+    )
     try:
         debate_id, changed = await surface.reviews.record_feedback(
-            value=str(action.get("value", "")), user=user, channel=channel, message_ts=message_ts
+            value=str(action.get("value", "")),
+            user=clicker.user,
+            channel=clicker.channel,
+            message_ts=message_ts,
         )
     except NotAllowedError as error:
-        await surface.poster.ephemeral(
-            channel=channel, user=user, text=f":no_entry: {said(error)}", thread_ts=thread_ts
-        )
+        await clicker.tell(surface, f":no_entry: {said(error)}")
         return
     thanks = "Thanks, noted" if changed else "Already noted"
-    await surface.poster.ephemeral(
-        channel=channel,
-        user=user,
-        thread_ts=thread_ts,
-        text=f":memo: {thanks}: your feedback on the verdict of debate #{debate_id}.",
+    await clicker.tell(
+        surface, f":memo: {thanks}: your feedback on the verdict of debate #{debate_id}."
     )
 
 
@@ -125,21 +144,17 @@ async def on_debate_anyway(
 ) -> None:
     """*Debate anyway* under a triage's single answer: exactly one debate, however many clicks."""
     await ack()
-    user, channel = body["user"]["id"], body["channel"]["id"]
-    thread_ts = (body.get("message") or {}).get("thread_ts")
+    clicker = Clicker.on_message(body)
+    user = clicker.user
     try:
         started = await surface.reviews.debate_anyway(debate_id=int(action["value"]), user=user)
     except CommandError as error:
-        await surface.poster.ephemeral(
-            channel=channel, user=user, text=f":warning: {said(error)}", thread_ts=thread_ts
-        )
+        await clicker.tell(surface, f":warning: {said(error)}")
         return
     if not started.created:
-        await surface.poster.ephemeral(
-            channel=channel,
-            user=user,
-            thread_ts=thread_ts,
-            text=f"The debate was already started: debate #{started.debate.id}, in this thread.",
+        await clicker.tell(
+            surface,
+            f"The debate was already started: debate #{started.debate.id}, in this thread.",
         )
 
 
