@@ -8,7 +8,7 @@ starts the listener in a task and polls for `ack()` every 10 ms (slack_bolt's
 the answer, lazy listeners (`lazy=[...]`), deep-copies the request's context for each lazy
 function (the use cases in it with it), only logs a failure, and keeps no reference to its
 tasks, so a stopping process could not wait for them. So each listener is wrapped
-(`bot.slack.listeners.acknowledging`): it runs in a task started here, and the wrapper returns
+(`bot.slack.acknowledgement.acknowledging`): it runs in a task started here, and the wrapper returns
 to Bolt the moment the listener has called `ack()` (at once for an event, which Bolt
 acknowledges itself), while the listener goes on.
 

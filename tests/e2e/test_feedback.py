@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from sqlmodel import select
 
-from bot.slack import listeners
+from bot.slack import failures
 from bot.store import overview, reviews
 from bot.store.db import session_scope
 from bot.store.errors import DatabaseUnavailableError
@@ -115,5 +115,5 @@ async def test_a_click_while_the_store_is_down_is_told_so(
     assert reply.status == 200
     # The click's response_url carries the answer, as for a command.
     [answer] = await bot.wait_for(lambda: bot.emulator.responses, "the answer")
-    assert answer["text"] == listeners.STORE_DOWN
+    assert answer["text"] == failures.STORE_DOWN
     assert stored(bot) == []

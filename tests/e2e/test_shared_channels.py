@@ -70,7 +70,7 @@ def handled(bot: Bot, team: str, event_id: str) -> bool:
 async def test_a_shared_message_reacted_to_in_two_workspaces_is_debated_in_each(
     start_bot: BotFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="bot.slack.listeners")
+    caplog.set_level(logging.INFO, logger="bot.slack.acknowledgement")
     bot = await start_many(start_bot)
     for team in ("T5", "T6"):
         tenancy(bot).teams[team].channels.add(SHARED)

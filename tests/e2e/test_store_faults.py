@@ -130,7 +130,7 @@ async def test_a_read_only_database_file_is_told_as_read_only_with_its_path(
     assert "make it writable" in told
     assert "unavailable" not in told
     assert (status, report["database"]) == (503, READ_ONLY_HEALTH)
-    [logged] = [r.getMessage() for r in caplog.records if r.name == "bot.slack.listeners"]
+    [logged] = [r.getMessage() for r in caplog.records if r.name == "bot.slack.failures"]
     assert "is read-only (attempt to write a readonly database)" in logged
     assert str(path) in logged
     assert "write access" in logged

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
-from bot.slack import listeners
+from bot.slack import failures
 from bot.store import channels
 from bot.store.channel_tables import ChannelSettings
 from bot.store.errors import DatabaseUnavailableError
@@ -49,7 +49,7 @@ async def test_every_entry_point_says_the_store_is_down(
     # Acknowledged, not a 404: the failure comes after the ack and must not undo it.
     assert (await bot.driver.command("Should we adopt ADR-042?")).status == 200
     [answer] = await bot.wait_for(lambda: bot.emulator.responses, "the command's answer")
-    assert answer["text"] == listeners.STORE_DOWN
+    assert answer["text"] == failures.STORE_DOWN
 
     view = {"id": "V1", "type": "modal", "callback_id": "debate_modal", "private_metadata": CHANNEL}
     submitted = await bot.driver.submit(
@@ -66,7 +66,7 @@ async def test_every_entry_point_says_the_store_is_down(
     )
     assert submitted.status == 200
     told = await bot.wait_for(
-        lambda: [e for e in bot.emulator.ephemeral if e["text"] == listeners.STORE_DOWN],
+        lambda: [e for e in bot.emulator.ephemeral if e["text"] == failures.STORE_DOWN],
         "the form's answer",
     )
     assert told[0]["user"] == "UALICE"
@@ -76,7 +76,7 @@ async def test_every_entry_point_says_the_store_is_down(
     notice = await bot.wait_for(
         lambda: [m for m in bot.emulator.in_thread(CHANNEL, ts) if m["ts"] != ts], "the notice"
     )
-    told = listeners.store_answer(DatabaseUnavailableError(), event={"type": "message"})
+    told = failures.store_answer(DatabaseUnavailableError(), event={"type": "message"})
     assert told in str(notice[0]["blocks"])
     assert "nothing will be: post it again" in told
     assert bot.debates() == []
@@ -104,7 +104,7 @@ async def test_a_store_that_stops_answering_is_answered_at_its_deadline(
     try:
         assert (await bot.driver.command("Should we adopt ADR-042?")).status == 200
         [answer] = await bot.wait_for(lambda: bot.emulator.responses, "the command's answer")
-        assert answer["text"] == listeners.STORE_DOWN
+        assert answer["text"] == failures.STORE_DOWN
     finally:
         released.set()
         event.remove(bot.engine, "before_cursor_execute", stuck)

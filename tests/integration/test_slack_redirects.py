@@ -25,7 +25,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.outbound import Failure, OutboundError
 from bot.settings import Settings
-from bot.slack.listeners import bot_client
+from bot.slack.middleware import bot_client
 from bot.slack.replies import PooledRespond
 from bot.wiring import slack_client, slack_session
 from tests.e2e.host_emulators import OtherHost

@@ -8,7 +8,7 @@ from bot.intake.policy import SpecPolicy
 from bot.providers import ProviderRegistry
 from bot.settings import Settings
 from bot.slack.command_text import parse_config_form, parse_setting
-from bot.slack.listeners import settings_text
+from bot.slack.listeners.commands import settings_text
 from bot.store.channel_tables import ChannelSettings
 from bot.store.channels import ChannelDefaults
 from engine.models import ThresholdSource

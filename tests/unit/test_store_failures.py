@@ -7,7 +7,7 @@ from __future__ import annotations
 import psycopg.errors
 from sqlalchemy.exc import OperationalError
 
-from bot.slack.listeners import store_answer
+from bot.slack.failures import store_answer
 from bot.store.db import unavailable
 from bot.store.errors import DatabaseUnavailableError, StoreFullError, StoreReadOnlyError
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.slack.listeners import where_it_happened
+from bot.slack.middleware import where_it_happened
 
 
 def test_an_event_names_the_workspace_it_occurred_in() -> None:
