@@ -63,8 +63,9 @@ def receipt_issuer(settings: Settings, registry: ProviderRegistry) -> ReceiptIss
 
 
 def check_receipt_keys(settings: Settings) -> str | None:
-    """Start-up: SettingsError when the receipt keys cannot sign (an edited keys file, a missing
-    or world-readable private key); a warning to log when receipts will be unsigned."""
+    """Start-up: SettingsError when the receipt keys cannot be trusted (an edited keys file, a
+    missing or world-readable private key); a warning to log when receipts will be unsigned (no
+    folder for them, or one the bot cannot write yet)."""
     ring = receipt_keys(settings)
     if ring is None:
         return (
@@ -73,8 +74,17 @@ def check_receipt_keys(settings: Settings) -> str | None:
         )
     try:
         ring.signer(create=True)
-    except (KeyRingError, OSError) as error:
+    except KeyRingError as error:
         raise SettingsError(f"receipt keys in {ring.directory}: {error}") from error
+    except OSError as error:
+        # A folder the bot cannot write (a read-only store's, say) is not a forged key: the bot
+        # serves read-only, and each ending tries to make the key again, so receipts are signed
+        # again as soon as the folder is writable.
+        return (
+            f"receipt keys in {ring.directory} cannot be written ({error.strerror or error}):"
+            " decision receipts are written UNSIGNED until it can; make that folder writable by"
+            " the bot's user"
+        )
     return None
 
 

@@ -21,7 +21,7 @@ from bot.wiring import build_services, build_worker_runtime, check_configured_mo
 
 
 def _check_receipt_keys(settings: Settings) -> None:
-    """Stop when the receipt keys cannot sign; warn when receipts will go unsigned."""
+    """Stop when the receipt keys cannot be trusted; warn when receipts will go unsigned."""
     warning = check_receipt_keys(settings)
     if warning is not None:
         logging.getLogger("bot.receipts").warning(warning)

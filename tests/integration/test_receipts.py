@@ -388,3 +388,20 @@ async def test_retention_removes_a_debate_with_its_receipt(store: Engine, ring: 
     with session_scope(store, workspace=EVERY_WORKSPACE) as session:
         operations.remove_debate(session, debate_id=debate_id)
         assert receipts.receipt_of(session, debate_id=debate_id) is None
+
+
+def test_a_key_folder_the_bot_cannot_write_is_a_warning_not_a_stop(tmp_path: Path) -> None:
+    """A read-only store's folder (here, a path under a plain file: not writable even as root)
+    leaves receipts unsigned until it can be written, with the fix; it does not stop `serve`."""
+    from bot.receipting import check_receipt_keys
+    from bot.settings import Settings
+
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder", encoding="utf-8")
+    warning = check_receipt_keys(
+        Settings(database_url="sqlite:///x.sqlite3", receipt_keys_dir=blocked / "keys")
+    )
+    assert warning is not None
+    assert "cannot be written" in warning
+    assert "UNSIGNED" in warning
+    assert "make that folder writable" in warning
