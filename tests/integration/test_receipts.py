@@ -390,18 +390,22 @@ async def test_retention_removes_a_debate_with_its_receipt(store: Engine, ring: 
         assert receipts.receipt_of(session, debate_id=debate_id) is None
 
 
-def test_a_key_folder_the_bot_cannot_write_is_a_warning_not_a_stop(tmp_path: Path) -> None:
-    """A read-only store's folder (here, a path under a plain file: not writable even as root)
-    leaves receipts unsigned until it can be written, with the fix; it does not stop `serve`."""
+def test_a_key_folder_the_bot_cannot_write_is_a_warning_not_a_stop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read-only store's folder leaves receipts unsigned until it can be written, with the
+    fix; it does not stop `serve` (a forged or unreadable key still does)."""
     from bot.receipting import check_receipt_keys
     from bot.settings import Settings
 
-    blocked = tmp_path / "a-file"
-    blocked.write_text("not a folder", encoding="utf-8")
+    def refused(self: KeyRing, *, create: bool = False) -> Signer:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(KeyRing, "signer", refused)
     warning = check_receipt_keys(
-        Settings(database_url="sqlite:///x.sqlite3", receipt_keys_dir=blocked / "keys")
+        Settings(database_url="sqlite:///x.sqlite3", receipt_keys_dir=tmp_path / "keys")
     )
     assert warning is not None
-    assert "cannot be written" in warning
+    assert "cannot be written (Operation not permitted)" in warning
     assert "UNSIGNED" in warning
     assert "make that folder writable" in warning
