@@ -50,6 +50,9 @@ _SEALED_AT_ENQUEUE = (
     "created_at",
     "triage",
     "triage_reason",
+    "cancel_requested_at",
+    "cancelled_by",
+    "cancelled_from",
 )
 """The debate's columns an ending reads besides its lease: what its seal covers from the debate
 as queued (`bot.store.audit.debate_digest`), and the triage it keeps unless the run decided it."""
