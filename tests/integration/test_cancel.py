@@ -4,6 +4,7 @@ during the judge, with its worker SIGKILLed; idempotent, refused once finished, 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 from collections.abc import Callable
@@ -83,14 +84,16 @@ class Stalling:
         self.llm = FunctionLLM(answer, pricing=PRICED, delay_s=delay_s)
 
 
-def worker(llm: FunctionLLM, **sinks: Callable[[Debate], Any]) -> DebateWorker:
+def worker(
+    llm: FunctionLLM, *, engine: Engine, sink: Callable[[Debate], Any] | None = None
+) -> DebateWorker:
     return DebateWorker(
-        engine=sinks.pop("engine"),
+        engine=engine,
         resolve_llm=lambda _s: llm,
         prompts=shipped_prompts(),
         worker_id="w1",
         config=WorkerConfig(cancel_poll_s=0.05),
-        sinks=sinks.get("sink"),
+        sinks=sink,
     )
 
 
@@ -189,3 +192,41 @@ def test_a_cancel_while_its_worker_is_dead_ends_it_at_the_next_claim(
     assert sealed
     assert len(rows) == kept
     assert not second_log.exists() or second_log.read_text() == ""  # no model asked again
+
+
+def test_the_operator_lists_shows_and_cancels_debates_without_sql(
+    store: Engine,
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from bot.cli import main
+
+    monkeypatch.setenv("DEBATEBOT_DATABASE_URL", database_url)
+    finished_id = enqueue(store, "done")
+    assert asyncio.run(worker(Stalling(None).llm, engine=store).run_once())
+    queued_id = enqueue(store, "waiting")
+    capsys.readouterr()
+
+    assert main(["debates", "cancel", str(queued_id), "--by", "alice"]) == 0
+    assert "stop asked; it ends CANCELLED at its claim" in capsys.readouterr().out
+    assert main(["debates", "cancel", str(finished_id)]) == 1
+    assert "has already finished (complete); there is nothing to stop" in capsys.readouterr().err
+    assert asyncio.run(worker(Stalling(None).llm, engine=store).run_once())
+
+    assert main(["debates", "list", "--state", "cancelled", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [(d["id"], d["state"], d["cancelled_by"]) for d in listed] == [
+        (queued_id, "CANCELLED", "alice")
+    ]
+    assert main(["debates", "show", str(finished_id), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["state"] == "COMPLETE"
+    assert len(shown["turns"]) == 10
+    assert shown["cost_usd"] == pytest.approx(sum(t["cost_usd"] for t in shown["turns"]))
+    assert main(["debates", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[:2] for line in lines] == [
+        [f"#{queued_id}", "CANCELLED"],
+        [f"#{finished_id}", "COMPLETE"],
+    ]
