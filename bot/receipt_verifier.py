@@ -518,7 +518,10 @@ def _check_reviews(reviews: Any, decisions: list[Any], problems: list[str]) -> N
     stated = [
         item["statement"]
         for item in decisions
-        if isinstance(item, dict) and isinstance(item.get("statement"), dict)
+        if isinstance(item, dict)
+        and isinstance(item.get("statement"), dict)
+        # A cancel (who stopped the debate) is signed like a decision but is no review.
+        and item["statement"].get("kind") != "cancel"
     ]
     recorded = _items(reviews)
     for review in recorded:

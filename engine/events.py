@@ -60,8 +60,22 @@ class DebateFailed(BaseModel):
     result: DebateResult
 
 
+class DebateCancelled(BaseModel):
+    """A person stopped the debate: `result` holds what was said until then."""
+
+    kind: Literal["cancelled"] = "cancelled"
+    reason: str
+    result: DebateResult
+
+
 DebateEvent = Annotated[
-    TurnStarted | TurnFinished | RoundFinished | VerdictReached | DebateTruncated | DebateFailed,
+    TurnStarted
+    | TurnFinished
+    | RoundFinished
+    | VerdictReached
+    | DebateTruncated
+    | DebateFailed
+    | DebateCancelled,
     Field(discriminator="kind"),
 ]
 EventSink = Callable[[DebateEvent], Awaitable[None]]

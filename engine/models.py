@@ -88,6 +88,8 @@ class DebateStatus(StrEnum):
     COMPLETE = "COMPLETE"
     TRUNCATED_BUDGET = "TRUNCATED_BUDGET"
     FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    """Stopped by a person (Slack's Stop, `/debate cancel`, the CLI): partial transcript kept."""
 
 
 class Decision(StrEnum):

@@ -13,7 +13,7 @@ from engine.events import (
     discard_events,
 )
 from engine.ledger import HaltCheck, LLMResolver, TurnLedger
-from engine.models import DebateResult, DebateSpec, DebateStatus, TurnRecord, utcnow
+from engine.models import DebateResult, DebateSpec, DebateStatus, TurnRecord, Verdict, utcnow
 from engine.prompts import PromptLibrary
 from engine.protocols import checked_protocol
 from engine.protocols.base import Ending, no_verdict
@@ -55,12 +55,31 @@ def ended_unrun(spec: DebateSpec, reason: str, recorded: Sequence[TurnRecord] = 
     """The result of a debate ended FAILED without running (further): its spec cannot run, or
     its runs kept stopping. No verdict (so it escalates, as any failed debate does), `reason` as
     its error, and the turns it had stored, so what they cost is recorded."""
-    now = utcnow()
     ending = Ending(status=DebateStatus.FAILED, error=reason)
+    return _ended(spec, reason, recorded, no_verdict(spec, ending))
+
+
+def ended_cancelled(
+    spec: DebateSpec, reason: str, recorded: Sequence[TurnRecord] = ()
+) -> DebateResult:
+    """The result of a debate a person stopped: CANCELLED with the turns stored so far (what
+    they cost stays counted) and no verdict. Not escalated: the person who stopped it has
+    already decided it needs no verdict."""
+    ending = Ending(status=DebateStatus.CANCELLED, error=reason)
+    verdict = no_verdict(spec, ending).model_copy(
+        update={"escalate": False, "escalation_reasons": []}
+    )
+    return _ended(spec, reason, recorded, verdict)
+
+
+def _ended(
+    spec: DebateSpec, reason: str, recorded: Sequence[TurnRecord], verdict: Verdict
+) -> DebateResult:
+    now = utcnow()
     return DebateResult(
         spec=spec,
         transcript=list(recorded),
-        verdict=no_verdict(spec, ending),
+        verdict=verdict,
         error=reason,
         started_at=now,
         finished_at=now,

@@ -7,7 +7,9 @@ import argparse
 import os
 import re
 from datetime import timedelta
+from importlib import metadata
 
+from bot.cli.manage_args import add_manage_commands
 from bot.providers import PROVIDERS
 from bot.settings import ROLE_SLOTS
 from engine.evaluation.arms import all_arms
@@ -79,11 +81,21 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
         )
 
 
+def _version() -> str:
+    """The installed package's version (a source checkout run without installing says so)."""
+    try:
+        return metadata.version("debatebot")
+    except metadata.PackageNotFoundError:
+        return "(not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="debatebot", description="Structured multi-agent debates on contested decisions."
     )
+    parser.add_argument("--version", action="version", version=f"debatebot {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
+    add_manage_commands(commands, duration=_duration, team_option=_team_option)
 
     run = commands.add_parser("run", help="run one debate in the terminal")
     run.add_argument(

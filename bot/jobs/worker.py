@@ -16,6 +16,8 @@
 - A Slack debate whose thread became unreachable (`debate.halt_reason`) stops before its next
   model call and ends FAILED with that reason. The reason is read with the claim and with each
   turn's write (which reads the debate's lease row anyway), not by a read before every call.
+- A debate a person stopped is seen within `cancel_poll_s` by the worker holding it, or at its
+  claim (bot.jobs.cancelling): the call in flight is abandoned, and it ends CANCELLED.
 - The ending is stored in one transaction with the messages it owes (`bot.jobs.closing`).
 - A debate whose spec cannot run, or that was claimed again and again without storing a turn,
   is ended FAILED with the reason instead of run (`bot.jobs.unrunnable`), so no debate is
@@ -36,6 +38,7 @@ from typing import Protocol, TypeVar
 from sqlalchemy import Engine
 from sqlmodel import Session
 
+from bot.jobs.cancelling import DEFAULT_POLL_S, CancelWatch, stopped_run
 from bot.jobs.closing import FinishWriter
 from bot.jobs.pause import OutagePause
 from bot.jobs.unrunnable import MAX_FRUITLESS_CLAIMS, stored_spec, why_not_run
@@ -43,6 +46,7 @@ from bot.logs import debate_context
 from bot.metrics import Metrics
 from bot.store import endings, queue, turns, workspaces
 from bot.store.calibration import weights_and_samples
+from bot.store.cancels import cancel_reason
 from bot.store.db import in_session
 from bot.store.debate_tables import Debate, TriageState
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError, StoreRefusedError
@@ -52,11 +56,11 @@ from bot.store.writer import TurnWriter
 from engine import triage
 from engine.calibration.sampling import ReviewSampler
 from engine.errors import LLMError
-from engine.events import DebateEvent, DebateFailed, EventSink, TurnFinished
+from engine.events import DebateCancelled, DebateEvent, DebateFailed, EventSink, TurnFinished
 from engine.ledger import BudgetExhausted, HaltCheck, LLMResolver
 from engine.models import DebateResult, DebateSpec, DebateStatus, TurnRecord
 from engine.prompts import PromptLibrary
-from engine.runner import ended_unrun, run_debate
+from engine.runner import ended_cancelled, ended_unrun, run_debate
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -114,6 +118,8 @@ class WorkerConfig:
     """A debate claimed this many times without storing a turn is ended FAILED, not run."""
     receipts: ReceiptIssuer | None = None
     """Issues each finished debate's signed receipt; None issues none."""
+    cancel_poll_s: float = DEFAULT_POLL_S
+    """How often the worker reads whether a person stopped one of its debates."""
 
 
 class DebateWorker:
@@ -149,6 +155,7 @@ class DebateWorker:
         self.reporter = reporter
         self._wake = asyncio.Event()
         self._draining = asyncio.Event()
+        self.cancels = CancelWatch(engine, poll_s=self.config.cancel_poll_s)
 
     def _drawn_for_review(self, result: DebateResult, sampled: int) -> bool:
         """Whether a verdict that did not escalate is sent for review as a sample: only a
@@ -263,19 +270,30 @@ class DebateWorker:
         # The halt reason as the claim, then each turn's write, found it: every model call
         # follows one of them, so checking it costs no store read of its own.
         halted = debate.halt_reason
+        # A turn's write outlives a cancel of its run (shielded); a stopped run's ending waits.
+        writing: set[asyncio.Future[turns.ChainHead]] = set()
+
+        stop_asked = False
 
         async def persist(event: DebateEvent) -> None:
-            nonlocal head, halted
+            nonlocal head, halted, stop_asked
             if isinstance(event, TurnFinished) and not event.replayed:
                 async with chain:
-                    head = await self.turns.append(
-                        turns.TurnWrite(debate_id, self.worker_id, event.turn, head)
+                    write = asyncio.ensure_future(
+                        self.turns.append(
+                            turns.TurnWrite(debate_id, self.worker_id, event.turn, head)
+                        )
                     )
-                    halted = head.halt_reason
+                    writing.add(write)
+                    write.add_done_callback(writing.discard)
+                    head = await asyncio.shield(write)
+                    halted, stop_asked = head.halt_reason, head.stop_asked
             for extra in extras:
                 await extra(event)
 
         async def halt() -> str | None:
+            if stop_asked:  # found with the last turn's write: no further call starts
+                await self.cancels.stop(debate_id)
             if self._draining.is_set():
                 raise ShuttingDown(f"debate {debate_id}: worker {self.worker_id} is stopping")
             if halted == workspaces.SUSPENDED:
@@ -285,6 +303,11 @@ class DebateWorker:
             return halted
 
         async def run() -> DebateResult:
+            if debate.cancel_requested_at is not None:
+                # Asked to stop while queued, or while no worker held it: no model call.
+                ended = ended_cancelled(spec, cancel_reason(debate), recorded)
+                await persist(DebateCancelled(reason=ended.error or "", result=ended))
+                return ended
             if unrun is not None:
                 ended = ended_unrun(spec, unrun, recorded)
                 await persist(DebateFailed(error=unrun, result=ended))
@@ -308,6 +331,7 @@ class DebateWorker:
 
         runner = asyncio.create_task(run())
         heartbeat = asyncio.create_task(self._heartbeat(debate_id, runner))
+        self.cancels.watch(debate_id, runner)
         try:
             result = await runner
         except ShuttingDown:
@@ -322,10 +346,15 @@ class DebateWorker:
             if current is not None and current.cancelling():
                 await self._hand_back(debate_id)
                 raise
-            # Not us being cancelled: the heartbeat cancelled the run because the lease was lost.
-            log.warning("debate %s: abandoned by %s (lease lost)", debate_id, self.worker_id)
-            return None
+            if not self.cancels.asked(debate_id):
+                # Not us being cancelled: the heartbeat cancelled the run as the lease was lost.
+                log.warning("debate %s: abandoned by %s (lease lost)", debate_id, self.worker_id)
+                return None
+            await asyncio.gather(*writing, return_exceptions=True)
+            result, head = await stopped_run(self.engine, debate_id, spec)
+            await persist(DebateCancelled(reason=result.error or "", result=result))
         finally:
+            self.cancels.unwatch(debate_id)
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat

@@ -79,6 +79,7 @@ ENDING_LABEL = {
     DebateStatus.COMPLETE: "done",
     DebateStatus.TRUNCATED_BUDGET: "stopped at the budget ceiling",
     DebateStatus.FAILED: "failed",
+    DebateStatus.CANCELLED: "stopped",
 }
 CHECKS = "checks"
 
@@ -138,6 +139,7 @@ class Plan:
         why = {
             DebateStatus.TRUNCATED_BUDGET: "the budget ceiling was reached",
             DebateStatus.FAILED: "the debate failed",
+            DebateStatus.CANCELLED: result.error or "the debate was stopped",
         }.get(status)
         for task in self.tasks.values():
             if task.status in DONE:

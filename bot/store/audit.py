@@ -24,7 +24,8 @@ the version changes the head or breaks the signature:
   verify) and `debate_digest`: what
   was asked (question, spec with its context documents, protocol, who asked, where, whose
   reviewers decide, link, when)
-  and how it ended (state, outcome, decision, confidence, cost, error, triage, finished_at).
+  and how it ended (state, outcome, decision, confidence, cost, error, triage, finished_at;
+  since schema 0028, for a debate a person stopped, who stopped it, when and from where).
   None of these change once the debate has finished. The debate's columns that do change later
   (`thread_ts` once the parent message is delivered or re-created, `halt_reason`,
   `pr_comment_due`, `updated_at`, the lease columns) are left out. The digest is also stored
@@ -206,6 +207,12 @@ def debate_digest(debate: Debate | Mapping[str, Any], *, version: int = CHAIN_VE
     payload["cost_usd"] = _number(values["cost_usd"])
     payload["created_at"] = _instant(values["created_at"])
     payload["finished_at"] = _instant(values["finished_at"])
+    # Who stopped a cancelled debate, when and from where (schema 0028): hashed only when set,
+    # so every debate sealed before (and every one nobody stopped) hashes as it was sealed.
+    if values.get("cancel_requested_at") is not None:
+        payload["cancel_requested_at"] = _instant(values["cancel_requested_at"])
+        payload["cancelled_by"] = values.get("cancelled_by")
+        payload["cancelled_from"] = values.get("cancelled_from")
     return hashlib.sha256(_canonical(payload).encode()).hexdigest()
 
 

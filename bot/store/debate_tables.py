@@ -19,6 +19,20 @@ class DebateState(StrEnum):
     FINISHED = "finished"
 
 
+class CancelSource(StrEnum):
+    """Where a person stopped a debate from (issue 44)."""
+
+    SLACK_STOP = "slack_stop"
+    """Slack's Stop button of the debate's agent session, or the Stop button on its message."""
+    COMMAND = "command"
+    """`/debate cancel <id>`."""
+    CLI = "cli"
+    """`debatebot debates cancel`."""
+    TERMINAL = "terminal"
+    """Ctrl-C in `debatebot run`."""
+    WEB = "web"
+
+
 class DebateSource(StrEnum):
     """What asked for a debate."""
 
@@ -90,6 +104,18 @@ class Debate(WorkspaceOwned, table=True):
     """When the app was uninstalled from the debate's workspace (or its bot token revoked): no
     worker claims it, its worker stops at the next turn and hands it back, and installing the
     app again clears this, so it resumes (bot.store.workspaces)."""
+    cancel_requested_at: datetime | None = None
+    """When a person asked to stop the debate (None: nobody did). Whatever worker holds it
+    sees the request within `DEBATEBOT_CANCEL_POLL_S` and abandons the call in flight; a queued
+    one, or one no worker holds, is ended at its next claim without a model call. The three
+    cancel columns are sealed with the ending (bot.store.audit)."""
+    cancelled_by: str | None = Field(default=None, max_length=80)
+    cancelled_from: CancelSource | None = Field(
+        default=None,
+        sa_column=enum_column(
+            CancelSource, name="ck_debate_cancelled_from", length=20, nullable=True
+        ),
+    )
     chain_head: str | None = Field(default=None, max_length=64)
     chain_turns: int | None = None
     triage: TriageState | None = Field(

@@ -22,7 +22,7 @@ from bot.store.errors import (
     StoreRefusedError,
 )
 from bot.store.outbox_tables import Outbox
-from bot.store.receipts import Issue, ReceiptIssuer, issue_receipts
+from bot.store.receipts import Issue, ReceiptIssuer, add_cancel, issue_receipts
 from bot.store.results import StoredResult
 from bot.store.review_tables import Escalation, EscalationState
 from bot.store.sql import CHANNELS, DEBATES, ESCALATIONS, VERDICTS, among
@@ -50,6 +50,9 @@ _SEALED_AT_ENQUEUE = (
     "created_at",
     "triage",
     "triage_reason",
+    "cancel_requested_at",
+    "cancelled_by",
+    "cancelled_from",
 )
 """The debate's columns an ending reads besides its lease: what its seal covers from the debate
 as queued (`bot.store.audit.debate_digest`), and the triage it keeps unless the run decided it."""
@@ -253,6 +256,8 @@ def _record_endings(
         issues = [ending.issue for ending in endings if ending.finish.receipts is issuer]
         for debate_id, key_id in issue_receipts(session, issuer, issues).items():
             receipts[debate_id] = Receipted(key_id)
+        for issue in issues:  # who stopped a cancelled debate, signed like a decision
+            add_cancel(session, issuer, debate=issue.debate)
     ids = [ending.finish.debate_id for ending in endings if ending.finish.owes_messages]
     debates = _as_stored(session, Debate, col(Debate.id), ids) if ids else {}
     escalations = _as_stored(session, Escalation, col(Escalation.debate_id), ids) if ids else {}

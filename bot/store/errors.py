@@ -95,3 +95,7 @@ class TokenDecryptError(StoreError):
 class WorkspaceScopeError(StoreError):
     """Store work tried to reach a row outside its workspace, or wrote a row without naming its
     workspace (bot.store.tenancy): a bug in the caller, refused before anything is stored."""
+
+
+class CancelRefusedError(StoreError):
+    """A cancel of a debate that has already ended: there is nothing left to stop."""

@@ -245,6 +245,36 @@ def add_decision(
     return signature["key_id"] if signature else None
 
 
+def add_cancel(session: Session, issuer: ReceiptIssuer, *, debate: Mapping[str, Any]) -> None:
+    """Join the signed statement of who stopped a cancelled debate (issue 44), when and from
+    where, to its receipt just issued, in the caller's transaction: like a reviewer's decision
+    (`add_decision`), with `kind` "cancel" and no review request shown."""
+    parts = receipt_parts(session, debate_id=debate["id"])
+    if not parts or debate.get("cancel_requested_at") is None:
+        return
+    signer = issuer.signer()
+    now = utcnow()
+    source = debate.get("cancelled_from")
+    statement = {
+        "format": DECISION_FORMAT,
+        "seq": len(parts) - 1,
+        "receipt_sha256": digest(json.loads(parts[0].body)),
+        "previous_sha256": digest(json.loads(parts[-1].body)),
+        "key_id": signer.key_id if signer is not None else None,
+        "issued_at": instant(now),
+        "kind": "cancel",
+        "decision": "cancelled",
+        "by": debate.get("cancelled_by"),
+        "decided_at": instant(debate["cancel_requested_at"]),
+        "note": f"stopped from {getattr(source, 'value', source)}" if source else None,
+        "shown_sha256": None,
+    }
+    signature = signer.sign(statement) if signer is not None else None
+    session.add(
+        ReceiptPart(**_part(debate, len(parts), ReceiptKind.DECISION, statement, signature, now))
+    )
+
+
 def _part(
     debate: Mapping[str, Any],
     part: int,

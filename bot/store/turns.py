@@ -35,6 +35,7 @@ _LEASE_COLUMNS = (
     DEBATES.c.team_id,
     DEBATES.c.enterprise_id,
     DEBATES.c.suspended_at,
+    DEBATES.c.cancel_requested_at,
 )
 
 
@@ -99,6 +100,9 @@ class ChainHead:
     halt_reason: str | None = field(default=None, compare=False)
     """The debate's halt reason as the write that made this head found it: the worker checks it
     before the next model call without a read of its own."""
+    stop_asked: bool = field(default=False, compare=False)
+    """Whether a person had asked to stop the debate when the write that made this head was
+    made (bot.store.cancels): the worker starts no further model call."""
 
 
 def stored_runs(
@@ -203,7 +207,10 @@ def append_turns(
         row["team_id"], row["enterprise_id"] = lease.team_id, lease.enterprise_id
         rows.append(row)
         halted = SUSPENDED if lease.suspended_at is not None else lease.halt_reason
-        results.append(ChainHead(seq=row["seq"], hash=row["hash"], halt_reason=halted))
+        asked = lease.cancel_requested_at is not None
+        results.append(
+            ChainHead(seq=row["seq"], hash=row["hash"], halt_reason=halted, stop_asked=asked)
+        )
     if not rows:
         session.rollback()
         return results

@@ -119,6 +119,7 @@ class LlamaProcess:
         self._child: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
         self._closing = False
+        self._interrupted = False
 
     @property
     def pid(self) -> int | None:
@@ -128,6 +129,7 @@ class LlamaProcess:
         """The child's answer to `request`; raises what the child reported, or
         ModelProcessCrashedError when it died, or LLMError when it overran `timeout_s`."""
         with self._lock:
+            self._interrupted = False
             self._refuse_after_crashes()
             try:
                 child = self._running()
@@ -152,6 +154,16 @@ class LlamaProcess:
         if child is not None and child.poll() is None:
             # Only killed here: the call holding the pipes sees them end and reaps the child
             # (closing them under its feet could hand their numbers to another file).
+            child.kill()
+
+    def interrupt(self) -> None:
+        """Abandon the generation in flight: its caller was cancelled (a person stopped the
+        debate, issue 44). llama.cpp cannot be stopped mid-generation from outside, so the child
+        is killed; the abandoned call ends with an error nobody awaits, not counted as a crash,
+        and the next call starts a fresh child. Nothing happens when no call holds the child."""
+        child = self._child
+        if child is not None and child.poll() is None and self._lock.locked():
+            self._interrupted = True
             child.kill()
 
     def _refuse_after_crashes(self) -> None:
@@ -243,6 +255,8 @@ class LlamaProcess:
     def _died(self, doing: str) -> LLMError:
         """The error of a child that died `doing` something, after reaping it."""
         code = self._stop(kill=True)
+        if self._interrupted:
+            return LLMError("the local model's call was abandoned: its debate was stopped")
         if self._closing:
             return LLMError("the local model's process was stopped: this process is shutting down")
         self.crashes += 1

@@ -286,7 +286,12 @@ class LocalLlamaLLM:
         )
         async with self._lock:
             started = time.perf_counter()
-            response = await asyncio.to_thread(self.process.call, payload)
+            try:
+                response = await asyncio.to_thread(self.process.call, payload)
+            except asyncio.CancelledError:
+                # The debate was stopped: its generation is interrupted, not awaited.
+                self.process.interrupt()
+                raise
             latency = time.perf_counter() - started
         choice = response["choices"][0]
         usage = response.get("usage") or {}

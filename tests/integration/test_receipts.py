@@ -30,9 +30,9 @@ from bot.jobs.notifier import DebateNotifier
 from bot.jobs.worker import DebateWorker, WorkerConfig
 from bot.keyring import KeyRing, KeyRingError, Signer
 from bot.receipt_verifier import digest, instant, verify
-from bot.store import operations, outbox, queue, receipts, reviews
+from bot.store import cancels, operations, outbox, queue, receipts, reviews
 from bot.store.db import session_scope
-from bot.store.debate_tables import DebateSource
+from bot.store.debate_tables import CancelSource, DebateSource
 from bot.store.export import export_record
 from bot.store.receipts import ReceiptIssuer
 from bot.store.review_tables import EscalationState
@@ -409,3 +409,37 @@ def test_a_key_folder_the_bot_cannot_write_is_a_warning_not_a_stop(
     assert "cannot be written (Operation not permitted)" in warning
     assert "UNSIGNED" in warning
     assert "make that folder writable" in warning
+
+
+async def test_a_cancelled_debate_s_receipt_carries_who_stopped_it_signed_like_a_decision(
+    store: Engine, ring: KeyRing
+) -> None:
+    with Session(store) as session:
+        debate, _ = queue.enqueue_debate(
+            session,
+            new=queue.NewDebate(
+                trigger_key="stopped", spec=SPEC, source=DebateSource.COMMAND, channel_id="C1"
+            ),
+        )
+        assert debate.id is not None
+        debate_id = debate.id
+        cancels.request_cancel(session, debate_id=debate_id, by="U7", source=CancelSource.COMMAND)
+    worker = DebateWorker(
+        engine=store,
+        resolve_llm=lambda _m: DebateScript().llm(),
+        prompts=shipped_prompts(),
+        config=WorkerConfig(receipts=issuer_of(ring)),
+    )
+    assert await worker.run_once()
+    record = exported(store, debate_id)
+    report = verify(record, keys_of(ring))
+    assert report.ok, report.problems
+    [stop] = record["receipt"]["decisions"]
+    statement = stop["statement"]
+    assert (statement["kind"], statement["decision"], statement["by"]) == (
+        "cancel",
+        "cancelled",
+        "U7",
+    )
+    assert statement["note"] == "stopped from command"
+    assert any("cancelled by U7" in fact for fact in report.facts)

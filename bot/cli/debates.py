@@ -1,0 +1,191 @@
+"""`debatebot debates`: find, read and stop debates without SQL (issue 44). `list` filters by
+state, workspace, channel and age; `show` gives a debate's turns, spend and the messages it
+still owes; `cancel` asks whatever worker holds it to stop it (a queued one, or one no worker
+holds, ends at its next claim). Every command prints JSON with `--json`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime
+from typing import Any
+
+from sqlmodel import Session, col, select
+
+from bot.settings import Settings
+from bot.store import cancels, queue, turns
+from bot.store.db import session_scope
+from bot.store.debate_tables import CancelSource, Debate, DebateState
+from bot.store.errors import CancelRefusedError, DebateNotFoundError
+from bot.store.outbox_tables import Outbox, OutboxState
+from bot.store.tenancy import EVERY_WORKSPACE, Scope, Workspace
+from bot.wiring import open_store
+from engine.models import utcnow
+
+OWED = (OutboxState.PENDING, OutboxState.SENDING, OutboxState.FAILED)
+"""Outbox rows a debate still owes (failed: held or given up, `debatebot deliveries retry`)."""
+
+
+def state_of(debate: Debate) -> str:
+    """How the CLI names a debate's state: QUEUED or RUNNING (with `, stop asked` once somebody
+    asked), or how it ended (COMPLETE, TRUNCATED_BUDGET, FAILED, CANCELLED)."""
+    if debate.state == DebateState.FINISHED:
+        return (debate.outcome.value if debate.outcome else "FINISHED").upper()
+    asked = ", stop asked" if debate.cancel_requested_at is not None else ""
+    return f"{debate.state.value.upper()}{asked}"
+
+
+def debates(args: argparse.Namespace) -> int:
+    settings = Settings()
+    scope: Scope = Workspace(team_id=args.team) if args.team else EVERY_WORKSPACE
+    with open_store(settings) as engine, session_scope(engine, workspace=scope) as session:
+        if args.action == "list":
+            return _list(session, args)
+        if args.id is None:
+            print(f"debatebot: debates {args.action} needs a debate id", file=sys.stderr)
+            return 2
+        try:
+            if args.action == "show":
+                return _show(session, args.id, as_json=args.json)
+            return _cancel(session, args.id, by=args.by, as_json=args.json)
+        except (DebateNotFoundError, CancelRefusedError) as error:
+            print(f"debatebot: {error}", file=sys.stderr)
+            return 1
+
+
+def summary(debate: Debate) -> dict[str, Any]:
+    return {
+        "id": debate.id,
+        "state": state_of(debate).split(",")[0],
+        "stop_asked": debate.cancel_requested_at is not None,
+        "team_id": debate.team_id,
+        "channel_id": debate.channel_id,
+        "requested_by": debate.requested_by,
+        "protocol": debate.protocol,
+        "question": debate.question,
+        "cost_usd": debate.cost_usd,
+        "created_at": _iso(debate.created_at),
+        "finished_at": _iso(debate.finished_at),
+        "error": debate.error,
+        "cancelled_by": debate.cancelled_by,
+        "cancelled_from": debate.cancelled_from.value if debate.cancelled_from else None,
+        "cancel_requested_at": _iso(debate.cancel_requested_at),
+    }
+
+
+def _list(session: Session, args: argparse.Namespace) -> int:
+    query = select(Debate).order_by(col(Debate.id).desc()).limit(args.limit)
+    if args.state in ("queued", "running"):
+        query = query.where(Debate.state == DebateState(args.state))
+    elif args.state is not None:
+        query = query.where(Debate.state == DebateState.FINISHED)
+        query = query.where(col(Debate.outcome) == args.state.upper())
+    if args.channel:
+        query = query.where(Debate.channel_id == args.channel)
+    now = utcnow()
+    if args.older_than is not None:
+        query = query.where(col(Debate.created_at) <= now - args.older_than)
+    if args.newer_than is not None:
+        query = query.where(col(Debate.created_at) >= now - args.newer_than)
+    found = list(session.exec(query))
+    if args.json:
+        print(json.dumps([summary(debate) for debate in found], indent=2))
+        return 0
+    if not found:
+        print("no debates match")
+    for debate in found:
+        cost = f"${debate.cost_usd:.4f}"
+        print(
+            f"#{debate.id}  {state_of(debate):<22} {debate.protocol:<12} {cost:>9}"
+            f"  {debate.channel_id or '-':<12} {debate.created_at:%Y-%m-%d %H:%M}"
+            f"  {debate.question[:60]}"
+        )
+    return 0
+
+
+def _show(session: Session, debate_id: int, *, as_json: bool) -> int:
+    debate = queue.get_debate(session, debate_id=debate_id)
+    rows = turns.turn_rows(session, debate_id=debate_id)
+    owed = list(
+        session.exec(
+            select(Outbox)
+            .where(Outbox.debate_id == debate_id, col(Outbox.state).in_([s.value for s in OWED]))
+            .order_by(col(Outbox.id))
+        )
+    )
+    turn_list = [
+        {
+            "round": row.round,
+            "role": row.role,
+            "speaker": row.speaker,
+            "model": f"{row.provider}:{row.model}",
+            "cost_usd": row.cost_usd,
+            "created_at": _iso(row.created_at),
+        }
+        for row in rows
+    ]
+    deliveries = [
+        {
+            "id": row.id,
+            "key": row.key,
+            "state": row.state.value,
+            "attempts": row.attempts,
+            "last_error": row.last_error,
+        }
+        for row in owed
+    ]
+    if as_json:
+        document = summary(debate) | {"turns": turn_list, "deliveries_owed": deliveries}
+        print(json.dumps(document, indent=2))
+        return 0
+    print(f"debate #{debate.id}: {state_of(debate)}  ({debate.protocol})")
+    print(f"  question: {debate.question}")
+    print(
+        f"  asked by {debate.requested_by or '-'} in {debate.channel_id or '-'}"
+        f" at {debate.created_at:%Y-%m-%d %H:%M:%S} UTC"
+    )
+    if debate.error:
+        print(f"  {debate.error}")
+    print(f"  spend: ${sum(row.cost_usd for row in rows):.4f} over {len(rows)} turn(s)")
+    for turn in turn_list:
+        who = f" {turn['speaker']}" if turn["speaker"] else ""
+        print(
+            f"    round {turn['round']} {turn['role']}{who}  {turn['model']}"
+            f"  ${turn['cost_usd']:.4f}"
+        )
+    print(f"  deliveries owed: {len(deliveries) or 'none'}")
+    for owed_row in deliveries:
+        error = f": {owed_row['last_error']}" if owed_row["last_error"] else ""
+        print(
+            f"    #{owed_row['id']} {owed_row['key']} {owed_row['state']}"
+            f" after {owed_row['attempts']} attempt(s){error}"
+        )
+    return 0
+
+
+def _cancel(session: Session, debate_id: int, *, by: str, as_json: bool) -> int:
+    asked = cancels.request_cancel(session, debate_id=debate_id, by=by, source=CancelSource.CLI)
+    debate = asked.debate
+    if as_json:
+        print(json.dumps(summary(debate) | {"new_request": asked.new}, indent=2))
+        return 0
+    if not asked.new:
+        print(
+            f"debate #{debate_id}: already asked to stop by {debate.cancelled_by}; it ends"
+            " CANCELLED when its worker sees it (or at its next claim)"
+        )
+    elif debate.state == DebateState.QUEUED:
+        print(
+            f"debate #{debate_id}: stop asked; it ends CANCELLED at its claim, with no model call"
+        )
+    else:
+        print(
+            f"debate #{debate_id}: stop asked; the worker holding it abandons its call and ends"
+            " it CANCELLED (if no worker runs, at the next claim)"
+        )
+    return 0
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()

@@ -1,0 +1,43 @@
+"""The options of the operator's commands that manage debates without SQL (issue 44):
+`debatebot debates` (list, show, cancel)."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+STATES = ("queued", "running", "complete", "truncated_budget", "failed", "cancelled")
+"""What `--state` takes: a debate not yet ended by its job state, an ended one by how it ended."""
+
+
+def add_manage_commands(
+    commands: Any, *, duration: Callable[[str], timedelta], team_option: Callable[..., None]
+) -> None:
+    """Add `debates` to the `debatebot` subcommands."""
+    debates: argparse.ArgumentParser = commands.add_parser(
+        "debates",
+        help="list debates (by state, workspace, channel, age), show one (turns, spend,"
+        " deliveries owed), or cancel one",
+    )
+    debates.add_argument("action", choices=("list", "show", "cancel"))
+    debates.add_argument("id", type=int, nargs="?", metavar="ID", help="the debate (show, cancel)")
+    debates.add_argument("--state", choices=STATES, help="list: only debates in this state")
+    debates.add_argument("--channel", metavar="CHANNEL_ID", help="list: only this channel's")
+    debates.add_argument(
+        "--older-than", type=duration, metavar="AGE", help="list: asked at least AGE ago (30d)"
+    )
+    debates.add_argument(
+        "--newer-than", type=duration, metavar="AGE", help="list: asked at most AGE ago (12h)"
+    )
+    debates.add_argument("--limit", type=int, default=50, help="list: at most this many (50)")
+    debates.add_argument(
+        "--by",
+        default=getpass.getuser(),
+        help="cancel: who asks, as the debate's record names it (your login name)",
+    )
+    debates.add_argument("--json", action="store_true", help="print JSON")
+    team_option(debates)
+    debates.set_defaults(handler="debates:debates", is_async=False)
