@@ -167,8 +167,7 @@ def encode_bytes(raw: bytes) -> str:
 
 
 def decode_bytes(text: Any, length: int, what: str) -> bytes:
-    """The bytes `text` encodes, refusing any other spelling of them (padding, spare bits), so
-    a signature or key has one written form and an edit to it is never accepted."""
+    """The bytes `text` encodes, refusing any other spelling (padding, spare bits): one form."""
     if not isinstance(text, str):
         raise ValueError(f"{what} is not a string")
     try:
