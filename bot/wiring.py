@@ -22,7 +22,8 @@ from sqlalchemy import Engine
 from bot.health import HealthProbe
 from bot.hosts.clients import HostClients
 from bot.hosts.links import HostConfig
-from bot.intake.intake import Intake, Reach
+from bot.intake.deployment import deployment_intake
+from bot.intake.intake import Intake
 from bot.intake.policy import SpecPolicy
 from bot.jobs.notifier import DebateNotifier
 from bot.jobs.pr_comments import PullRequestComments
@@ -36,7 +37,6 @@ from bot.settings import Settings, SettingsError
 from bot.slackweb.token import TokenGate
 from bot.store.channels import ChannelDefaults
 from bot.store.db import ensure_schema, make_engine
-from bot.store.queue import InFlightLimits, SpendCaps
 from bot.store.refusals import Backoff
 from bot.store.tenancy import EVERY_WORKSPACE, Workspace
 from engine.calibration.sampling import ReviewSampler
@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 
     from bot.jobs.delivery import OutboxDelivery
     from bot.jobs.scheduled import ScheduledJobs
+    from bot.slack.admission import Reach
     from bot.slackweb.installations import DatabaseInstallationStore
     from bot.slackweb.poster import SlackPoster
 
@@ -374,20 +375,17 @@ def build_intake(
     """The one intake, with the deployment's limits, caps and review channel; with `gate`, it
     refuses new debates while Slack refuses the bot token, and with `tokens_per_workspace`
     (OAuth installs) while the store says Slack refuses the workspace's."""
-    return Intake(
+    from bot.slack.admission import SlackDoorChecks
+
+    checks = SlackDoorChecks(
         engine=engine,
-        policy=services.policy,
+        workspace=workspace,
         reach=reach,
-        limits=InFlightLimits(
-            per_user=settings.max_debates_per_user,
-            per_channel=settings.max_debates_per_channel,
-        ),
-        caps=SpendCaps(workspace_usd=settings.workspace_monthly_budget_usd),
-        review_channel=settings.review_channel,
-        wake=wake,
         gate=gate,
         tokens_per_workspace=tokens_per_workspace,
-        workspace=workspace,
+    )
+    return deployment_intake(
+        settings, services.policy, engine, workspace=workspace, wake=wake, checks=checks
     )
 
 

@@ -156,6 +156,19 @@ def test_the_store_imports_nothing_of_the_slack_layer(path: Path) -> None:
     assert not slack, f"{path.relative_to(ROOT)} imports the Slack layer: {slack}"
 
 
+@pytest.mark.parametrize("path", python_files("bot/intake"), ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_intake_imports_nothing_of_the_slack_layer(path: Path) -> None:
+    """The intake is every front door's: Slack's own checks (its token, its channels, which ids
+    are DMs) are handed to it by the Slack door (`bot.slack.admission`), never imported."""
+    source = path.read_text(encoding="utf-8")
+    slack = sorted(
+        name
+        for name in bot_imports(source) | imported_modules(source)
+        if name.startswith(SLACK_LAYER)
+    )
+    assert not slack, f"{path.relative_to(ROOT)} imports the Slack layer: {slack}"
+
+
 def test_an_upward_import_is_caught() -> None:
     """A store module importing the renderer (what the store once did) is seen as going up."""
     store = layer_of("bot.store.queue")

@@ -4,7 +4,8 @@ that sets its own keeps it, and `default` or an empty form field returns to them
 
 from __future__ import annotations
 
-from bot.intake.policy import SpecPolicy
+from bot.intake.policy import PlaceSettings, SpecPolicy
+from bot.intake.request import Ask
 from bot.providers import ProviderRegistry
 from bot.settings import Settings
 from bot.slack.command_text import parse_config_form, parse_setting
@@ -23,7 +24,7 @@ def test_a_channel_with_settings_of_its_own_follows_the_deployments_threshold_an
     deployment = Settings(provider="fake", escalation_threshold=0.8, rounds=2)
     channel = ChannelSettings(channel_id="C1", reviewers=["U1"], budget_usd=1.0)
 
-    spec = policy(deployment).for_channel(channel, "Adopt ADR-7?")
+    spec = policy(deployment).for_place(PlaceSettings.of_channel(channel), Ask("Adopt ADR-7?"))
 
     assert (spec.escalation_threshold, spec.max_rounds) == (0.8, 2)
 
@@ -32,7 +33,7 @@ def test_a_channels_own_threshold_and_rounds_win() -> None:
     deployment = Settings(provider="fake", escalation_threshold=0.8, rounds=2)
     channel = ChannelSettings(channel_id="C1", threshold=0.5, rounds=3)
 
-    spec = policy(deployment).for_channel(channel, "Adopt ADR-7?")
+    spec = policy(deployment).for_place(PlaceSettings.of_channel(channel), Ask("Adopt ADR-7?"))
 
     assert (spec.escalation_threshold, spec.max_rounds) == (0.5, 3)
 
