@@ -15,7 +15,7 @@ from sqlmodel import Session
 
 from bot.intake.checked import checked_spec
 from bot.intake.doors import DoorChecks
-from bot.intake.errors import NotAdmittedError
+from bot.intake.errors import LimitNotAdmittedError
 from bot.intake.policy import DEPLOYMENT_DEFAULTS, TRIAGED_SOURCES, PlaceSettings, SpecPolicy
 from bot.intake.request import Ask, DebateRequest, FollowUp
 from bot.messages import owed
@@ -146,9 +146,9 @@ class Intake:
                 workspace=self.workspace,
             )
         except InFlightLimitError as error:
-            raise NotAdmittedError(_limit_text(error, new)) from error
+            raise LimitNotAdmittedError(_limit_text(error, new)) from error
         except BudgetExceededError as error:
-            raise NotAdmittedError(_budget_text(error)) from error
+            raise LimitNotAdmittedError(_budget_text(error)) from error
 
     async def enqueue(self, admitted: Admitted) -> Started:
         """Queue an admitted request with the messages a new debate owes (in one transaction),
@@ -174,9 +174,9 @@ class Intake:
                     self.engine, lambda s: self._queue(s, admitted), workspace=self.workspace
                 )
         except InFlightLimitError as error:
-            raise NotAdmittedError(_limit_text(error, admitted.new)) from error
+            raise LimitNotAdmittedError(_limit_text(error, admitted.new)) from error
         except BudgetExceededError as error:
-            raise NotAdmittedError(_budget_text(error)) from error
+            raise LimitNotAdmittedError(_budget_text(error)) from error
         except StoreNoAnswerError as error:
             # The insert may still be committed when the database answers: nobody may be told
             # that nothing was queued.
