@@ -10,8 +10,8 @@ from typing import Any
 
 import aiohttp
 import pytest
-from starlette.routing import Route
 from sqlmodel import select
+from starlette.routing import Route
 
 from bot.fronts.web.openapi import OPENAPI
 from bot.fronts.web.reading import DebateOut
