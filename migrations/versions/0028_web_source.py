@@ -1,7 +1,7 @@
 """web source: a debate may be asked from the web page (`web`) or the HTTP API (`api`) of
 `debatebot web`, beside Slack's triggers and the terminal
 
-Revision ID: 0027
+Revision ID: 0028
 Revises: 0025
 Create Date: 2026-12-02 10:00:00
 """
@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = "0027"
+revision = "0028"
+# Written on a branch from 0025, beside 0026_post_in_doubt and 0027_threshold_policy: merged
+# after them, this follows 0027 (it changes nothing they change).
 down_revision = "0025"
 branch_labels = None
 depends_on = None
