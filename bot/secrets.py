@@ -136,3 +136,12 @@ def audit_key_bytes(value: SecretStr | None) -> bytes | None:
             f" e.g. {MAKE_KEY}"
         )
     return raw.encode()
+
+
+def host_token(value: SecretStr | None, host: str) -> str | None:
+    """The GitHub or GitLab token (`host`: github or gitlab), refusing a placeholder; None when
+    unset (public repositories only)."""
+    if value is None:
+        return None
+    variable = "DEBATEBOT_GITHUB_TOKEN" if host == "github" else "DEBATEBOT_GITLAB_TOKEN"
+    return secret_value(value, variable, prefix="", where=f"your {host} account's token settings")

@@ -284,6 +284,17 @@ class Settings(BaseSettings):
     http_port: int = Field(
         default=3000, ge=1, le=65535, description="the port `serve` listens on in HTTP mode"
     )
+    web_host: str = Field(default="127.0.0.1", description="where `debatebot web` listens")
+    web_port: int = Field(default=8088, ge=1, le=65535, description="`debatebot web`'s port")
+    web_token: SecretStr | None = Field(
+        default=None,
+        description="bearer token of `debatebot web`'s API and password of its page; required"
+        " when it listens on any address but 127.0.0.1",
+    )
+    web_runs_debates: bool = Field(
+        default=True,
+        description="`debatebot web` runs the debates it admits; false where workers run beside it",
+    )
     worker_concurrency: int = Field(
         default=16,
         ge=0,
@@ -525,17 +536,6 @@ class Settings(BaseSettings):
                 where="your server's configuration",
             )
         return None
-
-    def host_token(self, host: str) -> str | None:
-        """The GitHub or GitLab token, refusing a placeholder; None when unset (public
-        repositories only)."""
-        value = self.github_token if host == "github" else self.gitlab_token
-        if value is None:
-            return None
-        variable = "DEBATEBOT_GITHUB_TOKEN" if host == "github" else "DEBATEBOT_GITLAB_TOKEN"
-        return secret_value(
-            value, variable, prefix="", where=f"your {host} account's token settings"
-        )
 
     def slack_bot_token_value(self) -> str:
         """The bot token alone (a worker delivering messages needs no signing secret)."""

@@ -202,6 +202,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve_cmd.set_defaults(handler="processes:serve", is_async=True)
 
+    web = commands.add_parser(
+        "web", help="the playground page and HTTP API (http://127.0.0.1:8088 by default)"
+    )
+    web.add_argument("--port", type=_positive, help="default: DEBATEBOT_WEB_PORT, 8088")
+    web.add_argument("--host", help="default: DEBATEBOT_WEB_HOST, 127.0.0.1")
+    web.add_argument(
+        "--no-worker", action="store_true", help="leave the debates to `worker` or `serve`"
+    )
+    web.set_defaults(handler="web:web", is_async=True)
+
     db = commands.add_parser("db", help="database schema")
     db.add_argument("action", choices=("upgrade",))
     db.set_defaults(handler="database:database", is_async=False)

@@ -1,7 +1,7 @@
 """`debatebot run`: one debate from the terminal, queued and run in this process, printed as it
-goes. Its spec comes from the same policy as Slack's (`bot.intake.policy`) and passes the same
-check (`bot.intake.checked`) before anything is stored; with no channel, it is queued without
-admission. `--json` writes the debate's export, as `debatebot export` does."""
+goes. It is admitted by the same intake as every front door's request (`bot.intake`: the spec
+by policy and checked, debates in flight, monthly caps) before anything is stored. `--json`
+writes the debate's export, as `debatebot export` does."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from pathlib import Path
 from bot.cli.console import ConsoleEvents, print_verdict
 from bot.cli.models import role_overrides
 from bot.cli.question import QuestionError, read_context, read_question
-from bot.intake.checked import checked_spec
+from bot.intake.deployment import deployment_intake
 from bot.intake.errors import NotAdmittedError
+from bot.intake.request import Ask, DebateRequest, Origin, OriginKind
 from bot.settings import Settings
-from bot.store import queue
 from bot.store.db import redacted, session_scope
 from bot.store.debate_tables import DebateSource
 from bot.store.export import export_record
@@ -71,32 +71,41 @@ async def _run_debate(
     services: DebateServices,
 ) -> int:
     options = _options(args.option)
-    try:
-        # Checked as the intake checks every Slack request, before anything is stored: a
-        # request that cannot run is refused here, not queued to fail in a worker.
-        spec = checked_spec(
-            lambda: services.policy.spec(
-                question,
-                context=context,
-                protocol=args.protocol,
-                rounds=args.rounds,
-                budget_usd=args.budget,
-                provider=args.provider,
-                model=args.model,
-                overrides=role_overrides(args),
-                stances_for=args.stance_for,
-                stances_against=args.stance_against,
-                route=args.route,
-                options=options,
-                judges=args.judges,
-            )
-        )
-    except NotAdmittedError as error:
-        print(f"debatebot: {error}", file=sys.stderr)
-        return 1
-    for note in services.registry.check({p.role.value: p.model for p in spec.participants}):
-        print(f"debatebot: warning: deprecated model: {note}", file=sys.stderr)
+    ask = Ask(
+        question=question,
+        context=tuple(context),
+        protocol=args.protocol,
+        rounds=args.rounds,
+        budget_usd=args.budget,
+        provider=args.provider,
+        model=args.model,
+        overrides=role_overrides(args),
+        stances_for=tuple(args.stance_for),
+        stances_against=tuple(args.stance_against),
+        route=args.route,
+        options=options,
+        judges=args.judges,
+    )
     with open_store(settings) as engine:
+        # A debate from the terminal is the deployment's own workspace's: pending until a
+        # single-workspace bot learns its id (bot.store.tenancy.adopt_pending). It is admitted
+        # as every front door's request is (the spec checked, debates in flight, monthly caps)
+        # before anything is stored.
+        intake = deployment_intake(settings, services.policy, engine, workspace=PENDING_WORKSPACE)
+        request = DebateRequest(
+            trigger_key=f"cli:{uuid.uuid4()}",
+            source=DebateSource.CLI,
+            asked=ask,
+            origin=Origin(OriginKind.TERMINAL),
+        )
+        try:
+            admitted = await intake.admit(request)
+        except NotAdmittedError as error:
+            print(f"debatebot: {error}", file=sys.stderr)
+            return 1
+        spec = admitted.spec
+        for note in services.registry.check({p.role.value: p.model for p in spec.participants}):
+            print(f"debatebot: warning: deprecated model: {note}", file=sys.stderr)
         console = ConsoleEvents(sys.stdout, sys.stderr)
         worker = build_worker(
             services,
@@ -104,15 +113,11 @@ async def _run_debate(
             worker_id=f"cli:{uuid.uuid4().hex[:8]}",
             sinks=lambda _debate: console,
         )
-        # A debate from the terminal is the deployment's own workspace's: pending until a
-        # single-workspace bot learns its id (bot.store.tenancy.adopt_pending).
-        with session_scope(engine, workspace=PENDING_WORKSPACE) as session:
-            queued, _ = queue.enqueue_debate(
-                session,
-                new=queue.NewDebate(
-                    trigger_key=f"cli:{uuid.uuid4()}", spec=spec, source=DebateSource.CLI
-                ),
-            )
+        try:
+            queued = (await intake.enqueue(admitted)).debate
+        except NotAdmittedError as error:
+            print(f"debatebot: {error}", file=sys.stderr)
+            return 1
         assert queued.id is not None
         debate_id = queued.id
         claimed = await worker.claim_with_run(debate_id)

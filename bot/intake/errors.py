@@ -12,6 +12,11 @@ class NotAdmittedError(IntakeError):
     limit, an invitation), and nothing was spent or stored."""
 
 
+class LimitNotAdmittedError(NotAdmittedError):
+    """Not queued because it would pass a limit on debates in flight or a monthly cap: the
+    same request may be admitted later (a debate finishes, the month turns)."""
+
+
 class TokenRefusedNotAdmittedError(NotAdmittedError):
     """Not queued because Slack refuses the bot token of the request's workspace (`code`;
     `scope`: the one a `missing_scope` names): a request Slack will not send again (an event)

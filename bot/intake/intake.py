@@ -1,43 +1,34 @@
-"""`Intake`: admits a `DebateRequest` and queues it, with the messages a new debate owes, in one
-transaction. Every trigger comes through here; the CLI, an operator's tool with no channel,
-builds its spec with the same policy, checks it with the same `checked_spec`, and queues it
-directly."""
+"""`Intake`: admits a `DebateRequest` from any front door and queues it, with the messages a new
+debate owes, in one transaction. Every door comes through here, the terminal's, the web page's,
+the HTTP API's, *Another round* and *Debate anyway* included: one validation, one count of
+debates in flight, one check of the monthly caps and budgets. What only a door can check (Slack's
+bot token, whether the bot can post in a channel) it passes in as `DoorChecks`."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
 
 from sqlalchemy import Engine
 from sqlmodel import Session
 
 from bot.intake.checked import checked_spec
-from bot.intake.errors import NotAdmittedError, TokenRefusedNotAdmittedError
-from bot.intake.policy import TRIAGED_SOURCES, SpecPolicy
+from bot.intake.doors import DoorChecks
+from bot.intake.errors import LimitNotAdmittedError
+from bot.intake.policy import DEPLOYMENT_DEFAULTS, TRIAGED_SOURCES, PlaceSettings, SpecPolicy
 from bot.intake.request import Ask, DebateRequest, FollowUp
 from bot.messages import owed
-from bot.slackweb.token import TokenGate, workspace_refusal
-from bot.store import channels, outbox, queue, refusals
-from bot.store.channel_tables import ChannelSettings
+from bot.store import channels, outbox, queue
 from bot.store.db import in_session
 from bot.store.debate_tables import Debate
 from bot.store.errors import BudgetExceededError, InFlightLimitError, StoreNoAnswerError
 from bot.store.queue import InFlightLimits, NewDebate, SpendCaps
 from bot.store.tenancy import Workspace
 from bot.store.thresholds import adopted_threshold
-from engine.models import DebateSpec, ThresholdSource
+from engine.models import DebateSpec
 
 log = logging.getLogger(__name__)
-
-
-class Reach(Protocol):
-    """Whether the bot can post in a channel (Slack's directory, `bot.slackweb.people`)."""
-
-    async def cannot_post_in(self, channel: str) -> str | None: ...
-
-    async def bot_identity(self) -> tuple[str | None, str]: ...
 
 
 @dataclass(frozen=True)
@@ -56,126 +47,109 @@ class Started:
 
 
 class Intake:
-    """Admission and enqueueing for every trigger."""
+    """Admission and enqueueing for every front door."""
 
     def __init__(
         self,
         *,
         engine: Engine,
         policy: SpecPolicy,
-        reach: Reach | None = None,
         limits: InFlightLimits | None = None,
         caps: SpendCaps | None = None,
         review_channel: str | None = None,
         wake: Callable[[], None] = lambda: None,
-        gate: TokenGate | None = None,
-        tokens_per_workspace: bool = False,
+        checks: DoorChecks | None = None,
         workspace: Workspace,
     ) -> None:
         self.engine = engine
         self.policy = policy
-        self.reach = reach
         self.limits = limits
         self.caps = caps or SpendCaps()
         self.review_channel = review_channel
         self.wake = wake
-        self.gate = gate
-        self.tokens_per_workspace = tokens_per_workspace
+        self.checks = checks
         self.workspace = workspace
 
     async def submit(self, request: DebateRequest) -> Started:
         """Admit `request` and queue it; NotAdmittedError says why it was not."""
         return await self.enqueue(await self.admit(request))
 
-    async def check_reachable(self, channel: str) -> None:
-        """Refuse (NotAdmittedError) when the bot cannot post in `channel`, saying how to fix
-        it; a trigger that reads the channel first calls this before reading."""
-        if self.reach is None:
-            return
-        problem = await self.reach.cannot_post_in(channel)
-        if problem is None:
-            return
-        if problem == "is_archived":
-            raise NotAdmittedError(
-                f"this channel is archived, so I cannot post a debate in it ({problem})"
-            )
-        _, name = await self.reach.bot_identity()
-        raise NotAdmittedError(
-            f"I am not in this channel, so I could not post the debate here ({problem})."
-            f" Run `/invite @{name}` and ask again"
-        )
+    async def check_reachable(self, place: str) -> None:
+        """Refuse (NotAdmittedError) when the door says the bot cannot post in `place`; a
+        trigger that reads the place first calls this before reading."""
+        if self.checks is not None:
+            await self.checks.check_reachable(place)
 
     async def check_token(self) -> None:
-        """Refuse (TokenRefusedNotAdmittedError) while Slack refuses the bot token: the
-        process's `gate`, or with OAuth installs (`tokens_per_workspace`) the workspace's, as
-        the store has it. A trigger that reads Slack first calls this before reading."""
-        if self.gate is not None and self.gate.code is not None:
-            raise TokenRefusedNotAdmittedError(
-                self.gate.refusal(), code=self.gate.code, scope=self.gate.needed
-            )
-        if not self.tokens_per_workspace:
-            return
-        refused = await in_session(
-            self.engine,
-            lambda s: refusals.refusal_for(s, workspace=self.workspace),
-            workspace=self.workspace,
-        )
-        if refused is not None:
-            raise TokenRefusedNotAdmittedError(
-                workspace_refusal(refused.code, refused.scope),
-                code=refused.code,
-                scope=refused.scope,
-            )
+        """Refuse (TokenRefusedNotAdmittedError) while the door cannot deliver; a trigger that
+        reads its door's service first calls this before reading."""
+        if self.checks is not None:
+            await self.checks.check_token()
 
     async def admit(self, request: DebateRequest) -> Admitted:
-        """Everything checked before anything is stored or paid for: that Slack takes the bot
-        token (the process's `gate`; with OAuth installs, `tokens_per_workspace`, the
-        workspace's, as the store has it), that the bot can post where a new question's debate
-        and review request go, and the spec by policy (built and validated once)."""
+        """Everything checked before anything is stored or paid for: the door's own checks
+        (Slack: that it takes the bot token, that the bot can post where a new question's
+        debate and review request go), the spec by policy (built and validated once), and the
+        debates in flight and monthly caps as they stand (`enqueue` counts them again in its
+        transaction), so a follow-up refused here changes nothing."""
         asked = request.asked
+        origin = request.origin
         review_in = request.review_in
-        if request.channel_id is not None:
+        if request.place is not None:
             # Nothing it queued could be posted, and it would be paid for.
             await self.check_token()
         if isinstance(asked, Ask):
-            if request.channel_id is not None and not _is_dm(request.channel_id):
-                await self.check_reachable(request.channel_id)
-            if review_in is None and _is_dm(request.channel_id):
-                # A DM (the assistant pane) has no channel beside it: the deployment's review
-                # channel takes the request.
+            if request.place is not None and origin.kind.has_reviewers:
+                await self.check_reachable(request.place)
+            if review_in is None and origin.kind.borrows_review_channel:
                 review_in = self.review_channel
             if review_in is not None:
                 await self.check_reachable(review_in)
         spec = await self._spec(request)
-        channel = request.channel_id
         triage = False
-        if channel is not None and request.source in TRIAGED_SOURCES:
-            triage = (await self._settings(channel))[0].triage
+        if request.place is not None and request.source in TRIAGED_SOURCES:
+            triage = (await self._place(request.place)).triage
         new = NewDebate(
             trigger_key=request.trigger_key,
             spec=spec,
             source=request.source,
-            channel_id=channel,
-            thread_ts=request.thread_ts,
+            channel_id=request.place,
+            thread_ts=origin.thread,
             requested_by=request.requested_by,
             triage=triage,
-            parent_debate_id=asked.original.id if isinstance(asked, FollowUp) else None,
+            parent_debate_id=asked.original_id if isinstance(asked, FollowUp) else None,
             review_channel_id=review_in,
-            reviewers_channel_id=self._reviewers_channel(request),
+            reviewers_channel_id=self._reviewers_place(request),
             link=request.link,
         )
+        await self._within_limits(new)
         return Admitted(request=request, spec=spec, new=new)
 
-    def _reviewers_channel(self, request: DebateRequest) -> str | None:
+    def _reviewers_place(self, request: DebateRequest) -> str | None:
         """Whose reviewers decide: the server's choice, never `--review-in`'s. A debate in a
         channel is that channel's; one in a DM goes to the deployment's review channel (or to
-        the workspace admins); a continued debate stays with the original's."""
+        the workspace admins); a continued debate stays with the original's; a door with no
+        place has none (its own page decides)."""
         asked = request.asked
         if isinstance(asked, FollowUp) and asked.continues:
-            return asked.original.reviewers_channel_id
-        if _is_dm(request.channel_id):
+            return asked.reviewers_place
+        if request.origin.kind.borrows_review_channel:
             return self.review_channel
-        return request.channel_id
+        return request.place if request.origin.kind.has_reviewers else None
+
+    async def _within_limits(self, new: NewDebate) -> None:
+        """NotAdmittedError when `new` would pass a limit on debates in flight or a monthly
+        cap as they stand now (read only; `enqueue` decides in its transaction)."""
+        try:
+            await in_session(
+                self.engine,
+                lambda s: queue.check_admission(s, new=new, limits=self.limits, caps=self.caps),
+                workspace=self.workspace,
+            )
+        except InFlightLimitError as error:
+            raise LimitNotAdmittedError(_limit_text(error, new)) from error
+        except BudgetExceededError as error:
+            raise LimitNotAdmittedError(_budget_text(error)) from error
 
     async def enqueue(self, admitted: Admitted) -> Started:
         """Queue an admitted request with the messages a new debate owes (in one transaction),
@@ -184,11 +158,16 @@ class Intake:
         asked = admitted.request.asked
         try:
             if isinstance(asked, FollowUp) and asked.continues:
-                original = asked.original.id
-                assert original is not None
+                original = asked.original_id
                 debate, created = await in_session(
                     self.engine,
-                    lambda s: queue.fork_debate(s, new=admitted.new, original_id=original),
+                    lambda s: queue.fork_debate(
+                        s,
+                        new=admitted.new,
+                        original_id=original,
+                        limits=self.limits,
+                        caps=self.caps,
+                    ),
                     workspace=self.workspace,
                 )
             else:
@@ -196,9 +175,9 @@ class Intake:
                     self.engine, lambda s: self._queue(s, admitted), workspace=self.workspace
                 )
         except InFlightLimitError as error:
-            raise NotAdmittedError(_limit_text(error)) from error
+            raise LimitNotAdmittedError(_limit_text(error, admitted.new)) from error
         except BudgetExceededError as error:
-            raise NotAdmittedError(_budget_text(error)) from error
+            raise LimitNotAdmittedError(_budget_text(error)) from error
         except StoreNoAnswerError as error:
             # The insert may still be committed when the database answers: nobody may be told
             # that nothing was queued.
@@ -219,19 +198,18 @@ class Intake:
         session.refresh(debate)
         return debate, True
 
-    async def _settings(
-        self, channel: str
-    ) -> tuple[ChannelSettings, tuple[float, ThresholdSource] | None]:
-        """The channel's settings and the threshold its workspace adopted (None: fixed)."""
-        return await in_session(
+    async def _place(self, place: str) -> PlaceSettings:
+        row = await in_session(
             self.engine,
-            lambda s: (channels.channel_settings(s, channel_id=channel), adopted_threshold(s)),
+            lambda s: channels.channel_settings(s, channel_id=place),
             workspace=self.workspace,
         )
+        return PlaceSettings.of_channel(row)
 
     async def _spec(self, request: DebateRequest) -> DebateSpec:
-        """The spec of `request`, checked (`checked_spec`): a new question's by policy and the
-        channel's settings; a follow-up's own, to `rounds` when asked."""
+        """The spec of `request`, checked (`checked_spec`): a new question's by policy and its
+        place's settings (none: the deployment's defaults); a follow-up's own, to `rounds`
+        when asked."""
         asked = request.asked
         if isinstance(asked, FollowUp):
             rounds = asked.rounds
@@ -244,43 +222,38 @@ class Intake:
 
             return checked_spec(follow_up)
         ask = asked
-        settings, adopted = (
-            await self._settings(request.channel_id)
-            if request.channel_id is not None
-            else (ChannelSettings(channel_id=""), None)
+        place = (
+            await self._place(request.place) if request.place is not None else DEPLOYMENT_DEFAULTS
         )
-        return checked_spec(
-            lambda: self.policy.for_channel(
-                settings,
-                ask.question,
-                context=ask.context,
-                protocol=ask.protocol,
-                rounds=ask.rounds,
-                budget_usd=ask.budget_usd,
-                stances_for=ask.stances_for,
-                stances_against=ask.stances_against,
-                route=ask.route,
-                adopted=adopted,
-            )
-        )
+        # The threshold the workspace adopted with its weights applies wherever a debate was
+        # asked for; a channel's own threshold still wins (SpecPolicy.for_place).
+        adopted = await in_session(self.engine, adopted_threshold, workspace=self.workspace)
+        return checked_spec(lambda: self.policy.for_place(place, ask, adopted))
 
 
-def _is_dm(channel: str | None) -> bool:
-    return channel is not None and channel[:1] == "D"
-
-
-def _limit_text(error: InFlightLimitError) -> str:
-    """A limit refusal as the person reads it: the limit, and the setting that raises it."""
+def _limit_text(error: InFlightLimitError, new: NewDebate) -> str:
+    """A limit refusal as the person reads it: the limit, and the setting that raises it. A
+    follow-up counts against the person who asked for the original, who may not be the one
+    who pressed its button."""
+    place = new.channel_id
     if error.scope == "user":
+        who = (
+            "the person who asked for it already has"
+            if new.parent_debate_id
+            else "you already have"
+        )
         return (
-            f"you already have {error.count} debates queued or running, the most one person may"
+            f"{who} {error.count} debates queued or running, the most one person may"
             f" have at once (DEBATEBOT_MAX_DEBATES_PER_USER={error.limit}); wait for one to"
             " finish, or ask the bot's admin to raise that setting"
         )
+    where = "this channel already has" if place is not None else "there are already"
+    outside = "" if place is not None else " asked outside Slack (web page, API, terminal)"
     return (
-        f"this channel already has {error.count} debates queued or running, the most it may"
-        f" have at once (DEBATEBOT_MAX_DEBATES_PER_CHANNEL={error.limit}); wait for one to"
-        " finish, or ask the bot's admin to raise that setting"
+        f"{where} {error.count} debates{outside} queued or running, the most"
+        f" {'it' if place is not None else 'they'} may have at once"
+        f" (DEBATEBOT_MAX_DEBATES_PER_CHANNEL={error.limit}); wait for one to finish, or ask"
+        " the bot's admin to raise that setting"
     )
 
 

@@ -4,8 +4,10 @@ and what was asked, with each role's model written in (so the record says who sp
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from bot.intake.request import Ask
 from bot.providers import INHERITS, ProviderRegistry, judge_model, role_models
 from bot.settings import RoleModel, Settings, SettingsError
 from bot.store.channel_tables import ChannelSettings
@@ -54,6 +56,36 @@ def default_debaters(
     return [(d.name, d.stance, d.hint) for d in definition_for(protocol).default_debaters]
 
 
+@dataclass(frozen=True)
+class PlaceSettings:
+    """What a place gives a request that did not say: a Slack channel's settings, or for a door
+    with no place (the web page, the HTTP API, a terminal) the deployment's defaults, which a
+    None here means."""
+
+    protocol: str = DEFAULT_PROTOCOL
+    rounds: int | None = None
+    budget_usd: float | None = None
+    threshold: float | None = None
+    route: bool = False
+    triage: bool = False
+
+    @classmethod
+    def of_channel(cls, row: ChannelSettings) -> PlaceSettings:
+        """A channel's stored settings (or its defaults, when it has none stored)."""
+        return cls(
+            protocol=row.protocol,
+            rounds=row.rounds,
+            budget_usd=row.budget_usd,
+            threshold=row.threshold,
+            route=row.route,
+            triage=row.triage,
+        )
+
+
+DEPLOYMENT_DEFAULTS = PlaceSettings()
+"""The policy of a request with no place: every unset value is the deployment's."""
+
+
 class SpecPolicy:
     """Builds specs under the deployment's settings and its providers' catalogue."""
 
@@ -76,41 +108,39 @@ class SpecPolicy:
             overrides=overrides,
         )
 
-    def for_channel(
+    def for_place(
         self,
-        channel: ChannelSettings,
-        question: str,
-        *,
-        context: Sequence[ContextDocument] = (),
-        protocol: str | None = None,
-        rounds: int | None = None,
-        budget_usd: float | None = None,
-        stances_for: Sequence[str] = (),
-        stances_against: Sequence[str] = (),
-        route: bool = False,
+        place: PlaceSettings,
+        ask: Ask,
         adopted: tuple[float, ThresholdSource] | None = None,
     ) -> DebateSpec:
-        """A spec with `channel`'s settings filling in what was not asked: its protocol, its
-        adversarial round count, its budget and threshold (unset: the threshold the workspace
-        `adopted` with its weights, else the deployment's), and its router for panels."""
-        protocol = protocol or channel.protocol
+        """The spec of `ask`, with `place`'s settings filling in what was not asked: its
+        protocol, its adversarial round count, its budget and threshold (unset: the threshold
+        the workspace `adopted` with its weights, else the deployment's), and its router for
+        panels."""
+        protocol = ask.protocol or place.protocol
         threshold, source = (
-            (channel.threshold, ThresholdSource.CHANNEL)
-            if channel.threshold is not None
+            (place.threshold, ThresholdSource.CHANNEL)
+            if place.threshold is not None
             else adopted or (None, ThresholdSource.FIXED)
         )
         return self.spec(
-            question,
-            context=context,
+            ask.question,
+            context=ask.context,
             protocol=protocol,
-            rounds=rounds,
-            default_rounds=channel.rounds,
-            budget_usd=budget_usd if budget_usd is not None else channel.budget_usd,
+            rounds=ask.rounds,
+            default_rounds=place.rounds,
+            budget_usd=ask.budget_usd if ask.budget_usd is not None else place.budget_usd,
             threshold=threshold,
             threshold_source=source,
-            stances_for=stances_for,
-            stances_against=stances_against,
-            route=route or (channel.route and definition_for(protocol).flags.takes_route),
+            provider=ask.provider,
+            model=ask.model,
+            overrides=ask.overrides,
+            stances_for=ask.stances_for,
+            stances_against=ask.stances_against,
+            route=ask.route or (place.route and definition_for(protocol).flags.takes_route),
+            options=ask.options,
+            judges=ask.judges,
         )
 
     def spec(

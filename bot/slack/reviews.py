@@ -11,10 +11,11 @@ from sqlalchemy import Engine
 
 from bot.intake.errors import NotAdmittedError
 from bot.intake.intake import Admitted, Intake, Started
-from bot.intake.request import DebateRequest, FollowUp
+from bot.intake.request import DebateRequest, FollowUp, Origin
 from bot.jobs.notifier import DebateNotifier
 from bot.messages import kit, owed
 from bot.metrics import Metrics
+from bot.slack.admission import slack_origin
 from bot.slack.errors import CommandError, NotAllowedError, ReviewGoneError
 from bot.slackweb.people import SlackDirectory
 from bot.store import channels, endings, outbox, queue, reviews
@@ -201,9 +202,14 @@ class Reviews:
         request = DebateRequest(
             trigger_key=f"another_round:{escalation_id}",
             source=DebateSource.ANOTHER_ROUND,
-            asked=FollowUp(original=debate, spec=spec, continues=True, rounds=ran + 1),
-            channel_id=debate.channel_id,
-            thread_ts=debate.thread_ts,
+            asked=FollowUp(
+                original_id=debate.id,
+                spec=spec,
+                continues=True,
+                rounds=ran + 1,
+                reviewers_place=debate.reviewers_channel_id,
+            ),
+            origin=_origin_of(debate),
             requested_by=debate.requested_by,
             review_in=debate.review_channel_id,
         )
@@ -241,9 +247,8 @@ class Reviews:
                 DebateRequest(
                     trigger_key=f"anyway:{debate_id}",
                     source=DebateSource.DEBATE_ANYWAY,
-                    asked=FollowUp(original=original, spec=spec),
-                    channel_id=original.channel_id,
-                    thread_ts=original.thread_ts,
+                    asked=FollowUp(original_id=debate_id, spec=spec),
+                    origin=slack_origin(original.channel_id, original.thread_ts),
                     requested_by=user,
                 )
             )
@@ -287,6 +292,16 @@ class Reviews:
             workspace=self.workspace,
         )
         return debate_id, changed
+
+
+def _origin_of(debate: Debate) -> Origin:
+    """The Slack conversation and thread a follow-up of `debate` lives in."""
+    if debate.channel_id is None:
+        raise CommandError(
+            f"debate #{debate.id} was not asked in Slack; decide it where it was asked"
+            " (`debatebot web` shows its review)"
+        )
+    return slack_origin(debate.channel_id, debate.thread_ts)
 
 
 def _gone(escalation_id: int) -> ReviewGoneError:

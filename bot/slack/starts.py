@@ -21,6 +21,7 @@ from bot.intake.intake import Intake, Started
 from bot.intake.request import Ask, DebateRequest
 from bot.messages import kit
 from bot.slack import triggers
+from bot.slack.admission import slack_origin
 from bot.slack.command_text import DebateCommand, parse_command
 from bot.slack.errors import CommandError, RefusedTokenError
 from bot.slackweb.errors import TokenRefusedError
@@ -172,8 +173,7 @@ class DebateStarts:
                 trigger_key=f"adr:{channel}:{ts}",
                 source=source,
                 asked=Ask(question=question, context=context, protocol=DEFAULT_PROTOCOL),
-                channel_id=channel,
-                thread_ts=ts,
+                origin=slack_origin(channel, ts),
                 requested_by=user,
                 link=link,
             )
@@ -328,8 +328,7 @@ class DebateStarts:
                 trigger_key=f"thread:{channel}:{root}",
                 source=source,
                 asked=Ask(question=question, context=tuple(context)),
-                channel_id=channel,
-                thread_ts=root,
+                origin=slack_origin(channel, root),
                 requested_by=user,
                 link=link.url if link else None,
             )
@@ -401,8 +400,7 @@ def _command_request(
         trigger_key=trigger_key,
         source=source,
         asked=ask,
-        channel_id=channel,
-        thread_ts=thread_ts,
+        origin=slack_origin(channel, thread_ts),
         requested_by=user,
         review_in=command.review_in,
         link=link,

@@ -47,6 +47,8 @@ class DebateSource(StrEnum):
     DEBATE_ANYWAY = "debate_anyway"
     ASSISTANT = "assistant"
     CLI = "cli"
+    WEB = "web"
+    API = "api"
 
 
 class TriageState(StrEnum):

@@ -185,6 +185,29 @@ def add_debate(
     return debate, True
 
 
+def check_admission(
+    session: Session,
+    *,
+    new: NewDebate,
+    limits: InFlightLimits | None = None,
+    caps: SpendCaps | None = None,
+) -> None:
+    """Whether `new` would pass `limits` or `caps` as they stand now, read only: the intake
+    refuses before anything is recorded (a follow-up before its review decision is stored);
+    `add_debate` counts again when it inserts. A debate already made for the key passes."""
+    if debate_for_key(session, trigger_key=new.trigger_key) is not None:
+        return
+    if limits is not None:
+        _within_limits(
+            session, limits=limits, requested_by=new.requested_by, channel_id=new.channel_id
+        )
+    if caps is not None:
+        _within_budget(
+            session, caps=caps, channel_id=new.channel_id, ceiling=new.spec.budget_usd or 0.0
+        )
+    session.rollback()
+
+
 def debate_for_key(session: Session, *, trigger_key: str) -> Debate | None:
     """The session's workspace's debate for `trigger_key`, if any (the store's filter keeps the
     lookup to the workspace, bot.store.tenancy). A single-workspace bot also reads the rows
@@ -371,15 +394,23 @@ def debate_ids(session: Session, *, finished: bool = False) -> list[int]:
     return [int(debate_id) for debate_id in session.exec(query) if debate_id is not None]
 
 
-def fork_debate(session: Session, *, new: NewDebate, original_id: int) -> tuple[Debate, bool]:
+def fork_debate(
+    session: Session,
+    *,
+    new: NewDebate,
+    original_id: int,
+    limits: InFlightLimits | None = None,
+    caps: SpendCaps | None = None,
+) -> tuple[Debate, bool]:
     """Queue `new` as a follow-up that carries debate `original_id`'s turns and thread messages
-    forward (another round); or return the one already made for its trigger key.
+    forward (another round), admitted like any debate (`limits`, `caps`: see `add_debate`); or
+    return the one already made for its trigger key.
 
     The turns are copied (re-chained under the new debate), so the engine replays them instead of
     asking a model again; the delivered parent and round messages are shared, so nothing is
     re-posted and the status updates land on the same parent.
     """
-    fork, created = add_debate(session, new=new)
+    fork, created = add_debate(session, new=new, limits=limits, caps=caps)
     if not created:
         return fork, False
     assert fork.id is not None

@@ -15,6 +15,7 @@ from bot.hosts.clients import HostClients
 from bot.hosts.links import HostConfig
 from bot.intake.policy import SpecPolicy
 from bot.providers import ProviderRegistry
+from bot.secrets import host_token
 from bot.settings import Settings, SettingsError
 from bot.store.db import ensure_schema, make_engine
 from engine.catalog import ModelRetiredError
@@ -71,9 +72,9 @@ def host_config(settings: Settings) -> HostConfig:
     """Where linked ADRs are fetched from, with which tokens (placeholders refused)."""
     return HostConfig(
         github_url=settings.github_url,
-        github_token=settings.host_token("github"),
+        github_token=host_token(settings.github_token, "github"),
         gitlab_url=settings.gitlab_url,
-        gitlab_token=settings.host_token("gitlab"),
+        gitlab_token=host_token(settings.gitlab_token, "gitlab"),
         github_api_url=settings.github_api_url,
         gitlab_api_url=settings.gitlab_api_url,
         timeout_s=settings.host_timeout_s,

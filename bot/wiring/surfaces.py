@@ -12,13 +12,15 @@ import aiohttp
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import Engine
 
-from bot.intake.intake import Intake, Reach
+from bot.intake.deployment import deployment_intake
+from bot.intake.intake import Intake
 from bot.jobs.notifier import DebateNotifier
 from bot.jobs.pr_comments import PullRequestComments
 from bot.metrics import Metrics
 from bot.outbound import Outbound
 from bot.receipting import receipt_issuer
 from bot.settings import Settings
+from bot.slack.admission import Reach, SlackDoorChecks
 from bot.slack.after_ack import AfterAck
 from bot.slack.channel_config import ChannelConfig
 from bot.slack.held import HeldEvents
@@ -31,7 +33,6 @@ from bot.slackweb.people import SlackDirectory
 from bot.slackweb.poster import SlackPoster
 from bot.slackweb.token import TokenGate
 from bot.store.channels import ChannelDefaults
-from bot.store.queue import InFlightLimits, SpendCaps
 from bot.store.tenancy import Workspace
 from bot.wiring.services import DebateServices
 from engine.protocols import protocol_names
@@ -145,18 +146,13 @@ def build_intake(
     """The one intake, with the deployment's limits, caps and review channel; with `gate`, it
     refuses new debates while Slack refuses the bot token, and with `tokens_per_workspace`
     (OAuth installs) while the store says Slack refuses the workspace's."""
-    return Intake(
+    checks = SlackDoorChecks(
         engine=engine,
-        policy=services.policy,
+        workspace=workspace,
         reach=reach,
-        limits=InFlightLimits(
-            per_user=settings.max_debates_per_user,
-            per_channel=settings.max_debates_per_channel,
-        ),
-        caps=SpendCaps(workspace_usd=settings.workspace_monthly_budget_usd),
-        review_channel=settings.review_channel,
-        wake=wake,
         gate=gate,
         tokens_per_workspace=tokens_per_workspace,
-        workspace=workspace,
+    )
+    return deployment_intake(
+        settings, services.policy, engine, workspace=workspace, wake=wake, checks=checks
     )

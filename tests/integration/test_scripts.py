@@ -160,6 +160,7 @@ def stubbed_checkout(folder: Path, pytest_exit: int) -> Path:
     stubs = {
         "scripts/setup": "exit 0",
         "scripts/litellm": "echo /nonexistent/litellm",
+        "scripts/chromium": "echo /nonexistent/chromium",
         ".venv/bin/ruff": "exit 0",
         ".venv/bin/mypy": "exit 0",
         ".venv/bin/pytest": 'printf "%s\\n%s\\n" "$DEBATEBOT_TEST_POSTGRES_URL"'

@@ -67,7 +67,7 @@ BOT_LAYERS: list[tuple[str, ...]] = [
     ("bot.slackweb",),
     ("bot.intake",),
     ("bot.jobs",),
-    ("bot.slack",),
+    ("bot.slack", "bot.fronts"),
     ("bot.health", "bot.runtime", "bot.wiring", "bot.receipting", "bot.serving", "bot.cli"),
 ]
 """bot/'s layers, lowest first: foundations; the store; clients of the code hosts and model
@@ -147,6 +147,19 @@ def test_bot_imports_run_down_the_layers(path: Path) -> None:
     "path", python_files("bot/store", "migrations"), ids=lambda p: str(p.relative_to(ROOT))
 )
 def test_the_store_imports_nothing_of_the_slack_layer(path: Path) -> None:
+    source = path.read_text(encoding="utf-8")
+    slack = sorted(
+        name
+        for name in bot_imports(source) | imported_modules(source)
+        if name.startswith(SLACK_LAYER)
+    )
+    assert not slack, f"{path.relative_to(ROOT)} imports the Slack layer: {slack}"
+
+
+@pytest.mark.parametrize("path", python_files("bot/intake"), ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_intake_imports_nothing_of_the_slack_layer(path: Path) -> None:
+    """The intake is every front door's: Slack's own checks (its token, its channels, which ids
+    are DMs) are handed to it by the Slack door (`bot.slack.admission`), never imported."""
     source = path.read_text(encoding="utf-8")
     slack = sorted(
         name

@@ -4,7 +4,8 @@ that sets its own keeps it, and `default` or an empty form field returns to them
 
 from __future__ import annotations
 
-from bot.intake.policy import SpecPolicy
+from bot.intake.policy import DEPLOYMENT_DEFAULTS, PlaceSettings, SpecPolicy
+from bot.intake.request import Ask
 from bot.providers import ProviderRegistry
 from bot.settings import Settings
 from bot.slack.command_text import parse_config_form, parse_setting
@@ -24,7 +25,7 @@ def test_a_channel_with_settings_of_its_own_follows_the_deployments_threshold_an
     deployment = Settings(provider="fake", escalation_threshold=0.8, rounds=2)
     channel = ChannelSettings(channel_id="C1", reviewers=["U1"], budget_usd=1.0)
 
-    spec = policy(deployment).for_channel(channel, "Adopt ADR-7?")
+    spec = policy(deployment).for_place(PlaceSettings.of_channel(channel), Ask("Adopt ADR-7?"))
 
     assert (spec.escalation_threshold, spec.max_rounds) == (0.8, 2)
 
@@ -33,7 +34,7 @@ def test_a_channels_own_threshold_and_rounds_win() -> None:
     deployment = Settings(provider="fake", escalation_threshold=0.8, rounds=2)
     channel = ChannelSettings(channel_id="C1", threshold=0.5, rounds=3)
 
-    spec = policy(deployment).for_channel(channel, "Adopt ADR-7?")
+    spec = policy(deployment).for_place(PlaceSettings.of_channel(channel), Ask("Adopt ADR-7?"))
 
     assert (spec.escalation_threshold, spec.max_rounds) == (0.5, 3)
 
@@ -76,12 +77,16 @@ def test_the_workspaces_adopted_threshold_applies_where_the_channel_sets_none() 
     deployment = Settings(provider="fake", escalation_threshold=0.8)
     adopted = (0.69, ThresholdSource.GUARANTEED)
 
-    plain = policy(deployment).for_channel(ChannelSettings(channel_id="C1"), "Adopt ADR-7?")
-    chosen = policy(deployment).for_channel(
-        ChannelSettings(channel_id="C1"), "Adopt ADR-7?", adopted=adopted
-    )
-    own = policy(deployment).for_channel(
-        ChannelSettings(channel_id="C1", threshold=0.5), "Adopt ADR-7?", adopted=adopted
+    unset = PlaceSettings.of_channel(ChannelSettings(channel_id="C1"))
+    set_ = PlaceSettings.of_channel(ChannelSettings(channel_id="C1", threshold=0.5))
+    plain = policy(deployment).for_place(unset, Ask("Adopt ADR-7?"))
+    chosen = policy(deployment).for_place(unset, Ask("Adopt ADR-7?"), adopted)
+    own = policy(deployment).for_place(set_, Ask("Adopt ADR-7?"), adopted)
+    # A door with no place (the web page, the API, a terminal) takes the adopted one too.
+    nowhere = policy(deployment).for_place(DEPLOYMENT_DEFAULTS, Ask("Adopt ADR-7?"), adopted)
+    assert (nowhere.escalation_threshold, nowhere.threshold_source) == (
+        0.69,
+        ThresholdSource.GUARANTEED,
     )
 
     assert (plain.escalation_threshold, plain.threshold_source) == (0.8, ThresholdSource.FIXED)

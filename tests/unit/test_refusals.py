@@ -19,7 +19,7 @@ from bot.intake.checked import ASKED_AS, checked_spec
 from bot.intake.errors import NotAdmittedError
 from bot.intake.intake import Intake
 from bot.intake.policy import SpecPolicy
-from bot.intake.request import DebateRequest, FollowUp
+from bot.intake.request import DebateRequest, FollowUp, Origin, OriginKind
 from bot.jobs.unrunnable import MAX_FRUITLESS_CLAIMS, why_not_run
 from bot.providers import ProviderRegistry
 from bot.settings import RoleModel, Settings, SettingsError
@@ -125,19 +125,12 @@ async def test_slack_follow_ups_carrying_unknown_options_get_the_same_refusal() 
     """Slack's triggers pass no options of their own; a follow-up (*Another round*, *Debate
     anyway*) runs on its original's spec, and the intake checks it as the CLI does."""
     spec = DebateSpec(question="Adopt it?", protocol="consensus", options={"nokey": 1})
-    original = Debate(
-        id=1,
-        trigger_key="command:1",
-        source=DebateSource.COMMAND,
-        question=spec.question,
-        protocol=spec.protocol,
-        spec_json=spec.model_dump_json(),
-    )
     intake = Intake(engine=create_engine("sqlite://"), policy=policy(), workspace=PENDING_WORKSPACE)
     request = DebateRequest(
         trigger_key="another:1",
         source=DebateSource.ANOTHER_ROUND,
-        asked=FollowUp(original=original, spec=spec, continues=False, rounds=1),
+        asked=FollowUp(original_id=1, spec=spec, continues=False, rounds=1),
+        origin=Origin(OriginKind.TERMINAL),
     )
     with pytest.raises(NotAdmittedError) as raised:
         await intake.admit(request)
