@@ -79,19 +79,15 @@ def debate_modal(
         _input("question", "Question", _text_input("value", multiline=True, max_length=3000)),
         _input("protocol", "Protocol", _select("value", protocols, protocol)),
         _input("rounds", "Rounds", _text_input("value", initial=str(rounds), max_length=2)),
-        _input(
-            "stances_for",
-            "Stances for",
-            _text_input("value", multiline=True, max_length=1000),
-            optional=True,
-            hint="one per line; stances protocol only",
-        ),
-        _input(
-            "stances_against",
-            "Stances against",
-            _text_input("value", multiline=True, max_length=1000),
-            optional=True,
-            hint="one per line; stances protocol only",
+        *(
+            _input(
+                f"stances_{side}",
+                f"Stances {side}",
+                _text_input("value", multiline=True, max_length=1000),
+                optional=True,
+                hint="one per line; stances protocol only",
+            )
+            for side in ("for", "against")
         ),
         _input("budget", "Budget (USD)", _text_input("value", max_length=10), optional=True),
         _input(
