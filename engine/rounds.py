@@ -22,6 +22,19 @@ from engine.models import (
     ShortText,
 )
 
+
+class NumberedRound(RoundRecordBase):
+    """A record of one numbered round out of the debate's `max_rounds` (stances, consensus,
+    panel); it is named by its number unless a protocol says otherwise."""
+
+    round: int = Field(ge=1)
+    max_rounds: int = Field(ge=1)
+
+    @property
+    def slot(self) -> str:
+        return str(self.round)
+
+
 # --- stances -----------------------------------------------------------------------------------
 
 
@@ -36,17 +49,11 @@ class StanceSpoken(BaseModel):
     argument: StanceArgument
 
 
-class StancesRound(RoundRecordBase):
+class StancesRound(NumberedRound):
     """Every debater's argument of one round, in speaking order."""
 
     kind: Literal["stances"] = "stances"
-    round: int = Field(ge=1)
-    max_rounds: int = Field(ge=1)
     arguments: list[StanceSpoken]
-
-    @property
-    def slot(self) -> str:
-        return str(self.round)
 
 
 # --- consensus ---------------------------------------------------------------------------------
@@ -61,12 +68,10 @@ class ConsensusEntry(BaseModel):
     vote: str
 
 
-class ConsensusPhase(RoundRecordBase):
+class ConsensusPhase(NumberedRound):
     """One phase's contributions and the tally of everyone's latest vote after it."""
 
     kind: Literal["consensus"] = "consensus"
-    round: int = Field(ge=1)
-    max_rounds: int = Field(ge=1)
     phase: str
     contributions: list[ConsensusEntry]
     votes: list[str]
@@ -200,18 +205,12 @@ class PanelSpoken(BaseModel):
     """Whether a later-round answer changed (None in round 1, where everyone answers fresh)."""
 
 
-class PanelRound(RoundRecordBase):
+class PanelRound(NumberedRound):
     """Every panelist's answer of one round, the clusters they form and the convergence."""
 
     kind: Literal["panel"] = "panel"
-    round: int = Field(ge=1)
-    max_rounds: int = Field(ge=1)
     answers: list[PanelSpoken]
     clusters: list[list[str]]
     convergence: float = Field(ge=0.0, le=1.0)
     threshold: float = Field(ge=0.0, le=1.0)
     early_stop: bool = False
-
-    @property
-    def slot(self) -> str:
-        return str(self.round)

@@ -8,6 +8,8 @@ answers with a decision, its reasons, the risks it finds and its confidence. The
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from pydantic import BaseModel, Field
 
 from engine.events import EventSink, discard_events
@@ -24,6 +26,8 @@ from engine.models import (
 from engine.prompts import PromptLibrary
 from engine.protocols.base import Asker
 
+T = TypeVar("T", bound=BaseModel)
+
 
 class PickedReview(BaseModel):
     best: int = Field(ge=1)
@@ -38,6 +42,26 @@ class SingleReview(BaseModel):
     confidence_level: ConfidenceLevel
 
 
+async def _one_turn(
+    spec: DebateSpec,
+    template: str,
+    role: Role,
+    step: str,
+    output_type: type[T],
+    values: dict[str, str],
+    resolve_llm: LLMResolver,
+    prompts: PromptLibrary,
+    sink: EventSink,
+) -> tuple[T, TurnRecord]:
+    """A one-call run outside any debate: `role` answers `template` (round 1), and the turn it
+    took."""
+    ledger = TurnLedger(spec=spec, resolve_llm=resolve_llm, sink=sink)
+    answer = await Asker(spec=spec, ledger=ledger, prompts=prompts).ask(
+        template, round=1, role=role, step=step, output_type=output_type, values=values
+    )
+    return answer, ledger.transcript[-1]
+
+
 async def single_review(
     spec: DebateSpec,
     *,
@@ -46,15 +70,17 @@ async def single_review(
     sink: EventSink = discard_events,
 ) -> tuple[SingleReview, TurnRecord]:
     """The reviewer's answer to `spec` (on the spec's default model) and the turn it took."""
-    ledger = TurnLedger(spec=spec, resolve_llm=resolve_llm, sink=sink)
-    review = await Asker(spec=spec, ledger=ledger, prompts=prompts).ask(
+    return await _one_turn(
+        spec,
         "single/review.md",
-        round=1,
-        role=Role.REVIEWER,
-        step="reviewing alone",
-        output_type=SingleReview,
+        Role.REVIEWER,
+        "reviewing alone",
+        SingleReview,
+        {},
+        resolve_llm,
+        prompts,
+        sink,
     )
-    return review, ledger.transcript[-1]
 
 
 async def pick_best(
@@ -70,14 +96,17 @@ async def pick_best(
     candidates = "\n\n".join(
         f"Review {n}:\n{review.model_dump_json(indent=1)}" for n, review in enumerate(reviews, 1)
     )
-    ledger = TurnLedger(spec=spec, resolve_llm=resolve_llm, sink=sink)
-    picked = await Asker(spec=spec, ledger=ledger, prompts=prompts).ask(
+    values = {"candidates": candidates}
+    picked, turn = await _one_turn(
+        spec,
         "single/pick.md",
-        round=1,
-        role=Role.JUDGE,
-        step="picking the best review",
-        output_type=PickedReview,
-        values={"candidates": candidates},
+        Role.JUDGE,
+        "picking the best review",
+        PickedReview,
+        values,
+        resolve_llm,
+        prompts,
+        sink,
     )
     index = picked.best - 1 if picked.best <= len(reviews) else 0
-    return index, ledger.transcript[-1]
+    return index, turn

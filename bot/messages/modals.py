@@ -79,19 +79,15 @@ def debate_modal(
         _input("question", "Question", _text_input("value", multiline=True, max_length=3000)),
         _input("protocol", "Protocol", _select("value", protocols, protocol)),
         _input("rounds", "Rounds", _text_input("value", initial=str(rounds), max_length=2)),
-        _input(
-            "stances_for",
-            "Stances for",
-            _text_input("value", multiline=True, max_length=1000),
-            optional=True,
-            hint="one per line; stances protocol only",
-        ),
-        _input(
-            "stances_against",
-            "Stances against",
-            _text_input("value", multiline=True, max_length=1000),
-            optional=True,
-            hint="one per line; stances protocol only",
+        *(
+            _input(
+                f"stances_{side}",
+                f"Stances {side}",
+                _text_input("value", multiline=True, max_length=1000),
+                optional=True,
+                hint="one per line; stances protocol only",
+            )
+            for side in ("for", "against")
         ),
         _input("budget", "Budget (USD)", _text_input("value", max_length=10), optional=True),
         _input(
@@ -148,92 +144,71 @@ def config_modal(
         adr["initial_options"] = [option for option, on in switches if on]
     blocks = [
         _input("protocol", "Protocol", _select("value", protocols, settings.protocol)),
-        _input(
+        _setting(
             "rounds",
             "Rounds",
-            _text_input(
-                "value",
-                initial="" if settings.rounds is None else str(settings.rounds),
-                max_length=2,
-                placeholder=f"deployment default: {defaults.rounds}",
-            ),
-            optional=True,
+            "" if settings.rounds is None else str(settings.rounds),
+            max_length=2,
+            placeholder=f"deployment default: {defaults.rounds}",
             hint="empty: the deployment's default",
         ),
-        _input(
+        _setting(
             "threshold",
             "Escalation threshold",
-            _text_input(
-                "value",
-                initial="" if settings.threshold is None else f"{settings.threshold:g}",
-                max_length=6,
-                placeholder=f"deployment default: {defaults.threshold:g}",
-            ),
-            optional=True,
+            _number(settings.threshold),
+            max_length=6,
+            placeholder=f"deployment default: {defaults.threshold:g}",
             hint="verdicts below this confidence (0 to 1) go to the reviewers; empty: the"
             " deployment's default",
         ),
-        _input(
+        _setting(
             "reviewers",
             "Reviewers",
-            _text_input(
-                "value", initial=people(mention(p) for p in settings.reviewers), max_length=2000
-            ),
-            optional=True,
+            people(mention(p) for p in settings.reviewers),
+            max_length=2000,
             hint="@people or @user-group, or their ids (U…, S…)",
         ),
-        _input(
+        _setting(
             "owners",
             "Settings owners",
-            _text_input(
-                "value", initial=people(mention(p) for p in settings.owners), max_length=2000
-            ),
-            optional=True,
+            people(mention(p) for p in settings.owners),
+            max_length=2000,
             hint="besides workspace admins, who may change these settings",
         ),
-        _input(
-            "budget",
-            "Budget per debate (USD)",
-            _text_input(
-                "value",
-                initial="" if settings.budget_usd is None else f"{settings.budget_usd:g}",
-                max_length=10,
-            ),
-            optional=True,
-        ),
-        _input(
+        _setting("budget", "Budget per debate (USD)", _number(settings.budget_usd), max_length=10),
+        _setting(
             "monthly_budget",
             "Monthly budget (USD)",
-            _text_input("value", initial=_number(settings.monthly_budget_usd), max_length=12),
-            optional=True,
+            _number(settings.monthly_budget_usd),
+            max_length=12,
             hint="this channel's spending cap per calendar month (UTC); empty: no cap",
         ),
-        _input(
+        _setting(
             "review_sla",
             "Review deadline (hours)",
-            _text_input("value", initial=_number(settings.review_sla_h), max_length=6),
-            optional=True,
+            _number(settings.review_sla_h),
+            max_length=6,
             hint="an open review expires after this long; empty: the workspace default",
         ),
-        _input(
+        _setting(
             "digest",
             "Daily digest at",
-            _text_input("value", initial=settings.digest_time or "", max_length=5),
-            optional=True,
+            settings.digest_time or "",
+            max_length=5,
             hint="a local time like 09:00; empty: no digest",
         ),
-        _input(
+        _setting(
             "timezone",
             "Time zone",
-            _text_input("value", initial=settings.timezone, max_length=64),
-            optional=True,
+            settings.timezone,
+            max_length=64,
             hint="an IANA name like Europe/Berlin, for the digest; empty: UTC",
         ),
-        _input(
+        _setting(
             "adr_pattern",
             "ADR title pattern",
-            _text_input("value", initial=settings.adr_pattern or "", max_length=200),
-            optional=True,
+            settings.adr_pattern or "",
+            max_length=200,
             hint="a regular expression for this channel's own ADR titles, like RFC-\\d+",
         ),
         _input("adr", "ADR watching, triage and comments", adr, optional=True),
@@ -248,6 +223,21 @@ def config_modal(
 
 def _number(value: float | None) -> str:
     return "" if value is None else f"{value:g}"
+
+
+def _setting(
+    block_id: str,
+    label: str,
+    initial: str,
+    *,
+    max_length: int,
+    placeholder: str = "",
+    hint: str = "",
+) -> Block:
+    """One optional one-line channel setting of the settings form, shown with its current value;
+    left empty, it stands for the default the hint names."""
+    element = _text_input("value", initial=initial, max_length=max_length, placeholder=placeholder)
+    return _input(block_id, label, element, optional=True, hint=hint)
 
 
 def review_note_modal(*, escalation_id: int, decision: str) -> dict[str, Any]:

@@ -102,25 +102,26 @@ def parse_rounds(raw: str) -> int:
     return rounds
 
 
-def parse_budget(raw: str) -> float:
+def _number(text: str, wrong: str) -> float:
+    """`text` as a number, or the CommandError that says what is `wrong` with it."""
     try:
-        budget = float(raw.strip().lstrip("$"))
+        return float(text)
     except ValueError:
-        raise CommandError(
-            f"--budget takes an amount in US dollars, e.g. `--budget 0.50`; got `{raw}`"
-        ) from None
+        raise CommandError(wrong) from None
+
+
+def parse_budget(raw: str) -> float:
+    wrong = f"--budget takes an amount in US dollars, e.g. `--budget 0.50`; got `{raw}`"
+    budget = _number(raw.strip().lstrip("$"), wrong)
     if not 0 < budget <= MAX_BUDGET_USD:
         raise CommandError(f"--budget must be above $0 and at most ${MAX_BUDGET_USD:.0f}")
     return budget
 
 
 def parse_threshold(raw: str) -> float:
-    try:
-        value = float(raw.strip().rstrip("%"))
-    except ValueError:
-        raise CommandError(
-            f"the threshold is a number from 0 to 1, e.g. 0.6; got `{raw}`"
-        ) from None
+    value = _number(
+        raw.strip().rstrip("%"), f"the threshold is a number from 0 to 1, e.g. 0.6; got `{raw}`"
+    )
     if raw.strip().endswith("%") or value > 1:
         value /= 100
     if not 0 <= value <= 1:
@@ -196,10 +197,8 @@ def parse_setting(key: str, raw: str, *, protocols: tuple[str, ...]) -> tuple[st
 
 
 def parse_money(raw: str, name: str) -> float:
-    try:
-        value = float(raw.strip().lstrip("$"))
-    except ValueError:
-        raise CommandError(f"{name} is in US dollars, like `50` or `$12.50`; got `{raw}`") from None
+    wrong = f"{name} is in US dollars, like `50` or `$12.50`; got `{raw}`"
+    value = _number(raw.strip().lstrip("$"), wrong)
     if not 0 < value <= 1_000_000:
         raise CommandError(f"{name} must be more than $0 and at most $1,000,000; got `{raw}`")
     return value
@@ -207,10 +206,7 @@ def parse_money(raw: str, name: str) -> float:
 
 def parse_hours(raw: str) -> float:
     text = raw.strip().lower().removesuffix("h").strip()
-    try:
-        value = float(text)
-    except ValueError:
-        raise CommandError(f"review_sla is in hours, like `48` or `24h`; got `{raw}`") from None
+    value = _number(text, f"review_sla is in hours, like `48` or `24h`; got `{raw}`")
     if not 1 <= value <= 24 * 90:
         raise CommandError(f"review_sla must be between 1 and 2160 hours; got `{raw}`")
     return value

@@ -27,6 +27,13 @@ NUMBER = re.compile(r"^[0-9]{1,12}$")
 """A button's id value: ASCII digits only (`str.isdigit` takes "²", which `int` refuses)."""
 WEIGHTS_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
 """A confidence weights version, as the Adopt button carries it (at most the column's 40)."""
+_CHANNEL_BUTTONS: dict[str, tuple[re.Pattern[str], str, str]] = {
+    **{review: (NUMBER, "review", "a review request id") for review in REVIEW_ACTIONS},
+    action_ids.ACTION_FEEDBACK: (FEEDBACK_VALUE, "feedback", "positive:ID or negative:ID"),
+    action_ids.ACTION_DEBATE_ANYWAY: (NUMBER, "Debate anyway", "a debate id"),
+}
+"""Buttons on a message in a channel, by action id: the pattern their value must match, the
+button's name and what its value is, for the reason a malformed click is refused."""
 MAX_DEPTH = 48
 """Slack's deepest payloads (a view's state, rich text in a message) nest about a dozen levels."""
 
@@ -151,21 +158,13 @@ def _actions(body: dict[str, Any]) -> str | None:
     if not isinstance(actions, list) or not actions or not isinstance(actions[0], dict):
         return "the action list is empty"
     action = actions[0]
-    if action.get("action_id") in REVIEW_ACTIONS:
-        if not NUMBER.match(str(action.get("value", ""))):
-            return "the review button's value is not a review request id"
+    button = _CHANNEL_BUTTONS.get(str(action.get("action_id")))
+    if button is not None:
+        value, name, meaning = button
+        if not value.match(str(action.get("value", ""))):
+            return f"the {name} button's value is not {meaning}"
         if not _id(_get(body, "channel", "id")):
-            return "the review button was not clicked in a channel"
-    if action.get("action_id") == action_ids.ACTION_FEEDBACK:
-        if not FEEDBACK_VALUE.match(str(action.get("value", ""))):
-            return "the feedback button's value is not positive:ID or negative:ID"
-        if not _id(_get(body, "channel", "id")):
-            return "the feedback button was not clicked in a channel"
-    if action.get("action_id") == action_ids.ACTION_DEBATE_ANYWAY:
-        if not NUMBER.match(str(action.get("value", ""))):
-            return "the Debate anyway button's value is not a debate id"
-        if not _id(_get(body, "channel", "id")):
-            return "the Debate anyway button was not clicked in a channel"
+            return f"the {name} button was not clicked in a channel"
     if action.get("action_id") == action_ids.ACTION_ADOPT_WEIGHTS and not WEIGHTS_VERSION.match(
         str(action.get("value", ""))
     ):

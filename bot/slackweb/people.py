@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -29,6 +29,8 @@ from bot.slackweb.poster import SLACK_FAILURES, classify, token_refusal
 from bot.store.tenancy import Workspace
 
 log = logging.getLogger(__name__)
+
+V = TypeVar("V")
 
 LOOKUP_PAGES = 5
 """Pages `bot_messages` reads at most: within its window, the bot's message is on the first."""
@@ -43,6 +45,23 @@ class BotMessages:
     complete: bool
 
 
+class _Expiring(Generic[V]):
+    """Answers kept for `ttl_s` seconds of `clock`, by (workspace, id)."""
+
+    def __init__(self, ttl_s: float, clock: Callable[[], float]) -> None:
+        self.ttl_s = ttl_s
+        self._clock = clock
+        self._kept: dict[tuple[str, str], tuple[float, V]] = {}
+
+    def get(self, key: tuple[str, str]) -> V | None:
+        """The kept answer, or None when there is none or it is older than `ttl_s`."""
+        kept = self._kept.get(key)
+        return kept[1] if kept and kept[0] > self._clock() else None
+
+    def put(self, key: tuple[str, str], value: V) -> None:
+        self._kept[key] = (self._clock() + self.ttl_s, value)
+
+
 class SlackDirectory:
     def __init__(
         self,
@@ -53,14 +72,13 @@ class SlackDirectory:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.client = client
-        self.ttl_s = ttl_s
         self.lookup_s = lookup_s
         self._clock = clock
         # Keyed by the workspace the calls are made for as well (bot.slackweb.acting): one
         # directory serves the delivery loop of every workspace, and on Enterprise Grid a person
         # is an admin, and has a DM channel, per workspace.
-        self._admins: dict[tuple[str, str], tuple[float, bool]] = {}
-        self._groups: dict[tuple[str, str], tuple[float, frozenset[str]]] = {}
+        self._admins: _Expiring[bool] = _Expiring(ttl_s, clock)
+        self._groups: _Expiring[frozenset[str]] = _Expiring(ttl_s, clock)
         self._bots: dict[tuple[str, str], tuple[str | None, str]] = {}
         """The bot's user id and name in each workspace (each install has a bot user of its
         own)."""
@@ -72,8 +90,8 @@ class SlackDirectory:
         """Workspace admins and owners may change any channel's settings and decide reviews
         in channels without reviewers."""
         cached = self._admins.get(_acting(user))
-        if cached and cached[0] > self._clock():
-            return cached[1]
+        if cached is not None:
+            return cached
         try:
             info = await self.client.users_info(user=user)
         except SLACK_FAILURES as error:
@@ -81,13 +99,13 @@ class SlackDirectory:
             return False
         profile = info.get("user") or {}
         admin = bool(profile.get("is_admin") or profile.get("is_owner"))
-        self._admins[_acting(user)] = (self._clock() + self.ttl_s, admin)
+        self._admins.put(_acting(user), admin)
         return admin
 
     async def group_members(self, group: str) -> frozenset[str]:
         cached = self._groups.get(_acting(group))
-        if cached and cached[0] > self._clock():
-            return cached[1]
+        if cached is not None:
+            return cached
         try:
             response = await self.client.usergroups_users_list(usergroup=group)
         except SLACK_FAILURES as error:
@@ -95,7 +113,7 @@ class SlackDirectory:
             log.error("usergroups.users.list for %s failed: %s", group, why)
             return frozenset()
         members = frozenset(response.get("users") or [])
-        self._groups[_acting(group)] = (self._clock() + self.ttl_s, members)
+        self._groups.put(_acting(group), members)
         return members
 
     async def is_one_of(self, user: str, people: Sequence[str]) -> bool:

@@ -365,20 +365,20 @@ def _share(part: int, whole: int) -> float | None:
     return round(part / whole, 4) if whole else None
 
 
+def _tally(session: Session, value: Any, debate_id: Any, ids: Any) -> dict[str, int]:
+    """How many rows hold each `value` (a column, as its model names it), among the rows whose
+    `debate_id` column is one of the debates `ids` selects."""
+    query = sa_select(col(value), func.count()).where(col(debate_id).in_(ids)).group_by(col(value))
+    return {str(held): int(n) for held, n in session.execute(query)}
+
+
 def dashboard(
     session: Session, *, since: datetime | None = None, channel_id: str | None = None
 ) -> Dashboard:
     """The operator's dashboard from the stored rows: verdict confidence, escalation rate,
     the critic's challenge strength, tokens, cost and latency, reviews, feedback, the queue."""
     ids = _debates_in(since, channel_id)
-    levels = {
-        str(level): int(n)
-        for level, n in session.exec(
-            select(VerdictRecord.level, func.count())
-            .where(col(VerdictRecord.debate_id).in_(ids))
-            .group_by(col(VerdictRecord.level))
-        )
-    }
+    levels = _tally(session, VerdictRecord.level, VerdictRecord.debate_id, ids)
     verdicts = sum(levels.values())
     escalated = int(
         session.exec(
@@ -436,22 +436,8 @@ def dashboard(
             .where(col(Escalation.debate_id).in_(ids))
         )
     )
-    states = {
-        str(state): int(n)
-        for state, n in session.exec(
-            select(Escalation.state, func.count())
-            .where(col(Escalation.debate_id).in_(ids))
-            .group_by(col(Escalation.state))
-        )
-    }
-    feedback = {
-        str(value): int(n)
-        for value, n in session.exec(
-            select(Feedback.value, func.count())
-            .where(col(Feedback.debate_id).in_(ids))
-            .group_by(col(Feedback.value))
-        )
-    }
+    states = _tally(session, Escalation.state, Escalation.debate_id, ids)
+    feedback = _tally(session, Feedback.value, Feedback.debate_id, ids)
     depth = queue_depth(session)
     return Dashboard(
         since=since.isoformat() if since else None,

@@ -133,8 +133,29 @@ def guarantee(
     return _caught(confidences, correct, alpha, delta)
 
 
-def _escalated(confidences: Sequence[float], threshold: float) -> float:
-    return sum(1 for p in confidences if p < threshold) / len(confidences)
+def _supported(
+    reading: Reading,
+    confidences: Sequence[float],
+    step: int,
+    trials: int,
+    events: int,
+    alpha: float,
+    delta: float,
+) -> Guaranteed:
+    """The guarantee at grid `step`: `events` of `trials` (as `reading` counts them) bounded at
+    level 1 - delta, and the share of the labels that threshold escalates."""
+    threshold = step / GRID
+    return Guaranteed(
+        reading=reading,
+        alpha=alpha,
+        delta=delta,
+        threshold=threshold,
+        labels=len(confidences),
+        escalated_share=sum(1 for p in confidences if p < threshold) / len(confidences),
+        trials=trials,
+        events=events,
+        upper_bound=clopper_pearson_upper(events, trials, delta),
+    )
 
 
 def _kept(
@@ -162,17 +183,7 @@ def _kept(
         chosen = (step, kept, wrong)
     if chosen is not None:
         step, kept, wrong = chosen
-        return Guaranteed(
-            reading=Reading.KEPT,
-            alpha=alpha,
-            delta=delta,
-            threshold=step / GRID,
-            labels=n,
-            escalated_share=_escalated(confidences, step / GRID),
-            trials=kept,
-            events=wrong,
-            upper_bound=clopper_pearson_upper(wrong, kept, delta),
-        )
+        return _supported(Reading.KEPT, confidences, step, kept, wrong, alpha, delta)
     return _kept_refusal(pairs, alpha, delta, floor)
 
 
@@ -261,14 +272,4 @@ def _caught(
         )
         return Unsupported(Reading.CAUGHT, alpha, delta, n, reason, None)
     step, missed = chosen
-    return Guaranteed(
-        reading=Reading.CAUGHT,
-        alpha=alpha,
-        delta=delta,
-        threshold=step / GRID,
-        labels=n,
-        escalated_share=_escalated(confidences, step / GRID),
-        trials=len(wrong),
-        events=missed,
-        upper_bound=clopper_pearson_upper(missed, len(wrong), delta),
-    )
+    return _supported(Reading.CAUGHT, confidences, step, len(wrong), missed, alpha, delta)

@@ -108,20 +108,21 @@ def render_proposition(p: Proposition) -> str:
     )
 
 
-def render_proposer(turn: ProposerTurn, number: int) -> str:
+def _argued(turn: ProposerTurn | CriticTurn, heading: str, points: str) -> str:
+    """A proposer's or critic's turn: its thesis, its labelled points under `heading`, and the
+    evidence it cites."""
     return (
-        f"Thesis: {indented(turn.thesis)}\n"
-        f"Arguments:\n{_points(number, 'P', turn.supporting_arguments)}\n"
+        f"Thesis: {indented(turn.thesis)}\n{heading}:\n{points}\n"
         f"Evidence cited:\n{_bullets(turn.evidence_cited)}"
     )
+
+
+def render_proposer(turn: ProposerTurn, number: int) -> str:
+    return _argued(turn, "Arguments", _points(number, "P", turn.supporting_arguments))
 
 
 def render_critic(turn: CriticTurn, number: int) -> str:
-    return (
-        f"Thesis: {indented(turn.thesis)}\n"
-        f"Counter-arguments:\n{_points(number, 'C', turn.counter_arguments)}\n"
-        f"Evidence cited:\n{_bullets(turn.evidence_cited)}"
-    )
+    return _argued(turn, "Counter-arguments", _points(number, "C", turn.counter_arguments))
 
 
 def render_rebuttal(turn: RebuttalTurn, number: int) -> str:

@@ -29,7 +29,7 @@ names and argument ids hidden behind position letters, for an independent judge.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field, create_model, model_validator
 
@@ -108,6 +108,8 @@ __all__ = [
     "StructuredProtocol",
     "TraceEntry",
 ]
+
+T = TypeVar("T", bound=BaseModel)
 
 STRUCTURED_IDS = "Ids PRO-<n>, CON-<n>: the n-th argument of the PRO or CON side's opening."
 SIDE_MEANING = {
@@ -293,16 +295,24 @@ class StructuredProtocol:
             record = StructuredPhase.model_validate({"speakers": speakers, **phase})
             await ledger.emit(RoundFinished(record=record))
 
+        async def argued(
+            side: str, template: str, number: int, step: str, output: type[T], **values: str
+        ) -> T:
+            """`side`'s debater's turn: the side's own values, then `values`."""
+            return await asker.ask(
+                f"structured/{template}.md",
+                round=number,
+                role=Role.DEBATER,
+                speaker=speakers[side],
+                step=step,
+                output_type=output,
+                values={**sided(side), **values},
+            )
+
         try:
             for side in SIDES:
-                openings[side] = await asker.ask(
-                    "structured/opening.md",
-                    round=1,
-                    role=Role.DEBATER,
-                    speaker=speakers[side],
-                    step="making the opening",
-                    output_type=opening_type(side),
-                    values=sided(side),
+                openings[side] = await argued(
+                    side, "opening", 1, "making the opening", opening_type(side)
                 )
             checker = CitationChecker(spec.context, spec.question)
             for opening in openings.values():
@@ -316,36 +326,28 @@ class StructuredProtocol:
                 openings={s: plain(o.arguments) for s, o in openings.items()},
             )
             for side, other in zip(SIDES, reversed(SIDES), strict=True):
-                crosses[side] = await asker.ask(
-                    "structured/cross_exam.md",
-                    round=2,
-                    role=Role.DEBATER,
-                    speaker=speakers[side],
-                    step="cross-examining",
-                    output_type=cross_type([a.id for a in openings[other].arguments]),
-                    values={
-                        **sided(side),
-                        "own": render_arguments(openings[side]),
-                        "opposing": render_arguments(openings[other]),
-                    },
+                crosses[side] = await argued(
+                    side,
+                    "cross_exam",
+                    2,
+                    "cross-examining",
+                    cross_type([a.id for a in openings[other].arguments]),
+                    own=render_arguments(openings[side]),
+                    opposing=render_arguments(openings[other]),
                 )
             await posted(
                 phase="cross_examination",
                 answers={s: plain(c.responses) for s, c in crosses.items()},
             )
             for side, other in zip(SIDES, reversed(SIDES), strict=True):
-                closings[side] = await asker.ask(
-                    "structured/closing.md",
-                    round=3,
-                    role=Role.DEBATER,
-                    speaker=speakers[side],
-                    step="closing",
-                    output_type=Closing,
-                    values={
-                        **sided(side),
-                        "own": render_arguments(openings[side]),
-                        "answers_to_you": render_cross(other, crosses[other]),
-                    },
+                closings[side] = await argued(
+                    side,
+                    "closing",
+                    3,
+                    "closing",
+                    Closing,
+                    own=render_arguments(openings[side]),
+                    answers_to_you=render_cross(other, crosses[other]),
                 )
             await posted(phase="closings", closings=closings)
             so_far = judge_so_far(openings, crosses, closings).sections()
