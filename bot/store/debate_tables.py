@@ -33,6 +33,7 @@ class DebateSource(StrEnum):
     DEBATE_ANYWAY = "debate_anyway"
     ASSISTANT = "assistant"
     CLI = "cli"
+    MCP = "mcp"
 
 
 class TriageState(StrEnum):

@@ -67,7 +67,7 @@ BOT_LAYERS: list[tuple[str, ...]] = [
     ("bot.slackweb",),
     ("bot.intake",),
     ("bot.jobs",),
-    ("bot.slack",),
+    ("bot.slack", "bot.fronts"),
     ("bot.health", "bot.runtime", "bot.wiring", "bot.receipting", "bot.serving", "bot.cli"),
 ]
 """bot/'s layers, lowest first: foundations; the store; clients of the code hosts and model
