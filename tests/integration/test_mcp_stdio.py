@@ -63,8 +63,9 @@ async def serving(database: str, allowed: Path) -> AsyncIterator[Client]:
 async def call(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     result = await client.call_tool(tool, arguments)
     assert not result.is_error, result.content
-    assert result.structured_content is not None
-    return result.structured_content
+    content: dict[str, Any] | None = result.structured_content
+    assert content is not None
+    return content
 
 
 async def refused(client: Client, tool: str, arguments: dict[str, Any]) -> str:

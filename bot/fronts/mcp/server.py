@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -42,7 +42,7 @@ class McpFront:
     reader: Reader
     allowed: AllowedDirs
     requested_by: str
-    run: Callable[[int], Awaitable[None]] | None = None
+    run: Callable[[int], Coroutine[Any, Any, None]] | None = None
     poll_s: float = 0.2
     running: set[asyncio.Task[None]] = field(default_factory=set)
 
