@@ -121,3 +121,22 @@ def test_mcp_needs_a_token_off_the_loopback_address() -> None:
     assert bearer_token(TOKEN, host="0.0.0.0") == TOKEN
     with pytest.raises(AuthConfigError, match="needs DEBATEBOT_MCP_TOKEN"):
         bearer_token(None, host="0.0.0.0")
+
+
+async def test_serve_mounts_no_mcp_off_the_loopback_address_without_a_token(
+    start_bot: BotFactory,
+) -> None:
+    bot = await start_bot(http_host="0.0.0.0")
+    services = build_services(bot.settings, resolve_llm=lambda _model: bot.llm)
+    try:
+        assert _mcp(bot.settings, services, bot.engine, bot.runtime) is None
+        open_locally = _mcp(
+            bot.settings.model_copy(update={"http_host": "127.0.0.1"}),
+            services,
+            bot.engine,
+            bot.runtime,
+        )
+        assert open_locally is not None
+        assert open_locally.gate.expected is None
+    finally:
+        await services.aclose()

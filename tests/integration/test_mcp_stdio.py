@@ -5,6 +5,7 @@ with tool errors an agent can act on; context paths outside the allowed director
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -14,6 +15,8 @@ from typing import Any
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.shared.exceptions import MCPError
+from mcp.types import TextResourceContents
 from sqlmodel import Session, select
 
 from bot.cli import main
@@ -108,6 +111,13 @@ async def follow_a_debate(client: Client, database: str) -> None:
     assert answer["decision"] == "revise"
     assert set(answer["confidence_components"]["values"]) >= {"agreement", "declared"}
     assert answer["audit"] == {"chain_ok": True, "kind": None}
+
+    read = await client.read_resource(f"debate://{debate_id}")
+    (content,) = read.contents
+    assert isinstance(content, TextResourceContents)
+    assert json.loads(content.text)["decision"] == answer["decision"]
+    with pytest.raises(MCPError, match="debate://4242: there is no debate 4242"):
+        await client.read_resource("debate://4242")
 
     verified = await call(client, "verify_record", {"id": debate_id})
     assert verified["ok"] is True

@@ -44,6 +44,6 @@ def mcp_over_http(front: McpFront, *, token: str | None, host: str) -> McpHttp |
     try:
         required = bearer_token(token, host=host)
     except AuthConfigError as error:
-        log.warning("no /mcp: %s", error)
+        log.info("no /mcp: %s", error)
         return None
     return McpHttp(build_server(front), token=required, host=host)
