@@ -44,7 +44,9 @@ def allowed(tmp_path: Path) -> Path:
 
 
 @contextlib.asynccontextmanager
-async def serving(database: str, allowed: Path) -> AsyncIterator[Client]:
+async def serving(
+    database: str, allowed: Path, *flags: str, **settings: str
+) -> AsyncIterator[Client]:
     """A `debatebot mcp` subprocess and the SDK's client on it (a context manager, not a
     fixture: the SDK's task group must close in the task that opened it)."""
     env = {
@@ -52,10 +54,11 @@ async def serving(database: str, allowed: Path) -> AsyncIterator[Client]:
         "DEBATEBOT_DATABASE_URL": database,
         "DEBATEBOT_PROVIDER": "fake",
         "PATH": os.environ.get("PATH", ""),
+        **{f"DEBATEBOT_{name.upper()}": value for name, value in settings.items()},
     }
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "bot.cli", "mcp", "--allow-dir", str(allowed)],
+        args=["-m", "bot.cli", "mcp", "--allow-dir", str(allowed), *flags],
         env=env,
         cwd=str(ROOT),
     )
@@ -190,3 +193,17 @@ async def path_refusals(client: Client, allowed: Path, tmp_path: Path) -> None:
     )
     assert "context file '../secret.txt' refused: paths may not contain '..'" in dotted
     assert (await call(client, "list_debates", {}))["result"] == []
+
+
+async def test_the_intakes_in_flight_limit_holds_for_agents_and_is_named(
+    database: str, allowed: Path
+) -> None:
+    async with serving(database, allowed, "--no-run", max_debates_per_user="1") as client:
+        first = await call(client, "start_debate", {"question": "Adopt ADR-7?"})
+        refusal = await refused(client, "start_debate", {"question": "Adopt ADR-8?"})
+        queued = await call(client, "get_debate", {"id": first["id"]})
+    assert "you already have 1 debates queued or running" in refusal
+    assert "(DEBATEBOT_MAX_DEBATES_PER_USER=1)" in refusal
+    # --no-run: the admitted debate waits for a worker.
+    assert queued["state"] == "queued"
+    assert queued["next"] == "call wait_for_debate with this id to wait for the verdict"
