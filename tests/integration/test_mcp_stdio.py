@@ -83,10 +83,15 @@ async def refused(client: Client, tool: str, arguments: dict[str, Any]) -> str:
 
 
 async def test_a_debate_started_over_mcp_runs_to_its_verdict_and_is_stored_as_mcp(
-    database: str, allowed: Path
+    database: str, allowed: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     async with serving(database, allowed) as client:
         await follow_a_debate(client, database)
+    capsys.readouterr()
+    assert main(["stats"]) == 0
+    assert "started by: mcp 1\n" in capsys.readouterr().out
+    assert main(["stats", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["sources"] == {"mcp": 1}
 
 
 async def follow_a_debate(client: Client, database: str) -> None:
