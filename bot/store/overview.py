@@ -99,4 +99,4 @@ def source_counts(
         query = query.where(col(Debate.created_at) >= since)
     if channel_id is not None:
         query = query.where(col(Debate.channel_id) == channel_id)
-    return {source.value: count for source, count in sorted(session.exec(query))}
+    return {str(source): count for source, count in sorted(session.exec(query))}
