@@ -12,10 +12,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ResourceUpdated
 from mcp.types import TextResourceContents
 from sqlmodel import Session, select
 
@@ -212,3 +214,19 @@ async def test_the_intakes_in_flight_limit_holds_for_agents_and_is_named(
     # --no-run: the admitted debate waits for a worker.
     assert queued["state"] == "queued"
     assert queued["next"] == "call wait_for_debate with this id to wait for the verdict"
+
+
+async def test_a_listener_hears_when_the_debate_resource_changes(
+    database: str, allowed: Path
+) -> None:
+    # A fresh store: the first debate is debate 1, so the listener is in place before it starts.
+    async with serving(database, allowed) as client:
+        with anyio.fail_after(60):
+            async with client.listen(resource_subscriptions=["debate://1"]) as events:
+                started = await call(client, "start_debate", {"question": "Adopt ADR-7?"})
+                event = await events.__anext__()
+        after = await call(client, "get_debate", {"id": started["id"]})
+    assert started["id"] == 1
+    assert isinstance(event, ResourceUpdated)
+    assert event.uri == "debate://1"
+    assert after["state"] == "finished"

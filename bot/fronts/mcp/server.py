@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
 from pydantic import Field
 
 from bot.fronts.mcp.admission import submit_debate
@@ -36,7 +37,9 @@ MAX_DOCUMENTS = 20
 @dataclass
 class McpFront:
     """What the tools work with: the intake, the store reader, the allowed directories, and
-    `run` (run an admitted debate in this process; None leaves it to the workers)."""
+    `run` (run an admitted debate in this process; None leaves it to the workers). `bus`
+    carries `debate://ID` updates to clients listening (`subscriptions/listen`) when a debate
+    run here finishes."""
 
     intake: Intake
     reader: Reader
@@ -45,14 +48,26 @@ class McpFront:
     run: Callable[[int], Coroutine[Any, Any, None]] | None = None
     poll_s: float = 0.2
     running: set[asyncio.Task[None]] = field(default_factory=set)
+    bus: InMemorySubscriptionBus = field(default_factory=InMemorySubscriptionBus)
 
     def start_running(self, debate_id: int) -> None:
         if self.run is None:
             return
-        task = asyncio.get_running_loop().create_task(self.run(debate_id))
+        task = asyncio.get_running_loop().create_task(self._run(debate_id))
         # Held until done: the loop keeps only a weak reference to a task.
         self.running.add(task)
         task.add_done_callback(self.running.discard)
+
+    async def _run(self, debate_id: int) -> None:
+        assert self.run is not None
+        try:
+            await self.run(debate_id)
+        except Exception:
+            # The worker records a debate's own failures; this is one it could not record (the
+            # store gone mid-run): nobody awaits this task, so it is logged here.
+            log.exception("debate %d could not be run in this process", debate_id)
+        finally:
+            await self.bus.publish(ResourceUpdated(uri=f"debate://{debate_id}"))
 
     async def wait(self, debate_id: int, timeout_s: float) -> bool:
         """Whether debate `debate_id` finished within `timeout_s`."""
@@ -119,6 +134,7 @@ def build_server(front: McpFront) -> MCPServer:
     """The MCP server over `front`; the caller picks the transport (stdio, Streamable HTTP)."""
     server = MCPServer(
         name="debatebot",
+        subscriptions=front.bus,
         instructions=(
             "Ask debatebot to debate a contested decision (an ADR, a design, a pull request):"
             " start_debate answers at once with an id; then wait_for_debate (loop while it"
@@ -268,7 +284,10 @@ def build_server(front: McpFront) -> MCPServer:
     @server.resource(
         "debate://{debate_id}",
         name="debate",
-        description="A debate as get_debate answers it",
+        description=(
+            "A debate as get_debate answers it; listen to it (subscriptions/listen) to hear when"
+            " a debate this server runs finishes"
+        ),
         mime_type="application/json",
     )
     async def debate_resource(debate_id: str) -> str:
