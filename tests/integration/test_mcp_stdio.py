@@ -114,13 +114,25 @@ async def follow_a_debate(client: Client, database: str) -> None:
     debate_id = started["id"]
     assert started["state"] == "queued"
 
-    answer = await call(client, "wait_for_debate", {"id": debate_id, "timeout_s": 50})
+    told: list[float] = []
+
+    async def heard(progress: float, total: float | None, message: str | None) -> None:
+        told.append(progress)
+
+    waited = await client.call_tool(
+        "wait_for_debate", {"id": debate_id, "timeout_s": 50}, progress_callback=heard
+    )
+    answer: dict[str, Any] | None = waited.structured_content
+    assert answer is not None
     assert answer["finished"] is True
     assert answer["state"] == "finished"
     assert answer["source"] == "mcp"
     assert answer["decision"] == "revise"
     assert set(answer["confidence_components"]["values"]) >= {"agreement", "declared"}
     assert answer["audit"] == {"chain_ok": True, "kind": None}
+    # Each new count of turns was reported, up to the last.
+    assert told == sorted(set(told))
+    assert told[-1] == answer["turns_so_far"]
 
     read = await client.read_resource(f"debate://{debate_id}")
     (content,) = read.contents

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, func
 from sqlmodel import col, select
 
 from bot.store import verify
 from bot.store.audit import ChainReport
 from bot.store.db import session_scope
-from bot.store.debate_tables import Debate, DebateSource, DebateState
+from bot.store.debate_tables import Debate, DebateSource, DebateState, Turn
 from bot.store.errors import DebateNotFoundError
 from bot.store.export import export_record, verify_export
 from bot.store.tenancy import PENDING_WORKSPACE, Workspace
@@ -46,14 +46,18 @@ class Reader:
                 ) from None
         return summary(record)
 
-    def finished(self, debate_id: int) -> bool:
+    def progress(self, debate_id: int) -> tuple[bool, int]:
+        """Whether the debate finished, and how many turns it has recorded so far."""
         with session_scope(self.engine, workspace=self.workspace) as session:
             debate = session.get(Debate, debate_id)
             if debate is None:
                 raise UnknownDebateError(
                     f"there is no debate {debate_id}; `list_debates` shows the ids there are"
                 )
-            return debate.state is DebateState.FINISHED
+            recorded = session.exec(
+                select(func.count()).select_from(Turn).where(Turn.debate_id == debate_id)
+            ).one()
+            return debate.state is DebateState.FINISHED, int(recorded)
 
     def recent(self, *, limit: int, source: DebateSource | None) -> list[dict[str, Any]]:
         """The newest `limit` debates (only those from `source`, when given), newest first."""

@@ -9,11 +9,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
 from pydantic import Field
@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 MAX_WAIT_S = 50
 """The longest `wait_for_debate` blocks: under the 60 seconds many clients allow a tool call."""
 MAX_DOCUMENTS = 20
+Progress = Callable[[int], Awaitable[None]]
+"""Told the number of turns a debate has recorded, each time it grows."""
 
 
 @dataclass
@@ -69,13 +71,22 @@ class McpFront:
         finally:
             await self.bus.publish(ResourceUpdated(uri=f"debate://{debate_id}"))
 
-    async def wait(self, debate_id: int, timeout_s: float) -> bool:
-        """Whether debate `debate_id` finished within `timeout_s`."""
-        deadline = asyncio.get_running_loop().time() + timeout_s
+    async def wait(
+        self, debate_id: int, timeout_s: float, progress: Progress | None = None
+    ) -> bool:
+        """Whether debate `debate_id` finished within `timeout_s`; `progress` hears each new
+        count of turns recorded (MCP progress notifications, for a client that asked)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        told = -1
         while True:
-            if await asyncio.to_thread(self.reader.finished, debate_id):
+            finished, turns = await asyncio.to_thread(self.reader.progress, debate_id)
+            if progress is not None and turns != told:
+                told = turns
+                await progress(turns)
+            if finished:
                 return True
-            if asyncio.get_running_loop().time() >= deadline:
+            if loop.time() >= deadline:
                 return False
             await asyncio.sleep(self.poll_s)
 
@@ -217,7 +228,8 @@ def build_server(front: McpFront) -> MCPServer:
         description=(
             "Wait until a debate finishes or `timeout_s` passes (at most"
             f" {MAX_WAIT_S} seconds), then answer as get_debate does plus `finished`. If"
-            " `finished` is false, call it again."
+            " `finished` is false, call it again. With a progress token, each recorded turn is"
+            " reported as progress."
         )
     )
     async def wait_for_debate(
@@ -225,9 +237,15 @@ def build_server(front: McpFront) -> MCPServer:
         timeout_s: Annotated[
             float, Field(gt=0, le=MAX_WAIT_S, description=f"seconds to wait, 1 to {MAX_WAIT_S}")
         ] = 30,
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
+        async def progress(turns: int) -> None:
+            # Sent only when the call carried a progress token (the SDK drops it otherwise).
+            if ctx is not None:
+                await ctx.report_progress(turns, message=f"{turns} turns recorded")
+
         try:
-            finished = await front.wait(id, timeout_s)
+            finished = await front.wait(id, timeout_s, progress)
         except UnknownDebateError as error:
             raise ToolError(str(error)) from None
         answer = await _read(front, id)
