@@ -211,6 +211,10 @@ async def path_refusals(client: Client, allowed: Path, tmp_path: Path) -> None:
         client, "start_debate", {"question": "Q?", "context_files": ["../secret.txt"]}
     )
     assert "context file '../secret.txt' refused: paths may not contain '..'" in dotted
+
+    os.mkfifo(allowed / "pipe")
+    fifo = await refused(client, "start_debate", {"question": "Q?", "context_files": ["pipe"]})
+    assert "context file 'pipe' refused: it is not a regular file" in fifo
     assert (await call(client, "list_debates", {}))["result"] == []
 
 

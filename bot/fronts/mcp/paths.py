@@ -43,6 +43,9 @@ class AllowedDirs:
                 f"context file {name!r} refused: it is outside the allowed directories"
                 f"{linked}; allowed: {allowed}"
             )
+        if not real.is_file():
+            # A FIFO or device would block the read or never end: only regular files are read.
+            raise PathRefusedError(f"context file {name!r} refused: it is not a regular file")
         try:
             with real.open(encoding="utf-8") as file:
                 text = file.read(MAX_CONTEXT_CHARS + 1)

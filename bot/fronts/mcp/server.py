@@ -191,7 +191,7 @@ def build_server(front: McpFront) -> MCPServer:
         ] = None,
     ) -> dict[str, Any]:
         _checked_args(protocol, rounds, budget_usd)
-        documents = _documents(front, context or [], context_files or [])
+        documents = await asyncio.to_thread(_documents, front, context or [], context_files or [])
         try:
             debate_id = await submit_debate(
                 front.intake,
