@@ -181,6 +181,12 @@ async def bad_input(client: Client) -> None:
     )
     assert f"more than the {MAX_CONTEXT_CHARS:,} a debate can read" in big
 
+    empty = await refused(client, "start_debate", {"question": "  "})
+    assert "`question` is empty: give the decision to debate" in empty
+
+    stances = await refused(client, "start_debate", {"question": "Q?", "protocol": "stances"})
+    assert "the stances protocol needs at least two debaters" in stances
+
     missing = await refused(client, "get_debate", {"id": 4242})
     assert "there is no debate 4242; `list_debates` shows the ids there are" in missing
     assert (await call(client, "list_debates", {}))["result"] == []

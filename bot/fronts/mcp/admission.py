@@ -21,10 +21,12 @@ async def submit_debate(
     protocol: str | None,
     rounds: int | None,
     budget_usd: float | None,
+    stances: tuple[tuple[str, ...], tuple[str, ...]],
     requested_by: str,
 ) -> int:
     """Admit and queue one debate for `requested_by` (an `mcp:` identity, so the per-person
-    in-flight limit counts an agent's debates); its id. NotAdmittedError says why not."""
+    in-flight limit counts an agent's debates), with `stances` (for, against) for the stances
+    protocol; its id. NotAdmittedError says why not."""
     started = await intake.submit(
         DebateRequest(
             trigger_key=f"mcp:{uuid.uuid4()}",
@@ -35,6 +37,8 @@ async def submit_debate(
                 protocol=protocol,
                 rounds=rounds,
                 budget_usd=budget_usd,
+                stances_for=stances[0],
+                stances_against=stances[1],
             ),
             requested_by=requested_by,
         )

@@ -163,9 +163,7 @@ def build_server(front: McpFront) -> MCPServer:
         )
     )
     async def start_debate(
-        question: Annotated[
-            str, Field(min_length=1, description="the decision to debate, e.g. 'Adopt ADR-7?'")
-        ],
+        question: Annotated[str, Field(description="the decision to debate, e.g. 'Adopt ADR-7?'")],
         context: Annotated[
             list[str] | None,
             Field(
@@ -189,7 +187,22 @@ def build_server(front: McpFront) -> MCPServer:
         budget_usd: Annotated[
             float | None, Field(description="the most this debate may spend, in US dollars")
         ] = None,
+        stances_for: Annotated[
+            list[str] | None,
+            Field(
+                description="stances protocol: one debater per stance arguing for (what its"
+                " errors call --for)"
+            ),
+        ] = None,
+        stances_against: Annotated[
+            list[str] | None,
+            Field(
+                description="stances protocol: one debater per stance arguing against (--against)"
+            ),
+        ] = None,
     ) -> dict[str, Any]:
+        if not question.strip():
+            raise ToolError("`question` is empty: give the decision to debate, e.g. 'Adopt ADR-7?'")
         _checked_args(protocol, rounds, budget_usd)
         documents = await asyncio.to_thread(_documents, front, context or [], context_files or [])
         try:
@@ -200,6 +213,7 @@ def build_server(front: McpFront) -> MCPServer:
                 protocol=protocol,
                 rounds=rounds,
                 budget_usd=budget_usd,
+                stances=(tuple(stances_for or ()), tuple(stances_against or ())),
                 requested_by=front.requested_by,
             )
         except NotAdmittedError as error:
@@ -235,7 +249,7 @@ def build_server(front: McpFront) -> MCPServer:
     async def wait_for_debate(
         id: Annotated[int, Field(description="the debate's id")],
         timeout_s: Annotated[
-            float, Field(gt=0, le=MAX_WAIT_S, description=f"seconds to wait, 1 to {MAX_WAIT_S}")
+            float, Field(gt=0, le=MAX_WAIT_S, description=f"seconds to wait, at most {MAX_WAIT_S}")
         ] = 30,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
