@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from bot.metrics import Metrics
 from bot.runtime import BotRuntime, check_bot_token, startup_heap_frozen
 from bot.settings import Settings, SettingsError
+from bot.store.tenancy import PENDING_WORKSPACE
 from bot.wiring import build_bot, build_services, check_configured_models, open_store
 
 log = logging.getLogger(__name__)
@@ -20,6 +21,10 @@ if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
     import uvicorn
+    from sqlalchemy import Engine
+
+    from bot.fronts.mcp.http import McpHttp
+    from bot.wiring.services import DebateServices
 
 
 def transport(settings: Settings) -> str:
@@ -48,22 +53,53 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         if settings.metrics_port is not None:
             exporter = serve_metrics(runtime.metrics, settings.http_host, settings.metrics_port)
         frozen.enter_context(startup_heap_frozen())
+        runtime.asgi.mcp = mcp = _mcp(settings, services, engine, runtime)
         await runtime.start()
         try:
-            if transport(settings) == "socket":
-                ops = _ops_server(settings, runtime)
-                try:
-                    await _serve_socket_mode(settings, runtime, stop)
-                finally:
-                    if ops is not None:
-                        ops.should_exit = True
-            else:
-                await _serve_http(settings, runtime, stop)
+            async with contextlib.AsyncExitStack() as mcp_running:
+                if mcp is not None:
+                    await mcp_running.enter_async_context(mcp.running())
+                await _serve(settings, runtime, stop)
         finally:
             await runtime.stop()
             await services.aclose()
             if exporter is not None:
                 exporter.shutdown()
+
+
+async def _serve(settings: Settings, runtime: BotRuntime, stop: asyncio.Event) -> None:
+    if transport(settings) == "socket":
+        ops = _ops_server(settings, runtime)
+        try:
+            await _serve_socket_mode(settings, runtime, stop)
+        finally:
+            if ops is not None:
+                ops.should_exit = True
+    else:
+        await _serve_http(settings, runtime, stop)
+
+
+def _mcp(
+    settings: Settings, services: DebateServices, engine: Engine, runtime: BotRuntime
+) -> McpHttp | None:
+    """MCP over HTTP at `/mcp` (bot.fronts.mcp): debates admitted by the one intake, run by
+    this process's workers (woken at once), as the deployment's own workspace's."""
+    from bot.fronts.mcp.http import mcp_over_http
+    from bot.fronts.mcp.paths import AllowedDirs
+    from bot.fronts.mcp.reading import Reader
+    from bot.fronts.mcp.server import McpFront
+    from bot.wiring.surfaces import build_intake
+
+    token = settings.mcp_token.get_secret_value() if settings.mcp_token else None
+    front = McpFront(
+        intake=build_intake(
+            settings, services, engine, workspace=PENDING_WORKSPACE, wake=runtime.work.worker.wake
+        ),
+        reader=Reader(engine, key=settings.audit_key_bytes()),
+        allowed=AllowedDirs([]),
+        requested_by="mcp:http",
+    )
+    return mcp_over_http(front, token=token, host=settings.http_host)
 
 
 async def _serve_socket_mode(settings: Settings, runtime: BotRuntime, stop: asyncio.Event) -> None:
@@ -117,7 +153,7 @@ def _ops_server(settings: Settings, runtime: BotRuntime) -> uvicorn.Server | Non
     health = runtime.asgi.health
     server = uvicorn.Server(
         uvicorn.Config(
-            OpsASGI(health, runtime.metrics, runtime.asgi.public_keys),
+            OpsASGI(health, runtime.metrics, runtime.asgi.public_keys, runtime.asgi.mcp),
             lifespan="off",
             log_level="warning",
         )

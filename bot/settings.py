@@ -246,6 +246,9 @@ class Settings(BaseSettings):
     slack_app_token: SecretStr | None = Field(
         default=None, description="xapp-… app-level token; when set, serve uses Socket Mode"
     )
+    mcp_token: SecretStr | None = Field(
+        default=None, description="bearer token agents send to `/mcp` on serve's HTTP port"
+    )
     slack_api_url: str = Field(
         default="https://slack.com/api/", description="Slack Web API base URL (tests: emulator)"
     )

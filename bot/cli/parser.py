@@ -212,6 +212,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     web.set_defaults(handler="web:web", is_async=True)
 
+    mcp = commands.add_parser("mcp", help="serve MCP over stdio, for coding agents")
+    mcp.add_argument(
+        "--allow-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a directory start_debate may read context files from (repeatable)",
+    )
+    mcp.add_argument(
+        "--no-run", action="store_true", help="leave admitted debates to `debatebot worker`"
+    )
+    mcp.set_defaults(handler="mcp:mcp", is_async=True)
+
     db = commands.add_parser("db", help="database schema")
     db.add_argument("action", choices=("upgrade",))
     db.set_defaults(handler="database:database", is_async=False)

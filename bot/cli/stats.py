@@ -33,9 +33,11 @@ def stats(args: argparse.Namespace) -> int:
     ):
         stats = overview.protocol_stats(session, since=since, channel_id=args.channel)
         board = operations.dashboard(session, since=since, channel_id=args.channel)
+        sources = overview.source_counts(session, since=since, channel_id=args.channel)
     if args.json:
         protocols = [dataclasses.asdict(s) for s in stats]
-        print(json.dumps({"protocols": protocols, **dataclasses.asdict(board)}, indent=2))
+        document = {"protocols": protocols, "sources": sources, **dataclasses.asdict(board)}
+        print(json.dumps(document, indent=2))
         return 0
     scope = f"since {board.since[:16]}Z" if board.since else "all time"
     print(f"debatebot stats, {scope}" + (f", channel {args.channel}" if args.channel else ""))
@@ -51,6 +53,7 @@ def stats(args: argparse.Namespace) -> int:
     if not stats:
         print("(no debates yet)")
         return 0
+    print("started by: " + ", ".join(f"{source} {n}" for source, n in sources.items()))
     print_dashboard(board)
     return 0
 

@@ -22,6 +22,8 @@ class OriginKind(StrEnum):
     WEB = "web"
     API = "api"
     TERMINAL = "terminal"
+    MCP = "mcp"
+    """A coding agent, through the MCP server (`bot/fronts/mcp/`)."""
 
     @property
     def has_reviewers(self) -> bool:

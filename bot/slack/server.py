@@ -37,6 +37,9 @@ HealthCheck = Callable[[], Awaitable[dict[str, Any]]]
 PublicKeys = Callable[[], bytes | None]
 """The public keys file of the receipt keys, read at each request (None: there are none)."""
 KEYS_PATH = "/.well-known/debatebot-keys.json"
+MCP_PATH = "/mcp"
+Mcp = Callable[[Scope, Receive, Send], Awaitable[None]]
+"""MCP over Streamable HTTP (bot.fronts.mcp.http), served beside Slack when configured."""
 
 log = logging.getLogger(__name__)
 EVENTS_PATH = "/slack/events"
@@ -55,13 +58,18 @@ class OpsASGI:
         health: HealthCheck,
         metrics: Metrics | None = None,
         public_keys: PublicKeys | None = None,
+        mcp: Mcp | None = None,
     ) -> None:
         self.health = health
         self.metrics = metrics
         self.public_keys = public_keys
+        self.mcp = mcp
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
+            return
+        if self.mcp is not None and scope["path"] == MCP_PATH:
+            await self.mcp(scope, receive, send)
             return
         if not await answer_ops(scope, send, self.health, self.metrics, self.public_keys):
             await _answer(send, 404, "not found: this port serves /healthz and /metrics")
@@ -120,7 +128,9 @@ class BotASGI:
         signing_secret: str,
         after_ack: AfterAck | None = None,
         public_keys: PublicKeys | None = None,
+        mcp: Mcp | None = None,
     ) -> None:
+        self.mcp = mcp
         self.slack = AsyncSlackRequestHandler(app, path=EVENTS_PATH)
         self.health = health
         self.metrics = metrics
@@ -132,6 +142,9 @@ class BotASGI:
         if scope["type"] == "http" and await answer_ops(
             scope, send, self.health, self.metrics, self.public_keys
         ):
+            return
+        if self.mcp is not None and scope["type"] == "http" and scope["path"] == MCP_PATH:
+            await self.mcp(scope, receive, send)
             return
         with self.after_ack.answering():
             await self._slack(scope, receive, send)

@@ -49,6 +49,7 @@ class DebateSource(StrEnum):
     CLI = "cli"
     WEB = "web"
     API = "api"
+    MCP = "mcp"
 
 
 class TriageState(StrEnum):

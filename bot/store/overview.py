@@ -87,3 +87,16 @@ def protocol_stats(
         )
         for protocol, count in sorted(debates.items())
     ]
+
+
+def source_counts(
+    session: Session, *, since: datetime | None = None, channel_id: str | None = None
+) -> dict[str, int]:
+    """How many debates each source started since `since` (in one channel): Slack's triggers,
+    the CLI, agents over MCP."""
+    query = select(Debate.source, func.count()).group_by(col(Debate.source))
+    if since is not None:
+        query = query.where(col(Debate.created_at) >= since)
+    if channel_id is not None:
+        query = query.where(col(Debate.channel_id) == channel_id)
+    return {str(source): count for source, count in sorted(session.exec(query))}

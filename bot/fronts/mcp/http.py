@@ -1,0 +1,49 @@
+"""MCP over Streamable HTTP at `/mcp`, for `debatebot serve`'s HTTP port: the SDK's own
+transport app behind the bearer gate (`auth`). The SDK's session manager needs a running task
+group for as long as requests arrive; `running()` holds it for the hosting process (its HTTP
+server runs without ASGI lifespan events, so the SDK's lifespan would never start it)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from mcp.server.mcpserver import MCPServer
+
+from bot.fronts.mcp.auth import AuthConfigError, BearerGate, Receive, Scope, Send, bearer_token
+from bot.fronts.mcp.server import McpFront, build_server
+
+log = logging.getLogger(__name__)
+
+PATH = "/mcp"
+
+
+class McpHttp:
+    """The `/mcp` endpoint: `__call__` serves a request, `running()` keeps the SDK's session
+    manager alive around the server that routes to it."""
+
+    def __init__(self, server: MCPServer, *, token: str | None, host: str) -> None:
+        # `host` lets the SDK turn on its DNS-rebinding check for a loopback listener.
+        self.app = server.streamable_http_app(streamable_http_path=PATH, host=host)
+        self.server = server
+        self.gate = BearerGate(self.app, token)
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        async with self.server.session_manager.run():
+            yield
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.gate(scope, receive, send)
+
+
+def mcp_over_http(front: McpFront, *, token: str | None, host: str) -> McpHttp | None:
+    """`/mcp` for a server listening on `host`; None (logged) when `host` is not the loopback
+    address and no token is set, so MCP is never open to the network unauthenticated."""
+    try:
+        required = bearer_token(token, host=host)
+    except AuthConfigError as error:
+        log.info("no /mcp: %s", error)
+        return None
+    return McpHttp(build_server(front), token=required, host=host)

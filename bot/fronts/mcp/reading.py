@@ -1,0 +1,160 @@
+"""What the MCP tools read from the store: a debate as an agent follows it (state, turns so far,
+and once finished the verdict, confidence, flags, cost and how to verify the record), recent
+debates, and audit checks of a stored debate or an uploaded export."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Engine, func
+from sqlmodel import col, select
+
+from bot.store import verify
+from bot.store.audit import ChainReport
+from bot.store.db import session_scope
+from bot.store.debate_tables import Debate, DebateSource, DebateState, Turn
+from bot.store.errors import DebateNotFoundError
+from bot.store.export import export_record, verify_export
+from bot.store.tenancy import PENDING_WORKSPACE, Workspace
+
+EXPORT_PARTS = ("debate", "spec", "turn_rows", "verdict_row")
+
+
+class UnknownDebateError(Exception):
+    """No debate has the id an agent gave; the message says how to find one."""
+
+
+class Reader:
+    """Reads of one workspace's debates (the deployment's own: `PENDING_WORKSPACE` until a
+    single-workspace bot learns its id, as for `debatebot run`)."""
+
+    def __init__(
+        self, engine: Engine, *, key: bytes | None, workspace: Workspace = PENDING_WORKSPACE
+    ) -> None:
+        self.engine = engine
+        self.key = key
+        self.workspace = workspace
+
+    def debate(self, debate_id: int) -> dict[str, Any]:
+        """The debate as `get_debate` answers it; UnknownDebateError when there is none."""
+        with session_scope(self.engine, workspace=self.workspace) as session:
+            try:
+                record = export_record(session, debate_id=debate_id, key=self.key)
+            except DebateNotFoundError:
+                raise UnknownDebateError(
+                    f"there is no debate {debate_id}; `list_debates` shows the ids there are"
+                ) from None
+        return summary(record)
+
+    def progress(self, debate_id: int) -> tuple[bool, int]:
+        """Whether the debate finished, and how many turns it has recorded so far."""
+        with session_scope(self.engine, workspace=self.workspace) as session:
+            debate = session.get(Debate, debate_id)
+            if debate is None:
+                raise UnknownDebateError(
+                    f"there is no debate {debate_id}; `list_debates` shows the ids there are"
+                )
+            recorded = session.exec(
+                select(func.count()).select_from(Turn).where(Turn.debate_id == debate_id)
+            ).one()
+            return debate.state is DebateState.FINISHED, int(recorded)
+
+    def recent(self, *, limit: int, source: DebateSource | None) -> list[dict[str, Any]]:
+        """The newest `limit` debates (only those from `source`, when given), newest first."""
+        query = select(Debate).order_by(col(Debate.id).desc()).limit(limit)
+        if source is not None:
+            query = query.where(Debate.source == source)
+        with session_scope(self.engine, workspace=self.workspace) as session:
+            return [
+                {
+                    "id": debate.id,
+                    "state": debate.state.value,
+                    "source": debate.source.value,
+                    "protocol": debate.protocol,
+                    "question": debate.question[:200],
+                    "decision": debate.decision.value if debate.decision else None,
+                    "cost_usd": round(debate.cost_usd, 6),
+                }
+                for debate in session.exec(query)
+            ]
+
+    def verify_stored(self, debate_id: int) -> dict[str, Any]:
+        """The audit check of a stored debate (`debatebot audit verify ID`)."""
+        with session_scope(self.engine, workspace=self.workspace) as session:
+            if session.get(Debate, debate_id) is None:
+                raise UnknownDebateError(
+                    f"there is no debate {debate_id}; `list_debates` shows the ids there are"
+                )
+            return report(verify.verify_chain(session, debate_id=debate_id, key=self.key))
+
+    def verify_upload(self, record: dict[str, Any]) -> dict[str, Any]:
+        """The audit check of an exported record an agent sent (`audit verify-export`);
+        ValueError saying what is missing when it is not a whole export."""
+        missing = [part for part in EXPORT_PARTS if part not in record]
+        if missing:
+            raise ValueError(
+                f"`export` is not a debatebot export: it has no {', '.join(missing)}; pass the"
+                " JSON `debatebot export ID` writes"
+            )
+        try:
+            return report(verify_export(record, key=self.key))
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            raise ValueError(
+                f"`export` is not a whole debatebot export ({error}); export the debate again"
+            ) from None
+
+
+def report(chain: ChainReport) -> dict[str, Any]:
+    return {
+        "debate_id": chain.debate_id,
+        "ok": chain.ok,
+        "turns_checked": chain.turns_checked,
+        "problem": chain.problem,
+        "kind": chain.kind,
+        "sealed": chain.sealed,
+        "signature": chain.signature,
+        "note": chain.note,
+    }
+
+
+def summary(record: dict[str, Any]) -> dict[str, Any]:
+    """An export cut to what an agent acts on: no transcript text, the verdict when finished."""
+    debate = record["debate"]
+    debate_id = debate["id"]
+    answer: dict[str, Any] = {
+        "id": debate_id,
+        "state": debate["state"],
+        "source": debate["source"],
+        "protocol": debate["protocol"],
+        "question": debate["question"],
+        "turns_so_far": len(record["turns"]),
+        "cost_usd": debate["cost_usd"],
+        "resource": f"debate://{debate_id}",
+    }
+    result = record["result"]
+    if debate["state"] != DebateState.FINISHED.value or result is None:
+        answer["next"] = "call wait_for_debate with this id to wait for the verdict"
+        return answer
+    verdict = result["verdict"]
+    answer.update(
+        outcome=verdict["status"],
+        decision=verdict["decision"],
+        synthesis=verdict["synthesis"],
+        confidence=verdict["confidence"],
+        level=verdict["level"],
+        confidence_components=verdict.get("components"),
+        unresolved_points=verdict.get("unresolved_points", []),
+        escalate=verdict["escalate"],
+        escalation_reasons=verdict.get("escalation_reasons", []),
+        flags=result.get("flags", []),
+        error=result.get("error"),
+        audit={"chain_ok": record["audit"]["chain_ok"], "kind": record["audit"]["kind"]},
+        verify=(
+            f"call verify_record with id {debate_id}, or run `debatebot audit verify {debate_id}`"
+        ),
+    )
+    if verdict["escalate"]:
+        answer["people_deciding"] = (
+            "the verdict is escalated: people are to decide; do not act on it alone"
+        )
+    return answer

@@ -1,0 +1,142 @@
+"""MCP over Streamable HTTP at `/mcp` on the bot's HTTP front door (as `debatebot serve` mounts
+it, `bot.serving._mcp`), driven by the official SDK's client: a debate started, run by the
+bot's own workers and followed to its verdict with the bearer token; refusals without it or
+with a wrong one (the 401 the MCP authorization specification gives, never a traceback)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from bot.fronts.mcp.auth import AuthConfigError, bearer_token
+from bot.fronts.mcp.http import McpHttp
+from bot.serving import _mcp
+from bot.store.debate_tables import DebateSource
+from bot.wiring import build_services
+from tests.e2e.conftest import Bot, BotFactory
+
+TOKEN = "mcp-test-token-0123456789abcdef"
+
+
+@contextlib.asynccontextmanager
+async def mounted(bot: Bot) -> AsyncIterator[tuple[McpHttp, str]]:
+    """`/mcp` mounted on the running bot's front door as serve mounts it; its URL."""
+    services = build_services(bot.settings, resolve_llm=lambda _model: bot.llm)
+    mcp = _mcp(bot.settings, services, bot.engine, bot.runtime)
+    assert mcp is not None
+    bot.runtime.asgi.mcp = mcp
+    try:
+        async with mcp.running():
+            yield mcp, f"{bot.driver.bot_url}/mcp"
+    finally:
+        await services.aclose()
+
+
+@contextlib.asynccontextmanager
+async def client(url: str, token: str | None) -> AsyncIterator[Client]:
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=60) as http,
+        Client(streamable_http_client(url, http_client=http)) as connected,
+    ):
+        yield connected
+
+
+async def call(connected: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    result = await connected.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    content: dict[str, Any] | None = result.structured_content
+    assert content is not None
+    return content
+
+
+async def test_a_debate_over_http_runs_on_the_bots_workers_to_its_verdict(
+    start_bot: BotFactory,
+) -> None:
+    bot = await start_bot(mcp_token=TOKEN)
+    async with mounted(bot) as (_, url), client(url, TOKEN) as connected:
+        started = await call(connected, "start_debate", {"question": "Adopt ADR-7?"})
+        answer = await call(connected, "wait_for_debate", {"id": started["id"], "timeout_s": 50})
+        protocols = await call(connected, "list_protocols", {})
+    assert answer["finished"] is True
+    assert answer["source"] == "mcp"
+    assert answer["decision"] is not None
+    assert [p["name"] for p in protocols["result"]][:2] == ["adversarial", "consensus"]
+    (stored,) = bot.debates()
+    assert stored.source is DebateSource.MCP
+    assert stored.channel_id is None
+
+
+@pytest.mark.parametrize("token", [None, "wrong-token"], ids=["missing", "wrong"])
+async def test_mcp_over_http_refuses_a_call_without_the_token(
+    start_bot: BotFactory, token: str | None
+) -> None:
+    bot = await start_bot(mcp_token=TOKEN)
+    async with mounted(bot) as (_, url), httpx2.AsyncClient() as http:
+        headers = {"Accept": "application/json, text/event-stream"}
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        answer = await http.post(
+            url,
+            headers=headers,
+            json={"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {}},
+        )
+    assert answer.status_code == 401
+    assert answer.headers["www-authenticate"].startswith("Bearer")
+    error = answer.json()["error"]
+    reason = "missing" if token is None else "invalid"
+    assert error["message"].startswith(f"unauthorized: {reason} bearer token")
+    assert bot.debates() == []
+
+
+async def test_the_sdk_client_without_the_token_gets_the_protocol_error(
+    start_bot: BotFactory,
+) -> None:
+    bot = await start_bot(mcp_token=TOKEN)
+    async with mounted(bot) as (_, url):
+        with pytest.raises(ExceptionGroup) as refused:
+            async with client(url, None):
+                pass
+    errors = leaves(refused.value)
+    assert [type(error) for error in errors] == [MCPError]
+    assert str(errors[0]).startswith("unauthorized: missing bearer token")
+
+
+def leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    found: list[BaseException] = []
+    for error in group.exceptions:
+        found += leaves(error) if isinstance(error, BaseExceptionGroup) else [error]
+    return found
+
+
+def test_mcp_needs_a_token_off_the_loopback_address() -> None:
+    assert bearer_token(None, host="127.0.0.1") is None
+    assert bearer_token(TOKEN, host="0.0.0.0") == TOKEN
+    with pytest.raises(AuthConfigError, match="needs DEBATEBOT_MCP_TOKEN"):
+        bearer_token(None, host="0.0.0.0")
+
+
+async def test_serve_mounts_no_mcp_off_the_loopback_address_without_a_token(
+    start_bot: BotFactory,
+) -> None:
+    bot = await start_bot(http_host="0.0.0.0")
+    services = build_services(bot.settings, resolve_llm=lambda _model: bot.llm)
+    try:
+        assert _mcp(bot.settings, services, bot.engine, bot.runtime) is None
+        open_locally = _mcp(
+            bot.settings.model_copy(update={"http_host": "127.0.0.1"}),
+            services,
+            bot.engine,
+            bot.runtime,
+        )
+        assert open_locally is not None
+        assert open_locally.gate.expected is None
+    finally:
+        await services.aclose()

@@ -1,0 +1,254 @@
+"""`debatebot mcp` over stdio, driven by the official SDK's own client against a subprocess on
+the fake provider: a debate started, followed and answered with its verdict; bad input answered
+with tool errors an agent can act on; context paths outside the allowed directories refused."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ResourceUpdated
+from mcp.types import TextResourceContents
+from sqlmodel import Session, select
+
+from bot.cli import main
+from bot.store.db import make_engine
+from bot.store.debate_tables import Debate, DebateSource
+from engine.models import MAX_CONTEXT_CHARS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    url = f"sqlite:///{tmp_path / 'mcp.sqlite3'}"
+    monkeypatch.setenv("DEBATEBOT_DATABASE_URL", url)
+    assert main(["db", "upgrade"]) == 0
+    return url
+
+
+@pytest.fixture
+def allowed(tmp_path: Path) -> Path:
+    folder = tmp_path / "allowed"
+    folder.mkdir()
+    (folder / "adr.md").write_text("ADR-7: move sessions to Postgres.\nDecision: drop Redis.\n")
+    return folder
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    database: str, allowed: Path, *flags: str, **settings: str
+) -> AsyncIterator[Client]:
+    """A `debatebot mcp` subprocess and the SDK's client on it (a context manager, not a
+    fixture: the SDK's task group must close in the task that opened it)."""
+    env = {
+        "PYTHONPATH": str(ROOT),
+        "DEBATEBOT_DATABASE_URL": database,
+        "DEBATEBOT_PROVIDER": "fake",
+        "PATH": os.environ.get("PATH", ""),
+        **{f"DEBATEBOT_{name.upper()}": value for name, value in settings.items()},
+    }
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "bot.cli", "mcp", "--allow-dir", str(allowed), *flags],
+        env=env,
+        cwd=str(ROOT),
+    )
+    async with Client(params) as connected:
+        yield connected
+
+
+async def call(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    content: dict[str, Any] | None = result.structured_content
+    assert content is not None
+    return content
+
+
+async def refused(client: Client, tool: str, arguments: dict[str, Any]) -> str:
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error
+    text = result.content[0]
+    assert text.type == "text"
+    return text.text
+
+
+async def test_a_debate_started_over_mcp_runs_to_its_verdict_and_is_stored_as_mcp(
+    database: str, allowed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with serving(database, allowed) as client:
+        await follow_a_debate(client, database)
+    capsys.readouterr()
+    assert main(["stats"]) == 0
+    assert "started by: mcp 1\n" in capsys.readouterr().out
+    assert main(["stats", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["sources"] == {"mcp": 1}
+
+
+async def follow_a_debate(client: Client, database: str) -> None:
+    listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+    assert set(listed) >= {
+        "start_debate",
+        "get_debate",
+        "wait_for_debate",
+        "list_debates",
+        "list_protocols",
+        "verify_record",
+    }
+    assert listed["start_debate"].input_schema["required"] == ["question"]
+
+    started = await call(
+        client, "start_debate", {"question": "Adopt ADR-7?", "context_files": ["adr.md"]}
+    )
+    debate_id = started["id"]
+    assert started["state"] == "queued"
+
+    told: list[float] = []
+
+    async def heard(progress: float, total: float | None, message: str | None) -> None:
+        told.append(progress)
+
+    waited = await client.call_tool(
+        "wait_for_debate", {"id": debate_id, "timeout_s": 50}, progress_callback=heard
+    )
+    answer: dict[str, Any] | None = waited.structured_content
+    assert answer is not None
+    assert answer["finished"] is True
+    assert answer["state"] == "finished"
+    assert answer["source"] == "mcp"
+    assert answer["decision"] == "revise"
+    assert set(answer["confidence_components"]["values"]) >= {"agreement", "declared"}
+    assert answer["audit"] == {"chain_ok": True, "kind": None}
+    # Each new count of turns was reported, up to the last.
+    assert told == sorted(set(told))
+    assert told[-1] == answer["turns_so_far"]
+
+    read = await client.read_resource(f"debate://{debate_id}")
+    (content,) = read.contents
+    assert isinstance(content, TextResourceContents)
+    assert json.loads(content.text)["decision"] == answer["decision"]
+    with pytest.raises(MCPError, match="debate://4242: there is no debate 4242"):
+        await client.read_resource("debate://4242")
+
+    verified = await call(client, "verify_record", {"id": debate_id})
+    assert verified["ok"] is True
+    assert verified["turns_checked"] == answer["turns_so_far"]
+    recent = await call(client, "list_debates", {"only_mcp": True})
+    assert [row["id"] for row in recent["result"]] == [debate_id]
+
+    engine = make_engine(database)
+    with Session(engine) as session:
+        stored = session.exec(select(Debate)).one()
+    engine.dispose()
+    assert stored.source is DebateSource.MCP
+    assert stored.requested_by is not None
+    assert stored.requested_by.startswith("mcp:")
+    assert stored.spec_json.count("ADR-7: move sessions") == 1
+
+
+async def test_bad_input_is_a_tool_error_naming_what_to_change(
+    database: str, allowed: Path
+) -> None:
+    async with serving(database, allowed) as client:
+        await bad_input(client)
+
+
+async def bad_input(client: Client) -> None:
+    unknown = await refused(client, "start_debate", {"question": "Q?", "protocol": "duel"})
+    assert "unknown protocol 'duel'; use one of: adversarial, consensus" in unknown
+
+    rounds = await refused(
+        client, "start_debate", {"question": "Q?", "protocol": "adversarial", "rounds": 9}
+    )
+    assert "rounds=9 is out of range for the adversarial protocol: give 1 to 3" in rounds
+
+    budget = await refused(client, "start_debate", {"question": "Q?", "budget_usd": -1})
+    assert "budget_usd=-1.0 is out of range: give a positive amount" in budget
+
+    big = await refused(
+        client, "start_debate", {"question": "Q?", "context": ["x" * (MAX_CONTEXT_CHARS + 1)]}
+    )
+    assert f"more than the {MAX_CONTEXT_CHARS:,} a debate can read" in big
+
+    empty = await refused(client, "start_debate", {"question": "  "})
+    assert "`question` is empty: give the decision to debate" in empty
+
+    stances = await refused(client, "start_debate", {"question": "Q?", "protocol": "stances"})
+    assert "the stances protocol needs at least two debaters" in stances
+
+    missing = await refused(client, "get_debate", {"id": 4242})
+    assert "there is no debate 4242; `list_debates` shows the ids there are" in missing
+    assert (await call(client, "list_debates", {}))["result"] == []
+
+
+async def test_context_paths_outside_the_allowed_directories_are_refused_by_name(
+    database: str, allowed: Path, tmp_path: Path
+) -> None:
+    async with serving(database, allowed) as client:
+        await path_refusals(client, allowed, tmp_path)
+
+
+async def path_refusals(client: Client, allowed: Path, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not for agents")
+    (allowed / "link.md").symlink_to(secret)
+
+    outside = await refused(
+        client, "start_debate", {"question": "Q?", "context_files": [str(secret)]}
+    )
+    assert f"context file {str(secret)!r} refused: it is outside the allowed directories" in outside
+
+    linked = await refused(client, "start_debate", {"question": "Q?", "context_files": ["link.md"]})
+    assert "context file 'link.md' refused: it is outside the allowed directories" in linked
+    assert "symlink" in linked
+
+    dotted = await refused(
+        client, "start_debate", {"question": "Q?", "context_files": ["../secret.txt"]}
+    )
+    assert "context file '../secret.txt' refused: paths may not contain '..'" in dotted
+
+    os.mkfifo(allowed / "pipe")
+    fifo = await refused(client, "start_debate", {"question": "Q?", "context_files": ["pipe"]})
+    assert "context file 'pipe' refused: it is not a regular file" in fifo
+    assert (await call(client, "list_debates", {}))["result"] == []
+
+
+async def test_the_intakes_in_flight_limit_holds_for_agents_and_is_named(
+    database: str, allowed: Path
+) -> None:
+    async with serving(database, allowed, "--no-run", max_debates_per_user="1") as client:
+        first = await call(client, "start_debate", {"question": "Adopt ADR-7?"})
+        refusal = await refused(client, "start_debate", {"question": "Adopt ADR-8?"})
+        queued = await call(client, "get_debate", {"id": first["id"]})
+    assert "you already have 1 debates queued or running" in refusal
+    assert "(DEBATEBOT_MAX_DEBATES_PER_USER=1)" in refusal
+    # --no-run: the admitted debate waits for a worker.
+    assert queued["state"] == "queued"
+    assert queued["next"] == "call wait_for_debate with this id to wait for the verdict"
+
+
+async def test_a_listener_hears_when_the_debate_resource_changes(
+    database: str, allowed: Path
+) -> None:
+    # A fresh store: the first debate is debate 1, so the listener is in place before it starts.
+    async with serving(database, allowed) as client:
+        with anyio.fail_after(60):
+            async with client.listen(resource_subscriptions=["debate://1"]) as events:
+                started = await call(client, "start_debate", {"question": "Adopt ADR-7?"})
+                event = await events.__anext__()
+        after = await call(client, "get_debate", {"id": started["id"]})
+    assert started["id"] == 1
+    assert isinstance(event, ResourceUpdated)
+    assert event.uri == "debate://1"
+    assert after["state"] == "finished"
