@@ -20,7 +20,7 @@ from bot.fronts.web.guard import Guard, web_token
 from bot.fronts.web.reviewing import WebReviews
 from bot.intake.deployment import deployment_intake
 from bot.logs import configure_logging
-from bot.receipting import receipt_issuer
+from bot.receipting import public_keys_of, receipt_issuer
 from bot.runtime import Runtime
 from bot.settings import Settings
 from bot.store.db import redacted
@@ -73,6 +73,7 @@ def build_web(
         audit_key=settings.audit_key_bytes(),
         models=lambda: model_choices(settings, services.registry, services.registry.today()),
         protocols=protocol_names(),
+        public_keys=public_keys_of(settings),
     )
     runtime = Runtime(
         worker=worker,

@@ -229,3 +229,25 @@ async def test_the_openapi_description_matches_the_routes_and_answers(database_u
         "context",
         "model",
     }
+
+
+async def test_the_public_keys_are_served_as_serve_serves_them_without_the_token(
+    database_url: str, tmp_path: Any
+) -> None:
+    from bot.keyring import KeyRing
+
+    keys = tmp_path / "receipt-keys"
+    token = "a-long-random-web-token-for-tests"
+    async with running_web(database_url, DebateScript().llm(), token=token) as web:
+        before = await call(web, "GET", "/.well-known/debatebot-keys.json")
+        KeyRing(keys).signer(create=True)
+        after = await call(web, "GET", "/.well-known/debatebot-keys.json")
+    assert before[0] == 404
+    assert "DEBATEBOT_RECEIPT_KEYS_DIR" in before[1]["error"]
+    assert after[0] == 200
+    assert after[1] == KeyRing(keys).public_document()
+
+
+@pytest.fixture(autouse=True)
+def _receipt_keys_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    monkeypatch.setenv("DEBATEBOT_RECEIPT_KEYS_DIR", str(tmp_path / "receipt-keys"))

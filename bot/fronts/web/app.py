@@ -4,6 +4,7 @@ Jinja2's autoescape), the live event stream both use, and the OpenAPI descriptio
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import uuid
@@ -84,6 +85,9 @@ class WebDoor:
     models: Callable[[], list[ModelChoice]]
     protocols: tuple[str, ...]
     today: Callable[[], date] = date.today
+    public_keys: Callable[[], bytes | None] = lambda: None
+    """The receipt keys' public file, read at each request (None: there are none), served at
+    `/.well-known/debatebot-keys.json` as `serve` serves it: auditors need no token for it."""
 
 
 def _json_error(error: WebError) -> JSONResponse:
@@ -345,6 +349,14 @@ def build_app(door: WebDoor) -> Starlette:
             return refused
         return await export(request)
 
+    async def public_keys(request: Request) -> Response:
+        document = await asyncio.to_thread(door.public_keys)
+        if document is None:
+            return _json_error(
+                WebError(404, "this deployment has no receipt keys (DEBATEBOT_RECEIPT_KEYS_DIR)")
+            )
+        return Response(document, media_type="application/json")
+
     async def login_form(request: Request) -> Response:
         return page(request, "login.html", error=None)
 
@@ -388,6 +400,7 @@ def build_app(door: WebDoor) -> Starlette:
             Route("/api/debates/{debate_id:int}/audit", api_audit),
             Route("/api/debates/{debate_id:int}/export", api_export),
             Route("/openapi.json", openapi),
+            Route("/.well-known/debatebot-keys.json", public_keys),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ],
         exception_handlers={WebError: on_web_error, StoreError: on_store_error},
