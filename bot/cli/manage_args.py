@@ -1,5 +1,5 @@
 """The options of the operator's commands that manage debates without SQL (issue 44):
-`debatebot debates` (list, show, cancel)."""
+`debatebot debates` (list, show, cancel) and `debatebot deliveries` (list, retry)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ STATES = ("queued", "running", "complete", "truncated_budget", "failed", "cancel
 def add_manage_commands(
     commands: Any, *, duration: Callable[[str], timedelta], team_option: Callable[..., None]
 ) -> None:
-    """Add `debates` to the `debatebot` subcommands."""
+    """Add `debates` and `deliveries` to the `debatebot` subcommands."""
     debates: argparse.ArgumentParser = commands.add_parser(
         "debates",
         help="list debates (by state, workspace, channel, age), show one (turns, spend,"
@@ -41,3 +41,14 @@ def add_manage_commands(
     debates.add_argument("--json", action="store_true", help="print JSON")
     team_option(debates)
     debates.set_defaults(handler="debates:debates", is_async=False)
+    deliveries: argparse.ArgumentParser = commands.add_parser(
+        "deliveries",
+        help="list the messages held (bot token refused) or given up (past their deadline),"
+        " or owe one again (retry)",
+    )
+    deliveries.add_argument("action", choices=("list", "retry"))
+    deliveries.add_argument("id", type=int, nargs="?", metavar="ID", help="retry: the message")
+    deliveries.add_argument("--limit", type=int, default=50, help="list: at most this many (50)")
+    deliveries.add_argument("--json", action="store_true", help="print JSON")
+    team_option(deliveries)
+    deliveries.set_defaults(handler="deliveries:deliveries_command", is_async=False)

@@ -99,3 +99,7 @@ class WorkspaceScopeError(StoreError):
 
 class CancelRefusedError(StoreError):
     """A cancel of a debate that has already ended: there is nothing left to stop."""
+
+
+class DeliveryNotRetryableError(StoreError):
+    """A delivery retry of a message that is unknown, sent, or being sent now: nothing to do."""
