@@ -1,5 +1,5 @@
 """The options of the operator's commands that manage debates without SQL (issue 44):
-`debatebot debates` (list, show, cancel) and `debatebot deliveries` (list, retry)."""
+`debatebot debates` (list, show, cancel, retry) and `debatebot deliveries` (list, retry)."""
 
 from __future__ import annotations
 
@@ -20,10 +20,18 @@ def add_manage_commands(
     debates: argparse.ArgumentParser = commands.add_parser(
         "debates",
         help="list debates (by state, workspace, channel, age), show one (turns, spend,"
-        " deliveries owed), or cancel one",
+        " deliveries owed), cancel one, or retry a failed one within a new budget",
     )
-    debates.add_argument("action", choices=("list", "show", "cancel"))
-    debates.add_argument("id", type=int, nargs="?", metavar="ID", help="the debate (show, cancel)")
+    debates.add_argument("action", choices=("list", "show", "cancel", "retry"))
+    debates.add_argument(
+        "id", type=int, nargs="?", metavar="ID", help="the debate (show, cancel, retry)"
+    )
+    debates.add_argument(
+        "--budget",
+        type=float,
+        metavar="USD",
+        help="retry: the debate's whole budget, what it already spent included",
+    )
     debates.add_argument("--state", choices=STATES, help="list: only debates in this state")
     debates.add_argument("--channel", metavar="CHANNEL_ID", help="list: only this channel's")
     debates.add_argument(

@@ -103,3 +103,8 @@ class CancelRefusedError(StoreError):
 
 class DeliveryNotRetryableError(StoreError):
     """A delivery retry of a message that is unknown, sent, or being sent now: nothing to do."""
+
+
+class RetryRefusedError(StoreError):
+    """A retry of a debate that did not fail or run out of budget, or with a budget it has
+    already spent: the message says which."""
