@@ -31,7 +31,7 @@ from sqlmodel import Session
 
 from bot.settings import Settings
 from bot.store import cancels as cancel_requests
-from bot.store import queue
+from bot.store import queue, turns
 from bot.store.db import in_session, make_engine, session_scope, upgrade
 from bot.store.debate_tables import CancelSource, DebateSource, DebateState
 from bot.store.tenancy import PENDING_WORKSPACE
@@ -66,8 +66,9 @@ class Timed:
 
 
 def _cost(engine: Engine, debate_id: int) -> float:
+    """What the debate's stored turns cost (the debate's own total is written at its end)."""
     with session_scope(engine, workspace=PENDING_WORKSPACE) as session:
-        return queue.get_debate(session, debate_id=debate_id).cost_usd
+        return sum(row.cost_usd for row in turns.turn_rows(session, debate_id=debate_id))
 
 
 def _asks(debate_id: int) -> Callable[[Session], cancel_requests.CancelAsked]:
@@ -134,7 +135,7 @@ async def measure(cancels: int, delay_s: float, seed: int) -> dict[str, float]:
                 final = queue.get_debate(session, debate_id=debate_id)
                 assert final.state == DebateState.FINISHED
                 outcomes.append(final.outcome.value if final.outcome else "?")
-                cost_after = final.cost_usd
+            cost_after = _cost(engine, debate_id)
             waits.append(ended - pressed)
             spent_after.append(cost_after - cost_before)
             started_after += sum(1 for start in starts if start > pressed)
