@@ -10,7 +10,9 @@ import pytest
 from sqlalchemy import Engine
 from sqlmodel import Session
 
+from bot.store.installation_tables import SlackBot
 from bot.store.outbox_tables import Outbox, OutboxState
+from bot.store.tenancy import PENDING_WORKSPACE
 from engine.models import utcnow
 from tests.integration.test_cancel import enqueue
 
@@ -63,3 +65,32 @@ def test_the_operator_lists_and_retries_a_message_given_up(
 
     assert main(["deliveries", "list", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []
+
+
+def test_a_message_held_for_a_refused_token_is_listed_and_made_due_now(
+    store: Engine,
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from bot.cli import main
+
+    monkeypatch.setenv("DEBATEBOT_DATABASE_URL", database_url)
+    debate_id = enqueue(store, "held")
+    held = owed(store, debate_id, "verdict", OutboxState.PENDING)
+    with Session(store) as session:
+        session.add(
+            SlackBot(
+                installation="pending-bot",
+                team_id=PENDING_WORKSPACE.team_id,
+                bot_token_enc="unused",
+                refused_code="token_revoked",
+            )
+        )
+        session.commit()
+
+    assert main(["deliveries", "list", "--json"]) == 0
+    [listed] = json.loads(capsys.readouterr().out)
+    assert (listed["id"], listed["why"], listed["state"]) == (held, "held", "pending")
+    assert main(["deliveries", "retry", str(held)]) == 0
+    assert f"message #{held} (verdict) is owed again" in capsys.readouterr().out
