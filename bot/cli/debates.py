@@ -1,7 +1,8 @@
 """`debatebot debates`: find, read and stop debates without SQL (issue 44). `list` filters by
 state, workspace, channel and age; `show` gives a debate's turns, spend and the messages it
 still owes; `cancel` asks whatever worker holds it to stop it (a queued one, or one no worker
-holds, ends at its next claim). Every command prints JSON with `--json`."""
+holds, ends at its next claim); `retry` queues a failed debate again from its last stored turn
+within a new budget. Every command prints JSON with `--json`."""
 
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ import sys
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import Engine
 from sqlmodel import Session, col, select
 
 from bot.settings import Settings
-from bot.store import cancels, queue, turns
+from bot.store import cancels, queue, retries, turns
 from bot.store.db import session_scope
 from bot.store.debate_tables import CancelSource, Debate, DebateState
-from bot.store.errors import CancelRefusedError, DebateNotFoundError
+from bot.store.errors import CancelRefusedError, DebateNotFoundError, RetryRefusedError
 from bot.store.outbox_tables import Outbox, OutboxState
 from bot.store.tenancy import EVERY_WORKSPACE, Scope, Workspace
 from bot.wiring import open_store
@@ -39,6 +41,13 @@ def state_of(debate: Debate) -> str:
 def debates(args: argparse.Namespace) -> int:
     settings = Settings()
     scope: Scope = Workspace(team_id=args.team) if args.team else EVERY_WORKSPACE
+    if args.action == "retry":
+        with open_store(settings) as engine:
+            try:
+                return _retry(engine, scope, args.id, budget=args.budget, as_json=args.json)
+            except (DebateNotFoundError, RetryRefusedError) as error:
+                print(f"debatebot: {error}", file=sys.stderr)
+                return 1
     with open_store(settings) as engine, session_scope(engine, workspace=scope) as session:
         if args.action == "list":
             return _list(session, args)
@@ -184,6 +193,36 @@ def _cancel(session: Session, debate_id: int, *, by: str, as_json: bool) -> int:
             f"debate #{debate_id}: stop asked; the worker holding it abandons its call and ends"
             " it CANCELLED (if no worker runs, at the next claim)"
         )
+    return 0
+
+
+def _retry(
+    engine: Engine, scope: Scope, debate_id: int | None, *, budget: float | None, as_json: bool
+) -> int:
+    if debate_id is None or budget is None or budget <= 0:
+        print(
+            "debatebot: debates retry needs a debate id and --budget USD (above what it spent)",
+            file=sys.stderr,
+        )
+        return 2
+    with session_scope(engine, workspace=scope) as session:
+        original = queue.get_debate(session, debate_id=debate_id)
+    # The retry is written in the original's workspace (the store stamps new rows with it).
+    home = Workspace(team_id=original.team_id or "", enterprise_id=original.enterprise_id)
+    with session_scope(engine, workspace=home) as own:
+        fork, created = retries.retry_debate(own, debate_id=debate_id, budget_usd=budget)
+        kept = len(turns.turn_rows(own, debate_id=debate_id))
+    if as_json:
+        print(json.dumps(summary(fork) | {"retry_of": debate_id, "new": created}, indent=2))
+        return 0
+    if not created:
+        print(f"debate #{debate_id} was already retried as debate #{fork.id}")
+        return 0
+    print(
+        f"debate #{debate_id} retried as debate #{fork.id} with a budget of ${budget:g}:"
+        f" its {kept} stored turn(s) are replayed, not asked again; a running `debatebot"
+        " worker` or `serve` runs it"
+    )
     return 0
 
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bot.cli.console import ConsoleEvents, print_verdict
+from bot.cli.interrupt import EXIT_AT_ONCE, CtrlC
 from bot.cli.models import role_overrides
 from bot.cli.question import QuestionError, read_context, read_question
 from bot.intake.deployment import deployment_intake
@@ -37,7 +38,12 @@ from engine.models import (
 )
 from engine.protocols import definition_for, flagged
 
-EXIT_CODES = {DebateStatus.COMPLETE: 0, DebateStatus.FAILED: 1, DebateStatus.TRUNCATED_BUDGET: 3}
+EXIT_CODES = {
+    DebateStatus.COMPLETE: 0,
+    DebateStatus.FAILED: 1,
+    DebateStatus.TRUNCATED_BUDGET: 3,
+    DebateStatus.CANCELLED: EXIT_AT_ONCE,
+}
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -125,7 +131,9 @@ async def _run_debate(
             print(f"debatebot: debate {debate_id} was taken by another worker", file=sys.stderr)
             return 1
         debate, stored = claimed
-        result = await worker.execute(debate, stored=stored)
+        # Ctrl-C from here on stops the debate and still prints what it holds (bot.cli.interrupt).
+        with CtrlC(engine, debate_id=debate_id, workspace=PENDING_WORKSPACE):
+            result = await worker.execute(debate, stored=stored)
         if result is None:
             print(
                 f"debatebot: debate {debate_id} was taken over by another worker", file=sys.stderr

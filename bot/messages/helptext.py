@@ -19,6 +19,7 @@ Options:
 \u2022 `--adr URL` debate the ADR a GitHub or GitLab link points to (a file or a pull request)
 Other forms:
 \u2022 `/debate` alone opens a form
+\u2022 `/debate cancel 42` stops debate #42 (its requester, the channel's reviewers, admins)
 \u2022 `/debate config` opens this channel's settings; `/debate config show`;\
  `/debate config set threshold 0.7` (owners and admins)
 \u2022 `/debate config set monthly_budget 50`, `review_sla 24`, `digest 09:00`,\

@@ -1,7 +1,7 @@
 """Parsing `/debate` text, the debate and settings forms, and channel-settings values. Pure: no
 Slack calls, no database.
 
-Grammar: `/debate [help | config [show | set KEY VALUE...] | QUESTION [--flag VALUE]...]`.
+Grammar: `/debate [help | cancel ID | config [show | set KEY VALUE...] | QUESTION [--flag V]...]`.
 Flags may appear anywhere; everything that is not a flag is the question, kept verbatim (so
 apostrophes and quotes in a question need no escaping). Flag values with spaces take quotes,
 straight or the curly ones Slack clients type. An em or en dash stands for `--`, because some
@@ -78,7 +78,16 @@ class DebateCommand:
     """A GitHub or GitLab link to the ADR file or the pull request that proposes it."""
 
 
-Command = HelpCommand | OpenDebateModal | ConfigCommand | DebateCommand
+@dataclass(frozen=True)
+class CancelCommand:
+    """`cancel ID`: stop debate ID (issue 44)."""
+
+    debate_id: int
+
+
+Command = HelpCommand | OpenDebateModal | ConfigCommand | DebateCommand | CancelCommand
+
+_DEBATE_ID = re.compile(r"#?([0-9]{1,12})")
 
 
 def _unquote(value: str) -> str:
@@ -291,6 +300,14 @@ def parse_command(text: str, *, protocols: tuple[str, ...]) -> Command:
     first, _, rest = stripped.partition(" ")
     if first.lower() == "help" and not rest.strip():
         return HelpCommand()
+    if first.lower() == "cancel" and len(rest.split()) <= 1:
+        number = _DEBATE_ID.fullmatch(rest.strip())
+        if number is None:
+            raise CommandError(
+                "`/debate cancel` needs the number of the debate to stop, e.g. `/debate cancel 42`"
+                " (the number is in the debate's first message)"
+            )
+        return CancelCommand(int(number[1]))
     if first.lower() == "config" and (not rest.strip() or rest.split()[0] in ("show", "set")):
         return _parse_config(rest.strip(), protocols)
 

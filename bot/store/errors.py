@@ -99,3 +99,12 @@ class WorkspaceScopeError(StoreError):
 
 class CancelRefusedError(StoreError):
     """A cancel of a debate that has already ended: there is nothing left to stop."""
+
+
+class DeliveryNotRetryableError(StoreError):
+    """A delivery retry of a message that is unknown, sent, or being sent now: nothing to do."""
+
+
+class RetryRefusedError(StoreError):
+    """A retry of a debate that did not fail or run out of budget, or with a budget it has
+    already spent: the message says which."""

@@ -8,6 +8,7 @@ from pydantic import SecretStr
 from bot.adr import adr_title, is_adr
 from bot.settings import Settings, SettingsError
 from bot.slack.command_text import (
+    CancelCommand,
     Command,
     ConfigCommand,
     DebateCommand,
@@ -163,3 +164,12 @@ def test_socket_mode_needs_no_signing_secret() -> None:
     )
     assert settings.slack_secrets() == ("xoxb-1234-5678-real", None, "xapp-1-A1-123-abcdef")
     assert "xoxb" not in repr(settings)
+
+
+def test_cancel_takes_one_debate_number_and_a_longer_text_stays_a_question() -> None:
+    assert parse("cancel 42") == CancelCommand(42)
+    assert parse("CANCEL #7") == CancelCommand(7)
+    assert isinstance(parse("cancel the Redis migration?"), DebateCommand)
+    for text in ("cancel", "cancel abc"):
+        with pytest.raises(CommandError, match="needs the number of the debate"):
+            parse(text)

@@ -58,6 +58,7 @@ from bot.fronts.web.reading import (
     stored_result,
 )
 from bot.fronts.web.reviewing import WebReviews
+from bot.fronts.web.stopping import cancel_debate
 from bot.intake.errors import LimitNotAdmittedError, NotAdmittedError
 from bot.intake.intake import Intake
 from bot.intake.request import DebateRequest, Origin, OriginKind
@@ -215,6 +216,14 @@ def build_app(door: WebDoor) -> Starlette:
         )
         return JSONResponse(review.model_dump(mode="json"))
 
+    async def api_cancel(request: Request) -> Response:
+        door.guard.require_api(request)
+        stopped = await cancel_debate(
+            door.intake.engine, workspace=door.workspace, debate_id=_id(request)
+        )
+        # 202: asked, and the debate ends when its worker sees the request (or at its claim).
+        return JSONResponse(stopped.model_dump(mode="json"), status_code=202)
+
     async def api_audit(request: Request) -> Response:
         door.guard.require_api(request)
         return JSONResponse(await audit(_id(request)))
@@ -327,6 +336,15 @@ def build_app(door: WebDoor) -> Starlette:
         )
         return RedirectResponse(f"/debates/{debate_id}#review", status_code=303)
 
+    async def page_cancel(request: Request) -> Response:
+        if (refused := page_guard(request)) is not None:
+            return refused
+        form = await request.form(max_files=0, max_fields=5)
+        check_csrf(request, form.get(CSRF_FIELD))
+        debate_id = _id(request)
+        await cancel_debate(door.intake.engine, workspace=door.workspace, debate_id=debate_id)
+        return RedirectResponse(f"/debates/{debate_id}", status_code=303)
+
     async def page_audit(request: Request) -> Response:
         if (refused := page_guard(request)) is not None:
             return refused
@@ -390,6 +408,7 @@ def build_app(door: WebDoor) -> Starlette:
             Route("/debates", page_create, methods=["POST"]),
             Route("/debates/{debate_id:int}", page_debate),
             Route("/debates/{debate_id:int}/review", page_review, methods=["POST"]),
+            Route("/debates/{debate_id:int}/cancel", page_cancel, methods=["POST"]),
             Route("/debates/{debate_id:int}/audit", page_audit),
             Route("/debates/{debate_id:int}/export.json", page_export),
             Route("/api/debates", api_create, methods=["POST"]),
@@ -397,6 +416,7 @@ def build_app(door: WebDoor) -> Starlette:
             Route("/api/debates/{debate_id:int}", api_one),
             Route("/api/debates/{debate_id:int}/events", api_events),
             Route("/api/debates/{debate_id:int}/review", api_review, methods=["POST"]),
+            Route("/api/debates/{debate_id:int}/cancel", api_cancel, methods=["POST"]),
             Route("/api/debates/{debate_id:int}/audit", api_audit),
             Route("/api/debates/{debate_id:int}/export", api_export),
             Route("/openapi.json", openapi),

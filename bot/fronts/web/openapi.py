@@ -7,6 +7,7 @@ from typing import Any
 
 from bot.fronts.web.asking import DebateIn
 from bot.fronts.web.reading import DebateLine, DebateOut, ReviewOut
+from bot.fronts.web.stopping import CancelOut
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -30,7 +31,7 @@ def _schemas() -> dict[str, Any]:
             "properties": {"error": {"type": "string"}},
         }
     }
-    for model in (DebateIn, DebateOut, DebateLine, ReviewOut):
+    for model in (DebateIn, DebateOut, DebateLine, ReviewOut, CancelOut):
         found = model.model_json_schema(ref_template="#/components/schemas/{model}")
         schemas.update(found.pop("$defs", {}))
         schemas[model.__name__] = found
@@ -133,6 +134,13 @@ OPENAPI: dict[str, Any] = {
                     },
                 },
                 "responses": {"200": _json(_ref("ReviewOut"), "recorded"), **ERRORS},
+            }
+        },
+        "/api/debates/{debate_id}/cancel": {
+            "post": {
+                "summary": "Stop a queued or running debate (409 once it has finished)",
+                "parameters": [ID],
+                "responses": {"202": _json(_ref("CancelOut"), "asked to stop"), **ERRORS},
             }
         },
         "/api/debates/{debate_id}/audit": {

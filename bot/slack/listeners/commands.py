@@ -10,7 +10,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.messages import helptext, kit, modals, posts
 from bot.messages.kit import clip
+from bot.slack.cancelling import stop_debate
 from bot.slack.command_text import (
+    CancelCommand,
     ConfigCommand,
     DebateCommand,
     HelpCommand,
@@ -24,7 +26,7 @@ from bot.slack.surface import Surface
 from bot.slackweb.errors import PostError
 from bot.store.channel_tables import ChannelSettings
 from bot.store.channels import ChannelDefaults
-from bot.store.debate_tables import DebateSource
+from bot.store.debate_tables import CancelSource, DebateSource
 from engine.models import clean_text
 
 CANNOT_POST = frozenset({"not_in_channel", "channel_not_found", "is_archived"})
@@ -38,7 +40,7 @@ async def on_debate_command(
     client: AsyncWebClient,
     surface: Surface,
 ) -> None:
-    """`/debate`: help, the settings, the debate form, or a debate."""
+    """`/debate`: help, the settings, the debate form, a debate, or stopping one."""
     protocols = surface.protocols
     try:
         typed = clean_text(kit.unescape(command.get("text", "")))
@@ -71,6 +73,8 @@ async def on_debate_command(
             )
         elif isinstance(parsed, ConfigCommand):
             await _config(parsed, channel, user, command["trigger_id"], respond, client, surface)
+        elif isinstance(parsed, CancelCommand):
+            await _cancel(parsed, channel, user, surface)
         elif isinstance(parsed, DebateCommand):
             await surface.starts.start_from_command(
                 command=parsed,
@@ -81,6 +85,20 @@ async def on_debate_command(
             )
     except (CommandError, NotAllowedError) as error:
         await respond(response_type="ephemeral", text=f":warning: {said(error)}")
+
+
+async def _cancel(parsed: CancelCommand, channel: str, user: str, surface: Surface) -> None:
+    """`/debate cancel ID`: the answer, or the refusal, for the person alone (an ephemeral
+    message, as a Stop button's answer will be)."""
+    try:
+        text = await stop_debate(
+            surface, debate_id=parsed.debate_id, user=user, source=CancelSource.COMMAND
+        )
+    except CommandError as error:
+        text = f":warning: {said(error)}"
+    except NotAllowedError as error:
+        text = f":no_entry: {said(error)}"
+    await tell_privately(surface, channel=channel, user=user, text=text)
 
 
 async def _config(

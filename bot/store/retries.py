@@ -1,0 +1,49 @@
+"""An operator's retry of a debate that FAILED or ran out of budget (issue 44): a follow-up
+debate that carries its stored turns forward (bot.store.queue.fork_debate, as *Another round*
+does), so the worker replays them and asks a model only for what was never stored, within a
+budget the operator names. The original keeps its sealed ending; the retry is a debate of its
+own (its `parent_debate_id` names the original), in the same thread."""
+
+from __future__ import annotations
+
+from sqlmodel import Session
+
+from bot.store import queue
+from bot.store.debate_tables import Debate, DebateSource, DebateState
+from bot.store.errors import RetryRefusedError
+from engine.models import DebateSpec, DebateStatus
+
+RETRIED = (DebateStatus.FAILED, DebateStatus.TRUNCATED_BUDGET)
+
+
+def retry_debate(session: Session, *, debate_id: int, budget_usd: float) -> tuple[Debate, bool]:
+    """Queue the retry of debate `debate_id` with `budget_usd` as its whole budget (what was
+    spent included), committed; or the retry already queued for it (False). Raises
+    DebateNotFoundError, and RetryRefusedError for a debate that did not fail or run out of
+    budget, or a budget it has already spent."""
+    debate = queue.get_debate(session, debate_id=debate_id)
+    if debate.state != DebateState.FINISHED or debate.outcome not in RETRIED:
+        now = (debate.outcome or debate.state).value.lower()
+        raise RetryRefusedError(
+            f"debate {debate_id} is {now}: only a failed debate, or one that ran out of budget,"
+            " can be retried"
+        )
+    if budget_usd <= debate.cost_usd:
+        raise RetryRefusedError(
+            f"debate {debate_id} has already spent ${debate.cost_usd:.4f}; name a --budget"
+            " above that (it is the whole budget, what was spent included)"
+        )
+    spec = DebateSpec.model_validate_json(debate.spec_json)
+    new = queue.NewDebate(
+        trigger_key=f"retry:{debate_id}",
+        spec=spec.model_copy(update={"budget_usd": budget_usd}),
+        source=DebateSource.CLI,
+        channel_id=debate.channel_id,
+        thread_ts=debate.thread_ts,
+        requested_by=debate.requested_by,
+        parent_debate_id=debate_id,
+        review_channel_id=debate.review_channel_id,
+        reviewers_channel_id=debate.reviewers_channel_id,
+        link=debate.link,
+    )
+    return queue.fork_debate(session, new=new, original_id=debate_id)

@@ -1,0 +1,146 @@
+"""`/debate cancel <id>` (issue 44): the requester, the channel's reviewers and workspace admins
+may stop a debate, queued or mid-call; anyone else is refused privately; a finished debate's
+refusal says it has finished. Over HTTP (on SQLite and PostgreSQL) and over Socket Mode."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlmodel import col, select
+
+from bot.serving import serve
+from bot.store import channels
+from bot.store.db import make_engine, session_scope
+from bot.store.debate_tables import CancelSource, Debate, DebateState
+from engine.models import DebateStatus
+from tests.e2e.conftest import ADMIN, CHANNEL, REVIEWER, Bot, BotFactory
+from tests.e2e.driver import WORKSPACE
+from tests.e2e.slack_emulator import SlackEmulator
+from tests.e2e.test_socket_mode import command, socket_settings, until
+from tests.integration.conftest import BACKENDS, fresh_database_url
+
+REQUESTER = "UALICE"
+STRANGER = "UBOB"
+
+
+@pytest.fixture(params=BACKENDS)
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    yield from fresh_database_url(request.param, tmp_path)
+
+
+def debates(bot: Bot) -> list[Debate]:
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
+        return list(session.exec(select(Debate).order_by(col(Debate.id))))
+
+
+async def told(bot: Bot, user: str, text: str) -> str:
+    """What the bot then told `user` alone."""
+    before = len(bot.emulator.ephemeral)
+    reply = await bot.driver.command(text, user=user)
+    assert reply.status == 200
+    await bot.wait_for(lambda: len(bot.emulator.ephemeral) > before, f"the answer to {text}")
+    answer = bot.emulator.ephemeral[-1]
+    assert answer["user"] == user
+    return str(answer["text"])
+
+
+async def test_the_requester_stops_a_running_debate_and_others_are_refused(
+    start_bot: BotFactory, database_url: str
+) -> None:
+    bot = await start_bot(database_url=database_url)
+    bot.llm.delay_s = 60  # every call outlasts the test unless the cancel abandons it
+    await bot.driver.command("Should we adopt ADR-042 for pricing?", user=REQUESTER)
+    [debate] = await bot.wait_for(
+        lambda: [d for d in debates(bot) if d.state == DebateState.RUNNING] or None,
+        "the running debate",
+    )
+
+    refusal = await told(bot, STRANGER, f"cancel {debate.id}")
+    assert f"Only the person who asked for debate #{debate.id}" in refusal
+    assert "Nothing was changed" in refusal
+    assert debates(bot)[0].cancel_requested_at is None
+
+    unknown = await told(bot, REQUESTER, "cancel 999999")
+    assert "there is no debate #999999" in unknown
+
+    stopping = await told(bot, REQUESTER, f"cancel #{debate.id}")
+    assert f"Debate #{debate.id} is stopping" in stopping
+    [ended] = await bot.finished()
+    assert ended.outcome == DebateStatus.CANCELLED
+    assert (ended.cancelled_by, ended.cancelled_from) == (REQUESTER, CancelSource.COMMAND)
+
+    finished = await told(bot, REQUESTER, f"cancel {debate.id}")
+    assert f"debate {debate.id} has already finished (cancelled)" in finished
+
+
+async def test_the_channels_reviewers_and_admins_may_stop_a_debate(
+    start_bot: BotFactory, database_url: str
+) -> None:
+    bot = await start_bot(database_url=database_url)
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
+        channels.save_channel_settings(
+            session, channel_id=CHANNEL, updated_by=ADMIN, values={"reviewers": [REVIEWER]}
+        )
+    bot.llm.delay_s = 60
+    await bot.driver.command("Should we adopt ADR-042 for pricing?", user=REQUESTER)
+    await bot.driver.command("Should we move sessions to Redis?", user=REQUESTER)
+    running, queued = await bot.wait_for(
+        lambda: (rows := debates(bot)) and len(rows) == 2 and rows[0].state == "running" and rows,
+        "one running debate and one queued",
+    )
+    assert queued.state == DebateState.QUEUED
+
+    assert "is stopping" in await told(bot, REVIEWER, f"cancel {running.id}")
+    assert "is stopping" in await told(bot, ADMIN, f"cancel {queued.id}")
+    again = await told(bot, REQUESTER, f"cancel {queued.id}")
+    assert f"Debate #{queued.id} is already being stopped (stopped by <@{ADMIN}>" in again
+
+    ended = await bot.finished(2)
+    assert [d.outcome for d in ended] == [DebateStatus.CANCELLED] * 2
+    assert [d.cancelled_by for d in ended] == [REVIEWER, ADMIN]
+
+
+async def test_cancel_over_socket_mode(tmp_path: Path) -> None:
+    emulator = SlackEmulator()
+    await emulator.start()
+    url = f"sqlite:///{tmp_path / 'socket.sqlite3'}"
+    settings = socket_settings(
+        emulator, url, post_interval_s=0, worker_poll_s=0.05, outbox_poll_s=0.05, fake_delay_s=60
+    )
+    engine = make_engine(url)
+    stop = asyncio.Event()
+    serving = asyncio.create_task(serve(settings, stop))
+
+    def rows() -> list[Debate]:
+        with session_scope(engine, workspace=WORKSPACE) as session:
+            return list(session.exec(select(Debate)))
+
+    try:
+        await until(lambda: emulator.sockets, "the socket connection")
+        await emulator.push("slash_commands", command("Should we adopt ADR-042?", 1))
+        [debate] = await until(
+            lambda: [d for d in rows() if d.state == DebateState.RUNNING], "the running debate"
+        )
+        stranger = {**command(f"cancel {debate.id}", 2), "user_id": STRANGER}
+        await emulator.push("slash_commands", stranger)
+        await until(lambda: emulator.ephemeral, "the refusal")
+        assert emulator.ephemeral[-1]["user"] == STRANGER
+        assert "Only the person who asked" in emulator.ephemeral[-1]["text"]
+
+        await emulator.push("slash_commands", command(f"cancel {debate.id}", 3))
+        await until(lambda: len(emulator.ephemeral) == 2, "the answer")
+        assert emulator.ephemeral[-1]["user"] == REQUESTER
+        assert "is stopping" in emulator.ephemeral[-1]["text"]
+        [ended] = await until(
+            lambda: [d for d in rows() if d.state == DebateState.FINISHED], "the cancelled debate"
+        )
+        assert ended.outcome == DebateStatus.CANCELLED
+        assert ended.cancelled_from == CancelSource.COMMAND
+    finally:
+        stop.set()
+        await serving
+        engine.dispose()
+        await emulator.stop()

@@ -1,0 +1,79 @@
+"""`debatebot debates retry ID --budget USD` (issue 44): a FAILED debate resumes from its last
+stored turn as a follow-up debate within the new budget, and the model is asked only for the
+turns never stored; a debate that did not fail, or a budget already spent, is refused. SQLite
+and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine
+
+from engine.errors import ModelNotAvailableError
+from engine.llm import LLMRequest
+from engine.models import DebateStatus
+from engine.providers.fake import FunctionLLM
+from tests.helpers import DebateScript, reply_for
+from tests.integration.test_cancel import PRICED, enqueue, stored, worker
+
+
+class Recording:
+    """The scripted model, recording each call's schema; it fails for good at call `fail_at`."""
+
+    def __init__(self, fail_at: int | None = None) -> None:
+        script = DebateScript(moderator=[reply_for("moderator", recommend_another_round=True)])
+        self.asked: list[str | None] = []
+
+        def answer(request: LLMRequest) -> Any:
+            self.asked.append(request.schema_name)
+            if fail_at is not None and len(self.asked) == fail_at:
+                raise ModelNotAvailableError("the model was withdrawn")
+            return script(request)
+
+        self.llm = FunctionLLM(answer, pricing=PRICED)
+
+
+def test_a_failed_debate_resumes_without_asking_a_stored_turn_again(
+    store: Engine,
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from bot.cli import main
+
+    monkeypatch.setenv("DEBATEBOT_DATABASE_URL", database_url)
+    whole = Recording()
+    complete_id = enqueue(store, "whole")
+    assert asyncio.run(worker(whole.llm, engine=store).run_once())
+
+    failing = Recording(fail_at=6)
+    failed_id = enqueue(store, "fails")
+    assert asyncio.run(worker(failing.llm, engine=store).run_once())
+    failed, kept, _ = stored(store, failed_id)
+    assert failed.outcome == DebateStatus.FAILED
+    assert 0 < len(kept) < len(whole.asked)
+    capsys.readouterr()
+
+    assert main(["debates", "retry", str(complete_id), "--budget", "5"]) == 1
+    assert "is complete: only a failed debate" in capsys.readouterr().err
+    assert main(["debates", "retry", str(failed_id), "--budget", "0.000001"]) == 1
+    assert "name a --budget above that" in capsys.readouterr().err
+    assert main(["debates", "retry", str(failed_id), "--budget", "1000", "--json"]) == 0
+    retry = json.loads(capsys.readouterr().out)
+    assert (retry["retry_of"], retry["state"], retry["new"]) == (failed_id, "QUEUED", True)
+
+    resumed = Recording()
+    assert asyncio.run(worker(resumed.llm, engine=store).run_once())
+    ended, rows, chained = stored(store, retry["id"])
+    assert ended.outcome == DebateStatus.COMPLETE
+    assert chained
+    # Only what was never stored is asked: the whole run's calls after the stored turns.
+    assert resumed.asked == whole.asked[len(kept) :]
+    assert [(r.round, r.role, r.request_sha256) for r in rows[: len(kept)]] == [
+        (r.round, r.role, r.request_sha256) for r in kept
+    ]
+    assert main(["debates", "retry", str(failed_id), "--budget", "1000"]) == 0
+    assert f"already retried as debate #{retry['id']}" in capsys.readouterr().out
