@@ -27,6 +27,7 @@ from sqlmodel import Session
 
 from bot.jobs.delivery.config import DeliveryConfig
 from bot.jobs.delivery.holds import TokenHolds
+from bot.jobs.delivery.open_stream import OpenStream
 from bot.jobs.delivery.outcomes import Outcomes
 from bot.jobs.delivery.posts import PostLanes
 from bot.jobs.delivery.stream import PlanStream
@@ -79,7 +80,9 @@ class OutboxDelivery:
             rng=rng or random.Random(),
             wake=self.wake,
         )
-        self.holds = TokenHolds(outcomes=self.outcomes, directory=directory, gate=gate)
+        self.holds = TokenHolds(
+            outcomes=self.outcomes, directory=directory, gate=gate or TokenGate()
+        )
         threads = ThreadMoves(outcomes=self.outcomes, poster=poster)
         once = SendOnce(engine=engine, poster=poster, directory=directory, owner=owner)
         self.posts = PostLanes(
@@ -87,7 +90,11 @@ class OutboxDelivery:
         )
         self.updates = UpdateLane(outcomes=self.outcomes, poster=poster, threads=threads)
         self.stream = PlanStream(
-            outcomes=self.outcomes, poster=poster, directory=directory, threads=threads
+            outcomes=self.outcomes,
+            poster=poster,
+            directory=directory,
+            threads=threads,
+            open=OpenStream(outcomes=self.outcomes, poster=poster, threads=threads),
         )
 
     @property
@@ -122,8 +129,8 @@ class OutboxDelivery:
         if not await self.holds.may_deliver():
             return 0
         horizon = asyncio.get_running_loop().time() - self.config.status_interval_s
-        self.updates.forget_before(horizon)
-        self.stream.forget_before(horizon)
+        self.updates.pace.forget_before(horizon)
+        self.stream.pace.forget_before(horizon)
         started = 0
         lanes, self.outcomes.probation = await self.outcomes.db(self._due)
         for lane in lanes:
@@ -146,9 +153,8 @@ class OutboxDelivery:
         tasks = list(self._lanes.values())
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, *self.holds.cancel_probes(), return_exceptions=True)
         self._lanes.clear()
-        await self.holds.cancel()
 
     async def _run_lane(self, lane: Lane) -> None:
         # Every Slack call of the lane is made with its workspace's bot token (OAuth installs;

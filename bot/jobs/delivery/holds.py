@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 import math
+from dataclasses import dataclass, field
 
 from bot.jobs.delivery.outcomes import Outcomes
 from bot.slackweb.acting import acting_for
@@ -33,23 +34,25 @@ from bot.store.tenancy import Workspace
 log = logging.getLogger(__name__)
 
 
+@dataclass(kw_only=True)
 class TokenHolds:
     """Holds delivery while Slack refuses a bot token, and probes it until Slack takes it."""
 
-    def __init__(
-        self, *, outcomes: Outcomes, directory: SlackDirectory, gate: TokenGate | None
-    ) -> None:
-        self.outcomes = outcomes
-        self.directory = directory
-        self.config = outcomes.config
-        self.gate = gate or TokenGate()
-        self._probe_at = 0.0
+    outcomes: Outcomes
+    directory: SlackDirectory
+    gate: TokenGate
+    _probe_at: float = field(default=0.0, init=False)
+    _probe_wait: float = field(init=False)
+    _probe_backoff: refusals.Backoff = field(init=False)
+    _probes: dict[str, asyncio.Task[None]] = field(default_factory=dict, init=False)
+    _probes_looked_at: float = field(default=-math.inf, init=False)
+
+    def __post_init__(self) -> None:
+        self.config = self.outcomes.config
         self._probe_wait = self.config.token_probe_s
         self._probe_backoff = refusals.Backoff(
             first_s=self.config.token_probe_s, max_s=self.config.token_probe_max_s
         )
-        self._probes: dict[str, asyncio.Task[None]] = {}
-        self._probes_looked_at = -math.inf
 
     async def may_deliver(self) -> bool:
         """Whether lanes may start now: with OAuth installs always (each refused workspace's
@@ -71,12 +74,13 @@ class TokenHolds:
         owner = self.outcomes.owner
         await self.outcomes.db(lambda s: outbox_claims.release_lane(s, owner=owner, lane=lane))
 
-    async def cancel(self) -> None:
+    def cancel_probes(self) -> list[asyncio.Task[None]]:
+        """Cancel the probes under way; returned for the caller to wait for."""
         tasks = list(self._probes.values())
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
         self._probes.clear()
+        return tasks
 
     async def _token_taken(self) -> bool:
         """Whether Slack takes the bot token again, asked at most every so often."""

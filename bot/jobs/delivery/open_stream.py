@@ -7,6 +7,7 @@ later versions change; one left behind in a thread the debate moved from is stop
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from bot.jobs.delivery.outcomes import (
     STILL_STREAMING,
@@ -26,13 +27,23 @@ from bot.store.outbox_tables import Outbox, StreamState
 log = logging.getLogger(__name__)
 
 
+@dataclass(kw_only=True)
 class OpenStream:
     """Writes to a debate's started stream, or to the message that stands in for it."""
 
-    def __init__(self, *, outcomes: Outcomes, poster: SlackPoster, threads: ThreadMoves) -> None:
-        self.outcomes = outcomes
-        self.poster = poster
-        self.threads = threads
+    outcomes: Outcomes
+    poster: SlackPoster
+    threads: ThreadMoves
+
+    async def refused(self, row: Outbox, error: PostError) -> str | None:
+        """A failed stream write after the ladder's first rung (`Outcomes.answered`), and a
+        lost channel given up here (the post lane finds it gone too, and halts the debate):
+        None when the row is settled, else the code for the caller's own rungs."""
+        code = await self.outcomes.answered(row, error)
+        if code is not None and code in UNREACHABLE:
+            await self.outcomes.refuse(row, code)
+            return None
+        return code
 
     async def go_on(self, row: Outbox, debate: Debate, content: plan.StreamContent) -> bool:
         """Append what changed, or stop with the final version. A stream that cannot take it
@@ -58,11 +69,8 @@ class OpenStream:
             return await self.as_message(row, debate, content, ts)
         except PostError as error:
             # Retried from what Slack is known to have: a task it took twice is the same.
-            code = await self.outcomes.answered(row, error)
+            code = await self.refused(row, error)
             if code is None:
-                return False
-            if code in UNREACHABLE:
-                await self.outcomes.refuse(row, code)
                 return False
             if code in STREAM_GONE:
                 return await self.as_message(row, debate, content, None)

@@ -16,6 +16,7 @@ import contextlib
 import logging
 import random
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from sqlalchemy import Engine
@@ -57,30 +58,22 @@ METHOD_ABSENT = frozenset({"unknown_method"})
 streaming): no later debate of this process asks for a stream again."""
 
 
+@dataclass(kw_only=True)
 class Outcomes:
     """Records what became of each claimed message, and reads every Slack failure (above)."""
 
-    def __init__(
-        self,
-        *,
-        engine: Engine,
-        directory: SlackDirectory,
-        owner: str,
-        config: DeliveryConfig,
-        rng: random.Random,
-        wake: Callable[[], None],
-    ) -> None:
-        self.engine = engine
-        self.directory = directory
-        self.owner = owner
-        self.config = config
-        self.wake = wake
-        self._rng = rng
-        self._failing = False
-        self._background: set[asyncio.Task[None]] = set()
-        self.probation: list[refusals.BotState] = []
-        """The bots a probe took with nothing delivered since (`refusals.on_probation`), as of
-        the last look for due lanes: a delivery to one of their workspaces proves it."""
+    engine: Engine
+    directory: SlackDirectory
+    owner: str
+    config: DeliveryConfig
+    rng: random.Random
+    wake: Callable[[], None]
+    """Look for due messages now (rows were just made due)."""
+    probation: list[refusals.BotState] = field(default_factory=list, init=False)
+    """The bots a probe took with nothing delivered since (`refusals.on_probation`), as of the
+    last look for due lanes: a delivery to one of their workspaces proves it."""
+    _failing: bool = field(default=False, init=False)
+    _background: set[asyncio.Task[None]] = field(default_factory=set, init=False)
 
     async def db(self, work: Callable[[Session], R]) -> R:
         return await in_session(self.engine, work, workspace=EVERY_WORKSPACE)
@@ -106,7 +99,7 @@ class Outcomes:
     def _backoff(self, row: Outbox, error: PostError) -> float:
         exponential = self.config.backoff_base_s * 2.0 ** min(row.attempts, 16)
         capped = min(self.config.backoff_max_s, exponential)
-        delay = capped / 2 + self._rng.uniform(0, capped / 2)
+        delay = capped / 2 + self.rng.uniform(0, capped / 2)
         return max(delay, error.retry_after_s or 0.0)
 
     async def retry(self, row: Outbox, error: PostError) -> None:

@@ -12,6 +12,7 @@ reviewers, else the requester, else the workspace admins. A lost thread is moved
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from bot.jobs.delivery.outcomes import THREAD_GONE, TOO_BIG, UNREACHABLE, Outcomes, owner_of
 from bot.jobs.delivery.threads import ThreadMoves
@@ -28,31 +29,23 @@ from bot.store.outbox_tables import Outbox, OutboxFallback, OutboxTarget
 log = logging.getLogger(__name__)
 
 
+@dataclass(kw_only=True)
 class PostLanes:
     """Delivers the head of a debate's post lane, or of a channel's own, one at a time."""
 
-    def __init__(
-        self,
-        *,
-        outcomes: Outcomes,
-        directory: SlackDirectory,
-        once: SendOnce,
-        threads: ThreadMoves,
-    ) -> None:
-        self.outcomes = outcomes
-        self.directory = directory
-        self.once = once
-        self.threads = threads
-        self.owner = outcomes.owner
-        self.claim_s = outcomes.config.claim_s
+    outcomes: Outcomes
+    directory: SlackDirectory
+    once: SendOnce
+    threads: ThreadMoves
 
     async def next_channel_post(self, channel: str, team_id: str) -> bool:
         """Deliver the head of a channel's own posts (in workspace `team_id`): retried,
         re-split and given up by the same rules as a debate's, with no thread to tell when one
         is refused."""
+        owner, claim_s = self.outcomes.owner, self.outcomes.config.claim_s
         row = await self.outcomes.db(
             lambda s: outbox_claims.claim_channel_head(
-                s, channel_id=channel, team_id=team_id, owner=self.owner, claim_s=self.claim_s
+                s, channel_id=channel, team_id=team_id, owner=owner, claim_s=claim_s
             )
         )
         if row is None:
@@ -76,10 +69,9 @@ class PostLanes:
 
     async def next_post(self, debate_id: int) -> bool:
         """Deliver the head of the debate's post lane; True when the next one may follow now."""
+        owner, claim_s = self.outcomes.owner, self.outcomes.config.claim_s
         claimed = await self.outcomes.db(
-            lambda s: outbox_claims.claim_head(
-                s, debate_id=debate_id, owner=self.owner, claim_s=self.claim_s
-            )
+            lambda s: outbox_claims.claim_head(s, debate_id=debate_id, owner=owner, claim_s=claim_s)
         )
         if claimed is None:
             return False
@@ -144,7 +136,7 @@ class PostLanes:
         drafts = [Draft(key="", text=p.text, blocks=p.blocks) for p in parts]
         await self.outcomes.db(
             lambda s: outbox_deliveries.split(
-                s, row_id=row.id or 0, owner=self.owner, error=code, parts=drafts
+                s, row_id=row.id or 0, owner=self.outcomes.owner, error=code, parts=drafts
             )
         )
         log.warning("%s: %s refused (%s); re-split", owner_of(row), row.key, code)

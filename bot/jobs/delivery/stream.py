@@ -6,12 +6,12 @@ start whose answer was lost is looked for before a second one is started.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import math
+from dataclasses import dataclass, field
 
 from bot.jobs.delivery.open_stream import OpenStream
-from bot.jobs.delivery.outcomes import METHOD_ABSENT, THREAD_GONE, UNREACHABLE, Outcomes
+from bot.jobs.delivery.outcomes import METHOD_ABSENT, THREAD_GONE, Outcomes
+from bot.jobs.delivery.pace import Pace
 from bot.jobs.delivery.threads import ThreadMoves
 from bot.messages import plan
 from bot.slackweb.errors import PostError, TokenRefusedError
@@ -28,39 +28,27 @@ PEOPLE = ("U", "W")
 """The ids a stream's recipient may have: a person (`U…`, or `W…` in an organization)."""
 
 
+@dataclass(kw_only=True)
 class PlanStream:
-    """Delivers a debate's stream row: starts the stream, or hands it to `OpenStream`."""
+    """Delivers a debate's stream row: starts the stream, or hands it to `open`."""
 
-    def __init__(
-        self,
-        *,
-        outcomes: Outcomes,
-        poster: SlackPoster,
-        directory: SlackDirectory,
-        threads: ThreadMoves,
-    ) -> None:
-        self.outcomes = outcomes
-        self.poster = poster
-        self.directory = directory
-        self.threads = threads
-        self.config = outcomes.config
-        self.open = OpenStream(outcomes=outcomes, poster=poster, threads=threads)
-        self._streamed_at: dict[int, float] = {}
-        self._no_streaming: str | None = None
+    outcomes: Outcomes
+    poster: SlackPoster
+    directory: SlackDirectory
+    threads: ThreadMoves
+    open: OpenStream
+    pace: Pace = field(init=False)
+    no_streaming: str | None = field(default=None, init=False)
+    """Slack's answer when it has no streaming here: no later debate asks for a stream."""
 
-    def forget_before(self, horizon: float) -> None:
-        """Forget when debates' streams were written before `horizon` (their pace no longer
-        matters)."""
-        self._streamed_at = {d: at for d, at in self._streamed_at.items() if at > horizon}
+    def __post_init__(self) -> None:
+        self.pace = Pace(self.outcomes.config.stream_interval_s)
 
     async def next_stream(self, debate_id: int) -> bool:
         """Deliver the debate's stream row if it is due; True when it is due again at once."""
-        loop = asyncio.get_running_loop()
-        wait = self._streamed_at.get(debate_id, -math.inf) + self.config.stream_interval_s
-        if wait > loop.time():
-            # Versions written while this lane waits are coalesced into one append.
-            await asyncio.sleep(wait - loop.time())
-        owner, claim_s = self.outcomes.owner, self.config.claim_s
+        # Versions written while this lane waits are coalesced into one append.
+        await self.pace.wait(debate_id)
+        owner, claim_s = self.outcomes.owner, self.outcomes.config.claim_s
         claimed = await self.outcomes.db(
             lambda s: outbox_stream.claim_stream(
                 s, debate_id=debate_id, owner=owner, claim_s=claim_s
@@ -70,7 +58,7 @@ class PlanStream:
             return False
         async with self.outcomes.handed_back_if_cancelled(claimed.row):
             again = await self._stream(claimed)
-        self._streamed_at[debate_id] = loop.time()
+        self.pace.wrote(debate_id)
         return again
 
     async def _stream(self, claimed: ClaimedStream) -> bool:
@@ -93,8 +81,8 @@ class PlanStream:
 
     async def _start(self, row: Outbox, debate: Debate, content: plan.StreamContent) -> bool:
         """Start the debate's stream in its thread, or fall back to the parent's status."""
-        if self._no_streaming is not None:
-            return await self._refuse(row, self._no_streaming)
+        if self.no_streaming is not None:
+            return await self._refuse(row, self.no_streaming)
         if debate.halt_reason is not None:
             await self.outcomes.fail(row, f"thread unreachable: {debate.halt_reason}")
             return False
@@ -137,19 +125,15 @@ class PlanStream:
             return await self._refuse(row, f"missing_scope {refused.needed or ''}".strip())
         except PostError as error:
             # Retried, the start may have reached Slack all the same: the next try looks first.
-            code = await self.outcomes.answered(row, error)
+            code = await self.open.refused(row, error)
             if code is None:
-                return False
-            if code in UNREACHABLE:
-                # The post lane finds the channel gone too, and halts the debate.
-                await self.outcomes.refuse(row, code)
                 return False
             if code in THREAD_GONE:
                 # As for a post: the parent is posted again (once, whichever lane finds the
                 # thread gone first), and the stream starts in the new thread.
                 return await self.threads.move(row, debate, code)
             if code in METHOD_ABSENT:
-                self._no_streaming = code
+                self.no_streaming = code
             return await self._refuse(row, code)
         await self.open.streamed(
             row,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass, field
 
 from sqlmodel import Session
 
@@ -26,13 +27,13 @@ log = logging.getLogger(__name__)
 MAX_REPOSTS = 3
 
 
+@dataclass(kw_only=True)
 class ThreadMoves:
     """Posts a debate's parent again where its thread was lost, once for all its lanes."""
 
-    def __init__(self, *, outcomes: Outcomes, poster: SlackPoster) -> None:
-        self.outcomes = outcomes
-        self.poster = poster
-        self._moving = asyncio.Lock()
+    outcomes: Outcomes
+    poster: SlackPoster
+    _moving: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
 
     async def move(self, row: Outbox, debate: Debate, code: str) -> bool:
         """The thread's root, or the parent an update changes, is gone: post the parent again,

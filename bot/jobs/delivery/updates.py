@@ -7,13 +7,13 @@ is). An update whose parent was deleted moves the thread (bot.jobs.delivery.thre
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import math
+from dataclasses import dataclass, field
 
 from sqlmodel import Session
 
 from bot.jobs.delivery.outcomes import THREAD_GONE, Outcomes
+from bot.jobs.delivery.pace import Pace
 from bot.jobs.delivery.threads import ThreadMoves
 from bot.messages import kit, owed
 from bot.messages.owed import ASSISTANT_STATUS
@@ -27,27 +27,22 @@ from bot.store.outbox_tables import Outbox, OutboxState
 log = logging.getLogger(__name__)
 
 
+@dataclass(kw_only=True)
 class UpdateLane:
     """Sends a debate's due updates, each to every copy of the message it changes."""
 
-    def __init__(self, *, outcomes: Outcomes, poster: SlackPoster, threads: ThreadMoves) -> None:
-        self.outcomes = outcomes
-        self.poster = poster
-        self.threads = threads
-        self.config = outcomes.config
-        self._updated_at: dict[int, float] = {}
+    outcomes: Outcomes
+    poster: SlackPoster
+    threads: ThreadMoves
+    pace: Pace = field(init=False)
 
-    def forget_before(self, horizon: float) -> None:
-        """Forget when debates' updates went before `horizon` (their pace no longer matters)."""
-        self._updated_at = {d: at for d, at in self._updated_at.items() if at > horizon}
+    def __post_init__(self) -> None:
+        self.pace = Pace(self.outcomes.config.status_interval_s)
 
     async def send_due(self, debate_id: int) -> None:
-        loop = asyncio.get_running_loop()
-        wait = self._updated_at.get(debate_id, -math.inf) + self.config.status_interval_s
-        if wait > loop.time():
-            # Rows written while this lane waits coalesce, so the newest status goes out.
-            await asyncio.sleep(wait - loop.time())
-        owner, claim_s = self.outcomes.owner, self.config.claim_s
+        # Rows written while this lane waits coalesce, so the newest status goes out.
+        await self.pace.wait(debate_id)
+        owner, claim_s = self.outcomes.owner, self.outcomes.config.claim_s
 
         def claim(s: Session) -> tuple[list[tuple[Outbox, Outbox | None]], bool]:
             claimed = outbox_claims.claim_updates(
@@ -64,7 +59,7 @@ class UpdateLane:
                 continue
             await self._update(row, target)
         if claimed:
-            self._updated_at[debate_id] = loop.time()
+            self.pace.wrote(debate_id)
 
     async def _update(self, row: Outbox, target: Outbox | None) -> None:
         if target is None or target.state in (OutboxState.FAILED, OutboxState.SPLIT):
