@@ -21,6 +21,7 @@ import logging
 import math
 from dataclasses import dataclass, field
 
+from bot.jobs.delivery.config import DeliveryConfig
 from bot.jobs.delivery.outcomes import Outcomes
 from bot.slackweb.acting import acting_for
 from bot.slackweb.errors import PostError, TokenRefusedError
@@ -41,6 +42,7 @@ class TokenHolds:
     outcomes: Outcomes
     directory: SlackDirectory
     gate: TokenGate
+    config: DeliveryConfig = field(init=False)
     _probe_at: float = field(default=0.0, init=False)
     _probe_wait: float = field(init=False)
     _probe_backoff: refusals.Backoff = field(init=False)
