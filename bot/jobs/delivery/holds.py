@@ -42,7 +42,6 @@ class TokenHolds:
     outcomes: Outcomes
     directory: SlackDirectory
     gate: TokenGate
-    config: DeliveryConfig = field(init=False)
     _probe_at: float = field(default=0.0, init=False)
     _probe_wait: float = field(init=False)
     _probe_backoff: refusals.Backoff = field(init=False)
@@ -50,11 +49,14 @@ class TokenHolds:
     _probes_looked_at: float = field(default=-math.inf, init=False)
 
     def __post_init__(self) -> None:
-        self.config = self.outcomes.config
         self._probe_wait = self.config.token_probe_s
         self._probe_backoff = refusals.Backoff(
             first_s=self.config.token_probe_s, max_s=self.config.token_probe_max_s
         )
+
+    @property
+    def config(self) -> DeliveryConfig:
+        return self.outcomes.config
 
     async def may_deliver(self) -> bool:
         """Whether lanes may start now: with OAuth installs always (each refused workspace's
