@@ -5,11 +5,11 @@ could not fix, `team_access_not_granted`, …).
 
 The mark is on the install's bot row, so every `serve` and `worker` replica sees it: claims
 skip the workspace's debates (`token_refused` in `queue.claim_debates`), no lane is due for
-what it is owed (`outbox.due_lanes`: held, neither retried nor dropped), and the intake refuses
-its new requests. One replica at a time asks Slack again (`claim_probes`), less and less often;
-the one that finds the token taken clears the mark (`accept`), and so does saving new tokens
-(an install again, a renewal: the installation store accepts them as it saves them). An
-uninstall deletes the row, and the mark with it (its debates are then suspended:
+what it is owed (`outbox_claims.due_lanes`: held, neither retried nor dropped), and the intake
+refuses its new requests. One replica at a time asks Slack again (`claim_probes`), less and
+less often; the one that finds the token taken clears the mark (`accept`), and so does saving
+new tokens (an install again, a renewal: the installation store accepts them as it saves them).
+An uninstall deletes the row, and the mark with it (its debates are then suspended:
 bot.store.workspaces).
 
 `auth.test` can take a token that a method still refuses (a scope it lacks, if Slack's scopes

@@ -18,7 +18,7 @@ from sqlmodel import Session, col, select
 from bot.jobs.closing import FinishWriter
 from bot.jobs.worker import DebateWorker, WorkerConfig, start_delays
 from bot.metrics import Metrics
-from bot.store import endings, outbox, queue, reviews, turns, verify
+from bot.store import endings, outbox, outbox_deliveries, queue, reviews, turns, verify
 from bot.store.channel_tables import ChannelSettings
 from bot.store.db import make_engine, upgrade
 from bot.store.debate_tables import Debate, DebateSource, DebateState, VerdictRecord
@@ -772,7 +772,9 @@ async def test_a_turn_write_brings_back_the_halt_reason_the_delivery_recorded(
     head = await writer.append(TurnWrite(debate_id, "w1", turn(0), ChainHead()))
     assert head.halt_reason is None
     with Session(store) as session:
-        assert outbox.halt(session, debate_id=debate_id, reason="not_in_channel", notices=[])
+        assert outbox_deliveries.halt(
+            session, debate_id=debate_id, reason="not_in_channel", notices=[]
+        )
 
     head = await writer.append(TurnWrite(debate_id, "w1", turn(1), head))
 

@@ -14,7 +14,19 @@ from sqlmodel import Session, col, select
 from bot.jobs.notifier import DebateNotifier
 from bot.jobs.reminders import remind_reviewers
 from bot.jobs.worker import DebateWorker
-from bot.store import channels, dedupe, endings, outbox, post_doubt, queue, reviews, turns, verify
+from bot.store import (
+    channels,
+    dedupe,
+    endings,
+    outbox,
+    outbox_claims,
+    outbox_deliveries,
+    post_doubt,
+    queue,
+    reviews,
+    turns,
+    verify,
+)
 from bot.store.channel_tables import ChannelSettings
 from bot.store.db import session_scope
 from bot.store.debate_tables import DebateSource
@@ -70,7 +82,7 @@ def post(key: str, target: str = "thread") -> Draft:
 
 def claim(session: Session, debate_id: int, owner: str) -> tuple[Outbox, int]:
     """Claim the debate's head post, which the test expects due: the row and its id."""
-    claimed = outbox.claim_head(session, debate_id=debate_id, owner=owner, claim_s=30)
+    claimed = outbox_claims.claim_head(session, debate_id=debate_id, owner=owner, claim_s=30)
     assert claimed is not None
     row, _ = claimed
     assert row.id is not None
@@ -100,7 +112,8 @@ async def test_concurrent_claims_of_one_message_let_one_sender_win(store: Engine
     def claim(owner: str) -> bool:
         with session_scope(store, workspace=PENDING_WORKSPACE) as session:
             return (
-                outbox.claim_head(session, debate_id=debate_id, owner=owner, claim_s=30) is not None
+                outbox_claims.claim_head(session, debate_id=debate_id, owner=owner, claim_s=30)
+                is not None
             )
 
     winners = await asyncio.gather(*(asyncio.to_thread(claim, f"p{i}") for i in range(8)))
@@ -113,20 +126,22 @@ def test_posts_go_in_order_and_a_later_one_waits_behind_a_retry(store: Engine) -
     with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         row, row_id = claim(session, debate_id, "a")
         assert row.key == "parent"
-        assert outbox.claim_head(session, debate_id=debate_id, owner="b", claim_s=30) is None
-        outbox.mark_retry(session, row_id=row_id, owner="a", error="http_500", delay_s=60)
+        assert outbox_claims.claim_head(session, debate_id=debate_id, owner="b", claim_s=30) is None
+        outbox_deliveries.mark_retry(
+            session, row_id=row_id, owner="a", error="http_500", delay_s=60
+        )
         # The parent waits out its backoff; round 1 may not overtake it.
-        assert outbox.claim_head(session, debate_id=debate_id, owner="b", claim_s=30) is None
-        assert outbox.pull_in_retries(session) == 1
+        assert outbox_claims.claim_head(session, debate_id=debate_id, owner="b", claim_s=30) is None
+        assert outbox_claims.pull_in_retries(session) == 1
         row, row_id = claim(session, debate_id, "b")
         assert (row.key, row.attempts) == ("parent", 1)
         assert (
-            outbox.mark_sent(
+            outbox_deliveries.mark_sent(
                 session, row_id=row_id, owner="a", version=1, deliveries=[], delivered_to="x"
             )
             is None
         ), "only the claimer may record the delivery"
-        outbox.mark_sent(
+        outbox_deliveries.mark_sent(
             session,
             row_id=row_id,
             owner="b",
@@ -144,7 +159,9 @@ def test_an_expired_claim_is_taken_over_and_a_deadline_gives_up(store: Engine) -
     debate_id = queued(store, drafts=[post("parent", "channel")])
     with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         row, row_id = claim(session, debate_id, "dead")
-        assert outbox.claim_head(session, debate_id=debate_id, owner="next", claim_s=30) is None
+        assert (
+            outbox_claims.claim_head(session, debate_id=debate_id, owner="next", claim_s=30) is None
+        )
         session.execute(
             update(Outbox).where(col(Outbox.id) == row_id).values(claimed_until=utcnow())
         )
@@ -153,7 +170,7 @@ def test_an_expired_claim_is_taken_over_and_a_deadline_gives_up(store: Engine) -
         assert row.claimed_by == "next"
         session.execute(update(Outbox).where(col(Outbox.id) == row_id).values(deadline_at=utcnow()))
         session.commit()
-        given_up = outbox.mark_retry(
+        given_up = outbox_deliveries.mark_retry(
             session, row_id=row_id, owner="next", error="timeout", delay_s=1
         )
         assert given_up is not None
@@ -173,7 +190,9 @@ def test_status_updates_are_coalesced_and_a_newer_one_is_sent_after_an_older(
     )
     with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         outbox.owe(session, debate_id=debate_id, drafts=[status])
-        [(row, target)] = outbox.claim_updates(session, debate_id=debate_id, owner="a", claim_s=30)
+        [(row, target)] = outbox_claims.claim_updates(
+            session, debate_id=debate_id, owner="a", claim_s=30
+        )
         assert row.id is not None
         assert target is not None
         assert (row.text, target.key) == ("round 1", "parent")
@@ -186,10 +205,12 @@ def test_status_updates_are_coalesced_and_a_newer_one_is_sent_after_an_older(
             target_key="parent",
         )
         outbox.owe(session, debate_id=debate_id, drafts=[newer])
-        outbox.mark_sent(
+        outbox_deliveries.mark_sent(
             session, row_id=row.id, owner="a", version=1, deliveries=[], delivered_to="updated"
         )
-        [(row, _)] = outbox.claim_updates(session, debate_id=debate_id, owner="a", claim_s=30)
+        [(row, _)] = outbox_claims.claim_updates(
+            session, debate_id=debate_id, owner="a", claim_s=30
+        )
         assert (row.text, row.version) == ("round 2", 2)
         rows = [r for r in outbox.rows_of(session, debate_id=debate_id) if r.action == "update"]
         assert len(rows) == 1
@@ -199,7 +220,7 @@ def test_a_refused_size_is_replaced_by_its_parts_in_place(store: Engine) -> None
     debate_id = queued(store, drafts=[post("parent", "channel"), post("verdict"), post("review")])
     with session_scope(store, workspace=PENDING_WORKSPACE) as session:
         _, first_id = claim(session, debate_id, "a")
-        outbox.mark_sent(
+        outbox_deliveries.mark_sent(
             session,
             row_id=first_id,
             owner="a",
@@ -209,15 +230,17 @@ def test_a_refused_size_is_replaced_by_its_parts_in_place(store: Engine) -> None
         )
         _, verdict_id = claim(session, debate_id, "a")
         parts = [Draft(key="", text=f"part {n}", blocks=[]) for n in (1, 2)]
-        outbox.split(
+        outbox_deliveries.split(
             session, row_id=verdict_id, owner="a", error="msg_blocks_too_long", parts=parts
         )
         keys = []
-        while claimed := outbox.claim_head(session, debate_id=debate_id, owner="a", claim_s=30):
+        while claimed := outbox_claims.claim_head(
+            session, debate_id=debate_id, owner="a", claim_s=30
+        ):
             row, _ = claimed
             assert row.id is not None
             keys.append(row.key)
-            outbox.mark_sent(
+            outbox_deliveries.mark_sent(
                 session,
                 row_id=row.id,
                 owner="a",
@@ -234,8 +257,12 @@ def test_a_halt_is_recorded_once_with_its_notice(store: Engine) -> None:
         key="dm:halted", text="stopped", blocks=[], target=OutboxTarget.DM, recipients=("UALICE",)
     )
     with session_scope(store, workspace=PENDING_WORKSPACE) as session:
-        assert outbox.halt(session, debate_id=debate_id, reason="not_in_channel", notices=[dm])
-        assert not outbox.halt(session, debate_id=debate_id, reason="again", notices=[dm])
+        assert outbox_deliveries.halt(
+            session, debate_id=debate_id, reason="not_in_channel", notices=[dm]
+        )
+        assert not outbox_deliveries.halt(
+            session, debate_id=debate_id, reason="again", notices=[dm]
+        )
         assert queue.get_debate(session, debate_id=debate_id).halt_reason == "not_in_channel"
         [row] = outbox.rows_of(session, debate_id=debate_id)
         assert (row.key, row.target, row.recipients) == ("dm:halted", "dm", ["UALICE"])
@@ -344,10 +371,12 @@ async def test_a_fork_carries_turns_on_a_valid_chain_and_shares_thread_messages(
     worker = notifying_worker(store)
     assert await worker.run_once()
     with session_scope(store, workspace=PENDING_WORKSPACE) as session:
-        while claimed := outbox.claim_head(session, debate_id=debate_id, owner="w", claim_s=30):
+        while claimed := outbox_claims.claim_head(
+            session, debate_id=debate_id, owner="w", claim_s=30
+        ):
             row, _ = claimed
             assert row.id is not None
-            outbox.mark_sent(
+            outbox_deliveries.mark_sent(
                 session,
                 row_id=row.id,
                 owner="w",

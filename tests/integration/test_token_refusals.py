@@ -28,13 +28,14 @@ from bot.slackweb.errors import TokenRefusedError
 from bot.slackweb.installations import DatabaseInstallationStore
 from bot.slackweb.people import SlackDirectory
 from bot.slackweb.poster import Posted, SlackPoster
-from bot.store import installations, operations, outbox, queue, refusals
+from bot.store import installations, operations, outbox, outbox_claims, queue, refusals
 from bot.store.cipher import TokenCipher
 from bot.store.db import session_scope
 from bot.store.debate_tables import DebateSource
 from bot.store.installation_tables import SlackBot
 from bot.store.installations import StoredBot
-from bot.store.outbox import Draft, Lane
+from bot.store.outbox import Draft
+from bot.store.outbox_claims import Lane
 from bot.store.outbox_tables import Outbox, OutboxAction, OutboxState, OutboxTarget
 from bot.store.refusals import Backoff, Noted
 from bot.store.tenancy import EVERY_WORKSPACE, Workspace
@@ -110,7 +111,7 @@ def claimed(engine: Engine) -> list[int]:
 
 def due_teams(engine: Engine) -> set[str]:
     with session_scope(engine, workspace=EVERY_WORKSPACE) as session:
-        return {lane.team_id for lane in outbox.due_lanes(session)}
+        return {lane.team_id for lane in outbox_claims.due_lanes(session)}
 
 
 def make_due(engine: Engine) -> None:
@@ -358,10 +359,10 @@ def test_a_refused_lanes_claims_are_handed_back_with_no_attempt_counted(
     other_lane = add(store, ACME, "acme:2")
     with session_scope(store, workspace=EVERY_WORKSPACE) as session:
         for debate_id in (refused, other_lane):
-            assert outbox.claim_head(session, debate_id=debate_id, owner="p1", claim_s=30)
+            assert outbox_claims.claim_head(session, debate_id=debate_id, owner="p1", claim_s=30)
         lane = Lane(refused, "", OutboxAction.POST, ACME.team_id)
-        assert outbox.release_lane(session, owner="p2", lane=lane) == 0, "not p2's"
-        assert outbox.release_lane(session, owner="p1", lane=lane) == 1
+        assert outbox_claims.release_lane(session, owner="p2", lane=lane) == 0, "not p2's"
+        assert outbox_claims.release_lane(session, owner="p1", lane=lane) == 1
         rows = {
             row.debate_id: (row.state, row.attempts, row.claimed_by)
             for row in session.exec(select(Outbox).where(col(Outbox.key) == "parent"))
