@@ -115,7 +115,8 @@ def test_cli_runs_on_the_local_model_by_default(tmp_path: Path, case: dict[str, 
     assert identity.startswith("SmolLM2-135M-Instruct.Q4_1.gguf@sha256:")
     assert f"generating on local:{identity}" in completed.stderr
     assert "STATUS      COMPLETE" in completed.stdout
-    result = DebateResult.model_validate_json(record.read_text(encoding="utf-8"))
+    # `run --json` writes the debate's export; its `result` part is the whole DebateResult.
+    result = DebateResult.model_validate(json.loads(record.read_text(encoding="utf-8"))["result"])
     assert {(t.provider, t.model) for t in result.transcript} == {("local", identity)}
     assert {p.model.model for p in result.spec.participants} == {identity}
     assert result.usage.output_tokens > 0
