@@ -72,6 +72,11 @@ def check_receipt_keys(settings: Settings) -> str | None:
             "DEBATEBOT_RECEIPT_KEYS_DIR is not set: decision receipts are written UNSIGNED. Set it"
             " to a folder every replica reads and run `debatebot keys new` (see docs/audit.md)"
         )
+    if settings.receipt_keys_dir is None and not ring.directory.parent.exists():
+        # The default folder sits beside the SQLite file: when the database's own folder is
+        # gone (a deleted data directory, a volume not mounted), opening the store refuses
+        # with what to do, and making the keys here would create that folder in its place.
+        return None
     try:
         ring.signer(create=True)
     except KeyRingError as error:
