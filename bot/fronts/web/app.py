@@ -313,6 +313,12 @@ def build_app(door: WebDoor) -> Starlette:
             found = await one(debate_id)
         except WebError as error:
             return page(request, "error.html", status=error.status, error=str(error))
+        return await debate_page(request, found, audit=None)
+
+    async def debate_page(request: Request, found: DebateOut, *, audit: Any) -> Response:
+        """A debate's page: its rounds and outcome from the stored result, and `audit`'s report
+        when the page was asked to verify the chain."""
+        debate_id = found.id
         result = await db(lambda s: stored_result(s, debate_id=debate_id))
         return page(
             request,
@@ -320,7 +326,7 @@ def build_app(door: WebDoor) -> Starlette:
             debate=found,
             rounds=round_views(result) if result is not None else [],
             outcome=outcome_view(result) if result is not None else [],
-            audit=None,
+            audit=audit,
             after=found.turns[-1].seq if found.turns else -1,
         )
 
@@ -351,16 +357,7 @@ def build_app(door: WebDoor) -> Starlette:
         debate_id = _id(request)
         report = await audit(debate_id)
         found = await one(debate_id)
-        result = await db(lambda s: stored_result(s, debate_id=debate_id))
-        return page(
-            request,
-            "debate.html",
-            debate=found,
-            rounds=round_views(result) if result is not None else [],
-            outcome=outcome_view(result) if result is not None else [],
-            audit=report,
-            after=found.turns[-1].seq if found.turns else -1,
-        )
+        return await debate_page(request, found, audit=report)
 
     async def page_export(request: Request) -> Response:
         if (refused := page_guard(request)) is not None:
