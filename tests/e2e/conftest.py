@@ -156,6 +156,13 @@ async def start_bot(tmp_path: Path) -> AsyncIterator[BotFactory]:
         engine = make_engine(url, busy_timeout_s=settings.database_timeout_s)
         runtime = build_bot(settings, services, engine)
         await runtime.start()
+        # A test's faults begin once the bot knows who it is, as a serving bot does seconds
+        # after start-up; a slow machine would otherwise meet them in that first `auth.test`.
+        directory = runtime.directory
+        deadline = time.monotonic() + 30
+        while directory is not None and directory.known_bot_user() is None:
+            assert time.monotonic() < deadline, "the bot never learned its identity (auth.test)"
+            await asyncio.sleep(0.01)
         server = uvicorn.Server(
             uvicorn.Config(
                 runtime.asgi, host="127.0.0.1", port=0, log_level="warning", lifespan="off"

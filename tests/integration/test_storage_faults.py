@@ -397,6 +397,7 @@ def test_serving_starts_on_a_read_only_sqlite_file_and_says_so(
     to read the file (`stats`) reads it where SQLite can, and otherwise stops saying why."""
     path, url = read_only_kind(tmp_path, kind)
     engine = make_engine(url)
+    caplog.clear()  # what making the file said (its migrations) is not what serving it says
     with read_only(path, folder=READ_ONLY_KINDS[kind]), caplog.at_level(logging.ERROR):
         if READ_ONLY_KINDS[kind]:
             with pytest.raises(StoreReadOnlyError, match=r"its folder, or the bot\.sqlite3-wal"):
