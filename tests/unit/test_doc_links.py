@@ -1,8 +1,8 @@
 """The README and docs/ point only at what exists: every relative link names a file (and, with
 `#`, a heading of it), and every module path written as `bot/….py` or `engine/….py` (or a
-package folder `bot/…/`), and every `tests/`, `tools/`, `benchmarks/` or `scripts/` file named, is
-in the tree. Modules move when files are split; a page that still
-names the old path sends a newcomer to nothing."""
+package folder `bot/…/`) and every `tests/`, `tools/`, `benchmarks/` or `scripts/` file named
+is in the tree. Modules move when files are split; a page that still names the old path sends a
+newcomer to nothing."""
 
 from __future__ import annotations
 
