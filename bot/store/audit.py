@@ -19,7 +19,7 @@ the version changes the head or breaks the signature:
   single-workspace database's debates finished before the bot learnt its workspace's id (team
   `pending`) are sealed again as that workspace's when it adopts them
   (`verify.adopt_pending_records`), each only if it verified before.
-- 2, written by schemas 0012 to 0020: the head covers the tail, the verdict (since schema 0017 with
+- 2, written by schemas 0012 to 0020: the head covers the tail, the verdict (since schema 0019 with
   the confidence's weights version and components, hashed only when set, so older seals still
   verify) and `debate_digest`: what
   was asked (question, spec with its context documents, protocol, who asked, where, whose
@@ -155,7 +155,7 @@ _VERDICT_FIELDS = (
 
 
 _VERDICT_ADDED = ("weights_version", "components_json")
-"""Verdict columns added since seals exist (schema 0017): hashed only when set, so a verdict
+"""Verdict columns added since seals exist (schema 0019): hashed only when set, so a verdict
 sealed before them verifies as it was sealed."""
 
 

@@ -204,10 +204,10 @@ class VerdictRecord(WorkspaceOwned, table=True):
     synthesis: str = Field(sa_column=Column(Text, nullable=False))
     result_json: str = Field(sa_column=Column(Text, nullable=False))
     weights_version: str | None = Field(default=None, max_length=40, index=True)
-    """The version of the confidence weights that scored it (schema 0017; None before)."""
+    """The version of the confidence weights that scored it (schema 0019; None before)."""
     components_json: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     """Its confidence components (`engine.confidence.ConfidenceComponents` as JSON), kept apart
-    from the result document so calibration reads them without it (schema 0017)."""
+    from the result document so calibration reads them without it (schema 0019)."""
     chain_turns: int | None = None
     chain_tail: str | None = Field(default=None, max_length=64)
     chain_head: str | None = Field(default=None, max_length=64)
