@@ -260,6 +260,8 @@ class Plan:
             *posts.verdict_summary(result.verdict, result.cost_usd),
             posts.feedback_buttons(self.debate_id),
         ]
+        if result.verdict.status is DebateStatus.CANCELLED:
+            blocks.insert(0, posts.stopped_line(self.debate_id, result.error))
         label = f"Debate #{self.debate_id}: {result.verdict.decision.value}"
         return StreamContent(chunks=self.chunks(), label=label, closing=blocks)
 
