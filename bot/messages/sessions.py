@@ -78,8 +78,9 @@ class SessionUpdate:
 
 
 def title(debate_id: int, spec: DebateSpec) -> str:
-    """The session's title: the debate's number and its question, within Slack's 200."""
-    return kit.clip(f"Debate #{debate_id}: {spec.question}", MAX_TITLE_CHARS)
+    """The session's title: the debate's number and its question, escaped like every text the
+    bot sends (as the assistant thread's title is), within Slack's 200."""
+    return kit.fit(kit.escape(f"Debate #{debate_id}: {spec.question}"), MAX_TITLE_CHARS)
 
 
 def session(debate_id: int, spec: DebateSpec, status: SessionStatus, line: str = "") -> Draft:
