@@ -1,7 +1,8 @@
-"""Stopping a debate from Slack (issue 44): `/debate cancel <id>`, the Stop button on its parent,
-and Slack's own Stop on its agent session (`agent_session_stopped`), all through
-`stop_debate`. Who may stop is the server's decision, made here: the person who asked for the debate, the
-reviewers of its channel (as reviews decide them, bot.slack.reviews) and workspace admins."""
+"""Stopping a debate from Slack (issue 44): `/debate cancel <id>`, the Stop button on its
+parent, and Slack's own Stop on its agent session (`agent_session_stopped`), all through
+`stop_debate`. Who may stop is the server's decision, made here: the person who asked for the
+debate, the reviewers of its channel (as reviews decide them, bot.slack.reviews) and workspace
+admins."""
 
 from __future__ import annotations
 

@@ -43,12 +43,13 @@ QUESTION = "Should we adopt ADR-042 for pricing?"
 
 async def running(bot: Bot) -> Debate:
     """The one debate, once it runs and its session is processing."""
-    [debate] = await bot.wait_for(
-        lambda: [d for d in bot.debates() if d.state == DebateState.RUNNING] or None,
+    await bot.wait_for(
+        lambda: [d for d in bot.debates() if d.state == DebateState.RUNNING],
         "the running debate",
     )
+    sessions = bot.emulator.agent_sessions.sessions
     await bot.wait_for(
-        lambda: any(s.status == "processing" for s in bot.emulator.agent_sessions.sessions.values()),
+        lambda: any(s.status == "processing" for s in sessions.values()),
         "its agent session processing",
     )
     return bot.debates()[0]
@@ -269,7 +270,8 @@ async def test_a_manifest_without_the_stop_event_is_warned_once_with_the_fix(
     await bot.driver.command("Should we move sessions to Redis?", user=REQUESTER)
     await bot.finished(2)
     answers = [c.answer or {} for c in bot.emulator.calls_of("agents.sessions.setStatus")]
-    assert len(answers) == 4 and all(a.get("warning") for a in answers)
+    assert len(answers) == 4
+    assert all(a.get("warning") for a in answers)
     warned = [r for r in caplog.records if r.message == SUBSCRIBE_FIX]
     assert len(warned) == 1
     assert "agent_session_stopped" in warned[0].message
@@ -286,12 +288,12 @@ async def test_an_assistant_debate_stopped_from_its_session(start_bot: BotFactor
     root = assistant_thread(bot)
     await ask(bot, QUESTION, root)
     await bot.wait_for(
-        lambda: (s := bot.emulator.agent_sessions.sessions.get((DM, root)))
-        and s.status == "processing",
+        lambda: (
+            (s := bot.emulator.agent_sessions.sessions.get((DM, root))) and s.status == "processing"
+        ),
         "the assistant thread's session processing",
     )
     await bot.driver.event(bot.emulator.press_stop(DM, root, USER))
     [ended] = await bot.finished()
     assert (ended.outcome, ended.cancelled_by) == (DebateStatus.CANCELLED, USER)
     assert bot.emulator.agent_sessions.sessions[(DM, root)].status == "active"
-

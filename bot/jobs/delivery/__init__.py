@@ -35,8 +35,8 @@ from bot.jobs.delivery.stream import PlanStream
 from bot.jobs.delivery.threads import ThreadMoves
 from bot.jobs.delivery.updates import UpdateLane
 from bot.jobs.pause import OutagePause, idle
-from bot.metrics import Metrics
 from bot.jobs.resend_check import SendOnce
+from bot.metrics import Metrics
 from bot.slackweb.acting import acting_for
 from bot.slackweb.errors import TokenRefusedError
 from bot.slackweb.people import SlackDirectory

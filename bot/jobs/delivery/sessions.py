@@ -94,9 +94,9 @@ class AgentSessions:
 
     async def _refused(self, row: Outbox, update: SessionUpdate, error: PostError) -> bool:
         """Slack refused the status: whether the fallback should be sent instead."""
-        if error.code in NO_SESSIONS or error.code == "invalid_arguments":
-            if self.metrics is not None:
-                self.metrics.session_refusals.labels(update.status.value, error.code).inc()
+        counted = error.code in NO_SESSIONS or error.code == "invalid_arguments"
+        if counted and self.metrics is not None:
+            self.metrics.session_refusals.labels(update.status.value, error.code).inc()
         if error.code in NO_SESSIONS:
             self.without.add(row.team_id or "")
             log.warning(

@@ -1,8 +1,9 @@
 """The update lane: changes to messages already posted (the parent's live status, a decided
-review, the thread's agent session status, bot.jobs.delivery.sessions) travel in a lane of their own, so a review request
-never waits on a status update, and go at most every `status_interval_s`, coalesced to the
-newest. While the plan streams, the parent's live status is not sent (the summary at the end
-is). An update whose parent was deleted moves the thread (bot.jobs.delivery.threads).
+review, the thread's agent session status, bot.jobs.delivery.sessions) travel in a lane of
+their own, so a review request never waits on a status update, and go at most every
+`status_interval_s`, coalesced to the newest. While the plan streams, the parent's live status
+is not sent (the summary at the end is). An update whose parent was deleted moves the thread
+(bot.jobs.delivery.threads).
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from sqlmodel import Session
 
 from bot.jobs.delivery.outcomes import THREAD_GONE, Outcomes
 from bot.jobs.delivery.pace import Pace
-from bot.jobs.delivery.threads import ThreadMoves
 from bot.jobs.delivery.sessions import AgentSessions
+from bot.jobs.delivery.threads import ThreadMoves
 from bot.messages import kit
 from bot.messages.owed import ASSISTANT_STATUS
 from bot.messages.sessions import SESSION_STATUS
