@@ -12,21 +12,17 @@ event gets one warning with the fix.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlmodel import select
 
 from bot.jobs.delivery.sessions import SUBSCRIBE_FIX
 from bot.messages import action_ids
-from bot.serving import serve
 from bot.store import channels
-from bot.store.db import make_engine, session_scope
+from bot.store.db import session_scope
 from bot.store.debate_tables import CancelSource, Debate, DebateState
 from engine.models import DebateStatus
 from tests.e2e.conftest import ADMIN, CHANNEL, REVIEWER, Bot, BotFactory
@@ -34,7 +30,7 @@ from tests.e2e.driver import WORKSPACE
 from tests.e2e.slack_emulator import SlackEmulator
 from tests.e2e.slack_sessions import STATUSES, STOP_EVENT, manifest_events
 from tests.e2e.test_assistant import DM, USER, ask, assistant_thread
-from tests.e2e.test_socket_mode import command, socket_settings, until
+from tests.e2e.test_socket_mode import command, event_envelope, socket_bot, until
 
 REQUESTER = "UALICE"
 STRANGER = "UBOB"
@@ -123,54 +119,28 @@ async def test_stop_on_the_session_over_http_stops_the_debate_and_says_who(
 
 
 async def test_stop_on_the_session_over_socket_mode(tmp_path: Path) -> None:
-    emulator = SlackEmulator()
-    await emulator.start()
-    url = f"sqlite:///{tmp_path / 'socket.sqlite3'}"
-    settings = socket_settings(
-        emulator, url, post_interval_s=0, worker_poll_s=0.05, outbox_poll_s=0.05, fake_delay_s=60
-    )
-    engine = make_engine(url)
-    stop = asyncio.Event()
-    serving = asyncio.create_task(serve(settings, stop))
-
-    def rows() -> list[Debate]:
-        with session_scope(engine, workspace=WORKSPACE) as session:
-            return list(session.exec(select(Debate)))
-
-    try:
-        await until(lambda: emulator.sockets, "the socket connection")
+    async with socket_bot(tmp_path, fake_delay_s=60) as bot:
+        emulator = bot.emulator
         await emulator.push("slash_commands", command(QUESTION, 1))
         [debate] = await until(
-            lambda: [d for d in rows() if d.state == DebateState.RUNNING and d.thread_ts],
+            lambda: [d for d in bot.debates() if d.state == DebateState.RUNNING and d.thread_ts],
             "the running debate",
         )
-        assert debate.thread_ts is not None
-        await until(
-            lambda: emulator.agent_sessions.sessions.get((CHANNEL, debate.thread_ts or "")),
+        thread_ts = debate.thread_ts or ""
+        session = await until(
+            lambda: emulator.agent_sessions.sessions.get((CHANNEL, thread_ts)),
             "its agent session",
         )
-        pressed = emulator.press_stop(CHANNEL, debate.thread_ts, REQUESTER)
-        envelope = {
-            "type": "event_callback",
-            "team_id": "T1",
-            "api_app_id": "A1",
-            "event_id": "EvStop1",
-            "event_time": int(time.time()),
-            "event": pressed,
-        }
+        pressed = emulator.press_stop(CHANNEL, thread_ts, REQUESTER)
+        envelope = event_envelope(pressed, "EvStop1")
         await emulator.push("events_api", envelope, retry_attempt=0, retry_reason="")
         [ended] = await until(
-            lambda: [d for d in rows() if d.state == DebateState.FINISHED], "the stopped debate"
+            lambda: [d for d in bot.debates() if d.state == DebateState.FINISHED],
+            "the stopped debate",
         )
         assert ended.outcome == DebateStatus.CANCELLED
         assert (ended.cancelled_by, ended.cancelled_from) == (REQUESTER, CancelSource.SLACK_STOP)
-        session = emulator.agent_sessions.sessions[(CHANNEL, debate.thread_ts)]
         await until(lambda: session.status == "active", "the session out of processing")
-    finally:
-        stop.set()
-        await serving
-        engine.dispose()
-        await emulator.stop()
 
 
 async def test_the_stop_button_for_the_requester_and_a_reviewer_not_a_stranger(

@@ -4,23 +4,21 @@ refusal says it has finished. Over HTTP (on SQLite and PostgreSQL) and over Sock
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from sqlmodel import col, select
 
-from bot.serving import serve
 from bot.store import channels
-from bot.store.db import make_engine, session_scope
+from bot.store.db import session_scope
 from bot.store.debate_tables import CancelSource, Debate, DebateState
 from bot.store.outbox_tables import Outbox, OutboxAction
 from engine.models import DebateStatus
 from tests.e2e.conftest import ADMIN, CHANNEL, REVIEWER, Bot, BotFactory
 from tests.e2e.driver import WORKSPACE
-from tests.e2e.slack_emulator import Fault, SlackEmulator
-from tests.e2e.test_socket_mode import command, socket_settings, until
+from tests.e2e.slack_emulator import Fault
+from tests.e2e.test_socket_mode import command, socket_bot, until
 from tests.integration.conftest import BACKENDS, fresh_database_url
 
 REQUESTER = "UALICE"
@@ -105,25 +103,12 @@ async def test_the_channels_reviewers_and_admins_may_stop_a_debate(
 
 
 async def test_cancel_over_socket_mode(tmp_path: Path) -> None:
-    emulator = SlackEmulator()
-    await emulator.start()
-    url = f"sqlite:///{tmp_path / 'socket.sqlite3'}"
-    settings = socket_settings(
-        emulator, url, post_interval_s=0, worker_poll_s=0.05, outbox_poll_s=0.05, fake_delay_s=60
-    )
-    engine = make_engine(url)
-    stop = asyncio.Event()
-    serving = asyncio.create_task(serve(settings, stop))
-
-    def rows() -> list[Debate]:
-        with session_scope(engine, workspace=WORKSPACE) as session:
-            return list(session.exec(select(Debate)))
-
-    try:
-        await until(lambda: emulator.sockets, "the socket connection")
+    async with socket_bot(tmp_path, fake_delay_s=60) as bot:
+        emulator = bot.emulator
         await emulator.push("slash_commands", command("Should we adopt ADR-042?", 1))
         [debate] = await until(
-            lambda: [d for d in rows() if d.state == DebateState.RUNNING], "the running debate"
+            lambda: [d for d in bot.debates() if d.state == DebateState.RUNNING],
+            "the running debate",
         )
         stranger = {**command(f"cancel {debate.id}", 2), "user_id": STRANGER}
         await emulator.push("slash_commands", stranger)
@@ -136,15 +121,11 @@ async def test_cancel_over_socket_mode(tmp_path: Path) -> None:
         assert emulator.ephemeral[-1]["user"] == REQUESTER
         assert "is stopping" in emulator.ephemeral[-1]["text"]
         [ended] = await until(
-            lambda: [d for d in rows() if d.state == DebateState.FINISHED], "the cancelled debate"
+            lambda: [d for d in bot.debates() if d.state == DebateState.FINISHED],
+            "the cancelled debate",
         )
         assert ended.outcome == DebateStatus.CANCELLED
         assert ended.cancelled_from == CancelSource.COMMAND
-    finally:
-        stop.set()
-        await serving
-        engine.dispose()
-        await emulator.stop()
 
 
 async def test_a_cancel_while_posts_are_owed_posts_each_once_and_then_only_the_ending(
