@@ -27,7 +27,7 @@ from bot.store.debate_tables import CancelSource, Debate, DebateState
 from engine.models import DebateStatus
 from tests.e2e.conftest import ADMIN, CHANNEL, REVIEWER, Bot, BotFactory
 from tests.e2e.driver import WORKSPACE
-from tests.e2e.slack_emulator import SlackEmulator
+from tests.e2e.slack_emulator import Fault, SlackEmulator
 from tests.e2e.slack_sessions import STATUSES, STOP_EVENT, manifest_events
 from tests.e2e.test_assistant import DM, USER, ask, assistant_thread
 from tests.e2e.test_socket_mode import command, event_envelope, socket_bot, until
@@ -51,15 +51,20 @@ async def running(bot: Bot) -> Debate:
     return bot.debates()[0]
 
 
-def parent_of(emulator: SlackEmulator, debate_id: int) -> dict[str, Any]:
+def parent_of(emulator: SlackEmulator, debate_id: int) -> dict[str, Any] | None:
+    """The debate's parent as Slack has it now (None before it is posted)."""
     return next(
-        m
-        for m in emulator.posted(CHANNEL)
-        if m["text"].startswith(f"Debate #{debate_id}:") and "thread_ts" not in m
+        (
+            m
+            for m in emulator.posted(CHANNEL)
+            if m["text"].startswith(f"Debate #{debate_id}:") and "thread_ts" not in m
+        ),
+        None,
     )
 
 
-def stop_buttons(message: dict[str, Any]) -> list[dict[str, Any]]:
+def stop_buttons(message: dict[str, Any] | None) -> list[dict[str, Any]]:
+    assert message is not None, "the parent was posted"
     return [
         e
         for b in message["blocks"]
@@ -154,7 +159,7 @@ async def test_the_stop_button_for_the_requester_and_a_reviewer_not_a_stranger(
     bot.llm.delay_s = 60
     await bot.driver.command(QUESTION, user=REQUESTER)
     first = await running(bot)
-    parent = parent_of(bot.emulator, first.id or 0)
+    parent = await bot.wait_for(lambda: parent_of(bot.emulator, first.id or 0), "its parent")
 
     before = len(bot.emulator.ephemeral)
     await bot.driver.click(parent, action_ids.ACTION_STOP, user=STRANGER)
@@ -171,7 +176,7 @@ async def test_the_stop_button_for_the_requester_and_a_reviewer_not_a_stranger(
         lambda: next((d for d in bot.debates()[1:] if d.state == DebateState.RUNNING), None),
         "the second debate running",
     )
-    parent = await bot.wait_for(lambda: parent_of(bot.emulator, second.id), "its parent")
+    parent = await bot.wait_for(lambda: parent_of(bot.emulator, second.id or 0), "its parent")
     before = len(bot.emulator.ephemeral)
     await bot.driver.click(parent, action_ids.ACTION_STOP, user=REVIEWER)
     assert "is stopping" in await told(bot, REVIEWER, before)
@@ -267,3 +272,26 @@ async def test_an_assistant_debate_stopped_from_its_session(start_bot: BotFactor
     [ended] = await bot.finished()
     assert (ended.outcome, ended.cancelled_by) == (DebateStatus.CANCELLED, USER)
     assert bot.emulator.agent_sessions.sessions[(DM, root)].status == "active"
+
+
+async def test_a_status_slack_refuses_as_invalid_is_a_warning_and_a_count(
+    start_bot: BotFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Should Slack stop accepting a status (`invalid_arguments`), it is said, not swallowed:
+    a WARNING, a count, the status given up; the debate is posted whole all the same."""
+    bot = await start_bot()
+    bot.emulator.fail("agents.sessions.setStatus", Fault(error="invalid_arguments"))
+    caplog.set_level(logging.WARNING, logger="bot.jobs.delivery.sessions")
+    await bot.driver.command(QUESTION, user=REQUESTER)
+    [debate] = await bot.finished()
+    assert debate.outcome == DebateStatus.COMPLETE
+    assert any(m["text"].startswith("Verdict") for m in bot.emulator.posted(CHANNEL))
+    [warning] = [
+        r
+        for r in caplog.records
+        if r.name == "bot.jobs.delivery.sessions" and "invalid_arguments" in r.message
+    ]
+    assert warning.levelno == logging.WARNING
+    assert "'processing'" in warning.message
+    metric = bot.runtime.metrics.session_refusals.labels("processing", "invalid_arguments")
+    assert metric._value.get() == 1
