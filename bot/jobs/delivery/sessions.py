@@ -102,8 +102,8 @@ class AgentSessions:
             log.warning(
                 "workspace %s: Slack refused agents.sessions.setStatus (%s): debates there run"
                 " without agent sessions, with assistant.threads.setStatus in the assistant"
-                " pane and the Stop button on each parent. Declare the app an agent in its"
-                " settings (agent_view in slack/manifest.yml) to have Slack's own Stop button.",
+                " pane and the Stop button on each parent. To have Slack's own Stop button,"
+                " declare the app an agent in its settings (Agents & AI Apps) and restart.",
                 row.team_id,
                 error.code,
             )
