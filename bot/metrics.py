@@ -80,6 +80,13 @@ class Metrics:
             ["method", "code"],
             registry=r,
         )
+        self.session_refusals = Counter(
+            "debatebot_agent_session_refusals",
+            "Agent session statuses Slack refused (agents.sessions.setStatus), by status and"
+            " code: not_authorized and unknown_method fall back to assistant.threads.setStatus",
+            ["status", "code"],
+            registry=r,
+        )
         self.queue_depth = Gauge(
             "debatebot_queue_depth",
             "Debates waiting for a worker (queued or lease expired)",

@@ -1,5 +1,6 @@
 """Follows a debate's run and owes its messages: each finished round, the parent's live status
-as turns start, and the plan streamed into the thread as turns start and end. Replayed events
+as turns start, its Slack agent session's `processing` (with the "who is speaking" line in the
+assistant pane), and the plan streamed into the thread as turns start and end. Replayed events
 owe nothing new, since every draft has a key (a replayed turn only rebuilds the plan, which the
 next live event owes whole); the delivery loop (`bot.jobs.delivery`) sends what is owed."""
 
@@ -12,6 +13,7 @@ from sqlalchemy import Engine
 
 from bot.messages import owed, transcript
 from bot.messages.plan import Plan
+from bot.messages.sessions import SessionStatus, session
 from bot.store import outbox
 from bot.store.db import in_session
 from bot.store.debate_tables import Debate, DebateSource
@@ -29,6 +31,9 @@ class _Run:
     spec: DebateSpec
     plan: Plan
     progress: tuple[str, str] | None = None
+    session_owed: bool = False
+    """Whether the run owed its session's `processing` (once: a debate outside the assistant
+    pane shows no "who is speaking" line, so its status never changes while it runs)."""
 
 
 class DebateNotifier:
@@ -62,6 +67,7 @@ class DebateNotifier:
     def sink_for(self, debate: Debate, spec: DebateSpec) -> EventSink:
         """The event sink a worker runs this debate with: rounds and live status as owed rows."""
         assert debate.id is not None
+        debate_id = debate.id
         run = _Run(debate=debate, spec=spec, plan=Plan(debate_id=debate.id, spec=spec))
 
         async def sink(event: DebateEvent) -> None:
@@ -73,8 +79,11 @@ class DebateNotifier:
                 if progress != run.progress:
                     run.progress = progress
                     drafts.append(owed.status(run.debate, run.spec, *progress))
-                    if run.debate.source == DebateSource.ASSISTANT:
-                        drafts.append(owed.assistant_status(progress[1]))
+                    assistant = run.debate.source == DebateSource.ASSISTANT
+                    if assistant or not run.session_owed:
+                        run.session_owed = True
+                        line = progress[1] if assistant else ""
+                        drafts.append(session(debate_id, run.spec, SessionStatus.PROCESSING, line))
                 if run.plan.started(event):
                     drafts.append(owed.stream(run.plan.live()))
                 if drafts:

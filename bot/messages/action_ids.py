@@ -20,6 +20,9 @@ ACTION_DEBATE_ANYWAY = "debate_anyway"
 ACTION_ADOPT_WEIGHTS = "adopt_confidence_weights"
 
 
+ACTION_STOP = "debate_stop"
+
+
 VIEW_DEBATE = "debate_modal"
 
 

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 
 from bot.messages import kit, posts, transcript
 from bot.messages.plan import Plan, StreamContent
+from bot.messages.sessions import ENDED, session
 from bot.store.debate_tables import Debate, DebateSource, DebateState
 from bot.store.endings import Receipted
 from bot.store.outbox import PARENT, PARENT_UPDATE, REVIEW, STREAM, Draft
@@ -34,7 +35,9 @@ others (`/debate`, the form; the CLI's owe nothing) start a thread of their own 
 top-level parent."""
 ANSWER = "answer"
 ASSISTANT_STATUS = "status:assistant"
-"""The assistant thread's status line, sent with `assistant.threads.setStatus`."""
+"""The assistant thread's status line as it was owed before agent sessions (a row written by an
+older version, still delivered with `assistant.threads.setStatus`); new debates owe their
+session's status instead (`bot.messages.sessions`), which carries the same line."""
 LOADING_MESSAGES = (
     "Reading the debate so far\u2026",
     "Weighing the arguments\u2026",
@@ -98,6 +101,7 @@ def closing(
         return [
             draft(ANSWER, answer),
             draft(PARENT_UPDATE, summary, action=OutboxAction.UPDATE, target_key=PARENT),
+            session(debate.id, result.spec, ENDED),
         ]
     drafts = [
         draft("verdict" if n == 0 else f"verdict:{n}", part)
@@ -115,8 +119,7 @@ def closing(
     summary = parent(debate, result.spec, result.verdict.status.value, result=result)
     drafts.append(draft(PARENT_UPDATE, summary, action=OutboxAction.UPDATE, target_key=PARENT))
     drafts.append(stream(Plan.of_result(debate.id, result).closed(result)))
-    if debate.source == DebateSource.ASSISTANT:
-        drafts.append(assistant_status(""))
+    drafts.append(session(debate.id, result.spec, ENDED))
     if escalation is not None:
         drafts.append(_review_request(debate, result, escalation))
     return drafts
@@ -263,18 +266,6 @@ def stream(content: StreamContent) -> Draft:
     text, blocks = content.stored()
     return Draft(
         key=STREAM, text=text, blocks=blocks, action=OutboxAction.STREAM, target_key=PARENT
-    )
-
-
-def assistant_status(text: str) -> Draft:
-    """The assistant thread's status: who is speaking, or "" to clear it at the end (escaped
-    like every text the bot sends)."""
-    return Draft(
-        key=ASSISTANT_STATUS,
-        text=kit.escape(text),
-        blocks=[],
-        action=OutboxAction.UPDATE,
-        target_key=PARENT,
     )
 
 

@@ -260,6 +260,8 @@ class Plan:
             *posts.verdict_summary(result.verdict, result.cost_usd),
             posts.feedback_buttons(self.debate_id),
         ]
+        if result.verdict.status is DebateStatus.CANCELLED:
+            blocks.insert(0, posts.stopped_line(self.debate_id, result.error))
         label = f"Debate #{self.debate_id}: {result.verdict.decision.value}"
         return StreamContent(chunks=self.chunks(), label=label, closing=blocks)
 
@@ -368,9 +370,11 @@ def merged(sent: Sequence[dict[str, Any]], taken: Sequence[dict[str, Any]]) -> l
     return list(result.values())
 
 
-def as_message(content: StreamContent) -> Message:
+def as_message(content: StreamContent, debate_id: int) -> Message:
     """The plan as a normal message (its chunks are escaped already), with the closing under
-    it once the debate ended: what a stream that could not be continued becomes."""
+    it once the debate ended: what a stream that could not be continued becomes. While the
+    debate runs it carries the Stop button (a streamed plan cannot: Slack's own Stop on the
+    agent session, or the parent's button, stands for it)."""
     title = next(
         (str(c["title"]) for c in content.chunks if c.get("type") == "plan_update"), "Plan"
     )
@@ -382,5 +386,9 @@ def as_message(content: StreamContent) -> Message:
     ]
     body = fit("\n".join(lines), PLAN_MESSAGE_CHARS) if lines else "_No turn has started yet._"
     blocks: list[Block] = [*sections(f"*{title}*\n{body}")]
-    blocks += content.closing or [context("The debate is still running; this plan follows it.")]
+    running = [
+        context("The debate is still running; this plan follows it."),
+        posts.stop_button(debate_id),
+    ]
+    blocks += content.closing or running
     return Message(content.label or title, blocks[:MAX_BLOCKS])

@@ -3,6 +3,7 @@ triage, notices, the review request and its decided form, and the DM fallbacks."
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,6 +13,7 @@ from bot.messages.action_ids import (
     ACTION_DEBATE_ANYWAY,
     ACTION_FEEDBACK,
     ACTION_REJECT,
+    ACTION_STOP,
 )
 from bot.messages.kit import (
     MAX_BLOCKS,
@@ -32,6 +34,8 @@ from bot.messages.kit import (
 from engine.models import DebateResult, ThresholdSource, Verdict
 
 PARENT_QUESTION_CHARS = 1500
+STOPPABLE = frozenset({"queued", "running", "moderating"})
+"""The parent's states of a debate that has not ended: its parent carries the Stop button."""
 
 
 STATUS_EMOJI = {
@@ -41,6 +45,7 @@ STATUS_EMOJI = {
     "complete": ":white_check_mark:",
     "truncated_budget": ":warning:",
     "failed": ":x:",
+    "cancelled": ":octagonal_sign:",
 }
 
 
@@ -54,6 +59,7 @@ def status_line(status: str, detail: str = "") -> str:
         "complete": "Done",
         "truncated_budget": "Stopped at the budget ceiling",
         "failed": "Failed",
+        "cancelled": "Stopped",
     }.get(status, status)
     return f"{emoji} *{label}*" + (f" \u2014 {escape(detail)}" if detail else "")
 
@@ -82,7 +88,51 @@ def parent_message(
     ]
     if verdict is not None:
         blocks += verdict_summary(verdict, cost_usd)
+    elif status.lower() in STOPPABLE:
+        blocks.append(stop_button(debate_id))
     return Message(f"Debate #{debate_id}: {escape(clip(question, 200))}", blocks)
+
+
+SLACK_MENTION = re.compile(r"&lt;@([UW][A-Z0-9]{1,20})&gt;")
+"""A user mention as `escape` left it (bounded: no backtracking)."""
+
+
+def stopped_line(debate_id: int, reason: str | None) -> Block:
+    """The line that ends a stopped debate's plan: who stopped it, from where and when (the
+    store's `cancel_reason`), the person's mention kept as a mention."""
+    said = SLACK_MENTION.sub(r"<@\1>", escape(reason or "stopped"))
+    return context(f":octagonal_sign: Debate #{debate_id} was {said}.")
+
+
+def stop_button(debate_id: int) -> Block:
+    """*Stop* under a debate that has not ended: its requester, the channel's reviewers and
+    workspace admins may press it (the server decides, bot.slack.cancelling); a confirmation
+    first, since a stopped debate cannot go on. Gone once the debate ends (the ending's
+    message has none)."""
+    return {
+        "type": "actions",
+        "block_id": f"stop:{debate_id}",
+        "elements": [
+            {
+                "type": "button",
+                "action_id": ACTION_STOP,
+                "text": plain("Stop"),
+                "style": "danger",
+                "value": str(debate_id),
+                "accessibility_label": f"Stop debate #{debate_id}",
+                "confirm": {
+                    "title": plain("Stop this debate?"),
+                    "text": plain(
+                        f"Debate #{debate_id} ends now with what it has; what was spent stays"
+                        " spent."
+                    ),
+                    "confirm": plain("Stop it"),
+                    "deny": plain("Let it run"),
+                    "style": "danger",
+                },
+            }
+        ],
+    }
 
 
 def verdict_summary(verdict: Verdict, cost_usd: float | None = None) -> list[Block]:

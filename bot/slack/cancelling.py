@@ -1,6 +1,8 @@
-"""Stopping a debate from Slack (issue 44): `/debate cancel <id>` (and, later, a Stop button).
-Who may stop is the server's decision, made here: the person who asked for the debate, the
-reviewers of its channel (as reviews decide them, bot.slack.reviews) and workspace admins."""
+"""Stopping a debate from Slack (issue 44): `/debate cancel <id>`, the Stop button on its
+parent, and Slack's own Stop on its agent session (`agent_session_stopped`), all through
+`stop_debate`. Who may stop is the server's decision, made here: the person who asked for the
+debate, the reviewers of its channel (as reviews decide them, bot.slack.reviews) and workspace
+admins."""
 
 from __future__ import annotations
 
@@ -61,4 +63,20 @@ async def stop_debate(surface: Surface, *, debate_id: int, user: str, source: Ca
     return (
         f":octagonal_sign: Debate #{debate_id} is stopping: the call in flight is abandoned,"
         " no new one starts, and its thread will say it was stopped."
+    )
+
+
+async def stop_in_thread(surface: Surface, *, channel: str, thread_ts: str, user: str) -> str:
+    """Slack's Stop on the agent session of thread `thread_ts`: stop the debate that session
+    stands for, as `stop_debate` does (same errors), or raise CommandError when the thread
+    holds no debate of this bot."""
+    debate = await in_session(
+        surface.engine,
+        lambda s: cancels.debate_in_thread(s, channel_id=channel, thread_ts=thread_ts),
+        workspace=surface.workspace,
+    )
+    if debate is None or debate.id is None:
+        raise CommandError("there is no debate in this thread to stop")
+    return await stop_debate(
+        surface, debate_id=debate.id, user=user, source=CancelSource.SLACK_STOP
     )

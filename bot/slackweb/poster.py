@@ -26,6 +26,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.messages.kit import Message
+from bot.messages.sessions import SessionStatus
 from bot.outbound import Failure, OutboundError
 from bot.slackweb.errors import TOKEN_REFUSED, PostError, TokenRefusedError, UnthreadedError
 
@@ -372,6 +373,34 @@ class SlackPoster:
             status=status,
             loading_messages=loading_messages or None,
         )
+
+    async def session_status(
+        self,
+        *,
+        channel: str,
+        thread_ts: str,
+        status: SessionStatus,
+        title: str,
+        attempts: int | None = None,
+    ) -> str | None:
+        """Set the agent session of a thread to `status` ("creating the session if needed", with
+        `title`, which Slack uses only then), and return Slack's `warning`, if it gave one
+        (`missing_agent_session_stopped_event_subscription`: the app does not receive the Stop
+        button's event). slack_sdk (3.44+; 3.48 here) has `agents_sessions_setStatus`, so no
+        generic `api_call` is needed. A refusal raises its `PostError` like any call:
+        `not_authorized` for an app not declared an agent, `unknown_method` where Slack has no
+        agent sessions, `invalid_arguments` for a status it does not accept."""
+        response = await self._call(
+            "agents_sessions_setStatus",
+            channel,
+            attempts,
+            channel_param="channel_id",
+            thread_ts=thread_ts,
+            status=status.value,
+            title=title or None,
+        )
+        warning = response.get("warning")
+        return str(warning) if warning else None
 
     async def start_stream(
         self,

@@ -93,3 +93,16 @@ def cancel_reason(debate: Debate) -> str:
     when = debate.cancel_requested_at
     at = f" at {when:%Y-%m-%d %H:%M:%S} UTC" if when is not None else ""
     return f"stopped by {who}{how}{at}"
+
+
+def debate_in_thread(session: Session, *, channel_id: str, thread_ts: str) -> Debate | None:
+    """The debate a Slack thread's agent session stands for: the newest one of the thread that
+    has not ended (a thread holds one debate at a time), else its newest (so a Stop pressed
+    after the end is told it has finished); None for a thread with no debate."""
+    query = (
+        select(Debate)
+        .where(Debate.channel_id == channel_id, Debate.thread_ts == thread_ts)
+        .order_by(col(Debate.state) == DebateState.FINISHED, col(Debate.id).desc())
+        .limit(1)
+    )
+    return session.exec(query).first()

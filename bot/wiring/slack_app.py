@@ -55,7 +55,7 @@ def build_bot(settings: Settings, services: DebateServices, engine: Engine) -> B
     access = slack_access(settings, engine, metrics)
     assert access is not None, "slack_secrets() refuses a missing bot token"
     owner = process_name()
-    delivery = delivery_for(settings, engine, access, owner=owner)
+    delivery = delivery_for(settings, engine, access, owner=owner, metrics=metrics)
     app = bolt_app(access, delivery, token=token, signing_secret=signing_secret, socket=app_token)
     held = held_events(settings, engine, app, delivery, owner=owner, gate=access.gate)
     notifier = build_notifier(settings, engine, wake=delivery.wake)

@@ -89,6 +89,7 @@ def build_delivery(
     owner: str | None = None,
     gate: TokenGate | None = None,
     per_workspace: bool = False,
+    metrics: Metrics | None = None,
 ) -> OutboxDelivery:
     """The loop that sends owed messages to Slack with `client` (`slack_client`, or with OAuth
     installs `per_workspace` a WorkspaceClient: each message with its workspace's token); `gate`
@@ -99,6 +100,7 @@ def build_delivery(
 
     return OutboxDelivery(
         gate=gate,
+        metrics=metrics,
         engine=engine,
         poster=SlackPoster(client, interval_s=settings.post_interval_s),
         directory=SlackDirectory(client),
@@ -117,7 +119,12 @@ def build_delivery(
 
 
 def delivery_for(
-    settings: Settings, engine: Engine, access: SlackAccess, *, owner: str | None = None
+    settings: Settings,
+    engine: Engine,
+    access: SlackAccess,
+    *,
+    owner: str | None = None,
+    metrics: Metrics | None = None,
 ) -> OutboxDelivery:
     """The delivery loop on a process's way to Slack: the bot token's client and its gate, or
     with OAuth installs each message with its own workspace's token."""
@@ -128,6 +135,7 @@ def delivery_for(
         owner=owner,
         gate=access.gate,
         per_workspace=access.installs is not None,
+        metrics=metrics,
     )
 
 
@@ -177,7 +185,9 @@ def build_worker_runtime(
     closes it); the scheduled jobs unless it exits when idle."""
     access = slack_access(settings, engine, metrics)
     gate = access.gate if access is not None else None
-    delivery = delivery_for(settings, engine, access) if access is not None else None
+    delivery = (
+        delivery_for(settings, engine, access, metrics=metrics) if access is not None else None
+    )
     notifier = build_notifier(settings, engine, wake=delivery.wake if delivery else (lambda: None))
     worker = build_worker(
         services, engine, worker_id=name, reporter=notifier, metrics=metrics, gate=gate

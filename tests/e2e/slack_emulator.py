@@ -59,6 +59,12 @@ refuses appends and stops (`message_not_in_streaming_state`), a deleted one answ
 (`streaming_state_conflict`). Each can fail like any method (`fail`, `fail_for`), also after
 it was carried out (`Fault.applied`: the answer lost); with `streaming=False` all three answer
 `unknown_method`, as a Slack without them does.
+
+`agents.sessions.setStatus` and `.rename` keep each thread's agent session as Slack's reference
+describes them (slack_sessions.py: the four statuses, `invalid_arguments`, `not_authorized` for
+an app not declared an agent, `unknown_method` without them, the missing-subscription warning
+when the manifest lacks `agent_session_stopped`); `press_stop` is a person pressing the
+session's Stop, which stops the bot's streams in the thread and returns the event Slack sends.
 """
 
 from __future__ import annotations
@@ -76,6 +82,7 @@ from aiohttp import web
 from slack_sdk.models.messages.chunk import Chunk
 from slack_sdk.web.async_client import AsyncWebClient
 
+from tests.e2e.slack_sessions import AgentSessions
 from tests.e2e.slack_workspaces import Workspaces
 
 BOT_USER = "UBOT"
@@ -220,6 +227,8 @@ class SlackEmulator:
     _last_ts: int = 0
     _speaker: str = BOT_USER
     """The bot user the call being handled posts as (with `tenancy`, its token's workspace's)."""
+    agent_sessions: AgentSessions = field(default_factory=AgentSessions)
+    """Every thread's agent session, and how the app stands with them (slack_sessions.py)."""
     history_page_cap: int | None = None
     """Messages a `conversations.history`/`.replies` page holds at most, whatever `limit`
     asks: 15 for an app outside the Slack Marketplace (since 2025-05-29)."""
@@ -1114,6 +1123,34 @@ class SlackEmulator:
 
     def _assistant_threads_setSuggestedPrompts(self, params: dict[str, Any]) -> dict[str, Any]:
         return self._assistant_call("assistant.threads.setSuggestedPrompts", params)
+
+    def _agents_sessions_setStatus(self, params: dict[str, Any]) -> dict[str, Any]:
+        refused = self._arguments_error("agents.sessions.setStatus", params)
+        return refused or self.agent_sessions.set_status(params)
+
+    def _agents_sessions_rename(self, params: dict[str, Any]) -> dict[str, Any]:
+        refused = self._arguments_error("agents.sessions.rename", params)
+        return refused or self.agent_sessions.rename(params)
+
+    def press_stop(self, channel: str, thread_ts: str, user: str) -> dict[str, Any]:
+        """`user` presses Stop on the thread's agent session: Slack stops the bot's streams
+        there and sends the returned event (deliver it over either transport)."""
+        stopped = [
+            m["ts"]
+            for m in self.streams(channel)
+            if m.get("thread_ts") == thread_ts and self._streaming(m)
+        ]
+        event = self.agent_sessions.stop_event(channel, thread_ts, user, stopped)
+        for ts in stopped:
+            self.close_stream(channel, ts)
+        return event
+
+    def session_statuses(self) -> list[str]:
+        """Every status the bot sent `agents.sessions.setStatus`, answered or refused."""
+        return [
+            str(c.params.get("status"))
+            for c in self.calls_of("agents.sessions.setStatus", ok_only=False)
+        ]
 
     def assistant_calls(self, method: str) -> list[dict[str, Any]]:
         return [params for called, params in self.assistant if called == method]

@@ -1,5 +1,6 @@
 """debatebot in Slack's assistant pane: suggested prompts when it opens, a message that starts a
-debate in the assistant thread (titled after the question, its status showing who speaks), the
+debate in the assistant thread (titled after the question, run as an agent session: processing,
+then active), the
 rounds and verdict in that thread, and the review request in the channel the person picked or the
 workspace's review channel."""
 
@@ -74,9 +75,11 @@ async def test_a_message_debates_in_the_assistant_thread(start_bot: BotFactory) 
 
     [title] = bot.emulator.assistant_calls("assistant.threads.setTitle")
     assert (title["title"], title["thread_ts"]) == (QUESTION, root)
-    statuses = [c["status"] for c in bot.emulator.assistant_calls("assistant.threads.setStatus")]
-    assert any("making the opening" in s or "cross-examining" in s for s in statuses), statuses
-    assert statuses[-1] == "", "the status is cleared when the debate ends"
+    session = bot.emulator.agent_sessions.sessions[(DM, root)]
+    assert session.title == f"Debate #1: {QUESTION}"
+    assert session.statuses[0] == "processing"
+    assert session.statuses[-1] == "active", "the session leaves processing when it ends"
+    assert bot.emulator.assistant_calls("assistant.threads.setStatus") == [], "sessions replace it"
 
     texts = [m["text"] for m in thread(bot)]
     assert texts[0].startswith("Debate #1")
@@ -132,5 +135,6 @@ async def test_the_thread_title_and_status_are_escaped_like_messages(start_bot: 
     [title] = bot.emulator.assistant_calls("assistant.threads.setTitle")
     assert "<" not in title["title"]
     assert "&lt;!here&gt;" in title["title"]
-    statuses = [c["status"] for c in bot.emulator.assistant_calls("assistant.threads.setStatus")]
-    assert not any("<" in s for s in statuses)
+    [session] = bot.emulator.agent_sessions.sessions.values()
+    assert "<" not in session.title
+    assert "&lt;!here&gt;" in session.title

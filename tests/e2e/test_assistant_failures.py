@@ -2,8 +2,9 @@
 
 - suggested prompts refused (HTTP 500): the greeting is there, the event is acknowledged;
 - the thread title refused: the debate runs and is posted whole;
-- the status line down for a while (5xx), or refused for good: the debate runs, every round and
-  the verdict are posted, and the status comes back (or is given up) without blocking anything;
+- where agent sessions are not available (the app not declared an agent), the status line down
+  for a while (5xx), or refused for good: the debate runs, every round and the verdict are
+  posted, and the status comes back (or is given up) without blocking anything;
 - the review channel lost while the debate runs: the review request comes by DM instead.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from sqlmodel import select
 
+from bot.messages.sessions import SESSION_STATUS
 from bot.slack import assistant
 from bot.store.db import session_scope
 from bot.store.outbox_tables import Outbox
@@ -29,7 +31,7 @@ def fake() -> SchemaFillingLLM:
 
 def status_row(bot: Bot) -> Outbox:
     with session_scope(bot.engine, workspace=WORKSPACE) as session:
-        return session.exec(select(Outbox).where(Outbox.key == "status:assistant")).one()
+        return session.exec(select(Outbox).where(Outbox.key == SESSION_STATUS)).one()
 
 
 async def test_refused_prompts_still_greet(start_bot: BotFactory) -> None:
@@ -55,6 +57,7 @@ async def test_a_refused_title_leaves_the_debate_whole(start_bot: BotFactory) ->
 
 async def test_a_status_outage_is_waited_out(start_bot: BotFactory) -> None:
     bot = await start_bot(llm=fake())
+    bot.emulator.agent_sessions.declared = False
     bot.emulator.fail_for(STATUS, Fault(status=503, error="service_unavailable"), seconds=1.5)
     await ask(bot, "Should we adopt ADR-042? --protocol structured", assistant_thread(bot))
     await bot.finished()
@@ -67,6 +70,7 @@ async def test_a_status_outage_is_waited_out(start_bot: BotFactory) -> None:
 
 async def test_a_refused_status_is_given_up_and_nothing_else_is(start_bot: BotFactory) -> None:
     bot = await start_bot(llm=fake())
+    bot.emulator.agent_sessions.declared = False
     bot.emulator.fail_for(STATUS, Fault(error="not_allowed_token_type"), seconds=600)
     await ask(bot, "Should we adopt ADR-042? --protocol structured", assistant_thread(bot))
     await bot.finished()

@@ -4,22 +4,21 @@ refusal says it has finished. Over HTTP (on SQLite and PostgreSQL) and over Sock
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from sqlmodel import col, select
 
-from bot.serving import serve
 from bot.store import channels
-from bot.store.db import make_engine, session_scope
+from bot.store.db import session_scope
 from bot.store.debate_tables import CancelSource, Debate, DebateState
+from bot.store.outbox_tables import Outbox, OutboxAction
 from engine.models import DebateStatus
 from tests.e2e.conftest import ADMIN, CHANNEL, REVIEWER, Bot, BotFactory
 from tests.e2e.driver import WORKSPACE
-from tests.e2e.slack_emulator import SlackEmulator
-from tests.e2e.test_socket_mode import command, socket_settings, until
+from tests.e2e.slack_emulator import Fault
+from tests.e2e.test_socket_mode import command, socket_bot, until
 from tests.integration.conftest import BACKENDS, fresh_database_url
 
 REQUESTER = "UALICE"
@@ -104,25 +103,12 @@ async def test_the_channels_reviewers_and_admins_may_stop_a_debate(
 
 
 async def test_cancel_over_socket_mode(tmp_path: Path) -> None:
-    emulator = SlackEmulator()
-    await emulator.start()
-    url = f"sqlite:///{tmp_path / 'socket.sqlite3'}"
-    settings = socket_settings(
-        emulator, url, post_interval_s=0, worker_poll_s=0.05, outbox_poll_s=0.05, fake_delay_s=60
-    )
-    engine = make_engine(url)
-    stop = asyncio.Event()
-    serving = asyncio.create_task(serve(settings, stop))
-
-    def rows() -> list[Debate]:
-        with session_scope(engine, workspace=WORKSPACE) as session:
-            return list(session.exec(select(Debate)))
-
-    try:
-        await until(lambda: emulator.sockets, "the socket connection")
+    async with socket_bot(tmp_path, fake_delay_s=60) as bot:
+        emulator = bot.emulator
         await emulator.push("slash_commands", command("Should we adopt ADR-042?", 1))
         [debate] = await until(
-            lambda: [d for d in rows() if d.state == DebateState.RUNNING], "the running debate"
+            lambda: [d for d in bot.debates() if d.state == DebateState.RUNNING],
+            "the running debate",
         )
         stranger = {**command(f"cancel {debate.id}", 2), "user_id": STRANGER}
         await emulator.push("slash_commands", stranger)
@@ -135,12 +121,58 @@ async def test_cancel_over_socket_mode(tmp_path: Path) -> None:
         assert emulator.ephemeral[-1]["user"] == REQUESTER
         assert "is stopping" in emulator.ephemeral[-1]["text"]
         [ended] = await until(
-            lambda: [d for d in rows() if d.state == DebateState.FINISHED], "the cancelled debate"
+            lambda: [d for d in bot.debates() if d.state == DebateState.FINISHED],
+            "the cancelled debate",
         )
         assert ended.outcome == DebateStatus.CANCELLED
         assert ended.cancelled_from == CancelSource.COMMAND
-    finally:
-        stop.set()
-        await serving
-        engine.dispose()
-        await emulator.stop()
+
+
+async def test_a_cancel_while_posts_are_owed_posts_each_once_and_then_only_the_ending(
+    start_bot: BotFactory, database_url: str
+) -> None:
+    """The cancel lands while Slack refuses the thread's posts for a while (503), so rounds are
+    still owed: once Slack takes posts again, each owed post goes out once, none is lost, and
+    the only messages the stop added are the cancel's verdict and the plan's end."""
+    bot = await start_bot(database_url=database_url)
+    bot.llm.delay_s = 1.0  # the debate outlasts the cancel's way to its worker
+    replies = Fault(
+        status=503, error="service_unavailable", when=lambda call: "thread_ts" in call.params
+    )
+    bot.emulator.fail_for("chat.postMessage", replies, seconds=600)
+    await bot.driver.command("Should we adopt ADR-042 for pricing?", user=REQUESTER)
+    await bot.wait_for(
+        lambda: [r for r in bot.owed() if r.key.startswith("round:")], "a round owed, unposted"
+    )
+    [debate] = debates(bot)
+    assert "is stopping" in await told(bot, REQUESTER, f"cancel {debate.id}")
+    await bot.wait_for(
+        lambda: debates(bot)[0].state == DebateState.FINISHED, "the debate ended while owing"
+    )
+    owed_then = {r.key: r.state for r in posts_of(bot)}
+    assert any(k.startswith("round:") and s != "sent" for k, s in owed_then.items())
+
+    bot.emulator.heal()
+    [ended] = await bot.finished()
+    assert ended.outcome == DebateStatus.CANCELLED
+    rows = posts_of(bot)
+    assert {r.key for r in rows} == set(owed_then), "nothing more was owed after the ending"
+    assert {r.key for r in rows} - {"parent"} <= {
+        k for k in owed_then if k.startswith(("round:", "verdict"))
+    }
+    assert all(r.state == "sent" and len(r.deliveries) == 1 for r in rows), "each posted once"
+    assert ended.thread_ts is not None
+    replies_posted = [
+        m for m in bot.emulator.in_thread(CHANNEL, ended.thread_ts) if m["ts"] != ended.thread_ts
+    ]
+    delivered = sorted(ts for r in rows for _, ts in r.deliveries if r.key != "parent")
+    assert sorted(m["ts"] for m in replies_posted if "chunks" not in m) == delivered
+    assert replies_posted[-1]["text"].startswith("Verdict"), "the ending comes last"
+    [plan] = bot.emulator.streams(CHANNEL)
+    assert f"was stopped by <@{REQUESTER}> with /debate cancel" in str(plan["blocks"])
+
+
+def posts_of(bot: Bot) -> list[Outbox]:
+    """The debate's owed posts (not its updates or its plan)."""
+    with session_scope(bot.engine, workspace=WORKSPACE) as session:
+        return list(session.exec(select(Outbox).where(Outbox.action == OutboxAction.POST)))

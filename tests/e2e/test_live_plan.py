@@ -359,7 +359,10 @@ async def test_stream_writes_keep_the_channels_pace(start_bot: BotFactory) -> No
 async def test_an_assistant_debate_streams_its_plan_and_shows_loading_messages(
     start_bot: BotFactory,
 ) -> None:
+    """Where agent sessions are not available (the app not declared an agent), the assistant
+    thread's status shows who speaks, with loading messages, as before them."""
     bot = await start_bot(llm=fake(delay_s=0.15))
+    bot.emulator.agent_sessions.declared = False
     root = assistant_thread(bot)
     await ask(bot, f"{QUESTION} --protocol structured", root)
     await bot.finished()

@@ -7,17 +7,21 @@ every state."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import json
 import os
 import signal
 import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 from pydantic import SecretStr
+from sqlalchemy import Engine
 from sqlmodel import select
 
 from bot.serving import serve
@@ -54,6 +58,53 @@ def socket_settings(emulator: SlackEmulator, url: str, **extra: Any) -> Settings
         shutdown_grace_s=0,
         **extra,
     )
+
+
+@dataclass
+class SocketBot:
+    """`serve` over Socket Mode against `emulator`, on a SQLite store of its own."""
+
+    emulator: SlackEmulator
+    engine: Engine
+
+    def debates(self) -> list[Debate]:
+        with session_scope(self.engine, workspace=WORKSPACE) as session:
+            return list(session.exec(select(Debate)))
+
+
+@contextlib.asynccontextmanager
+async def socket_bot(tmp_path: Path, **extra: Any) -> AsyncIterator[SocketBot]:
+    """Serve over Socket Mode (fast polls, `extra` settings) until the block ends; yields once
+    the socket is connected."""
+    emulator = SlackEmulator()
+    await emulator.start()
+    url = f"sqlite:///{tmp_path / 'socket.sqlite3'}"
+    settings = socket_settings(
+        emulator, url, post_interval_s=0, worker_poll_s=0.05, outbox_poll_s=0.05, **extra
+    )
+    engine = make_engine(url)
+    stop = asyncio.Event()
+    serving = asyncio.create_task(serve(settings, stop))
+    try:
+        await until(lambda: emulator.sockets, "the socket connection")
+        yield SocketBot(emulator, engine)
+    finally:
+        stop.set()
+        await serving
+        engine.dispose()
+        await emulator.stop()
+
+
+def event_envelope(event: dict[str, Any], event_id: str) -> dict[str, Any]:
+    """An Events API delivery of `event`, as it arrives in an `events_api` envelope."""
+    return {
+        "type": "event_callback",
+        "team_id": "T1",
+        "api_app_id": "A1",
+        "event_id": event_id,
+        "event_time": int(time.time()),
+        "event": event,
+    }
 
 
 def command(text: str, n: int) -> dict[str, Any]:
@@ -106,19 +157,13 @@ async def test_envelopes_over_the_socket_refresh_and_abrupt_close(tmp_path: Path
         assert gc.get_freeze_count() > 10_000, "serve keeps start-up's heap out of collections"
 
         root = emulator.seed_message(CHANNEL, "Shall we move sessions to Redis?")
-        event = {
-            "type": "event_callback",
-            "team_id": "T1",
-            "api_app_id": "A1",
-            "event_id": "EvSocket1",
-            "event_time": int(time.time()),
-            "event": {
-                "type": "reaction_added",
-                "user": "UBOB",
-                "reaction": "scales",
-                "item": {"type": "message", "channel": CHANNEL, "ts": root},
-            },
+        reaction = {
+            "type": "reaction_added",
+            "user": "UBOB",
+            "reaction": "scales",
+            "item": {"type": "message", "channel": CHANNEL, "ts": root},
         }
+        event = event_envelope(reaction, "EvSocket1")
         await emulator.push("events_api", event, retry_attempt=0, retry_reason="")
         await until(lambda: len(debates()) == 2, "the reaction's debate")
 

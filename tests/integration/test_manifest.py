@@ -26,6 +26,8 @@ SCOPE_OF_METHOD = {
     "users_list": "users:read",
     "conversations_open": "im:write",
     "assistant_threads_setStatus": "assistant:write",
+    # "Authentication token bearing the chat:write scope"; the app declared an agent.
+    "agents_sessions_setStatus": "chat:write",
     "files_info": "files:read",
 }
 ASSISTANT_EVENTS = {"assistant_thread_started", "assistant_thread_context_changed"}

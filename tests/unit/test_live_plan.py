@@ -198,13 +198,16 @@ async def test_the_plan_as_a_message_fits_one_message_with_its_closing() -> None
         plan.finished(result.transcript[0].model_copy(update={"round": n + 2}))
     content = plan.closed(result)
 
-    message = as_message(content)
+    message = as_message(content, 7)
     valid(message)
     assert message.text == "Debate #7: " + result.verdict.decision.value
     assert message.blocks[-1]["type"] == "context_actions", "the feedback buttons stay"
-    live = as_message(plan.live())
+    assert "debate_stop" not in str(message.blocks), "no Stop once it ended"
+    live = as_message(plan.live(), 7)
     valid(live)
-    assert "still running" in str(live.blocks[-1])
+    assert "still running" in str(live.blocks[-2])
+    [stop] = live.blocks[-1]["elements"]
+    assert (stop["action_id"], stop["value"]) == ("debate_stop", "7"), "Stop while it runs"
     assert "&amp;lt;" not in str(message.blocks)
 
 

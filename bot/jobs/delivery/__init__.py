@@ -8,8 +8,8 @@ its own, with its workspace's bot token:
 
 - posts: a debate's posts in order, and a channel's own (the digest) (`posts`), on thread
   moves when a parent or thread is lost (`threads`);
-- updates: the parent's live status, a decided review (`updates`), so a review request never
-  waits on a status update;
+- updates: the parent's live status, a decided review (`updates`), the thread's agent session
+  (`sessions`), so a review request never waits on a status update;
 - the plan: a debate's live plan streamed into its thread (`stream`, `open_stream`).
 
 Every lane reads Slack's failures by one ladder, retrying through outages, and records what
@@ -30,11 +30,13 @@ from bot.jobs.delivery.holds import TokenHolds
 from bot.jobs.delivery.open_stream import OpenStream
 from bot.jobs.delivery.outcomes import Outcomes
 from bot.jobs.delivery.posts import PostLanes
+from bot.jobs.delivery.sessions import AgentSessions
 from bot.jobs.delivery.stream import PlanStream
 from bot.jobs.delivery.threads import ThreadMoves
 from bot.jobs.delivery.updates import UpdateLane
 from bot.jobs.pause import OutagePause, idle
 from bot.jobs.resend_check import SendOnce
+from bot.metrics import Metrics
 from bot.slackweb.acting import acting_for
 from bot.slackweb.errors import TokenRefusedError
 from bot.slackweb.people import SlackDirectory
@@ -64,6 +66,7 @@ class OutboxDelivery:
         config: DeliveryConfig | None = None,
         rng: random.Random | None = None,
         gate: TokenGate | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.engine = engine
         self.poster = poster
@@ -88,7 +91,12 @@ class OutboxDelivery:
         self.posts = PostLanes(
             outcomes=self.outcomes, directory=directory, once=once, threads=threads
         )
-        self.updates = UpdateLane(outcomes=self.outcomes, poster=poster, threads=threads)
+        self.updates = UpdateLane(
+            outcomes=self.outcomes,
+            poster=poster,
+            threads=threads,
+            sessions=AgentSessions(outcomes=self.outcomes, poster=poster, metrics=metrics),
+        )
         self.stream = PlanStream(
             outcomes=self.outcomes,
             poster=poster,

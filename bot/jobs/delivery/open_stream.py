@@ -111,7 +111,7 @@ class OpenStream:
         still there (nothing said twice; the SDK's `ChatStream.ts` names `chat.update` as the
         fallback "if the stream expires server-side"), else posted in the thread (nothing
         lost). Later versions change that message."""
-        message = plan.as_message(content)
+        message = plan.as_message(content, row.debate_id or 0)
         state = StreamState.CLOSED if content.final else StreamState.MESSAGE
         channel = row.deliveries[0][0] if row.deliveries else row.channel_id
         if ts:

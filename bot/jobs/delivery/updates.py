@@ -1,8 +1,9 @@
 """The update lane: changes to messages already posted (the parent's live status, a decided
-review, the assistant thread's status line) travel in a lane of their own, so a review request
-never waits on a status update, and go at most every `status_interval_s`, coalesced to the
-newest. While the plan streams, the parent's live status is not sent (the summary at the end
-is). An update whose parent was deleted moves the thread (bot.jobs.delivery.threads).
+review, the thread's agent session status, bot.jobs.delivery.sessions) travel in a lane of
+their own, so a review request never waits on a status update, and go at most every
+`status_interval_s`, coalesced to the newest. While the plan streams, the parent's live status
+is not sent (the summary at the end is). An update whose parent was deleted moves the thread
+(bot.jobs.delivery.threads).
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from sqlmodel import Session
 
 from bot.jobs.delivery.outcomes import THREAD_GONE, Outcomes
 from bot.jobs.delivery.pace import Pace
+from bot.jobs.delivery.sessions import AgentSessions
 from bot.jobs.delivery.threads import ThreadMoves
-from bot.messages import kit, owed
+from bot.messages import kit
 from bot.messages.owed import ASSISTANT_STATUS
+from bot.messages.sessions import SESSION_STATUS
 from bot.slackweb.errors import PostError
 from bot.slackweb.poster import SlackPoster
 from bot.store import outbox_claims, outbox_stream
@@ -34,6 +37,7 @@ class UpdateLane:
     outcomes: Outcomes
     poster: SlackPoster
     threads: ThreadMoves
+    sessions: AgentSessions
     pace: Pace = field(init=False)
 
     def __post_init__(self) -> None:
@@ -70,8 +74,10 @@ class UpdateLane:
         if not target.deliveries:
             await self.outcomes.retry_quietly(row)
             return
-        if row.key == ASSISTANT_STATUS:
-            await self._assistant_status(row)
+        if row.key in (SESSION_STATUS, ASSISTANT_STATUS):
+            debate = await self.outcomes.db(lambda s: s.get(Debate, row.debate_id))
+            assert debate is not None
+            await self.sessions.send(row, debate)
             return
         message = kit.Message(row.text, row.blocks)
         if target.key.startswith(f"{PARENT}:"):
@@ -94,22 +100,3 @@ class UpdateLane:
                     return
                 log.warning("debate %s: update of one copy failed: %s", row.debate_id, error)
         await self.outcomes.sent(row, [], "updated")
-
-    async def _assistant_status(self, row: Outbox) -> None:
-        """The assistant thread's status line; it is a nicety, so a refusal is only logged."""
-        debate = await self.outcomes.db(lambda s: s.get(Debate, row.debate_id))
-        assert debate is not None
-        try:
-            await self.poster.assistant_status(
-                channel=row.channel_id,
-                thread_ts=debate.thread_ts or "",
-                status=row.text,
-                attempts=1,
-                loading_messages=list(owed.LOADING_MESSAGES) if row.text else None,
-            )
-        except PostError as error:
-            code = await self.outcomes.answered(row, error)
-            if code is not None:
-                await self.outcomes.refuse(row, code)
-            return
-        await self.outcomes.sent(row, [], "assistant status")

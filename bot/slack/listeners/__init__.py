@@ -5,8 +5,9 @@
 
 Each listener parses, acknowledges, hands the work to the use cases (`bot.slack.surface`) and
 tells the user: `/debate` and its forms (`commands`), the buttons (`actions`), App Home
-(`events`), and the triggers that post in a thread (`bot.slack.thread_triggers`) and the
-Messages tab (`bot.slack.assistant`).
+(`events`), the Stop button and Slack's Stop on an agent session (`stopping`), and the
+triggers that post in a thread (`bot.slack.thread_triggers`) and the Messages tab
+(`bot.slack.assistant`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from bot.slack.listeners.actions import (
 )
 from bot.slack.listeners.commands import on_config_form, on_debate_command, on_debate_form
 from bot.slack.listeners.events import on_home
+from bot.slack.listeners.stopping import on_session_stopped, on_stop_button
 from bot.slack.middleware import preparing
 from bot.slack.surface import Surfaces
 from bot.slack.thread_triggers import on_message, on_reaction, on_shortcut
@@ -49,6 +51,8 @@ def register(app: AsyncApp, surfaces: Surfaces, *, installs: bool = False) -> No
     app.action(action_ids.ACTION_FEEDBACK)(listen(on_feedback))
     app.action(action_ids.ACTION_DEBATE_ANYWAY)(listen(on_debate_anyway))
     app.action(action_ids.ACTION_ADOPT_WEIGHTS)(listen(on_adopt_weights))
+    app.action(action_ids.ACTION_STOP)(listen(on_stop_button))
+    app.event("agent_session_stopped")(listen(on_session_stopped))
     app.event("message")(listen(on_message))
     app.event("reaction_added")(listen(on_reaction))
     app.shortcut(action_ids.SHORTCUT_DEBATE_THREAD)(listen(on_shortcut))
