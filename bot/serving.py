@@ -98,6 +98,7 @@ def _mcp(
         reader=Reader(engine, key=settings.audit_key_bytes()),
         allowed=AllowedDirs([]),
         requested_by="mcp:http",
+        hosts=services.hosts,
     )
     return mcp_over_http(front, token=token, host=settings.http_host)
 

@@ -51,6 +51,7 @@ async def mcp(args: argparse.Namespace) -> int:
                 allowed=allowed,
                 requested_by=f"mcp:{getpass.getuser()}",
                 run=None if args.no_run else run,
+                hosts=services.hosts,
             )
             await build_server(front).run_stdio_async()
     finally:
