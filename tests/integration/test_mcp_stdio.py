@@ -51,21 +51,25 @@ async def serving(
 ) -> AsyncIterator[Client]:
     """A `debatebot mcp` subprocess and the SDK's client on it (a context manager, not a
     fixture: the SDK's task group must close in the task that opened it)."""
-    env = {
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "bot.cli", "mcp", "--allow-dir", str(allowed), *flags],
+        env=environment(database, **settings),
+        cwd=str(ROOT),
+    )
+    async with Client(params) as connected:
+        yield connected
+
+
+def environment(database: str, **settings: str) -> dict[str, str]:
+    """What a `debatebot` subprocess runs with: this checkout, the fake model, `settings`."""
+    return {
         "PYTHONPATH": str(ROOT),
         "DEBATEBOT_DATABASE_URL": database,
         "DEBATEBOT_PROVIDER": "fake",
         "PATH": os.environ.get("PATH", ""),
         **{f"DEBATEBOT_{name.upper()}": value for name, value in settings.items()},
     }
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "bot.cli", "mcp", "--allow-dir", str(allowed), *flags],
-        env=env,
-        cwd=str(ROOT),
-    )
-    async with Client(params) as connected:
-        yield connected
 
 
 async def call(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -252,3 +256,46 @@ async def test_a_listener_hears_when_the_debate_resource_changes(
     assert isinstance(event, ResourceUpdated)
     assert event.uri == "debate://1"
     assert after["state"] == "finished"
+
+
+async def test_cancel_debate_stops_a_debate_once_and_refuses_a_finished_or_unknown_one(
+    database: str, allowed: Path
+) -> None:
+    # --no-run: the debate waits queued, so both cancels meet it unfinished.
+    async with serving(database, allowed, "--no-run") as client:
+        started = await call(client, "start_debate", {"question": "Adopt ADR-7?"})
+        debate_id = started["id"]
+        first = await call(client, "cancel_debate", {"id": debate_id})
+        again = await call(client, "cancel_debate", {"id": debate_id})
+        unknown = await refused(client, "cancel_debate", {"id": 4242})
+    assert first["new_request"] is True
+    assert first["cancelled_from"] == "mcp"
+    assert first["cancelled_by"].startswith("mcp:")
+    assert f"call wait_for_debate with id {debate_id}" in first["next"]
+    assert again["new_request"] is False
+    assert again["cancelled_by"] == first["cancelled_by"]
+    assert again["next"].startswith(f"a cancel was already asked (stopped by {first['cancelled_by']}")
+    assert "over MCP" in again["next"]
+    assert unknown.endswith(
+        "cancel_debate: there is no debate 4242; `list_debates` shows the ids there are"
+    )
+
+    # A worker claims it and ends it as cancelled without a model call.
+    worker = await anyio.run_process(
+        [sys.executable, "-m", "bot.cli", "worker", "--exit-when-idle"],
+        env=environment(database),
+        cwd=str(ROOT),
+        check=False,
+    )
+    assert worker.returncode == 0, worker.stderr
+
+    async with serving(database, allowed, "--no-run") as client:
+        ended = await call(client, "get_debate", {"id": debate_id})
+        finished = await refused(client, "cancel_debate", {"id": debate_id})
+    assert ended["state"] == "finished"
+    assert ended["outcome"] == "CANCELLED"
+    assert ended["turns_so_far"] == 0
+    assert finished.endswith(
+        f"cancel_debate: debate {debate_id} has already finished (cancelled); there is nothing to stop;"
+        f" call get_debate with id {debate_id} for its verdict"
+    )
