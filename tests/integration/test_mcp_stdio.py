@@ -22,6 +22,7 @@ from mcp.types import TextResourceContents
 from sqlmodel import Session, select
 
 from bot.cli import main
+from tests.e2e.host_emulators import GitHubEmulator, OtherHost, redirect
 from bot.store.db import make_engine
 from bot.store.debate_tables import Debate, DebateSource
 from engine.models import MAX_CONTEXT_CHARS
@@ -274,7 +275,9 @@ async def test_cancel_debate_stops_a_debate_once_and_refuses_a_finished_or_unkno
     assert f"call wait_for_debate with id {debate_id}" in first["next"]
     assert again["new_request"] is False
     assert again["cancelled_by"] == first["cancelled_by"]
-    assert again["next"].startswith(f"a cancel was already asked (stopped by {first['cancelled_by']}")
+    assert again["next"].startswith(
+        f"a cancel was already asked (stopped by {first['cancelled_by']}"
+    )
     assert "over MCP" in again["next"]
     assert unknown.endswith(
         "cancel_debate: there is no debate 4242; `list_debates` shows the ids there are"
@@ -299,3 +302,68 @@ async def test_cancel_debate_stops_a_debate_once_and_refuses_a_finished_or_unkno
         f"cancel_debate: debate {debate_id} has already finished (cancelled); there is nothing to stop;"
         f" call get_debate with id {debate_id} for its verdict"
     )
+
+
+ADR = "# 12. Use PostgreSQL for the order service\n\nWe keep orders in PostgreSQL.\n"
+
+
+async def test_start_debate_reads_a_github_link_and_refuses_one_it_cannot_read_in_words(
+    database: str, allowed: Path
+) -> None:
+    github, elsewhere = GitHubEmulator(), OtherHost()
+    await github.start()
+    await elsewhere.start()
+    github.add_file("acme/orders", "abc1234", "docs/adr/0012-postgres.md", ADR)
+    file_link = f"{github.url}/acme/orders/blob/abc1234/docs/adr/0012-postgres.md"
+    hosts = {
+        "github_url": github.url,
+        "github_api_url": f"{github.url}/api/v3",
+        "github_token": github.token,
+    }
+    try:
+        async with serving(database, allowed, "--no-run", **hosts) as client:
+            started = await call(
+                client, "start_debate", {"question": "Adopt ADR-12?", "link": file_link}
+            )
+            private = await refused(
+                client,
+                "start_debate",
+                {
+                    "question": "Q?",
+                    "link": f"{github.url}/acme/gone/blob/abc1234/docs/adr/1.md",
+                },
+            )
+            foreign = await refused(
+                client, "start_debate", {"question": "Q?", "link": "https://example.org/adr.md"}
+            )
+            dotted = await refused(
+                client,
+                "start_debate",
+                {"question": "Q?", "link": f"{github.url}/acme/orders/blob/abc1234/%2e%2e/x.md"},
+            )
+            github.fail(redirect(elsewhere.url))
+            moved = await refused(client, "start_debate", {"question": "Q?", "link": file_link})
+    finally:
+        await github.stop()
+        await elsewhere.stop()
+
+    engine = make_engine(database)
+    with Session(engine) as session:
+        stored = session.exec(select(Debate)).one()
+    engine.dispose()
+    assert stored.id == started["id"]
+    assert stored.link == file_link
+    (document,) = json.loads(stored.spec_json)["context"]
+    assert document["title"] == "docs/adr/0012-postgres.md @ abc1234"
+    assert document["text"] == ADR
+
+    assert "I cannot see `acme/gone/docs/adr/1.md@abc1234` on GitHub" in private
+    assert "Give the bot a token that can read it (DEBATEBOT_GITHUB_TOKEN)" in private
+    assert "is not a link to a file (…/blob/REF/PATH) or a pull or merge request" in foreign
+    assert "(DEBATEBOT_GITHUB_URL, DEBATEBOT_GITLAB_URL)" in foreign
+    assert "which could reach outside the repository on GitHub" in dotted
+    assert "the bot never follows a redirect with its token" in moved
+    assert "DEBATEBOT_GITHUB_API_URL" in moved
+    # The token went to the configured API only: the redirect was not followed at all.
+    assert elsewhere.requests == []
+    assert all(request.startswith("GET /api/v3/repos/acme/") for request in github.requests)
