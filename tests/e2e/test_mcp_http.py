@@ -15,7 +15,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from bot.fronts.mcp.auth import AuthConfigError, bearer_token
+from bot.fronts.mcp.auth import AuthConfigError, bearer_tokens
 from bot.fronts.mcp.http import McpHttp
 from bot.serving import _mcp
 from bot.store.debate_tables import DebateSource
@@ -117,10 +117,11 @@ def leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
 
 
 def test_mcp_needs_a_token_off_the_loopback_address() -> None:
-    assert bearer_token(None, host="127.0.0.1") is None
-    assert bearer_token(TOKEN, host="0.0.0.0") == TOKEN
-    with pytest.raises(AuthConfigError, match="needs DEBATEBOT_MCP_TOKEN"):
-        bearer_token(None, host="0.0.0.0")
+    assert bearer_tokens((), host="127.0.0.1") == ()
+    assert bearer_tokens((TOKEN,), host="127.0.0.2") == ()
+    assert bearer_tokens((TOKEN,), host="0.0.0.0") == (TOKEN,)
+    with pytest.raises(AuthConfigError, match="needs DEBATEBOT_MCP_TOKEN or DEBATEBOT_WEB_TOKEN"):
+        bearer_tokens((), host="0.0.0.0")
 
 
 async def test_serve_mounts_no_mcp_off_the_loopback_address_without_a_token(
@@ -137,6 +138,6 @@ async def test_serve_mounts_no_mcp_off_the_loopback_address_without_a_token(
             bot.runtime,
         )
         assert open_locally is not None
-        assert open_locally.gate.expected is None
+        assert open_locally.gate.expected == ()
     finally:
         await services.aclose()
