@@ -31,7 +31,7 @@ from bot.settings import Settings
 from bot.store.db import redacted
 from bot.store.tenancy import PENDING_WORKSPACE
 from bot.wiring import DebateServices, build_services, build_worker, open_store
-from bot.wiring.work import process_name
+from bot.wiring.work import build_notifier, process_name
 from engine.protocols import protocol_names
 
 
@@ -72,7 +72,14 @@ def build_web(
     here are the deployment's own workspace's, as the terminal's are), its feeds and reviews,
     `/mcp` (DEBATEBOT_MCP_TOKEN or the web `token` off the loopback address), and a worker pool
     when it runs the debates itself."""
-    worker = build_worker(services, engine, worker_id=f"{process_name()}/web")
+    # The notifier stages the review request of an agent's escalated debate for the channel set
+    # for agents (DEBATEBOT_MCP_REVIEW_CHANNEL); `serve` or a worker delivers it.
+    worker = build_worker(
+        services,
+        engine,
+        worker_id=f"{process_name()}/web",
+        reporter=build_notifier(settings, engine),
+    )
     intake = deployment_intake(
         settings, services.policy, engine, workspace=PENDING_WORKSPACE, wake=worker.wake
     )

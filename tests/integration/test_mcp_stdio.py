@@ -22,10 +22,10 @@ from mcp.types import TextResourceContents
 from sqlmodel import Session, select
 
 from bot.cli import main
-from tests.e2e.host_emulators import GitHubEmulator, OtherHost, redirect
 from bot.store.db import make_engine
 from bot.store.debate_tables import Debate, DebateSource
 from engine.models import MAX_CONTEXT_CHARS
+from tests.e2e.host_emulators import GitHubEmulator, OtherHost, redirect
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -299,8 +299,8 @@ async def test_cancel_debate_stops_a_debate_once_and_refuses_a_finished_or_unkno
     assert ended["outcome"] == "CANCELLED"
     assert ended["turns_so_far"] == 0
     assert finished.endswith(
-        f"cancel_debate: debate {debate_id} has already finished (cancelled); there is nothing to stop;"
-        f" call get_debate with id {debate_id} for its verdict"
+        f"cancel_debate: debate {debate_id} has already finished (cancelled); there is nothing"
+        f" to stop; call get_debate with id {debate_id} for its verdict"
     )
 
 

@@ -264,8 +264,9 @@ def build_server(front: McpFront) -> MCPServer:
     @server.tool(
         description=(
             "A debate's state and turns so far; once finished, its verdict (decision, synthesis,"
-            " confidence with its components, flags, cost, whether people must decide) and how"
-            " to verify its record."
+            " confidence with its components, flags, cost) and how to verify its record. When"
+            " the verdict is escalated, `review` says people are deciding and where (do not act"
+            " on the verdict alone; ask again later), then who decided what."
         )
     )
     async def get_debate(
