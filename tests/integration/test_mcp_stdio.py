@@ -22,8 +22,12 @@ from mcp.types import TextResourceContents
 from sqlmodel import Session, select
 
 from bot.cli import main
-from bot.store.db import make_engine
+from bot.store import reviews
+from bot.store.db import make_engine, session_scope
 from bot.store.debate_tables import Debate, DebateSource
+from bot.store.outbox_tables import Outbox, OutboxTarget
+from bot.store.review_tables import EscalationState
+from bot.store.tenancy import EVERY_WORKSPACE, Workspace
 from engine.models import MAX_CONTEXT_CHARS
 from tests.e2e.host_emulators import GitHubEmulator, OtherHost, redirect
 
@@ -367,3 +371,44 @@ async def test_start_debate_reads_a_github_link_and_refuses_one_it_cannot_read_i
     # The token went to the configured API only: the redirect was not followed at all.
     assert elsewhere.requests == []
     assert all(request.startswith("GET /api/v3/repos/acme/") for request in github.requests)
+
+
+async def test_an_escalated_debate_run_over_stdio_owes_only_its_review_request_to_the_channel(
+    database: str, allowed: Path
+) -> None:
+    """The stdio server runs the debate; its ending stages the review request for the agents'
+    review channel (`serve` or a worker delivers it) and nothing else. A Slack reviewer's
+    decision is stamped with the workspace the click came from while the debate is still
+    `pending`; the agent reads it all the same."""
+    slack = {"mcp_review_channel": "CREVIEW1", "slack_bot_token": "xoxb-1234567890-abcdefghijkl"}
+    # Every verdict below full confidence escalates.
+    async with serving(database, allowed, escalation_threshold="1.0", **slack) as client:
+        started = await call(client, "start_debate", {"question": "Adopt ADR-7?"})
+        waited = await call(client, "wait_for_debate", {"id": started["id"], "timeout_s": 50})
+        engine = make_engine(database)
+        with session_scope(engine, workspace=EVERY_WORKSPACE) as session:
+            owed = list(session.exec(select(Outbox)))
+            escalation = reviews.escalation_for(session, debate_id=started["id"])
+            assert escalation is not None
+            assert escalation.id is not None
+            escalation_id = escalation.id
+        with session_scope(engine, workspace=Workspace(team_id="T1", with_pending=True)) as s:
+            reviews.record_review(
+                s,
+                escalation_id=escalation_id,
+                reviewer="UREVIEW",
+                decision=EscalationState.REJECTED,
+                note="Not without a rollback plan.",
+            )
+            s.commit()
+        engine.dispose()
+        after = await call(client, "get_debate", {"id": started["id"]})
+    assert waited["escalate"] is True
+    assert waited["review"]["state"] == "open"
+    assert "the review request is in Slack channel CREVIEW1" in waited["review"]["people_deciding"]
+    assert [(row.key, row.channel_id, row.target) for row in owed] == [
+        ("review", "CREVIEW1", OutboxTarget.CHANNEL)
+    ]
+    assert after["review"]["decision"] == "rejected"
+    assert after["review"]["reviewer"] == "UREVIEW"
+    assert after["review"]["note"] == "Not without a rollback plan."
