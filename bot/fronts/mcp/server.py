@@ -278,7 +278,8 @@ def build_server(front: McpFront) -> MCPServer:
         description=(
             "Wait until a debate finishes or `timeout_s` passes (at most"
             f" {MAX_WAIT_S} seconds), then answer as get_debate does plus `finished`. If"
-            " `finished` is false, call it again. With a progress token, each recorded turn is"
+            " `finished` is false, call it again: this is how every client follows a debate"
+            " (the server creates no MCP tasks). With a progress token, each recorded turn is"
             " reported as progress."
         )
     )
