@@ -24,6 +24,11 @@ class UnknownDebateError(Exception):
     """No debate has the id an agent gave; the message says how to find one."""
 
 
+def no_such_debate(debate_id: int) -> str:
+    """What an agent is told for an id no debate has."""
+    return f"there is no debate {debate_id}; `list_debates` shows the ids there are"
+
+
 class Reader:
     """Reads of one workspace's debates (the deployment's own: `PENDING_WORKSPACE` until a
     single-workspace bot learns its id, as for `debatebot run`)."""
@@ -41,9 +46,7 @@ class Reader:
             try:
                 record = export_record(session, debate_id=debate_id, key=self.key)
             except DebateNotFoundError:
-                raise UnknownDebateError(
-                    f"there is no debate {debate_id}; `list_debates` shows the ids there are"
-                ) from None
+                raise UnknownDebateError(no_such_debate(debate_id)) from None
         if record["escalation"] is not None and not record["reviews"]:
             record["reviews"] = self._decisions(debate_id)
         return summary(record)
@@ -64,9 +67,7 @@ class Reader:
         with session_scope(self.engine, workspace=self.workspace) as session:
             debate = session.get(Debate, debate_id)
             if debate is None:
-                raise UnknownDebateError(
-                    f"there is no debate {debate_id}; `list_debates` shows the ids there are"
-                )
+                raise UnknownDebateError(no_such_debate(debate_id))
             recorded = session.exec(
                 select(func.count()).select_from(Turn).where(Turn.debate_id == debate_id)
             ).one()
@@ -95,9 +96,7 @@ class Reader:
         """The audit check of a stored debate (`debatebot audit verify ID`)."""
         with session_scope(self.engine, workspace=self.workspace) as session:
             if session.get(Debate, debate_id) is None:
-                raise UnknownDebateError(
-                    f"there is no debate {debate_id}; `list_debates` shows the ids there are"
-                )
+                raise UnknownDebateError(no_such_debate(debate_id))
             return report(verify.verify_chain(session, debate_id=debate_id, key=self.key))
 
     def verify_upload(self, record: dict[str, Any]) -> dict[str, Any]:

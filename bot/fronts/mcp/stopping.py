@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from bot.fronts.mcp.reading import no_such_debate
 from bot.store import cancels
 from bot.store.db import in_session
 from bot.store.debate_tables import CancelSource
@@ -34,9 +35,7 @@ async def cancel_debate(
             workspace=workspace,
         )
     except DebateNotFoundError:
-        raise CancelError(
-            f"there is no debate {debate_id}; `list_debates` shows the ids there are"
-        ) from None
+        raise CancelError(no_such_debate(debate_id)) from None
     except CancelRefusedError as error:
         raise CancelError(f"{error}; call get_debate with id {debate_id} for its verdict") from None
     debate = asked.debate
