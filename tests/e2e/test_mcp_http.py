@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -28,6 +29,8 @@ from bot.store.debate_tables import DebateSource
 from bot.wiring import build_services
 from tests.e2e.conftest import ADMIN, CHANNEL, REVIEWER, Bot, BotFactory
 from tests.e2e.driver import WORKSPACE
+from tests.e2e.host_emulators import GitHubEmulator
+from tests.helpers import DebateScript
 
 TOKEN = "mcp-test-token-0123456789abcdef"
 
@@ -217,3 +220,42 @@ async def test_an_escalated_agents_debate_is_decided_by_the_review_channels_revi
     assert after["review"]["reviewer"] == REVIEWER
     assert after["review"]["note"] == "Fine for the agent to go on."
     assert after["review"]["people_decided"] == f"{REVIEWER} decided: approved"
+
+
+async def test_over_serve_a_link_is_read_and_a_running_debate_is_cancelled(
+    start_bot: BotFactory,
+) -> None:
+    github = GitHubEmulator()
+    await github.start()
+    github.add_file("acme/orders", "abc1234", "docs/adr/0012-postgres.md", "# 12. Postgres\n")
+    link = f"{github.url}/acme/orders/blob/abc1234/docs/adr/0012-postgres.md"
+    llm = DebateScript().llm()
+    llm.delay_s = 60  # every call outlasts the test unless the cancel abandons it
+    try:
+        bot = await start_bot(
+            llm=llm,
+            mcp_token=TOKEN,
+            github_url=github.url,
+            github_api_url=f"{github.url}/api/v3",
+            github_token=github.token,
+        )
+        async with mounted(bot) as (_, url), client(url, TOKEN) as connected:
+            started = await call(
+                connected, "start_debate", {"question": "Adopt ADR-12?", "link": link}
+            )
+            await bot.wait_for(lambda: bot.debates()[0].state == "running", "the debate running")
+            asked = await call(connected, "cancel_debate", {"id": started["id"]})
+            ended = await call(connected, "wait_for_debate", {"id": started["id"], "timeout_s": 50})
+            again = await connected.call_tool("cancel_debate", {"id": started["id"]})
+    finally:
+        await github.stop()
+    (stored,) = bot.debates()
+    assert stored.link == link
+    assert json.loads(stored.spec_json)["context"][0]["text"] == "# 12. Postgres\n"
+    assert (asked["new_request"], asked["cancelled_by"]) == (True, "mcp:http")
+    assert ended["finished"] is True
+    assert ended["outcome"] == "CANCELLED"
+    assert again.is_error
+    (text,) = again.content
+    assert text.type == "text"
+    assert "has already finished (cancelled); there is nothing to stop" in text.text
