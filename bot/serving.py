@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from bot.metrics import Metrics
@@ -83,23 +84,26 @@ def _mcp(
     settings: Settings, services: DebateServices, engine: Engine, runtime: BotRuntime
 ) -> McpHttp | None:
     """MCP over HTTP at `/mcp` (bot.fronts.mcp): debates admitted by the one intake, run by
-    this process's workers (woken at once), as the deployment's own workspace's."""
+    this process's workers (woken at once), as the deployment's own workspace's: the bot
+    token's once Slack has named it (so the review channel's reviewers are found for an
+    escalated one), with the rows asked before it was known (`pending`) read as its own."""
+    from bot.fronts.mcp.auth import accepted_tokens
     from bot.fronts.mcp.http import mcp_over_http
-    from bot.fronts.mcp.paths import AllowedDirs
     from bot.fronts.mcp.reading import Reader
-    from bot.fronts.mcp.server import McpFront
     from bot.wiring.surfaces import build_intake
 
-    token = settings.mcp_token.get_secret_value() if settings.mcp_token else None
-    front = McpFront(
-        intake=build_intake(
-            settings, services, engine, workspace=PENDING_WORKSPACE, wake=runtime.work.worker.wake
+    known = runtime.directory.known_workspace() if runtime.directory is not None else None
+    workspace = replace(known, with_pending=True) if known is not None else PENDING_WORKSPACE
+    web_token = settings.web_token.get_secret_value() if settings.web_token else None
+    return mcp_over_http(
+        build_intake(
+            settings, services, engine, workspace=workspace, wake=runtime.work.worker.wake
         ),
-        reader=Reader(engine, key=settings.audit_key_bytes()),
-        allowed=AllowedDirs([]),
-        requested_by="mcp:http",
+        reader=Reader(engine, key=settings.audit_key_bytes(), workspace=workspace),
+        hosts=services.hosts,
+        tokens=accepted_tokens(settings.mcp_token, web_token),
+        host=settings.http_host,
     )
-    return mcp_over_http(front, token=token, host=settings.http_host)
 
 
 async def _serve_socket_mode(settings: Settings, runtime: BotRuntime, stop: asyncio.Event) -> None:

@@ -19,6 +19,7 @@ from bot.secrets import (
     redirect_uri_value,
     secret_value,
 )
+from bot.settings_checks import check_together
 from engine.models import MAX_JUDGES, Effort
 from engine.pricing import Pricing
 
@@ -319,6 +320,12 @@ class Settings(BaseSettings):
         description="the channel id (C…) where debates from the assistant post their review"
         " requests when the person names none with --review-in",
     )
+    mcp_review_channel: str | None = Field(
+        default=None,
+        pattern=r"^[CG][A-Z0-9]{6,}$",
+        description="the channel id (C…) whose reviewers decide escalated debates coding agents"
+        " asked for over MCP (their review request is posted there); needs Slack",
+    )
     allow_self_review: bool = Field(
         default=False,
         description="let the person who asked for a debate decide its review (off: someone"
@@ -502,12 +509,8 @@ class Settings(BaseSettings):
         return {**DEFAULT_PROVIDER_CONCURRENCY, **named}
 
     @model_validator(mode="after")
-    def _retention_has_an_archive(self) -> Settings:
-        if self.retention_days is not None and self.retention_dir is None:
-            raise ValueError(
-                "DEBATEBOT_RETENTION_DAYS is set but DEBATEBOT_RETENTION_DIR is not: name the"
-                " folder where each debate is archived (and verified) before it is removed"
-            )
+    def _consistent(self) -> Settings:
+        check_together(self)
         return self
 
     def audit_key_bytes(self) -> bytes | None:

@@ -35,10 +35,12 @@ async def running_web(
     *,
     token: str | None = None,
     runs_debates: bool = True,
+    listening_as: str = "127.0.0.1",
     **overrides: Any,
 ) -> AsyncIterator[RunningWeb]:
     """The web door on `database_url` (migrated here) answering with `llm`, until the block
-    ends."""
+    ends. It listens on 127.0.0.1 but is built as if on `listening_as` (what `/mcp` requires
+    a token on)."""
     upgrade(database_url)
     values: dict[str, Any] = {
         "database_url": database_url,
@@ -51,7 +53,9 @@ async def running_web(
     settings = Settings(**values)
     services = build_services(settings, resolve_llm=lambda _model: llm)
     engine = make_engine(database_url, busy_timeout_s=settings.database_timeout_s)
-    server = build_web(settings, services, engine, token=token, runs_debates=runs_debates)
+    server = build_web(
+        settings, services, engine, token=token, runs_debates=runs_debates, host=listening_as
+    )
     http = uvicorn.Server(
         uvicorn.Config(
             server.app,
@@ -63,16 +67,19 @@ async def running_web(
         )
     )
     await server.runtime.start()
-    task = asyncio.create_task(http.serve())
-    while not http.started:  # noqa: ASYNC110 (uvicorn exposes a flag, not an event)
-        await asyncio.sleep(0.01)
-    port = http.servers[0].sockets[0].getsockname()[1]
     try:
-        yield RunningWeb(f"http://127.0.0.1:{port}", engine, settings, server)
+        async with server.serving_mcp():
+            task = asyncio.create_task(http.serve())
+            while not http.started:  # noqa: ASYNC110 (uvicorn exposes a flag, not an event)
+                await asyncio.sleep(0.01)
+            port = http.servers[0].sockets[0].getsockname()[1]
+            try:
+                yield RunningWeb(f"http://127.0.0.1:{port}", engine, settings, server)
+            finally:
+                http.should_exit = True
+                await server.feeds.aclose()
+                await task
     finally:
-        http.should_exit = True
-        await server.feeds.aclose()
-        await task
         await server.stop()
         await services.aclose()
         engine.dispose()

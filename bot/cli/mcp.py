@@ -19,6 +19,7 @@ from bot.settings import Settings
 from bot.store.tenancy import PENDING_WORKSPACE
 from bot.wiring import build_services, build_worker, open_store
 from bot.wiring.surfaces import build_intake
+from bot.wiring.work import build_notifier
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,14 @@ async def mcp(args: argparse.Namespace) -> int:
     services = build_services(settings)
     try:
         with open_store(settings) as engine:
-            worker = build_worker(services, engine, worker_id=f"mcp:{uuid.uuid4().hex[:8]}")
+            # The notifier stages an escalated debate's review request for the channel set for
+            # agents (DEBATEBOT_MCP_REVIEW_CHANNEL); `serve` or a worker delivers it.
+            worker = build_worker(
+                services,
+                engine,
+                worker_id=f"mcp:{uuid.uuid4().hex[:8]}",
+                reporter=build_notifier(settings, engine),
+            )
 
             async def run(debate_id: int) -> None:
                 # As `debatebot run` does: claim the admitted debate and run it here; a worker
@@ -51,6 +59,7 @@ async def mcp(args: argparse.Namespace) -> int:
                 allowed=allowed,
                 requested_by=f"mcp:{getpass.getuser()}",
                 run=None if args.no_run else run,
+                hosts=services.hosts,
             )
             await build_server(front).run_stdio_async()
     finally:

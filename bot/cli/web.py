@@ -6,13 +6,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from sqlalchemy import Engine
 from starlette.applications import Starlette
 
 from bot.cli.processes import _stop_on_signals
+from bot.fronts.mcp.auth import accepted_tokens
+from bot.fronts.mcp.http import McpHttp, mcp_over_http
+from bot.fronts.mcp.reading import Reader
 from bot.fronts.web.app import WebDoor, build_app
 from bot.fronts.web.asking import model_choices
 from bot.fronts.web.feeds import Feeds
@@ -26,17 +31,27 @@ from bot.settings import Settings
 from bot.store.db import redacted
 from bot.store.tenancy import PENDING_WORKSPACE
 from bot.wiring import DebateServices, build_services, build_worker, open_store
-from bot.wiring.work import process_name
+from bot.wiring.work import build_notifier, process_name
 from engine.protocols import protocol_names
 
 
 @dataclass
 class WebServer:
-    """The app, its live feeds, and the runtime that runs what it admits (none: workers do)."""
+    """The app, its live feeds, the runtime that runs what it admits (none: workers do), and
+    its `/mcp` (None: not served, logged)."""
 
     app: Starlette
     feeds: Feeds
     runtime: Runtime
+    mcp: McpHttp | None = None
+
+    @contextlib.asynccontextmanager
+    async def serving_mcp(self) -> AsyncIterator[None]:
+        """Keeps `/mcp`'s session manager running (the server runs without ASGI lifespan)."""
+        async with contextlib.AsyncExitStack() as stack:
+            if self.mcp is not None:
+                await stack.enter_async_context(self.mcp.running())
+            yield
 
     async def stop(self) -> None:
         await self.feeds.aclose()
@@ -51,11 +66,20 @@ def build_web(
     token: str | None,
     runs_debates: bool,
     poll_s: float = 0.1,
+    host: str = "127.0.0.1",
 ) -> WebServer:
-    """The web door on `engine`: the deployment's intake (debates asked here are the
-    deployment's own workspace's, as the terminal's are), its feeds and reviews, and a worker
-    pool when it runs the debates itself."""
-    worker = build_worker(services, engine, worker_id=f"{process_name()}/web")
+    """The web door on `engine` listening on `host`: the deployment's intake (debates asked
+    here are the deployment's own workspace's, as the terminal's are), its feeds and reviews,
+    `/mcp` (DEBATEBOT_MCP_TOKEN or the web `token` off the loopback address), and a worker pool
+    when it runs the debates itself."""
+    # The notifier stages the review request of an agent's escalated debate for the channel set
+    # for agents (DEBATEBOT_MCP_REVIEW_CHANNEL); `serve` or a worker delivers it.
+    worker = build_worker(
+        services,
+        engine,
+        worker_id=f"{process_name()}/web",
+        reporter=build_notifier(settings, engine),
+    )
     intake = deployment_intake(
         settings, services.policy, engine, workspace=PENDING_WORKSPACE, wake=worker.wake
     )
@@ -80,7 +104,14 @@ def build_web(
         concurrency=settings.worker_concurrency if runs_debates else 0,
         grace_s=settings.shutdown_grace_s,
     )
-    return WebServer(app=build_app(door), feeds=feeds, runtime=runtime)
+    mcp = mcp_over_http(
+        intake,
+        reader=Reader(engine, key=settings.audit_key_bytes()),
+        hosts=services.hosts,
+        tokens=accepted_tokens(settings.mcp_token, token),
+        host=host,
+    )
+    return WebServer(app=build_app(door, mcp=mcp), feeds=feeds, runtime=runtime, mcp=mcp)
 
 
 async def web(args: argparse.Namespace) -> int:
@@ -97,7 +128,9 @@ async def web(args: argparse.Namespace) -> int:
     stop = _stop_on_signals()
     try:
         with open_store(settings, serving=True) as engine:
-            server = build_web(settings, services, engine, token=token, runs_debates=runs)
+            server = build_web(
+                settings, services, engine, token=token, runs_debates=runs, host=host
+            )
             http = uvicorn.Server(
                 uvicorn.Config(
                     server.app,
@@ -110,19 +143,21 @@ async def web(args: argparse.Namespace) -> int:
                 )
             )
             await server.runtime.start()
-            serving = asyncio.create_task(http.serve())
-            print(
-                f"debatebot web on http://{host}:{port}/"
-                f" ({'token required' if token else 'no token: this machine only'});"
-                f" {'running the debates it admits' if runs else 'workers run the debates'}"
-                f" on {redacted(settings.database_url)}",
-                file=sys.stderr,
-            )
-            stopped = asyncio.ensure_future(stop.wait())
-            await asyncio.wait([serving, stopped], return_when=asyncio.FIRST_COMPLETED)
-            stopped.cancel()
-            http.should_exit = True
-            await serving
+            async with server.serving_mcp():
+                serving = asyncio.create_task(http.serve())
+                print(
+                    f"debatebot web on http://{host}:{port}/"
+                    f" ({'token required' if token else 'no token: this machine only'});"
+                    f" {'running the debates it admits' if runs else 'workers run the debates'}"
+                    f" on {redacted(settings.database_url)}"
+                    f"{'; MCP at /mcp' if server.mcp is not None else ''}",
+                    file=sys.stderr,
+                )
+                stopped = asyncio.ensure_future(stop.wait())
+                await asyncio.wait([serving, stopped], return_when=asyncio.FIRST_COMPLETED)
+                stopped.cancel()
+                http.should_exit = True
+                await serving
             await server.stop()
     finally:
         await services.aclose()

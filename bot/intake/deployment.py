@@ -1,5 +1,5 @@
 """The intake under the deployment's settings: its limits on debates in flight, its monthly cap
-and its review channel, the same for every front door."""
+and its review channels, the same for every front door."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def deployment_intake(
     wake: Callable[[], None] = lambda: None,
     checks: DoorChecks | None = None,
 ) -> Intake:
-    """The one intake, with the deployment's limits, caps and review channel; `checks` are the
+    """The one intake, with the deployment's limits, caps and review channels; `checks` are the
     front door's own (Slack's token and reach), `wake` tells the workers of a new debate."""
     return Intake(
         engine=engine,
@@ -35,6 +35,7 @@ def deployment_intake(
         ),
         caps=SpendCaps(workspace_usd=settings.workspace_monthly_budget_usd),
         review_channel=settings.review_channel,
+        agents_review_channel=settings.mcp_review_channel,
         wake=wake,
         checks=checks,
         workspace=workspace,

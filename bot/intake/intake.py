@@ -17,7 +17,7 @@ from bot.intake.checked import checked_spec
 from bot.intake.doors import DoorChecks
 from bot.intake.errors import LimitNotAdmittedError
 from bot.intake.policy import DEPLOYMENT_DEFAULTS, TRIAGED_SOURCES, PlaceSettings, SpecPolicy
-from bot.intake.request import Ask, DebateRequest, FollowUp
+from bot.intake.request import Ask, DebateRequest, FollowUp, OriginKind
 from bot.messages import owed
 from bot.store import channels, outbox, queue
 from bot.store.db import in_session
@@ -57,6 +57,7 @@ class Intake:
         limits: InFlightLimits | None = None,
         caps: SpendCaps | None = None,
         review_channel: str | None = None,
+        agents_review_channel: str | None = None,
         wake: Callable[[], None] = lambda: None,
         checks: DoorChecks | None = None,
         workspace: Workspace,
@@ -66,6 +67,7 @@ class Intake:
         self.limits = limits
         self.caps = caps or SpendCaps()
         self.review_channel = review_channel
+        self.agents_review_channel = agents_review_channel
         self.wake = wake
         self.checks = checks
         self.workspace = workspace
@@ -101,8 +103,8 @@ class Intake:
         if isinstance(asked, Ask):
             if request.place is not None and origin.kind.has_reviewers:
                 await self.check_reachable(request.place)
-            if review_in is None and origin.kind.borrows_review_channel:
-                review_in = self.review_channel
+            if review_in is None:
+                review_in = self._borrowed_review_channel(origin.kind)
             if review_in is not None:
                 await self.check_reachable(review_in)
         spec = await self._spec(request)
@@ -129,13 +131,23 @@ class Intake:
         """Whose reviewers decide: the server's choice, never `--review-in`'s. A debate in a
         channel is that channel's; one in a DM goes to the deployment's review channel (or to
         the workspace admins); a continued debate stays with the original's; a door with no
-        place has none (its own page decides)."""
+        place has none (its own page decides) unless it borrows a review channel (a coding
+        agent's, DEBATEBOT_MCP_REVIEW_CHANNEL)."""
         asked = request.asked
         if isinstance(asked, FollowUp) and asked.continues:
             return asked.reviewers_place
-        if request.origin.kind.borrows_review_channel:
+        kind = request.origin.kind
+        return request.place if kind.has_reviewers else self._borrowed_review_channel(kind)
+
+    def _borrowed_review_channel(self, kind: OriginKind) -> str | None:
+        """The deployment's review channel a place without reviewers of its own borrows: a DM's
+        (DEBATEBOT_REVIEW_CHANNEL), a coding agent's (DEBATEBOT_MCP_REVIEW_CHANNEL); None
+        for the others."""
+        if kind.borrows_review_channel:
             return self.review_channel
-        return request.place if request.origin.kind.has_reviewers else None
+        if kind.borrows_agents_review_channel:
+            return self.agents_review_channel
+        return None
 
     async def _within_limits(self, new: NewDebate) -> None:
         """NotAdmittedError when `new` would pass a limit on debates in flight or a monthly

@@ -36,6 +36,13 @@ class OriginKind(StrEnum):
         request goes to the deployment's review channel."""
         return self is OriginKind.SLACK_DM
 
+    @property
+    def borrows_agents_review_channel(self) -> bool:
+        """A coding agent's request, with no conversation of its own: when the deployment names
+        one (DEBATEBOT_MCP_REVIEW_CHANNEL), its review request goes to that channel, whose
+        reviewers decide."""
+        return self is OriginKind.MCP
+
 
 @dataclass(frozen=True)
 class Origin:

@@ -71,8 +71,8 @@ class DebateNotifier:
         run = _Run(debate=debate, spec=spec, plan=Plan(debate_id=debate.id, spec=spec))
 
         async def sink(event: DebateEvent) -> None:
-            if not owed.owes_messages(run.debate):
-                return
+            if not owed.has_thread(run.debate):
+                return  # an agent's debate owes its review request only, at its ending
             if isinstance(event, TurnStarted):
                 drafts = []
                 progress = transcript.progress(event, run.spec)

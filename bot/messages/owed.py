@@ -47,15 +47,23 @@ LOADING_MESSAGES = (
 most 10, `assistant.threads.setStatus`'s `loading_messages`)."""
 
 
-def owes_messages(debate: Debate) -> bool:
+def has_thread(debate: Debate) -> bool:
     """Only a debate with a channel has a thread to post to; the CLI's have none."""
     return debate.channel_id is not None
+
+
+def owes_messages(debate: Debate) -> bool:
+    """A debate with a thread owes its messages there; one without (a coding agent's) owes only
+    its review request, when it has a channel to send that to (DEBATEBOT_MCP_REVIEW_CHANNEL)."""
+    return has_thread(debate) or debate.review_channel_id is not None
 
 
 def opening(debate: Debate, spec: DebateSpec) -> list[Draft]:
     """A new debate's parent (a top-level message that starts the thread, or a status message
     in the thread it was asked from) and, for a question longer than the parent shows, its full
-    text."""
+    text. A debate with no thread opens nothing."""
+    if not has_thread(debate):
+        return []
     target = OutboxTarget.THREAD if debate.source in THREADED_SOURCES else OutboxTarget.CHANNEL
     drafts = [draft(PARENT, parent(debate, spec, "queued"), target=target)]
     if len(spec.question) > posts.PARENT_QUESTION_CHARS:
@@ -95,6 +103,10 @@ def closing(
     assert debate.id is not None
     if not owes_messages(debate):
         return []
+    if not has_thread(debate):
+        # A coding agent's debate: nothing to post but the review request (the agent reads the
+        # verdict over MCP).
+        return [] if escalation is None else [_review_request(debate, result, escalation)]
     if not ((result.report or {}).get("triage") or {}).get("debated", True):
         answer = posts.answer_message(result, debate_id=debate.id)
         summary = parent(debate, result.spec, "complete", result=result)
@@ -137,7 +149,9 @@ def _review_request(debate: Debate, result: DebateResult, escalation: Escalation
         reasons=escalation.reasons,
         reviewers=escalation.reviewers,
         confidence=result.verdict.confidence,
-        another_round=definition_for(result.spec.protocol).flags.another_round,
+        # Another round continues in the debate's thread: a debate without one has none.
+        another_round=has_thread(debate)
+        and definition_for(result.spec.protocol).flags.another_round,
         question=result.spec.question if elsewhere else None,
         synthesis=result.verdict.synthesis,
         sample=escalation.sample,

@@ -84,6 +84,7 @@ def cancel_reason(debate: Debate) -> str:
         CancelSource.CLI: "with debatebot debates cancel",
         CancelSource.TERMINAL: "with Ctrl-C in the terminal",
         CancelSource.WEB: "from the web page",
+        CancelSource.MCP: "over MCP (a coding agent's cancel_debate)",
     }
     source = debate.cancelled_from
     who = debate.cancelled_by or "someone"

@@ -31,6 +31,8 @@ class CancelSource(StrEnum):
     TERMINAL = "terminal"
     """Ctrl-C in `debatebot run`."""
     WEB = "web"
+    MCP = "mcp"
+    """`cancel_debate`, a coding agent over MCP."""
 
 
 class DebateSource(StrEnum):

@@ -22,9 +22,14 @@ from mcp.types import TextResourceContents
 from sqlmodel import Session, select
 
 from bot.cli import main
-from bot.store.db import make_engine
+from bot.store import reviews
+from bot.store.db import make_engine, session_scope
 from bot.store.debate_tables import Debate, DebateSource
+from bot.store.outbox_tables import Outbox, OutboxTarget
+from bot.store.review_tables import EscalationState
+from bot.store.tenancy import EVERY_WORKSPACE, Workspace
 from engine.models import MAX_CONTEXT_CHARS
+from tests.e2e.host_emulators import GitHubEmulator, OtherHost, redirect
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,21 +56,25 @@ async def serving(
 ) -> AsyncIterator[Client]:
     """A `debatebot mcp` subprocess and the SDK's client on it (a context manager, not a
     fixture: the SDK's task group must close in the task that opened it)."""
-    env = {
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "bot.cli", "mcp", "--allow-dir", str(allowed), *flags],
+        env=environment(database, **settings),
+        cwd=str(ROOT),
+    )
+    async with Client(params) as connected:
+        yield connected
+
+
+def environment(database: str, **settings: str) -> dict[str, str]:
+    """What a `debatebot` subprocess runs with: this checkout, the fake model, `settings`."""
+    return {
         "PYTHONPATH": str(ROOT),
         "DEBATEBOT_DATABASE_URL": database,
         "DEBATEBOT_PROVIDER": "fake",
         "PATH": os.environ.get("PATH", ""),
         **{f"DEBATEBOT_{name.upper()}": value for name, value in settings.items()},
     }
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "bot.cli", "mcp", "--allow-dir", str(allowed), *flags],
-        env=env,
-        cwd=str(ROOT),
-    )
-    async with Client(params) as connected:
-        yield connected
 
 
 async def call(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -252,3 +261,154 @@ async def test_a_listener_hears_when_the_debate_resource_changes(
     assert isinstance(event, ResourceUpdated)
     assert event.uri == "debate://1"
     assert after["state"] == "finished"
+
+
+async def test_cancel_debate_stops_a_debate_once_and_refuses_a_finished_or_unknown_one(
+    database: str, allowed: Path
+) -> None:
+    # --no-run: the debate waits queued, so both cancels meet it unfinished.
+    async with serving(database, allowed, "--no-run") as client:
+        started = await call(client, "start_debate", {"question": "Adopt ADR-7?"})
+        debate_id = started["id"]
+        first = await call(client, "cancel_debate", {"id": debate_id})
+        again = await call(client, "cancel_debate", {"id": debate_id})
+        unknown = await refused(client, "cancel_debate", {"id": 4242})
+    assert first["new_request"] is True
+    assert first["cancelled_from"] == "mcp"
+    assert first["cancelled_by"].startswith("mcp:")
+    assert f"call wait_for_debate with id {debate_id}" in first["next"]
+    assert again["new_request"] is False
+    assert again["cancelled_by"] == first["cancelled_by"]
+    assert again["next"].startswith(
+        f"a cancel was already asked (stopped by {first['cancelled_by']}"
+    )
+    assert "over MCP" in again["next"]
+    assert unknown.endswith(
+        "cancel_debate: there is no debate 4242; `list_debates` shows the ids there are"
+    )
+
+    # A worker claims it and ends it as cancelled without a model call.
+    worker = await anyio.run_process(
+        [sys.executable, "-m", "bot.cli", "worker", "--exit-when-idle"],
+        env=environment(database),
+        cwd=str(ROOT),
+        check=False,
+    )
+    assert worker.returncode == 0, worker.stderr
+
+    async with serving(database, allowed, "--no-run") as client:
+        ended = await call(client, "get_debate", {"id": debate_id})
+        finished = await refused(client, "cancel_debate", {"id": debate_id})
+    assert ended["state"] == "finished"
+    assert ended["outcome"] == "CANCELLED"
+    assert ended["turns_so_far"] == 0
+    assert finished.endswith(
+        f"cancel_debate: debate {debate_id} has already finished (cancelled); there is nothing"
+        f" to stop; call get_debate with id {debate_id} for its verdict"
+    )
+
+
+ADR = "# 12. Use PostgreSQL for the order service\n\nWe keep orders in PostgreSQL.\n"
+
+
+async def test_start_debate_reads_a_github_link_and_refuses_one_it_cannot_read_in_words(
+    database: str, allowed: Path
+) -> None:
+    github, elsewhere = GitHubEmulator(), OtherHost()
+    await github.start()
+    await elsewhere.start()
+    github.add_file("acme/orders", "abc1234", "docs/adr/0012-postgres.md", ADR)
+    file_link = f"{github.url}/acme/orders/blob/abc1234/docs/adr/0012-postgres.md"
+    hosts = {
+        "github_url": github.url,
+        "github_api_url": f"{github.url}/api/v3",
+        "github_token": github.token,
+    }
+    try:
+        async with serving(database, allowed, "--no-run", **hosts) as client:
+            started = await call(
+                client, "start_debate", {"question": "Adopt ADR-12?", "link": file_link}
+            )
+            private = await refused(
+                client,
+                "start_debate",
+                {
+                    "question": "Q?",
+                    "link": f"{github.url}/acme/gone/blob/abc1234/docs/adr/1.md",
+                },
+            )
+            foreign = await refused(
+                client, "start_debate", {"question": "Q?", "link": "https://example.org/adr.md"}
+            )
+            dotted = await refused(
+                client,
+                "start_debate",
+                {"question": "Q?", "link": f"{github.url}/acme/orders/blob/abc1234/%2e%2e/x.md"},
+            )
+            github.fail(redirect(elsewhere.url))
+            moved = await refused(client, "start_debate", {"question": "Q?", "link": file_link})
+    finally:
+        await github.stop()
+        await elsewhere.stop()
+
+    engine = make_engine(database)
+    with Session(engine) as session:
+        stored = session.exec(select(Debate)).one()
+    engine.dispose()
+    assert stored.id == started["id"]
+    assert stored.link == file_link
+    (document,) = json.loads(stored.spec_json)["context"]
+    assert document["title"] == "docs/adr/0012-postgres.md @ abc1234"
+    assert document["text"] == ADR
+
+    assert "I cannot see `acme/gone/docs/adr/1.md@abc1234` on GitHub" in private
+    assert "Give the bot a token that can read it (DEBATEBOT_GITHUB_TOKEN)" in private
+    assert "is not a link to a file (…/blob/REF/PATH) or a pull or merge request" in foreign
+    assert "(DEBATEBOT_GITHUB_URL, DEBATEBOT_GITLAB_URL)" in foreign
+    assert "which could reach outside the repository on GitHub" in dotted
+    assert "the bot never follows a redirect with its token" in moved
+    assert "DEBATEBOT_GITHUB_API_URL" in moved
+    # The token went to the configured API only: the redirect was not followed at all.
+    assert elsewhere.requests == []
+    assert all(request.startswith("GET /api/v3/repos/acme/") for request in github.requests)
+
+
+async def test_an_escalated_debate_run_over_stdio_owes_only_its_review_request_to_the_channel(
+    database: str, allowed: Path
+) -> None:
+    """The stdio server runs the debate; its ending stages the review request for the agents'
+    review channel (`serve` or a worker delivers it) and nothing else. A Slack reviewer's
+    decision is stamped with the workspace the click came from while the debate is still
+    `pending`; the agent reads it all the same."""
+    slack = {"mcp_review_channel": "CREVIEW1", "slack_bot_token": "xoxb-1234567890-abcdefghijkl"}
+    # Every verdict below full confidence escalates.
+    async with serving(database, allowed, escalation_threshold="1.0", **slack) as client:
+        started = await call(client, "start_debate", {"question": "Adopt ADR-7?"})
+        waited = await call(client, "wait_for_debate", {"id": started["id"], "timeout_s": 50})
+        engine = make_engine(database)
+        with session_scope(engine, workspace=EVERY_WORKSPACE) as session:
+            owed = list(session.exec(select(Outbox)))
+            escalation = reviews.escalation_for(session, debate_id=started["id"])
+            assert escalation is not None
+            assert escalation.id is not None
+            escalation_id = escalation.id
+        with session_scope(engine, workspace=Workspace(team_id="T1", with_pending=True)) as s:
+            reviews.record_review(
+                s,
+                escalation_id=escalation_id,
+                reviewer="UREVIEW",
+                decision=EscalationState.REJECTED,
+                note="Not without a rollback plan.",
+            )
+            s.commit()
+        engine.dispose()
+        after = await call(client, "get_debate", {"id": started["id"]})
+    assert waited["escalate"] is True
+    assert waited["review"]["state"] == "open"
+    assert "the review request is in Slack channel CREVIEW1" in waited["review"]["people_deciding"]
+    assert [(row.key, row.channel_id, row.target) for row in owed] == [
+        ("review", "CREVIEW1", OutboxTarget.CHANNEL)
+    ]
+    assert after["review"]["decision"] == "rejected"
+    assert after["review"]["reviewer"] == "UREVIEW"
+    assert after["review"]["note"] == "Not without a rollback plan."

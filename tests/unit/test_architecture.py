@@ -53,6 +53,7 @@ def test_vendor_sdks_only_inside_engine_providers(path: Path) -> None:
 BOT_LAYERS: list[tuple[str, ...]] = [
     (
         "bot.settings",
+        "bot.settings_checks",
         "bot.secrets",
         "bot.logs",
         "bot.metrics",

@@ -243,3 +243,20 @@ def test_a_bad_setting_is_refused_in_a_sentence_naming_the_variable(
     assert capsys.readouterr().err == (
         "debatebot: invalid setting: DEBATEBOT_JUDGES must be at most 5; got '9'\n"
     )
+
+
+@pytest.mark.parametrize("command", [["mcp"], ["web"], ["worker"]])
+def test_an_agents_review_channel_without_slack_is_refused_at_start_up(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    monkeypatch.setenv("DEBATEBOT_MCP_REVIEW_CHANNEL", "C0REVIEW1")
+    monkeypatch.delenv("DEBATEBOT_SLACK_BOT_TOKEN", raising=False)
+    assert main(command) == 1
+    assert capsys.readouterr().err == (
+        "debatebot: invalid setting: DEBATEBOT_MCP_REVIEW_CHANNEL is set but this deployment"
+        " has no Slack bot token (DEBATEBOT_SLACK_BOT_TOKEN) to post review requests with: set"
+        " the bot token of the workspace that channel is in, or unset"
+        " DEBATEBOT_MCP_REVIEW_CHANNEL (agents are still told when people must decide)\n"
+    )
+    monkeypatch.setenv("DEBATEBOT_SLACK_BOT_TOKEN", "xoxb-1234567890-abcdefghijkl")
+    assert Settings().mcp_review_channel == "C0REVIEW1"

@@ -23,10 +23,12 @@ async def submit_debate(
     budget_usd: float | None,
     stances: tuple[tuple[str, ...], tuple[str, ...]],
     requested_by: str,
+    link: str | None = None,
 ) -> int:
     """Admit and queue one debate for `requested_by` (an `mcp:` identity, so the per-person
     in-flight limit counts an agent's debates), with `stances` (for, against) for the stances
-    protocol; its id. NotAdmittedError says why not."""
+    protocol, and the GitHub or GitLab `link` the context came from (its pull request gets the
+    verdict, as for a link posted in Slack); its id. NotAdmittedError says why not."""
     started = await intake.submit(
         DebateRequest(
             trigger_key=f"mcp:{uuid.uuid4()}",
@@ -42,6 +44,7 @@ async def submit_debate(
             ),
             origin=Origin(OriginKind.MCP),
             requested_by=requested_by,
+            link=link,
         )
     )
     assert started.debate.id is not None

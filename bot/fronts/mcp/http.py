@@ -1,7 +1,8 @@
-"""MCP over Streamable HTTP at `/mcp`, for `debatebot serve`'s HTTP port: the SDK's own
-transport app behind the bearer gate (`auth`). The SDK's session manager needs a running task
-group for as long as requests arrive; `running()` holds it for the hosting process (its HTTP
-server runs without ASGI lifespan events, so the SDK's lifespan would never start it)."""
+"""MCP over Streamable HTTP at `/mcp`, for `debatebot serve`'s HTTP port and `debatebot web`'s:
+the SDK's own transport app behind the bearer gate (`auth`). The SDK's session manager needs a
+running task group for as long as requests arrive; `running()` holds it for the hosting process
+(its HTTP server runs without ASGI lifespan events, so the SDK's lifespan would never start
+it)."""
 
 from __future__ import annotations
 
@@ -11,23 +12,29 @@ from collections.abc import AsyncIterator
 
 from mcp.server.mcpserver import MCPServer
 
-from bot.fronts.mcp.auth import AuthConfigError, BearerGate, Receive, Scope, Send, bearer_token
+from bot.fronts.mcp.auth import AuthConfigError, BearerGate, Receive, Scope, Send, bearer_tokens
+from bot.fronts.mcp.paths import AllowedDirs
+from bot.fronts.mcp.reading import Reader
 from bot.fronts.mcp.server import McpFront, build_server
+from bot.hosts.clients import HostClients
+from bot.intake.intake import Intake
 
 log = logging.getLogger(__name__)
 
 PATH = "/mcp"
+AGENT = "mcp:http"
+"""Who a debate asked for over HTTP is requested by (and a cancel made there, made by)."""
 
 
 class McpHttp:
     """The `/mcp` endpoint: `__call__` serves a request, `running()` keeps the SDK's session
     manager alive around the server that routes to it."""
 
-    def __init__(self, server: MCPServer, *, token: str | None, host: str) -> None:
+    def __init__(self, server: MCPServer, *, tokens: tuple[str, ...], host: str) -> None:
         # `host` lets the SDK turn on its DNS-rebinding check for a loopback listener.
         self.app = server.streamable_http_app(streamable_http_path=PATH, host=host)
         self.server = server
-        self.gate = BearerGate(self.app, token)
+        self.gate = BearerGate(self.app, tokens)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -38,12 +45,24 @@ class McpHttp:
         await self.gate(scope, receive, send)
 
 
-def mcp_over_http(front: McpFront, *, token: str | None, host: str) -> McpHttp | None:
-    """`/mcp` for a server listening on `host`; None (logged) when `host` is not the loopback
-    address and no token is set, so MCP is never open to the network unauthenticated."""
+def mcp_over_http(
+    intake: Intake,
+    *,
+    reader: Reader,
+    hosts: HostClients | None,
+    tokens: tuple[str, ...],
+    host: str,
+) -> McpHttp | None:
+    """`/mcp` for a server listening on `host`, admitting through `intake` (its debates run by
+    the process's workers; context is text or a link, never a file); None (logged) when `host`
+    is not the loopback address and no token is set, so MCP is never open to the network
+    unauthenticated."""
     try:
-        required = bearer_token(token, host=host)
+        required = bearer_tokens(tokens, host=host)
     except AuthConfigError as error:
         log.info("no /mcp: %s", error)
         return None
-    return McpHttp(build_server(front), token=required, host=host)
+    front = McpFront(
+        intake=intake, reader=reader, allowed=AllowedDirs([]), requested_by=AGENT, hosts=hosts
+    )
+    return McpHttp(build_server(front), tokens=required, host=host)

@@ -9,19 +9,24 @@ from typing import Any
 from sqlalchemy import Engine, func
 from sqlmodel import col, select
 
-from bot.store import verify
+from bot.store import reviews, verify
 from bot.store.audit import ChainReport
 from bot.store.db import session_scope
 from bot.store.debate_tables import Debate, DebateSource, DebateState, Turn
 from bot.store.errors import DebateNotFoundError
 from bot.store.export import export_record, verify_export
-from bot.store.tenancy import PENDING_WORKSPACE, Workspace
+from bot.store.tenancy import EVERY_WORKSPACE, PENDING_WORKSPACE, Workspace
 
 EXPORT_PARTS = ("debate", "spec", "turn_rows", "verdict_row")
 
 
 class UnknownDebateError(Exception):
     """No debate has the id an agent gave; the message says how to find one."""
+
+
+def no_such_debate(debate_id: int) -> str:
+    """What an agent is told for an id no debate has."""
+    return f"there is no debate {debate_id}; `list_debates` shows the ids there are"
 
 
 class Reader:
@@ -41,19 +46,28 @@ class Reader:
             try:
                 record = export_record(session, debate_id=debate_id, key=self.key)
             except DebateNotFoundError:
-                raise UnknownDebateError(
-                    f"there is no debate {debate_id}; `list_debates` shows the ids there are"
-                ) from None
+                raise UnknownDebateError(no_such_debate(debate_id)) from None
+        if record["escalation"] is not None and not record["reviews"]:
+            record["reviews"] = self._decisions(debate_id)
         return summary(record)
+
+    def _decisions(self, debate_id: int) -> list[dict[str, Any]]:
+        """The decisions on this debate's review wherever they are stamped: a debate asked
+        before the deployment knew its workspace's id stays `pending` (bot.store.tenancy),
+        while a Slack reviewer's decision is stamped with the workspace the click came from.
+        A debate's id is unique in the database, so this reads nothing of another debate."""
+        with session_scope(self.engine, workspace=EVERY_WORKSPACE) as session:
+            return [
+                review.model_dump(mode="json")
+                for review in reviews.reviews_for(session, debate_id=debate_id)
+            ]
 
     def progress(self, debate_id: int) -> tuple[bool, int]:
         """Whether the debate finished, and how many turns it has recorded so far."""
         with session_scope(self.engine, workspace=self.workspace) as session:
             debate = session.get(Debate, debate_id)
             if debate is None:
-                raise UnknownDebateError(
-                    f"there is no debate {debate_id}; `list_debates` shows the ids there are"
-                )
+                raise UnknownDebateError(no_such_debate(debate_id))
             recorded = session.exec(
                 select(func.count()).select_from(Turn).where(Turn.debate_id == debate_id)
             ).one()
@@ -82,9 +96,7 @@ class Reader:
         """The audit check of a stored debate (`debatebot audit verify ID`)."""
         with session_scope(self.engine, workspace=self.workspace) as session:
             if session.get(Debate, debate_id) is None:
-                raise UnknownDebateError(
-                    f"there is no debate {debate_id}; `list_debates` shows the ids there are"
-                )
+                raise UnknownDebateError(no_such_debate(debate_id))
             return report(verify.verify_chain(session, debate_id=debate_id, key=self.key))
 
     def verify_upload(self, record: dict[str, Any]) -> dict[str, Any]:
@@ -153,8 +165,45 @@ def summary(record: dict[str, Any]) -> dict[str, Any]:
             f"call verify_record with id {debate_id}, or run `debatebot audit verify {debate_id}`"
         ),
     )
-    if verdict["escalate"]:
+    review = _review(record)
+    if review is not None:
+        answer["review"] = review
+    return answer
+
+
+def _review(record: dict[str, Any]) -> dict[str, Any] | None:
+    """Whether people are deciding the verdict, where, and once they have, their decision;
+    None when nobody reviews it."""
+    escalation = record["escalation"]
+    if escalation is None:
+        return None
+    channel = record["debate"].get("review_channel_id") or record["debate"].get("channel_id")
+    where = (
+        f"the review request is in Slack channel {channel}, whose reviewers decide"
+        if channel
+        else "no Slack channel is asked (DEBATEBOT_MCP_REVIEW_CHANNEL is not set): a person"
+        " decides on the debatebot web page"
+    )
+    answer: dict[str, Any] = {
+        "state": escalation["state"],
+        "sample": escalation["sample"],
+        "reasons": escalation["reasons"],
+        "channel": channel,
+    }
+    decided = record["reviews"][-1] if record["reviews"] else None
+    if decided is None:
         answer["people_deciding"] = (
-            "the verdict is escalated: people are to decide; do not act on it alone"
+            f"people are deciding this verdict: {where}. Do not act on the verdict alone;"
+            " call get_debate again later for their decision"
+            if not escalation["sample"]
+            else f"drawn at random for a calibration review ({where}); the verdict stands"
         )
+        return answer
+    answer.update(
+        decision=decided["decision"],
+        reviewer=decided["reviewer"],
+        note=decided["note"],
+        decided_at=decided["created_at"],
+        people_decided=f"{decided['reviewer']} decided: {decided['decision']}",
+    )
     return answer

@@ -18,9 +18,12 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
 from pydantic import Field
 
+from bot.fronts.mcp import stopping
 from bot.fronts.mcp.admission import submit_debate
+from bot.fronts.mcp.linking import MAX_LINK_CHARS, LinkRefusedError, read_link
 from bot.fronts.mcp.paths import AllowedDirs, PathRefusedError
 from bot.fronts.mcp.reading import Reader, UnknownDebateError
+from bot.hosts.clients import HostClients
 from bot.intake.errors import NotAdmittedError
 from bot.intake.intake import Intake
 from bot.store.debate_tables import DebateSource
@@ -39,15 +42,16 @@ Progress = Callable[[int], Awaitable[None]]
 @dataclass
 class McpFront:
     """What the tools work with: the intake, the store reader, the allowed directories, and
-    `run` (run an admitted debate in this process; None leaves it to the workers). `bus`
-    carries `debate://ID` updates to clients listening (`subscriptions/listen`) when a debate
-    run here finishes."""
+    `run` (run an admitted debate in this process; None leaves it to the workers), and the code
+    hosts' clients that read a `link` (None: links are refused). `bus` carries `debate://ID`
+    updates to clients listening (`subscriptions/listen`) when a debate run here finishes."""
 
     intake: Intake
     reader: Reader
     allowed: AllowedDirs
     requested_by: str
     run: Callable[[int], Coroutine[Any, Any, None]] | None = None
+    hosts: HostClients | None = None
     poll_s: float = 0.2
     running: set[asyncio.Task[None]] = field(default_factory=set)
     bus: InMemorySubscriptionBus = field(default_factory=InMemorySubscriptionBus)
@@ -141,6 +145,19 @@ def _documents(
     return tuple(documents)
 
 
+async def _linked(front: McpFront, link: str | None) -> tuple[str | None, list[ContextDocument]]:
+    """The link as stored with the debate and what it gave; ToolError saying why not."""
+    if link is None:
+        return None, []
+    if front.hosts is None:
+        raise ToolError("this server reads no links; pass the text as `context` instead")
+    try:
+        linked = await read_link(front.hosts, link)
+    except LinkRefusedError as error:
+        raise ToolError(str(error)) from None
+    return linked.url, list(linked.documents)
+
+
 def build_server(front: McpFront) -> MCPServer:
     """The MCP server over `front`; the caller picks the transport (stdio, Streamable HTTP)."""
     server = MCPServer(
@@ -148,8 +165,10 @@ def build_server(front: McpFront) -> MCPServer:
         subscriptions=front.bus,
         instructions=(
             "Ask debatebot to debate a contested decision (an ADR, a design, a pull request):"
-            " start_debate answers at once with an id; then wait_for_debate (loop while it"
-            " says not finished) or get_debate. An escalated verdict means people decide."
+            " start_debate answers at once with an id; then call wait_for_debate with it, again"
+            " while it answers `finished: false` (this server creates no MCP tasks), or"
+            " get_debate; cancel_debate stops one. An escalated verdict means people decide:"
+            " `review` in the answer says who and, once they have, what they decided."
         ),
     )
 
@@ -157,8 +176,10 @@ def build_server(front: McpFront) -> MCPServer:
         description=(
             "Start a structured multi-agent debate on a decision and return its id at once"
             " (the debate runs in the background). Give the decision as `question`; evidence as"
-            " `context` (texts) or `context_files` (paths under the directories this server"
-            " allows). Then call wait_for_debate with the id until `finished` is true."
+            " `context` (texts), `context_files` (paths under the directories this server"
+            " allows) or `link` (a GitHub or GitLab file or pull/merge request). The answer is"
+            " not an MCP task: call wait_for_debate with the id, again while it answers"
+            " `finished: false`."
             f" Protocols: {_protocols_text()}."
         )
     )
@@ -176,6 +197,16 @@ def build_server(front: McpFront) -> MCPServer:
         context_files: Annotated[
             list[str] | None,
             Field(description="paths of documents under the allowed directories (stdio only)"),
+        ] = None,
+        link: Annotated[
+            str | None,
+            Field(
+                max_length=MAX_LINK_CHARS,
+                description=(
+                    "a GitHub or GitLab link to a file (e.g. an ADR) or a pull/merge request,"
+                    " whose ADR files and description the debate reads"
+                ),
+            ),
         ] = None,
         protocol: Annotated[
             str | None,
@@ -205,16 +236,20 @@ def build_server(front: McpFront) -> MCPServer:
             raise ToolError("`question` is empty: give the decision to debate, e.g. 'Adopt ADR-7?'")
         _checked_args(protocol, rounds, budget_usd)
         documents = await asyncio.to_thread(_documents, front, context or [], context_files or [])
+        url, linked = await _linked(front, link)
+        if len(documents) + len(linked) > MAX_DOCUMENTS:
+            raise ToolError(f"too many context documents: at most {MAX_DOCUMENTS} in all")
         try:
             debate_id = await submit_debate(
                 front.intake,
                 question=question,
-                context=documents,
+                context=(*linked, *documents),
                 protocol=protocol,
                 rounds=rounds,
                 budget_usd=budget_usd,
                 stances=(tuple(stances_for or ()), tuple(stances_against or ())),
                 requested_by=front.requested_by,
+                link=url,
             )
         except NotAdmittedError as error:
             raise ToolError(str(error)) from None
@@ -229,8 +264,9 @@ def build_server(front: McpFront) -> MCPServer:
     @server.tool(
         description=(
             "A debate's state and turns so far; once finished, its verdict (decision, synthesis,"
-            " confidence with its components, flags, cost, whether people must decide) and how"
-            " to verify its record."
+            " confidence with its components, flags, cost) and how to verify its record. When"
+            " the verdict is escalated, `review` says people are deciding and where (do not act"
+            " on the verdict alone; ask again later), then who decided what."
         )
     )
     async def get_debate(
@@ -242,7 +278,8 @@ def build_server(front: McpFront) -> MCPServer:
         description=(
             "Wait until a debate finishes or `timeout_s` passes (at most"
             f" {MAX_WAIT_S} seconds), then answer as get_debate does plus `finished`. If"
-            " `finished` is false, call it again. With a progress token, each recorded turn is"
+            " `finished` is false, call it again: this is how every client follows a debate"
+            " (the server creates no MCP tasks). With a progress token, each recorded turn is"
             " reported as progress."
         )
     )
@@ -265,6 +302,25 @@ def build_server(front: McpFront) -> MCPServer:
         answer = await _read(front, id)
         answer["finished"] = finished
         return answer
+
+    @server.tool(
+        description=(
+            "Stop a debate: it ends as cancelled before its next model call (asking again"
+            " changes nothing). Refused for a debate that has already finished."
+        )
+    )
+    async def cancel_debate(
+        id: Annotated[int, Field(description="the debate's id")],
+    ) -> dict[str, Any]:
+        try:
+            return await stopping.cancel_debate(
+                front.reader.engine,
+                workspace=front.reader.workspace,
+                debate_id=id,
+                by=front.requested_by,
+            )
+        except stopping.CancelError as error:
+            raise ToolError(str(error)) from None
 
     @server.tool(description="The newest debates (id, state, source, question, decision, cost).")
     async def list_debates(

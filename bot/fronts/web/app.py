@@ -42,6 +42,7 @@ from bot.fronts.web.guard import (
     CSRF_FIELD,
     SECURITY_HEADERS,
     SESSION_COOKIE,
+    ASGIApp,
     BodyLimit,
     Guard,
     WebError,
@@ -105,7 +106,9 @@ def templates() -> Environment:
     )
 
 
-def build_app(door: WebDoor) -> Starlette:
+def build_app(door: WebDoor, *, mcp: ASGIApp | None = None) -> Starlette:
+    """The page and API over `door`; with `mcp`, MCP over Streamable HTTP at `/mcp` too (its
+    own bearer gate, bot.fronts.mcp.auth; this app's body limit and headers around it)."""
     env = templates()
     env.globals["views"] = html.blocks
 
@@ -419,6 +422,7 @@ def build_app(door: WebDoor) -> Starlette:
             Route("/openapi.json", openapi),
             Route("/.well-known/debatebot-keys.json", public_keys),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+            *([Route("/mcp", mcp)] if mcp is not None else []),
         ],
         exception_handlers={WebError: on_web_error, StoreError: on_store_error},
     )

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import json
 import secrets
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -15,6 +14,7 @@ from typing import Any
 
 from starlette.requests import Request
 
+from bot.fronts.listening import is_loopback
 from bot.secrets import secret_value
 from bot.settings import Settings, SettingsError
 
@@ -55,16 +55,6 @@ class BodyTooLargeError(WebError):
         super().__init__(
             413, f"the request is larger than the {limit // 1024:,} KB this server reads"
         )
-
-
-def is_loopback(host: str) -> bool:
-    """Whether `host` only accepts connections from this machine."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def web_token(settings: Settings, host: str) -> str | None:
