@@ -19,6 +19,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from bot.fronts.mcp.auth import AuthConfigError, bearer_tokens
+from bot.fronts.mcp.body_cap import MAX_BODY_BYTES
 from bot.fronts.mcp.http import McpHttp
 from bot.messages import action_ids
 from bot.runtime import check_bot_token
@@ -259,3 +260,36 @@ async def test_over_serve_a_link_is_read_and_a_running_debate_is_cancelled(
     (text,) = again.content
     assert text.type == "text"
     assert "has already finished (cancelled); there is nothing to stop" in text.text
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["content-length", "chunked"])
+async def test_a_body_past_the_cap_is_refused_before_the_sdk_reads_it(
+    start_bot: BotFactory, declared: bool
+) -> None:
+    """The SDK's transport reads a body whole with no bound: `/mcp` refuses one past its cap,
+    whether it says its length or streams without one, and a normal call still works after."""
+    bot = await start_bot(mcp_token=TOKEN)
+    call_body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "start_debate", "arguments": {"question": "x" * MAX_BODY_BYTES}},
+    }
+    payload = json.dumps(call_body).encode()
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for start in range(0, len(payload), 64 * 1024):
+            yield payload[start : start + 64 * 1024]
+
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Authorization": f"Bearer {TOKEN}",
+        "Content-Type": "application/json",
+    }
+    async with mounted(bot) as (_, url), httpx2.AsyncClient(timeout=60) as http:
+        answer = await http.post(url, headers=headers, content=payload if declared else chunks())
+        assert answer.status_code == 413
+        assert f"larger than the {MAX_BODY_BYTES:,} bytes" in answer.json()["error"]["message"]
+        async with client(url, TOKEN) as connected:
+            started = await call(connected, "start_debate", {"question": "Adopt ADR-7?"})
+    assert [d.id for d in bot.debates()] == [started["id"]]

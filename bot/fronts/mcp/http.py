@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from mcp.server.mcpserver import MCPServer
 
 from bot.fronts.mcp.auth import AuthConfigError, BearerGate, Receive, Scope, Send, bearer_tokens
+from bot.fronts.mcp.body_cap import BodyCap
 from bot.fronts.mcp.paths import AllowedDirs
 from bot.fronts.mcp.reading import Reader
 from bot.fronts.mcp.server import McpFront, build_server
@@ -34,7 +35,8 @@ class McpHttp:
         # `host` lets the SDK turn on its DNS-rebinding check for a loopback listener.
         self.app = server.streamable_http_app(streamable_http_path=PATH, host=host)
         self.server = server
-        self.gate = BearerGate(self.app, tokens)
+        # Authenticated before anything of the body is read; capped before the SDK reads it.
+        self.gate = BearerGate(BodyCap(self.app), tokens)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:

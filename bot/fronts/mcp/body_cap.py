@@ -1,0 +1,90 @@
+"""A size cap on what `/mcp` reads: the SDK's Streamable HTTP transport reads a request's body
+whole with no bound, so a request larger than `limit` is refused before the SDK sees it, by its
+Content-Length when it gives one, else as soon as the bytes that arrive pass the limit (the
+body is held, at most `limit` bytes, and handed on once complete)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import MutableMapping
+from typing import Any
+
+from bot.fronts.mcp.auth import ASGIApp, Receive, Scope, Send
+from engine.models import MAX_CONTEXT_CHARS
+
+MAX_BODY_BYTES = 6 * MAX_CONTEXT_CHARS + 256 * 1024
+"""A `start_debate` with a context at the intake's limit, each character JSON-escaped at worst
+as `\\u00XX` (6 bytes), and room for the rest of the call: anything larger the intake would
+refuse anyway."""
+TOO_LARGE = -32600  # JSON-RPC's "Invalid Request"
+
+
+class BodyCap:
+    """Passes a request to `app` only when its body is at most `limit` bytes; a larger one gets
+    a 413 with a JSON-RPC error naming the limit."""
+
+    def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope.get("headers") or []).get(b"content-length", b"")
+        if length.isdigit() and int(length) > self.limit:
+            await self._refuse(send)
+            return
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                # The client went away before its body was whole: nothing to answer.
+                return
+            body += message.get("body", b"")
+            if len(body) > self.limit:
+                await self._refuse(send)
+                return
+            if not message.get("more_body", False):
+                break
+        await self.app(scope, _replaying(bytes(body), receive), send)
+
+    async def _refuse(self, send: Send) -> None:
+        error = {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {
+                "code": TOO_LARGE,
+                "message": f"the request is larger than the {self.limit:,} bytes this server"
+                " reads; send less context (the intake's limit is"
+                f" {MAX_CONTEXT_CHARS:,} characters) or pass it as a link",
+            },
+        }
+        payload = json.dumps(error).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(payload)).encode()),
+                    (b"connection", b"close"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": payload})
+
+
+def _replaying(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that gives the held body once, then whatever the client sends next (its
+    disconnect)."""
+    given = False
+
+    async def replay() -> MutableMapping[str, Any]:
+        nonlocal given
+        if given:
+            return await receive()
+        given = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
