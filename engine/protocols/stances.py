@@ -60,6 +60,7 @@ from engine.prompts import PromptLibrary
 from engine.protocols.base import (
     Asker,
     Ending,
+    built_once,
     choice_enum,
     common_verdict,
     finish,
@@ -113,6 +114,7 @@ class JudgeDecisionBase(BaseModel):
     confidence_level: ConfidenceLevel
 
 
+@built_once
 def judge_type(labels: list[str]) -> type[JudgeDecisionBase]:
     """The judge's schema with `winner` and each score's stance restricted to the debaters'
     labels (`winner` may be null), and every label scored once."""
