@@ -30,6 +30,7 @@ from typing import TypeVar
 from pydantic import BaseModel
 
 from engine.bound import PromptHistory
+from engine.cache_plan import CacheMarks, Plan, Planned
 from engine.envelope import Envelope
 from engine.errors import DebateHaltedError, EngineError
 from engine.events import DebateEvent, EventSink, TurnFinished, TurnStarted
@@ -208,6 +209,12 @@ class TurnLedger:
             spec.budget_usd, spent_usd=sum(t.cost_usd for t in self._recorded.values())
         )
         self.history = PromptHistory()
+        self.plan: Plan | None = None
+
+    def planned(self, calls: Sequence[Planned]) -> None:
+        """The calls the protocol will make, in order, so each is marked for the vendor's
+        cache only where a later call reads it (`engine/cache_plan.py`)."""
+        self.plan = Plan(self.spec, calls)
 
     async def emit(self, event: DebateEvent) -> None:
         await self.sink(event)
@@ -253,6 +260,11 @@ class TurnLedger:
             what=f"{who} to {settings.provider}:{settings.model}",
             history=self.history,
         )
+        marks = CacheMarks()
+        if self.plan is not None:
+            marks = self.plan.marks(
+                round=round, role=role, speaker=speaker, model=settings, breaks=list(shared_breaks)
+            )
         request = LLMRequest(
             messages=messages,
             model=settings.model,
@@ -263,6 +275,8 @@ class TurnLedger:
             schema_name=output_type.__name__,
             envelope=envelope,
             shared_breaks=list(shared_breaks),
+            cache_preamble=marks.preamble,
+            cache_breaks=marks.so_far,
         )
         # Checked before the turn is announced; the call itself holds its worst case (a
         # concurrent call may have taken the room meanwhile).

@@ -52,6 +52,11 @@ class LLMRequest(BaseModel):
     """Where the text that later turns of the same round repeat (the debate so far, section by
     section) ends in the first message after the stable prefix: ascending character offsets.
     A provider whose cache works on content blocks (Anthropic) can split the message there."""
+    cache_preamble: bool = True
+    """Whether the stable prefix is worth marking for a cache that bills its writes (Anthropic):
+    a later call of the debate reads it, or an earlier one wrote it (`engine/cache_plan.py`)."""
+    cache_breaks: list[int] | None = None
+    """Of `shared_breaks`, those worth marking for such a cache; None: the last one."""
 
 
 class Completion(BaseModel):
