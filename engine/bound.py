@@ -122,6 +122,11 @@ class PromptHistory:
         if not earlier:
             return loose
         prompt = flat_prompt(request)
+        beside = beside_messages_bound(request) + REQUEST_OVERHEAD_TOKENS
+        instruction = 0
+        if request.envelope is not None:
+            # Sent after the last message, so never part of the shared lines.
+            instruction = len(request.envelope.instruction().encode("utf-8"))
         best = loose
         for counted in earlier:
             shared = line_start(prompt, common_prefix(prompt, counted.prompt))
@@ -131,10 +136,8 @@ class PromptHistory:
             # message it starts or ends (a line cut near a message's framing).
             rest = len(prompt[shared:].encode("utf-8"))
             rest += MESSAGE_OVERHEAD_TOKENS * (prompt.count(PROMPT_SEPARATOR, shared) + 1)
-            if request.envelope is not None:
-                # Sent after the last message, so never part of the shared lines.
-                rest += len(request.envelope.instruction().encode("utf-8"))
+            rest += instruction
             if not counted.same_schema(request):
-                rest += beside_messages_bound(request) + REQUEST_OVERHEAD_TOKENS
+                rest += beside
             best = min(best, counted.input_tokens + rest)
         return best

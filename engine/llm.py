@@ -13,9 +13,9 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Annotated, Any, Generic, Literal, Protocol, TypeVar
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, SkipValidation, ValidationError
 
 from engine.envelope import Envelope
 from engine.errors import StructuredOutputError
@@ -42,7 +42,9 @@ class LLMRequest(BaseModel):
     max_tokens: int = Field(default=1024, ge=1)
     effort: Effort | None = None
     """The role's thinking effort, for providers whose model takes one."""
-    output_schema: dict[str, Any] | None = None
+    output_schema: Annotated[dict[str, Any] | None, SkipValidation] = None
+    """Kept as given, not validated into a copy: it is the one dict `output_schema` built for
+    its type, shared by every call (its size is remembered per dict, `_json_bytes`)."""
     schema_name: str | None = None
     envelope: Envelope | None = None
     """The debate's shared output schema and this call's key in it: providers whose vendor
@@ -129,8 +131,8 @@ _SCHEMA_BYTES: dict[int, tuple[dict[str, Any], int]] = {}
 
 
 def _json_bytes(schema: dict[str, Any]) -> int:
-    """`schema`'s size as JSON. Remembered per dict: every call of a type shares the one
-    `output_schema` built for it, and serialising it again on every call's bound was a
+    """`schema`'s size as JSON. Remembered per dict (up to 1,024): every call of a type shares
+    the one `output_schema` built for it, and serialising it again on every call's bound was a
     measurable share of a worker's CPU. The dict is kept beside its size so its id is not
     reused by another while remembered."""
     known = _SCHEMA_BYTES.get(id(schema))
