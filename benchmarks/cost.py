@@ -30,6 +30,12 @@ the moderator's model and ≤ 5× one on the debaters' model; the vendor bill �
 cache's on the long case; three rounds ≤ 2.2× one round. Beside the first two, what no cache
 lowers: the debate's output alone, and the moderator's calls alone when its model is another.
 
+Beside each scenario (`benchmarks/cost_checks.py`): `c÷n`, the vendor bill ÷ the same calls
+billed with no cache (goal ≤ 1: no cache entry paid for in vain), and `b÷a`, the budget's input
+bound before each call ÷ the input tokens the stand-in reported for it (bytes / 4: simulated
+usage, no vendor key), for each model's first call in the debate and for the calls after it
+(goal ≤ 1.5).
+
 Judging: every debate runs with the shipped number of independent judges (`DEBATEBOT_JUDGES`,
 1), which the goals are checked with, and again with none (`--judges 0`); after each case's
 table, what the judging adds to each debate: its calls, tokens and dollars, and the dollars as a

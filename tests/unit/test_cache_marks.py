@@ -18,6 +18,7 @@ from engine.providers.anthropic_messages import Shape, build_params
 from engine.providers.fake import SchemaFillingLLM
 from engine.providers.schemas import StructuredMode
 from engine.runner import run_debate
+from engine.single import single_review
 from tests.helpers import shipped_prompts
 
 HAIKU = ModelSettings(provider="fake", model="haiku")
@@ -98,3 +99,17 @@ async def test_a_debate_with_another_round_to_come_keeps_what_that_round_reads()
     # No round's debate so far is read by the next (it becomes a record), so the round's last
     # call on the debaters' model still writes nothing past what it reads.
     assert all(len(marked(params)) == 2 for params in built["rebuttal"])
+
+
+async def test_a_single_review_alone_writes_nothing_and_samples_of_it_are_cached() -> None:
+    review = DebateSpec(question="Should we move the session store to Redis?", default_model=OPUS)
+    alone, sampled = SchemaFillingLLM(seed=1), SchemaFillingLLM(seed=1)
+    await single_review(review, resolve_llm=lambda _m: alone, prompts=shipped_prompts())
+    for _ in range(2):
+        await single_review(
+            review, resolve_llm=lambda _m: sampled, prompts=shipped_prompts(), asked_again=True
+        )
+    (call,) = alone.calls
+    assert "cache_control" not in json.dumps(build_params(call, SHAPE, prompt_caching=True))
+    for call in sampled.calls:
+        assert marked(build_params(call, SHAPE, prompt_caching=True)) == ["system"]
