@@ -30,6 +30,12 @@ the moderator's model and ≤ 5× one on the debaters' model; the vendor bill �
 cache's on the long case; three rounds ≤ 2.2× one round. Beside the first two, what no cache
 lowers: the debate's output alone, and the moderator's calls alone when its model is another.
 
+Beside each scenario (`benchmarks/cost_checks.py`): `c÷n`, the vendor bill ÷ the same calls
+billed with no cache (goal ≤ 1: no cache entry paid for in vain), and `b÷a`, the budget's input
+bound before each call ÷ the input tokens the stand-in reported for it (bytes / 4: simulated
+usage, no vendor key), for each model's first call in the debate and for the calls after it
+(goal ≤ 1.5).
+
 Judging: every debate runs with the shipped number of independent judges (`DEBATEBOT_JUDGES`,
 1), which the goals are checked with, and again with none (`--judges 0`); after each case's
 table, what the judging adds to each debate: its calls, tokens and dollars, and the dollars as a
@@ -54,6 +60,16 @@ from typing import Any
 
 from pydantic import SecretStr
 
+from benchmarks.cost_checks import (
+    BOUND,
+    GOAL_BOUND,
+    GOAL_CACHE,
+    BoundRatio,
+    bound_ratios,
+    bounds_watched,
+    summary,
+    uncached_usd,
+)
 from benchmarks.tokens import load_cases
 from benchmarks.vendor_cache import (
     OPENAI_MIN_TOKENS,
@@ -270,6 +286,11 @@ class Recorded:
     done: float = 0.0
     sent: list[dict[str, Any]] = field(default_factory=list)
     reply: str = ""
+    model: str = ""
+    bound: int | None = None
+    """The input tokens the budget's bound allowed the call (`cost_checks.BOUND`)."""
+    reported: int = 0
+    """The input tokens the stand-in reported for it."""
 
 
 _CURRENT: ContextVar[Recorded | None] = ContextVar("cost_benchmark_call", default=None)
@@ -334,12 +355,14 @@ class Recording:
 
     async def complete(self, request: LLMRequest) -> Completion:
         record = self.session.recorder.begin()
+        record.model, record.bound = request.model, BOUND.get()
         token = _CURRENT.set(record)
         try:
             completion = await self.inner.complete(request)
         finally:
             _CURRENT.reset(token)
             self.session.recorder.end(record)
+        record.reported = completion.usage.input_tokens
         if request.output_schema is None:
             record.reply = completion.text
             return completion
@@ -382,12 +405,19 @@ class Row:
     usd_by_model: dict[str, float]
     output_usd: float
     """Of the vendor bill, what the output costs: no cache lowers it."""
+    nocache_usd: float = 0.0
+    """The same calls billed with no cache."""
+    bounds: list[BoundRatio] = field(default_factory=list)
     vs_debaters: float = 0.0
     vs_moderator: float = 0.0
 
     @property
     def vendor_vs_ideal(self) -> float:
         return self.vendor_usd / self.ideal_usd if self.ideal_usd else 0.0
+
+    @property
+    def cache_vs_none(self) -> float:
+        return self.vendor_usd / self.nocache_usd if self.nocache_usd else 0.0
 
 
 def calls_of(records: Sequence[Recorded]) -> tuple[list[Call], int]:
@@ -408,7 +438,8 @@ def calls_of(records: Sequence[Recorded]) -> tuple[list[Call], int]:
 async def run_scenario(
     session: Session, case: Case, scenario: Scenario
 ) -> tuple[list[Call], int, int]:
-    """(calls, refused requests, rounds run) of one scenario."""
+    """(calls, refused requests, rounds run) of one scenario; its recorder keeps each call's
+    bound and reported input tokens."""
     services = session.services
     session.recorder = Recorder(session.call_s)
     if scenario.protocol is None:
@@ -449,7 +480,12 @@ async def run_scenario(
 
 
 def summarise(
-    scenario: Scenario, calls: list[Call], refused: int, rounds: int, catalog: Catalog
+    scenario: Scenario,
+    calls: list[Call],
+    refused: int,
+    rounds: int,
+    catalog: Catalog,
+    records: Sequence[Recorded] = (),
 ) -> Row:
     vendor, ideal = simulate(calls, lambda v, m: catalog.require_price(v, m))
 
@@ -478,6 +514,8 @@ def summarise(
         ideal_usd=total(ideal, "usd"),
         usd_by_model=by_model,
         output_usd=output_usd,
+        nocache_usd=uncached_usd(calls, vendor, lambda c: catalog.require_price(c.vendor, c.model)),
+        bounds=bound_ratios([(r.model, r.bound, r.reported) for r in records]),
     )
 
 
@@ -521,7 +559,33 @@ def goals_of(rows: list[Row], *, long: bool, debaters: str, moderator: str) -> l
     if moderator != debaters:
         share = one.usd_by_model.get(moderator, 0.0) / single_debaters
         floors.append(f"the moderator's calls alone: {share:.2f}")
+    worst = max(rows, key=lambda row: row.cache_vs_none)
+    later = [(b.ratio, row.scenario) for row in rows for b in row.bounds if not b.first]
+    firsts = [b.ratio for row in rows for b in row.bounds if b.first]
+    bound_goals = []
+    if later:
+        ratio, where = max(later)
+        share = sum(1 for r, _ in later if r <= GOAL_BOUND) / len(later)
+        note = (
+            f"at {where}; {share:.0%} of {len(later)} such calls within; the first call per"
+            f" model, bounded a token per byte: {min(firsts):.2f} to {max(firsts):.2f}"
+        )
+        bound_goals.append(
+            Goal(
+                "bound ÷ actual input tokens, calls extending an earlier one",
+                GOAL_BOUND,
+                ratio,
+                note,
+            )
+        )
     goals = [
+        Goal(
+            "caching ÷ no cache, the dearest scenario",
+            GOAL_CACHE,
+            worst.cache_vs_none,
+            worst.scenario,
+        ),
+        *bound_goals,
         Goal(
             "adversarial, 1 round ÷ single review on the moderator's model",
             GOAL_MODERATOR,
@@ -581,7 +645,8 @@ async def measure(
             unjudged = []
             for scenario in SCENARIOS:
                 calls, refused, rounds = await run_scenario(session, case, scenario)
-                rows.append(summarise(scenario, calls, refused, rounds, catalog))
+                records = session.recorder.calls
+                rows.append(summarise(scenario, calls, refused, rounds, catalog, records))
                 if scenario.protocol is not None:
                     off = replace(scenario, judges=0)
                     calls, refused, rounds = await run_scenario(session, case, off)
@@ -596,7 +661,14 @@ async def measure(
                     "case": case.name,
                     "document_tokens": round(case.document_tokens),
                     "rows": [
-                        {**asdict(row), "vendor_vs_ideal": row.vendor_vs_ideal} for row in rows
+                        {
+                            **asdict(row),
+                            "vendor_vs_ideal": row.vendor_vs_ideal,
+                            "cache_vs_none": row.cache_vs_none,
+                            "bound_first": summary(row.bounds, first=True),
+                            "bound_later": summary(row.bounds, first=False),
+                        }
+                        for row in rows
                     ],
                     "judging": [
                         judging_added(on, off)
@@ -633,11 +705,15 @@ def print_report(reports: list[dict[str, Any]], call_s: float) -> None:
     print(
         "Bills at the catalogue's prices (USD), tokens as UTF-8 bytes / 4, thinking not counted;"
         f" each call takes {call_s:g} s. ×deb, ×mod: the vendor bill ÷ a single review's on the"
-        " debaters' / moderator's model."
+        " debaters' / moderator's model. c÷n: the vendor bill ÷ the same calls with no cache."
+        " b÷a: the budget's input bound ÷ the input tokens the stand-in reported (bytes / 4:"
+        " simulated usage, no vendor key), median/max, for each model's first call in the"
+        " debate and for the calls after it."
     )
     header = (
         f"{'scenario':<34} {'rnd':>3} {'calls':>5} {'tok in':>7} {'cache rd':>8} {'cache wr':>8}"
         f" {'tok out':>7} {'vendor $':>9} {'ideal $':>9} {'v÷i':>5} {'×deb':>6} {'×mod':>6}"
+        f" {'c÷n':>5} {'b÷a 1st':>11} {'b÷a later':>11}"
     )
     for report in reports:
         models = f"debaters {report['debaters']}, moderator {report['moderator']}"
@@ -655,7 +731,8 @@ def print_report(reports: list[dict[str, Any]], call_s: float) -> None:
                     f" {row['write_tokens']:>8,.0f} {row['output_tokens']:>7,.0f}"
                     f" {row['vendor_usd']:>9.5f} {row['ideal_usd']:>9.5f}"
                     f" {row['vendor_vs_ideal']:>5.2f} {row['vs_debaters']:>6.2f}"
-                    f" {row['vs_moderator']:>6.2f}{refused}"
+                    f" {row['vs_moderator']:>6.2f} {row['cache_vs_none']:>5.2f}"
+                    f" {row['bound_first']:>11} {row['bound_later']:>11}{refused}"
                 )
             print(
                 f"  judging (the default {DEFAULT_JUDGES} independent judge) adds per debate:"
@@ -685,7 +762,8 @@ async def run_all(call_s: float) -> list[dict[str, Any]]:
     }
     cases = example_cases()
     try:
-        return [await measure(config, cases, call_s, urls) for config in CONFIGS]
+        with bounds_watched():
+            return [await measure(config, cases, call_s, urls) for config in CONFIGS]
     finally:
         await openai_standin.stop()
         await anthropic_standin.stop()

@@ -25,6 +25,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Any
 
@@ -45,9 +46,8 @@ class CanonicalError(ValueError):
     """A value outside JSON's I-JSON subset, which RFC 8785 cannot canonicalize."""
 
 
-_SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f"}
-_SHORT_ESCAPES["\r"] = "\\r"
 _SAFE_INTEGER = 2**53
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def canonical(value: Any) -> bytes:
@@ -60,30 +60,18 @@ def canonical(value: Any) -> bytes:
 
 
 def _write(value: Any, out: list[str]) -> None:
-    if value is None:
-        out.append("null")
-    elif value is True:
-        out.append("true")
-    elif value is False:
-        out.append("false")
-    elif isinstance(value, str):
+    # The commonest kinds first: a debate's receipt walks some 10^3 values.
+    if isinstance(value, str):
         out.append(_string(value))
-    elif isinstance(value, int):
-        if abs(value) > _SAFE_INTEGER:
-            raise CanonicalError(f"the integer {value} is beyond what a JSON number holds exactly")
-        out.append(number(float(value)))
-    elif isinstance(value, float):
-        out.append(number(value))
     elif isinstance(value, Mapping):
         names = list(value)
         if not all(isinstance(name, str) for name in names):
             raise CanonicalError("an object member name is not a string")
+        # Code points sort as UTF-16 code units do unless a name holds one past U+FFFF.
+        order = sorted(names) if "".join(names).isascii() else sorted(names, key=_utf16)
         out.append("{")
-        for index, name in enumerate(sorted(names, key=_utf16)):
-            if index:
-                out.append(",")
-            out.append(_string(name))
-            out.append(":")
+        for index, name in enumerate(order):
+            out.append(f"{',' if index else ''}{_string(name)}:")
             _write(value[name], out)
         out.append("}")
     elif isinstance(value, list | tuple):
@@ -93,6 +81,15 @@ def _write(value: Any, out: list[str]) -> None:
                 out.append(",")
             _write(item, out)
         out.append("]")
+    elif value is None or value is True or value is False:
+        out.append("null" if value is None else "true" if value else "false")
+    elif isinstance(value, int):
+        if abs(value) > _SAFE_INTEGER:
+            raise CanonicalError(f"the integer {value} is beyond what a JSON number holds exactly")
+        # An integral double below 10^21 is written as its digits (RFC 8785 section 3.2.2.3).
+        out.append(str(int(value)))
+    elif isinstance(value, float):
+        out.append(number(value))
     else:
         raise CanonicalError(f"a {type(value).__name__} is not a JSON value")
 
@@ -104,22 +101,12 @@ def _utf16(name: str) -> bytes:
 
 def _string(text: str) -> str:
     """A JSON string as ECMAScript's JSON.stringify writes it (RFC 8785 section 3.2.2.2):
-    the two-character escapes, other controls as lowercase \\u00xx, everything else as is."""
-    return '"' + _ESCAPED.sub(_escape, text) + '"'
-
-
-_ESCAPED = re.compile('[\x00-\x1f"\\\\\ud800-\udfff]')
-"""What a JSON string cannot hold as is: controls, the quote, the backslash, and surrogates,
-which are not Unicode text on their own (one pass over the text; most strings hold none)."""
-
-
-def _escape(found: re.Match[str]) -> str:
-    char = found.group()
-    if char in _SHORT_ESCAPES:
-        return _SHORT_ESCAPES[char]
-    if "\ud800" <= char <= "\udfff":
+    the two-character escapes, other controls as lowercase \\u00xx, everything else as is,
+    which is what the json module's C escaper writes (`encode_basestring`). A surrogate alone
+    is not Unicode text and is refused."""
+    if _SURROGATE.search(text):
         raise CanonicalError("a string holds a lone surrogate, which is not Unicode text")
-    return f"\\u{ord(char):04x}"
+    return encode_basestring(text)
 
 
 def number(value: float) -> str:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from enum import Enum
 
 from pydantic import create_model
 
@@ -32,15 +31,16 @@ from engine.evidence import MARK, POSITION, BlindView, IndependentJudgment, Meas
 from engine.ledger import BudgetExhausted, TurnLedger
 from engine.models import DebateSpec, JudgeCheck, ModelSettings, Participant, Role
 from engine.prompts import PromptLibrary
-from engine.protocols.base import Asker
+from engine.protocols.base import Asker, built_once, choice_enum
 
 TEMPLATE = "common/independent_judge.md"
 
 
+@built_once
 def judgment_type(choices: list[str]) -> type[IndependentJudgment]:
-    """The judgment's schema with `decision` restricted to `choices`."""
-    members = {c: c for c in choices}
-    choice = Enum("Choice", members, type=str)  # type: ignore[misc]  # mypy wants literal members
+    """The judgment's schema with `decision` restricted to `choices` (the same for every debate
+    of a protocol, so built once)."""
+    choice = choice_enum("Choice", choices)
     return create_model("IndependentJudgment", __base__=IndependentJudgment, decision=(choice, ...))
 
 

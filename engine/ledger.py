@@ -6,8 +6,11 @@ Every model call of a debate goes through one `TurnLedger`. The ledger
 - replays turns already recorded (a resumed debate) without calling any model.
 
 Budget rule: a call starts only when the money spent, plus the worst case of every call still
-in flight, plus its own worst case (`input_token_bound` tokens in at the dearest input rate and
-`max_tokens` out, at its model's price) fits in the ceiling. Its worst case is held while it runs
+in flight, plus its own worst case (its input bound in at the dearest input rate and `max_tokens`
+out, at its model's price) fits in the ceiling. The input bound is one token per byte
+(`input_token_bound`), or, for a prompt that extends one an earlier call of the debate was billed
+for on the same model, that call's reported input tokens plus one per byte of the rest
+(`engine.bound.PromptHistory`). Its worst case is held while it runs
 and replaced by what it really cost when it ends, so calls made together (a panel's answers)
 cannot pass the ceiling together either: a debate never spends more than its budget. A refused
 call raises `BudgetExhausted`; protocols then end with TRUNCATED_BUDGET and the latest state they
@@ -26,6 +29,8 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
+from engine.bound import PromptHistory
+from engine.cache_plan import CacheMarks, Plan, Planned
 from engine.envelope import Envelope
 from engine.errors import DebateHaltedError, EngineError
 from engine.events import DebateEvent, EventSink, TurnFinished, TurnStarted
@@ -35,7 +40,6 @@ from engine.llm import (
     LLMRequest,
     Message,
     complete_structured,
-    input_token_bound,
     output_schema,
 )
 from engine.models import DebateSpec, ModelSettings, Role, TurnRecord
@@ -69,8 +73,8 @@ class CallBound:
     usd: float
 
     @classmethod
-    def of(cls, request: LLMRequest, pricing: Pricing, *, what: str) -> CallBound:
-        tokens = input_token_bound(request)
+    def of(cls, request: LLMRequest, pricing: Pricing, *, what: str, tokens: int) -> CallBound:
+        """The bound of `request` at `pricing`, for at most `tokens` input tokens."""
         worst = pricing.worst_case(input_tokens=tokens, output_tokens=request.max_tokens)
         return cls(what=what, input_tokens=tokens, output_tokens=request.max_tokens, usd=worst)
 
@@ -134,12 +138,16 @@ class CostMeter:
 
 class MeteredLLM:
     """Wraps a model so every single call holds its worst case against the ceiling while it
-    runs, and counts its real cost when it ends."""
+    runs, and counts its real cost when it ends (and its reported input tokens, which bound a
+    later call extending its prompt)."""
 
-    def __init__(self, inner: LLM, meter: CostMeter, *, what: str) -> None:
+    def __init__(
+        self, inner: LLM, meter: CostMeter, *, what: str, history: PromptHistory | None = None
+    ) -> None:
         self.inner = inner
         self.meter = meter
         self.what = what
+        self.history = history if history is not None else PromptHistory()
 
     @property
     def provider(self) -> str:
@@ -149,7 +157,8 @@ class MeteredLLM:
         return self.inner.price_of(model)
 
     def bound(self, request: LLMRequest) -> CallBound:
-        return CallBound.of(request, self.price_of(request.model), what=self.what)
+        tokens = self.history.bound(self.provider, request)
+        return CallBound.of(request, self.price_of(request.model), what=self.what, tokens=tokens)
 
     async def complete(self, request: LLMRequest) -> Completion:
         ticket = self.meter.hold(self.bound(request))
@@ -157,6 +166,7 @@ class MeteredLLM:
         try:
             completion = await self.inner.complete(request)
             cost = completion.cost_usd
+            self.history.record(self.provider, request, completion)
         finally:
             # A call that ended without a reply has no usage to count (and vendors do not
             # bill failed requests): it is released at no cost.
@@ -198,6 +208,13 @@ class TurnLedger:
         self.meter = CostMeter(
             spec.budget_usd, spent_usd=sum(t.cost_usd for t in self._recorded.values())
         )
+        self.history = PromptHistory()
+        self.plan: Plan | None = None
+
+    def planned(self, calls: Sequence[Planned]) -> None:
+        """The calls the protocol will make, in order, so each is marked for the vendor's
+        cache only where a later call reads it (`engine/cache_plan.py`)."""
+        self.plan = Plan(self.spec, calls)
 
     async def emit(self, event: DebateEvent) -> None:
         await self.sink(event)
@@ -241,7 +258,13 @@ class TurnLedger:
             self.resolve_llm(settings),
             self.meter,
             what=f"{who} to {settings.provider}:{settings.model}",
+            history=self.history,
         )
+        marks = CacheMarks()
+        if self.plan is not None:
+            marks = self.plan.marks(
+                round=round, role=role, speaker=speaker, model=settings, breaks=list(shared_breaks)
+            )
         request = LLMRequest(
             messages=messages,
             model=settings.model,
@@ -252,6 +275,8 @@ class TurnLedger:
             schema_name=output_type.__name__,
             envelope=envelope,
             shared_breaks=list(shared_breaks),
+            cache_preamble=marks.preamble,
+            cache_breaks=marks.so_far,
         )
         # Checked before the turn is announced; the call itself holds its worst case (a
         # concurrent call may have taken the room meanwhile).

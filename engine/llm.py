@@ -13,9 +13,9 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Annotated, Any, Generic, Literal, Protocol, TypeVar
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, SkipValidation, ValidationError
 
 from engine.envelope import Envelope
 from engine.errors import StructuredOutputError
@@ -42,7 +42,9 @@ class LLMRequest(BaseModel):
     max_tokens: int = Field(default=1024, ge=1)
     effort: Effort | None = None
     """The role's thinking effort, for providers whose model takes one."""
-    output_schema: dict[str, Any] | None = None
+    output_schema: Annotated[dict[str, Any] | None, SkipValidation] = None
+    """Kept as given, not validated into a copy: it is the one dict `output_schema` built for
+    its type, shared by every call (its size is remembered per dict, `_json_bytes`)."""
     schema_name: str | None = None
     envelope: Envelope | None = None
     """The debate's shared output schema and this call's key in it: providers whose vendor
@@ -52,6 +54,11 @@ class LLMRequest(BaseModel):
     """Where the text that later turns of the same round repeat (the debate so far, section by
     section) ends in the first message after the stable prefix: ascending character offsets.
     A provider whose cache works on content blocks (Anthropic) can split the message there."""
+    cache_preamble: bool = True
+    """Whether the stable prefix is worth marking for a cache that bills its writes (Anthropic):
+    a later call of the debate reads it, or an earlier one wrote it (`engine/cache_plan.py`)."""
+    cache_breaks: list[int] | None = None
+    """Of `shared_breaks`, those worth marking for such a cache; None: the last one."""
 
 
 class Completion(BaseModel):
@@ -95,19 +102,46 @@ def input_token_bound(request: LLMRequest) -> int:
     provider sends the schema once, or a subset of it; or the envelope instead), plus a fixed
     allowance per message and per request for what is not text (role markers, tool-use
     framing). The bound is loose on purpose: a budget check on it can refuse a call that would
-    have fit, never let through one that does not.
+    have fit, never let through one that does not (`engine/bound.py` tightens it from what
+    earlier calls of the debate reported).
     """
     text_bytes = sum(len(m.content.encode("utf-8")) for m in request.messages)
+    return (
+        text_bytes
+        + beside_messages_bound(request)
+        + MESSAGE_OVERHEAD_TOKENS * len(request.messages)
+        + REQUEST_OVERHEAD_TOKENS
+    )
+
+
+def beside_messages_bound(request: LLMRequest) -> int:
+    """At most how many input tokens what a request sends beside its messages takes: the output
+    schema as JSON (or the envelope, whichever is larger, since a provider sends one or the
+    other) and the envelope's instruction, one token per byte."""
     schema_bytes = 0
     if request.output_schema is not None:
-        schema_bytes = len(json.dumps(request.output_schema).encode("utf-8"))
-    if request.envelope is not None:
-        # A provider sends the envelope or the role's schema: count the larger, and the
-        # envelope's instruction.
-        schema_bytes = max(schema_bytes, request.envelope.size_bytes)
-        text_bytes += len(request.envelope.instruction().encode("utf-8"))
-    text_bytes += schema_bytes
-    return text_bytes + MESSAGE_OVERHEAD_TOKENS * len(request.messages) + REQUEST_OVERHEAD_TOKENS
+        schema_bytes = _json_bytes(request.output_schema)
+    if request.envelope is None:
+        return schema_bytes
+    instruction = len(request.envelope.instruction().encode("utf-8"))
+    return max(schema_bytes, request.envelope.size_bytes) + instruction
+
+
+_SCHEMA_BYTES: dict[int, tuple[dict[str, Any], int]] = {}
+
+
+def _json_bytes(schema: dict[str, Any]) -> int:
+    """`schema`'s size as JSON. Remembered per dict (up to 1,024): every call of a type shares
+    the one `output_schema` built for it, and serialising it again on every call's bound was a
+    measurable share of a worker's CPU. The dict is kept beside its size so its id is not
+    reused by another while remembered."""
+    known = _SCHEMA_BYTES.get(id(schema))
+    if known is not None and known[0] is schema:
+        return known[1]
+    size = len(json.dumps(schema).encode("utf-8"))
+    if len(_SCHEMA_BYTES) < 1_024:
+        _SCHEMA_BYTES[id(schema)] = (schema, size)
+    return size
 
 
 @dataclass

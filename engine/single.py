@@ -12,6 +12,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, Field
 
+from engine.cache_plan import Planned
 from engine.events import EventSink, discard_events
 from engine.ledger import LLMResolver, TurnLedger
 from engine.models import (
@@ -52,10 +53,15 @@ async def _one_turn(
     resolve_llm: LLMResolver,
     prompts: PromptLibrary,
     sink: EventSink,
+    *,
+    asked_again: bool = False,
 ) -> tuple[T, TurnRecord]:
     """A one-call run outside any debate: `role` answers `template` (round 1), and the turn it
-    took."""
+    took. Unless the same prompt is `asked_again` (samples of one review), no later call reads
+    it, so nothing of it is written to a vendor's cache that bills its writes."""
     ledger = TurnLedger(spec=spec, resolve_llm=resolve_llm, sink=sink)
+    if not asked_again:
+        ledger.planned([Planned(1, role)])
     answer = await Asker(spec=spec, ledger=ledger, prompts=prompts).ask(
         template, round=1, role=role, step=step, output_type=output_type, values=values
     )
@@ -68,8 +74,10 @@ async def single_review(
     resolve_llm: LLMResolver,
     prompts: PromptLibrary,
     sink: EventSink = discard_events,
+    asked_again: bool = False,
 ) -> tuple[SingleReview, TurnRecord]:
-    """The reviewer's answer to `spec` (on the spec's default model) and the turn it took."""
+    """The reviewer's answer to `spec` (on the spec's default model) and the turn it took;
+    `asked_again` when the same review is asked again after it (samples), so it is cached."""
     return await _one_turn(
         spec,
         "single/review.md",
@@ -80,6 +88,7 @@ async def single_review(
         resolve_llm,
         prompts,
         sink,
+        asked_again=asked_again,
     )
 
 

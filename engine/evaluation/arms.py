@@ -156,7 +156,7 @@ class ArmRunner:
         reviews = []
         for _ in range(k):
             review, turn = await single_review(
-                spec, resolve_llm=self.resolve_llm, prompts=self.prompts
+                spec, resolve_llm=self.resolve_llm, prompts=self.prompts, asked_again=True
             )
             reviews.append(review)
             spend.add([turn])

@@ -28,6 +28,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
+from engine.cache_plan import Planned, judges_planned
 from engine.citations import CitationChecker
 from engine.errors import LLMError
 from engine.events import RoundFinished
@@ -201,6 +202,7 @@ class AdversarialProtocol:
     ) -> DebateResult:
         started_at = utcnow()
         state = _DebateState()
+        ledger.planned(planned_calls(spec))
         turns = _Turns(spec=spec, ledger=ledger, prompts=prompts)
         checker = CitationChecker(spec.context, spec.question)
         try:
@@ -291,6 +293,18 @@ class AdversarialProtocol:
         if any(not check.verified for check in state.citations):
             flags.append(DebateFlag.FABRICATED_CITATION)
         return flags
+
+
+def planned_calls(spec: DebateSpec) -> list[Planned]:
+    """The calls of an adversarial debate in order, every round it may run included: the
+    framing, each round's proposer, critic, rebuttal and moderator (each extending the round's
+    debate so far), then the independent judges."""
+    rounds = [
+        Planned(number, role)
+        for number in range(1, spec.max_rounds + 1)
+        for role in (Role.PROPOSER, Role.CRITIC, Role.REBUTTAL, Role.MODERATOR)
+    ]
+    return [Planned(0, Role.FRAMING), *rounds, *judges_planned(spec)]
 
 
 class _Turns:

@@ -49,6 +49,7 @@ from engine.prompts import PromptLibrary
 from engine.protocols.base import (
     Asker,
     Ending,
+    built_once,
     choice_enum,
     common_verdict,
     finish,
@@ -114,6 +115,7 @@ OUTPUTS = Outputs(
 option), restricted to the debate's votes by the turn's own type."""
 
 
+@built_once
 def turn_type(votes: list[str]) -> type[ConsensusTurnBase]:
     """The turn schema with `vote` restricted to the configured vote set."""
     return create_model(

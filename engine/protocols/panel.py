@@ -61,6 +61,7 @@ from engine.prompts import PromptLibrary
 from engine.protocols.base import (
     Asker,
     Ending,
+    built_once,
     choice_enum,
     common_verdict,
     finish,
@@ -111,6 +112,7 @@ class PanelRevision(PanelAnswer):
         return self
 
 
+@built_once
 def revision_type(peers: list[str]) -> type[PanelRevision]:
     """The revision schema, rejecting a reply that skips a peer's critique. The peers' names are
     an enum and the list as long as the panel, so a constrained decoder names each peer."""

@@ -31,6 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
+from engine.cache_plan import Planned, judges_planned
 from engine.errors import LLMError, SpecError
 from engine.events import RoundFinished
 from engine.evidence import (
@@ -60,6 +61,7 @@ from engine.prompts import PromptLibrary
 from engine.protocols.base import (
     Asker,
     Ending,
+    built_once,
     choice_enum,
     common_verdict,
     finish,
@@ -113,6 +115,7 @@ class JudgeDecisionBase(BaseModel):
     confidence_level: ConfidenceLevel
 
 
+@built_once
 def judge_type(labels: list[str]) -> type[JudgeDecisionBase]:
     """The judge's schema with `winner` and each score's stance restricted to the debaters'
     labels (`winner` may be null), and every label scored once."""
@@ -207,6 +210,23 @@ def stances_outputs(synthesis_schema: str | None) -> Outputs:
     return Outputs("stances", types)
 
 
+def planned_calls(
+    spec: DebateSpec, debaters: list[Participant], *, synthesizer: bool
+) -> list[Planned]:
+    """The calls of a stances debate in order, every round it may run included: each round's
+    debaters in their order (each extending the round's debate so far), then the judge and the
+    synthesizer (reading a transcript of their own), then the independent judges."""
+    rounds = [
+        Planned(number, Role.DEBATER, debater.name or "")
+        for number in range(1, spec.max_rounds + 1)
+        for debater in debaters
+    ]
+    closing = [Planned(spec.max_rounds, Role.JUDGE, extends=False)]
+    if synthesizer:
+        closing.append(Planned(spec.max_rounds, Role.SYNTHESIZER, extends=False))
+    return [*rounds, *closing, *judges_planned(spec)]
+
+
 def labels_for(debaters: list[Participant], anonymize: bool) -> dict[str, str]:
     """Debater name -> what the judge sees."""
     if not anonymize:
@@ -272,6 +292,7 @@ class StancesProtocol:
         asker = Asker(
             spec=spec, ledger=ledger, prompts=prompts, outputs=stances_outputs(projection)
         )
+        ledger.planned(planned_calls(spec, debaters, synthesizer=projection is not None))
         ending = Ending()
         spoken: list[tuple[int, str, StanceArgument]] = []
         judgment: JudgeDecisionBase | None = None

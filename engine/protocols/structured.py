@@ -28,6 +28,7 @@ names and argument ids hidden behind position letters, for an independent judge.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, TypeVar
 
@@ -60,6 +61,7 @@ from engine.prompts import PromptLibrary
 from engine.protocols.base import (
     Asker,
     Ending,
+    built_once,
     choice_enum,
     common_verdict,
     finish,
@@ -126,6 +128,7 @@ class CrossExamination(BaseModel):
     responses: list[Response] = Field(min_length=1, max_length=5)
 
 
+@functools.lru_cache(maxsize=16)
 def opening_type(prefix: str) -> type[Opening]:
     """The opening schema of one side: ids must run PREFIX-1, PREFIX-2, … in order (the id
     pattern is in the schema too, so constrained decoders keep the prefix)."""
@@ -149,6 +152,7 @@ def opening_type(prefix: str) -> type[Opening]:
     )
 
 
+@built_once
 def cross_type(opposing: list[str]) -> type[CrossExamination]:
     """The cross-examination schema: exactly one response per opposing argument, no others."""
     side_response = create_model(

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from engine.evidence import Measure
 from engine.models import ConfidenceLevel, Decision, LongText, ShortText
-from engine.protocols.base import choice_enum, list_of
+from engine.protocols.base import built_once, choice_enum, list_of
 from engine.rounds import Dimensions, FallacyFinding, ScoredJudgment, TraceEntry
 
 T = TypeVar("T", bound=BaseModel)
@@ -50,6 +50,7 @@ class Ruling(BaseModel):
     recommendation: LongText
 
 
+@built_once
 def side_judgment_type(ids: list[str]) -> type[SideJudgment]:
     """One side's judgment schema: a score and a trace row for each of its argument ids, and no
     others."""
@@ -68,6 +69,7 @@ def side_judgment_type(ids: list[str]) -> type[SideJudgment]:
     )
 
 
+@built_once
 def ruling_type(ids: list[str]) -> type[Ruling]:
     """The ruling's schema: fallacies may name only the debate's argument ids."""
     fallacy = create_model(

@@ -148,15 +148,17 @@ def _block(text: str, *, cached: bool) -> dict[str, Any]:
     return block
 
 
-def _content(text: str, breaks: list[int], *, cached: bool) -> str | list[dict[str, Any]]:
+def _content(
+    text: str, breaks: list[int], marks: list[int], *, cached: bool
+) -> str | list[dict[str, Any]]:
     """A message's content: plain text, or text blocks split at `breaks` (the ends of the
-    sections later turns repeat), the block ending at the last break marked for the cache."""
+    sections later turns repeat), the blocks ending at `marks` marked for the cache."""
     if not breaks or breaks[-1] >= len(text):
         return [_block(text, cached=True)] if cached else text
     ends = [*breaks, len(text)]
     starts = [0, *breaks]
     return [
-        _block(text[start:end], cached=end == breaks[-1])
+        _block(text[start:end], cached=end in marks)
         for start, end in zip(starts, ends, strict=True)
         if end > start
     ]
@@ -167,13 +169,21 @@ def build_params(request: LLMRequest, shape: Shape, *, prompt_caching: bool) -> 
 
     System messages go to `system`. With prompt caching, the last message of the stable prefix
     carries `cache_control`, which caches everything up to it (Anthropic, prompt-caching:
-    "`tools`, `system`, and `messages` (in that order)"), and so does the end of the debate so
-    far (`request.shared_breaks`); the request's envelope, if any, replaces the role's schema.
+    "`tools`, `system`, and `messages` (in that order)"), and so do the ends of the debate so
+    far the request names (`request.cache_breaks`, by default the last of its
+    `shared_breaks`), each only where the request says a call reads it; the request's
+    envelope, if any, replaces the role's schema.
     Thinking, effort and the output format are the same on every call of a role, so they do not
     break its cache.
     """
-    stable = request.stable_prefix_messages if prompt_caching else 0
+    # A mark only where a later call reads it, or an earlier one wrote it: a write no call reads
+    # costs 1.25x the input price for nothing (Anthropic, prompt-caching: "Cache write tokens are
+    # 1.25 times the base input tokens price"; `engine/cache_plan.py` decides, the request says).
+    stable = request.stable_prefix_messages if prompt_caching and request.cache_preamble else 0
     breaks = request.shared_breaks if prompt_caching else []
+    marks = breaks[-1:] if request.cache_breaks is None else request.cache_breaks
+    # The debate so far opens the first message after the stable prefix.
+    first = request.stable_prefix_messages if prompt_caching else -1
     envelope = sent_envelope(request, shape.mode, prompt_caching=prompt_caching)
     texts = [m.content for m in request.messages]
     if envelope is not None:
@@ -186,7 +196,7 @@ def build_params(request: LLMRequest, shape: Shape, *, prompt_caching: bool) -> 
         if message.role == "system":
             system.append(_block(text, cached=cached))
             continue
-        content = _content(text, breaks if index == stable else [], cached=cached)
+        content = _content(text, breaks if index == first else [], marks, cached=cached)
         messages.append({"role": message.role, "content": content})
     params: dict[str, Any] = {
         "model": request.model,

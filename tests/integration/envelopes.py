@@ -48,10 +48,13 @@ def type_name(key: str) -> str:
 def own_schema(name: str, prompt: str) -> dict[str, Any] | None:
     """The full schema of the call's own output type named `name`: of the engine types so
     named, the one whose field list the prompt carries (the longest when several do: a
-    per-debate type's list names its ids, votes or peers), the newest of equals (a per-debate
-    type is made just before its call)."""
+    per-debate type's list names its ids, votes or peers); of equals, the one whose id
+    patterns the role's instructions name (`PRO-1, PRO-2, …`: a type made for one list of names
+    is shared by every debate with it, so the newest is not always the call's); then the
+    newest."""
     best: type[BaseModel] | None = None
-    longest = -1
+    most = (-1, -1)
+    instructions = prompt.rpartition("ROLE:")[2]
     for kind in engine_types():
         if kind.__name__ != name:
             continue
@@ -60,9 +63,26 @@ def own_schema(name: str, prompt: str) -> dict[str, Any] | None:
         except (KeyError, TypeError, ValueError):
             continue
         size = len(described) if described and described in prompt else 0
-        if size >= longest:
-            best, longest = kind, size
+        named = sum(
+            1 for literal in _pattern_literals(output_schema(kind)) if literal in instructions
+        )
+        if (size, named) >= most:
+            best, most = kind, (size, named)
     return output_schema(best) if best is not None else None
+
+
+def _pattern_literals(schema: Any) -> list[str]:
+    """The literal start of every string pattern in `schema` (`^PRO-[1-5]$` → `PRO-`)."""
+    if isinstance(schema, list):
+        return [found for item in schema for found in _pattern_literals(item)]
+    if not isinstance(schema, dict):
+        return []
+    found = [found for value in schema.values() for found in _pattern_literals(value)]
+    pattern = schema.get("pattern")
+    if isinstance(pattern, str):
+        literal = re.split(r"[\\[(.*+?{|$]", pattern.removeprefix("^"), maxsplit=1)[0]
+        found += [literal] if literal else []
+    return found
 
 
 def envelope_answer(

@@ -234,27 +234,29 @@ async def test_more_than_three_rounds_is_refused_before_any_call() -> None:
 
 
 async def test_cost_ceiling_truncates_with_the_last_moderation() -> None:
-    # Every call costs $0.01 (1,000 input tokens at $10 per million), yet could cost more: its
-    # worst case is every byte of its prompt and of the protocol's envelope schema a token,
-    # $0.073 to $0.091 here.
+    # Every call costs $0.01 (1,000 input tokens at $10 per million), yet could cost more: a
+    # round-1 call's worst case is every byte of its prompt and of the protocol's envelope
+    # schema a token ($0.078 to $0.084 here); a later round's call extends its role's prompt of
+    # the round before, so its worst case is that call's 1,000 tokens plus a token per byte of
+    # what was added ($0.021 to $0.032).
     pricing = Pricing(input_per_mtok=10.0, output_per_mtok=0.0)
     usage = Usage(input_tokens=1_000, output_tokens=50)
     moderator = reply_for("moderator", recommend_another_round=True, synthesis="round one view")
     llm = DebateScript(moderator=[moderator]).llm(pricing=pricing, usage=usage)
 
-    result = await debate(make_spec(max_rounds=3, budget_usd=0.16), llm)
+    result = await debate(make_spec(max_rounds=3, budget_usd=0.15), llm)
 
     assert result.status is DebateStatus.TRUNCATED_BUDGET
-    # Round 1 (five calls) and round 2's proposer, critic and rebuttal ran: $0.08 spent. Round
-    # 2's moderator could cost about $0.09 (its prompt, the shared schema and max_tokens at the
-    # worst case), which $0.08 left cannot cover: never started.
-    assert len(llm.calls) == 8
-    assert result.cost_usd == pytest.approx(0.08)
+    # Rounds 1 and 2 (nine calls) and round 3's proposer, critic and rebuttal ran: $0.12
+    # spent. Round 3's moderator could cost about $0.03, which the $0.03 left cannot cover
+    # to the cent: never started.
+    assert len(llm.calls) == 12
+    assert result.cost_usd == pytest.approx(0.12)
     assert result.error is not None
-    assert "$0.08 spent" in result.error
-    assert "the moderator call to fake:fake-model could cost up to $0.09" in result.error
-    assert "leave $0.08 of the $0.16 budget: it was not started" in result.error
-    assert len(result.rounds) == 1
+    assert "$0.12 spent" in result.error
+    assert "the moderator call to fake:fake-model could cost up to $0.03" in result.error
+    assert "leave $0.03 of the $0.15 budget: it was not started" in result.error
+    assert len(result.rounds) == 2
     assert result.verdict.synthesis == "round one view"
     assert result.verdict.escalate
     assert any("budget" in reason for reason in result.verdict.escalation_reasons)

@@ -23,6 +23,7 @@ from engine.llm import (
 )
 from engine.models import (
     ContextDocument,
+    DebateFlag,
     DebateSpec,
     DebateStatus,
     ModelSettings,
@@ -36,6 +37,7 @@ from engine.protocols import PROTOCOLS
 from engine.providers.fake import FunctionLLM, SchemaFillingLLM
 from engine.runner import run_debate
 from tests.helpers import DebateScript, shipped_prompts
+from tests.tokenizer import LineTokenizer
 
 FAKE = ModelSettings(provider="fake", model="fake-model")
 COSTS = re.compile(r"could cost up to \$([0-9.]+)")
@@ -220,9 +222,10 @@ async def test_what_stored_turns_cost_counts_even_when_the_debate_does_not_repla
 
 class BilledWithinWorstCase:
     """Schema-filled replies billed at random usage no larger than the request's worst case
-    (input within `input_token_bound` split at random into plain, cached and written input,
-    output within `max_tokens`), often exactly at it, after a random short delay so that
-    concurrent calls end in a random order."""
+    (input as a byte-level tokenizer counts it, at random from one token per byte to about one
+    per three, split at random into plain, cached and written input; output within
+    `max_tokens`, often exactly at it), after a random short delay so that concurrent calls end
+    in a random order."""
 
     provider = "fake"
 
@@ -230,6 +233,11 @@ class BilledWithinWorstCase:
         self.pricing = pricing
         self.rng = rng
         self.inner = SchemaFillingLLM(seed=rng.randrange(1_000), record=False)
+        self.tokenizer = LineTokenizer(
+            seed=rng.randrange(1_000),
+            longest=rng.choice([1, 2, 6]),
+            worst_share=rng.choice([0.0, 0.2, 1.0]),
+        )
         self.billed: list[float] = []
 
     def price_of(self, model: str) -> Pricing:
@@ -241,7 +249,7 @@ class BilledWithinWorstCase:
     async def complete(self, request: LLMRequest) -> Completion:
         await asyncio.sleep(self.rng.choice([0.0, 0.0, 0.0005, 0.001, 0.002]))
         reply = await self.inner.complete(request)
-        input_tokens = self._upto(input_token_bound(request))
+        input_tokens = self.tokenizer.prompt_tokens(request)
         written = self._upto(input_tokens)
         cached = self.rng.randint(0, input_tokens - written)
         usage = Usage(
@@ -329,8 +337,11 @@ async def test_no_debate_spends_past_its_budget(seed: int, refusals: list[Budget
     spent = sum(llm.billed)
     assert spent <= spec.budget_usd + 1e-12, f"{spec.protocol}: ${spent} of ${spec.budget_usd}"
     assert result.cost_usd <= spent + 1e-12
-    if refusals:
+    # A refused independent judge leaves the debate complete, its confidence unverified.
+    judges = [r for r in refusals if "independent_judge call" in str(r)]
+    if len(judges) < len(refusals):
         assert result.status is DebateStatus.TRUNCATED_BUDGET, (spec.protocol, result.error)
         assert result.verdict.escalate
     else:
         assert result.status is DebateStatus.COMPLETE, (spec.protocol, result.error)
+        assert (DebateFlag.CONFIDENCE_UNVERIFIED in result.flags) == bool(judges)

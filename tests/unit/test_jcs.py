@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import ast
 import json
+import random
 import struct
 import sys
+from http import HTTPStatus
 from pathlib import Path
 
 import pytest
 
-from bot.receipt_verifier import CanonicalError, canonical
+from bot.receipt_verifier import CanonicalError, canonical, number
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -113,3 +115,45 @@ def test_the_verifier_imports_only_the_standard_library_and_cryptography() -> No
 
 def test_tools_verify_receipt_is_the_shipped_verifier_itself() -> None:
     assert (ROOT / "tools" / "verify_receipt.py").samefile(ROOT / "bot" / "receipt_verifier.py")
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_integers_are_written_as_the_double_they_are(seed: int) -> None:
+    """Integers take a shortcut (their digits) that must write what the double would."""
+    rng = random.Random(seed)
+    values = [0, 1, -1, 2**53, -(2**53), *(rng.randint(-(2**53), 2**53) for _ in range(200))]
+    values += [rng.randint(-(10**6), 10**6) for _ in range(200)]
+    for value in values:
+        assert canonical(value) == number(float(value)).encode()
+    assert canonical(HTTPStatus.OK) == b"200", "an int enum is its number"
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_random_documents_read_back_as_themselves(seed: int) -> None:
+    """Escapes, non-ASCII and astral names, controls and nesting survive the canonical form."""
+    rng = random.Random(seed)
+    alphabet = ["a", "Z", "\x00", "\x1f", "\x7f", '"', "\\", "/", "é", "\u2028", "😀", "\ufb33"]
+
+    def text() -> str:
+        return "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6)))
+
+    def value(depth: int) -> object:
+        kind = rng.randrange(7 if depth < 3 else 4)
+        if kind == 0:
+            return text()
+        if kind == 1:
+            return rng.randint(-(2**53), 2**53)
+        if kind == 2:
+            return rng.choice([None, True, False, 0.5, -1e-7, 1e21])
+        if kind == 3:
+            return rng.random() * 10 ** rng.randint(-8, 22)
+        if kind in (4, 5):
+            return {text(): value(depth + 1) for _ in range(rng.randint(0, 4))}
+        return [value(depth + 1) for _ in range(rng.randint(0, 4))]
+
+    for _ in range(50):
+        document = value(0)
+        written = canonical(document)
+        # An integral double is written as digits: read numbers back as doubles.
+        assert json.loads(written, parse_int=float) == document
+        assert canonical(json.loads(written, parse_int=float)) == written
