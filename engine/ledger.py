@@ -34,6 +34,9 @@ from engine.llm import (
     Completion,
     LLMRequest,
     Message,
+    StreamingLLM,
+    TextSink,
+    ask,
     complete_structured,
     input_token_bound,
     output_schema,
@@ -41,6 +44,7 @@ from engine.llm import (
 from engine.models import DebateSpec, ModelSettings, Role, TurnRecord
 from engine.pricing import Pricing
 from engine.prompts import PromptTemplate
+from engine.streaming import TurnWatch
 
 T = TypeVar("T", bound=BaseModel)
 LLMResolver = Callable[[ModelSettings], LLM]
@@ -163,6 +167,22 @@ class MeteredLLM:
             self.meter.release(ticket, cost)
         return completion
 
+    def streams(self, request: LLMRequest) -> bool:
+        return isinstance(self.inner, StreamingLLM) and self.inner.streams(request)
+
+    async def stream(self, request: LLMRequest, on_text: TextSink) -> Completion:
+        """As `complete`, streamed: the same worst case is held while the stream runs, and a
+        stream refused before any text releases it at no cost (the whole reply is then asked
+        by `complete`, held anew)."""
+        ticket = self.meter.hold(self.bound(request))
+        cost = 0.0
+        try:
+            completion = await ask(self.inner, request, on_text)
+            cost = completion.cost_usd
+        finally:
+            self.meter.release(ticket, cost)
+        return completion
+
 
 def request_digest(messages: Sequence[Message], settings: ModelSettings) -> str:
     """A stable hash of exactly what was asked, for the audit row."""
@@ -256,20 +276,22 @@ class TurnLedger:
         # Checked before the turn is announced; the call itself holds its worst case (a
         # concurrent call may have taken the room meanwhile).
         self.meter.check(llm.bound(request))
-        await self.emit(
-            TurnStarted(
-                round=round,
-                role=role,
-                speaker=speaker,
-                step=step,
-                phase=phase,
-                attempt=attempt,
-                provider=llm.provider,
-                model=settings.model,
-            )
+        announced = TurnStarted(
+            round=round,
+            role=role,
+            speaker=speaker,
+            step=step,
+            phase=phase,
+            attempt=attempt,
+            provider=llm.provider,
+            model=settings.model,
         )
+        await self.emit(announced)
         started = time.perf_counter()
-        result = await complete_structured(llm, request, output_type)
+        watch = TurnWatch(
+            self.emit, announced, request.output_schema or {}, envelope.key if envelope else ""
+        )
+        result = await complete_structured(llm, request, output_type, watch=watch)
         turn = TurnRecord(
             round=round,
             role=role,
