@@ -139,28 +139,35 @@ class _RecordingLLM(ABC):
     async def complete(self, request: LLMRequest) -> Completion:
         await self._received(request)
         completion = self._completion(request, await self._reply(request))
-        if self.stream_rate is not None:
-            await asyncio.sleep(self.stream_rate.duration_s(completion.text))
+        rate = self.rate_for(request)
+        if rate is not None:
+            await asyncio.sleep(rate.duration_s(completion.text))
         return completion
+
+    def rate_for(self, request: LLMRequest) -> StreamRate | None:
+        """The rate this fake writes `request`'s reply at (a test may pace one role apart)."""
+        return self.stream_rate
 
     def streams(self, request: LLMRequest) -> bool:
         """Streams only with a set rate: a fake without one answers whole, like a provider that
         cannot stream."""
-        return self.stream_rate is not None
+        return self.rate_for(request) is not None
 
     async def stream(self, request: LLMRequest, on_text: TextSink) -> Completion:
         """The same reply as `complete`, written to `on_text` at the set rate."""
-        if self.stream_rate is None:
+        rate = self.rate_for(request)
+        if rate is None:
             raise StreamRefusedError("this fake model has no stream rate; it answers whole")
         await self._received(request)
         completion = self._completion(request, await self._reply(request))
-        await self.stream_rate.write(completion.text, on_text)
+        await rate.write(completion.text, on_text)
         return completion
 
     def _completion(self, request: LLMRequest, reply: Reply) -> Completion:
         if isinstance(reply, Exception):
             raise reply
         text = _as_text(reply)
+        rate = self.rate_for(request)
         usage = self.fixed_usage or Usage(
             input_tokens=sum(estimate_tokens(m.content) for m in request.messages),
             output_tokens=estimate_tokens(text),
@@ -171,8 +178,7 @@ class _RecordingLLM(ABC):
             cost_usd=self.price_of(request.model).cost(usage),
             provider=self.provider,
             model=request.model,
-            latency_s=self.delay_s
-            + (self.stream_rate.duration_s(text) if self.stream_rate else 0.0),
+            latency_s=self.delay_s + (rate.duration_s(text) if rate else 0.0),
             finish_reason="stop",
         )
 
