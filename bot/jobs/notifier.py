@@ -1,7 +1,8 @@
 """Follows a debate's run and owes its messages: each finished round, the parent's live status
 as turns start, and the plan streamed into the thread as turns start, are written and end.
-Replayed events owe nothing new, since every draft has a key (a replayed turn only rebuilds the plan, which the
-next live event owes whole); the delivery loop (`bot.jobs.delivery`) sends what is owed."""
+Replayed events owe nothing new, since every draft has a key (a replayed turn only rebuilds the
+plan, which the next live event owes whole); the delivery loop (`bot.jobs.delivery`) sends
+what is owed."""
 
 from __future__ import annotations
 
