@@ -18,6 +18,12 @@ with `cache_control` is written to a cache, keyed on everything before it and on
 effort, tools and output format (changing those breaks a cache, per the docs); a request reads
 the longest prefix written before that ends at a block boundary up to 20 blocks before one of
 its marks. A structured-outputs schema with more than 16 union-typed parameters is refused.
+With `stream: true` the reply is sent as the "Streaming Messages" page documents: server-sent
+`message_start` (usage so far), per block `content_block_start`, its deltas (`text_delta`,
+`input_json_delta`, `thinking_delta`/`signature_delta`) and `content_block_stop`, a `ping`,
+`message_delta` (the `stop_reason` and the cumulative usage) and `message_stop`.
+`refuse_streams` refuses a streamed request as a server that cannot stream would (400);
+`cut_streams` cuts that many streams off after their first deltas (the connection closed).
 """
 
 from __future__ import annotations
@@ -265,6 +271,8 @@ class AnthropicStandIn:
     profiles: dict[str, Profile] = field(default_factory=lambda: dict(PROFILES))
     exchanges: list[Exchange] = field(default_factory=list)
     url: str = ""
+    refuse_streams: bool = False
+    cut_streams: int = 0
     _cache: set[str] = field(default_factory=set)
     _runner: web.AppRunner | None = None
 
@@ -286,10 +294,12 @@ class AnthropicStandIn:
     def served(self, model: str) -> list[Exchange]:
         return [e for e in self.exchanges if e.body.get("model") == model]
 
-    async def _messages(self, request: web.Request) -> web.Response:
+    async def _messages(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         request_id = f"req_{uuid.uuid4().hex[:24]}"
         try:
+            if body.get("stream") and self.refuse_streams:
+                raise invalid("stream: streaming is not supported by this server")
             status, answer = 200, self.answer(body)
         except Refusal as refusal:
             status = refusal.status
@@ -299,7 +309,77 @@ class AnthropicStandIn:
                 "request_id": request_id,
             }
         self.exchanges.append(Exchange(body=body, status=status, answer=answer))
+        if status == 200 and body.get("stream"):
+            return await self._stream(request, answer, request_id)
         return web.json_response(answer, status=status, headers={"request-id": request_id})
+
+    async def _stream(
+        self, request: web.Request, answer: dict[str, Any], request_id: str
+    ) -> web.StreamResponse:
+        """`answer` as server-sent events, or cut off after its first deltas."""
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "request-id": request_id}
+        )
+        await response.prepare(request)
+
+        async def send(kind: str, data: dict[str, Any]) -> None:
+            await response.write(
+                f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n".encode()
+            )
+
+        usage = answer["usage"]
+        start = {
+            **answer,
+            "content": [],
+            "stop_reason": None,
+            "usage": {**usage, "output_tokens": 1},
+        }
+        await send("message_start", {"message": start})
+        deltas = 0
+        for index, block in enumerate(answer["content"]):
+            if block["type"] == "text":
+                empty, pieces = (
+                    {"type": "text", "text": ""},
+                    [
+                        {"type": "text_delta", "text": block["text"][i : i + 24]}
+                        for i in range(0, len(block["text"]), 24)
+                    ],
+                )
+            elif block["type"] == "tool_use":
+                whole = json.dumps(block["input"])
+                empty, pieces = (
+                    {**block, "input": {}},
+                    [
+                        {"type": "input_json_delta", "partial_json": whole[i : i + 24]}
+                        for i in range(0, len(whole), 24)
+                    ],
+                )
+            else:
+                empty, pieces = (
+                    {**block, "thinking": ""},
+                    [{"type": "signature_delta", "signature": block["signature"]}],
+                )
+            await send("content_block_start", {"index": index, "content_block": empty})
+            for piece in pieces:
+                deltas += 1
+                if self.cut_streams and deltas == 5:
+                    self.cut_streams -= 1
+                    assert request.transport is not None
+                    request.transport.close()
+                    return response
+                await send("content_block_delta", {"index": index, "delta": piece})
+            await send("content_block_stop", {"index": index})
+        await send("ping", {})
+        await send(
+            "message_delta",
+            {
+                "delta": {"stop_reason": answer["stop_reason"], "stop_sequence": None},
+                "usage": usage,
+            },
+        )
+        await send("message_stop", {})
+        await response.write_eof()
+        return response
 
     def answer(self, body: dict[str, Any]) -> dict[str, Any]:
         """The reply to `body`, or the Refusal the API would give."""
