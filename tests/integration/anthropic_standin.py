@@ -43,6 +43,7 @@ from aiohttp import web
 from engine.providers.fake import CANNED_DEBATE_REPLIES, fill_schema
 from engine.providers.schemas import HINT
 from tests.integration.envelopes import envelope_answer
+from tests.integration.sse import anthropic_stream
 
 
 class ThinkingRule(StrEnum):
@@ -310,76 +311,12 @@ class AnthropicStandIn:
             }
         self.exchanges.append(Exchange(body=body, status=status, answer=answer))
         if status == 200 and body.get("stream"):
-            return await self._stream(request, answer, request_id)
-        return web.json_response(answer, status=status, headers={"request-id": request_id})
-
-    async def _stream(
-        self, request: web.Request, answer: dict[str, Any], request_id: str
-    ) -> web.StreamResponse:
-        """`answer` as server-sent events, or cut off after its first deltas."""
-        response = web.StreamResponse(
-            headers={"Content-Type": "text/event-stream", "request-id": request_id}
-        )
-        await response.prepare(request)
-
-        async def send(kind: str, data: dict[str, Any]) -> None:
-            await response.write(
-                f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n".encode()
+            cut = 4 if self.cut_streams else None
+            self.cut_streams = max(0, self.cut_streams - 1)
+            return await anthropic_stream(
+                request, answer, headers={"request-id": request_id}, cut=cut
             )
-
-        usage = answer["usage"]
-        start = {
-            **answer,
-            "content": [],
-            "stop_reason": None,
-            "usage": {**usage, "output_tokens": 1},
-        }
-        await send("message_start", {"message": start})
-        deltas = 0
-        for index, block in enumerate(answer["content"]):
-            if block["type"] == "text":
-                empty, pieces = (
-                    {"type": "text", "text": ""},
-                    [
-                        {"type": "text_delta", "text": block["text"][i : i + 24]}
-                        for i in range(0, len(block["text"]), 24)
-                    ],
-                )
-            elif block["type"] == "tool_use":
-                whole = json.dumps(block["input"])
-                empty, pieces = (
-                    {**block, "input": {}},
-                    [
-                        {"type": "input_json_delta", "partial_json": whole[i : i + 24]}
-                        for i in range(0, len(whole), 24)
-                    ],
-                )
-            else:
-                empty, pieces = (
-                    {**block, "thinking": ""},
-                    [{"type": "signature_delta", "signature": block["signature"]}],
-                )
-            await send("content_block_start", {"index": index, "content_block": empty})
-            for piece in pieces:
-                deltas += 1
-                if self.cut_streams and deltas == 5:
-                    self.cut_streams -= 1
-                    assert request.transport is not None
-                    request.transport.close()
-                    return response
-                await send("content_block_delta", {"index": index, "delta": piece})
-            await send("content_block_stop", {"index": index})
-        await send("ping", {})
-        await send(
-            "message_delta",
-            {
-                "delta": {"stop_reason": answer["stop_reason"], "stop_sequence": None},
-                "usage": usage,
-            },
-        )
-        await send("message_stop", {})
-        await response.write_eof()
-        return response
+        return web.json_response(answer, status=status, headers={"request-id": request_id})
 
     def answer(self, body: dict[str, Any]) -> dict[str, Any]:
         """The reply to `body`, or the Refusal the API would give."""

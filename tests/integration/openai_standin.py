@@ -57,6 +57,7 @@ from engine.llm import describe_output, output_schema
 from engine.providers.schemas import strict_schema
 from tests.integration.envelopes import engine_types, envelope_answer
 from tests.integration.llm_server import reply_for
+from tests.integration.sse import openai_stream
 
 REASONING_TOKENS = {
     "none": 0,
@@ -276,41 +277,10 @@ class OpenAIStandIn:
             exchange.status, exchange.param = refusal.status, refusal.param
             return refusal.response()
         if body.get("stream"):
-            return await self._stream(request, body, answer)
+            cut = 2 if self.cut_streams else None
+            self.cut_streams = max(0, self.cut_streams - 1)
+            return await openai_stream(request, body, answer, cut=cut)
         return web.json_response(answer)
-
-    async def _stream(
-        self, request: web.Request, body: dict[str, Any], answer: dict[str, Any]
-    ) -> web.StreamResponse:
-        """`answer` as Chat Completions streams it, or cut off after its first chunks."""
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
-        head = {k: answer[k] for k in ("id", "created", "model")}
-        head["object"] = "chat.completion.chunk"
-
-        async def send(choices: list[dict[str, Any]], usage: Any = None) -> None:
-            chunk = {**head, "choices": choices}
-            if (body.get("stream_options") or {}).get("include_usage"):
-                chunk["usage"] = usage
-            await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
-
-        [choice] = answer["choices"]
-        text = choice["message"]["content"]
-        pieces = [text[i : i + 24] for i in range(0, len(text), 24)]
-        await send([{"index": 0, "delta": {"role": "assistant", "content": ""}}])
-        for number, piece in enumerate(pieces):
-            if self.cut_streams and number == 2:
-                self.cut_streams -= 1
-                assert request.transport is not None
-                request.transport.close()
-                return response
-            await send([{"index": 0, "delta": {"content": piece}, "finish_reason": None}])
-        await send([{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}])
-        if (body.get("stream_options") or {}).get("include_usage"):
-            await send([], answer["usage"])
-        await response.write(b"data: [DONE]\n\n")
-        await response.write_eof()
-        return response
 
     def _answer(self, body: dict[str, Any], exchange: Exchange) -> dict[str, Any]:
         unknown = sorted(set(body) - ARGUMENTS)
