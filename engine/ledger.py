@@ -16,6 +16,7 @@ had. Provider-level retries of a failed request are not billed and are not check
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
 import math
@@ -27,7 +28,7 @@ from typing import TypeVar
 from pydantic import BaseModel
 
 from engine.envelope import Envelope
-from engine.errors import DebateHaltedError, EngineError
+from engine.errors import DebateHaltedError, EngineError, LLMError
 from engine.events import DebateEvent, EventSink, TurnFinished, TurnStarted
 from engine.llm import (
     LLM,
@@ -218,6 +219,9 @@ class TurnLedger:
         self.meter = CostMeter(
             spec.budget_usd, spent_usd=sum(t.cost_usd for t in self._recorded.values())
         )
+        self.judging: asyncio.Future[dict[str, str | LLMError]] | None = None
+        """The independent judges, when the protocol started them beside its deciding call
+        (`engine.judging.hear_early`): their decisions or failures by judge."""
 
     async def emit(self, event: DebateEvent) -> None:
         await self.sink(event)

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis.configuration import set_hypothesis_home_dir
 from pydantic import BaseModel
 
 from bot.messages import kit
@@ -20,6 +23,10 @@ from engine.models import CriticTurn, DebateSpec, ModeratorTurn, ProposerTurn, R
 from engine.providers.fake import CANNED_DEBATE_REPLIES
 from engine.streaming import readable_so_far
 from tests.unit.test_fake_model import spec_for
+
+# Hypothesis keeps caches under its home directory (`.hypothesis` in the working directory by
+# default); the tree must hold nothing a test run wrote (test_self_contained).
+set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "debatebot-hypothesis")
 
 HOSTILE = 'The "fix" costs <!channel> & <https://x|y> \\ 5\u00a0\u20ac \U0001f389 {not json}'
 TURNS: list[tuple[Role, type[BaseModel], dict[str, Any]]] = [
@@ -63,7 +70,12 @@ def task_output(plan: Plan, role: Role) -> dict[str, Any]:
     return chunk
 
 
-@settings(max_examples=400, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=400,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(
     which=st.integers(min_value=0, max_value=len(TURNS) - 1),
     cut=st.floats(min_value=0.0, max_value=1.0),
