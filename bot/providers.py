@@ -286,13 +286,21 @@ class ProviderRegistry:
                 timeout_s=s.local_timeout_s,
             )
         if name == "fake":
-            from engine.providers.fake import CANNED_DEBATE_REPLIES, SchemaFillingLLM
+            from engine.providers.fake import CANNED_DEBATE_REPLIES, SchemaFillingLLM, StreamRate
 
+            rate = None
+            if s.fake_tokens_per_s is not None:
+                rate = StreamRate(
+                    tokens_per_s=s.fake_tokens_per_s,
+                    first_token_s=s.fake_first_token_s,
+                    streams=s.fake_streams,
+                )
             return SchemaFillingLLM(
                 seed=s.fake_seed,
                 script=CANNED_DEBATE_REPLIES,
                 pricing=lambda model: self.pricing("fake", model),
                 delay_s=s.fake_delay_s,
+                stream_rate=rate,
                 record=False,
             )
         if name == "anthropic":

@@ -61,6 +61,8 @@ class StreamRate:
 
     tokens_per_s: float
     first_token_s: float = 0.0
+    streams: bool = True
+    """False: the fake writes at this pace but answers whole, as a provider that cannot stream."""
 
     def __post_init__(self) -> None:
         if self.tokens_per_s <= 0 or self.first_token_s < 0:
@@ -151,13 +153,14 @@ class _RecordingLLM(ABC):
     def streams(self, request: LLMRequest) -> bool:
         """Streams only with a set rate: a fake without one answers whole, like a provider that
         cannot stream."""
-        return self.rate_for(request) is not None
+        rate = self.rate_for(request)
+        return rate is not None and rate.streams
 
     async def stream(self, request: LLMRequest, on_text: TextSink) -> Completion:
         """The same reply as `complete`, written to `on_text` at the set rate."""
         rate = self.rate_for(request)
-        if rate is None:
-            raise StreamRefusedError("this fake model has no stream rate; it answers whole")
+        if rate is None or not rate.streams:
+            raise StreamRefusedError("this fake model does not stream; it answers whole")
         await self._received(request)
         completion = self._completion(request, await self._reply(request))
         await rate.write(completion.text, on_text)
