@@ -9,8 +9,9 @@ import pytest
 
 from engine.errors import StreamRefusedError
 from engine.events import DebateEvent, TurnFinished, TurnStarted, TurnStreaming
-from engine.llm import LLMRequest, Message, output_schema
+from engine.llm import LLMRequest, Message, StreamingLLM, output_schema
 from engine.models import CriticTurn, DebateStatus, Role
+from engine.providers import fake as fake_types
 from engine.providers.fake import FunctionLLM, ScriptedLLM, StreamRate
 from engine.streaming import readable_so_far
 from tests.helpers import DebateScript, reply_for
@@ -187,3 +188,19 @@ async def test_the_budget_bound_covers_a_streamed_call() -> None:
     result = await debate(make_spec(budget_usd=0.001), llm)
     assert result.status is DebateStatus.TRUNCATED_BUDGET
     assert result.cost_usd <= 0.001
+
+
+@pytest.mark.parametrize("streams", [True, False])
+def test_the_fake_provider_takes_its_pace_and_streaming_from_the_settings(streams: bool) -> None:
+    from bot.providers import ProviderRegistry
+    from bot.settings import Settings
+    from engine.models import ModelSettings
+
+    settings = Settings(
+        provider="fake", fake_tokens_per_s=40, fake_first_token_s=1.5, fake_streams=streams
+    )
+    llm = ProviderRegistry(settings).resolve(ModelSettings(provider="fake", model="fake-model"))
+    assert isinstance(llm, StreamingLLM)
+    assert llm.streams(REQUEST) is streams
+    assert isinstance(llm, fake_types.SchemaFillingLLM)
+    assert llm.stream_rate == StreamRate(tokens_per_s=40, first_token_s=1.5, streams=streams)
