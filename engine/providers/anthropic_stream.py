@@ -14,7 +14,6 @@ the forced tool's input.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import anthropic
@@ -22,14 +21,14 @@ import httpx2
 
 from engine.errors import LLMError
 from engine.llm import TextSink
-
-_STREAM_REFUSAL = re.compile(r"\bstream(?:ing)?\b", re.IGNORECASE)
+from engine.providers.openai_refusals import stream_refused
 
 
 def refuses_streaming(status: int, message: str) -> bool:
     """Whether a 400 to a streamed request refuses the streaming itself (a proxy or a server
-    speaking the Messages API that cannot stream names `stream` in its message)."""
-    return status == 400 and bool(_STREAM_REFUSAL.search(message[:500]))
+    speaking the Messages API that cannot stream names `stream` in its message; Anthropic's
+    errors carry no `param`, so the message is all there is)."""
+    return status == 400 and stream_refused(status, None, message)
 
 
 async def streamed(manager: Any, on_text: TextSink, *, what: str) -> tuple[Any, Any]:
