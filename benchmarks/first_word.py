@@ -102,9 +102,9 @@ async def run_once(
     streaming: bool, runs: int, first_token_s: float, tokens_per_s: float
 ) -> dict[str, list[Debated]]:
     more = {
-        "DEBATEBOT_FAKE_TOKENS_PER_S": str(tokens_per_s),
-        "DEBATEBOT_FAKE_FIRST_TOKEN_S": str(first_token_s),
-        "DEBATEBOT_FAKE_STREAMS": "true" if streaming else "false",
+        "DEBATEBOT_FAKE_PACE__TOKENS_PER_S": str(tokens_per_s),
+        "DEBATEBOT_FAKE_PACE__FIRST_TOKEN_S": str(first_token_s),
+        "DEBATEBOT_FAKE_PACE__STREAMS": "true" if streaming else "false",
         "DEBATEBOT_WORKER_CONCURRENCY": str(runs * len(PROTOCOLS)),
         "DEBATEBOT_MAX_DEBATES_PER_USER": str(runs * len(PROTOCOLS)),
     }

@@ -286,21 +286,14 @@ class ProviderRegistry:
                 timeout_s=s.local_timeout_s,
             )
         if name == "fake":
-            from engine.providers.fake import CANNED_DEBATE_REPLIES, SchemaFillingLLM, StreamRate
+            from engine.providers.fake import CANNED_DEBATE_REPLIES, SchemaFillingLLM
 
-            rate = None
-            if s.fake_tokens_per_s is not None:
-                rate = StreamRate(
-                    tokens_per_s=s.fake_tokens_per_s,
-                    first_token_s=s.fake_first_token_s,
-                    streams=s.fake_streams,
-                )
             return SchemaFillingLLM(
                 seed=s.fake_seed,
                 script=CANNED_DEBATE_REPLIES,
                 pricing=lambda model: self.pricing("fake", model),
                 delay_s=s.fake_delay_s,
-                stream_rate=rate,
+                stream_rate=s.fake_pace,
                 record=False,
             )
         if name == "anthropic":

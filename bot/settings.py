@@ -21,6 +21,7 @@ from bot.secrets import (
 )
 from engine.models import MAX_JUDGES, Effort
 from engine.pricing import Pricing
+from engine.providers.fake import StreamRate
 
 DEFAULT_PROVIDER_CONCURRENCY = {"openai": 256, "anthropic": 256, "openai-compatible": 64}
 """The most calls in flight per model by default, over the limit each process learns from the
@@ -205,19 +206,9 @@ class Settings(BaseSettings):
     fake_delay_s: float = Field(
         default=0.0, ge=0.0, description="latency the fake provider adds to each call"
     )
-    fake_tokens_per_s: float | None = Field(
+    fake_pace: StreamRate | None = Field(
         default=None,
-        gt=0.0,
-        description="the fake provider writes each reply at this many tokens a second (after"
-        " DEBATEBOT_FAKE_FIRST_TOKEN_S) and streams it; unset: it answers at once",
-    )
-    fake_first_token_s: float = Field(
-        default=0.0, ge=0.0, description="with DEBATEBOT_FAKE_TOKENS_PER_S: time to first token"
-    )
-    fake_streams: bool = Field(
-        default=True,
-        description="with DEBATEBOT_FAKE_TOKENS_PER_S: whether the fake provider streams (false:"
-        " it answers whole at the same pace, as a provider without streaming)",
+        description="the fake provider's writing pace: __TOKENS_PER_S, __FIRST_TOKEN_S, __STREAMS",
     )
 
     prompts_dir: Path | None = Field(default=None, description="default: the shipped prompts/")

@@ -19,6 +19,7 @@ from bot.fronts.web.feeds import Feeds
 from bot.fronts.web.guard import Guard, web_token
 from bot.fronts.web.reviewing import WebReviews
 from bot.intake.deployment import deployment_intake
+from bot.jobs.writing import WritingBoard
 from bot.logs import configure_logging
 from bot.receipting import public_keys_of, receipt_issuer
 from bot.runtime import Runtime
@@ -55,11 +56,18 @@ def build_web(
     """The web door on `engine`: the deployment's intake (debates asked here are the
     deployment's own workspace's, as the terminal's are), its feeds and reviews, and a worker
     pool when it runs the debates itself."""
-    worker = build_worker(services, engine, worker_id=f"{process_name()}/web")
+    # What the pool's turns write shows on the pages following them before it is stored.
+    board = WritingBoard()
+    worker = build_worker(
+        services,
+        engine,
+        worker_id=f"{process_name()}/web",
+        sinks=board.sink_for,
+    )
     intake = deployment_intake(
         settings, services.policy, engine, workspace=PENDING_WORKSPACE, wake=worker.wake
     )
-    feeds = Feeds(engine, workspace=PENDING_WORKSPACE, poll_s=poll_s)
+    feeds = Feeds(engine, workspace=PENDING_WORKSPACE, poll_s=poll_s, writing=board)
     door = WebDoor(
         intake=intake,
         workspace=PENDING_WORKSPACE,

@@ -196,8 +196,11 @@ def test_the_fake_provider_takes_its_pace_and_streaming_from_the_settings(stream
     from bot.settings import Settings
     from engine.models import ModelSettings
 
-    settings = Settings(
-        provider="fake", fake_tokens_per_s=40, fake_first_token_s=1.5, fake_streams=streams
+    settings = Settings.model_validate(
+        {
+            "provider": "fake",
+            "fake_pace": {"tokens_per_s": 40, "first_token_s": 1.5, "streams": streams},
+        }
     )
     llm = ProviderRegistry(settings).resolve(ModelSettings(provider="fake", model="fake-model"))
     assert isinstance(llm, StreamingLLM)
