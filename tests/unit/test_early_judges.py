@@ -102,3 +102,30 @@ async def test_a_run_stopped_after_the_judge_answered_resumes_without_asking_it_
     stored_judge = next(t for t in stored if t.role is Role.INDEPENDENT_JUDGE)
     assert check.decision == stored_judge.parsed["decision"]
     assert sum(1 for t in result.transcript if t.role is Role.INDEPENDENT_JUDGE) == 1
+
+
+async def test_judges_in_flight_stop_with_a_stopped_run() -> None:
+    answered: list[str] = []
+    gate = asyncio.Event()
+    judging = asyncio.Event()
+    script = DebateScript()
+
+    async def slow(request: LLMRequest) -> Any:
+        if request.schema_name in (JUDGE, MODERATOR):
+            if request.schema_name == JUDGE:
+                judging.set()
+            await gate.wait()
+            answered.append(request.schema_name or "")
+        return script(request)
+
+    llm = FunctionLLM(slow)
+    run = asyncio.ensure_future(
+        run_debate(make_spec(), resolve_llm=lambda _: llm, prompts=shipped_prompts())
+    )
+    await asyncio.wait_for(judging.wait(), timeout=30)
+    run.cancel()
+    await asyncio.gather(run, return_exceptions=True)
+    gate.set()
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert answered == [], "nothing asked for the stopped run goes on"
