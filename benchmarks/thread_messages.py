@@ -54,11 +54,12 @@ def finished(emulator: SlackEmulator, channel: str) -> bool:
 
 
 async def start_protocol_bot(
-    delay_s: float, *, streaming: bool, prefix: str
+    delay_s: float, *, streaming: bool, prefix: str, more: dict[str, str] | None = None
 ) -> tuple[SlackEmulator, asyncio.subprocess.Process, int, str]:
     """`debatebot serve` on a fresh SQLite store against the emulator (with or without chat
     streaming), the fake model at `delay_s` a call, room for one person's debate of each
-    protocol at once: the emulator, the process, its port and the store's URL."""
+    protocol at once (`more` sets other variables, or these otherwise): the emulator, the
+    process, its port and the store's URL."""
     emulator = SlackEmulator(streaming=streaming)
     await emulator.start()
     workdir = Path(tempfile.mkdtemp(prefix=prefix))
@@ -74,6 +75,7 @@ async def start_protocol_bot(
     }
     if log_level:
         extra["DEBATEBOT_LOG_LEVEL"] = log_level
+    extra |= more or {}
     process = await start_serve(
         emulator, url, port, extra, stderr=None if log_level else asyncio.subprocess.DEVNULL
     )

@@ -293,6 +293,7 @@ class ProviderRegistry:
                 script=CANNED_DEBATE_REPLIES,
                 pricing=lambda model: self.pricing("fake", model),
                 delay_s=s.fake_delay_s,
+                stream_rate=s.fake_pace,
                 record=False,
             )
         if name == "anthropic":

@@ -22,6 +22,7 @@ from bot.secrets import (
 from bot.settings_checks import check_together
 from engine.models import MAX_JUDGES, Effort
 from engine.pricing import Pricing
+from engine.providers.fake import StreamRate
 
 DEFAULT_PROVIDER_CONCURRENCY = {"openai": 256, "anthropic": 256, "openai-compatible": 64}
 """The most calls in flight per model by default, over the limit each process learns from the
@@ -205,6 +206,10 @@ class Settings(BaseSettings):
     )
     fake_delay_s: float = Field(
         default=0.0, ge=0.0, description="latency the fake provider adds to each call"
+    )
+    fake_pace: StreamRate | None = Field(
+        default=None,
+        description="the fake provider's writing pace: __TOKENS_PER_S, __FIRST_TOKEN_S, __STREAMS",
     )
 
     prompts_dir: Path | None = Field(default=None, description="default: the shipped prompts/")

@@ -65,3 +65,9 @@ class SchemaTooLargeError(LLMError):
 class ModelProcessCrashedError(LLMError):
     """The process a local model generates in died under a call (a native crash in llama.cpp, or
     a kill): the caller's process goes on, and the error names the cause and the fix."""
+
+
+class StreamRefusedError(LLMError):
+    """A provider could not stream this call (the server refused a streamed request, or the
+    model cannot stream) before any of its output was shown: the engine asks for the whole
+    reply instead, as it does of a provider that never streams."""

@@ -27,6 +27,26 @@ class TurnStarted(BaseModel):
     at: datetime = Field(default_factory=utcnow)
 
 
+class TurnStreaming(BaseModel):
+    """A turn is being written: the readable part of its reply so far (`text`, prose from the
+    partial JSON, never JSON itself), or, with `reasked`, the reply just streamed failed
+    validation and is being asked again (what was shown does not count). Nothing of it is
+    stored; the turn's `TurnFinished` holds what counts."""
+
+    kind: Literal["turn_streaming"] = "turn_streaming"
+    round: int
+    role: Role
+    speaker: str = ""
+    phase: str = ""
+    attempt: int
+    text: str = ""
+    reasked: bool = False
+
+    @property
+    def key(self) -> tuple[int, Role, str, str, int]:
+        return (self.round, self.role, self.speaker, self.phase, self.attempt)
+
+
 class TurnFinished(BaseModel):
     """A turn is done; `replayed` is true when it came from the stored record, not a model."""
 
@@ -70,6 +90,7 @@ class DebateCancelled(BaseModel):
 
 DebateEvent = Annotated[
     TurnStarted
+    | TurnStreaming
     | TurnFinished
     | RoundFinished
     | VerdictReached

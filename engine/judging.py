@@ -14,14 +14,18 @@ spec names none, on the model that decided the debate. Position bias is a decisi
 with the sides and nothing else: a swapped judge on the deciding model reaching another decision
 than the verdict, or two judges on one model, one swapped and one not, reaching different ones.
 
-Judges are asked through the debate's ledger, like every turn: recorded, replayed on resume,
-charged to the debate and refused when its budget cannot afford them (then the confidence is
-unverified, and the verdict says why).
+A protocol whose deciding call cannot change the record may start the judges beside that call
+(`hear_early`, kept on the ledger as `TurnLedger.judging`); their answers are then compared with
+the verdict once it is out. Judges are asked through the debate's ledger, like every turn:
+recorded, replayed on resume, charged to the debate and refused when its budget cannot afford
+them (then the confidence is unverified, and the verdict says why).
 """
 
 from __future__ import annotations
 
+import asyncio
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pydantic import create_model
@@ -122,59 +126,99 @@ def unverified(why: str) -> Agreement:
     return Agreement([], Measure(None, f"confidence unverified: {why}"), Measure(None), why)
 
 
-async def judge_again(
+Heard = str | LLMError
+"""What one judge gave: its decision (as the view's choices stand for it), or its failure."""
+
+
+async def _hear(
+    spec: DebateSpec, view: BlindView, asker: Asker, n: int, name: str, model: ModelSettings
+) -> str:
+    """Judge `name` (the `n`th) asked for its decision on the blind record; raises
+    BudgetExhausted, DebateHaltedError and LLMError as the ledger does."""
+    shown = render(view, swapped=n % 2 == 1, rng=random.Random(f"{spec.question}\x1f{name}"))
+    answer = await asker.ask(
+        TEMPLATE,
+        round=view.round,
+        role=Role.INDEPENDENT_JUDGE,
+        speaker=name,
+        step="judging the record again, blind to the verdict",
+        output_type=judgment_type(list(shown.choices)),
+        values={"positions": shown.positions, "record": shown.record, "decisions": view.explain},
+        model=model,
+    )
+    return shown.choices[str(getattr(answer.decision, "value", answer.decision))]
+
+
+async def hear_early(
     spec: DebateSpec, view: BlindView, *, ledger: TurnLedger, prompts: PromptLibrary
+) -> dict[str, Heard]:
+    """Every judge asked at once on `view`, a record that the deciding call cannot change
+    (judges read it blind to the verdict), so they run beside that call instead of after it.
+    A judge the budget or a halt refuses now is left out: `judge_again` asks it after the
+    verdict, in order, so the budget allows what it would allow one call after another."""
+    asker = Asker(spec=spec, ledger=ledger, prompts=prompts, outputs=view.outputs)
+
+    async def one(n: int, name: str, model: ModelSettings) -> tuple[str, Heard | None]:
+        try:
+            return name, await _hear(spec, view, asker, n, name, model)
+        except (BudgetExhausted, DebateHaltedError):
+            return name, None
+        except LLMError as failure:
+            return name, failure
+
+    judges = judge_models(spec, view)
+    answers = await asyncio.gather(*(one(n, *judge) for n, judge in enumerate(judges, 1)))
+    return {name: heard for name, heard in answers if heard is not None}
+
+
+async def judge_again(
+    spec: DebateSpec,
+    view: BlindView,
+    *,
+    ledger: TurnLedger,
+    prompts: PromptLibrary,
+    heard: Mapping[str, Heard] | None = None,
 ) -> Agreement:
-    """Ask each of the spec's judges for its decision on the blind record, one after another
-    (a judge the budget refuses leaves the later ones unasked, since they would be refused too);
+    """Each of the spec's judges' decision on the blind record, compared with the verdict:
+    taken from `heard` (asked early, `hear_early`), else asked now, one after another (a
+    judge the budget refuses leaves the later ones unasked, since they would be refused too);
     a failed judge is recorded with its error."""
     asker = Asker(spec=spec, ledger=ledger, prompts=prompts, outputs=view.outputs)
+    early = dict(heard or {})
     checks: list[JudgeCheck] = []
     # Each answering judge's decision as agreement counts it (`BlindView.groups`).
     meant: dict[str, str] = {}
     stopped: str | None = None
     for n, (name, model) in enumerate(judge_models(spec, view), 1):
-        same = _same_model(model, view.decided_by)
-        swapped = n % 2 == 1
         check = JudgeCheck(
-            judge=name, provider=model.provider, model=model.model, same_model=same, swapped=swapped
+            judge=name,
+            provider=model.provider,
+            model=model.model,
+            same_model=_same_model(model, view.decided_by),
+            swapped=n % 2 == 1,
         )
-        if stopped is not None:
+        outcome = early.get(name)
+        if outcome is None and stopped is not None:
             checks.append(check.model_copy(update={"error": stopped}))
             continue
-        shown = render(view, swapped=swapped, rng=random.Random(f"{spec.question}\x1f{name}"))
-        try:
-            answer = await asker.ask(
-                TEMPLATE,
-                round=view.round,
-                role=Role.INDEPENDENT_JUDGE,
-                speaker=name,
-                step="judging the record again, blind to the verdict",
-                output_type=judgment_type(list(shown.choices)),
-                values={
-                    "positions": shown.positions,
-                    "record": shown.record,
-                    "decisions": view.explain,
-                },
-                model=model,
-            )
-        except BudgetExhausted as refused:
-            stopped = f"the budget could not afford it ({refused})"
-            checks.append(check.model_copy(update={"error": stopped}))
+        if outcome is None:
+            try:
+                outcome = await _hear(spec, view, asker, n, name, model)
+            except BudgetExhausted as refused:
+                stopped = f"the budget could not afford it ({refused})"
+            except DebateHaltedError as halted:
+                stopped = str(halted)
+            except LLMError as failure:
+                outcome = failure
+            if outcome is None:
+                checks.append(check.model_copy(update={"error": stopped}))
+                continue
+        if isinstance(outcome, LLMError):
+            checks.append(check.model_copy(update={"error": f"the judge failed: {outcome}"}))
             continue
-        except DebateHaltedError as halted:
-            stopped = str(halted)
-            checks.append(check.model_copy(update={"error": stopped}))
-            continue
-        except LLMError as failure:
-            checks.append(check.model_copy(update={"error": f"the judge failed: {failure}"}))
-            continue
-        decision = shown.choices[str(getattr(answer.decision, "value", answer.decision))]
-        meant[name] = view.groups.get(decision, decision)
+        meant[name] = view.groups.get(outcome, outcome)
         checks.append(
-            check.model_copy(
-                update={"decision": view.told(decision), "agrees": view.same(decision)}
-            )
+            check.model_copy(update={"decision": view.told(outcome), "agrees": view.same(outcome)})
         )
     return summarise(checks, meant)
 

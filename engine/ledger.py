@@ -19,6 +19,7 @@ had. Provider-level retries of a failed request are not billed and are not check
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
 import math
@@ -32,19 +33,23 @@ from pydantic import BaseModel
 from engine.bound import PromptHistory
 from engine.cache_plan import CacheMarks, Plan, Planned
 from engine.envelope import Envelope
-from engine.errors import DebateHaltedError, EngineError
+from engine.errors import DebateHaltedError, EngineError, LLMError
 from engine.events import DebateEvent, EventSink, TurnFinished, TurnStarted
 from engine.llm import (
     LLM,
     Completion,
     LLMRequest,
     Message,
+    StreamingLLM,
+    TextSink,
+    ask,
     complete_structured,
     output_schema,
 )
 from engine.models import DebateSpec, ModelSettings, Role, TurnRecord
 from engine.pricing import Pricing
 from engine.prompts import PromptTemplate
+from engine.streaming import TurnWatch
 
 T = TypeVar("T", bound=BaseModel)
 LLMResolver = Callable[[ModelSettings], LLM]
@@ -173,6 +178,22 @@ class MeteredLLM:
             self.meter.release(ticket, cost)
         return completion
 
+    def streams(self, request: LLMRequest) -> bool:
+        return isinstance(self.inner, StreamingLLM) and self.inner.streams(request)
+
+    async def stream(self, request: LLMRequest, on_text: TextSink) -> Completion:
+        """As `complete`, streamed: the same worst case is held while the stream runs, and a
+        stream refused before any text releases it at no cost (the whole reply is then asked
+        by `complete`, held anew)."""
+        ticket = self.meter.hold(self.bound(request))
+        cost = 0.0
+        try:
+            completion = await ask(self.inner, request, on_text)
+            cost = completion.cost_usd
+        finally:
+            self.meter.release(ticket, cost)
+        return completion
+
 
 def request_digest(messages: Sequence[Message], settings: ModelSettings) -> str:
     """A stable hash of exactly what was asked, for the audit row."""
@@ -210,6 +231,9 @@ class TurnLedger:
         )
         self.history = PromptHistory()
         self.plan: Plan | None = None
+        self.judging: asyncio.Future[dict[str, str | LLMError]] | None = None
+        """The independent judges, when the protocol started them beside its deciding call
+        (`engine.judging.hear_early`): their decisions or failures by judge."""
 
     def planned(self, calls: Sequence[Planned]) -> None:
         """The calls the protocol will make, in order, so each is marked for the vendor's
@@ -281,20 +305,22 @@ class TurnLedger:
         # Checked before the turn is announced; the call itself holds its worst case (a
         # concurrent call may have taken the room meanwhile).
         self.meter.check(llm.bound(request))
-        await self.emit(
-            TurnStarted(
-                round=round,
-                role=role,
-                speaker=speaker,
-                step=step,
-                phase=phase,
-                attempt=attempt,
-                provider=llm.provider,
-                model=settings.model,
-            )
+        announced = TurnStarted(
+            round=round,
+            role=role,
+            speaker=speaker,
+            step=step,
+            phase=phase,
+            attempt=attempt,
+            provider=llm.provider,
+            model=settings.model,
         )
+        await self.emit(announced)
         started = time.perf_counter()
-        result = await complete_structured(llm, request, output_type)
+        watch = TurnWatch(
+            self.emit, announced, request.output_schema or {}, envelope.key if envelope else ""
+        )
+        result = await complete_structured(llm, request, output_type, watch=watch)
         turn = TurnRecord(
             round=round,
             role=role,

@@ -11,14 +11,14 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Generic, Literal, Protocol, TypeVar
+from typing import Annotated, Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, Field, SkipValidation, ValidationError
 
 from engine.envelope import Envelope
-from engine.errors import StructuredOutputError
+from engine.errors import StreamRefusedError, StructuredOutputError
 from engine.models import Effort, Usage
 from engine.pricing import Pricing
 
@@ -84,6 +84,43 @@ class LLM(Protocol):
     def price_of(self, model: str) -> Pricing: ...
 
     async def complete(self, request: LLMRequest) -> Completion: ...
+
+
+TextSink = Callable[[str], Awaitable[None]]
+"""Told the reply's text so far, each time more of it has arrived."""
+
+
+@runtime_checkable
+class StreamingLLM(LLM, Protocol):
+    """A model that can give its reply as it is written. `streams` says whether it will for
+    `request` (a fake without a set rate, a model that cannot, says no)."""
+
+    def streams(self, request: LLMRequest) -> bool: ...
+
+    async def stream(self, request: LLMRequest, on_text: TextSink) -> Completion:
+        """The reply, as `complete` gives it, telling `on_text` the text so far as it comes.
+        Raises StreamRefusedError, before any text, when the server will not stream."""
+        ...
+
+
+async def ask(llm: LLM, request: LLMRequest, on_text: TextSink | None) -> Completion:
+    """One call: streamed to `on_text` when the model streams, else (or when the stream is
+    refused before any text) asked whole, as it always was."""
+    if on_text is not None and isinstance(llm, StreamingLLM) and llm.streams(request):
+        try:
+            return await llm.stream(request, on_text)
+        except StreamRefusedError:
+            pass
+    return await llm.complete(request)
+
+
+class StreamWatch(Protocol):
+    """Follows a structured call as it streams: the current reply's text so far, and each reply
+    that failed validation (and is asked again) after it was streamed."""
+
+    async def text(self, raw: str) -> None: ...
+
+    async def reasked(self, problem: str) -> None: ...
 
 
 REQUEST_OVERHEAD_TOKENS = 1_000
@@ -341,13 +378,15 @@ async def complete_structured(
     output_type: type[T],
     *,
     max_attempts: int = DEFAULT_STRUCTURED_ATTEMPTS,
+    watch: StreamWatch | None = None,
 ) -> StructuredResult[T]:
     """Call `llm` until its reply validates as `output_type`, re-asking with the errors.
 
     A reply to the request's envelope (`Completion.enveloped`) is first taken out of it: one
     under another key, or several, is re-asked like any invalid reply.
     Raises StructuredOutputError after `max_attempts` invalid replies, keeping every raw reply.
-    Spend is accounted by the caller's metering wrapper around `llm`, call by call.
+    Spend is accounted by the caller's metering wrapper around `llm`, call by call. With
+    `watch`, each reply is streamed to it when the model streams, and told when it is re-asked.
     """
     schema = output_schema(output_type)
     current = request.model_copy(
@@ -357,7 +396,7 @@ async def complete_structured(
     raw_outputs: list[str] = []
     problem = ""
     for _ in range(max_attempts):
-        completion = await llm.complete(current)
+        completion = await ask(llm, current, watch.text if watch is not None else None)
         completions.append(completion)
         raw_outputs.append(completion.text)
         try:
@@ -367,6 +406,8 @@ async def complete_structured(
             value = output_type.model_validate(reply)
         except (ValueError, ValidationError) as error:
             problem = _problem_text(error)
+            if watch is not None:
+                await watch.reasked(problem)
             current = current.model_copy(
                 update={
                     "messages": [

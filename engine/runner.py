@@ -40,8 +40,16 @@ async def run_debate(
     """
     protocol = checked_protocol(spec)
     ledger = TurnLedger(spec=spec, resolve_llm=resolve_llm, sink=sink, recorded=recorded, halt=halt)
-    ran = await protocol.run(spec, ledger=ledger, prompts=prompts)
-    result = await scored(ran, protocol=protocol, ledger=ledger, prompts=prompts, weights=weights)
+    try:
+        ran = await protocol.run(spec, ledger=ledger, prompts=prompts)
+        result = await scored(
+            ran, protocol=protocol, ledger=ledger, prompts=prompts, weights=weights
+        )
+    finally:
+        # Judges started beside the deciding call stop with the run (stopped, or its worker
+        # shutting down) rather than go on asking models for a debate nobody is running.
+        if ledger.judging is not None and not ledger.judging.done():
+            ledger.judging.cancel()
     if result.status is DebateStatus.COMPLETE:
         await ledger.emit(VerdictReached(result=result))
     elif result.status is DebateStatus.TRUNCATED_BUDGET:

@@ -137,6 +137,9 @@ async def scored(
     """`result` with its confidence measured and scored, its judges' turns in the transcript,
     and every escalation reason and flag that follows from them."""
     spec, verdict = result.spec, result.verdict
+    # Judges started beside the deciding call end first, whatever the run came to: what they
+    # were asked is paid for and recorded.
+    heard = await ledger.judging if ledger.judging is not None else None
     findings = quality.output_checks(result, prompts)
     evidence = protocol.evidence(result)
     reasons = list(verdict.escalation_reasons)
@@ -151,7 +154,9 @@ async def scored(
         elif evidence.view is None:
             agreement = unverified(f"the {spec.protocol} protocol gives no record to judge")
         else:
-            agreement = await judge_again(spec, evidence.view, ledger=ledger, prompts=prompts)
+            agreement = await judge_again(
+                spec, evidence.view, ledger=ledger, prompts=prompts, heard=heard
+            )
         judgments = agreement.checks
         components = components_of(agreement, grounding(result), evidence, output_checks(findings))
         contributions = weights.contributions(components)

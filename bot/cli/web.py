@@ -24,6 +24,7 @@ from bot.fronts.web.feeds import Feeds
 from bot.fronts.web.guard import Guard, web_token
 from bot.fronts.web.reviewing import WebReviews
 from bot.intake.deployment import deployment_intake
+from bot.jobs.writing import WritingBoard
 from bot.logs import configure_logging
 from bot.receipting import public_keys_of, receipt_issuer
 from bot.runtime import Runtime
@@ -74,16 +75,19 @@ def build_web(
     when it runs the debates itself."""
     # The notifier stages the review request of an agent's escalated debate for the channel set
     # for agents (DEBATEBOT_MCP_REVIEW_CHANNEL); `serve` or a worker delivers it.
+    # What the pool's turns write shows on the pages following them before it is stored.
+    board = WritingBoard()
     worker = build_worker(
         services,
         engine,
         worker_id=f"{process_name()}/web",
         reporter=build_notifier(settings, engine),
+        sinks=board.sink_for,
     )
     intake = deployment_intake(
         settings, services.policy, engine, workspace=PENDING_WORKSPACE, wake=worker.wake
     )
-    feeds = Feeds(engine, workspace=PENDING_WORKSPACE, poll_s=poll_s)
+    feeds = Feeds(engine, workspace=PENDING_WORKSPACE, poll_s=poll_s, writing=board)
     door = WebDoor(
         intake=intake,
         workspace=PENDING_WORKSPACE,

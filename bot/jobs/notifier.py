@@ -1,13 +1,15 @@
 """Follows a debate's run and owes its messages: each finished round, the parent's live status
 as turns start, its Slack agent session's `processing` (with the "who is speaking" line in the
-assistant pane), and the plan streamed into the thread as turns start and end. Replayed events
-owe nothing new, since every draft has a key (a replayed turn only rebuilds the plan, which the
-next live event owes whole); the delivery loop (`bot.jobs.delivery`) sends what is owed."""
+assistant pane), and the plan streamed into the thread as turns start, are written and end.
+Replayed events owe nothing new, since every draft has a key (a replayed turn only rebuilds the
+plan, which the next live event owes whole); the delivery loop (`bot.jobs.delivery`) sends
+what is owed."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy import Engine
 
@@ -19,8 +21,16 @@ from bot.store.db import in_session
 from bot.store.debate_tables import Debate, DebateSource
 from bot.store.outbox import Draft
 from bot.store.tenancy import EVERY_WORKSPACE
-from engine.events import DebateEvent, EventSink, RoundFinished, TurnFinished, TurnStarted
+from engine.events import (
+    DebateEvent,
+    EventSink,
+    RoundFinished,
+    TurnFinished,
+    TurnStarted,
+    TurnStreaming,
+)
 from engine.models import DebateSpec
+from engine.protocols.definition import TurnKey
 
 
 @dataclass
@@ -34,6 +44,16 @@ class _Run:
     session_owed: bool = False
     """Whether the run owed its session's `processing` (once: a debate outside the assistant
     pane shows no "who is speaking" line, so its status never changes while it runs)."""
+    written_at: dict[TurnKey, float] = field(default_factory=dict)
+    """When the plan was last owed for each turn's text being written (`time.monotonic`); a
+    re-ask forgets it, so the new reply's first text is owed at once."""
+
+
+WRITING_OWED_EVERY_S = 0.5
+"""A turn's text being written is owed at most this often: a model streams tens of tokens a
+second and the stream row holds only the newest plan anyway (appended at most once a second,
+`DeliveryConfig.stream_interval_s`), so more writes would be store work nobody sees. The first
+text of a turn, a re-ask and the turn's end are owed at once."""
 
 
 class DebateNotifier:
@@ -88,6 +108,16 @@ class DebateNotifier:
                     drafts.append(owed.stream(run.plan.live()))
                 if drafts:
                     await self.owe(run.debate, drafts)
+            elif isinstance(event, TurnStreaming):
+                now = time.monotonic()
+                if event.reasked:
+                    run.written_at.pop(event.key, None)
+                last = run.written_at.get(event.key)
+                due = last is None or now - last >= WRITING_OWED_EVERY_S
+                if run.plan.streaming(event) and due:
+                    if not event.reasked:
+                        run.written_at[event.key] = now
+                    await self.owe(run.debate, [owed.stream(run.plan.live())])
             elif isinstance(event, TurnFinished):
                 # A replayed turn only rebuilds the plan; the next live event owes it whole.
                 if run.plan.finished(event.turn) and not event.replayed:

@@ -40,7 +40,7 @@ from bot.messages.kit import (
     fit,
     sections,
 )
-from engine.events import TurnStarted
+from engine.events import TurnStarted, TurnStreaming
 from engine.models import DebateResult, DebateSpec, DebateStatus, JudgeCheck, Role, TurnRecord
 from engine.protocols import definition_for
 from engine.protocols.definition import JUDGING, TURNS, TurnKey, plural
@@ -82,6 +82,13 @@ ENDING_LABEL = {
     DebateStatus.CANCELLED: "stopped",
 }
 CHECKS = "checks"
+STREAMED_TAIL_CHARS = 200
+"""How much of a turn being written its task shows: the end of what is written so far, within
+the task's 256 characters once escaped and prefixed."""
+WRITING = "writing: "
+PARTS = " \u00b7 "
+"""Between the lines of a turn being written (its fields, and the lines within them)."""
+REASKED = "re-asked: the reply did not fit its form, so it does not count; asking again"
 
 
 @dataclass
@@ -92,6 +99,10 @@ class Task:
     title: str
     status: TaskStatus = TaskStatus.PENDING
     output: str = ""
+    reasks: int = 0
+    """How often the turn's reply, shown as it was written, failed validation and was asked
+    again: said before the new reply's text, so the re-ask shows even when Slack is sent only
+    a later version."""
 
 
 def task_id(key: TurnKey) -> str:
@@ -127,6 +138,27 @@ class Plan:
         anything changed."""
         key = (event.round, event.role, event.speaker, event.phase, event.attempt)
         return self._move(key, TaskStatus.IN_PROGRESS, "")
+
+    def streaming(self, event: TurnStreaming) -> bool:
+        """A turn whose start the plan has seen is being written: its task shows the readable
+        text so far (its end, when long; the engine sends prose only, never JSON), or that the
+        reply it showed failed validation and is asked again. Whether anything changed."""
+        task = self.tasks.get(task_id(event.key))
+        if task is None or task.status in DONE:
+            # Not shown (a triage turn), or already ended: nothing of it is written any more.
+            return False
+        if event.reasked:
+            task.reasks += 1
+            return self._move(event.key, TaskStatus.IN_PROGRESS, REASKED)
+        text = PARTS.join(
+            " ".join(line.split()) for line in event.text.splitlines() if line.strip()
+        )
+        if not text:
+            return False
+        if len(text) > STREAMED_TAIL_CHARS:
+            text = "\u2026" + text[-(STREAMED_TAIL_CHARS - 1) :]
+        again = f"re-asked {plural(task.reasks, 'time')}{PARTS}" if task.reasks else ""
+        return self._move(event.key, TaskStatus.IN_PROGRESS, again + WRITING + text)
 
     def finished(self, turn: TurnRecord) -> bool:
         """A turn ended (asked now, or replayed from the record): complete, with its summary."""

@@ -21,6 +21,7 @@ rebuttal, for and against, with no moderation).
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ from engine.evidence import (
     ProtocolEvidence,
     share_note,
 )
+from engine.judging import hear_early
 from engine.ledger import BudgetExhausted, TurnLedger
 from engine.models import (
     AdversarialRound,
@@ -264,6 +266,14 @@ class AdversarialProtocol:
         so_far.turn("CRITIC'S ARGUMENT", render_critic(critic, number))
         rebuttal = await turns.ask(Role.REBUTTAL, number, RebuttalTurn, so_far.sections())
         so_far.turn("REBUTTAL", render_rebuttal(rebuttal, number))
+        if number == ledger.spec.max_rounds and ledger.spec.judges:
+            # The last round's moderation cannot change the record the judges read (they read
+            # it blind to the moderator), so they are asked beside it, not after it.
+            spoken: list[Spoken] = [*state.rounds, (number, proposer, critic, rebuttal)]
+            view = record_view(ledger.spec, state.proposition, spoken, decided="")
+            ledger.judging = asyncio.ensure_future(
+                hear_early(ledger.spec, view, ledger=ledger, prompts=turns.prompts)
+            )
         moderator = await turns.ask(Role.MODERATOR, number, ModeratorTurn, so_far.sections())
         usage_by_role: dict[Role, Usage] = {}
         cost = 0.0
@@ -408,21 +418,43 @@ def unanswered_objections(last: AdversarialRound) -> Measure:
     return share_note(left, count, "objections unanswered")
 
 
+Spoken = AdversarialRound | tuple[int, ProposerTurn, CriticTurn, RebuttalTurn]
+"""A round as the judges read it: a finished one, or the last one before its moderation."""
+
+
 def blind_view(result: DebateResult) -> BlindView:
-    """The record an independent judge reads: the proposition, then each round's argument,
-    critique and rebuttal under the position they speak for; no moderation."""
+    """The record an independent judge reads (`record_view`) of a finished debate."""
     assert result.proposition is not None
+    return record_view(
+        result.spec, result.proposition, result.rounds, decided=result.verdict.decision.value
+    )
+
+
+def record_view(
+    spec: DebateSpec, proposition: Proposition, rounds: Sequence[Spoken], *, decided: str
+) -> BlindView:
+    """The proposition, then each round's argument, critique and rebuttal under the position
+    they speak for; no moderation, so the same before the last moderator speaks and after."""
     entries: list[Entry] = []
-    for past in result.rounds:
-        number = past.round
+    number = 0
+    for past in rounds:
+        if isinstance(past, AdversarialRound):
+            number, proposer, critic, rebuttal = (
+                past.round,
+                past.proposer,
+                past.critic,
+                past.rebuttal,
+            )
+        else:
+            number, proposer, critic, rebuttal = past
         entries += [
-            Entry(0, number, f"ARGUMENT:\n{render_proposer(past.proposer, number)}"),
-            Entry(1, number, f"CRITIQUE:\n{render_critic(past.critic, number)}"),
-            Entry(0, number, f"REBUTTAL:\n{render_rebuttal(past.rebuttal, number)}"),
+            Entry(0, number, f"ARGUMENT:\n{render_proposer(proposer, number)}"),
+            Entry(1, number, f"CRITIQUE:\n{render_critic(critic, number)}"),
+            Entry(0, number, f"REBUTTAL:\n{render_rebuttal(rebuttal, number)}"),
         ]
     return BlindView(
         positions=("argues for the proposition", "argues against the proposition"),
-        preface=f"PROPOSITION:\n{render_proposition(result.proposition)}",
+        preface=f"PROPOSITION:\n{render_proposition(proposition)}",
         entries=tuple(entries),
         choices=tuple(d.value for d in Decision),
         explain=(
@@ -430,8 +462,8 @@ def blind_view(result: DebateResult) -> BlindView:
             " should do with the proposition (escalate: people must decide what the record"
             " cannot)"
         ),
-        decided=result.verdict.decision.value,
-        decided_by=result.spec.participant_for(Role.MODERATOR).model,
+        decided=decided,
+        decided_by=spec.participant_for(Role.MODERATOR).model,
         outputs=OUTPUTS,
-        round=result.rounds[-1].round,
+        round=number,
     )

@@ -61,10 +61,11 @@ from anthropic import AsyncAnthropic
 
 from engine.catalog import ModelEntry, Thinking
 from engine.envelope import Envelope
-from engine.errors import LLMError
-from engine.llm import Completion, LLMRequest
+from engine.errors import LLMError, StreamRefusedError
+from engine.llm import Completion, LLMRequest, TextSink
 from engine.models import Usage
 from engine.pricing import Pricing
+from engine.providers.anthropic_stream import refuses_streaming, streamed
 from engine.providers.limiter import Budget, Feedback, ModelLimits, Queued, slot_for
 from engine.providers.retry import (
     RetryPolicy,
@@ -400,6 +401,7 @@ class AnthropicLLM:
         self._mode_index: dict[str, int] = {}
         self._no_thinking: set[str] = set()
         self._no_effort: set[str] = set()
+        self._no_stream: set[str] = set()
         # max_retries=0: every attempt goes through `with_retries` and the model's limiter
         # (engine/providers/retry.py says why).
         self._client = AsyncAnthropic(
@@ -438,12 +440,28 @@ class AnthropicLLM:
         )
 
     async def complete(self, request: LLMRequest) -> Completion:
+        return await self._ask(request, None)
+
+    def streams(self, request: LLMRequest) -> bool:
+        """Every model streams until a server refuses a streamed request for it."""
+        return request.model not in self._no_stream
+
+    async def stream(self, request: LLMRequest, on_text: TextSink) -> Completion:
+        """`complete`, streamed (`anthropic_stream` says by which rules); a model whose server
+        refused to stream is asked whole from then on."""
+        try:
+            return await self._ask(request, on_text)
+        except StreamRefusedError:
+            self._no_stream.add(request.model)
+            raise
+
+    async def _ask(self, request: LLMRequest, on_text: TextSink | None) -> Completion:
         pricing = self.price_of(request.model)
         check_effort(self.facts_of(request.model), request.model, request.effort)
         while True:
             shape = self.shape_for(request)
             try:
-                return await self._complete_with(request, shape, pricing)
+                return await self._complete_with(request, shape, pricing, on_text)
             except ShapeRefused as refused:
                 self._drop(request.model, shape, refused)
 
@@ -483,11 +501,11 @@ class AnthropicLLM:
         )
 
     async def _complete_with(
-        self, request: LLMRequest, shape: Shape, pricing: Pricing
+        self, request: LLMRequest, shape: Shape, pricing: Pricing, on_text: TextSink | None
     ) -> Completion:
         params = build_params(request, shape, prompt_caching=self.prompt_caching)
         response, latency = await timed_attempts(
-            lambda queued: self._create(params, request.model, shape, queued),
+            lambda queued: self._create(params, request.model, shape, queued, on_text),
             policy=self.retry,
             what=f"anthropic model {request.model}",
         )
@@ -534,13 +552,25 @@ class AnthropicLLM:
         )
 
     async def _create(
-        self, params: dict[str, Any], model: str, shape: Shape, queued: Queued | None = None
+        self,
+        params: dict[str, Any],
+        model: str,
+        shape: Shape,
+        queued: Queued | None = None,
+        on_text: TextSink | None = None,
     ) -> Any:
         async with slot_for(self.limits, model, queued) as slot:
             try:
-                # The raw response, for its headers (the SDK's `.with_raw_response.` prefix);
-                # `parse()` gives what `create` returns.
-                raw = await self._client.messages.with_raw_response.create(**params)
+                if on_text is not None:
+                    manager = self._client.messages.stream(**params)
+                    response, raw = await streamed(
+                        manager, on_text, what=f"anthropic model {model}"
+                    )
+                else:
+                    # The raw response, for its headers (the SDK's `.with_raw_response.`
+                    # prefix); `parse()` gives what `create` returns.
+                    raw = await self._client.messages.with_raw_response.create(**params)
+                    response = await raw.parse()
             except anthropic.APITimeoutError as error:
                 what = f"anthropic model {model}"
                 raise timed_out(slot, what=what, timeout_s=self.timeout_s) from error
@@ -551,6 +581,11 @@ class AnthropicLLM:
             except anthropic.APIStatusError as error:
                 slot.report(rate_feedback(error.response.headers, status=error.status_code))
                 message = redact(error.api_message or error.message, self._api_key)
+                if on_text is not None and refuses_streaming(error.status_code, message):
+                    raise StreamRefusedError(
+                        f"anthropic model {model} refused a streamed request (HTTP"
+                        f" {error.status_code}: {message[:300]}); it is asked whole from now on"
+                    ) from error
                 part = refused_part(
                     status=error.status_code, error_type=error.type, message=message, shape=shape
                 )
@@ -568,6 +603,5 @@ class AnthropicLLM:
                     headers=error.response.headers,
                     key_variable=self.key_variable,
                 ) from error
-            response = await raw.parse()
             slot.report(rate_feedback(raw.headers, status=raw.status_code, usage=response.usage))
             return response

@@ -15,14 +15,17 @@ import inspect
 import json
 import random
 import re
+import time
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
 from pydantic import BaseModel
 
-from engine.errors import LLMError
-from engine.llm import Completion, LLMRequest
+from engine.errors import LLMError, StreamRefusedError
+from engine.llm import Completion, LLMRequest, TextSink
 from engine.models import Usage
 from engine.pricing import FREE, Pricing
 
@@ -41,25 +44,62 @@ def _as_text(reply: str | dict[str, Any] | BaseModel) -> str:
     return reply
 
 
+CHARS_PER_TOKEN = 4
+"""How many characters the fakes count as a token (`estimate_tokens`, and what they stream)."""
+
+
 def estimate_tokens(text: str) -> int:
     """A rough token count (about four characters a token) for fakes that have no tokenizer."""
-    return max(1, len(text) // 4)
+    return max(1, len(text) // CHARS_PER_TOKEN)
+
+
+@dataclass(frozen=True)
+class StreamRate:
+    """How fast a fake writes its reply: the first token after `first_token_s`, then
+    `tokens_per_s` (a token being `CHARS_PER_TOKEN` characters), so tests and benchmarks see a
+    vendor's pace without a vendor. A fake with a rate takes as long whether it streams or not."""
+
+    tokens_per_s: float
+    first_token_s: float = 0.0
+    streams: bool = True
+    """False: the fake writes at this pace but answers whole, as a provider that cannot stream."""
+
+    def __post_init__(self) -> None:
+        if self.tokens_per_s <= 0 or self.first_token_s < 0:
+            raise ValueError("a stream rate needs tokens_per_s > 0 and first_token_s >= 0")
+
+    def duration_s(self, text: str) -> float:
+        """How long writing `text` takes, from the call's start to its last token."""
+        tokens = max(1, -(-len(text) // CHARS_PER_TOKEN))
+        return self.first_token_s + (tokens - 1) / self.tokens_per_s
+
+    async def write(self, text: str, on_text: TextSink) -> None:
+        """Tells `on_text` the text so far, token by token, at this rate (each token due at a
+        fixed time from the start, so the pace does not drift with the listener's time)."""
+        start = time.monotonic()
+        for index, end in enumerate(
+            range(CHARS_PER_TOKEN, len(text) + CHARS_PER_TOKEN, CHARS_PER_TOKEN)
+        ):
+            due = start + self.first_token_s + index / self.tokens_per_s
+            await asyncio.sleep(max(0.0, due - time.monotonic()))
+            await on_text(text[:end])
 
 
 class FakeOptions(TypedDict, total=False):
     """What every fake takes besides its replies: the provider and model it answers as, its
-    prices, a delay before each answer, a fixed usage (else one estimated from the text), and
-    whether it keeps each request in `calls`."""
+    prices, a delay before each answer, the rate it writes at (and streams, when set), a fixed
+    usage (else one estimated from the text), and whether it keeps each request in `calls`."""
 
     provider: str
     model: str
     pricing: PriceSource
     delay_s: float
+    stream_rate: StreamRate | None
     usage: Usage | None
     record: bool
 
 
-class _RecordingLLM:
+class _RecordingLLM(ABC):
     def __init__(
         self,
         *,
@@ -67,6 +107,7 @@ class _RecordingLLM:
         model: str = "fake-model",
         pricing: PriceSource = FREE,
         delay_s: float = 0.0,
+        stream_rate: StreamRate | None = None,
         usage: Usage | None = None,
         record: bool = True,
     ) -> None:
@@ -74,6 +115,7 @@ class _RecordingLLM:
         self.model = model
         self.pricing = pricing
         self.delay_s = delay_s
+        self.stream_rate = stream_rate
         self.fixed_usage = usage
         self.record = record
         self.calls: list[LLMRequest] = []
@@ -92,10 +134,43 @@ class _RecordingLLM:
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
 
+    @abstractmethod
+    async def _reply(self, request: LLMRequest) -> Reply:
+        """This fake's answer to `request` (an Exception is raised instead of answered)."""
+
+    async def complete(self, request: LLMRequest) -> Completion:
+        await self._received(request)
+        completion = self._completion(request, await self._reply(request))
+        rate = self.rate_for(request)
+        if rate is not None:
+            await asyncio.sleep(rate.duration_s(completion.text))
+        return completion
+
+    def rate_for(self, request: LLMRequest) -> StreamRate | None:
+        """The rate this fake writes `request`'s reply at (a test may pace one role apart)."""
+        return self.stream_rate
+
+    def streams(self, request: LLMRequest) -> bool:
+        """Streams only with a set rate: a fake without one answers whole, like a provider that
+        cannot stream."""
+        rate = self.rate_for(request)
+        return rate is not None and rate.streams
+
+    async def stream(self, request: LLMRequest, on_text: TextSink) -> Completion:
+        """The same reply as `complete`, written to `on_text` at the set rate."""
+        rate = self.rate_for(request)
+        if rate is None or not rate.streams:
+            raise StreamRefusedError("this fake model does not stream; it answers whole")
+        await self._received(request)
+        completion = self._completion(request, await self._reply(request))
+        await rate.write(completion.text, on_text)
+        return completion
+
     def _completion(self, request: LLMRequest, reply: Reply) -> Completion:
         if isinstance(reply, Exception):
             raise reply
         text = _as_text(reply)
+        rate = self.rate_for(request)
         usage = self.fixed_usage or Usage(
             input_tokens=sum(estimate_tokens(m.content) for m in request.messages),
             output_tokens=estimate_tokens(text),
@@ -106,7 +181,7 @@ class _RecordingLLM:
             cost_usd=self.price_of(request.model).cost(usage),
             provider=self.provider,
             model=request.model,
-            latency_s=self.delay_s,
+            latency_s=self.delay_s + (rate.duration_s(text) if rate else 0.0),
             finish_reason="stop",
         )
 
@@ -118,14 +193,13 @@ class ScriptedLLM(_RecordingLLM):
         super().__init__(**options)
         self.replies: deque[Reply] = deque(replies)
 
-    async def complete(self, request: LLMRequest) -> Completion:
-        await self._received(request)
+    async def _reply(self, request: LLMRequest) -> Reply:
         if not self.replies:
             raise LLMError(
                 f"ScriptedLLM ran out of replies after {len(self.calls) - 1} calls;"
                 " queue one reply per expected call"
             )
-        return self._completion(request, self.replies.popleft())
+        return self.replies.popleft()
 
 
 class FunctionLLM(_RecordingLLM):
@@ -135,12 +209,11 @@ class FunctionLLM(_RecordingLLM):
         super().__init__(**options)
         self.function = function
 
-    async def complete(self, request: LLMRequest) -> Completion:
-        await self._received(request)
+    async def _reply(self, request: LLMRequest) -> Reply:
         reply = self.function(request)
         if inspect.isawaitable(reply):
             reply = await reply
-        return self._completion(request, reply)
+        return reply
 
 
 _WORDS = [
@@ -306,17 +379,17 @@ class SchemaFillingLLM(_RecordingLLM):
         self.seed = seed
         self.script = dict(script or {})
 
-    async def complete(self, request: LLMRequest) -> Completion:
-        await self._received(request)
+    async def _reply(self, request: LLMRequest) -> Reply:
         if request.schema_name in self.script:
-            return self._completion(request, self.script[request.schema_name or ""])
+            reply: Reply = self.script[request.schema_name or ""]
+            return reply
         if request.output_schema is None:
             raise LLMError("the schema-filling fake model answers structured requests only")
         digest = hashlib.sha256(
             "\n".join(m.content for m in request.messages).encode()
         ).hexdigest()[:16]
-        reply = fill_schema(request.output_schema, seed=f"{self.seed}:{digest}")
-        return self._completion(request, reply)
+        filled: Reply = fill_schema(request.output_schema, seed=f"{self.seed}:{digest}")
+        return filled
 
 
 CANNED_DEBATE_REPLIES: dict[str, dict[str, Any]] = {

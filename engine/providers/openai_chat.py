@@ -42,8 +42,8 @@ import openai
 from openai import AsyncOpenAI
 
 from engine.catalog import ModelEntry, check_effort
-from engine.errors import LLMError
-from engine.llm import Completion, LLMRequest
+from engine.errors import LLMError, StreamRefusedError
+from engine.llm import Completion, LLMRequest, TextSink
 from engine.models import Usage
 from engine.pricing import Pricing
 from engine.providers.limiter import Budget, Feedback, ModelLimits, Queued, slot_for
@@ -53,8 +53,10 @@ from engine.providers.openai_refusals import (
     mode_refused,
     refused_parameter,
     stop_sending,
+    stream_refused,
 )
 from engine.providers.openai_request import Learned, chat_params
+from engine.providers.openai_stream import Answer, streamed, whole
 from engine.providers.retry import (
     RetryPolicy,
     feedback,
@@ -207,6 +209,23 @@ class OpenAIChatLLM:
         return self.modes_of(model)[self.learned(model).mode]
 
     async def complete(self, request: LLMRequest) -> Completion:
+        return await self._ask(request, None)
+
+    def streams(self, request: LLMRequest) -> bool:
+        """Every model streams until its server refuses a streamed request."""
+        return not self.learned(request.model).stream_refused
+
+    async def stream(self, request: LLMRequest, on_text: TextSink) -> Completion:
+        """`complete`, streamed (`openai_stream` says by which rules). A server that refuses
+        to stream is not asked to again for the model: the StreamRefusedError sends the
+        engine to `complete`."""
+        try:
+            return await self._ask(request, on_text)
+        except StreamRefusedError:
+            self.learned(request.model).stream_refused = True
+            raise
+
+    async def _ask(self, request: LLMRequest, on_text: TextSink | None) -> Completion:
         pricing = self.price_of(request.model)
         entry = self.facts_of(request.model)
         check_effort(entry, request.effort)
@@ -216,7 +235,7 @@ class OpenAIChatLLM:
             index = learned.mode
             mode = modes[index] if request.output_schema is not None else None
             try:
-                return await self._complete_with(request, mode, entry, learned, pricing)
+                return await self._complete_with(request, mode, entry, learned, pricing, on_text)
             except ParameterRefused as refused:
                 if not refused.sent:
                     raise
@@ -246,6 +265,7 @@ class OpenAIChatLLM:
         entry: ModelEntry | None,
         learned: Learned,
         pricing: Pricing,
+        on_text: TextSink | None,
     ) -> Completion:
         kwargs, enveloped = chat_params(
             request,
@@ -255,29 +275,30 @@ class OpenAIChatLLM:
             tokens_field=self.max_tokens_param,
             prompt_cache=self.prompt_cache,
         )
-        response, latency = await timed_attempts(
-            lambda queued: self._create(kwargs, request.model, mode, queued),
+        if on_text is not None:
+            # OpenAI: `stream_options` "only set this when you set `stream: true`"; with
+            # `include_usage` the usage comes in a last chunk (`openai_stream`).
+            kwargs = {**kwargs, "stream": True, "stream_options": {"include_usage": True}}
+        answer, latency = await timed_attempts(
+            lambda queued: self._create(kwargs, request.model, mode, queued, on_text),
             policy=self.retry,
             what=f"{self.provider} model {request.model}",
         )
-        if not response.choices:
-            raise LLMError(f"{self.provider} model {request.model} returned no choices")
-        choice = response.choices[0]
-        refusal = getattr(choice.message, "refusal", None)
+        refusal = answer.refusal
         if refusal:
             raise LLMError(
                 f"{self.provider} model {request.model} refused to answer: {refusal[:300]}."
                 " Rephrase the question or use another model for this role"
             )
-        counted = usage_of(response.usage)
+        counted = usage_of(answer.usage)
         return Completion(
-            text=choice.message.content or "",
+            text=answer.text,
             usage=counted,
             cost_usd=pricing.cost(counted),
             provider=self.provider,
             model=request.model,
             latency_s=latency,
-            finish_reason=choice.finish_reason,
+            finish_reason=answer.finish_reason,
             enveloped=enveloped,
         )
 
@@ -287,12 +308,20 @@ class OpenAIChatLLM:
         model: str,
         mode: StructuredMode | None,
         queued: Queued | None = None,
-    ) -> Any:
+        on_text: TextSink | None = None,
+    ) -> Answer:
+        what = f"{self.provider} model {model}"
         async with slot_for(self.limits, model, queued) as slot:
             try:
                 # The raw response, for its headers ("Accessing raw response data (e.g.
-                # headers)", the SDK's README); `parse()` gives what `create` returns.
+                # headers)", the SDK's README); `parse()` gives what `create` returns: the
+                # completion, or with `stream` the SDK's `AsyncStream` of chunks.
                 raw = await self._client.chat.completions.with_raw_response.create(**kwargs)
+                parsed = raw.parse()
+                if on_text is None:
+                    answer = whole(parsed, what=what)
+                else:
+                    answer = await streamed(parsed, on_text, what=what)
             except openai.APITimeoutError as error:
                 what = f"{self.provider} model {model}"
                 raise timed_out(slot, what=what, timeout_s=self.timeout_s) from error
@@ -303,11 +332,17 @@ class OpenAIChatLLM:
             except openai.APIStatusError as error:
                 slot.report(rate_feedback(error.response.headers, status=error.status_code))
                 raise self._refusal(error, kwargs, model, mode) from error
-            response = raw.parse()
-            usage = getattr(response, "usage", None)
+            except openai.APIError as error:
+                # An SSE `error` event in the middle of a stream: the reply is asked again.
+                raise LLMError(
+                    f"{what}: the stream ended with an error"
+                    f" ({redact(error.message, self._api_key)[:300]}); asking again",
+                    retryable=True,
+                ) from error
+            usage = answer.usage
             billed = (usage.prompt_tokens or 0) + (usage.completion_tokens or 0) if usage else 0
             slot.report(rate_feedback(raw.headers, status=raw.status_code, tokens=billed))
-            return response
+            return answer
 
     def _refusal(
         self,
@@ -328,6 +363,11 @@ class OpenAIChatLLM:
             headers=error.response.headers,
             key_variable=self.key_variable,
         )
+        if kwargs.get("stream") and stream_refused(status, error.param, message):
+            return StreamRefusedError(
+                f"{self.provider} model {model} refused a streamed request (HTTP {status}:"
+                f" {message[:300]}); it is asked whole from now on"
+            )
         param = refused_parameter(status, error.param, error.code, message)
         if param is not None:
             return ParameterRefused(

@@ -95,3 +95,17 @@ def stop_sending(learned: Learned, refused: ParameterRefused, *, what: str) -> N
             what,
             refused.detail,
         )
+
+
+_STREAM_REFUSAL = re.compile(r"\bstream(?:ing|_options)?\b", re.IGNORECASE)
+
+
+def stream_refused(status: int, param: str | None, message: str) -> bool:
+    """Whether a 4xx answer to a streamed request refuses the streaming itself: OpenAI names the
+    refused argument in `param` (`stream`, `stream_options`); a compatible server that cannot
+    stream says so in its message ("streaming is not supported")."""
+    if not 400 <= status < 500 or status in (401, 403, 404, 429):
+        return False
+    if param in ("stream", "stream_options"):
+        return True
+    return not param and bool(_STREAM_REFUSAL.search(message[:500]))

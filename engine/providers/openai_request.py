@@ -80,6 +80,8 @@ class Learned:
     temperature_refused: bool = False
     max_tokens_refused: bool = False
     effort_refused: bool = False
+    stream_refused: bool = False
+    """The server refused `stream` (or its `stream_options`): the model is asked whole."""
 
 
 def sampling_params(

@@ -18,6 +18,12 @@ with `cache_control` is written to a cache, keyed on everything before it and on
 effort, tools and output format (changing those breaks a cache, per the docs); a request reads
 the longest prefix written before that ends at a block boundary up to 20 blocks before one of
 its marks. A structured-outputs schema with more than 16 union-typed parameters is refused.
+With `stream: true` the reply is sent as the "Streaming Messages" page documents: server-sent
+`message_start` (usage so far), per block `content_block_start`, its deltas (`text_delta`,
+`input_json_delta`, `thinking_delta`/`signature_delta`) and `content_block_stop`, a `ping`,
+`message_delta` (the `stop_reason` and the cumulative usage) and `message_stop`.
+`refuse_streams` refuses a streamed request as a server that cannot stream would (400);
+`cut_streams` cuts that many streams off after their first deltas (the connection closed).
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from aiohttp import web
 from engine.providers.fake import CANNED_DEBATE_REPLIES, fill_schema
 from engine.providers.schemas import HINT
 from tests.integration.envelopes import envelope_answer
+from tests.integration.sse import anthropic_stream
 
 
 class ThinkingRule(StrEnum):
@@ -265,6 +272,8 @@ class AnthropicStandIn:
     profiles: dict[str, Profile] = field(default_factory=lambda: dict(PROFILES))
     exchanges: list[Exchange] = field(default_factory=list)
     url: str = ""
+    refuse_streams: bool = False
+    cut_streams: int = 0
     _cache: set[str] = field(default_factory=set)
     _runner: web.AppRunner | None = None
 
@@ -286,10 +295,12 @@ class AnthropicStandIn:
     def served(self, model: str) -> list[Exchange]:
         return [e for e in self.exchanges if e.body.get("model") == model]
 
-    async def _messages(self, request: web.Request) -> web.Response:
+    async def _messages(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         request_id = f"req_{uuid.uuid4().hex[:24]}"
         try:
+            if body.get("stream") and self.refuse_streams:
+                raise invalid("stream: streaming is not supported by this server")
             status, answer = 200, self.answer(body)
         except Refusal as refusal:
             status = refusal.status
@@ -299,6 +310,12 @@ class AnthropicStandIn:
                 "request_id": request_id,
             }
         self.exchanges.append(Exchange(body=body, status=status, answer=answer))
+        if status == 200 and body.get("stream"):
+            cut = 4 if self.cut_streams else None
+            self.cut_streams = max(0, self.cut_streams - 1)
+            return await anthropic_stream(
+                request, answer, headers={"request-id": request_id}, cut=cut
+            )
         return web.json_response(answer, status=status, headers={"request-id": request_id})
 
     def answer(self, body: dict[str, Any]) -> dict[str, Any]:

@@ -5,8 +5,9 @@ Anthropic stand-in, `anthropic_standin.py`, does).
 Each endpoint answers from a queue of `Step`s (a status, headers, a hang, or a reply text);
 when the queue is empty it answers correctly: the canned debate reply for a schema that has one,
 else a reply filled from the requested schema (`fill_schema`), so every protocol can run against
-it. `delay_s` adds a fixed latency to every answer, like a hosted model's; `busy_s` (and GET
-/stats) sums the time spent answering. Every request is recorded with its headers and JSON body.
+it; a request with `stream` is answered as its vendor streams (`sse.py`). `delay_s` adds a
+fixed latency to every answer, like a hosted model's; `busy_s` (and GET /stats) sums the time
+spent answering. Every request is recorded with its headers and JSON body.
 
 Run alone (benchmarks do, so the server's work stays out of the measured process):
 
@@ -30,6 +31,7 @@ from aiohttp.typedefs import Handler
 from engine.providers.fake import CANNED_DEBATE_REPLIES, fill_schema
 from tests.integration.anthropic_standin import answer_for
 from tests.integration.envelopes import asked_key, envelope_answer, type_name
+from tests.integration.sse import anthropic_stream, openai_stream
 
 
 @dataclass
@@ -200,7 +202,7 @@ class ModelServer:
             payload = {"error": {"message": step.error, "type": "server_error", "code": None}}
         return web.json_response(payload, status=step.status, headers=step.headers)
 
-    async def _openai(self, request: web.Request) -> web.Response:
+    async def _openai(self, request: web.Request) -> web.StreamResponse:
         body, step = await self._next("openai", request)
         failure = await self._failure(step, "openai")
         if failure is not None:
@@ -216,29 +218,30 @@ class ModelServer:
             )
             text = json.dumps(answer)
         usage = OPENAI_USAGE
-        return web.json_response(
-            {
-                "id": f"chatcmpl-{uuid.uuid4().hex}",
-                "object": "chat.completion",
-                "created": 1_700_000_000,
-                "model": body["model"],
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": text},
-                        "finish_reason": step.finish or "stop",
-                    }
-                ],
-                "usage": {
-                    "prompt_tokens": usage["prompt_tokens"],
-                    "completion_tokens": usage["completion_tokens"],
-                    "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"],
-                    "prompt_tokens_details": {"cached_tokens": usage["cached_tokens"]},
-                },
-            }
-        )
+        answer = {
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "object": "chat.completion",
+            "created": 1_700_000_000,
+            "model": body["model"],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": step.finish or "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": usage["prompt_tokens"],
+                "completion_tokens": usage["completion_tokens"],
+                "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"],
+                "prompt_tokens_details": {"cached_tokens": usage["cached_tokens"]},
+            },
+        }
+        if body.get("stream"):
+            return await openai_stream(request, body, answer)
+        return web.json_response(answer)
 
-    async def _anthropic(self, request: web.Request) -> web.Response:
+    async def _anthropic(self, request: web.Request) -> web.StreamResponse:
         body, step = await self._next("anthropic", request)
         failure = await self._failure(step, "anthropic")
         if failure is not None:
@@ -275,26 +278,25 @@ class ModelServer:
             content.append({"type": "text", "text": json.dumps(answer)})
         usage = ANTHROPIC_USAGE
         tool_call = content[-1]["type"] == "tool_use"
-        return web.json_response(
-            {
-                "id": f"msg_{uuid.uuid4().hex[:20]}",
-                "type": "message",
-                "role": "assistant",
-                "model": body["model"],
-                "content": content,
-                "stop_reason": step.finish or ("tool_use" if tool_call else "end_turn"),
-                "stop_sequence": None,
-                "usage": {
-                    "input_tokens": usage["input_tokens"],
-                    "output_tokens": usage["output_tokens"],
-                    "cache_read_input_tokens": usage["read"],
-                    "cache_creation_input_tokens": usage["write"],
-                    "output_tokens_details": {
-                        "thinking_tokens": usage["thinking"] if thinks else 0
-                    },
-                },
-            }
-        )
+        answer = {
+            "id": f"msg_{uuid.uuid4().hex[:20]}",
+            "type": "message",
+            "role": "assistant",
+            "model": body["model"],
+            "content": content,
+            "stop_reason": step.finish or ("tool_use" if tool_call else "end_turn"),
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": usage["input_tokens"],
+                "output_tokens": usage["output_tokens"],
+                "cache_read_input_tokens": usage["read"],
+                "cache_creation_input_tokens": usage["write"],
+                "output_tokens_details": {"thinking_tokens": usage["thinking"] if thinks else 0},
+            },
+        }
+        if body.get("stream"):
+            return await anthropic_stream(request, answer, headers={})
+        return web.json_response(answer)
 
 
 async def _serve_forever(delay_s: float) -> None:

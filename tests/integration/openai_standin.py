@@ -27,6 +27,13 @@ more, in 128-token steps) and `cache_write_tokens` written to it (gpt-5.6 and la
 `completion_tokens` counts the reasoning tokens (`completion_tokens_details.reasoning_tokens`,
 more with a higher effort) and is capped by the request's limit (`finish_reason` `length`).
 Tokens are counted as four bytes each.
+Streaming follows the Chat Completions reference: `stream: true` answers `text/event-stream`,
+the content in `chat.completion.chunk` deltas, the last choice chunk with its `finish_reason`,
+then (with `stream_options.include_usage`) one chunk with the usage and no choices, then
+`data: [DONE]`; `stream_options` without `stream` is refused (400, param `stream_options`).
+`refuse_streams` answers a streamed request as a server that cannot stream does (400, param
+`stream`); `cut_streams` cuts that many streams off after their first chunks (the connection
+closed mid-body, no usage, no `[DONE]`).
 """
 
 from __future__ import annotations
@@ -40,13 +47,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
-from openai.types.chat.completion_create_params import CompletionCreateParamsBase
+from openai.types.chat.completion_create_params import (
+    CompletionCreateParamsBase,
+    CompletionCreateParamsStreaming,
+)
 
 import engine.protocols  # noqa: F401  (defines every protocol's output types)
 from engine.llm import describe_output, output_schema
 from engine.providers.schemas import strict_schema
 from tests.integration.envelopes import engine_types, envelope_answer
 from tests.integration.llm_server import reply_for
+from tests.integration.sse import openai_stream
 
 REASONING_TOKENS = {
     "none": 0,
@@ -59,7 +70,9 @@ REASONING_TOKENS = {
 }
 """Tokens spent reasoning per effort level (the amounts are the stand-in's own)."""
 STRICT_REFUSED = ("minLength", "maxLength", "minItems", "maxItems")
-ARGUMENTS = frozenset(CompletionCreateParamsBase.__annotations__)
+ARGUMENTS = frozenset(CompletionCreateParamsBase.__annotations__) | frozenset(
+    CompletionCreateParamsStreaming.__annotations__
+)
 """The request arguments the installed SDK defines; OpenAI refuses any other."""
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -219,6 +232,8 @@ class OpenAIStandIn:
         self._prompts: dict[str, list[str]] = {}
         self._runner: web.AppRunner | None = None
         self.url = ""
+        self.refuse_streams = False
+        self.cut_streams = 0
 
     async def start(self) -> str:
         app = web.Application()
@@ -239,7 +254,7 @@ class OpenAIStandIn:
         """The exchanges with `model`, those answered with `status` if given."""
         return [e for e in self.exchanges if e.model == model and status in (None, e.status)]
 
-    async def _chat(self, request: web.Request) -> web.Response:
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
         try:
             body = await request.json()
         except ValueError:
@@ -249,10 +264,22 @@ class OpenAIStandIn:
         try:
             if not request.headers.get("Authorization", "").startswith("Bearer "):
                 raise Refusal(401, "You didn't provide an API key.")
+            if body.get("stream_options") is not None and not body.get("stream"):
+                raise Refusal(
+                    400,
+                    "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
+                    param="stream_options",
+                )
+            if body.get("stream") and self.refuse_streams:
+                raise Refusal(400, "Streaming is not supported for this model.", param="stream")
             answer = self._answer(body, exchange)
         except Refusal as refusal:
             exchange.status, exchange.param = refusal.status, refusal.param
             return refusal.response()
+        if body.get("stream"):
+            cut = 2 if self.cut_streams else None
+            self.cut_streams = max(0, self.cut_streams - 1)
+            return await openai_stream(request, body, answer, cut=cut)
         return web.json_response(answer)
 
     def _answer(self, body: dict[str, Any], exchange: Exchange) -> dict[str, Any]:

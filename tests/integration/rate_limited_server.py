@@ -40,6 +40,7 @@ from typing import Any
 from aiohttp import web
 
 from tests.integration.llm_server import ANTHROPIC_USAGE, OPENAI_USAGE, ModelServer
+from tests.integration.sse import REPLY_HEADERS
 
 Z95 = 1.6448536269514722
 """The standard normal's 95th percentile."""
@@ -153,18 +154,18 @@ class RateLimitedServer(ModelServer):
         self.in_flight = 0
         self.peak_in_flight = 0
 
-    async def _openai(self, request: web.Request) -> web.Response:
+    async def _openai(self, request: web.Request) -> web.StreamResponse:
         return await self._limited("openai", request, super()._openai)
 
-    async def _anthropic(self, request: web.Request) -> web.Response:
+    async def _anthropic(self, request: web.Request) -> web.StreamResponse:
         return await self._limited("anthropic", request, super()._anthropic)
 
     async def _limited(
         self,
         api: str,
         request: web.Request,
-        answer: Callable[[web.Request], Awaitable[web.Response]],
-    ) -> web.Response:
+        answer: Callable[[web.Request], Awaitable[web.StreamResponse]],
+    ) -> web.StreamResponse:
         await request.read()  # the whole body now: a client gone during the latency is no error
         wanted = {"requests": 1.0, "tokens": float(TOKENS[api])}
         arrived = time.time()
@@ -186,12 +187,14 @@ class RateLimitedServer(ModelServer):
         headers = self._headers(api)
         self.in_flight += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        request[REPLY_HEADERS] = headers
         try:
             await asyncio.sleep(self.latency())
             response = await answer(request)
         finally:
             self.in_flight -= 1
-        response.headers.update(headers)
+        if not response.prepared:
+            response.headers.update(headers)
         self.exchanges.append(Exchange(arrived, api, response.status, key))
         return response
 

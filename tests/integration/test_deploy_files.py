@@ -16,7 +16,7 @@ from bot.settings import Settings
 from tests.helpers import REPO_ROOT
 
 ENV_EXAMPLE = REPO_ROOT / ".env.example"
-NESTED = {"roles", "provider_concurrency"}
+NESTED = {"roles", "provider_concurrency", "fake_pace"}
 
 
 def assignments(path: Path) -> dict[str, tuple[str, bool]]:

@@ -27,7 +27,9 @@ TURNS_IN_THREE_ROUNDS = 1 + 4 * 3 + 1
 """The framing, three rounds of four, the independent judge."""
 
 
-def start_worker(url: str, worker_id: str, call_log: Path, delay_s: float) -> subprocess.Popen[str]:
+def start_worker(
+    url: str, worker_id: str, call_log: Path, delay_s: float, moderator_s: float = 0.0
+) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [
             sys.executable,
@@ -37,6 +39,7 @@ def start_worker(url: str, worker_id: str, call_log: Path, delay_s: float) -> su
             worker_id,
             str(call_log),
             str(delay_s),
+            str(moderator_s),
         ],
         cwd=ROOT,
         text=True,
@@ -99,6 +102,52 @@ def test_sigkilled_worker_is_resumed_without_repeating_stored_turns(
     asked_again = set(second_log.read_text().split())
     assert asked_again.isdisjoint({row.request_sha256 for row in stored_before})
     assert len(second_log.read_text().split()) == TURNS_IN_THREE_ROUNDS - len(stored_before)
+    assert report.ok, report.problem
+
+
+def test_a_worker_killed_after_the_judge_answered_beside_the_moderator_asks_only_the_moderator(
+    store: Engine, database_url: str, tmp_path: Path
+) -> None:
+    """The judge runs beside the last moderation; killed with the judge's answer stored and the
+    moderator's not, the debate resumes asking the moderator alone."""
+    spec = THREE_ROUNDS.model_copy(update={"max_rounds": 1})
+    with Session(store) as session:
+        debate, _ = queue.enqueue_debate(
+            session,
+            new=queue.NewDebate(trigger_key="judge-kill", spec=spec, source=DebateSource.COMMAND),
+        )
+    debate_id = debate.id
+    assert debate_id is not None
+    first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
+
+    def roles() -> list[str]:
+        with Session(store) as session:
+            return [row.role for row in turns.turn_rows(session, debate_id=debate_id)]
+
+    first = start_worker(database_url, "doomed", first_log, delay_s=0.05, moderator_s=120)
+    wait_for(lambda: "independent_judge" in roles(), timeout_s=60)
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait(timeout=10)
+    assert "moderator" not in roles(), "killed between the judge's answer and the moderator's"
+    with Session(store) as session:
+        stored_before = turns.turn_rows(session, debate_id=debate_id)
+
+    second = start_worker(database_url, "rescuer", second_log, delay_s=0.0)
+    _, err = second.communicate(timeout=120)
+    assert second.returncode == 0, err
+
+    with Session(store) as session:
+        final = queue.get_debate(session, debate_id=debate_id)
+        rows = turns.turn_rows(session, debate_id=debate_id)
+        report = verify.verify_chain(session, debate_id=debate_id)
+        result = endings.verdict_for(session, debate_id=debate_id)
+    assert final.state == DebateState.FINISHED
+    assert sorted((row.round, row.role) for row in rows) == sorted(ONE_ROUND_TURNS)
+    asked_again = second_log.read_text().split()
+    assert len(asked_again) == 1, "only the moderator is asked again"
+    assert set(asked_again).isdisjoint({row.request_sha256 for row in stored_before})
+    assert [row.role for row in rows if row.request_sha256 in asked_again] == ["moderator"]
+    assert result is not None
     assert report.ok, report.problem
 
 

@@ -19,6 +19,7 @@ from bot.store.db import session_scope
 from bot.store.receipts import receipt_parts
 from bot.store.review_tables import Review
 from bot.store.tenancy import EVERY_WORKSPACE
+from engine.providers.fake import FunctionLLM, StreamRate
 from tests.helpers import DebateScript, reply_for
 from tests.web_door import RunningWeb, running_web
 
@@ -251,3 +252,32 @@ async def test_the_public_keys_are_served_as_serve_serves_them_without_the_token
 @pytest.fixture(autouse=True)
 def _receipt_keys_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
     monkeypatch.setenv("DEBATEBOT_RECEIPT_KEYS_DIR", str(tmp_path / "receipt-keys"))
+
+
+async def test_the_event_stream_shows_a_turn_being_written_before_it_is_stored(
+    database_url: str,
+) -> None:
+    """With the debate run in this process, its turns' text as it is written is sent
+    (`event: writing`): prose only, each before its stored turn."""
+    llm = FunctionLLM(DebateScript(), stream_rate=StreamRate(tokens_per_s=200))
+    async with running_web(database_url, llm) as web:
+        _, created = await call(web, "POST", "/api/debates", {"question": "Adopt ADR-7?"})
+        url = f"{web.url}/api/debates/{created['id']}/events"
+        async with aiohttp.ClientSession() as http, http.get(url) as stream:
+            text = (await stream.read()).decode()
+    events = [block for block in text.split("\n\n") if block.strip()]
+    kinds = [e.split("event: ", 1)[1].split("\n", 1)[0] for e in events if "event: " in e]
+    writing = [json.loads(e.split("data: ", 1)[1]) for e in events if "event: writing" in e]
+    critic_text = [w["text"] for now in writing for w in now if w["role"] == "critic"]
+    thesis = reply_for("critic")["thesis"]
+    assert critic_text, kinds
+    assert all(thesis.startswith(t) or t.startswith(thesis) for t in critic_text)
+    assert all("{" not in t and '"' not in t for t in critic_text)
+    turns = [json.loads(e.split("data: ", 1)[1]) for e in events if "event: turn" in e]
+    critic_turn = next(i for i, t in enumerate(turns) if t["role"] == "critic")
+    first_critic_text = next(
+        i for i, e in enumerate(events) if "event: writing" in e and '"critic"' in e
+    )
+    stored_critic = [i for i, e in enumerate(events) if "event: turn" in e][critic_turn]
+    assert first_critic_text < stored_critic
+    assert kinds[-1] == "end"

@@ -1,9 +1,10 @@
 """A worker process for the crash tests: the real DebateWorker on a slow scripted model.
 
-    python -m tests.integration.worker_process DB_URL WORKER_ID CALL_LOG DELAY_S
+    python -m tests.integration.worker_process DB_URL WORKER_ID CALL_LOG DELAY_S [MODERATOR_S]
 
 Each model call appends the digest of its request to CALL_LOG before answering, so a test can
-tell which turns a worker asked a model for.
+tell which turns a worker asked a model for. MODERATOR_S, when given, is how much longer the
+moderator takes than the other roles (a thinking model's moderation).
 """
 
 from __future__ import annotations
@@ -19,12 +20,17 @@ from engine.ledger import request_digest
 from engine.llm import LLMRequest
 from engine.models import ModelSettings
 from engine.providers.fake import FunctionLLM
-from tests.helpers import DebateScript, reply_for, shipped_prompts
+from tests.helpers import SCHEMA_BY_ROLE, DebateScript, reply_for, shipped_prompts
 
 
 def main() -> None:
     url, worker_id, call_log, delay = sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4]
+    moderator_s = float(sys.argv[5]) if len(sys.argv) > 5 else 0.0
     script = DebateScript(moderator=[reply_for("moderator", recommend_another_round=True)])
+
+    async def slowly(request: LLMRequest) -> Any:
+        await asyncio.sleep(moderator_s)
+        return script(request)
 
     def logged(request: LLMRequest) -> Any:
         settings = ModelSettings(
@@ -35,6 +41,8 @@ def main() -> None:
         )
         with call_log.open("a", encoding="utf-8") as log:
             log.write(request_digest(request.messages, settings) + "\n")
+        if request.schema_name == SCHEMA_BY_ROLE["moderator"] and moderator_s:
+            return slowly(request)
         return script(request)
 
     llm = FunctionLLM(logged, delay_s=float(delay))

@@ -1,6 +1,7 @@
 // Follows a running debate: each turn the worker stores is added as it arrives (built with
 // textContent, so nothing a model wrote becomes markup), and the page reloads once the debate
 // has ended so the verdict is rendered by the server. A reload resumes after the last turn shown.
+// The turns being written (when this server runs the debate) show below, replaced as they grow.
 "use strict";
 (function () {
   var article = document.getElementById("debate");
@@ -32,6 +33,22 @@
     });
     item.appendChild(fields);
     list.appendChild(item);
+  });
+
+  var writing = element("ul", undefined, "writing");
+  writing.setAttribute("aria-live", "polite");
+  list.parentNode.insertBefore(writing, list.nextSibling);
+
+  source.addEventListener("writing", function (event) {
+    writing.textContent = "";
+    JSON.parse(event.data).forEach(function (turn) {
+      var who = "Round " + turn.round + " \u00b7 " + turn.role + (turn.speaker ? " (" + turn.speaker + ")" : "");
+      var said = turn.reasked ? "re-asked: the reply did not fit its form" : turn.text;
+      var item = element("li", undefined, "turn writing");
+      item.appendChild(element("h3", who + " \u00b7 writing"));
+      item.appendChild(element("p", said));
+      writing.appendChild(item);
+    });
   });
 
   source.addEventListener("end", function () {
