@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import CursorResult, Result, delete
 from sqlalchemy.exc import IntegrityError
@@ -32,6 +32,9 @@ from bot.store.installation_tables import (
 )
 from bot.store.sql import insert_once
 from engine.models import utcnow
+
+R = TypeVar("R", SlackBot, SlackInstallation)
+"""A stored install's row: the bot's, or a person's."""
 
 NONE = "-"
 """The part of a key for an enterprise or team there is none of (Slack's ids never are `-`)."""
@@ -158,13 +161,12 @@ def _put_bot(session: Session, bot: StoredBot, cipher: TokenCipher) -> None:
         "installed_at": bot.installed_at,
         "updated_at": utcnow(),
     }
-    row = session.get(SlackBot, bot.install_key)
-    if row is None:
-        session.add(SlackBot(installation=bot.install_key, **values))
-        return
-    for name, value in values.items():
-        setattr(row, name, value)
-    session.add(row)
+    _update_or_add(
+        session,
+        session.get(SlackBot, bot.install_key),
+        values,
+        lambda: SlackBot(installation=bot.install_key, **values),
+    )
 
 
 def _put_installer(session: Session, installer: Installer, cipher: TokenCipher) -> None:
@@ -198,12 +200,22 @@ def _put_installer(session: Session, installer: Installer, cipher: TokenCipher) 
             col(SlackInstallation.user_id) == installer.user_id,
         )
     ).first()
+    _update_or_add(
+        session,
+        row,
+        values,
+        lambda: SlackInstallation(
+            installation=installer.install_key, user_id=installer.user_id, **values
+        ),
+    )
+
+
+def _update_or_add(
+    session: Session, row: R | None, values: dict[str, Any], new: Callable[[], R]
+) -> None:
+    """Write `values` over the stored `row`, or add the row `new` makes when none is stored."""
     if row is None:
-        session.add(
-            SlackInstallation(
-                installation=installer.install_key, user_id=installer.user_id, **values
-            )
-        )
+        session.add(new())
         return
     for name, value in values.items():
         setattr(row, name, value)
@@ -256,11 +268,7 @@ def bot_row(
     lookup = lookup_key(
         enterprise_id=enterprise_id, team_id=team_id, is_enterprise_install=is_enterprise_install
     )
-    row = session.get(SlackBot, lookup)
-    if row is None and enterprise_id is not None and lookup != _org(enterprise_id):
-        org = session.get(SlackBot, _org(enterprise_id))
-        row = org if org is not None and org.is_enterprise_install else None
-    return row
+    return _own_or_the_orgs(lambda at: session.get(SlackBot, at), lookup, enterprise_id)
 
 
 def find_installer(
@@ -277,11 +285,22 @@ def find_installer(
     lookup = lookup_key(
         enterprise_id=enterprise_id, team_id=team_id, is_enterprise_install=is_enterprise_install
     )
-    row = _latest_installer(session, lookup, user_id)
-    if row is None and enterprise_id is not None and lookup != _org(enterprise_id):
-        org = _latest_installer(session, _org(enterprise_id), user_id)
-        row = org if org is not None and org.is_enterprise_install else None
+    row = _own_or_the_orgs(
+        lambda at: _latest_installer(session, at, user_id), lookup, enterprise_id
+    )
     return None if row is None else _installer(row, cipher)
+
+
+def _own_or_the_orgs(
+    find: Callable[[str], R | None], lookup: str, enterprise_id: str | None
+) -> R | None:
+    """The row `find` finds under `lookup`; when there is none and the ids name an org, the
+    org's row if it is an org-wide install (installed in every workspace of the org)."""
+    row = find(lookup)
+    if row is None and enterprise_id is not None and lookup != _org(enterprise_id):
+        org = find(_org(enterprise_id))
+        row = org if org is not None and org.is_enterprise_install else None
+    return row
 
 
 def _org(enterprise_id: str) -> str:
