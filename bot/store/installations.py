@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
-from sqlalchemy import CursorResult, Result, delete
+from sqlalchemy import delete
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -30,7 +30,7 @@ from bot.store.installation_tables import (
     SlackBot,
     SlackInstallation,
 )
-from bot.store.sql import insert_once
+from bot.store.sql import insert_once, rows_changed
 from engine.models import utcnow
 
 R = TypeVar("R", SlackBot, SlackInstallation)
@@ -222,11 +222,6 @@ def _update_or_add(
     session.add(row)
 
 
-def _count(result: Result[Any]) -> int:
-    """The rows a DELETE took (its result is a cursor's, which SQLAlchemy's types do not say)."""
-    return int(cast(CursorResult[Any], result).rowcount)
-
-
 def _seal(cipher: TokenCipher, value: str | None, where: str) -> str | None:
     return None if value is None else cipher.seal(value, where=where)
 
@@ -383,7 +378,7 @@ def delete_bot(session: Session, *, enterprise_id: str | None, team_id: str | No
         )
     )
     session.commit()
-    return _count(gone)
+    return rows_changed(gone)
 
 
 def delete_installers(
@@ -397,7 +392,7 @@ def delete_installers(
         statement = statement.where(col(SlackInstallation.user_id) == user_id)
     gone = session.execute(statement)
     session.commit()
-    return _count(gone)
+    return rows_changed(gone)
 
 
 def delete_install(session: Session, *, enterprise_id: str | None, team_id: str | None) -> int:
@@ -408,7 +403,7 @@ def delete_install(session: Session, *, enterprise_id: str | None, team_id: str 
         delete(SlackInstallation).where(col(SlackInstallation.installation) == where)
     )
     session.commit()
-    return _count(bots) + _count(people)
+    return rows_changed(bots) + rows_changed(people)
 
 
 # --- what happened ---------------------------------------------------------------------------
@@ -482,4 +477,4 @@ def consume_state(session: Session, *, digest: str) -> bool:
         )
     )
     session.commit()
-    return _count(gone) == 1
+    return rows_changed(gone) == 1
