@@ -195,10 +195,7 @@ class StructuredResult(Generic[T]):
 
     @property
     def usage(self) -> Usage:
-        total = Usage()
-        for completion in self.completions:
-            total = total + completion.usage
-        return total
+        return Usage.of(completion.usage for completion in self.completions)
 
     @property
     def cost_usd(self) -> float:

@@ -8,6 +8,7 @@ out-of-range value a model produces is invalid output rather than data.
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -330,6 +331,11 @@ class Usage(BaseModel):
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 
+    @staticmethod
+    def of(usages: Iterable[Usage]) -> Usage:
+        """The sum of `usages` (zero when there are none)."""
+        return sum(usages, Usage())
+
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
@@ -489,10 +495,7 @@ class DebateResult(BaseModel):
     @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorated properties: mypy#1362
     @property
     def usage(self) -> Usage:
-        total = Usage()
-        for turn in self.transcript:
-            total = total + turn.usage
-        return total
+        return Usage.of(turn.usage for turn in self.transcript)
 
     @computed_field  # type: ignore[prop-decorator]  # mypy rejects decorated properties: mypy#1362
     @property

@@ -16,6 +16,16 @@ from bot.store.db import in_session
 from bot.store.tenancy import Workspace
 
 
+async def channel_settings_of(
+    engine: Engine, workspace: Workspace, channel: str
+) -> ChannelSettings:
+    """`channel`'s stored settings in `workspace` (its defaults when it has none stored): what
+    a start, a review's deciders and the settings form all read."""
+    return await in_session(
+        engine, lambda s: channels.channel_settings(s, channel_id=channel), workspace=workspace
+    )
+
+
 class ChannelConfig:
     """Reads and changes channels' settings, checking who may change them."""
 
@@ -33,11 +43,7 @@ class ChannelConfig:
         self.workspace = workspace
 
     async def settings_of(self, channel: str) -> ChannelSettings:
-        return await in_session(
-            self.engine,
-            lambda s: channels.channel_settings(s, channel_id=channel),
-            workspace=self.workspace,
-        )
+        return await channel_settings_of(self.engine, self.workspace, channel)
 
     async def configure(
         self, *, channel: str, user: str, values: dict[str, Any]

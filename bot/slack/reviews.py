@@ -16,9 +16,10 @@ from bot.jobs.notifier import DebateNotifier
 from bot.messages import kit, owed
 from bot.metrics import Metrics
 from bot.slack.admission import slack_origin
+from bot.slack.channel_config import channel_settings_of
 from bot.slack.errors import CommandError, NotAllowedError, ReviewGoneError
 from bot.slackweb.people import SlackDirectory
-from bot.store import channels, endings, outbox, queue, reviews
+from bot.store import endings, outbox, queue, reviews
 from bot.store.db import in_session
 from bot.store.debate_tables import Debate, DebateSource, TriageState
 from bot.store.errors import DebateNotFoundError
@@ -88,11 +89,8 @@ class Reviews:
         Empty means the workspace admins decide (then too without the requester)."""
         if debate.reviewers_channel_id is None:
             return []
-        channel = debate.reviewers_channel_id
-        settings = await in_session(
-            self.engine,
-            lambda s: channels.channel_settings(s, channel_id=channel),
-            workspace=self.workspace,
+        settings = await channel_settings_of(
+            self.engine, self.workspace, debate.reviewers_channel_id
         )
         reviewers = list(settings.reviewers)
         requester = debate.requested_by

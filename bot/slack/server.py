@@ -19,20 +19,18 @@ import hmac
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qs
 
 from slack_bolt.adapter.asgi.async_handler import AsyncSlackRequestHandler
 from slack_bolt.async_app import AsyncApp
 
+from bot.fronts.asgi import Receive, Scope, Send, replaying
 from bot.metrics import CONTENT_TYPE, Metrics
 from bot.slack import payloads
 from bot.slack.after_ack import AfterAck
 
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 HealthCheck = Callable[[], Awaitable[dict[str, Any]]]
 PublicKeys = Callable[[], bytes | None]
 """The public keys file of the receipt keys, read at each request (None: there are none)."""
@@ -158,16 +156,7 @@ class BotASGI:
             status, reason = refusal
             await _answer(send, status, reason)
             return
-        delivered = False
-
-        async def replay() -> MutableMapping[str, Any]:
-            nonlocal delivered
-            if delivered:
-                return await receive()
-            delivered = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        await self.slack(dict(scope), replay, send)
+        await self.slack(dict(scope), replaying(body, receive), send)
 
 
 async def _read_checked(

@@ -22,6 +22,7 @@ from bot.intake.request import Ask, DebateRequest
 from bot.messages import kit
 from bot.slack import triggers
 from bot.slack.admission import slack_origin
+from bot.slack.channel_config import channel_settings_of
 from bot.slack.command_text import DebateCommand, parse_command
 from bot.slack.errors import CommandError, RefusedTokenError
 from bot.slackweb.errors import TokenRefusedError
@@ -29,9 +30,7 @@ from bot.slackweb.files import UploadRefusedError, Uploads, is_document_upload, 
 from bot.slackweb.people import SlackDirectory
 from bot.slackweb.poster import token_refusal
 from bot.slackweb.token import workspace_refusal
-from bot.store import channels
 from bot.store.channel_tables import ChannelSettings
-from bot.store.db import in_session
 from bot.store.debate_tables import DebateSource
 from bot.store.tenancy import Workspace
 from engine.models import DEFAULT_PROTOCOL, ContextDocument
@@ -63,11 +62,7 @@ class DebateStarts:
         self.workspace = workspace
 
     async def _settings(self, channel: str) -> ChannelSettings:
-        return await in_session(
-            self.engine,
-            lambda s: channels.channel_settings(s, channel_id=channel),
-            workspace=self.workspace,
-        )
+        return await channel_settings_of(self.engine, self.workspace, channel)
 
     async def submit(self, request: DebateRequest) -> Started:
         try:

@@ -17,11 +17,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.slackweb.acting import ACTING_FOR
 from bot.slackweb.errors import PostError, TokenRefusedError
@@ -62,6 +63,32 @@ class _Expiring(Generic[V]):
         self._kept[key] = (self._clock() + self.ttl_s, value)
 
 
+async def _cached_answer(
+    kept: _Expiring[V],
+    about: str,
+    method: str,
+    ask: Callable[[], Awaitable[AsyncSlackResponse]],
+    *,
+    read: Callable[[AsyncSlackResponse], V],
+    failed: V,
+) -> V:
+    """The answer `kept` holds about `about` in the acting workspace, else Slack's (`ask`, read
+    by `read`), kept; when Slack does not answer, the failure is logged and `failed` is the
+    answer, not kept, so the next lookup asks again."""
+    key = _acting(about)
+    cached = kept.get(key)
+    if cached is not None:
+        return cached
+    try:
+        response = await ask()
+    except SLACK_FAILURES as error:
+        log.error("%s for %s failed: %s", method, about, classify(error, method, "-"))
+        return failed
+    answer = read(response)
+    kept.put(key, answer)
+    return answer
+
+
 class SlackDirectory:
     def __init__(
         self,
@@ -89,32 +116,29 @@ class SlackDirectory:
     async def is_admin(self, user: str) -> bool:
         """Workspace admins and owners may change any channel's settings and decide reviews
         in channels without reviewers."""
-        cached = self._admins.get(_acting(user))
-        if cached is not None:
-            return cached
-        try:
-            info = await self.client.users_info(user=user)
-        except SLACK_FAILURES as error:
-            log.error("users.info for %s failed: %s", user, classify(error, "users.info", "-"))
-            return False
-        profile = info.get("user") or {}
-        admin = bool(profile.get("is_admin") or profile.get("is_owner"))
-        self._admins.put(_acting(user), admin)
-        return admin
+
+        def admin(info: AsyncSlackResponse) -> bool:
+            profile = info.get("user") or {}
+            return bool(profile.get("is_admin") or profile.get("is_owner"))
+
+        return await _cached_answer(
+            self._admins,
+            user,
+            "users.info",
+            lambda: self.client.users_info(user=user),
+            read=admin,
+            failed=False,
+        )
 
     async def group_members(self, group: str) -> frozenset[str]:
-        cached = self._groups.get(_acting(group))
-        if cached is not None:
-            return cached
-        try:
-            response = await self.client.usergroups_users_list(usergroup=group)
-        except SLACK_FAILURES as error:
-            why = classify(error, "usergroups.users.list", "-")
-            log.error("usergroups.users.list for %s failed: %s", group, why)
-            return frozenset()
-        members = frozenset(response.get("users") or [])
-        self._groups.put(_acting(group), members)
-        return members
+        return await _cached_answer(
+            self._groups,
+            group,
+            "usergroups.users.list",
+            lambda: self.client.usergroups_users_list(usergroup=group),
+            read=lambda response: frozenset(response.get("users") or []),
+            failed=frozenset(),
+        )
 
     async def is_one_of(self, user: str, people: Sequence[str]) -> bool:
         """Whether `user` is listed directly or belongs to a listed user group."""

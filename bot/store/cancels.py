@@ -16,7 +16,7 @@ from sqlmodel import Session, col, select
 
 from bot.store.debate_tables import CancelSource, Debate, DebateState
 from bot.store.errors import CancelRefusedError, DebateNotFoundError
-from bot.store.sql import among
+from bot.store.sql import among, as_stored
 from engine.models import utcnow
 
 
@@ -51,9 +51,7 @@ def request_cancel(
         .execution_options(synchronize_session=False)
     ).scalar_one_or_none()
     session.commit()
-    debate = session.exec(
-        select(Debate).where(Debate.id == debate_id).execution_options(populate_existing=True)
-    ).one_or_none()
+    debate = as_stored(session, Debate, col(Debate.id) == debate_id).one_or_none()
     if debate is None:
         raise DebateNotFoundError(f"no debate with id {debate_id}")
     if asked is None and debate.state == DebateState.FINISHED:

@@ -15,7 +15,7 @@ from sqlmodel import Session, col, select
 from bot.store import refusals
 from bot.store.errors import DeliveryNotRetryableError
 from bot.store.outbox_tables import Outbox, OutboxState
-from bot.store.sql import rows_changed
+from bot.store.sql import as_stored, rows_changed
 from engine.models import utcnow
 
 
@@ -75,9 +75,7 @@ def retry(session: Session, *, outbox_id: int, window: timedelta) -> Outbox:
         .execution_options(synchronize_session=False)
     )
     session.commit()
-    row = session.exec(
-        select(Outbox).where(Outbox.id == outbox_id).execution_options(populate_existing=True)
-    ).one_or_none()
+    row = as_stored(session, Outbox, col(Outbox.id) == outbox_id).one_or_none()
     if row is None:
         raise DeliveryNotRetryableError(f"no message with id {outbox_id} is owed")
     if not rows_changed(changed):

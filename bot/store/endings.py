@@ -25,7 +25,7 @@ from bot.store.outbox_tables import Outbox
 from bot.store.receipts import Issue, ReceiptIssuer, add_cancel, issue_receipts
 from bot.store.results import StoredResult
 from bot.store.review_tables import Escalation, EscalationState
-from bot.store.sql import CHANNELS, DEBATES, ESCALATIONS, VERDICTS, among
+from bot.store.sql import CHANNELS, DEBATES, ESCALATIONS, VERDICTS, among, as_stored
 from bot.store.turns import ChainHead, chain_tail
 from engine.models import DebateResult, utcnow
 
@@ -356,10 +356,9 @@ def _workspace(row: Any) -> dict[str, Any]:
 def _as_stored(session: Session, table: type[M], key: Any, ids: list[int]) -> dict[int, M]:
     """The rows of `table` whose `key` column is among `ids`, keyed by it, as the database now
     holds them (objects the session already has are refreshed)."""
-    rows = session.exec(
-        select(table).where(among(session, key, ids)).execution_options(populate_existing=True)
-    )
-    return {getattr(row, key.key): row for row in rows}
+    return {
+        getattr(row, key.key): row for row in as_stored(session, table, among(session, key, ids))
+    }
 
 
 def verdict_for(session: Session, *, debate_id: int) -> VerdictRecord | None:

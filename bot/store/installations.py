@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, TypeVar
 
-from sqlalchemy import CursorResult, Result, delete
+from sqlalchemy import delete
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -30,8 +30,11 @@ from bot.store.installation_tables import (
     SlackBot,
     SlackInstallation,
 )
-from bot.store.sql import insert_once
+from bot.store.sql import insert_once, rows_changed
 from engine.models import utcnow
+
+R = TypeVar("R", SlackBot, SlackInstallation)
+"""A stored install's row: the bot's, or a person's."""
 
 NONE = "-"
 """The part of a key for an enterprise or team there is none of (Slack's ids never are `-`)."""
@@ -158,13 +161,12 @@ def _put_bot(session: Session, bot: StoredBot, cipher: TokenCipher) -> None:
         "installed_at": bot.installed_at,
         "updated_at": utcnow(),
     }
-    row = session.get(SlackBot, bot.install_key)
-    if row is None:
-        session.add(SlackBot(installation=bot.install_key, **values))
-        return
-    for name, value in values.items():
-        setattr(row, name, value)
-    session.add(row)
+    _update_or_add(
+        session,
+        session.get(SlackBot, bot.install_key),
+        values,
+        lambda: SlackBot(installation=bot.install_key, **values),
+    )
 
 
 def _put_installer(session: Session, installer: Installer, cipher: TokenCipher) -> None:
@@ -198,21 +200,26 @@ def _put_installer(session: Session, installer: Installer, cipher: TokenCipher) 
             col(SlackInstallation.user_id) == installer.user_id,
         )
     ).first()
+    _update_or_add(
+        session,
+        row,
+        values,
+        lambda: SlackInstallation(
+            installation=installer.install_key, user_id=installer.user_id, **values
+        ),
+    )
+
+
+def _update_or_add(
+    session: Session, row: R | None, values: dict[str, Any], new: Callable[[], R]
+) -> None:
+    """Write `values` over the stored `row`, or add the row `new` makes when none is stored."""
     if row is None:
-        session.add(
-            SlackInstallation(
-                installation=installer.install_key, user_id=installer.user_id, **values
-            )
-        )
+        session.add(new())
         return
     for name, value in values.items():
         setattr(row, name, value)
     session.add(row)
-
-
-def _count(result: Result[Any]) -> int:
-    """The rows a DELETE took (its result is a cursor's, which SQLAlchemy's types do not say)."""
-    return int(cast(CursorResult[Any], result).rowcount)
 
 
 def _seal(cipher: TokenCipher, value: str | None, where: str) -> str | None:
@@ -256,11 +263,7 @@ def bot_row(
     lookup = lookup_key(
         enterprise_id=enterprise_id, team_id=team_id, is_enterprise_install=is_enterprise_install
     )
-    row = session.get(SlackBot, lookup)
-    if row is None and enterprise_id is not None and lookup != _org(enterprise_id):
-        org = session.get(SlackBot, _org(enterprise_id))
-        row = org if org is not None and org.is_enterprise_install else None
-    return row
+    return _own_or_the_orgs(lambda at: session.get(SlackBot, at), lookup, enterprise_id)
 
 
 def find_installer(
@@ -277,11 +280,22 @@ def find_installer(
     lookup = lookup_key(
         enterprise_id=enterprise_id, team_id=team_id, is_enterprise_install=is_enterprise_install
     )
-    row = _latest_installer(session, lookup, user_id)
-    if row is None and enterprise_id is not None and lookup != _org(enterprise_id):
-        org = _latest_installer(session, _org(enterprise_id), user_id)
-        row = org if org is not None and org.is_enterprise_install else None
+    row = _own_or_the_orgs(
+        lambda at: _latest_installer(session, at, user_id), lookup, enterprise_id
+    )
     return None if row is None else _installer(row, cipher)
+
+
+def _own_or_the_orgs(
+    find: Callable[[str], R | None], lookup: str, enterprise_id: str | None
+) -> R | None:
+    """The row `find` finds under `lookup`; when there is none and the ids name an org, the
+    org's row if it is an org-wide install (installed in every workspace of the org)."""
+    row = find(lookup)
+    if row is None and enterprise_id is not None and lookup != _org(enterprise_id):
+        org = find(_org(enterprise_id))
+        row = org if org is not None and org.is_enterprise_install else None
+    return row
 
 
 def _org(enterprise_id: str) -> str:
@@ -364,7 +378,7 @@ def delete_bot(session: Session, *, enterprise_id: str | None, team_id: str | No
         )
     )
     session.commit()
-    return _count(gone)
+    return rows_changed(gone)
 
 
 def delete_installers(
@@ -378,7 +392,7 @@ def delete_installers(
         statement = statement.where(col(SlackInstallation.user_id) == user_id)
     gone = session.execute(statement)
     session.commit()
-    return _count(gone)
+    return rows_changed(gone)
 
 
 def delete_install(session: Session, *, enterprise_id: str | None, team_id: str | None) -> int:
@@ -389,7 +403,7 @@ def delete_install(session: Session, *, enterprise_id: str | None, team_id: str 
         delete(SlackInstallation).where(col(SlackInstallation.installation) == where)
     )
     session.commit()
-    return _count(bots) + _count(people)
+    return rows_changed(bots) + rows_changed(people)
 
 
 # --- what happened ---------------------------------------------------------------------------
@@ -463,4 +477,4 @@ def consume_state(session: Session, *, digest: str) -> bool:
         )
     )
     session.commit()
-    return _count(gone) == 1
+    return rows_changed(gone) == 1

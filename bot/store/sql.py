@@ -1,15 +1,16 @@
 """SQL shared by the store's modules: the tables as Core objects, a membership test that is one
-parameter on both backends, a unique insert, and the count of rows a statement changed.
+parameter on both backends, a unique insert, a read of rows as the database holds them now, and
+the count of rows a statement changed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
-from sqlalchemy import ColumnElement, CursorResult, Result, Table, any_, bindparam
+from sqlalchemy import ColumnElement, CursorResult, Result, ScalarResult, Table, any_, bindparam
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, SQLModel
+from sqlmodel import Session, SQLModel, select
 
 from bot.store.channel_tables import ChannelSettings
 from bot.store.debate_tables import Debate, Turn, VerdictRecord
@@ -40,6 +41,18 @@ def insert_once(session: Session, row: SQLModel) -> bool:
         session.rollback()
         return False
     return True
+
+
+M = TypeVar("M", bound=SQLModel)
+
+
+def as_stored(
+    session: Session, model: type[M], where: ColumnElement[bool] | bool
+) -> ScalarResult[M]:
+    """The rows of `model` matching `where` as the database now holds them: objects the session
+    already has are refreshed, not answered from its identity map (what a statement that
+    bypassed the session, such as a conditional UPDATE, left)."""
+    return session.exec(select(model).where(where).execution_options(populate_existing=True))
 
 
 def rows_changed(result: Result[Any]) -> int:

@@ -9,17 +9,12 @@ from __future__ import annotations
 
 import hmac
 import json
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
 
 from pydantic import SecretStr
 
+from bot.fronts.asgi import ASGIApp, Receive, Scope, Send
 from bot.fronts.listening import is_loopback
 
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 TOKENS = "DEBATEBOT_MCP_TOKEN or DEBATEBOT_WEB_TOKEN"
 
 

@@ -6,10 +6,8 @@ body is held, at most `limit` bytes, and handed on once complete)."""
 from __future__ import annotations
 
 import json
-from collections.abc import MutableMapping
-from typing import Any
 
-from bot.fronts.mcp.auth import ASGIApp, Receive, Scope, Send
+from bot.fronts.asgi import ASGIApp, Receive, Scope, Send, replaying
 from engine.models import MAX_CONTEXT_CHARS
 
 MAX_BODY_BYTES = 6 * MAX_CONTEXT_CHARS + 256 * 1024
@@ -47,7 +45,7 @@ class BodyCap:
                 return
             if not message.get("more_body", False):
                 break
-        await self.app(scope, _replaying(bytes(body), receive), send)
+        await self.app(scope, replaying(bytes(body), receive), send)
 
     async def _refuse(self, send: Send) -> None:
         error = {
@@ -73,18 +71,3 @@ class BodyCap:
             }
         )
         await send({"type": "http.response.body", "body": payload})
-
-
-def _replaying(body: bytes, receive: Receive) -> Receive:
-    """A `receive` that gives the held body once, then whatever the client sends next (its
-    disconnect)."""
-    given = False
-
-    async def replay() -> MutableMapping[str, Any]:
-        nonlocal given
-        if given:
-            return await receive()
-        given = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    return replay

@@ -12,7 +12,8 @@ from collections.abc import AsyncIterator
 
 from mcp.server.mcpserver import MCPServer
 
-from bot.fronts.mcp.auth import AuthConfigError, BearerGate, Receive, Scope, Send, bearer_tokens
+from bot.fronts.asgi import Receive, Scope, Send
+from bot.fronts.mcp.auth import AuthConfigError, BearerGate, bearer_tokens
 from bot.fronts.mcp.body_cap import BodyCap
 from bot.fronts.mcp.paths import AllowedDirs
 from bot.fronts.mcp.reading import Reader
