@@ -145,3 +145,37 @@ def host_token(value: SecretStr | None, host: str) -> str | None:
         return None
     variable = "DEBATEBOT_GITHUB_TOKEN" if host == "github" else "DEBATEBOT_GITLAB_TOKEN"
     return secret_value(value, variable, prefix="", where=f"your {host} account's token settings")
+
+
+def provider_api_key(
+    provider: str,
+    *,
+    openai: SecretStr | None,
+    anthropic: SecretStr | None,
+    openai_compatible: SecretStr | None,
+) -> str | None:
+    """The API key of a hosted provider from its setting, refusing a missing or placeholder one
+    by name; None for providers that need none (local, fake, a keyless OpenAI-compatible
+    server)."""
+    if provider == "openai":
+        return secret_value(
+            openai,
+            "DEBATEBOT_OPENAI_API_KEY (or OPENAI_API_KEY)",
+            prefix="",
+            where="the API keys page of your OpenAI organization",
+        )
+    if provider == "anthropic":
+        return secret_value(
+            anthropic,
+            "DEBATEBOT_ANTHROPIC_API_KEY (or ANTHROPIC_API_KEY)",
+            prefix="",
+            where="the API keys page of the Anthropic console",
+        )
+    if provider == "openai-compatible" and openai_compatible is not None:
+        return secret_value(
+            openai_compatible,
+            "DEBATEBOT_OPENAI_COMPATIBLE_API_KEY",
+            prefix="",
+            where="your server's configuration",
+        )
+    return None

@@ -16,6 +16,7 @@ from bot.secrets import (
     audit_key_bytes,
     client_id_value,
     encryption_keys,
+    provider_api_key,
     redirect_uri_value,
     secret_value,
 )
@@ -525,28 +526,12 @@ class Settings(BaseSettings):
     def provider_key(self, provider: str) -> str | None:
         """The API key of a hosted provider, refusing a missing or placeholder one by name;
         None for providers that need none (local, fake, a keyless OpenAI-compatible server)."""
-        if provider == "openai":
-            return secret_value(
-                self.openai_api_key,
-                "DEBATEBOT_OPENAI_API_KEY (or OPENAI_API_KEY)",
-                prefix="",
-                where="the API keys page of your OpenAI organization",
-            )
-        if provider == "anthropic":
-            return secret_value(
-                self.anthropic_api_key,
-                "DEBATEBOT_ANTHROPIC_API_KEY (or ANTHROPIC_API_KEY)",
-                prefix="",
-                where="the API keys page of the Anthropic console",
-            )
-        if provider == "openai-compatible" and self.openai_compatible_api_key is not None:
-            return secret_value(
-                self.openai_compatible_api_key,
-                "DEBATEBOT_OPENAI_COMPATIBLE_API_KEY",
-                prefix="",
-                where="your server's configuration",
-            )
-        return None
+        return provider_api_key(
+            provider,
+            openai=self.openai_api_key,
+            anthropic=self.anthropic_api_key,
+            openai_compatible=self.openai_compatible_api_key,
+        )
 
     def slack_bot_token_value(self) -> str:
         """The bot token alone (a worker delivering messages needs no signing secret)."""

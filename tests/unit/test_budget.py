@@ -344,4 +344,8 @@ async def test_no_debate_spends_past_its_budget(seed: int, refusals: list[Budget
         assert result.verdict.escalate
     else:
         assert result.status is DebateStatus.COMPLETE, (spec.protocol, result.error)
-        assert (DebateFlag.CONFIDENCE_UNVERIFIED in result.flags) == bool(judges)
+        # A judge asked beside the deciding call and refused there (the calls in flight held
+        # part of the budget) is asked again after the verdict, and may then answer.
+        unanswered = [j for j in result.judgments if j.decision is None]
+        assert (DebateFlag.CONFIDENCE_UNVERIFIED in result.flags) == bool(unanswered)
+        assert len(judges) >= len(unanswered)

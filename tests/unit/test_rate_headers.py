@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from engine.providers import anthropic_messages, openai_chat
+from engine.providers import anthropic_limits, openai_chat
 from engine.providers.limiter import Budget, Outcome
 from engine.providers.openai_chat import parse_duration
 from engine.providers.retry import capacity_outcome
@@ -80,7 +80,7 @@ def test_anthropic_headers_give_requests_and_input_and_output_tokens() -> None:
         cache_read_input_tokens=700,
         output_tokens=90,
     )
-    feedback = anthropic_messages.rate_feedback(headers, status=200, usage=usage, now=now)
+    feedback = anthropic_limits.rate_feedback(headers, status=200, usage=usage, now=now)
     assert feedback.outcome is Outcome.ANSWERED
     requests, *tokens = feedback.budgets
     assert requests.reset_s == pytest.approx(1.2)
@@ -99,7 +99,7 @@ def test_anthropic_combined_tokens_stand_in_when_input_and_output_are_missing() 
         "anthropic-ratelimit-tokens-reset": "2026-05-01T12:00:30+00:00",
         "retry-after": "12",
     }
-    feedback = anthropic_messages.rate_feedback(headers, status=429, now=now)
+    feedback = anthropic_limits.rate_feedback(headers, status=429, now=now)
     assert feedback.outcome is Outcome.LIMITED
     assert feedback.retry_after_s == 12.0
     assert feedback.budgets == (Budget("tokens", 95_000, 96_000, reset_s=30.0, spent=0),)
