@@ -1,9 +1,11 @@
 """What App Home lists: recent debates in the viewer's channels, and how each protocol's
-verdicts were received.
+verdicts were received; and what each protocol's debates typically cost here.
 """
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -100,3 +102,24 @@ def source_counts(
     if channel_id is not None:
         query = query.where(col(Debate.channel_id) == channel_id)
     return {str(source): count for source, count in sorted(session.exec(query))}
+
+
+def typical_costs(
+    session: Session, *, protocols: Sequence[str], last: int = 50
+) -> dict[str, tuple[float, int]]:
+    """For each of `protocols` with a finished debate here: the median cost of its last `last`
+    finished debates and how many that median is of (what `list_protocols` tells an agent a
+    debate typically costs with the models this deployment runs)."""
+    found: dict[str, tuple[float, int]] = {}
+    for protocol in protocols:
+        costs = list(
+            session.exec(
+                select(Debate.cost_usd)
+                .where(Debate.protocol == protocol, Debate.state == DebateState.FINISHED)
+                .order_by(col(Debate.id).desc())
+                .limit(last)
+            )
+        )
+        if costs:
+            found[protocol] = (statistics.median(costs), len(costs))
+    return found

@@ -165,6 +165,17 @@ async def follow_a_debate(client: Client, database: str) -> None:
     assert stored.requested_by.startswith("mcp:")
     assert stored.spec_json.count("ADR-7: move sessions") == 1
 
+    # What a protocol typically costs is what its finished debates here cost, and nothing
+    # is said of a protocol no debate of which has finished.
+    listed_protocols = {p["name"]: p for p in (await call(client, "list_protocols", {}))["result"]}
+    adversarial = listed_protocols["adversarial"]
+    assert adversarial["typical_cost_usd"] == round(stored.cost_usd, 6)  # the fake bills $0
+    assert adversarial["cost_from_debates"] == 1
+    assert adversarial["calls_per_debate"] == 5
+    assert adversarial["models"]["debaters"].startswith("fake:")
+    assert listed_protocols["panel"]["typical_cost_usd"] is None
+    assert listed_protocols["panel"]["cost_from_debates"] == 0
+
 
 async def test_bad_input_is_a_tool_error_naming_what_to_change(
     database: str, allowed: Path

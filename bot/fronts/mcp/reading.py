@@ -4,12 +4,13 @@ debates, and audit checks of a stored debate or an uploaded export."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Engine, func
 from sqlmodel import col, select
 
-from bot.store import reviews, verify
+from bot.store import overview, reviews, verify
 from bot.store.audit import ChainReport
 from bot.store.db import session_scope
 from bot.store.debate_tables import Debate, DebateSource, DebateState, Turn
@@ -91,6 +92,11 @@ class Reader:
                 }
                 for debate in session.exec(query)
             ]
+
+    def typical_costs(self, protocols: Sequence[str]) -> dict[str, tuple[float, int]]:
+        """The median cost of each protocol's last finished debates here, and of how many."""
+        with session_scope(self.engine, workspace=self.workspace) as session:
+            return overview.typical_costs(session, protocols=protocols)
 
     def verify_stored(self, debate_id: int) -> dict[str, Any]:
         """The audit check of a stored debate (`debatebot audit verify ID`)."""

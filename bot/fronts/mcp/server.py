@@ -22,6 +22,7 @@ from bot.fronts.mcp import stopping
 from bot.fronts.mcp.admission import submit_debate
 from bot.fronts.mcp.linking import MAX_LINK_CHARS, LinkRefusedError, read_link
 from bot.fronts.mcp.paths import AllowedDirs, PathRefusedError
+from bot.fronts.mcp.protocols import protocol_entry
 from bot.fronts.mcp.reading import Reader, UnknownDebateError
 from bot.hosts.clients import HostClients
 from bot.intake.errors import NotAdmittedError
@@ -332,19 +333,17 @@ def build_server(front: McpFront) -> MCPServer:
         )
 
     @server.tool(
-        description="The debate protocols: what each is for, and its default and most rounds."
+        description=(
+            "The debate protocols: what each is for, its default and most rounds, the model"
+            " calls a debate typically makes, the models this server runs its debaters and its"
+            " deciding role on, and what a debate of it typically costs here (the median of its"
+            " last finished debates; null until one has finished)."
+        )
     )
     async def list_protocols() -> list[dict[str, Any]]:
-        return [
-            {
-                "name": d.name,
-                "description": d.labels.description,
-                "default_rounds": d.default_rounds,
-                "max_rounds": d.max_rounds,
-                "default": d.name == DEFAULT_PROTOCOL,
-            }
-            for d in PROTOCOLS.values()
-        ]
+        models = front.intake.policy.models()
+        costs = await asyncio.to_thread(front.reader.typical_costs, list(PROTOCOLS))
+        return [protocol_entry(d, models, costs.get(d.name)) for d in PROTOCOLS.values()]
 
     @server.tool(
         description=(
