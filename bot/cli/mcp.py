@@ -6,6 +6,8 @@ the protocol may reach stdout, so every note goes to stderr."""
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import getpass
 import logging
 import sys
@@ -61,7 +63,14 @@ async def mcp(args: argparse.Namespace) -> int:
                 run=None if args.no_run else run,
                 hosts=services.hosts,
             )
-            await build_server(front).run_stdio_async()
+            # Debates a worker elsewhere runs change only in the store: read for listeners.
+            watching = asyncio.create_task(front.watch().run_forever())
+            try:
+                await build_server(front).run_stdio_async()
+            finally:
+                watching.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watching
     finally:
         await services.aclose()
     return 0

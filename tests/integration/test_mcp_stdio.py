@@ -274,6 +274,37 @@ async def test_a_listener_hears_when_the_debate_resource_changes(
     assert after["state"] == "finished"
 
 
+async def test_a_listener_hears_of_a_debate_a_worker_elsewhere_runs_until_it_ends(
+    database: str, allowed: Path
+) -> None:
+    """--no-run leaves the debate to `debatebot worker`, another process that cannot reach this
+    server's listeners: the server reads the store while someone listens and tells each change
+    (each stored turn, the end) up to the end."""
+    async with serving(database, allowed, "--no-run") as client:
+        with anyio.fail_after(90):
+            async with client.listen(resource_subscriptions=["debate://1"]) as events:
+                started = await call(client, "start_debate", {"question": "Adopt ADR-7?"})
+                heard: list[object] = []
+                worker = await anyio.open_process(
+                    [sys.executable, "-m", "bot.cli", "worker", "--exit-when-idle"],
+                    # Calls slower than the server's reads, so the turns are told one by one.
+                    env=environment(database, fake_delay_s="1.5"),
+                    cwd=str(ROOT),
+                )
+                async with worker:
+                    # Each change is told: wait for one, then look; the end is told too, so
+                    # the loop cannot wait for nothing once the debate is over.
+                    while True:
+                        heard.append(await events.__anext__())
+                        if (await call(client, "get_debate", {"id": 1}))["state"] == "finished":
+                            break
+                    await worker.wait()
+    assert started["id"] == 1
+    assert worker.returncode == 0
+    assert len(heard) >= 2, "at least one turn, and the end"
+    assert {event.uri for event in heard if isinstance(event, ResourceUpdated)} == {"debate://1"}
+
+
 async def test_cancel_debate_stops_a_debate_once_and_refuses_a_finished_or_unknown_one(
     database: str, allowed: Path
 ) -> None:

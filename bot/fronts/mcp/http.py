@@ -6,6 +6,7 @@ it)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -18,6 +19,7 @@ from bot.fronts.mcp.body_cap import BodyCap
 from bot.fronts.mcp.paths import AllowedDirs
 from bot.fronts.mcp.reading import Reader
 from bot.fronts.mcp.server import McpFront, build_server
+from bot.fronts.mcp.watching import DebateWatch
 from bot.hosts.clients import HostClients
 from bot.intake.intake import Intake
 
@@ -32,17 +34,26 @@ class McpHttp:
     """The `/mcp` endpoint: `__call__` serves a request, `running()` keeps the SDK's session
     manager alive around the server that routes to it."""
 
-    def __init__(self, server: MCPServer, *, tokens: tuple[str, ...], host: str) -> None:
+    def __init__(
+        self, server: MCPServer, *, tokens: tuple[str, ...], host: str, watch: DebateWatch
+    ) -> None:
         # `host` lets the SDK turn on its DNS-rebinding check for a loopback listener.
         self.app = server.streamable_http_app(streamable_http_path=PATH, host=host)
         self.server = server
+        self.watch = watch
         # Authenticated before anything of the body is read; capped before the SDK reads it.
         self.gate = BearerGate(BodyCap(self.app), tokens)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         async with self.server.session_manager.run():
-            yield
+            watching = asyncio.create_task(self.watch.run_forever())
+            try:
+                yield
+            finally:
+                watching.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watching
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.gate(scope, receive, send)
@@ -68,4 +79,4 @@ def mcp_over_http(
     front = McpFront(
         intake=intake, reader=reader, allowed=AllowedDirs([]), requested_by=AGENT, hosts=hosts
     )
-    return McpHttp(build_server(front), tokens=required, host=host)
+    return McpHttp(build_server(front), tokens=required, host=host, watch=front.watch())

@@ -5,9 +5,9 @@ debates, and audit checks of a stored debate or an uploaded export."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import Engine, func
+from sqlalchemy import Engine, false, func, or_
 from sqlmodel import col, select
 
 from bot.store import overview, reviews, verify
@@ -28,6 +28,14 @@ class UnknownDebateError(Exception):
 def no_such_debate(debate_id: int) -> str:
     """What an agent is told for an id no debate has."""
     return f"there is no debate {debate_id}; `list_debates` shows the ids there are"
+
+
+class Progress(NamedTuple):
+    """How far a debate is, as `debate://ID` listeners are told it changed."""
+
+    state: str
+    turns: int
+    ended: bool
 
 
 class Reader:
@@ -97,6 +105,29 @@ class Reader:
         """The median cost of each protocol's last finished debates here, and of how many."""
         with session_scope(self.engine, workspace=self.workspace) as session:
             return overview.typical_costs(session, protocols=protocols)
+
+    def open_progress(self, also: set[int]) -> dict[int, Progress]:
+        """The state and stored turns of every queued or running debate, and of the debates in
+        `also` (those followed until they were seen to end)."""
+        turns = (
+            select(func.count())
+            .select_from(Turn)
+            .where(col(Turn.debate_id) == col(Debate.id))
+            .scalar_subquery()
+        )
+        followed = col(Debate.id).in_(sorted(also)) if also else false()
+        open_now = col(Debate.state).in_([DebateState.QUEUED, DebateState.RUNNING])
+        query = select(Debate.id, Debate.state, turns).where(or_(open_now, followed))
+        with session_scope(self.engine, workspace=self.workspace) as session:
+            return {
+                debate_id: Progress(
+                    state=DebateState(state).value,
+                    turns=count,
+                    ended=DebateState(state) is DebateState.FINISHED,
+                )
+                for debate_id, state, count in session.exec(query)
+                if debate_id is not None
+            }
 
     def verify_stored(self, debate_id: int) -> dict[str, Any]:
         """The audit check of a stored debate (`debatebot audit verify ID`)."""

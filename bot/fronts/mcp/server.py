@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
-from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
+from mcp.server.subscriptions import ResourceUpdated
 from pydantic import Field
 
 from bot.fronts.mcp import stopping
@@ -24,6 +24,7 @@ from bot.fronts.mcp.linking import MAX_LINK_CHARS, LinkRefusedError, read_link
 from bot.fronts.mcp.paths import AllowedDirs, PathRefusedError
 from bot.fronts.mcp.protocols import protocol_entry
 from bot.fronts.mcp.reading import Reader, UnknownDebateError
+from bot.fronts.mcp.watching import CountingBus, DebateWatch
 from bot.hosts.clients import HostClients
 from bot.intake.errors import NotAdmittedError
 from bot.intake.intake import Intake
@@ -45,7 +46,8 @@ class McpFront:
     """What the tools work with: the intake, the store reader, the allowed directories, and
     `run` (run an admitted debate in this process; None leaves it to the workers), and the code
     hosts' clients that read a `link` (None: links are refused). `bus` carries `debate://ID`
-    updates to clients listening (`subscriptions/listen`) when a debate run here finishes."""
+    updates to clients listening (`subscriptions/listen`): when a debate run here finishes, and
+    from `watch` when any debate's state or stored turns change, wherever it runs."""
 
     intake: Intake
     reader: Reader
@@ -55,7 +57,11 @@ class McpFront:
     hosts: HostClients | None = None
     poll_s: float = 0.2
     running: set[asyncio.Task[None]] = field(default_factory=set)
-    bus: InMemorySubscriptionBus = field(default_factory=InMemorySubscriptionBus)
+    bus: CountingBus = field(default_factory=CountingBus)
+
+    def watch(self) -> DebateWatch:
+        """What tells listeners of changes to debates run in other processes."""
+        return DebateWatch(reader=self.reader, bus=self.bus)
 
     def start_running(self, debate_id: int) -> None:
         if self.run is None:
