@@ -123,7 +123,7 @@ async def serve_http(port: int) -> None:
             allowed=AllowedDirs([]),
             requested_by="mcp:benchmark",
         )
-        mcp = McpHttp(build_server(front), tokens=(TOKEN,), host="127.0.0.1")
+        mcp = McpHttp(build_server(front), tokens=(TOKEN,), host="127.0.0.1", watch=front.watch())
 
         async def healthy() -> dict[str, object]:
             return {"ok": True}
