@@ -8,8 +8,9 @@ OpenAI's streaming rules this follows (the Chat Completions reference, `stream` 
 - `stream_options: {"include_usage": true}` adds one chunk before `[DONE]` whose `usage` covers
   the whole request and whose `choices` is empty ("all other chunks will also include a usage
   field, but with a null value"); "if the stream is interrupted, you may not receive the final
-  usage chunk": a stream that ends without a `finish_reason` or without that usage was cut, and
-  is asked again rather than billed as nothing;
+  usage chunk": a stream that ends without a `finish_reason` was cut, and is asked again rather
+  than billed as nothing; one that ends whole without that usage came from a server that
+  ignores the option (some OpenAI-compatible ones), whose model is then asked whole;
 - an error while streaming comes as an SSE `error` event, which the SDK raises as `APIError`.
 """
 
@@ -20,7 +21,7 @@ from typing import Any
 
 import openai
 
-from engine.errors import LLMError
+from engine.errors import LLMError, StreamRefusedError
 from engine.llm import TextSink
 
 
@@ -74,11 +75,19 @@ async def streamed(chunks: Any, on_text: TextSink, *, what: str) -> Answer:
     except openai.APIConnectionError:
         # The SDK's error for a connection lost (or timed out) while the body was read.
         finish = None
-    if finish is None or usage is None:
-        missing = "its end" if finish is None else "its usage"
+    if finish is None:
         raise LLMError(
-            f"{what}: the stream was cut off before {missing} ({len(text)} characters in);"
+            f"{what}: the stream was cut off before its end ({len(text)} characters in);"
             " asking again",
             retryable=True,
+        )
+    if usage is None:
+        # The stream ended whole (its finish reason, then the SDK's end of stream) but with no
+        # usage: the server ignores `stream_options.include_usage`, as some OpenAI-compatible
+        # servers do. A call is never recorded as costing nothing it did not report, so the
+        # model is asked whole from now on, where every reply carries its usage.
+        raise StreamRefusedError(
+            f"{what} streamed a whole reply without its usage (the server ignores"
+            " stream_options.include_usage); it is asked whole from now on"
         )
     return Answer(text=text, refusal=refusal or None, finish_reason=finish, usage=usage)

@@ -140,7 +140,9 @@ async def test_a_cancel_while_posts_are_owed_posts_each_once_and_then_only_the_e
         status=503, error="service_unavailable", when=lambda call: "thread_ts" in call.params
     )
     bot.emulator.fail_for("chat.postMessage", replies, seconds=600)
-    await bot.driver.command("Should we adopt ADR-042 for pricing?", user=REQUESTER)
+    # Two rounds: the first is owed while the second runs (a round is owed at its moderation,
+    # and the last round's judge is asked beside it, so a one-round debate ends as it is owed).
+    await bot.driver.command("Should we adopt ADR-042 for pricing? --rounds 2", user=REQUESTER)
     await bot.wait_for(
         lambda: [r for r in bot.owed() if r.key.startswith("round:")], "a round owed, unposted"
     )

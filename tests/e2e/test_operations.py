@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import random
+from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -290,16 +291,20 @@ async def test_expiry_and_digest_are_delivered_once_under_random_slack_faults(
 async def test_serve_runs_as_many_debates_at_once_as_its_concurrency(
     start_bot: BotFactory,
 ) -> None:
-    in_flight = 0
+    # Debates with a call in flight, by the question each call carries: a debate may have two
+    # calls out at once (its independent judge is asked beside its last moderation).
+    in_flight: Counter[str] = Counter()
     peak = 0
     script = DebateScript()
 
     async def slow(request: LLMRequest) -> Any:
-        nonlocal in_flight, peak
-        in_flight += 1
-        peak = max(peak, in_flight)
+        nonlocal peak
+        text = " ".join(m.content for m in request.messages)
+        [question] = {n for n in range(6) if f"ADR-{n}?" in text}
+        in_flight[str(question)] += 1
+        peak = max(peak, len(+in_flight))
         await asyncio.sleep(0.3)
-        in_flight -= 1
+        in_flight[str(question)] -= 1
         return script(request)
 
     bot = await start_bot(llm=FunctionLLM(slow), worker_concurrency=4)

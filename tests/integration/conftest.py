@@ -27,10 +27,17 @@ BACKENDS = ["sqlite", "postgres"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every SmolLM2 test goes to one xdist worker, so two never share the two cores."""
+    """Every SmolLM2 test goes to one xdist worker, so two never share the two cores, and that
+    group runs first: it is the run's longest chain of tests, so it starts while the rest are
+    shared out among the other workers instead of after them."""
     for item in items:
         if item.get_closest_marker("local_model"):
             item.add_marker(pytest.mark.xdist_group(LLAMA_GROUP))
+
+    def llama(item: pytest.Item) -> bool:
+        return any(m.args == (LLAMA_GROUP,) for m in item.iter_markers("xdist_group"))
+
+    items.sort(key=lambda item: not llama(item))  # stable: each side keeps its order
 
 
 def postgres_base_url() -> str:

@@ -32,7 +32,9 @@ the content in `chat.completion.chunk` deltas, the last choice chunk with its `f
 then (with `stream_options.include_usage`) one chunk with the usage and no choices, then
 `data: [DONE]`; `stream_options` without `stream` is refused (400, param `stream_options`).
 `refuse_streams` answers a streamed request as a server that cannot stream does (400, param
-`stream`); `cut_streams` cuts that many streams off after their first chunks (the connection
+`stream`); `streams_without_usage` streams whole replies but ignores
+`stream_options.include_usage`, as some OpenAI-compatible servers do; `cut_streams` cuts that
+many streams off after their first chunks (the connection
 closed mid-body, no usage, no `[DONE]`).
 """
 
@@ -234,6 +236,7 @@ class OpenAIStandIn:
         self.url = ""
         self.refuse_streams = False
         self.cut_streams = 0
+        self.streams_without_usage = False
 
     async def start(self) -> str:
         app = web.Application()
@@ -279,7 +282,9 @@ class OpenAIStandIn:
         if body.get("stream"):
             cut = 2 if self.cut_streams else None
             self.cut_streams = max(0, self.cut_streams - 1)
-            return await openai_stream(request, body, answer, cut=cut)
+            return await openai_stream(
+                request, body, answer, cut=cut, usage=not self.streams_without_usage
+            )
         return web.json_response(answer)
 
     def _answer(self, body: dict[str, Any], exchange: Exchange) -> dict[str, Any]:

@@ -33,13 +33,19 @@ def _drop(request: web.Request) -> None:
 
 
 async def openai_stream(
-    request: web.Request, body: dict[str, Any], answer: dict[str, Any], *, cut: int | None = None
+    request: web.Request,
+    body: dict[str, Any],
+    answer: dict[str, Any],
+    *,
+    cut: int | None = None,
+    usage: bool = True,
 ) -> web.StreamResponse:
     """A `chat.completion` `answer` as `chat.completion.chunk` events; with
     `stream_options.include_usage`, every chunk carries `usage: null` and one last chunk with
-    no choices carries the usage, before `[DONE]`."""
+    no choices carries the usage, before `[DONE]`. Without `usage`, the option is ignored, as
+    servers that speak the API without it do (the stream ends whole, with no usage)."""
     response = await _opened(request, {})
-    with_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+    with_usage = usage and bool((body.get("stream_options") or {}).get("include_usage"))
     head = {k: answer[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
 
     async def send(choices: list[dict[str, Any]], usage: Any = None) -> None:

@@ -12,10 +12,8 @@ from pathlib import Path
 import pytest
 
 from engine.llm import LLMRequest, Message, complete_structured
-from engine.models import ContextDocument, CriticTurn, DebateResult, DebateSpec, DebateStatus, Role
-from engine.prompts import PromptLibrary
+from engine.models import CriticTurn, DebateResult, DebateStatus, Role
 from engine.providers.local import LocalLlamaLLM, model_identity, smollm2_path
-from engine.runner import run_debate
 from tests.helpers import REVIEW_CASES, local_threads
 
 pytestmark = pytest.mark.local_model
@@ -54,29 +52,6 @@ async def test_schema_constrained_generation_validates(local_llm: LocalLlamaLLM)
     assert result.completions[0].usage.output_tokens > 0
     assert result.completions[0].provider == "local"
     assert result.completions[0].model == model_identity(smollm2_path())
-
-
-async def test_a_one_round_debate_runs_end_to_end(
-    local_llm: LocalLlamaLLM, case: dict[str, str]
-) -> None:
-    spec = DebateSpec(
-        question=case["question"],
-        context=[ContextDocument(title=case["title"], text=case["context"])],
-    )
-    result = await run_debate(spec, resolve_llm=lambda _s: local_llm, prompts=PromptLibrary.load())
-
-    assert result.status is DebateStatus.COMPLETE, result.error
-    roles = [turn.role for turn in result.transcript]
-    assert roles[0] is Role.FRAMING
-    # The moderator decides; then the independent judge (one by default) reads the record again.
-    assert roles[-2:] == [Role.MODERATOR, Role.INDEPENDENT_JUDGE]
-    assert {Role.PROPOSER, Role.CRITIC, Role.REBUTTAL} <= set(roles)
-    assert all(
-        turn.provider == "local" and turn.usage.output_tokens > 0 for turn in result.transcript
-    )
-    assert result.cost_usd == 0.0
-    assert 0.0 <= result.verdict.confidence <= 1.0
-    assert len(result.rounds) == 1
 
 
 def test_cli_runs_on_the_local_model_by_default(tmp_path: Path, case: dict[str, str]) -> None:
@@ -118,6 +93,17 @@ def test_cli_runs_on_the_local_model_by_default(tmp_path: Path, case: dict[str, 
     # `run --json` writes the debate's export; its `result` part is the whole DebateResult.
     result = DebateResult.model_validate(json.loads(record.read_text(encoding="utf-8"))["result"])
     assert {(t.provider, t.model) for t in result.transcript} == {("local", identity)}
+    # The whole debate ran on the model: the framing first, one round, the moderator deciding,
+    # then the independent judge (one by default) reading the record again.
+    assert result.status is DebateStatus.COMPLETE, result.error
+    roles = [turn.role for turn in result.transcript]
+    assert roles[0] is Role.FRAMING
+    assert roles[-2:] == [Role.MODERATOR, Role.INDEPENDENT_JUDGE]
+    assert {Role.PROPOSER, Role.CRITIC, Role.REBUTTAL} <= set(roles)
+    assert all(turn.usage.output_tokens > 0 for turn in result.transcript)
+    assert result.cost_usd == 0.0
+    assert 0.0 <= result.verdict.confidence <= 1.0
+    assert len(result.rounds) == 1
     assert {p.model.model for p in result.spec.participants} == {identity}
     assert result.usage.output_tokens > 0
     verified = subprocess.run(

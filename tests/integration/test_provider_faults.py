@@ -267,11 +267,14 @@ async def test_an_outage_outlasting_the_retries_fails_the_debate_with_its_transc
     )
     result = await run_debate(spec, resolve_llm=lambda _: llm, prompts=shipped_prompts())
     assert result.status is DebateStatus.FAILED
+    # The independent judge is asked beside the last moderation (it reads the record blind to
+    # it), so it answered, and was paid, before the moderator's outage failed the debate.
     assert [turn.role for turn in result.transcript] == [
         Role.FRAMING,
         Role.PROPOSER,
         Role.CRITIC,
         Role.REBUTTAL,
+        Role.INDEPENDENT_JUDGE,
     ]
     assert result.error is not None
     assert "failed 3 times" in result.error

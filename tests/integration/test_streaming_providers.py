@@ -133,6 +133,25 @@ async def test_a_server_refusing_streams_is_asked_whole_from_then_on(
     assert "stream" not in openai_server.exchanges[1].body
 
 
+async def test_a_server_streaming_without_usage_is_asked_whole_and_billed_by_its_usage(
+    openai_server: OpenAIStandIn,
+) -> None:
+    """Some OpenAI-compatible servers (llama.cpp's among them) stream a whole reply but ignore
+    `stream_options.include_usage`: the call is asked again whole, whose reply carries the
+    usage, and the model is not streamed again (never recorded as costing nothing)."""
+    openai_server.streams_without_usage = True
+    llm = openai_llm(openai_server, "openai-compatible")
+    assert isinstance(llm, StreamingLLM)
+    texts = Texts()
+
+    answered = await ask(llm, critic_request("gpt-4.1"), texts)
+
+    assert [e.body.get("stream", False) for e in openai_server.exchanges] == [True, False]
+    assert answered.usage.output_tokens == openai_server.exchanges[1].usage["completion_tokens"]
+    CriticTurn.model_validate_json(answered.text)
+    assert not llm.streams(critic_request("gpt-4.1"))
+
+
 TOOL_ONLY = "claude-tool-only"
 
 

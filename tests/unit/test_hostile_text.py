@@ -36,6 +36,8 @@ from engine.protocols import protocol_names
 
 MAX_CHARS = 40_000
 BOUND_S = 2.0
+"""The CPU seconds one recogniser may take on one text (`time.process_time`: what this process
+spent, whatever else the machine runs at the time): a backtracking pattern takes minutes."""
 
 FRAGMENTS = (
     # The Y-statement and the other ADR recognisers' keywords.
@@ -177,9 +179,9 @@ def test_every_recogniser_finishes_quickly_on_adversarial_text(name: str) -> Non
     recognise = RECOGNISERS[name]
     slowest = (0.0, "")
     for text in adversarial_texts():
-        started = time.perf_counter()
+        started = time.process_time()
         recognise(text)
-        took = time.perf_counter() - started
+        took = time.process_time() - started
         slowest = max(slowest, (took, text[:40]))
     assert slowest[0] < BOUND_S, f"{name} took {slowest[0]:.2f} s on {slowest[1]!r}…"
 
@@ -187,20 +189,20 @@ def test_every_recogniser_finishes_quickly_on_adversarial_text(name: str) -> Non
 def test_the_reported_y_statement_is_recognised_or_refused_at_once() -> None:
     """The outside report's input (88 s before), and the same with the fifth part present."""
     reported = "in the context of a facing b we decided c to achieve d " * 100
-    started = time.perf_counter()
+    started = time.process_time()
     assert adr.adr_format(reported) is None
     assert adr.adr_format(reported + "accepting e") == "y-statement"
     assert adr.adr_format(reported * 7 + "accepting e") == "y-statement"
-    assert time.perf_counter() - started < BOUND_S
+    assert time.process_time() - started < BOUND_S
 
 
 def test_a_channel_pattern_that_backtracks_in_python_runs_in_linear_time() -> None:
     """`(a+)+$` takes exponential time in Python's engine on "aaa…!"; RE2 answers at once."""
     title = "a" * (adr.MAX_TITLE_CHARS - 1) + "!"
-    started = time.perf_counter()
+    started = time.process_time()
     assert adr.adr_format(title, "(a+)+$") is None
     assert adr.adr_format(title, "(a|aa)+!") == "channel"
-    assert time.perf_counter() - started < BOUND_S
+    assert time.process_time() - started < BOUND_S
 
 
 def test_patterns_re2_refuses_are_named_when_set_and_match_nothing_when_stored() -> None:
