@@ -248,7 +248,9 @@ class SlackEmulator:
         app.router.add_get("/oauth/v2/authorize", self._authorize)
         app.router.add_route("*", "/moved/{tail:.*}", self._moved)
         app.router.add_post("/upload/v1/{file_id}", self._upload)
-        self._runner = web.AppRunner(app, access_log=None)
+        # A call a test holds (a hang fault) is cut at stop after a second, not waited for
+        # aiohttp's default 60 s: the bot that made it is gone by then.
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         server = self._runner.server
         assert server is not None
