@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from engine.bound import common_prefix
 from engine.models import Usage
 from engine.pricing import Pricing
 
@@ -86,19 +87,6 @@ _DATED = re.compile(r"-\d{8}$")
 def estimate_tokens(text: str) -> float:
     """Tokens of `text`: UTF-8 bytes / 4."""
     return len(text.encode("utf-8")) / 4
-
-
-def common_prefix(a: str, b: str) -> int:
-    """The length of the longest common prefix of `a` and `b` (binary search over slices,
-    which compare in C)."""
-    low, high = 0, min(len(a), len(b))
-    while low < high:
-        middle = (low + high + 1) // 2
-        if a[:middle] == b[:middle]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
 
 
 class Part(StrEnum):
