@@ -1,6 +1,6 @@
-"""The ASGI call's types and the one way a door that has read a request's body (to check its
-size or signature) hands it on: Slack's `/slack/events` and MCP's `/mcp` both read the body
-before the framework behind them does."""
+"""The ASGI call's types, the one check of a body's declared size, and the one way a door that
+has read a request's body (to check its size or signature) hands it on: Slack's
+`/slack/events` and MCP's `/mcp` both read the body before the framework behind them does."""
 
 from __future__ import annotations
 
@@ -26,3 +26,12 @@ def replaying(body: bytes, receive: Receive) -> Receive:
         return {"type": "http.request", "body": body, "more_body": False}
 
     return replay
+
+
+def declares_more_than(scope: Scope, limit: int) -> bool:
+    """Whether a Content-Length header of the request says its body is larger than `limit`
+    bytes (refused before anything is read; a body without one is counted as it arrives)."""
+    return any(
+        name == b"content-length" and value.isdigit() and int(value) > limit
+        for name, value in scope.get("headers") or []
+    )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from bot.fronts.asgi import ASGIApp, Receive, Scope, Send, replaying
+from bot.fronts.asgi import ASGIApp, Receive, Scope, Send, declares_more_than, replaying
 from engine.models import MAX_CONTEXT_CHARS
 
 MAX_BODY_BYTES = 6 * MAX_CONTEXT_CHARS + 256 * 1024
@@ -29,8 +29,7 @@ class BodyCap:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        length = dict(scope.get("headers") or []).get(b"content-length", b"")
-        if length.isdigit() and int(length) > self.limit:
+        if declares_more_than(scope, self.limit):
             await self._refuse(send)
             return
         body = bytearray()

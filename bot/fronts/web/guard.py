@@ -14,6 +14,7 @@ from typing import Any
 
 from starlette.requests import Request
 
+from bot.fronts.asgi import declares_more_than
 from bot.fronts.listening import is_loopback
 from bot.secrets import secret_value
 from bot.settings import Settings, SettingsError
@@ -150,10 +151,9 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        for name, value in scope.get("headers", []):
-            if name == b"content-length" and value.isdigit() and int(value) > self.limit:
-                await _refuse(send, BodyTooLargeError(self.limit))
-                return
+        if declares_more_than(scope, self.limit):
+            await _refuse(send, BodyTooLargeError(self.limit))
+            return
         seen = 0
 
         async def counted() -> Message:
