@@ -14,11 +14,12 @@ spec names none, on the model that decided the debate. Position bias is a decisi
 with the sides and nothing else: a swapped judge on the deciding model reaching another decision
 than the verdict, or two judges on one model, one swapped and one not, reaching different ones.
 
-A protocol whose deciding call cannot change the record may start the judges beside that call
-(`hear_early`, kept on the ledger as `TurnLedger.judging`); their answers are then compared with
-the verdict once it is out. Judges are asked through the debate's ledger, like every turn:
-recorded, replayed on resume, charged to the debate and refused when its budget cannot afford
-them (then the confidence is unverified, and the verdict says why).
+A protocol whose last call cannot change the record starts the judges beside that call
+(`judge_beside`, kept on the ledger as `TurnLedger.judging`), once it holds its worst case
+against the budget; their answers are then compared with the verdict once it is out. Judges
+are asked through the debate's ledger, like every turn: recorded, replayed on resume, charged
+to the debate and refused when its budget cannot afford them (then the confidence is
+unverified, and the verdict says why).
 """
 
 from __future__ import annotations
@@ -149,11 +150,26 @@ async def _hear(
     return shown.choices[str(getattr(answer.decision, "value", answer.decision))]
 
 
+def judge_beside(view: BlindView, *, ledger: TurnLedger, prompts: PromptLibrary) -> None:
+    """Start the spec's judges (if it has any) on `view` beside the protocol's next call, its
+    last: the record they read is final and that call cannot change it (judges read it blind
+    to the verdict), so the verdict need not wait for them. They start once that call holds
+    its worst case, so they never take the room it needs (`TurnLedger.next_call_under_way`)."""
+    if not ledger.spec.judges:
+        return
+    under_way = ledger.next_call_under_way()
+
+    async def judges() -> dict[str, Heard]:
+        await under_way
+        return await hear_early(ledger.spec, view, ledger=ledger, prompts=prompts)
+
+    ledger.judging = asyncio.ensure_future(judges())
+
+
 async def hear_early(
     spec: DebateSpec, view: BlindView, *, ledger: TurnLedger, prompts: PromptLibrary
 ) -> dict[str, Heard]:
-    """Every judge asked at once on `view`, a record that the deciding call cannot change
-    (judges read it blind to the verdict), so they run beside that call instead of after it.
+    """Every judge asked at once on `view`, beside the protocol's last call (`judge_beside`).
     A judge the budget or a halt refuses now is left out: `judge_again` asks it after the
     verdict, in order, so the budget allows what it would allow one call after another."""
     asker = Asker(spec=spec, ledger=ledger, prompts=prompts, outputs=view.outputs)
@@ -180,9 +196,9 @@ async def judge_again(
     heard: Mapping[str, Heard] | None = None,
 ) -> Agreement:
     """Each of the spec's judges' decision on the blind record, compared with the verdict:
-    taken from `heard` (asked early, `hear_early`), else asked now, one after another (a
-    judge the budget refuses leaves the later ones unasked, since they would be refused too);
-    a failed judge is recorded with its error."""
+    taken from `heard` (asked beside the last call, `judge_beside`), else asked now, one after
+    another (a judge the budget refuses leaves the later ones unasked, since they would be
+    refused too); a failed judge is recorded with its error."""
     asker = Asker(spec=spec, ledger=ledger, prompts=prompts, outputs=view.outputs)
     early = dict(heard or {})
     checks: list[JudgeCheck] = []

@@ -147,12 +147,26 @@ class MeteredLLM:
     later call extending its prompt)."""
 
     def __init__(
-        self, inner: LLM, meter: CostMeter, *, what: str, history: PromptHistory | None = None
+        self,
+        inner: LLM,
+        meter: CostMeter,
+        *,
+        what: str,
+        history: PromptHistory | None = None,
+        held: Callable[[], None] | None = None,
     ) -> None:
         self.inner = inner
         self.meter = meter
         self.what = what
         self.history = history if history is not None else PromptHistory()
+        self.held = held
+        """Told each time a call holds its worst case."""
+
+    def _hold(self, request: LLMRequest) -> int:
+        ticket = self.meter.hold(self.bound(request))
+        if self.held is not None:
+            self.held()
+        return ticket
 
     @property
     def provider(self) -> str:
@@ -166,7 +180,7 @@ class MeteredLLM:
         return CallBound.of(request, self.price_of(request.model), what=self.what, tokens=tokens)
 
     async def complete(self, request: LLMRequest) -> Completion:
-        ticket = self.meter.hold(self.bound(request))
+        ticket = self._hold(request)
         cost = 0.0
         try:
             completion = await self.inner.complete(request)
@@ -185,7 +199,7 @@ class MeteredLLM:
         """As `complete`, streamed: the same worst case is held while the stream runs, and a
         stream refused before any text releases it at no cost (the whole reply is then asked
         by `complete`, held anew)."""
-        ticket = self.meter.hold(self.bound(request))
+        ticket = self._hold(request)
         cost = 0.0
         try:
             completion = await ask(self.inner, request, on_text)
@@ -232,13 +246,23 @@ class TurnLedger:
         self.history = PromptHistory()
         self.plan: Plan | None = None
         self.judging: asyncio.Future[dict[str, str | LLMError]] | None = None
-        """The independent judges, when the protocol started them beside its deciding call
-        (`engine.judging.hear_early`): their decisions or failures by judge."""
+        """The independent judges, when the protocol started them beside its last call
+        (`engine.judging.judge_beside`): their decisions or failures by judge."""
+        self._beside: list[asyncio.Future[None]] = []
 
     def planned(self, calls: Sequence[Planned]) -> None:
         """The calls the protocol will make, in order, so each is marked for the vendor's
         cache only where a later call reads it (`engine/cache_plan.py`)."""
         self.plan = Plan(self.spec, calls)
+
+    def next_call_under_way(self) -> asyncio.Future[None]:
+        """Done once the ledger's next call holds its worst case against the budget, is
+        replayed, or ends without a call (refused, halted, failed): calls that wait for it
+        before they start cannot take the room that call needs, so the budget affords it as it
+        would had they come after it."""
+        under_way: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._beside.append(under_way)
+        return under_way
 
     async def emit(self, event: DebateEvent) -> None:
         await self.sink(event)
@@ -267,79 +291,95 @@ class TurnLedger:
         `shared_breaks` where the text later turns repeat ends (`LLMRequest` says more).
         `model` is the model to ask instead of the one the spec gives the role and speaker.
         """
-        stored = self._recorded.get((round, role, speaker, phase, attempt))
-        if stored is not None:
-            value = output_type.model_validate(stored.parsed)
-            self.transcript.append(stored)
-            await self.emit(TurnFinished(turn=stored, replayed=True))
-            return value
+        beside, self._beside = self._beside, []
 
-        if self.halt is not None and (reason := await self.halt()) is not None:
-            raise DebateHaltedError(f"stopped before the {role.value} turn: {reason}")
-        settings = model or self.spec.participant_for(role, speaker).model
-        who = f"{speaker}'s {role.value} call" if speaker else f"the {role.value} call"
-        llm = MeteredLLM(
-            self.resolve_llm(settings),
-            self.meter,
-            what=f"{who} to {settings.provider}:{settings.model}",
-            history=self.history,
-        )
-        marks = CacheMarks()
-        if self.plan is not None:
-            marks = self.plan.marks(
-                round=round, role=role, speaker=speaker, model=settings, breaks=list(shared_breaks)
+        def under_way() -> None:
+            for waiting in beside:
+                if not waiting.done():
+                    waiting.set_result(None)
+
+        try:
+            stored = self._recorded.get((round, role, speaker, phase, attempt))
+            if stored is not None:
+                under_way()
+                value = output_type.model_validate(stored.parsed)
+                self.transcript.append(stored)
+                await self.emit(TurnFinished(turn=stored, replayed=True))
+                return value
+
+            if self.halt is not None and (reason := await self.halt()) is not None:
+                raise DebateHaltedError(f"stopped before the {role.value} turn: {reason}")
+            settings = model or self.spec.participant_for(role, speaker).model
+            who = f"{speaker}'s {role.value} call" if speaker else f"the {role.value} call"
+            llm = MeteredLLM(
+                self.resolve_llm(settings),
+                self.meter,
+                what=f"{who} to {settings.provider}:{settings.model}",
+                history=self.history,
+                held=under_way,
             )
-        request = LLMRequest(
-            messages=messages,
-            model=settings.model,
-            temperature=settings.temperature,
-            max_tokens=settings.max_tokens,
-            effort=settings.effort,
-            output_schema=output_schema(output_type),
-            schema_name=output_type.__name__,
-            envelope=envelope,
-            shared_breaks=list(shared_breaks),
-            cache_preamble=marks.preamble,
-            cache_breaks=marks.so_far,
-        )
-        # Checked before the turn is announced; the call itself holds its worst case (a
-        # concurrent call may have taken the room meanwhile).
-        self.meter.check(llm.bound(request))
-        announced = TurnStarted(
-            round=round,
-            role=role,
-            speaker=speaker,
-            step=step,
-            phase=phase,
-            attempt=attempt,
-            provider=llm.provider,
-            model=settings.model,
-        )
-        await self.emit(announced)
-        started = time.perf_counter()
-        watch = TurnWatch(
-            self.emit, announced, request.output_schema or {}, envelope.key if envelope else ""
-        )
-        result = await complete_structured(llm, request, output_type, watch=watch)
-        turn = TurnRecord(
-            round=round,
-            role=role,
-            speaker=speaker,
-            phase=phase,
-            attempt=attempt,
-            provider=llm.provider,
-            # The model that answered, as its provider names it (the local provider names its
-            # file), not only the one the spec asked for.
-            model=result.completions[-1].model,
-            prompt_sha256=template.sha256,
-            request_sha256=request_digest(messages, settings),
-            usage=result.usage,
-            cost_usd=result.cost_usd,
-            latency_s=time.perf_counter() - started,
-            reasks=result.reasks,
-            raw_text=result.raw_text,
-            parsed=result.value.model_dump(mode="json"),
-        )
-        self.transcript.append(turn)
-        await self.emit(TurnFinished(turn=turn))
-        return result.value
+            marks = CacheMarks()
+            if self.plan is not None:
+                marks = self.plan.marks(
+                    round=round,
+                    role=role,
+                    speaker=speaker,
+                    model=settings,
+                    breaks=list(shared_breaks),
+                )
+            request = LLMRequest(
+                messages=messages,
+                model=settings.model,
+                temperature=settings.temperature,
+                max_tokens=settings.max_tokens,
+                effort=settings.effort,
+                output_schema=output_schema(output_type),
+                schema_name=output_type.__name__,
+                envelope=envelope,
+                shared_breaks=list(shared_breaks),
+                cache_preamble=marks.preamble,
+                cache_breaks=marks.so_far,
+            )
+            # Checked before the turn is announced; the call itself holds its worst case (a
+            # concurrent call may have taken the room meanwhile).
+            self.meter.check(llm.bound(request))
+            announced = TurnStarted(
+                round=round,
+                role=role,
+                speaker=speaker,
+                step=step,
+                phase=phase,
+                attempt=attempt,
+                provider=llm.provider,
+                model=settings.model,
+            )
+            await self.emit(announced)
+            started = time.perf_counter()
+            watch = TurnWatch(
+                self.emit, announced, request.output_schema or {}, envelope.key if envelope else ""
+            )
+            result = await complete_structured(llm, request, output_type, watch=watch)
+            turn = TurnRecord(
+                round=round,
+                role=role,
+                speaker=speaker,
+                phase=phase,
+                attempt=attempt,
+                provider=llm.provider,
+                # The model that answered, as its provider names it (the local provider names its
+                # file), not only the one the spec asked for.
+                model=result.completions[-1].model,
+                prompt_sha256=template.sha256,
+                request_sha256=request_digest(messages, settings),
+                usage=result.usage,
+                cost_usd=result.cost_usd,
+                latency_s=time.perf_counter() - started,
+                reasks=result.reasks,
+                raw_text=result.raw_text,
+                parsed=result.value.model_dump(mode="json"),
+            )
+            self.transcript.append(turn)
+            await self.emit(TurnFinished(turn=turn))
+            return result.value
+        finally:
+            under_way()

@@ -21,7 +21,6 @@ rebuttal, for and against, with no moderation).
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -43,7 +42,7 @@ from engine.evidence import (
     ProtocolEvidence,
     share_note,
 )
-from engine.judging import hear_early
+from engine.judging import judge_beside
 from engine.ledger import BudgetExhausted, TurnLedger
 from engine.models import (
     AdversarialRound,
@@ -271,9 +270,7 @@ class AdversarialProtocol:
             # it blind to the moderator), so they are asked beside it, not after it.
             spoken: list[Spoken] = [*state.rounds, (number, proposer, critic, rebuttal)]
             view = record_view(ledger.spec, state.proposition, spoken, decided="")
-            ledger.judging = asyncio.ensure_future(
-                hear_early(ledger.spec, view, ledger=ledger, prompts=turns.prompts)
-            )
+            judge_beside(view, ledger=ledger, prompts=turns.prompts)
         moderator = await turns.ask(Role.MODERATOR, number, ModeratorTurn, so_far.sections())
         usage_by_role: dict[Role, Usage] = {}
         cost = 0.0

@@ -20,7 +20,8 @@ Confidence is measured by `engine.scoring`. What this protocol reports for it: t
 outside the chosen cluster (1 - convergence) as what is left unanswered, the mean stated
 confidence of the chosen cluster as the declared level (single-agent routing: the router's own,
 with nothing measured unanswered), and the final answers, without their decisions or stated
-confidence, for an independent judge.
+confidence, for an independent judge; with `judge` aggregation it is asked beside that judge,
+whose choice its record does not hold.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from engine.evidence import (
     ProtocolEvidence,
     share_note,
 )
+from engine.judging import judge_beside
 from engine.ledger import BudgetExhausted, TurnLedger
 from engine.models import (
     DebateResult,
@@ -246,7 +248,9 @@ class PanelProtocol:
                 )
                 if converged:
                     break
-            chosen = await self._aggregate(asker, spec, options, debaters, answers, report)
+            chosen = await self._aggregate(
+                asker, spec, options, debaters, answers, report, rounds=len(history)
+            )
         except (BudgetExhausted, LLMError) as stop:
             ending.record(stop)
         report["rounds"] = history
@@ -363,11 +367,17 @@ class PanelProtocol:
         debaters: list[Participant],
         answers: dict[str, PanelAnswer],
         report: dict[str, Any],
+        *,
+        rounds: int,
     ) -> int:
-        """The index (into `debaters`) of the answer the panel settles on."""
+        """The index (into `debaters`) of the answer the panel settles on, after `rounds`."""
         names = [d.name or "" for d in debaters]
         clusters = cluster([answers[n].answer for n in names], options.similarity)
         if options.aggregation == "judge":
+            # The independent judges read the final answers alone, which the judge choosing
+            # among them cannot change: they run beside it.
+            view = record_view(answers, spec.debaters()[0].model, rounds=rounds, decided="")
+            judge_beside(view, ledger=asker.ledger, prompts=asker.prompts)
             try:
                 judgment = await asker.ask(
                     "panel/judge.md",
@@ -412,7 +422,12 @@ class PanelProtocol:
                 unanswered=Measure(None),
                 declared=quick.confidence,
                 declared_note=f"the fast model declared {quick.confidence:.2f}",
-                view=self._blind_view(result, {"the fast model": quick}, router.model),
+                view=record_view(
+                    {"the fast model": quick},
+                    router.model,
+                    rounds=0,
+                    decided=result.verdict.decision.value,
+                ),
             )
         chosen, history = report.get("chosen"), report.get("rounds") or []
         if chosen is None or not history:
@@ -427,30 +442,12 @@ class PanelProtocol:
             ),
             declared=mean,
             declared_note=f"the chosen answer's panelists declared {mean:.2f}",
-            view=self._blind_view(result, answers, spec.debaters()[0].model),
-        )
-
-    @staticmethod
-    def _blind_view(
-        result: DebateResult, answers: dict[str, PanelAnswer], decider: ModelSettings
-    ) -> BlindView:
-        """The final answers, one per position, without their decisions or confidence."""
-        names = list(answers)
-        return BlindView(
-            positions=tuple("a panelist" for _ in names),
-            entries=tuple(
-                Entry(n, 1, f"FINAL ANSWER: {answers[name].answer}") for n, name in enumerate(names)
+            view=record_view(
+                answers,
+                spec.debaters()[0].model,
+                rounds=len(history),
+                decided=result.verdict.decision.value,
             ),
-            choices=tuple(d.value for d in Decision),
-            explain=(
-                "one of accept, accept_with_conditions, revise, reject, escalate: what the team"
-                " should do (escalate: people must decide what the answers cannot)"
-            ),
-            decided=result.verdict.decision.value,
-            decided_by=decider,
-            outputs=OUTPUTS,
-            round=max(1, len((result.report or {}).get("rounds") or [])),
-            names=tuple(names),
         )
 
     @staticmethod
@@ -487,6 +484,30 @@ class PanelProtocol:
             synthesis=winner.answer,
             reasons=reasons,
         )
+
+
+def record_view(
+    answers: dict[str, PanelAnswer], decider: ModelSettings, *, rounds: int, decided: str
+) -> BlindView:
+    """The final answers after `rounds`, one per position, without their decisions or
+    confidence: the same before a judge chooses among them and after."""
+    names = list(answers)
+    return BlindView(
+        positions=tuple("a panelist" for _ in names),
+        entries=tuple(
+            Entry(n, 1, f"FINAL ANSWER: {answers[name].answer}") for n, name in enumerate(names)
+        ),
+        choices=tuple(d.value for d in Decision),
+        explain=(
+            "one of accept, accept_with_conditions, revise, reject, escalate: what the team"
+            " should do (escalate: people must decide what the answers cannot)"
+        ),
+        decided=decided,
+        decided_by=decider,
+        outputs=OUTPUTS,
+        round=max(1, rounds),
+        names=tuple(names),
+    )
 
 
 def render_answer(answer: PanelAnswer) -> str:

@@ -17,7 +17,8 @@
 Confidence is measured by `engine.scoring`. What this protocol reports for it: the judge's
 missing lead (the winner's score less the best other stance's, computed here; a lead of
 `FULL_LEAD` points or more leaves nothing unanswered, none leaves everything), the judge's
-declared level, and each round's arguments for an independent judge.
+declared level, and each round's arguments for an independent judge, who is asked beside the
+last call (the judge's, or the synthesizer's when there is one): its record holds neither.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from engine.evidence import (
     Measure,
     ProtocolEvidence,
 )
+from engine.judging import judge_beside
 from engine.ledger import BudgetExhausted, TurnLedger
 from engine.models import (
     ConfidenceLevel,
@@ -210,6 +212,13 @@ def stances_outputs(synthesis_schema: str | None) -> Outputs:
     return Outputs("stances", types)
 
 
+def projected_schema(options: StancesOptions) -> str | None:
+    """The synthesizer's schema as JSON (`stances_outputs`' key), when there is one."""
+    if options.synthesizer and options.output_schema is not None:
+        return json.dumps(options.output_schema, sort_keys=True)
+    return None
+
+
 def planned_calls(
     spec: DebateSpec, debaters: list[Participant], *, synthesizer: bool
 ) -> list[Planned]:
@@ -284,11 +293,7 @@ class StancesProtocol:
         debaters = spec.debaters()
         stance_of = {d.name or "": d.stance or "" for d in debaters}
         labels = labels_for(debaters, options.anonymize)
-        projection = (
-            json.dumps(options.output_schema, sort_keys=True)
-            if options.synthesizer and options.output_schema is not None
-            else None
-        )
+        projection = projected_schema(options)
         asker = Asker(
             spec=spec, ledger=ledger, prompts=prompts, outputs=stances_outputs(projection)
         )
@@ -339,6 +344,11 @@ class StancesProtocol:
                     )
                 )
             judge_view = render_judge_view(spoken, stance_of, labels, options.shuffle, rng)
+            # The independent judges read the arguments alone, which neither the judge nor the
+            # synthesizer can change: they run beside the last of those calls.
+            blind = record_view(spec, spoken, decided="")
+            if projection is None:
+                judge_beside(blind, ledger=ledger, prompts=prompts)
             judgment = await asker.ask(
                 "stances/judge.md",
                 round=spec.max_rounds,
@@ -352,6 +362,7 @@ class StancesProtocol:
             label = getattr(judgment.winner, "value", judgment.winner)
             winner = next((n for n, shown in labels.items() if shown == label), None)
             if options.synthesizer and options.output_schema is not None:
+                judge_beside(blind, ledger=ledger, prompts=prompts)
                 projected = await asker.ask(
                     "stances/synthesizer.md",
                     round=spec.max_rounds,
@@ -400,36 +411,15 @@ class StancesProtocol:
 
     @staticmethod
     def _blind_view(result: DebateResult, winner: str | None) -> BlindView:
-        """Every debater's arguments, round by round, under its stance; a judge names the
-        stance that prevails or a synthesis."""
-        spec = result.spec
-        options = options_for(StancesOptions, spec)
-        names = [d.name or "" for d in spec.debaters()]
-        entries = [
-            Entry(names.index(turn.speaker), turn.round, _argument_text(turn.parsed))
+        """The arguments of a finished debate as the judges read them (`record_view`)."""
+        spoken = [
+            (turn.round, turn.speaker, StanceArgument.model_validate(turn.parsed))
             for turn in result.transcript
-            if turn.role is Role.DEBATER and turn.speaker in names
+            if turn.role is Role.DEBATER
         ]
-        projection = (
-            json.dumps(options.output_schema, sort_keys=True)
-            if options.synthesizer and options.output_schema is not None
-            else None
-        )
-        return BlindView(
-            positions=tuple(f"argues: {d.stance}" for d in spec.debaters()),
-            entries=tuple(entries),
-            choices=("synthesis",),
-            pick_position=True,
-            explain=(
-                'the position whose stance prevails ("Position A", ...), or "synthesis" when'
-                " the best answer combines stances"
-            ),
-            decided=f"{POSITION}{names.index(winner)}" if winner in names else "synthesis",
-            decided_by=spec.participant_for(Role.JUDGE).model,
-            outputs=stances_outputs(projection),
-            round=spec.max_rounds,
-            names=tuple(names),
-        )
+        names = [d.name or "" for d in result.spec.debaters()]
+        decided = f"{POSITION}{names.index(winner)}" if winner in names else "synthesis"
+        return record_view(result.spec, spoken, decided=decided)
 
     @staticmethod
     def _verdict(
@@ -456,9 +446,38 @@ class StancesProtocol:
         )
 
 
-def _argument_text(parsed: dict[str, Any]) -> str:
-    argument = StanceArgument.model_validate(parsed)
-    return "\n".join([argument.argument, *(f"* {point}" for point in argument.key_points)])
+def record_view(
+    spec: DebateSpec, spoken: list[tuple[int, str, StanceArgument]], *, decided: str
+) -> BlindView:
+    """Every debater's arguments, round by round, under its stance; a judge names the stance
+    that prevails or a synthesis. Nothing the judge or the synthesizer says, so the same
+    before they answer and after."""
+    options = options_for(StancesOptions, spec)
+    names = [d.name or "" for d in spec.debaters()]
+    entries = [
+        Entry(
+            names.index(name),
+            number,
+            "\n".join([argument.argument, *(f"* {point}" for point in argument.key_points)]),
+        )
+        for number, name, argument in spoken
+        if name in names
+    ]
+    return BlindView(
+        positions=tuple(f"argues: {d.stance}" for d in spec.debaters()),
+        entries=tuple(entries),
+        choices=("synthesis",),
+        pick_position=True,
+        explain=(
+            'the position whose stance prevails ("Position A", ...), or "synthesis" when'
+            " the best answer combines stances"
+        ),
+        decided=decided,
+        decided_by=spec.participant_for(Role.JUDGE).model,
+        outputs=stances_outputs(projected_schema(options)),
+        round=spec.max_rounds,
+        names=tuple(names),
+    )
 
 
 def stance_letters(debaters: list[Participant]) -> dict[str, str]:

@@ -23,7 +23,8 @@ Confidence is measured by `engine.scoring`. What this protocol reports for it: t
 arguments the judge's trace does not refute (those of CON for an accepting decision, of PRO for
 revise or reject, of both for escalate; UPHELD and UNCERTAIN count whole, PARTIALLY_UPHELD
 half), the judge's declared level, and the openings, cross-examination and closings, the sides'
-names and argument ids hidden behind position letters, for an independent judge.
+names and argument ids hidden behind position letters, for an independent judge, who is asked
+beside the ruling (the last of the judge's calls; its record holds none of them).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from engine.evidence import (
     ProtocolEvidence,
     mark,
 )
+from engine.judging import judge_beside
 from engine.ledger import BudgetExhausted, TurnLedger
 from engine.models import (
     CitationCheck,
@@ -368,6 +370,10 @@ class StructuredProtocol:
                     values={"side": side, "ids": ", ".join(side_ids)},
                     so_far=so_far,
                 )
+            # The independent judges read the debaters' record alone, which the judge's calls
+            # cannot change: they run beside the last of them.
+            record = self._report(openings, crosses, closings, None)
+            judge_beside(record_view(spec, record, decided=""), ledger=ledger, prompts=prompts)
             ruling = await asker.ask(
                 "structured/judge.md",
                 round=4,
@@ -473,9 +479,14 @@ def _hidden(text: str) -> str:
 
 
 def blind_view(result: DebateResult) -> BlindView:
-    """Openings, cross-examination and closings under the position they argue for, the sides
-    and their argument ids hidden; no scores, trace or ruling."""
-    report = result.report or {}
+    """The record of a finished debate as the judges read it (`record_view`)."""
+    return record_view(result.spec, result.report or {}, decided=result.verdict.decision.value)
+
+
+def record_view(spec: DebateSpec, report: dict[str, Any], *, decided: str) -> BlindView:
+    """Openings, cross-examination and closings (as `report` keeps them) under the position
+    they argue for, the sides and their argument ids hidden; no scores, trace or ruling, so
+    the same before the judge answers and after."""
     entries: list[Entry] = []
     for side, opening in report["openings"].items():
         position = SIDES.index(side)
@@ -523,8 +534,8 @@ def blind_view(result: DebateResult) -> BlindView:
             "one of accept, accept_with_conditions, revise, reject, escalate: what the team"
             " should do with the proposal (escalate: people must decide what the record cannot)"
         ),
-        decided=result.verdict.decision.value,
-        decided_by=result.spec.participant_for(Role.JUDGE).model,
+        decided=decided,
+        decided_by=spec.participant_for(Role.JUDGE).model,
         outputs=OUTPUTS,
         round=4,
         phases=("Openings", "Cross-examination", "Closings"),

@@ -7,8 +7,11 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import pytest
 from sqlalchemy import Engine
 from sqlmodel import Session
 
@@ -28,7 +31,12 @@ TURNS_IN_THREE_ROUNDS = 1 + 4 * 3 + 1
 
 
 def start_worker(
-    url: str, worker_id: str, call_log: Path, delay_s: float, moderator_s: float = 0.0
+    url: str,
+    worker_id: str,
+    call_log: Path,
+    delay_s: float,
+    moderator_s: float = 0.0,
+    slow: str = "ModeratorTurn",
 ) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [
@@ -40,6 +48,7 @@ def start_worker(
             str(call_log),
             str(delay_s),
             str(moderator_s),
+            slow,
         ],
         cwd=ROOT,
         text=True,
@@ -105,52 +114,6 @@ def test_sigkilled_worker_is_resumed_without_repeating_stored_turns(
     assert report.ok, report.problem
 
 
-def test_a_worker_killed_after_the_judge_answered_beside_the_moderator_asks_only_the_moderator(
-    store: Engine, database_url: str, tmp_path: Path
-) -> None:
-    """The judge runs beside the last moderation; killed with the judge's answer stored and the
-    moderator's not, the debate resumes asking the moderator alone."""
-    spec = THREE_ROUNDS.model_copy(update={"max_rounds": 1})
-    with Session(store) as session:
-        debate, _ = queue.enqueue_debate(
-            session,
-            new=queue.NewDebate(trigger_key="judge-kill", spec=spec, source=DebateSource.COMMAND),
-        )
-    debate_id = debate.id
-    assert debate_id is not None
-    first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
-
-    def roles() -> list[str]:
-        with Session(store) as session:
-            return [row.role for row in turns.turn_rows(session, debate_id=debate_id)]
-
-    first = start_worker(database_url, "doomed", first_log, delay_s=0.05, moderator_s=120)
-    wait_for(lambda: "independent_judge" in roles(), timeout_s=60)
-    os.kill(first.pid, signal.SIGKILL)
-    first.wait(timeout=10)
-    assert "moderator" not in roles(), "killed between the judge's answer and the moderator's"
-    with Session(store) as session:
-        stored_before = turns.turn_rows(session, debate_id=debate_id)
-
-    second = start_worker(database_url, "rescuer", second_log, delay_s=0.0)
-    _, err = second.communicate(timeout=120)
-    assert second.returncode == 0, err
-
-    with Session(store) as session:
-        final = queue.get_debate(session, debate_id=debate_id)
-        rows = turns.turn_rows(session, debate_id=debate_id)
-        report = verify.verify_chain(session, debate_id=debate_id)
-        result = endings.verdict_for(session, debate_id=debate_id)
-    assert final.state == DebateState.FINISHED
-    assert sorted((row.round, row.role) for row in rows) == sorted(ONE_ROUND_TURNS)
-    asked_again = second_log.read_text().split()
-    assert len(asked_again) == 1, "only the moderator is asked again"
-    assert set(asked_again).isdisjoint({row.request_sha256 for row in stored_before})
-    assert [row.role for row in rows if row.request_sha256 in asked_again] == ["moderator"]
-    assert result is not None
-    assert report.ok, report.problem
-
-
 ONE_ROUND_TURNS = [
     (0, "framing"),
     (1, "proposer"),
@@ -159,6 +122,92 @@ ONE_ROUND_TURNS = [
     (1, "moderator"),
     (1, "independent_judge"),
 ]
+
+
+@dataclass(frozen=True)
+class LastCall:
+    """A one-round debate of a protocol whose judge runs beside its last call: that call's
+    output schema and (round, role, phase), and every turn the debate stores."""
+
+    spec: DebateSpec
+    schema: str
+    key: tuple[int, str, str]
+    turns: list[tuple[int, str, str]]
+
+
+def keyed(rows: list[Any]) -> list[tuple[int, str, str]]:
+    return sorted((row.round, row.role, row.phase) for row in rows)
+
+
+LAST_CALLS = {
+    "adversarial": LastCall(
+        THREE_ROUNDS.model_copy(update={"max_rounds": 1}),
+        "ModeratorTurn",
+        (1, "moderator", ""),
+        [(number, role, "") for number, role in ONE_ROUND_TURNS],
+    ),
+    "structured": LastCall(
+        THREE_ROUNDS.model_copy(update={"protocol": "structured", "max_rounds": 1}),
+        "Ruling",
+        (4, "judge", "ruling"),
+        [(n, "debater", "") for n in (1, 1, 2, 2, 3, 3)]
+        + [(4, "judge", "PRO"), (4, "judge", "CON"), (4, "judge", "ruling")]
+        + [(4, "independent_judge", "")],
+    ),
+}
+
+
+@pytest.mark.parametrize("protocol", list(LAST_CALLS))
+def test_a_worker_killed_after_the_judge_answered_beside_the_last_call_asks_only_that_call(
+    store: Engine, database_url: str, tmp_path: Path, protocol: str
+) -> None:
+    """The judge runs beside the protocol's last call (the last moderation, the structured
+    ruling); killed with the judge's answer stored and that call's not, the debate resumes
+    asking that call alone."""
+    last = LAST_CALLS[protocol]
+    with Session(store) as session:
+        debate, _ = queue.enqueue_debate(
+            session,
+            new=queue.NewDebate(
+                trigger_key=f"judge-kill-{protocol}", spec=last.spec, source=DebateSource.COMMAND
+            ),
+        )
+    debate_id = debate.id
+    assert debate_id is not None
+    first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
+
+    def rows() -> list[Any]:
+        with Session(store) as session:
+            return turns.turn_rows(session, debate_id=debate_id)
+
+    first = start_worker(
+        database_url, "doomed", first_log, delay_s=0.05, moderator_s=120, slow=last.schema
+    )
+    try:
+        wait_for(lambda: any(row.role == "independent_judge" for row in rows()), timeout_s=60)
+    finally:  # killed here whether or not the judge came, so no worker outlives the test
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait(timeout=10)
+    assert last.key not in keyed(rows()), "killed between the judge's answer and the last call's"
+    stored_before = rows()
+
+    second = start_worker(database_url, "rescuer", second_log, delay_s=0.0, slow=last.schema)
+    _, err = second.communicate(timeout=120)
+    assert second.returncode == 0, err
+
+    with Session(store) as session:
+        final = queue.get_debate(session, debate_id=debate_id)
+        stored = turns.turn_rows(session, debate_id=debate_id)
+        report = verify.verify_chain(session, debate_id=debate_id)
+        result = endings.verdict_for(session, debate_id=debate_id)
+    assert final.state == DebateState.FINISHED
+    assert keyed(stored) == sorted(last.turns)
+    asked_again = second_log.read_text().split()
+    assert len(asked_again) == 1, "only the last call is asked again"
+    assert set(asked_again).isdisjoint({row.request_sha256 for row in stored_before})
+    assert keyed([row for row in stored if row.request_sha256 in asked_again]) == [last.key]
+    assert result is not None
+    assert report.ok, report.problem
 
 
 def queue_one_round_debates(engine: Engine, prefix: str, count: int) -> list[int]:

@@ -1,10 +1,12 @@
 """A worker process for the crash tests: the real DebateWorker on a slow scripted model.
 
-    python -m tests.integration.worker_process DB_URL WORKER_ID CALL_LOG DELAY_S [MODERATOR_S]
+    python -m tests.integration.worker_process DB_URL WORKER_ID LOG DELAY_S [MODERATOR_S [SLOW]]
 
-Each model call appends the digest of its request to CALL_LOG before answering, so a test can
+Each model call appends the digest of its request to LOG before answering, so a test can
 tell which turns a worker asked a model for. MODERATOR_S, when given, is how much longer the
-moderator takes than the other roles (a thinking model's moderation).
+moderator takes than the other roles (a thinking model's moderation); SLOW names the output
+schema that takes that long instead (the structured protocol's `Ruling`). Adversarial turns are
+answered by the canned debate, structured ones by the structured protocol's test script.
 """
 
 from __future__ import annotations
@@ -21,12 +23,20 @@ from engine.llm import LLMRequest
 from engine.models import ModelSettings
 from engine.providers.fake import FunctionLLM
 from tests.helpers import SCHEMA_BY_ROLE, DebateScript, reply_for, shipped_prompts
+from tests.unit import test_structured
 
 
 def main() -> None:
     url, worker_id, call_log, delay = sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4]
     moderator_s = float(sys.argv[5]) if len(sys.argv) > 5 else 0.0
-    script = DebateScript(moderator=[reply_for("moderator", recommend_another_round=True)])
+    slow = sys.argv[6] if len(sys.argv) > 6 else SCHEMA_BY_ROLE["moderator"]
+    adversarial = DebateScript(moderator=[reply_for("moderator", recommend_another_round=True)])
+    structured = test_structured.Script()
+
+    def script(request: LLMRequest) -> Any:
+        if request.schema_name in adversarial.role_of_schema:
+            return adversarial(request)
+        return structured(request)
 
     async def slowly(request: LLMRequest) -> Any:
         await asyncio.sleep(moderator_s)
@@ -41,7 +51,7 @@ def main() -> None:
         )
         with call_log.open("a", encoding="utf-8") as log:
             log.write(request_digest(request.messages, settings) + "\n")
-        if request.schema_name == SCHEMA_BY_ROLE["moderator"] and moderator_s:
+        if request.schema_name == slow and moderator_s:
             return slowly(request)
         return script(request)
 
