@@ -15,9 +15,10 @@ from sqlalchemy import Engine
 
 from bot.cli.web import WebServer, build_web
 from bot.settings import Settings
-from bot.store.db import make_engine, upgrade
+from bot.store.db import make_engine
 from bot.wiring import build_services
 from engine.llm import LLM
+from tests.migrated import upgrade
 
 
 @dataclass

@@ -19,7 +19,7 @@ from sqlmodel import col, select
 
 from bot.runtime import BotRuntime
 from bot.settings import Settings
-from bot.store.db import make_engine, session_scope, upgrade
+from bot.store.db import make_engine, session_scope
 from bot.store.debate_tables import Debate
 from bot.store.outbox_tables import Outbox
 from bot.wiring import DebateServices, build_bot, build_services
@@ -27,6 +27,7 @@ from engine.providers.fake import FunctionLLM, SchemaFillingLLM
 from tests.e2e.driver import WORKSPACE, SlackDriver
 from tests.e2e.slack_emulator import SlackEmulator
 from tests.helpers import DebateScript
+from tests.migrated import upgrade
 
 # Sampled reviews are drawn at random (DEBATEBOT_REVIEW_SAMPLE_RATE, 5 % by default): a test
 # that wants one asks for it, so no other test meets a review request it did not cause.

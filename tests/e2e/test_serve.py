@@ -15,10 +15,10 @@ from pydantic import SecretStr
 
 from bot.serving import transport
 from bot.settings import Settings
-from bot.store.db import upgrade
 from tests.e2e.conftest import BOT_TOKEN, CHANNEL, SIGNING_SECRET
 from tests.e2e.driver import SlackDriver
 from tests.e2e.slack_emulator import SlackEmulator
+from tests.migrated import upgrade
 
 DEBATEBOT = str(Path(sys.executable).with_name("debatebot"))
 

@@ -27,12 +27,13 @@ from sqlmodel import select
 from bot.serving import serve
 from bot.settings import Settings, SettingsError
 from bot.store import channels
-from bot.store.db import make_engine, session_scope, upgrade
+from bot.store.db import make_engine, session_scope
 from bot.store.debate_tables import Debate
 from tests.e2e.conftest import BOT_TOKEN, CHANNEL
 from tests.e2e.driver import WORKSPACE
 from tests.e2e.slack_emulator import Fault, SlackEmulator
 from tests.e2e.test_serve import DEBATEBOT, free_port, serve_env
+from tests.migrated import upgrade
 
 APP_TOKEN = "xapp-1-A1-1234-emulatedapptoken"
 

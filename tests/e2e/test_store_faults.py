@@ -21,7 +21,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlmodel import select
 
-from bot.store.db import READ_ONLY_HEALTH, make_engine, session_scope, upgrade
+from bot.store.db import READ_ONLY_HEALTH, make_engine, session_scope
 from bot.store.debate_tables import Debate
 from bot.store.tenancy import EVERY_WORKSPACE
 from tests.e2e.conftest import CHANNEL, SIGNING_SECRET, Bot, BotFactory
@@ -32,6 +32,7 @@ from tests.e2e.test_triggers import ADR_TEXT, message_event, watch_adrs
 from tests.integration.conftest import fresh_database_url
 from tests.integration.stalling_proxy import StallingProxy
 from tests.integration.test_storage_faults import READ_ONLY_KINDS, read_only, read_only_kind
+from tests.migrated import upgrade
 
 SMALL_DISK = "8m"
 """The tmpfs the full-disk test fills: room for the database, and for far more than the free

@@ -15,9 +15,10 @@ import pytest
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
-from bot.store.db import make_engine, upgrade
+from bot.store.db import make_engine
 from tests.helpers import LLAMA_GROUP
 from tests.integration.llm_server import ModelServer
+from tests.migrated import upgrade
 
 # Sampled reviews are drawn at random (DEBATEBOT_REVIEW_SAMPLE_RATE, 5 % by default): a test
 # that wants one asks for it, so no other test meets a review request it did not cause.

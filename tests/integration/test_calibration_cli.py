@@ -13,12 +13,13 @@ from benchmarks.calibration import world
 from bot.cli import main
 from bot.store import thresholds
 from bot.store.calibration_tables import CalibrationLabel
-from bot.store.db import make_engine, session_scope, upgrade
+from bot.store.db import make_engine, session_scope
 from bot.store.tenancy import PENDING_WORKSPACE
 from engine.calibration.labels import LabelKind
 from engine.confidence import DEFAULT_WEIGHTS
 from engine.evaluation.scoring import ArmResult
 from engine.models import ThresholdSource
+from tests.migrated import upgrade
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ from bot.health import HealthProbe
 from bot.jobs.worker import DebateWorker
 from bot.settings import Settings
 from bot.store import queue, turns
-from bot.store.db import POSTGRES_STORE_THREADS, in_session, make_engine, upgrade
+from bot.store.db import POSTGRES_STORE_THREADS, in_session, make_engine
 from bot.store.debate_tables import DebateSource, DebateState
 from bot.store.errors import DatabaseUnavailableError, StoreNoAnswerError
 from bot.store.tenancy import PENDING_WORKSPACE
@@ -46,6 +46,7 @@ from tests.integration.test_group_commit import (
     until,
     verified,
 )
+from tests.migrated import upgrade
 
 BUSY_S = 0.5
 """The engines' busy timeout here: lock timeout 0.5 s, statement timeout 1 s, deadline 1.5 s."""

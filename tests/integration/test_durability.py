@@ -16,9 +16,10 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from bot.store import endings, queue, turns, verify
-from bot.store.db import make_engine, upgrade
+from bot.store.db import make_engine
 from bot.store.debate_tables import DebateSource, DebateState
 from engine.models import DebateSpec, ModelSettings
+from tests.migrated import upgrade
 
 ROOT = Path(__file__).resolve().parents[2]
 THREE_ROUNDS = DebateSpec(

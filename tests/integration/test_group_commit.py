@@ -20,7 +20,7 @@ from bot.jobs.worker import DebateWorker, WorkerConfig, start_delays
 from bot.metrics import Metrics
 from bot.store import endings, outbox, outbox_deliveries, queue, reviews, turns, verify
 from bot.store.channel_tables import ChannelSettings
-from bot.store.db import make_engine, upgrade
+from bot.store.db import make_engine
 from bot.store.debate_tables import Debate, DebateSource, DebateState, VerdictRecord
 from bot.store.errors import DatabaseUnavailableError, LeaseLostError, StoreRefusedError
 from bot.store.review_tables import Escalation
@@ -41,6 +41,7 @@ from engine.models import (
 from engine.providers.fake import FunctionLLM
 from engine.runner import run_debate
 from tests.helpers import DebateScript, reply_for, shipped_prompts
+from tests.migrated import upgrade
 
 SPEC = DebateSpec(
     question="Should we adopt ADR-042?",

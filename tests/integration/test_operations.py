@@ -20,9 +20,10 @@ from bot.jobs.worker import DebateWorker
 from bot.metrics import Metrics
 from bot.serving import serve_metrics
 from bot.store import queue
-from bot.store.db import make_engine, upgrade
+from bot.store.db import make_engine
 from bot.store.debate_tables import DebateSource
 from engine.models import DebateSpec, ModelSettings
+from tests.migrated import upgrade
 
 SPEC = DebateSpec(
     question="Should we adopt ADR-042?",

@@ -19,9 +19,10 @@ from sqlmodel import Session, col, select
 from bot.cli import main
 from bot.jobs.unrunnable import MAX_FRUITLESS_CLAIMS
 from bot.store import queue, verify
-from bot.store.db import make_engine, upgrade
+from bot.store.db import make_engine
 from bot.store.debate_tables import Debate, DebateSource, DebateState, VerdictRecord
 from engine.models import DebateSpec, DebateStatus, ModelSettings
+from tests.migrated import upgrade
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE = ModelSettings(provider="fake", model="fake-model")

@@ -14,9 +14,10 @@ from pathlib import Path
 from sqlalchemy import Engine
 from sqlmodel import Session, select
 
-from bot.store.db import make_engine, upgrade
+from bot.store.db import make_engine
 from bot.store.debate_tables import CancelSource, Debate, DebateState
 from engine.models import DebateStatus
+from tests.migrated import upgrade
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -21,7 +21,7 @@ from bot.jobs.worker import DebateWorker
 from bot.settings import Settings
 from bot.store import channels, operations, outbox, overview, queue, reviews, turns, workspaces
 from bot.store.channel_tables import ChannelSettings
-from bot.store.db import alembic_config, make_engine, session_scope, upgrade
+from bot.store.db import alembic_config, make_engine, session_scope
 from bot.store.debate_tables import Debate, DebateSource, DebateState, Turn
 from bot.store.errors import BudgetExceededError, InFlightLimitError, WorkspaceScopeError
 from bot.store.export import verify_export
@@ -37,6 +37,7 @@ from bot.store.tenancy import (
 from engine.models import DebateSpec, ModelSettings, Role, TurnRecord, Usage, utcnow
 from tests.helpers import DebateScript, reply_for, shipped_prompts
 from tests.integration.test_durability import wait_for
+from tests.migrated import upgrade
 from tests.worker_fleet import WorkerFleet
 
 SPEC = DebateSpec(
