@@ -4,6 +4,7 @@ of the intake: its token gate, its refusal codes, and which conversation ids are
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from sqlalchemy import Engine
@@ -32,23 +33,15 @@ def slack_origin(channel: str, thread: str | None = None) -> Origin:
     return Origin(kind, place=channel, thread=thread)
 
 
+@dataclass(kw_only=True, eq=False)
 class SlackDoorChecks:
     """The token and reach checks of one workspace's requests."""
 
-    def __init__(
-        self,
-        *,
-        engine: Engine,
-        workspace: Workspace,
-        reach: Reach | None = None,
-        gate: TokenGate | None = None,
-        tokens_per_workspace: bool = False,
-    ) -> None:
-        self.engine = engine
-        self.workspace = workspace
-        self.reach = reach
-        self.gate = gate
-        self.tokens_per_workspace = tokens_per_workspace
+    engine: Engine
+    workspace: Workspace
+    reach: Reach | None = None
+    gate: TokenGate | None = None
+    tokens_per_workspace: bool = False
 
     async def check_reachable(self, place: str) -> None:
         """Refuse (NotAdmittedError) when the bot cannot post in `place`, saying how to fix it."""

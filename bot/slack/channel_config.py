@@ -3,6 +3,7 @@ workspace admins and the channel's settings owners."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Engine
@@ -26,21 +27,14 @@ async def channel_settings_of(
     )
 
 
+@dataclass(kw_only=True, eq=False)
 class ChannelConfig:
     """Reads and changes channels' settings, checking who may change them."""
 
-    def __init__(
-        self,
-        *,
-        engine: Engine,
-        directory: SlackDirectory,
-        workspace: Workspace,
-        defaults: ChannelDefaults,
-    ) -> None:
-        self.engine = engine
-        self.defaults = defaults
-        self.directory = directory
-        self.workspace = workspace
+    engine: Engine
+    directory: SlackDirectory
+    workspace: Workspace
+    defaults: ChannelDefaults
 
     async def settings_of(self, channel: str) -> ChannelSettings:
         return await channel_settings_of(self.engine, self.workspace, channel)

@@ -5,6 +5,7 @@ admins the confidence's calibration and the weights they may adopt."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,26 +23,22 @@ from bot.store.debate_tables import Debate
 from bot.store.errors import WeightsNotFoundError
 from bot.store.tenancy import Workspace
 from engine.calibration.report import CalibrationReport, calibrate
+from engine.calibration.sampling import ReviewSampler
 
 
+@dataclass(kw_only=True, eq=False)
 class AppHome:
     """Builds a viewer's App Home from the store and Slack's directory."""
 
-    def __init__(
-        self,
-        *,
-        engine: Engine,
-        directory: SlackDirectory,
-        reviews: Reviews,
-        settings: Settings,
-        workspace: Workspace,
-    ) -> None:
-        self.engine = engine
-        self.directory = directory
-        self.reviews = reviews
-        self.settings = settings
-        self.sampler = review_sampler(settings)
-        self.workspace = workspace
+    engine: Engine
+    directory: SlackDirectory
+    reviews: Reviews
+    settings: Settings
+    workspace: Workspace
+    sampler: ReviewSampler = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.sampler = review_sampler(self.settings)
 
     async def adopt_weights(self, *, user: str, version: str) -> str:
         """Adopt the weights `version` when `user` is a workspace admin (Slack's directory

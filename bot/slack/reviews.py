@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from sqlalchemy import Engine
 
@@ -36,32 +37,20 @@ ReviewFollower = Callable[[Debate, Review], Awaitable[None]]
 """Told of each review decision (the pull request comment shows it)."""
 
 
+@dataclass(kw_only=True, eq=False)
 class Reviews:
     """Review decisions, *Debate anyway* and feedback, on the store, the intake and Slack's
     directory."""
 
-    def __init__(
-        self,
-        *,
-        engine: Engine,
-        intake: Intake,
-        notifier: DebateNotifier,
-        directory: SlackDirectory,
-        allow_self_review: bool = False,
-        metrics: Metrics | None = None,
-        after_review: ReviewFollower | None = None,
-        workspace: Workspace,
-        receipts: ReceiptIssuer | None = None,
-    ) -> None:
-        self.engine = engine
-        self.intake = intake
-        self.notifier = notifier
-        self.directory = directory
-        self.allow_self_review = allow_self_review
-        self.metrics = metrics
-        self.after_review = after_review
-        self.workspace = workspace
-        self.receipts = receipts
+    engine: Engine
+    intake: Intake
+    notifier: DebateNotifier
+    directory: SlackDirectory
+    allow_self_review: bool = False
+    metrics: Metrics | None = None
+    after_review: ReviewFollower | None = None
+    workspace: Workspace
+    receipts: ReceiptIssuer | None = None
 
     async def _escalation(self, escalation_id: int) -> tuple[Escalation, Debate]:
         escalation = await in_session(
