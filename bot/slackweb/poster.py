@@ -17,7 +17,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -231,21 +231,27 @@ class Posted:
     ts: str
 
 
-@dataclass(eq=False)
 class SlackPoster:
     """Paced, ordered, classified chat writes for one bot token."""
 
-    client: AsyncWebClient
-    _: KW_ONLY
-    interval_s: float = 1.0
-    max_attempts: int = 3
-    max_retry_after_s: float = 30.0
-    clock: Callable[[], float] = time.monotonic
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
-    _locks: defaultdict[str, asyncio.Lock] = field(
-        default_factory=lambda: defaultdict(asyncio.Lock), init=False
-    )
-    _next_at: dict[str, float] = field(default_factory=dict, init=False)
+    def __init__(
+        self,
+        client: AsyncWebClient,
+        *,
+        interval_s: float = 1.0,
+        max_attempts: int = 3,
+        max_retry_after_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.client = client
+        self.interval_s = interval_s
+        self.max_attempts = max_attempts
+        self.max_retry_after_s = max_retry_after_s
+        self._clock = clock
+        self._sleep = sleep
+        self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._next_at: dict[str, float] = {}
 
     async def _call(
         self,
@@ -262,9 +268,9 @@ class SlackPoster:
         tries = attempts or self.max_attempts
         async with self._locks[channel]:
             for attempt in range(1, tries + 1):
-                wait = self._next_at.get(channel, 0.0) - self.clock()
+                wait = self._next_at.get(channel, 0.0) - self._clock()
                 if wait > 0:
-                    await self.sleep(wait)
+                    await self._sleep(wait)
                 try:
                     response: AsyncSlackResponse = await api(**{channel_param: channel}, **kwargs)
                 except SLACK_FAILURES as raised:
@@ -276,7 +282,7 @@ class SlackPoster:
                         # Slack's Retry-After holds the channel as given; only a short one is
                         # waited out here, a longer one is the outbox's to schedule.
                         delay = error.retry_after_s or 1.0
-                        self._next_at[channel] = self.clock() + delay
+                        self._next_at[channel] = self._clock() + delay
                         log.warning(
                             "slack %s in %s rate limited (attempt %d/%d); next try in %.1fs",
                             method,
@@ -291,7 +297,7 @@ class SlackPoster:
                         "slack %s in %s failed: %s (%s)", method, channel, error.code, error
                     )
                     raise error from raised
-                self._next_at[channel] = self.clock() + self.interval_s
+                self._next_at[channel] = self._clock() + self.interval_s
                 return response
         raise AssertionError("unreachable: the loop returns or raises")
 
