@@ -14,6 +14,7 @@ from bot.store import channels
 from bot.store.channel_tables import ChannelSettings
 from bot.store.channels import ChannelDefaults
 from bot.store.db import in_session
+from bot.store.scoped import WorkspaceStore
 from bot.store.tenancy import Workspace
 
 
@@ -28,12 +29,10 @@ async def channel_settings_of(
 
 
 @dataclass(kw_only=True, eq=False)
-class ChannelConfig:
+class ChannelConfig(WorkspaceStore):
     """Reads and changes channels' settings, checking who may change them."""
 
-    engine: Engine
     directory: SlackDirectory
-    workspace: Workspace
     defaults: ChannelDefaults
 
     async def settings_of(self, channel: str) -> ChannelSettings:
@@ -48,10 +47,8 @@ class ChannelConfig:
                 "Only workspace admins and this channel's settings owners can change its debate"
                 " settings. Nothing was changed."
             )
-        return await in_session(
-            self.engine,
+        return await self.db(
             lambda s: channels.save_channel_settings(
                 s, channel_id=channel, updated_by=user, values=values
-            ),
-            workspace=self.workspace,
+            )
         )

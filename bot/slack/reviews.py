@@ -7,10 +7,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
-
-from sqlalchemy import Engine
-from sqlmodel import Session
 
 from bot.intake.errors import NotAdmittedError
 from bot.intake.intake import Admitted, Intake, Started
@@ -23,52 +19,41 @@ from bot.slack.channel_config import channel_settings_of
 from bot.slack.errors import CommandError, NotAllowedError, ReviewGoneError
 from bot.slackweb.people import SlackDirectory
 from bot.store import endings, outbox, queue, reviews
-from bot.store.db import in_session
 from bot.store.debate_tables import Debate, DebateSource, TriageState
 from bot.store.errors import DebateNotFoundError
 from bot.store.receipts import ReceiptIssuer
 from bot.store.results import StoredResult
 from bot.store.review_tables import Escalation, EscalationState, FeedbackValue, Review
-from bot.store.tenancy import Workspace
+from bot.store.scoped import WorkspaceStore
 from engine.models import DebateSpec, utcnow
 from engine.protocols import definition_for, flagged
 
 log = logging.getLogger(__name__)
-
-R = TypeVar("R")
 
 ReviewFollower = Callable[[Debate, Review], Awaitable[None]]
 """Told of each review decision (the pull request comment shows it)."""
 
 
 @dataclass(kw_only=True, eq=False)
-class Reviews:
+class Reviews(WorkspaceStore):
     """Review decisions, *Debate anyway* and feedback, on the store, the intake and Slack's
     directory."""
 
-    engine: Engine
     intake: Intake
     notifier: DebateNotifier
     directory: SlackDirectory
     allow_self_review: bool = False
     metrics: Metrics | None = None
     after_review: ReviewFollower | None = None
-    workspace: Workspace
     receipts: ReceiptIssuer | None = None
 
-    async def _db(self, work: Callable[[Session], R]) -> R:
-        """Run `work` on the store off the event loop, in this workspace."""
-        return await in_session(self.engine, work, workspace=self.workspace)
-
     async def _escalation(self, escalation_id: int) -> tuple[Escalation, Debate]:
-        escalation = await self._db(
-            lambda s: reviews.get_escalation(s, escalation_id=escalation_id)
-        )
+        escalation = await self.db(lambda s: reviews.get_escalation(s, escalation_id=escalation_id))
         if escalation is None:
             raise _gone(escalation_id)
         debate_id = escalation.debate_id
         try:
-            debate = await self._db(lambda s: queue.get_debate(s, debate_id=debate_id))
+            debate = await self.db(lambda s: queue.get_debate(s, debate_id=debate_id))
         except DebateNotFoundError as error:
             raise _gone(escalation_id) from error
         return escalation, debate
@@ -116,7 +101,7 @@ class Reviews:
         return escalation, debate
 
     async def existing_review(self, escalation_id: int) -> Review | None:
-        return await self._db(lambda s: reviews.review_of(s, escalation_id=escalation_id))
+        return await self.db(lambda s: reviews.review_of(s, escalation_id=escalation_id))
 
     async def decide(
         self, *, escalation_id: int, user: str, decision: EscalationState, note: str | None
@@ -133,7 +118,7 @@ class Reviews:
             escalation, debate, reviewer=user, decision=decision, note=note, at=now
         )
         try:
-            review, created = await self._db(
+            review, created = await self.db(
                 lambda s: reviews.record_review(
                     s,
                     escalation_id=escalation_id,
@@ -167,7 +152,7 @@ class Reviews:
         """The continuation of `debate` with one round more than it ran, admitted."""
         assert debate.id is not None
         debate_id = debate.id
-        record = await self._db(lambda s: endings.verdict_for(s, debate_id=debate_id))
+        record = await self.db(lambda s: endings.verdict_for(s, debate_id=debate_id))
         spec = DebateSpec.model_validate_json(debate.spec_json)
         if not definition_for(spec.protocol).flags.another_round:
             # Other protocols end on their own rule (a vote, convergence, a judgment), so one
@@ -206,10 +191,10 @@ class Reviews:
     async def debate_anyway(self, *, debate_id: int, user: str) -> Started:
         """Start the debate a triage decided against, in the same thread, exactly once however
         often the button is clicked; it owes the answer message an update saying who did."""
-        original = await self._db(lambda s: queue.get_debate(s, debate_id=debate_id))
+        original = await self.db(lambda s: queue.get_debate(s, debate_id=debate_id))
         if original.triage != TriageState.ANSWERED or original.channel_id is None:
             raise CommandError(f"debate #{debate_id} was not answered without a debate")
-        record = await self._db(lambda s: endings.verdict_for(s, debate_id=debate_id))
+        record = await self.db(lambda s: endings.verdict_for(s, debate_id=debate_id))
         assert record is not None
         answered = StoredResult.read(record.result_json)
         spec = DebateSpec.model_validate_json(original.spec_json)
@@ -241,7 +226,7 @@ class Reviews:
         if kind not in set(FeedbackValue) or not (raw_id.isascii() and raw_id.isdigit()):
             raise NotAllowedError("This feedback button is not one of mine; nothing was recorded.")
         debate_id = int(raw_id)
-        rows = await self._db(lambda s: outbox.rows_of(s, debate_id=debate_id))
+        rows = await self.db(lambda s: outbox.rows_of(s, debate_id=debate_id))
         verdicts = {
             (c, ts)
             for row in rows
@@ -253,7 +238,7 @@ class Reviews:
             raise NotAllowedError(
                 "This feedback does not belong to a verdict of mine; nothing was recorded."
             )
-        _, changed = await self._db(
+        _, changed = await self.db(
             lambda s: reviews.record_feedback(
                 s, debate_id=debate_id, user_id=user, value=FeedbackValue(kind)
             )
