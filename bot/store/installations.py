@@ -74,7 +74,7 @@ class InstallPlace:
         return key(enterprise_id=self.enterprise_id, team_id=self.team_id)
 
     def place_values(self) -> dict[str, Any]:
-        """The columns a stored bot and a stored installer both have, by name."""
+        """The place as the columns of the same names in either install table."""
         return {
             "enterprise_id": self.enterprise_id,
             "team_id": self.team_id,
