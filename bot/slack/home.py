@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.jobs.sampling import review_sampler, sampling_note
+from bot.jobs.sampling import calibration_report, review_sampler, sampling_note
 from bot.messages import home_tab
 from bot.settings import Settings
 from bot.slack.reviews import Reviews
@@ -19,7 +19,7 @@ from bot.store.calibration import calibration_inputs, store_proposal
 from bot.store.debate_tables import Debate
 from bot.store.errors import WeightsNotFoundError
 from bot.store.scoped import WorkspaceStore
-from engine.calibration.report import CalibrationReport, calibrate
+from engine.calibration.report import CalibrationReport
 from engine.calibration.sampling import ReviewSampler
 
 
@@ -50,16 +50,8 @@ class AppHome(WorkspaceStore):
         """The calibration report, computed off the store's threads (a fit is CPU work), with
         the weights it proposes stored so the Adopt button finds them."""
         found, current = await self.db(calibration_inputs)
-        settings = self.settings
         report = await asyncio.to_thread(
-            calibrate,
-            found,
-            current=current,
-            target=settings.calibration_target,
-            min_labels=settings.calibration_min_labels,
-            alpha=settings.calibration_alpha,
-            delta=settings.calibration_delta,
-            default_threshold=settings.escalation_threshold,
+            calibration_report, found, current=current, settings=self.settings
         )
         await self.db(lambda s: store_proposal(s, report=report))
         return report
