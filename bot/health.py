@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import KW_ONLY, dataclass, field
 
 from sqlalchemy import Engine
 
@@ -13,6 +14,7 @@ from bot.store.errors import StoreError
 from bot.store.tenancy import EVERY_WORKSPACE
 
 
+@dataclass(eq=False)
 class HealthProbe:
     """What `/healthz` answers anyone: whether the database is usable (a missing or read-only
     SQLite file, a full disk, an unreachable server or an old schema is not) and how many
@@ -29,21 +31,13 @@ class HealthProbe:
     instead of each leaving a thread stuck in asyncio's shared executor, whose threads also
     resolve Slack's host name for every connection."""
 
-    def __init__(
-        self,
-        engine: Engine,
-        concurrency: int,
-        *,
-        timeout_s: float = 3.0,
-        gate: TokenGate | None = None,
-        workspaces: bool = False,
-    ) -> None:
-        self.engine = engine
-        self.gate = gate
-        self.workspaces = workspaces
-        self.concurrency = concurrency
-        self.timeout_s = timeout_s
-        self._running: asyncio.Future[tuple[str | None, int | None]] | None = None
+    engine: Engine
+    concurrency: int
+    _: KW_ONLY
+    timeout_s: float = 3.0
+    gate: TokenGate | None = None
+    workspaces: bool = False
+    _running: asyncio.Future[tuple[str | None, int | None]] | None = field(default=None, init=False)
 
     def _check(self) -> tuple[str | None, int | None]:
         """The database's problem, and (with OAuth installs, when it has none) how many

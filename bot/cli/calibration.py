@@ -13,6 +13,7 @@ from pathlib import Path
 from sqlmodel import Session
 
 from bot.cli.reliability_chart import write_reliability_png
+from bot.jobs.sampling import calibration_report
 from bot.settings import Settings
 from bot.store import labels, thresholds, weights
 from bot.store.calibration import calibration_inputs, store_proposal
@@ -23,7 +24,7 @@ from engine.calibration.exchangeable import exchangeable
 from engine.calibration.fitting import Proposal, Refused
 from engine.calibration.guarantee import Guaranteed, Outcome, Reading, describe, guarantee
 from engine.calibration.labels import STRONG_KINDS, LabelKind
-from engine.calibration.report import CalibrationReport, Figures, calibrate
+from engine.calibration.report import CalibrationReport, Figures
 from engine.calibration.threshold import recommend_threshold
 from engine.evaluation.scoring import ArmResult
 from engine.models import ThresholdSource
@@ -47,14 +48,8 @@ def calibration(args: argparse.Namespace) -> int:
         if args.action == "import-eval":
             return _import_eval(session, Path(args.target), force=args.force)
         found, current = calibration_inputs(session)
-        report = calibrate(
-            found,
-            current=current,
-            target=settings.calibration_target,
-            min_labels=settings.calibration_min_labels,
-            alpha=args.alpha or settings.calibration_alpha,
-            delta=args.delta or settings.calibration_delta,
-            default_threshold=settings.escalation_threshold,
+        report = calibration_report(
+            found, current=current, settings=settings, alpha=args.alpha, delta=args.delta
         )
         store_proposal(session, report=report)
     print_report(report)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy import Engine
 from sqlmodel import Session
@@ -46,31 +46,19 @@ class Started:
     created: bool
 
 
+@dataclass(kw_only=True, eq=False)
 class Intake:
     """Admission and enqueueing for every front door."""
 
-    def __init__(
-        self,
-        *,
-        engine: Engine,
-        policy: SpecPolicy,
-        limits: InFlightLimits | None = None,
-        caps: SpendCaps | None = None,
-        review_channel: str | None = None,
-        agents_review_channel: str | None = None,
-        wake: Callable[[], None] = lambda: None,
-        checks: DoorChecks | None = None,
-        workspace: Workspace,
-    ) -> None:
-        self.engine = engine
-        self.policy = policy
-        self.limits = limits
-        self.caps = caps or SpendCaps()
-        self.review_channel = review_channel
-        self.agents_review_channel = agents_review_channel
-        self.wake = wake
-        self.checks = checks
-        self.workspace = workspace
+    engine: Engine
+    policy: SpecPolicy
+    limits: InFlightLimits | None = None
+    caps: SpendCaps = field(default_factory=SpendCaps)
+    review_channel: str | None = None
+    agents_review_channel: str | None = None
+    wake: Callable[[], None] = lambda: None
+    checks: DoorChecks | None = None
+    workspace: Workspace
 
     async def submit(self, request: DebateRequest) -> Started:
         """Admit `request` and queue it; NotAdmittedError says why it was not."""

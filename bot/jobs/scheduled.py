@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from sqlalchemy import Engine
@@ -76,6 +76,7 @@ def slot_of(now: datetime, period_s: float) -> str:
 
 
 Job = Callable[[], Awaitable[str]]
+R = TypeVar("R")
 
 
 @dataclass
@@ -94,6 +95,10 @@ class ScheduledJobs:
 
     def __post_init__(self) -> None:
         self.lock = JobLock(self.engine)
+
+    async def _db(self, work: Callable[[Session], R]) -> R:
+        """Run `work` on the store for every workspace: the jobs are the deployment's."""
+        return await in_session(self.engine, work, workspace=EVERY_WORKSPACE)
 
     def periods(self) -> dict[str, float]:
         """Each job's period in seconds; the digest only where Slack can be written to."""
@@ -160,10 +165,8 @@ class ScheduledJobs:
         if token is False:
             return None
         try:
-            claimed = await in_session(
-                self.engine,
-                lambda s: operations.claim_slot(s, job=name, slot=slot, runner=self.runner),
-                workspace=EVERY_WORKSPACE,
+            claimed = await self._db(
+                lambda s: operations.claim_slot(s, job=name, slot=slot, runner=self.runner)
             )
             if not claimed:
                 return None
@@ -173,12 +176,10 @@ class ScheduledJobs:
             except (StoreError, PostError, OSError, ValueError) as error:
                 detail, outcome = f"{type(error).__name__}: {error}", "failed"
                 log.error("job %s failed for slot %s: %s", name, slot, detail)
-            await in_session(
-                self.engine,
+            await self._db(
                 lambda s: operations.finish_slot(
                     s, job=name, slot=slot, outcome=outcome, detail=detail
-                ),
-                workspace=EVERY_WORKSPACE,
+                )
             )
             if self.metrics is not None:
                 self.metrics.jobs.labels(name, outcome).inc()
@@ -193,22 +194,18 @@ class ScheduledJobs:
 
     async def review_sla(self) -> str:
         now = self.clock()
-        overdue = await in_session(
-            self.engine,
+        overdue = await self._db(
             lambda s: operations.overdue_reviews(
                 s, default_sla_h=self.settings.review_sla_h, now=now
-            ),
-            workspace=EVERY_WORKSPACE,
+            )
         )
         expired = 0
         for escalation, debate, channel, sla_h in overdue:
             owners = list(channel.owners) if channel is not None else []
             drafts = owed.expired(escalation, debate, owners, sla_h)
             escalation_id = escalation.id or 0
-            if await in_session(
-                self.engine,
-                partial(operations.expire_review, escalation_id=escalation_id, drafts=drafts),
-                workspace=EVERY_WORKSPACE,
+            if await self._db(
+                partial(operations.expire_review, escalation_id=escalation_id, drafts=drafts)
             ):
                 expired += 1
                 log.info(
@@ -222,9 +219,7 @@ class ScheduledJobs:
         if self.poster is None:
             return "no Slack token: digests are sent by a process that has one"
         now = self.clock()
-        channels = await in_session(
-            self.engine, operations.digest_channels, workspace=EVERY_WORKSPACE
-        )
+        channels = await self._db(operations.digest_channels)
         owed = 0
         for channel in channels:
             local_day = due_day(channel.digest_time, channel.timezone, now)
@@ -262,28 +257,18 @@ class ScheduledJobs:
         if days is None or folder is None:
             return "retention is off"
         before = self.clock() - timedelta(days=days)
-        ids = await in_session(
-            self.engine,
-            lambda s: operations.expired_debates(s, before=before, limit=RETENTION_BATCH),
-            workspace=EVERY_WORKSPACE,
+        ids = await self._db(
+            lambda s: operations.expired_debates(s, before=before, limit=RETENTION_BATCH)
         )
         key = self.settings.audit_key_bytes()
         removed, kept = 0, []
         for debate_id in ids:
-            problem = await in_session(
-                self.engine,
-                partial(archive, debate_id=debate_id, folder=folder, key=key),
-                workspace=EVERY_WORKSPACE,
-            )
+            problem = await self._db(partial(archive, debate_id=debate_id, folder=folder, key=key))
             if problem is not None:
                 kept.append(debate_id)
                 log.error("debate %s kept: %s", debate_id, problem)
                 continue
-            await in_session(
-                self.engine,
-                partial(operations.remove_debate, debate_id=debate_id),
-                workspace=EVERY_WORKSPACE,
-            )
+            await self._db(partial(operations.remove_debate, debate_id=debate_id))
             removed += 1
         detail = f"{removed} debate(s) archived to {folder} and removed"
         return detail + (f"; kept {kept} (archive not verified)" if kept else "")
@@ -291,26 +276,18 @@ class ScheduledJobs:
     async def stale_leases(self) -> str:
         now = self.clock()
         older_than = now - timedelta(seconds=self.settings.worker_lease_s)
-        requeued = await in_session(
-            self.engine,
-            lambda s: operations.requeue_stale(s, older_than=older_than),
-            workspace=EVERY_WORKSPACE,
-        )
+        requeued = await self._db(lambda s: operations.requeue_stale(s, older_than=older_than))
         for debate_id, owner in requeued:
             log.warning(
                 "debate %s: worker %s stopped renewing its lease; back in the queue",
                 debate_id,
                 owner,
             )
-        released = await in_session(
-            self.engine,
-            lambda s: operations.release_stale_sends(s, now=now),
-            workspace=EVERY_WORKSPACE,
-        )
+        released = await self._db(lambda s: operations.release_stale_sends(s, now=now))
         return f"{len(requeued)} debate(s) requeued, {released} message(s) released"
 
     async def queue_depth(self) -> str:
-        depth, refused = await in_session(self.engine, self._depth, workspace=EVERY_WORKSPACE)
+        depth, refused = await self._db(self._depth)
         self._set_gauges(depth, refused)
         if depth.oldest_wait_s > self.settings.queue_warn_s:
             log.warning(
@@ -331,14 +308,12 @@ class ScheduledJobs:
         if self.pr_comments is None:
             return "no code host configured"
         now = self.clock()
-        due = await in_session(
-            self.engine,
+        due = await self._db(
             lambda s: operations.pr_comments_due(
                 s,
                 since=now - PR_COMMENT_RETRY_FOR,
                 until=now - timedelta(seconds=PR_COMMENT_GRACE_S),
-            ),
-            workspace=EVERY_WORKSPACE,
+            )
         )
         posted = [await self.pr_comments.sync(debate_id) for debate_id in due]
         done = sum(1 for comment_id in posted if comment_id is not None)
@@ -346,7 +321,7 @@ class ScheduledJobs:
 
     async def refresh_gauges(self) -> None:
         try:
-            depth, refused = await in_session(self.engine, self._depth, workspace=EVERY_WORKSPACE)
+            depth, refused = await self._db(self._depth)
         except StoreError as error:
             log.warning("queue gauges not refreshed: %s", error)
             return

@@ -4,16 +4,14 @@ of the intake: its token gate, its refusal codes, and which conversation ids are
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
-
-from sqlalchemy import Engine
 
 from bot.intake.errors import NotAdmittedError, TokenRefusedNotAdmittedError
 from bot.intake.request import Origin, OriginKind
 from bot.slackweb.token import TokenGate, workspace_refusal
 from bot.store import refusals
-from bot.store.db import in_session
-from bot.store.tenancy import Workspace
+from bot.store.scoped import WorkspaceStore
 
 
 class Reach(Protocol):
@@ -32,23 +30,13 @@ def slack_origin(channel: str, thread: str | None = None) -> Origin:
     return Origin(kind, place=channel, thread=thread)
 
 
-class SlackDoorChecks:
+@dataclass(kw_only=True, eq=False)
+class SlackDoorChecks(WorkspaceStore):
     """The token and reach checks of one workspace's requests."""
 
-    def __init__(
-        self,
-        *,
-        engine: Engine,
-        workspace: Workspace,
-        reach: Reach | None = None,
-        gate: TokenGate | None = None,
-        tokens_per_workspace: bool = False,
-    ) -> None:
-        self.engine = engine
-        self.workspace = workspace
-        self.reach = reach
-        self.gate = gate
-        self.tokens_per_workspace = tokens_per_workspace
+    reach: Reach | None = None
+    gate: TokenGate | None = None
+    tokens_per_workspace: bool = False
 
     async def check_reachable(self, place: str) -> None:
         """Refuse (NotAdmittedError) when the bot cannot post in `place`, saying how to fix it."""
@@ -77,11 +65,7 @@ class SlackDoorChecks:
             )
         if not self.tokens_per_workspace:
             return
-        refused = await in_session(
-            self.engine,
-            lambda s: refusals.refusal_for(s, workspace=self.workspace),
-            workspace=self.workspace,
-        )
+        refused = await self.db(lambda s: refusals.refusal_for(s, workspace=self.workspace))
         if refused is not None:
             raise TokenRefusedNotAdmittedError(
                 workspace_refusal(refused.code, refused.scope),

@@ -10,7 +10,6 @@ from bot.messages import kit
 from bot.slack.errors import CommandError, NotAllowedError
 from bot.slack.surface import Surface
 from bot.store import cancels, queue
-from bot.store.db import in_session
 from bot.store.debate_tables import CancelSource, Debate
 from bot.store.errors import CancelRefusedError, DebateNotFoundError
 
@@ -31,11 +30,7 @@ async def stop_debate(surface: Surface, *, debate_id: int, user: str, source: Ca
     Raises CommandError for an unknown or finished debate and NotAllowedError for a person who
     may not stop it; nothing is changed then."""
     try:
-        debate = await in_session(
-            surface.engine,
-            lambda s: queue.get_debate(s, debate_id=debate_id),
-            workspace=surface.workspace,
-        )
+        debate = await surface.db(lambda s: queue.get_debate(s, debate_id=debate_id))
     except DebateNotFoundError as error:
         raise CommandError(
             f"there is no debate #{debate_id} in this workspace; the number is in the"
@@ -50,10 +45,8 @@ async def stop_debate(surface: Surface, *, debate_id: int, user: str, source: Ca
             plain="Only the requester, the channel's reviewers or an admin can stop this debate.",
         )
     try:
-        asked = await in_session(
-            surface.engine,
-            lambda s: cancels.request_cancel(s, debate_id=debate_id, by=user, source=source),
-            workspace=surface.workspace,
+        asked = await surface.db(
+            lambda s: cancels.request_cancel(s, debate_id=debate_id, by=user, source=source)
         )
     except CancelRefusedError as error:
         raise CommandError(str(error)) from error
@@ -70,10 +63,8 @@ async def stop_in_thread(surface: Surface, *, channel: str, thread_ts: str, user
     """Slack's Stop on the agent session of thread `thread_ts`: stop the debate that session
     stands for, as `stop_debate` does (same errors), or raise CommandError when the thread
     holds no debate of this bot."""
-    debate = await in_session(
-        surface.engine,
-        lambda s: cancels.debate_in_thread(s, channel_id=channel, thread_ts=thread_ts),
-        workspace=surface.workspace,
+    debate = await surface.db(
+        lambda s: cancels.debate_in_thread(s, channel_id=channel, thread_ts=thread_ts)
     )
     if debate is None or debate.id is None:
         raise CommandError("there is no debate in this thread to stop")

@@ -3,6 +3,7 @@ workspace admins and the channel's settings owners."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Engine
@@ -13,6 +14,7 @@ from bot.store import channels
 from bot.store.channel_tables import ChannelSettings
 from bot.store.channels import ChannelDefaults
 from bot.store.db import in_session
+from bot.store.scoped import WorkspaceStore
 from bot.store.tenancy import Workspace
 
 
@@ -26,21 +28,12 @@ async def channel_settings_of(
     )
 
 
-class ChannelConfig:
+@dataclass(kw_only=True, eq=False)
+class ChannelConfig(WorkspaceStore):
     """Reads and changes channels' settings, checking who may change them."""
 
-    def __init__(
-        self,
-        *,
-        engine: Engine,
-        directory: SlackDirectory,
-        workspace: Workspace,
-        defaults: ChannelDefaults,
-    ) -> None:
-        self.engine = engine
-        self.defaults = defaults
-        self.directory = directory
-        self.workspace = workspace
+    directory: SlackDirectory
+    defaults: ChannelDefaults
 
     async def settings_of(self, channel: str) -> ChannelSettings:
         return await channel_settings_of(self.engine, self.workspace, channel)
@@ -54,10 +47,8 @@ class ChannelConfig:
                 "Only workspace admins and this channel's settings owners can change its debate"
                 " settings. Nothing was changed."
             )
-        return await in_session(
-            self.engine,
+        return await self.db(
             lambda s: channels.save_channel_settings(
                 s, channel_id=channel, updated_by=user, values=values
-            ),
-            workspace=self.workspace,
+            )
         )

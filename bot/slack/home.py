@@ -5,43 +5,35 @@ admins the confidence's calibration and the weights they may adopt."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine
-
-from bot.jobs.sampling import review_sampler, sampling_note
+from bot.jobs.sampling import calibration_report, review_sampler, sampling_note
 from bot.messages import home_tab
 from bot.settings import Settings
 from bot.slack.reviews import Reviews
 from bot.slackweb.people import SlackDirectory
 from bot.store import operations, overview, reviews, weights
 from bot.store.calibration import calibration_inputs, store_proposal
-from bot.store.db import in_session
 from bot.store.debate_tables import Debate
 from bot.store.errors import WeightsNotFoundError
-from bot.store.tenancy import Workspace
-from engine.calibration.report import CalibrationReport, calibrate
+from bot.store.scoped import WorkspaceStore
+from engine.calibration.report import CalibrationReport
+from engine.calibration.sampling import ReviewSampler
 
 
-class AppHome:
+@dataclass(kw_only=True, eq=False)
+class AppHome(WorkspaceStore):
     """Builds a viewer's App Home from the store and Slack's directory."""
 
-    def __init__(
-        self,
-        *,
-        engine: Engine,
-        directory: SlackDirectory,
-        reviews: Reviews,
-        settings: Settings,
-        workspace: Workspace,
-    ) -> None:
-        self.engine = engine
-        self.directory = directory
-        self.reviews = reviews
-        self.settings = settings
-        self.sampler = review_sampler(settings)
-        self.workspace = workspace
+    directory: SlackDirectory
+    reviews: Reviews
+    settings: Settings
+    sampler: ReviewSampler = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.sampler = review_sampler(self.settings)
 
     async def adopt_weights(self, *, user: str, version: str) -> str:
         """Adopt the weights `version` when `user` is a workspace admin (Slack's directory
@@ -49,11 +41,7 @@ class AppHome:
         if not await self.directory.is_admin(user):
             return "Only workspace admins can adopt confidence weights; nothing was changed."
         try:
-            adoption = await in_session(
-                self.engine,
-                lambda s: weights.adopt_weights(s, version=version, by=user),
-                workspace=self.workspace,
-            )
+            adoption = await self.db(lambda s: weights.adopt_weights(s, version=version, by=user))
         except WeightsNotFoundError as error:
             return f"Nothing was changed: {error}"
         return f"Adopted confidence weights {adoption.version}: new verdicts are scored with them."
@@ -61,57 +49,31 @@ class AppHome:
     async def _calibration(self) -> CalibrationReport:
         """The calibration report, computed off the store's threads (a fit is CPU work), with
         the weights it proposes stored so the Adopt button finds them."""
-        found, current = await in_session(self.engine, calibration_inputs, workspace=self.workspace)
-        settings = self.settings
+        found, current = await self.db(calibration_inputs)
         report = await asyncio.to_thread(
-            calibrate,
-            found,
-            current=current,
-            target=settings.calibration_target,
-            min_labels=settings.calibration_min_labels,
-            alpha=settings.calibration_alpha,
-            delta=settings.calibration_delta,
-            default_threshold=settings.escalation_threshold,
+            calibration_report, found, current=current, settings=self.settings
         )
-        await in_session(
-            self.engine, lambda s: store_proposal(s, report=report), workspace=self.workspace
-        )
+        await self.db(lambda s: store_proposal(s, report=report))
         return report
 
     async def view(self, *, user: str, notice: str | None = None) -> dict[str, Any]:
         channels = await self.directory.channels_of(user)
         now = datetime.now(UTC)
         month_start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-        open_items = await in_session(
-            self.engine, reviews.open_escalations, workspace=self.workspace
-        )
+        open_items = await self.db(reviews.open_escalations)
         pending: list[home_tab.HomeDebate] = []
         for _escalation, debate in open_items:
             deciders = await self.reviews.deciders(debate)
             if deciders and await self.directory.is_one_of(user, deciders):
                 pending.append(_home_item(debate))
-        recent = await in_session(
-            self.engine,
-            lambda s: overview.recent_debates(s, channel_ids=channels),
-            workspace=self.workspace,
-        )
+        recent = await self.db(lambda s: overview.recent_debates(s, channel_ids=channels))
         ids = [d.id for d in recent if d.id is not None]
-        votes = await in_session(
-            self.engine,
-            lambda s: reviews.feedback_counts(s, debate_ids=ids),
-            workspace=self.workspace,
+        votes = await self.db(lambda s: reviews.feedback_counts(s, debate_ids=ids))
+        stats = await self.db(overview.protocol_stats)
+        mine = await self.db(
+            lambda s: operations.spend_since(s, since=month_start, requested_by=user)
         )
-        stats = await in_session(self.engine, overview.protocol_stats, workspace=self.workspace)
-        mine = await in_session(
-            self.engine,
-            lambda s: operations.spend_since(s, since=month_start, requested_by=user),
-            workspace=self.workspace,
-        )
-        everyone = await in_session(
-            self.engine,
-            lambda s: operations.spend_since(s, since=month_start),
-            workspace=self.workspace,
-        )
+        everyone = await self.db(lambda s: operations.spend_since(s, since=month_start))
         calibration = await self._calibration() if await self.directory.is_admin(user) else None
         return home_tab.home_view(
             pending=pending,

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-
-from sqlalchemy import Engine
+from dataclasses import dataclass
 
 from bot.intake.errors import NotAdmittedError
 from bot.intake.intake import Admitted, Intake, Started
@@ -20,13 +19,12 @@ from bot.slack.channel_config import channel_settings_of
 from bot.slack.errors import CommandError, NotAllowedError, ReviewGoneError
 from bot.slackweb.people import SlackDirectory
 from bot.store import endings, outbox, queue, reviews
-from bot.store.db import in_session
 from bot.store.debate_tables import Debate, DebateSource, TriageState
 from bot.store.errors import DebateNotFoundError
 from bot.store.receipts import ReceiptIssuer
 from bot.store.results import StoredResult
 from bot.store.review_tables import Escalation, EscalationState, FeedbackValue, Review
-from bot.store.tenancy import Workspace
+from bot.store.scoped import WorkspaceStore
 from engine.models import DebateSpec, utcnow
 from engine.protocols import definition_for, flagged
 
@@ -36,48 +34,26 @@ ReviewFollower = Callable[[Debate, Review], Awaitable[None]]
 """Told of each review decision (the pull request comment shows it)."""
 
 
-class Reviews:
+@dataclass(kw_only=True, eq=False)
+class Reviews(WorkspaceStore):
     """Review decisions, *Debate anyway* and feedback, on the store, the intake and Slack's
     directory."""
 
-    def __init__(
-        self,
-        *,
-        engine: Engine,
-        intake: Intake,
-        notifier: DebateNotifier,
-        directory: SlackDirectory,
-        allow_self_review: bool = False,
-        metrics: Metrics | None = None,
-        after_review: ReviewFollower | None = None,
-        workspace: Workspace,
-        receipts: ReceiptIssuer | None = None,
-    ) -> None:
-        self.engine = engine
-        self.intake = intake
-        self.notifier = notifier
-        self.directory = directory
-        self.allow_self_review = allow_self_review
-        self.metrics = metrics
-        self.after_review = after_review
-        self.workspace = workspace
-        self.receipts = receipts
+    intake: Intake
+    notifier: DebateNotifier
+    directory: SlackDirectory
+    allow_self_review: bool = False
+    metrics: Metrics | None = None
+    after_review: ReviewFollower | None = None
+    receipts: ReceiptIssuer | None = None
 
     async def _escalation(self, escalation_id: int) -> tuple[Escalation, Debate]:
-        escalation = await in_session(
-            self.engine,
-            lambda s: reviews.get_escalation(s, escalation_id=escalation_id),
-            workspace=self.workspace,
-        )
+        escalation = await self.db(lambda s: reviews.get_escalation(s, escalation_id=escalation_id))
         if escalation is None:
             raise _gone(escalation_id)
         debate_id = escalation.debate_id
         try:
-            debate = await in_session(
-                self.engine,
-                lambda s: queue.get_debate(s, debate_id=debate_id),
-                workspace=self.workspace,
-            )
+            debate = await self.db(lambda s: queue.get_debate(s, debate_id=debate_id))
         except DebateNotFoundError as error:
             raise _gone(escalation_id) from error
         return escalation, debate
@@ -125,11 +101,7 @@ class Reviews:
         return escalation, debate
 
     async def existing_review(self, escalation_id: int) -> Review | None:
-        return await in_session(
-            self.engine,
-            lambda s: reviews.review_of(s, escalation_id=escalation_id),
-            workspace=self.workspace,
-        )
+        return await self.db(lambda s: reviews.review_of(s, escalation_id=escalation_id))
 
     async def decide(
         self, *, escalation_id: int, user: str, decision: EscalationState, note: str | None
@@ -146,8 +118,7 @@ class Reviews:
             escalation, debate, reviewer=user, decision=decision, note=note, at=now
         )
         try:
-            review, created = await in_session(
-                self.engine,
+            review, created = await self.db(
                 lambda s: reviews.record_review(
                     s,
                     escalation_id=escalation_id,
@@ -157,8 +128,7 @@ class Reviews:
                     decided_at=now,
                     drafts=drafts,
                     receipts=self.receipts,
-                ),
-                workspace=self.workspace,
+                )
             )
         except DebateNotFoundError as error:  # removed while the reviewer decided
             raise _gone(escalation_id) from error
@@ -182,11 +152,7 @@ class Reviews:
         """The continuation of `debate` with one round more than it ran, admitted."""
         assert debate.id is not None
         debate_id = debate.id
-        record = await in_session(
-            self.engine,
-            lambda s: endings.verdict_for(s, debate_id=debate_id),
-            workspace=self.workspace,
-        )
+        record = await self.db(lambda s: endings.verdict_for(s, debate_id=debate_id))
         spec = DebateSpec.model_validate_json(debate.spec_json)
         if not definition_for(spec.protocol).flags.another_round:
             # Other protocols end on their own rule (a vote, convergence, a judgment), so one
@@ -225,18 +191,10 @@ class Reviews:
     async def debate_anyway(self, *, debate_id: int, user: str) -> Started:
         """Start the debate a triage decided against, in the same thread, exactly once however
         often the button is clicked; it owes the answer message an update saying who did."""
-        original = await in_session(
-            self.engine,
-            lambda s: queue.get_debate(s, debate_id=debate_id),
-            workspace=self.workspace,
-        )
+        original = await self.db(lambda s: queue.get_debate(s, debate_id=debate_id))
         if original.triage != TriageState.ANSWERED or original.channel_id is None:
             raise CommandError(f"debate #{debate_id} was not answered without a debate")
-        record = await in_session(
-            self.engine,
-            lambda s: endings.verdict_for(s, debate_id=debate_id),
-            workspace=self.workspace,
-        )
+        record = await self.db(lambda s: endings.verdict_for(s, debate_id=debate_id))
         assert record is not None
         answered = StoredResult.read(record.result_json)
         spec = DebateSpec.model_validate_json(original.spec_json)
@@ -268,9 +226,7 @@ class Reviews:
         if kind not in set(FeedbackValue) or not (raw_id.isascii() and raw_id.isdigit()):
             raise NotAllowedError("This feedback button is not one of mine; nothing was recorded.")
         debate_id = int(raw_id)
-        rows = await in_session(
-            self.engine, lambda s: outbox.rows_of(s, debate_id=debate_id), workspace=self.workspace
-        )
+        rows = await self.db(lambda s: outbox.rows_of(s, debate_id=debate_id))
         verdicts = {
             (c, ts)
             for row in rows
@@ -282,12 +238,10 @@ class Reviews:
             raise NotAllowedError(
                 "This feedback does not belong to a verdict of mine; nothing was recorded."
             )
-        _, changed = await in_session(
-            self.engine,
+        _, changed = await self.db(
             lambda s: reviews.record_feedback(
                 s, debate_id=debate_id, user_id=user, value=FeedbackValue(kind)
-            ),
-            workspace=self.workspace,
+            )
         )
         return debate_id, changed
 

@@ -20,6 +20,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -46,22 +47,16 @@ MAX_BODY_BYTES = 1_000_000
 interaction payload carries at most a message's 50 blocks and a view's 100."""
 
 
+@dataclass(eq=False)
 class OpsASGI:
     """`/healthz` and `GET /metrics` alone, with no Slack route: what `serve` answers on its HTTP
     port in Socket Mode, where Slack's events arrive over the socket and are not signed, so
     `/slack/events` must not be reachable over HTTP."""
 
-    def __init__(
-        self,
-        health: HealthCheck,
-        metrics: Metrics | None = None,
-        public_keys: PublicKeys | None = None,
-        mcp: Mcp | None = None,
-    ) -> None:
-        self.health = health
-        self.metrics = metrics
-        self.public_keys = public_keys
-        self.mcp = mcp
+    health: HealthCheck
+    metrics: Metrics | None = None
+    public_keys: PublicKeys | None = None
+    mcp: Mcp | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

@@ -6,7 +6,7 @@ read here; what the debate becomes is the intake's policy."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
@@ -37,29 +37,18 @@ from engine.models import DEFAULT_PROTOCOL, ContextDocument
 from engine.protocols import protocol_names
 
 
+@dataclass(kw_only=True, eq=False)
 class DebateStarts:
     """Builds each trigger's request and submits it; CommandError says why nothing started."""
 
-    def __init__(
-        self,
-        *,
-        engine: Engine,
-        intake: Intake,
-        client: AsyncWebClient,
-        directory: SlackDirectory,
-        hosts: HostClients | None = None,
-        uploads: Uploads | None = None,
-        protocols: tuple[str, ...] | None = None,
-        workspace: Workspace,
-    ) -> None:
-        self.engine = engine
-        self.intake = intake
-        self.client = client
-        self.directory = directory
-        self.hosts = hosts
-        self.uploads = uploads or Uploads()
-        self.protocols = protocols or protocol_names()
-        self.workspace = workspace
+    engine: Engine
+    intake: Intake
+    client: AsyncWebClient
+    directory: SlackDirectory
+    hosts: HostClients | None = None
+    uploads: Uploads = field(default_factory=Uploads)
+    protocols: tuple[str, ...] = field(default_factory=protocol_names)
+    workspace: Workspace
 
     async def _settings(self, channel: str) -> ChannelSettings:
         return await channel_settings_of(self.engine, self.workspace, channel)

@@ -15,6 +15,7 @@ import secrets
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from logging import Logger
+from typing import Any
 
 from slack_sdk.oauth.installation_store import Bot, Installation
 from slack_sdk.oauth.installation_store.async_installation_store import AsyncInstallationStore
@@ -200,13 +201,24 @@ def _scopes(scopes: str | Sequence[str] | None) -> str:
     return ",".join(scopes or ())
 
 
-def _installer(installation: Installation) -> Installer:
-    org = installation.is_enterprise_install
-    return Installer(
-        enterprise_id=installation.enterprise_id,
+def _place(install: Installation | Bot) -> dict[str, Any]:
+    """Where slack_sdk's install or bot is, as `InstallPlace` holds it."""
+    org = install.is_enterprise_install
+    return {
+        "enterprise_id": install.enterprise_id,
         # An org-wide install is the org's, whatever workspace the installer was in.
-        team_id=None if org else installation.team_id,
-        is_enterprise_install=org,
+        "team_id": None if org else install.team_id,
+        "is_enterprise_install": org,
+        "app_id": install.app_id,
+        "enterprise_name": install.enterprise_name,
+        "team_name": install.team_name,
+        "installed_at": datetime.fromtimestamp(install.installed_at, UTC),
+    }
+
+
+def _installer(installation: Installation) -> Installer:
+    return Installer(
+        **_place(installation),
         user_id=installation.user_id,
         user_token=installation.user_token,
         user_scopes=_scopes(installation.user_scopes),
@@ -217,11 +229,7 @@ def _installer(installation: Installation) -> Installer:
         incoming_webhook_channel_id=installation.incoming_webhook_channel_id,
         incoming_webhook_configuration_url=installation.incoming_webhook_configuration_url,
         token_type=installation.token_type,
-        app_id=installation.app_id,
-        enterprise_name=installation.enterprise_name,
         enterprise_url=installation.enterprise_url,
-        team_name=installation.team_name,
-        installed_at=datetime.fromtimestamp(installation.installed_at, UTC),
     )
 
 
@@ -232,21 +240,14 @@ def _bot_of(installation: Installation) -> StoredBot | None:
 
 
 def _stored(bot: Bot) -> StoredBot:
-    org = bot.is_enterprise_install
     return StoredBot(
-        enterprise_id=bot.enterprise_id,
-        team_id=None if org else bot.team_id,
-        is_enterprise_install=org,
+        **_place(bot),
         bot_token=bot.bot_token,
         bot_id=bot.bot_id,
         bot_user_id=bot.bot_user_id,
         bot_scopes=_scopes(bot.bot_scopes),
         bot_refresh_token=bot.bot_refresh_token,
         bot_token_expires_at=_when(bot.bot_token_expires_at),
-        app_id=bot.app_id,
-        enterprise_name=bot.enterprise_name,
-        team_name=bot.team_name,
-        installed_at=datetime.fromtimestamp(bot.installed_at, UTC),
     )
 
 

@@ -172,8 +172,7 @@ def verdict_digest(record: VerdictRecord | Mapping[str, Any]) -> str:
     return hashlib.sha256(_canonical(payload).encode()).hexdigest()
 
 
-_DEBATE_TEXT = (
-    "id",
+SEALED_AS_QUEUED = (
     "trigger_key",
     "source",
     "channel_id",
@@ -184,6 +183,13 @@ _DEBATE_TEXT = (
     "link",
     "question",
     "protocol",
+)
+"""The text columns of a debate's seal that its row has from when it was queued (an ending reads
+them back to seal the debate, bot.store.endings)."""
+
+_DEBATE_TEXT = (
+    "id",
+    *SEALED_AS_QUEUED,
     "state",
     "outcome",
     "decision",

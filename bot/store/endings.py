@@ -13,9 +13,7 @@ from sqlalchemy import Select, bindparam, insert, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, SQLModel, col, select
 
-from bot.store.audit import (
-    seal,
-)
+from bot.store.audit import SEALED_AS_QUEUED, seal
 from bot.store.debate_tables import Debate, DebateState, TriageState, VerdictRecord
 from bot.store.errors import (
     LeaseLostError,
@@ -36,16 +34,7 @@ _FINISH_DEBATE = update(DEBATES).where(DEBATES.c.id == bindparam("finished_id"))
 
 
 _SEALED_AT_ENQUEUE = (
-    "trigger_key",
-    "source",
-    "channel_id",
-    "requested_by",
-    "parent_debate_id",
-    "review_channel_id",
-    "reviewers_channel_id",
-    "link",
-    "question",
-    "protocol",
+    *SEALED_AS_QUEUED,
     "spec_json",
     "created_at",
     "triage",

@@ -56,20 +56,14 @@ def lookup_key(
     return key(enterprise_id=enterprise_id, team_id=team_id)
 
 
-@dataclass(frozen=True)
-class StoredBot:
-    """A workspace's or org's bot, its tokens in the clear."""
+@dataclass(frozen=True, kw_only=True)
+class InstallPlace:
+    """Where an install is (a workspace, or an org for an org-wide install) and when it was
+    made: what a bot and an installer have alike."""
 
     enterprise_id: str | None
     team_id: str | None
     is_enterprise_install: bool
-    bot_token: str = field(repr=False)
-    bot_id: str | None = None
-    bot_user_id: str | None = None
-    bot_scopes: str = ""
-    """Comma-separated, as Slack lists them."""
-    bot_refresh_token: str | None = field(default=None, repr=False)
-    bot_token_expires_at: datetime | None = None
     app_id: str | None = None
     enterprise_name: str | None = None
     team_name: str | None = None
@@ -79,15 +73,37 @@ class StoredBot:
     def install_key(self) -> str:
         return key(enterprise_id=self.enterprise_id, team_id=self.team_id)
 
+    def place_values(self) -> dict[str, Any]:
+        """The place as the columns of the same names in either install table."""
+        return {
+            "enterprise_id": self.enterprise_id,
+            "team_id": self.team_id,
+            "is_enterprise_install": self.is_enterprise_install,
+            "app_id": self.app_id,
+            "enterprise_name": self.enterprise_name,
+            "team_name": self.team_name,
+            "installed_at": self.installed_at,
+        }
 
-@dataclass(frozen=True)
-class Installer:
+
+@dataclass(frozen=True, kw_only=True)
+class StoredBot(InstallPlace):
+    """A workspace's or org's bot, its tokens in the clear."""
+
+    bot_token: str = field(repr=False)
+    bot_id: str | None = None
+    bot_user_id: str | None = None
+    bot_scopes: str = ""
+    """Comma-separated, as Slack lists them."""
+    bot_refresh_token: str | None = field(default=None, repr=False)
+    bot_token_expires_at: datetime | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Installer(InstallPlace):
     """One person's install in a workspace or org: their user token (when the app asks for user
     scopes) and incoming webhook, in the clear."""
 
-    enterprise_id: str | None
-    team_id: str | None
-    is_enterprise_install: bool
     user_id: str
     user_token: str | None = field(default=None, repr=False)
     user_scopes: str = ""
@@ -98,15 +114,7 @@ class Installer:
     incoming_webhook_channel_id: str | None = None
     incoming_webhook_configuration_url: str | None = None
     token_type: str | None = None
-    app_id: str | None = None
-    enterprise_name: str | None = None
     enterprise_url: str | None = None
-    team_name: str | None = None
-    installed_at: datetime = field(default_factory=utcnow)
-
-    @property
-    def install_key(self) -> str:
-        return key(enterprise_id=self.enterprise_id, team_id=self.team_id)
 
 
 # --- saving ----------------------------------------------------------------------------------
@@ -145,20 +153,13 @@ def _commit(session: Session, write: Callable[[], None]) -> None:
 
 def _put_bot(session: Session, bot: StoredBot, cipher: TokenCipher) -> None:
     where = f"slack_bot:{bot.install_key}"
-    values: dict[str, Any] = {
-        "enterprise_id": bot.enterprise_id,
-        "team_id": bot.team_id,
-        "is_enterprise_install": bot.is_enterprise_install,
-        "app_id": bot.app_id,
-        "enterprise_name": bot.enterprise_name,
-        "team_name": bot.team_name,
+    values: dict[str, Any] = bot.place_values() | {
         "bot_id": bot.bot_id,
         "bot_user_id": bot.bot_user_id,
         "bot_scopes": bot.bot_scopes,
         "bot_token_enc": cipher.seal(bot.bot_token, where=f"{where}:bot_token"),
         "bot_refresh_token_enc": _seal(cipher, bot.bot_refresh_token, f"{where}:refresh_token"),
         "bot_token_expires_at": bot.bot_token_expires_at,
-        "installed_at": bot.installed_at,
         "updated_at": utcnow(),
     }
     _update_or_add(
@@ -171,14 +172,8 @@ def _put_bot(session: Session, bot: StoredBot, cipher: TokenCipher) -> None:
 
 def _put_installer(session: Session, installer: Installer, cipher: TokenCipher) -> None:
     where = f"slack_installation:{installer.install_key}:{installer.user_id}"
-    values: dict[str, Any] = {
-        "enterprise_id": installer.enterprise_id,
-        "team_id": installer.team_id,
-        "is_enterprise_install": installer.is_enterprise_install,
-        "app_id": installer.app_id,
-        "enterprise_name": installer.enterprise_name,
+    values: dict[str, Any] = installer.place_values() | {
         "enterprise_url": installer.enterprise_url,
-        "team_name": installer.team_name,
         "user_scopes": installer.user_scopes,
         "user_token_enc": _seal(cipher, installer.user_token, f"{where}:user_token"),
         "user_refresh_token_enc": _seal(
@@ -192,7 +187,6 @@ def _put_installer(session: Session, installer: Installer, cipher: TokenCipher) 
         "incoming_webhook_channel_id": installer.incoming_webhook_channel_id,
         "incoming_webhook_configuration_url": installer.incoming_webhook_configuration_url,
         "token_type": installer.token_type,
-        "installed_at": installer.installed_at,
     }
     row = session.exec(
         select(SlackInstallation).where(
