@@ -313,8 +313,9 @@ class LocalLlamaLLM:
                     response = await relay.follow(call, on_text)
                 else:
                     response = await call
-            except asyncio.CancelledError:
-                # The debate was stopped: its generation is interrupted, not awaited.
+            except BaseException:
+                # The debate was stopped, or the text so far could not be told: a generation
+                # still under way is interrupted, not awaited.
                 self.process.interrupt()
                 call.cancel()
                 raise
