@@ -394,6 +394,22 @@ def closing_chunks(sent: Sequence[dict[str, Any]], content: StreamContent) -> li
     return [*delta(sent, content.chunks), *stray]
 
 
+def first_words(sent: Sequence[dict[str, Any]], owed: Sequence[dict[str, Any]]) -> bool:
+    """Whether `owed` shows a turn's text being written where what Slack has (`sent`) shows
+    none of it yet: a turn's first words, which go before the channel's other waiting writes."""
+    shown = {
+        chunk.get("id"): str(chunk.get("output", ""))
+        for chunk in sent
+        if chunk.get("type") == "task_update"
+    }
+    return any(
+        chunk.get("type") == "task_update"
+        and WRITING in str(chunk.get("output", ""))
+        and WRITING not in shown.get(chunk.get("id"), "")
+        for chunk in owed
+    )
+
+
 def merged(sent: Sequence[dict[str, Any]], taken: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """What Slack has once it took `taken` on top of `sent`."""
     result = {_identity(chunk): dict(chunk) for chunk in sent}

@@ -3,8 +3,9 @@ Every owed message goes this way; what Bolt answers on its own (`ack`, `respond`
 forms, the assistant's title and prompts) does not.
 
 Slack allows about one message per second per channel. Every write to a channel (a stream's
-start, appends and stop among them) waits its turn behind one lock, so messages land in the
-order they were asked for, and a 429 holds the whole channel for `Retry-After` seconds. Every
+start, appends and stop among them) waits its turn (`bot.slackweb.channel_turns`), so messages
+land in the order they were asked for, except that a turn's first words in the live plan go
+before the writes waiting; a 429 holds the whole channel for `Retry-After` seconds. Every
 failure becomes a `PostError` with Slack's error code (or `http_503`, `timeout`, `unreachable`,
 `bad_response`, `redirected`) and whether trying again may help, so the outbox can retry outages
 for hours and give up at once on a refusal.
@@ -13,10 +14,12 @@ for hours and give up at once on a refusal.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +31,7 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from bot.messages.kit import Message
 from bot.messages.sessions import SessionStatus
 from bot.outbound import Failure, OutboundError
+from bot.slackweb.channel_turns import ChannelTurns
 from bot.slackweb.errors import TOKEN_REFUSED, PostError, TokenRefusedError, UnthreadedError
 
 log = logging.getLogger(__name__)
@@ -231,6 +235,10 @@ class Posted:
     ts: str
 
 
+_HELD: ContextVar[frozenset[str]] = ContextVar("held_channels", default=frozenset())
+"""The channels whose turn the current task holds (`SlackPoster.turn`)."""
+
+
 class SlackPoster:
     """Paced, ordered, classified chat writes for one bot token."""
 
@@ -250,8 +258,36 @@ class SlackPoster:
         self.max_retry_after_s = max_retry_after_s
         self._clock = clock
         self._sleep = sleep
-        self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._turns: defaultdict[str, ChannelTurns] = defaultdict(ChannelTurns)
         self._next_at: dict[str, float] = {}
+
+    @contextlib.asynccontextmanager
+    async def turn(self, channel: str, *, urgent: bool = False) -> AsyncIterator[None]:
+        """Hold `channel`'s next write: its writers' turn (`ChannelTurns`: urgent ones first)
+        and the channel's pace waited out. Every write to `channel` within it (by this task)
+        goes in this turn, each still `interval_s` after the last; a writer that must read
+        what it writes as late as it can (the live plan's newest version) reads it here."""
+        if channel in _HELD.get():
+            yield
+            return
+        turns = self._turns[channel]
+        place = await turns.enter(urgent=urgent)
+        held = _HELD.set(_HELD.get() | {channel})
+        try:
+            await self._paced(channel)
+            while not urgent and turns.urgent_waiting():
+                await turns.step_aside(place)
+                await self._paced(channel)
+            yield
+        finally:
+            _HELD.reset(held)
+            turns.leave()
+
+    async def _paced(self, channel: str) -> None:
+        """Wait until `channel` may be written to again."""
+        wait = self._next_at.get(channel, 0.0) - self._clock()
+        if wait > 0:
+            await self._sleep(wait)
 
     async def _call(
         self,
@@ -266,11 +302,9 @@ class SlackPoster:
         retried while `attempts` last, every other failure raises its classified `PostError`."""
         api = getattr(self.client, method)
         tries = attempts or self.max_attempts
-        async with self._locks[channel]:
+        async with self.turn(channel):
             for attempt in range(1, tries + 1):
-                wait = self._next_at.get(channel, 0.0) - self._clock()
-                if wait > 0:
-                    await self._sleep(wait)
+                await self._paced(channel)
                 try:
                     response: AsyncSlackResponse = await api(**{channel_param: channel}, **kwargs)
                 except SLACK_FAILURES as raised:

@@ -31,15 +31,20 @@ def claim_stream(
     session: Session, *, debate_id: int, owner: str, claim_s: float
 ) -> ClaimedStream | None:
     """Claim the debate's stream row if it is due."""
-    row = session.exec(
-        select(Outbox).where(
-            Outbox.debate_id == debate_id, Outbox.action == OutboxAction.STREAM, due(utcnow())
-        )
-    ).one_or_none()
+    row = due_stream(session, debate_id=debate_id)
     claimed = claimed_with_debate(session, row, owner, claim_s)
     if claimed is None:
         return None
     return ClaimedStream(*claimed, row_for(session, debate_id=debate_id, key=PARENT))
+
+
+def due_stream(session: Session, *, debate_id: int) -> Outbox | None:
+    """The debate's stream row if it is due, read without claiming it (to see what it shows)."""
+    return session.exec(
+        select(Outbox).where(
+            Outbox.debate_id == debate_id, Outbox.action == OutboxAction.STREAM, due(utcnow())
+        )
+    ).one_or_none()
 
 
 def delivered_ts(session: Session, *, channel_id: str, thread_ts: str) -> set[str]:

@@ -3,7 +3,9 @@
 It reads frames from stdin (`engine.providers.llama_process` writes them): first the model's
 configuration, answered `{"ready": true}` once the model is loaded (or with the error), then
 one request per frame, each answered with llama-cpp-python's response or the error the call
-raised. It exits when stdin ends: its parent closed it, or died.
+raised; a request sent with `"stream": true` has each piece of its text sent first, a frame
+`{"partial": text}` each, as the model writes it (`engine.providers.llama_stream`). It exits
+when stdin ends: its parent closed it, or died.
 """
 
 from __future__ import annotations
@@ -71,7 +73,9 @@ def serve(stdin: IO[bytes], stdout: IO[bytes], *, llama_class: Any = None) -> No
     while (message := read_frame(stdin)) is not None:
         try:
             request = LLMRequest.model_validate(message["request"])
-            send({"response": session.generate(request)})
+            streams = message.get("stream") is True
+            on_piece = (lambda piece: send({"partial": piece})) if streams else None
+            send({"response": session.generate(request, on_piece)})
         except Exception as error:  # noqa: BLE001 - every failure goes back to the parent as a reply
             send(error_frame(error))
 

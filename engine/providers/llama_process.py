@@ -23,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -125,20 +126,58 @@ class LlamaProcess:
     def pid(self) -> int | None:
         return self._child.pid if self._child is not None else None
 
-    def call(self, request: dict[str, Any]) -> dict[str, Any]:
+    def call(
+        self, request: dict[str, Any], on_partial: Callable[[str], None] | None = None
+    ) -> dict[str, Any]:
         """The child's answer to `request`; raises what the child reported, or
-        ModelProcessCrashedError when it died, or LLMError when it overran `timeout_s`."""
+        ModelProcessCrashedError when it died, or LLMError when it overran `timeout_s`. With
+        `on_partial`, the child streams: each piece of text it sends before its answer is told
+        to `on_partial`, all within the same deadline and at most `MAX_FRAME_BYTES` of them."""
         with self._lock:
             self._interrupted = False
             self._refuse_after_crashes()
             try:
                 child = self._running()
-                self._send(child, {"request": request})
-                reply = self._receive(child, time.monotonic() + self.timeout_s)
+                self._send(child, {"request": request, "stream": on_partial is not None})
+                reply = self._reply(child, on_partial)
             except ChildDied:
                 raise self._died("while generating") from None
             self.crashes = 0
             return self._answer(reply)
+
+    def _reply(
+        self, child: subprocess.Popen[bytes], on_partial: Callable[[str], None] | None
+    ) -> dict[str, Any]:
+        """The child's last frame for the request just sent, the pieces of text before it told
+        to `on_partial`. A reply not read to its end stops the child: what it sent next would
+        be taken for the next call's answer."""
+        deadline = time.monotonic() + self.timeout_s
+        streamed = 0
+        try:
+            reply = self._receive(child, deadline)
+            while "partial" in reply:
+                piece = reply["partial"]
+                if on_partial is None or not isinstance(piece, str):
+                    raise LLMError(
+                        "the local model's process sent a piece of text it was not asked to"
+                        " stream; its process was stopped and a new one starts with the next call"
+                    )
+                # Each piece counts its frame's header too, so empty pieces cannot go on forever.
+                streamed += FRAME_HEADER.size + len(piece.encode("utf-8"))
+                if streamed > MAX_FRAME_BYTES:
+                    raise LLMError(
+                        f"the local model's process streamed over {MAX_FRAME_BYTES:,} bytes for"
+                        " one reply; its process was stopped and a new one starts with the next"
+                        " call"
+                    )
+                on_partial(piece)
+                reply = self._receive(child, deadline)
+        except ChildDied:
+            raise
+        except BaseException:
+            self._stop(kill=True)
+            raise
+        return reply
 
     def close(self) -> None:
         """Stop the child: its stdin closes and it exits; killed if it does not in time, or at

