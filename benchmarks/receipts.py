@@ -7,7 +7,11 @@ transaction, beside the seal) and verifies the export against it `--runs` times 
 offline verifier (signature, keys file, and every digest against the export's transcript,
 context, verdict and reviews).
 
-    .venv/bin/python -m benchmarks.receipts --runs 50
+    .venv/bin/python -m benchmarks.receipts --runs 50 --out receipt.json
+
+`--out FILE` writes the measured receipt as the export holds it, and the public keys file that
+verifies it beside it (FILE's name with `-keys`), to be read in full or checked with
+`python tools/verify_receipt.py FILE --keys FILE-keys.json`.
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ def spec() -> DebateSpec:
     )
 
 
-async def main(runs: int) -> None:
+async def main(runs: int, out: Path | None) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="debatebot-receipts-"))
     url = f"sqlite:///{workdir / 'bench.sqlite3'}"
     upgrade(url)
@@ -123,10 +127,22 @@ async def main(runs: int) -> None:
         f"verify export against receipt: median {statistics.median(verifying):.2f} ms,"
         f" max {max(verifying):.2f} ms over {runs}; goal <= {GOAL_VERIFY_MS:.0f} ms"
     )
+    if out is not None:
+        await asyncio.to_thread(write_receipt, out, receipt, keys)
     engine.dispose()
+
+
+def write_receipt(out: Path, receipt: object, keys: object) -> None:
+    """The receipt as the export holds it, and beside it the public keys file verifying it."""
+    keys_file = out.with_name(f"{out.stem}-keys{out.suffix}")
+    out.write_text(json.dumps(receipt, indent=2, ensure_ascii=False) + "\n")
+    keys_file.write_text(json.dumps(keys, indent=2) + "\n")
+    print(f"receipt written to {out}, its keys file to {keys_file}")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=50)
-    asyncio.run(main(parser.parse_args().runs))
+    parser.add_argument("--out", type=Path, help="write the receipt here (its keys file beside)")
+    arguments = parser.parse_args()
+    asyncio.run(main(arguments.runs, arguments.out))

@@ -30,12 +30,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from bot.receipt_verifier import (
     ALGORITHM,
+    canonical,
     encode_bytes,
     instant,
     keys_body,
     parse_instant,
     read_keys,
-    sign,
 )
 from engine.models import utcnow
 
@@ -56,7 +56,9 @@ class Signer:
     private_key: Ed25519PrivateKey
 
     def sign(self, payload: dict[str, Any]) -> dict[str, str]:
-        return sign(self.private_key, self.key_id, payload)
+        """The signature block of `payload` (its canonical form, signed with Ed25519)."""
+        value = self.private_key.sign(canonical(payload))
+        return {"algorithm": ALGORITHM, "key_id": self.key_id, "value": encode_bytes(value)}
 
 
 @dataclass(frozen=True)

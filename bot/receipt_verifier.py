@@ -9,8 +9,9 @@ joins it (docs/audit.md lists the fields). The public keys file (`debatebot keys
 --json`, or `/.well-known/debatebot-keys.json`) lists each key with its validity period and is
 signed by the deployment's current key. Given an export (`debatebot export ID`), the export's
 question, documents, spec, transcript, verdict, result, workspace and reviews are checked
-against the receipt's digests too. This file is the one copy of the checks: debatebot ships it
-as `bot.receipt_verifier` and `audit verify-export` runs it; `tools/verify_receipt.py` is it.
+against the receipt's digests too, and its turn and verdict rows against what it shows. This
+file is the one copy of the checks: `bot.receipt_verifier`, run by `audit verify-export`, and
+`tools/verify_receipt.py`.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 RECEIPT_FORMAT = "debatebot-receipt/1"
 DECISION_FORMAT = "debatebot-decision/1"
@@ -166,12 +167,6 @@ def decode_bytes(text: Any, length: int, what: str) -> bytes:
     return raw
 
 
-def sign(private_key: Ed25519PrivateKey, key_id: str, payload: Mapping[str, Any]) -> dict[str, str]:
-    """The signature block of `payload` (its canonical form, signed with Ed25519)."""
-    value = private_key.sign(canonical(payload))
-    return {"algorithm": ALGORITHM, "key_id": key_id, "value": encode_bytes(value)}
-
-
 def instant(value: datetime) -> str:
     """How receipts write a moment: UTC, microseconds, `Z`."""
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -247,12 +242,7 @@ def read_keys(document: Any) -> dict[str, PublicKey]:
 
 
 def _signature_problem(
-    block: Any,
-    payload: Mapping[str, Any],
-    keys: Keys,
-    *,
-    at: datetime | None,
-    what: str,
+    block: Any, payload: Mapping[str, Any], keys: Keys, *, at: datetime | None, what: str
 ) -> str | None:
     """Why `block` is not a valid signature of `payload` by a key valid at `at` (None: a key
     not retired, as the keys file's signer must be); None when it is."""
@@ -444,18 +434,14 @@ def _check_export(
     debate = export.get("debate") or {}
     spec = export.get("spec") or {}
     if debate.get("id") != payload["debate"]:
-        problems.append(
-            f"export: debate {debate.get('id')} is not the receipt's {payload['debate']}"
-        )
+        problems.append(f"export: debate {debate.get('id')}, the receipt's is {payload['debate']}")
     if debate.get("question") != payload["question"] or spec.get("question") != payload["question"]:
         problems.append("export: the question differs from the receipt's")
     if _digest_or_none(spec) != payload["spec_sha256"]:
         problems.append("export: the spec (participants, models, options) differs from the receipt")
     documents, listed = _items(spec.get("context")), _items(payload["context"])
     if len(documents) != len(listed):
-        problems.append(
-            f"export: {len(documents)} context documents where the receipt lists {len(listed)}"
-        )
+        problems.append(f"export: {len(documents)} documents where the receipt lists {len(listed)}")
     for index, (document, entry) in enumerate(zip(documents, listed, strict=False)):
         text = document.get("text") if isinstance(document, dict) else None
         wanted = entry.get("sha256") if isinstance(entry, dict) else None
@@ -469,7 +455,7 @@ def _check_export(
         report.facts.append(
             "the receipt was issued before the deployment learnt its workspace's id (pending)"
         )
-    _check_transcript(export.get("turns"), payload["turns"], problems)
+    _check_turns(export, payload["turns"], problems)
     result = export.get("result")
     verdict = payload["verdict"] if isinstance(payload["verdict"], dict) else {}
     if not isinstance(result, dict):
@@ -480,6 +466,13 @@ def _check_export(
         rest = {name: value for name, value in result.items() if name != "transcript"}
         if _digest_or_none(rest) != verdict.get("result_sha256"):
             problems.append("export: the result (beyond the transcript) differs from the receipt")
+        row, shown = export.get("verdict_row"), result.get("verdict")
+        if isinstance(row, dict) and isinstance(shown, dict):
+            # The row's columns are the verdict's; its result document, the result's.
+            document = _json_or_none(row.get("result_json"))
+            inner = _differing(document, rest) if isinstance(document, dict) else "result_json"
+            if differing := _differing(row, shown) or inner:
+                problems.append(f"export: the verdict row differs from the result in {differing}")
     row = export.get("verdict_row") or {}
     seal = payload["seal"] if isinstance(payload["seal"], dict) else {}
     if row.get("chain_head") != seal.get("head"):
@@ -487,16 +480,41 @@ def _check_export(
     _check_reviews(export.get("reviews"), decisions, problems)
 
 
-def _check_transcript(shown: Any, digests: Any, problems: list[str]) -> None:
-    turns, listed = _items(shown), _items(digests)
-    if len(turns) != len(listed):
-        problems.append(f"export: {len(turns)} turns where the receipt lists {len(listed)}")
-    for index, (turn, entry) in enumerate(zip(turns, listed, strict=False)):
-        if not isinstance(entry, dict) or _digest_or_none(turn) != entry.get("sha256"):
-            what = (
-                f"round {turn.get('round')}, {turn.get('role')}" if isinstance(turn, dict) else "?"
-            )
+def _check_turns(export: dict[str, Any], digests: Any, problems: list[str]) -> None:
+    """The transcript against the receipt's digests, and the turn rows beside it (`audit
+    verify-export` checks them against the seal) against it, in order, column by column."""
+    turns, rows = _items(export.get("turns")), _items(export.get("turn_rows"))
+    listed = _items(digests)
+    for part, found in (("turns", turns), ("turn rows", rows)):
+        if len(found) != len(listed):
+            problems.append(f"export: {len(found)} {part} where the receipt lists {len(listed)}")
+    for index, (shown, entry) in enumerate(zip(turns, listed, strict=False)):
+        turn, wanted = (value if isinstance(value, dict) else {} for value in (shown, entry))
+        row, usage = (rows[index] if index < len(rows) else None), turn.get("usage")
+        if _digest_or_none(shown) != wanted.get("sha256"):
+            what = f"round {turn.get('round')}, {turn.get('role')}"
             problems.append(f"export: turn {index} ({what}) differs from the receipt's digest")
+        elif not isinstance(row, dict) or row.get("seq") != wanted.get("seq"):
+            problems.append(f"export: turn row {index} is not in the receipt's order")
+        elif differing := _differing(row, {**turn, **(usage if isinstance(usage, dict) else {})}):
+            problems.append(f"export: turn row {index} differs from its turn in {differing}")
+
+
+def _differing(stored: dict[str, Any], shown: dict[str, Any]) -> str:
+    """The columns of a stored row that hold otherwise than the part shown (`X_json` as `X`)."""
+    return ", ".join(
+        column
+        for column, value in stored.items()
+        if (name := column.removesuffix("_json")) in shown
+        and (_json_or_none(value) if name != column else value) != shown[name]
+    )
+
+
+def _json_or_none(text: Any) -> Any:
+    try:
+        return json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
 
 
 def _check_reviews(reviews: Any, decisions: list[Any], problems: list[str]) -> None:
@@ -563,15 +581,10 @@ def read_json(path: str) -> Any:
 def main(argv: Sequence[str] | None = None) -> int:
     """Verify; print what was found; 0 when valid, 1 when refused, 2 when a file is unreadable."""
     parser = argparse.ArgumentParser(
-        prog="verify_receipt.py",
-        description="Verify a debatebot receipt, or an export holding one, offline.",
+        prog="verify_receipt.py", description="Verify a debatebot receipt or export offline."
     )
     parser.add_argument("receipt", help="a receipt, or an export (debatebot export ID)")
-    parser.add_argument(
-        "--keys",
-        required=True,
-        help="the deployment's public keys file (its /.well-known/debatebot-keys.json)",
-    )
+    parser.add_argument("--keys", required=True, help="the public keys file (debatebot-keys.json)")
     args = parser.parse_args(argv)
     try:
         document, keys = read_json(args.receipt), read_json(args.keys)

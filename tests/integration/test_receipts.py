@@ -198,6 +198,57 @@ async def test_an_export_that_differs_from_its_receipt_is_refused_naming_what_di
     assert "the review by U9 is not a signed decision" in _first_problem(changed, keys)
 
 
+def _row_edits(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The export with one change to the store rows it carries beside what it shows (the rows
+    `audit verify-export` checks against the seal), by the column changed."""
+    edits: dict[str, dict[str, Any]] = {}
+    for column, value in (
+        ("parsed_json", '{"edited": true}'),
+        ("raw_text", "edited"),
+        ("input_tokens", 1),
+    ):
+        edits[f"turn row {column}"] = changed = copy.deepcopy(record)
+        changed["turn_rows"][2][column] = value
+    edits["turn rows reordered"] = changed = copy.deepcopy(record)
+    changed["turn_rows"][1], changed["turn_rows"][2] = (
+        record["turn_rows"][2],
+        record["turn_rows"][1],
+    )
+    edits["turn row removed"] = changed = copy.deepcopy(record)
+    del changed["turn_rows"][-1]
+    edits["verdict row synthesis"] = changed = copy.deepcopy(record)
+    changed["verdict_row"]["synthesis"] = "Adopt it at once."
+    edits["verdict row result_json"] = changed = copy.deepcopy(record)
+    document = json.loads(record["verdict_row"]["result_json"])
+    document["verdict"]["decision"] = "approve"
+    changed["verdict_row"]["result_json"] = json.dumps(document)
+    return edits
+
+
+async def test_the_rows_an_export_carries_beside_what_it_shows_are_checked_too(
+    store: Engine, ring: KeyRing
+) -> None:
+    """An export holds each turn and the verdict twice: as shown (digested by the receipt) and
+    as the store's rows. A row edited, reordered or removed is refused, naming the column,
+    as `audit verify-export` refuses it."""
+    issuer = issuer_of(ring)
+    debate_id = await finished(store, issuer)
+    record, keys = exported(store, debate_id), keys_of(ring)
+    said = {what: _first_problem(changed, keys) for what, changed in _row_edits(record).items()}
+    assert said == {
+        "turn row parsed_json": "export: turn row 2 differs from its turn in parsed_json",
+        "turn row raw_text": "export: turn row 2 differs from its turn in raw_text",
+        "turn row input_tokens": "export: turn row 2 differs from its turn in input_tokens",
+        "turn rows reordered": "export: turn row 1 is not in the receipt's order"
+        " | export: turn row 2 is not in the receipt's order",
+        "turn row removed": f"export: {len(record['turns']) - 1} turn rows where the receipt"
+        f" lists {len(record['turns'])} | export: turn row {len(record['turns']) - 1} is not in"
+        " the receipt's order",
+        "verdict row synthesis": "export: the verdict row differs from the result in synthesis",
+        "verdict row result_json": "export: the verdict row differs from the result in verdict",
+    }
+
+
 @pytest.mark.parametrize("decided", [False, True], ids=["no decision", "with a decision"])
 async def test_every_change_to_a_stored_receipt_is_refused(
     store: Engine, ring: KeyRing, decided: bool
@@ -367,6 +418,7 @@ async def test_the_standalone_verifier_agrees_with_audit_verify_export(
         "edited turn": (edited_turn, keys, 1),
         "edited receipt": (edited_receipt, keys, 1),
         "edited keys file": (record, edited_keys, 1),
+        **{what: (changed, keys, 1) for what, changed in _row_edits(record).items()},
     }
     for name, (document, keys_document, expected) in cases.items():
         target, keys_path = tmp_path / f"{name}.json", tmp_path / f"{name}-keys.json"

@@ -18,6 +18,9 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from bot.cli.parser import build_parser
+from bot.receipting import DEFAULT_KEYS_DIR
+from bot.settings import Settings
+from bot.store.db import sqlite_file
 
 ROOT = Path(__file__).resolve().parents[2]
 POSTGRES = ROOT / "scripts" / "postgres"
@@ -25,19 +28,32 @@ MARKER = "debatebot-throwaway"
 
 
 def test_git_ignores_what_the_documented_commands_write_by_default(tmp_path: Path) -> None:
-    """`debatebot calibration` writes its chart and `debatebot eval` its results into the
-    current folder unless told otherwise: in a checkout, neither shows up as a change."""
+    """`debatebot calibration` writes its chart, `debatebot eval` its results, and `debatebot
+    run` its SQLite file with the receipt keys' folder beside it (a private signing key) into
+    the current folder unless told otherwise: in a checkout, none shows up as a change, so no
+    deployment's signing key is ever committed."""
     git = shutil.which("git")
     if git is None:
         pytest.skip("git is not installed")
     parser = build_parser()
     chart = parser.parse_args(["calibration"]).png
     results = parser.parse_args(["eval", "--cases", "cases.jsonl"]).out
+    default = sqlite_file(Settings.model_fields["database_url"].default)
+    assert default is not None
+    database = default.relative_to(Path.cwd())  # a file in the folder the command runs in
+    keys = database.parent / DEFAULT_KEYS_DIR
     # A repository of its own with the checkout's .gitignore (CI's copy of the checkout is
     # no git repository).
     subprocess.run([git, "init", "-q", str(tmp_path)], check=True)
     shutil.copy(ROOT / ".gitignore", tmp_path / ".gitignore")
-    written = [Path(chart), Path(results) / "results.jsonl", Path(results) / "report.md"]
+    written = [
+        Path(chart),
+        Path(results) / "results.jsonl",
+        Path(results) / "report.md",
+        database,
+        keys / "keys.json",
+        keys / "private" / "20261201-35847ea178c7.pem",
+    ]
     for name in [*written, Path("kept.txt")]:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("x")

@@ -15,6 +15,7 @@ from starlette.routing import Route
 
 from bot.fronts.web.openapi import OPENAPI
 from bot.fronts.web.reading import DebateOut
+from bot.receipt_verifier import verify
 from bot.store.db import session_scope
 from bot.store.receipts import receipt_parts
 from bot.store.review_tables import Review
@@ -247,6 +248,24 @@ async def test_the_public_keys_are_served_as_serve_serves_them_without_the_token
     assert "DEBATEBOT_RECEIPT_KEYS_DIR" in before[1]["error"]
     assert after[0] == 200
     assert after[1] == KeyRing(keys).public_document()
+
+
+async def test_the_debate_page_links_its_receipt_which_verifies_with_the_served_keys(
+    database_url: str,
+) -> None:
+    """Issue 46 item 4: the web page of a finished debate links its receipt as downloadable
+    JSON, and that receipt verifies with the public keys the same server serves."""
+    async with running_web(database_url, DebateScript().llm()) as web:
+        _, created = await call(web, "POST", "/api/debates", {"question": "Adopt ADR-7?"})
+        await finished(web, created["id"])
+        page = await call(web, "GET", f"/debates/{created['id']}")
+        link = f"/debates/{created['id']}/export.json?format=receipt"
+        receipt = await call(web, "GET", link)
+        keys = await call(web, "GET", "/.well-known/debatebot-keys.json")
+    assert page[0] == 200
+    assert f'<a href="{link}" download>Download the receipt</a>' in page[1]
+    assert (receipt[0], keys[0]) == (200, 200)
+    assert verify(receipt[1], keys[1]).lines()[0] == "receipt VALID"
 
 
 @pytest.fixture(autouse=True)

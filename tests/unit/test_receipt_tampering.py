@@ -13,6 +13,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from bot.keyring import Signer
 from bot.receipt_verifier import (
     ALGORITHM,
     DECISION_FORMAT,
@@ -21,7 +22,6 @@ from bot.receipt_verifier import (
     encode_bytes,
     instant,
     keys_body,
-    sign,
     text_digest,
     verify,
 )
@@ -67,7 +67,10 @@ def keys_file(*, rotated: bool = True) -> dict[str, Any]:
             }
         )
     body = keys_body(entries)
-    return {**body, "signature": sign(B if rotated else A, "key-b" if rotated else "key-a", body)}
+    return {
+        **body,
+        "signature": Signer("key-b" if rotated else "key-a", B if rotated else A).sign(body),
+    }
 
 
 def receipt(key: Ed25519PrivateKey, key_id: str, at: datetime, *, decided: bool) -> dict[str, Any]:
@@ -139,8 +142,12 @@ def receipt(key: Ed25519PrivateKey, key_id: str, at: datetime, *, decided: bool)
             "note": "risk accepted",
             "shown_sha256": digest({"text": "review request", "blocks": []}),
         }
-        decisions.append({"statement": statement, "signature": sign(key, key_id, statement)})
-    return {"receipt": payload, "signature": sign(key, key_id, payload), "decisions": decisions}
+        decisions.append({"statement": statement, "signature": Signer(key_id, key).sign(statement)})
+    return {
+        "receipt": payload,
+        "signature": Signer(key_id, key).sign(payload),
+        "decisions": decisions,
+    }
 
 
 @pytest.mark.parametrize("decided", [False, True], ids=["no decision", "with a decision"])
