@@ -49,6 +49,7 @@ async def running_web(
         "worker_poll_s": 0.05,
         "shutdown_grace_s": 0.0,
         "review_sample_rate": 0.0,
+        "review_sample_max": 0.0,
     }
     values.update(overrides)
     settings = Settings(**values)

@@ -29,9 +29,11 @@ from tests.e2e.slack_emulator import SlackEmulator
 from tests.helpers import DebateScript
 from tests.migrated import upgrade
 
-# Sampled reviews are drawn at random (DEBATEBOT_REVIEW_SAMPLE_RATE, 5 % by default): a test
-# that wants one asks for it, so no other test meets a review request it did not cause.
+# Sampled reviews are drawn at random (DEBATEBOT_REVIEW_SAMPLE_RATE, 5 % by default, and
+# DEBATEBOT_REVIEW_SAMPLE_MAX, 20 %, while a workspace has few sampled reviews): a test that
+# wants one asks for it, so no other test meets a review request it did not cause.
 os.environ.setdefault("DEBATEBOT_REVIEW_SAMPLE_RATE", "0")
+os.environ.setdefault("DEBATEBOT_REVIEW_SAMPLE_MAX", "0")
 
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 BOT_TOKEN = "xoxb-1234-5678-emulatedtoken"

@@ -20,9 +20,11 @@ from tests.helpers import LLAMA_GROUP
 from tests.integration.llm_server import ModelServer
 from tests.migrated import upgrade
 
-# Sampled reviews are drawn at random (DEBATEBOT_REVIEW_SAMPLE_RATE, 5 % by default): a test
-# that wants one asks for it, so no other test meets a review request it did not cause.
+# Sampled reviews are drawn at random (DEBATEBOT_REVIEW_SAMPLE_RATE, 5 % by default, and
+# DEBATEBOT_REVIEW_SAMPLE_MAX, 20 %, while a workspace has few sampled reviews): a test that
+# wants one asks for it, so no other test meets a review request it did not cause.
 os.environ.setdefault("DEBATEBOT_REVIEW_SAMPLE_RATE", "0")
+os.environ.setdefault("DEBATEBOT_REVIEW_SAMPLE_MAX", "0")
 
 BACKENDS = ["sqlite", "postgres"]
 

@@ -29,6 +29,7 @@ def start_run(url: str) -> subprocess.Popen[str]:
         "DEBATEBOT_PROVIDER": "fake",
         "DEBATEBOT_FAKE_DELAY_S": "600",
         "DEBATEBOT_REVIEW_SAMPLE_RATE": "0",
+        "DEBATEBOT_REVIEW_SAMPLE_MAX": "0",
     }
     return subprocess.Popen(
         [sys.executable, "-m", "bot.cli", "run", "Should we move sessions to Redis?"],

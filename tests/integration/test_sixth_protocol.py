@@ -212,6 +212,7 @@ def toy(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         if not name.startswith("DEBATEBOT_TEST_"):
             monkeypatch.delenv(name)
     monkeypatch.setenv("DEBATEBOT_REVIEW_SAMPLE_RATE", "0")
+    monkeypatch.setenv("DEBATEBOT_REVIEW_SAMPLE_MAX", "0")
     monkeypatch.setenv("DEBATEBOT_DATABASE_URL", f"sqlite:///{tmp_path / 'cli.sqlite3'}")
     monkeypatch.setitem(PROTOCOLS, TOY, DEFINITION)
     monkeypatch.chdir(tmp_path)
