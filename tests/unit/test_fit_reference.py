@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import random
+from typing import Any
 
 import pytest
 
@@ -39,7 +40,7 @@ def _reference_logistic(rows: list[list[float]], correct: list[bool], ridge: flo
     penalised = np.ones(x.shape[1])
     penalised[0] = 0.0
 
-    def loss(beta: object) -> tuple[float, object]:
+    def loss(beta: Any) -> tuple[float, Any]:
         z = x @ beta
         value = np.sum(np.logaddexp(0.0, z) - y * z) + ridge / 2 * np.sum(penalised * beta**2)
         gradient = x.T @ (1 / (1 + np.exp(-z)) - y) + ridge * penalised * beta
