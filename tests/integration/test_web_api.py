@@ -181,6 +181,15 @@ async def test_an_escalated_verdict_is_approved_over_http_as_slack_records_it(
         debate_id = created["id"]
         found = await finished(web, debate_id)
         assert found["review"]["state"] == "open"
+        # The confidence line says which threshold applied (issue 48), as Slack's verdict does.
+        held = "threshold 0.99: the deployment's fixed threshold"
+        assert found["verdict"]["threshold_line"] == held
+        assert (found["verdict"]["threshold"], found["verdict"]["threshold_source"]) == (
+            0.99,
+            "fixed",
+        )
+        page = await call(web, "GET", f"/debates/{debate_id}")
+        assert held.replace("'", "&#39;") in page[1]
         bad = await call(web, "POST", f"/api/debates/{debate_id}/review", {"decision": "maybe"})
         decided = await call(
             web, "POST", f"/api/debates/{debate_id}/review", {"decision": "approve", "note": "ok"}
