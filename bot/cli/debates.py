@@ -7,6 +7,7 @@ within a new budget. Every command prints JSON with `--json`."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from datetime import datetime
@@ -15,15 +16,19 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlmodel import Session, col, select
 
+from bot.intake.deployment import deployment_intake
+from bot.intake.errors import NotAdmittedError
+from bot.intake.intake import Started
+from bot.intake.request import DebateRequest, FollowUp, Origin, OriginKind
 from bot.settings import Settings
 from bot.store import cancels, queue, retries, turns
 from bot.store.db import session_scope
-from bot.store.debate_tables import CancelSource, Debate, DebateState
+from bot.store.debate_tables import CancelSource, Debate, DebateSource, DebateState
 from bot.store.errors import CancelRefusedError, DebateNotFoundError, RetryRefusedError
 from bot.store.outbox_tables import Outbox, OutboxState
 from bot.store.tenancy import EVERY_WORKSPACE, Scope, Workspace
-from bot.wiring import open_store
-from engine.models import utcnow
+from bot.wiring import build_services, open_store
+from engine.models import DebateSpec, utcnow
 
 OWED = (OutboxState.PENDING, OutboxState.SENDING, OutboxState.FAILED)
 """Outbox rows a debate still owes (failed: held or given up, `debatebot deliveries retry`)."""
@@ -44,7 +49,9 @@ def debates(args: argparse.Namespace) -> int:
     if args.action == "retry":
         with open_store(settings) as engine:
             try:
-                return _retry(engine, scope, args.id, budget=args.budget, as_json=args.json)
+                return _retry(
+                    settings, engine, scope, args.id, budget=args.budget, as_json=args.json
+                )
             except (DebateNotFoundError, RetryRefusedError) as error:
                 print(f"debatebot: {error}", file=sys.stderr)
                 return 1
@@ -197,7 +204,13 @@ def _cancel(session: Session, debate_id: int, *, by: str, as_json: bool) -> int:
 
 
 def _retry(
-    engine: Engine, scope: Scope, debate_id: int | None, *, budget: float | None, as_json: bool
+    settings: Settings,
+    engine: Engine,
+    scope: Scope,
+    debate_id: int | None,
+    *,
+    budget: float | None,
+    as_json: bool,
 ) -> int:
     if debate_id is None or budget is None or budget <= 0:
         print(
@@ -210,8 +223,14 @@ def _retry(
     # The retry is written in the original's workspace (the store stamps new rows with it).
     home = Workspace(team_id=original.team_id or "", enterprise_id=original.enterprise_id)
     with session_scope(engine, workspace=home) as own:
-        fork, created = retries.retry_debate(own, debate_id=debate_id, budget_usd=budget)
+        original, spec = retries.retried_spec(own, debate_id=debate_id, budget_usd=budget)
         kept = len(turns.turn_rows(own, debate_id=debate_id))
+    try:
+        started = asyncio.run(_admitted(settings, engine, home, _retry_request(original, spec)))
+    except NotAdmittedError as error:
+        print(f"debatebot: debate {debate_id} was not retried: {error}", file=sys.stderr)
+        return 1
+    fork, created = started.debate, started.created
     if as_json:
         print(json.dumps(summary(fork) | {"retry_of": debate_id, "new": created}, indent=2))
         return 0
@@ -224,6 +243,39 @@ def _retry(
         " worker` or `serve` runs it"
     )
     return 0
+
+
+def _retry_request(original: Debate, spec: DebateSpec) -> DebateRequest:
+    """The retry as a request from the terminal: a follow-up that carries the original's turns
+    forward in its place and thread, for whoever asked for the original."""
+    assert original.id is not None
+    return DebateRequest(
+        trigger_key=retries.retry_key(original.id),
+        source=DebateSource.CLI,
+        asked=FollowUp(
+            original_id=original.id,
+            spec=spec,
+            continues=True,
+            reviewers_place=original.reviewers_channel_id,
+        ),
+        origin=Origin(OriginKind.TERMINAL, place=original.channel_id, thread=original.thread_ts),
+        requested_by=original.requested_by,
+        review_in=original.review_channel_id,
+        link=original.link,
+    )
+
+
+async def _admitted(
+    settings: Settings, engine: Engine, workspace: Workspace, request: DebateRequest
+) -> Started:
+    """`request` admitted and queued by the intake every door shares (the same debates in
+    flight and monthly caps); NotAdmittedError says why not."""
+    services = build_services(settings)
+    try:
+        intake = deployment_intake(settings, services.policy, engine, workspace=workspace)
+        return await intake.submit(request)
+    finally:
+        await services.aclose()
 
 
 def _iso(value: datetime | None) -> str | None:

@@ -216,6 +216,13 @@ async def test_weights_fitted_on_eval_labels_are_adopted_by_an_admin_only(
     assert f"Weights in use: `{DEFAULT_WEIGHTS.version}`" in shown
     assert f"Adopt {version}" in shown
     assert "catching 95% of the wrong verdicts escalates" in shown
+    # No sampled review yet (evals are not samples): the worker samples at
+    # DEBATEBOT_REVIEW_SAMPLE_MAX (20 %) instead of the rate set here (0), and says so (issue 48).
+    assert (
+        "Sampling raised: 20% of the verdicts that do not escalate are sent for review"
+        " (DEBATEBOT_REVIEW_SAMPLE_MAX), not 0%, while this workspace has 0 of the 50 sampled"
+        " reviews" in shown
+    )
 
     # The button lifted from the admin's home and clicked by someone else changes nothing.
     await bot.driver.home_click(admin_home, action_ids.ACTION_ADOPT_WEIGHTS, user="UALICE")

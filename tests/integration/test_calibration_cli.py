@@ -4,6 +4,7 @@ fake provider (or that record no provider) are set aside unless forced, and the 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,85 @@ def test_adopt_with_the_guaranteed_threshold_refuses_without_labels_then_holds_d
     threshold, source = adopted
     assert source is ThresholdSource.GUARANTEED
     assert f"guaranteed threshold {threshold:.3f}" in out
+
+
+def stored_labels(url: str, groups: list[tuple[str, int, int]], reviews: int = 0) -> None:
+    """Eval labels of the synthetic world, `count` drawn with `seed` for each task type, and
+    `reviews` reviews of escalated verdicts plus as many sampled ones (in the first group)."""
+    engine = make_engine(url)
+    try:
+        with session_scope(engine, workspace=PENDING_WORKSPACE) as session:
+            for task_type, count, seed in groups:
+                for index, verdict in enumerate(world(count, seed)):
+                    confidence = DEFAULT_WEIGHTS.score(verdict.components)
+                    review = index < 2 * reviews and task_type == groups[0][0]
+                    session.add(
+                        CalibrationLabel(
+                            key=f"{'review' if review else 'eval'}:{task_type}:{index}",
+                            kind=LabelKind.REVIEW if review else LabelKind.EVAL,
+                            sampled=review and index % 2 == 0,
+                            task_type=task_type,
+                            protocol="adversarial",
+                            correct=verdict.correct,
+                            confidence=confidence,
+                            components={str(c): v for c, v in verdict.components.values.items()},
+                            weights_version=DEFAULT_WEIGHTS.version,
+                            threshold=0.0 if review else None,
+                        )
+                    )
+            session.commit()
+    finally:
+        engine.dispose()
+
+
+def test_the_report_gives_each_groups_guaranteed_thresholds_for_both_readings(
+    database: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 48 item 1 as the terminal prints it: for all labels and each task type, both
+    readings' guaranteed thresholds with the share they escalate, the labels of each kind they
+    rest on, and for a task type with too few labels the refusal with the labels it needs,
+    never a threshold; --alpha and --delta change the terms."""
+    stored_labels(database, [("adr", 400, 5), ("security", 30, 7)], reviews=10)
+    png = str(tmp_path / "c.png")
+
+    assert main(["calibration", "--png", png]) == 0
+    out = capsys.readouterr().out
+    assert "each holds with probability at least 90% over the labels" in out
+    assert "DEBATEBOT_CALIBRATION_ALPHA 0.05, _DELTA 0.1" in out
+    groups = re.findall(
+        r"^(\w+): (\d+) label\(s\): (\d+) sampled review\(s\), (\d+) eval", out, re.M
+    )
+    assert groups == [
+        ("all", "420", "10", "410"),
+        ("adr", "390", "10", "380"),
+        ("security", "30", "0", "30"),
+    ]
+    assert "all: 420 label(s): 10 sampled review(s), 410 eval label(s); 10 review(s) of" in out
+    lines = {
+        group: block
+        for group, block in re.findall(r"^(\w+): \d+ label.*\n((?:  .*\n)+)", out, re.M)
+    }
+    for group in ("all", "adr"):
+        kept, caught = lines[group].splitlines()
+        assert re.fullmatch(
+            r"  at most 5% of the verdicts not escalated are wrong: threshold 0\.\d{3}, escalates"
+            r" \d+% of the labels \(upper bound on the risk [0-4]\.\d%: \d+ of \d+\)",
+            kept,
+        ), kept
+        assert re.fullmatch(
+            r"  at least 95% of the wrong verdicts are escalated: threshold 0\.\d{3}, escalates"
+            r" \d+% of the labels \(upper bound on the risk [0-4]\.\d%: \d+ of \d+\)",
+            caught,
+        ), caught
+    kept, caught = lines["security"].splitlines()
+    assert "no guaranteed threshold: 30 labels cannot show" in kept
+    assert re.search(r"about \d+ more labels would support one$", kept), kept
+    assert "no guaranteed threshold: " in caught
+    assert re.search(r"that takes at least 45 wrong ones; .* about \d+ more labels$", caught)
+    assert "threshold 0." not in lines["security"]
+
+    assert main(["calibration", "--png", png, "--alpha", "0.2", "--delta", "0.05"]) == 0
+    looser = capsys.readouterr().out
+    assert "at least 95% over the labels" in looser
+    assert "at most 20% of the verdicts not escalated are wrong: threshold 0." in looser
+    assert "at least 80% of the wrong verdicts are escalated" in looser

@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Engine
+from sqlmodel import Session, select
 
+from bot.store.debate_tables import Debate
 from engine.errors import ModelNotAvailableError
 from engine.llm import LLMRequest
 from engine.models import DebateStatus
@@ -77,3 +79,37 @@ def test_a_failed_debate_resumes_without_asking_a_stored_turn_again(
     ]
     assert main(["debates", "retry", str(failed_id), "--budget", "1000"]) == 0
     assert f"already retried as debate #{retry['id']}" in capsys.readouterr().out
+
+
+def test_a_retry_is_admitted_like_any_request(
+    store: Engine,
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A retry goes through the one intake (issue 43): past the monthly cap, or at the limit of
+    debates in flight, it is refused with the reason and the setting, and nothing is queued."""
+    from bot.cli import main
+
+    monkeypatch.setenv("DEBATEBOT_DATABASE_URL", database_url)
+    failed_id = enqueue(store, "fails")
+    assert asyncio.run(worker(Recording(fail_at=3).llm, engine=store).run_once())
+    assert stored(store, failed_id)[0].outcome == DebateStatus.FAILED
+    capsys.readouterr()
+
+    monkeypatch.setenv("DEBATEBOT_WORKSPACE_MONTHLY_BUDGET_USD", "2")
+    assert main(["debates", "retry", str(failed_id), "--budget", "5"]) == 1
+    said = capsys.readouterr().err
+    assert f"debate {failed_id} was not retried: The workspace has spent $" in said
+    assert "this debate could cost up to $5.00, so nothing was queued" in said
+    assert "DEBATEBOT_WORKSPACE_MONTHLY_BUDGET_USD" in said
+
+    monkeypatch.delenv("DEBATEBOT_WORKSPACE_MONTHLY_BUDGET_USD")
+    monkeypatch.setenv("DEBATEBOT_MAX_DEBATES_PER_CHANNEL", "1")
+    enqueue(store, "waiting")  # queued, asked from the terminal like the retry
+    assert main(["debates", "retry", str(failed_id), "--budget", "5"]) == 1
+    said = capsys.readouterr().err
+    assert "there are already 1 debates asked outside Slack" in said
+    assert "DEBATEBOT_MAX_DEBATES_PER_CHANNEL=1" in said
+    with Session(store) as session:
+        assert [d.trigger_key for d in session.exec(select(Debate))] == ["fails", "waiting"]

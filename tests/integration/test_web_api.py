@@ -16,10 +16,12 @@ from starlette.routing import Route
 from bot.fronts.web.openapi import OPENAPI
 from bot.fronts.web.reading import DebateOut
 from bot.receipt_verifier import verify
+from bot.store import thresholds
 from bot.store.db import session_scope
 from bot.store.receipts import receipt_parts
 from bot.store.review_tables import Review
-from bot.store.tenancy import EVERY_WORKSPACE
+from bot.store.tenancy import EVERY_WORKSPACE, PENDING_WORKSPACE
+from engine.models import ThresholdSource
 from engine.providers.fake import FunctionLLM, StreamRate
 from tests.helpers import DebateScript, reply_for
 from tests.web_door import RunningWeb, running_web
@@ -182,6 +184,15 @@ async def test_an_escalated_verdict_is_approved_over_http_as_slack_records_it(
         debate_id = created["id"]
         found = await finished(web, debate_id)
         assert found["review"]["state"] == "open"
+        # The confidence line says which threshold applied (issue 48), as Slack's verdict does.
+        held = "threshold 0.99: the deployment's fixed threshold"
+        assert found["verdict"]["threshold_line"] == held
+        assert (found["verdict"]["threshold"], found["verdict"]["threshold_source"]) == (
+            0.99,
+            "fixed",
+        )
+        page = await call(web, "GET", f"/debates/{debate_id}")
+        assert held.replace("'", "&#39;") in page[1]
         bad = await call(web, "POST", f"/api/debates/{debate_id}/review", {"decision": "maybe"})
         decided = await call(
             web, "POST", f"/api/debates/{debate_id}/review", {"decision": "approve", "note": "ok"}
@@ -200,6 +211,29 @@ async def test_an_escalated_verdict_is_approved_over_http_as_slack_records_it(
     assert len(parts) == 2, "the debate's receipt and the signed decision joined to it"
     assert audit[1]["ok"] is True
     assert receipt[0] == 200
+
+
+async def test_a_debate_asked_on_the_web_is_held_to_the_workspaces_adopted_threshold(
+    database_url: str,
+) -> None:
+    """A threshold adopted with the weights (`calibration adopt --threshold guaranteed`) holds
+    every door's debates, the web's included, and the verdict says it applied."""
+    async with running_web(database_url, DebateScript().llm()) as web:
+        with session_scope(web.engine, workspace=PENDING_WORKSPACE) as session:
+            thresholds.adopt_threshold(
+                session,
+                source=ThresholdSource.GUARANTEED,
+                threshold=0.97,
+                version="default-1",
+                by="UADMIN",
+            )
+        _, created = await call(web, "POST", "/api/debates", {"question": "Adopt ADR-7?"})
+        found = await finished(web, created["id"])
+    verdict = found["verdict"]
+    assert verdict["threshold_line"] == (
+        "threshold 0.97: the guaranteed threshold adopted with the weights"
+    )
+    assert verdict["escalate"] is (verdict["confidence"] < 0.97)
 
 
 async def test_the_openapi_description_matches_the_routes_and_answers(database_url: str) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel
 from sqlmodel import Session, col, select
 
+from bot.messages.posts import threshold_text
 from bot.store import endings, queue, reviews
 from bot.store.debate_tables import Debate, DebateState, Turn
 from bot.store.results import StoredResult
@@ -54,6 +55,12 @@ class VerdictOut(BaseModel):
     confidence_line: str
     components: list[ComponentOut]
     weights_version: str | None
+    threshold: float | None
+    threshold_source: str | None
+    threshold_line: str
+    """Which escalation threshold the confidence was held against, as Slack's verdict says it
+    ("threshold 0.69: the guaranteed threshold adopted with the weights"); empty for verdicts
+    that did not record it."""
     unresolved_points: list[str]
     escalate: bool
     escalation_reasons: list[str]
@@ -169,6 +176,9 @@ def verdict_out(result: DebateResult) -> VerdictOut:
         if components is not None
         else [],
         weights_version=verdict.weights_version,
+        threshold=verdict.threshold,
+        threshold_source=verdict.threshold_source.value if verdict.threshold_source else None,
+        threshold_line=threshold_text(verdict),
         unresolved_points=verdict.unresolved_points,
         escalate=verdict.escalate,
         escalation_reasons=verdict.escalation_reasons,
