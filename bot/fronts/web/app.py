@@ -27,6 +27,7 @@ from starlette.responses import (
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from bot.fronts.asgi import ASGIApp
 from bot.fronts.web import html
 from bot.fronts.web.asking import (
     MAX_BODY_BYTES,
@@ -42,7 +43,6 @@ from bot.fronts.web.guard import (
     CSRF_FIELD,
     SECURITY_HEADERS,
     SESSION_COOKIE,
-    ASGIApp,
     BodyLimit,
     Guard,
     WebError,
