@@ -9,6 +9,7 @@ import hashlib
 import hmac
 import secrets
 
+from starlette.datastructures import FormData
 from starlette.requests import Request
 
 from bot.fronts.asgi import Message, Receive, Scope, Send, SizeCap, send_json_refusal
@@ -127,6 +128,14 @@ def check_csrf(request: Request, given: object) -> None:
         raise WebError(
             403, "this form is out of date or came from another site; reload the page and retry"
         )
+
+
+async def posted_form(request: Request, *, max_files: int, max_fields: int) -> FormData:
+    """The form a page posted, read within its file and field limits; refused (`check_csrf`)
+    unless it carries this browser's CSRF token."""
+    form = await request.form(max_files=max_files, max_fields=max_fields)
+    check_csrf(request, form.get(CSRF_FIELD))
+    return form
 
 
 class BodyLimit(SizeCap):
