@@ -86,7 +86,7 @@ async def measure(requests: list[Any], max_tokens: int, rounds: int, tiny_calls:
     hop = ms(tiny_child) - ms(tiny_here)
     ratio = sum(turn_child) / sum(turn_here)
     print(f"{len(requests)} debate turns x {rounds} rounds at up to {max_tokens} tokens;")
-    print(f"{tiny_calls} one-token calls; {here.n_threads} threads")
+    print(f"{tiny_calls} one-token calls; {here.config.n_threads} threads")
     print(
         f"one-token call, median: in-process {ms(tiny_here):7.1f} ms,"
         f" child {ms(tiny_child):7.1f} ms"

@@ -15,7 +15,6 @@ from types import TracebackType
 from sqlalchemy import Engine
 
 from bot.store import cancels
-from bot.store.db import in_session
 from bot.store.debate_tables import CancelSource
 from bot.store.errors import CancelRefusedError, StoreError
 from bot.store.tenancy import Workspace
@@ -67,12 +66,12 @@ class CtrlC:
     async def _ask(self) -> None:
         by = _operator()
         try:
-            await in_session(
+            await cancels.ask_cancel(
                 self.engine,
-                lambda s: cancels.request_cancel(
-                    s, debate_id=self.debate_id, by=by, source=CancelSource.TERMINAL
-                ),
                 workspace=self.workspace,
+                debate_id=self.debate_id,
+                by=by,
+                source=CancelSource.TERMINAL,
             )
         except CancelRefusedError:
             return  # it ended meanwhile: its result is printed as usual

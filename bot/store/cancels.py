@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import Engine, update
 from sqlmodel import Session, col, select
 
+from bot.store.db import in_session
 from bot.store.debate_tables import CancelSource, Debate, DebateState
 from bot.store.errors import CancelRefusedError, DebateNotFoundError
 from bot.store.sql import among, as_stored
+from bot.store.tenancy import Workspace
 from engine.models import utcnow
 
 
@@ -27,6 +30,30 @@ class CancelAsked:
 
     debate: Debate
     new: bool
+
+    def answer(self) -> dict[str, Any]:
+        """What a front door (the web page, MCP) answers the one who asked: the debate's state
+        and who stopped it, from where."""
+        debate = self.debate
+        return {
+            "id": debate.id,
+            "state": debate.state.value,
+            "new_request": self.new,
+            "cancelled_by": debate.cancelled_by,
+            "cancelled_from": debate.cancelled_from.value if debate.cancelled_from else None,
+        }
+
+
+async def ask_cancel(
+    engine: Engine, *, workspace: Workspace, debate_id: int, by: str, source: CancelSource
+) -> CancelAsked:
+    """`request_cancel` in a store session of its own, off the event loop: how a door that
+    holds no session asks (the web page, MCP, the terminal's Ctrl-C)."""
+    return await in_session(
+        engine,
+        lambda s: request_cancel(s, debate_id=debate_id, by=by, source=source),
+        workspace=workspace,
+    )
 
 
 def request_cancel(

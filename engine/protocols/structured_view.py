@@ -4,7 +4,8 @@ confidence components mean."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
 from engine.events import TurnStarted
 from engine.models import DebateResult, DebateSpec, Role, RoundRecordBase, TurnRecord
@@ -24,7 +25,14 @@ from engine.protocols.definition import (
 )
 from engine.protocols.structured import StructuredProtocol
 from engine.protocols.structured_judge import SIDES
-from engine.rounds import STRUCTURED_PHASES, ScoredJudgment, StructuredPhase
+from engine.rounds import (
+    STRUCTURED_PHASES,
+    Argument,
+    Closing,
+    Response,
+    ScoredJudgment,
+    StructuredPhase,
+)
 from engine.views import (
     Block,
     Bullets,
@@ -41,6 +49,7 @@ from engine.views import (
 )
 
 NAME = "structured"
+T = TypeVar("T")
 PHASE_TITLES = {
     "openings": "Openings",
     "cross_examination": "Cross-examination",
@@ -56,44 +65,42 @@ def _side(record: StructuredPhase, side: str) -> str:
     return f"{side} ({speaker})" if speaker.upper() != side else side
 
 
-def _openings(record: StructuredPhase) -> list[Block]:
-    found: list[Block] = []
-    for side, arguments in record.openings.items():
-        parts: list[Part] = [line(strong(_side(record, side)))]
-        for n, a in enumerate(arguments):
-            parts += [line()] * (n > 0)
-            parts += [
-                line(code(a.id), " ", strong(a.claim)),
-                line(a.reasoning),
-                line(emphasis("evidence:"), " ", a.evidence),
-            ]
-        found.append(section(*parts))
-    return found
+def _by_side(
+    record: StructuredPhase, said: Mapping[str, T], parts: Callable[[str, T], list[Part]]
+) -> list[Block]:
+    """A phase as one section per side that spoke in it, each under its side and speaker."""
+    return [section(*parts(_side(record, side), one)) for side, one in said.items()]
 
 
-def _answers(record: StructuredPhase) -> list[Block]:
-    found: list[Block] = []
-    for side, answers in record.answers.items():
-        parts: list[Part] = [line(strong(f"{_side(record, side)} answers"))]
-        for r in answers:
-            parts += [
-                line(code(r.target), " ", strong(r.response.upper()), " \u2014 ", r.explanation),
-                line(emphasis("asks:"), " ", r.follow_up_question),
-            ]
-        found.append(section(*parts))
-    return found
+def _opening(side: str, arguments: list[Argument]) -> list[Part]:
+    parts: list[Part] = [line(strong(side))]
+    for n, a in enumerate(arguments):
+        parts += [line()] * (n > 0)
+        parts += [
+            line(code(a.id), " ", strong(a.claim)),
+            line(a.reasoning),
+            line(emphasis("evidence:"), " ", a.evidence),
+        ]
+    return parts
 
 
-def _closings(record: StructuredPhase) -> list[Block]:
-    found: list[Block] = []
-    for side, closing in record.closings.items():
-        parts: list[Part] = [line(strong(_side(record, side))), line(closing.final_position)]
-        if closing.concessions:
-            parts += [line(emphasis("Concedes:")), Bullets(tuple(closing.concessions))]
-        if closing.unrebutted:
-            parts += [line(emphasis("Unrebutted:")), Bullets(tuple(closing.unrebutted))]
-        found.append(section(*parts))
-    return found
+def _answers(side: str, answers: list[Response]) -> list[Part]:
+    parts: list[Part] = [line(strong(f"{side} answers"))]
+    for r in answers:
+        parts += [
+            line(code(r.target), " ", strong(r.response.upper()), " \u2014 ", r.explanation),
+            line(emphasis("asks:"), " ", r.follow_up_question),
+        ]
+    return parts
+
+
+def _closing(side: str, closing: Closing) -> list[Part]:
+    parts: list[Part] = [line(strong(side)), line(closing.final_position)]
+    if closing.concessions:
+        parts += [line(emphasis("Concedes:")), Bullets(tuple(closing.concessions))]
+    if closing.unrebutted:
+        parts += [line(emphasis("Unrebutted:")), Bullets(tuple(closing.unrebutted))]
+    return parts
 
 
 def _judgment(judged: ScoredJudgment) -> list[Block]:
@@ -154,7 +161,11 @@ class StructuredView(ProtocolView):
 
     def round(self, record: RoundRecordBase, max_rounds: int) -> RoundView:
         played = expect(record, StructuredPhase, NAME)
-        body = _openings(played) + _answers(played) + _closings(played)
+        body = (
+            _by_side(played, played.openings, _opening)
+            + _by_side(played, played.answers, _answers)
+            + _by_side(played, played.closings, _closing)
+        )
         if played.judgment is not None:
             body += _judgment(played.judgment)
         number = STRUCTURED_PHASES.index(played.phase) + 1

@@ -14,13 +14,12 @@ import json
 import os
 import signal
 import sys
-from pathlib import Path
 from typing import IO, Any
 
 from engine.errors import LLMError
 from engine.llm import LLMRequest
 from engine.providers.llama_process import FRAME_HEADER, encode_frame, frame_length
-from engine.providers.local import LlamaSession
+from engine.providers.local import LlamaConfig, LlamaSession
 
 
 def read_frame(stdin: IO[bytes]) -> Any | None:
@@ -43,14 +42,7 @@ def error_frame(error: Exception) -> dict[str, Any]:
 
 
 def session_of(config: dict[str, Any], llama_class: Any) -> LlamaSession:
-    path = config.get("model_path")
-    return LlamaSession(
-        model_path=Path(path) if path else None,
-        n_ctx=int(config["n_ctx"]),
-        n_threads=int(config["n_threads"]),
-        seed=int(config["seed"]),
-        llama_class=llama_class,
-    )
+    return LlamaSession(LlamaConfig.from_frame(config), llama_class=llama_class)
 
 
 def serve(stdin: IO[bytes], stdout: IO[bytes], *, llama_class: Any = None) -> None:

@@ -22,6 +22,7 @@ import hashlib
 import importlib.util
 import os
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -135,24 +136,46 @@ def llama_cpp_class() -> Any:
     return Llama
 
 
+@dataclass(frozen=True)
+class LlamaConfig:
+    """How llama.cpp runs the model: the parent (`LocalLlamaLLM`) sends it to the child that
+    loads the model (`LlamaSession`) as the first frame (`frame`, `from_frame`)."""
+
+    model_path: Path | None = None
+    """The GGUF file; None: the bundled SmolLM2."""
+    n_ctx: int = 8192
+    n_threads: int = field(default_factory=usable_cores)
+    seed: int = 7
+
+    def frame(self) -> dict[str, Any]:
+        """This configuration as the child's first frame carries it (JSON)."""
+        path = str(self.model_path) if self.model_path is not None else None
+        return {
+            "model_path": path,
+            "n_ctx": self.n_ctx,
+            "n_threads": self.n_threads,
+            "seed": self.seed,
+        }
+
+    @classmethod
+    def from_frame(cls, frame: dict[str, Any]) -> LlamaConfig:
+        """The configuration a child's first frame carries."""
+        path = frame.get("model_path")
+        return cls(
+            model_path=Path(path) if path else None,
+            n_ctx=int(frame["n_ctx"]),
+            n_threads=int(frame["n_threads"]),
+            seed=int(frame["seed"]),
+        )
+
+
 class LlamaSession:
     """llama.cpp on the CPU, in the process that calls it: one model instance, loaded once, one
     call at a time (llama.cpp contexts are not thread-safe). It runs in the local model's child
     process (`engine.providers.llama_child`); `llama_class` stands in for `llama_cpp.Llama`."""
 
-    def __init__(
-        self,
-        *,
-        model_path: Path | None = None,
-        n_ctx: int = 8192,
-        n_threads: int | None = None,
-        seed: int = 7,
-        llama_class: Any = None,
-    ) -> None:
-        self.model_path = model_path
-        self.n_ctx = n_ctx
-        self.n_threads = n_threads or usable_cores()
-        self.seed = seed
+    def __init__(self, config: LlamaConfig | None = None, *, llama_class: Any = None) -> None:
+        self.config = config or LlamaConfig()
         self.llama_class = llama_class
         self._llama: Any = None
 
@@ -161,7 +184,7 @@ class LlamaSession:
         if self._llama is not None:
             return self._llama
         llama_class = self.llama_class or llama_cpp_class()
-        path = self.model_path or smollm2_path()
+        path = self.config.model_path or smollm2_path()
         if not path.is_file():
             raise ProviderUnavailableError(
                 f"model file {path} does not exist; set DEBATEBOT_LOCAL_MODEL_PATH to a GGUF file"
@@ -170,10 +193,10 @@ class LlamaSession:
         try:
             self._llama = llama_class(
                 model_path=str(path),
-                n_ctx=self.n_ctx,
-                n_threads=self.n_threads,
-                n_threads_batch=self.n_threads,
-                seed=self.seed,
+                n_ctx=self.config.n_ctx,
+                n_threads=self.config.n_threads,
+                n_threads_batch=self.config.n_threads,
+                seed=self.config.seed,
                 verbose=False,
             )
         except (ValueError, RuntimeError) as error:
@@ -189,7 +212,7 @@ class LlamaSession:
             "messages": [m.model_dump() for m in request.messages],
             "temperature": request.temperature,
             "max_tokens": request.max_tokens,
-            "seed": self.seed,
+            "seed": self.config.seed,
         }
         if request.output_schema is not None:
             kwargs["response_format"] = {
@@ -206,8 +229,8 @@ class LlamaSession:
         except ValueError as error:
             raise LLMError(
                 f"the local model rejected the request: {error}. If the prompt exceeds the"
-                f" context window ({self.n_ctx} tokens), shorten the question and its documents"
-                " (if any), or raise DEBATEBOT_LOCAL_N_CTX"
+                f" context window ({self.config.n_ctx} tokens), shorten the question and its"
+                " documents (if any), or raise DEBATEBOT_LOCAL_N_CTX"
             ) from error
 
     def grammar_for(self, llama: Any, request: LLMRequest, schema: dict[str, Any]) -> Any:
@@ -218,7 +241,7 @@ class LlamaSession:
             len(llama.tokenize(m.content.encode("utf-8"), add_bos=False)) + CHAT_FRAME_TOKENS
             for m in request.messages
         )
-        room = self.n_ctx - prompt
+        room = self.config.n_ctx - prompt
         name = request.schema_name or "the reply"
         if room >= request.max_tokens:
             return fitted_schema(schema, request.max_tokens, name)
@@ -227,9 +250,9 @@ class LlamaSession:
         except SchemaTooLargeError as error:
             raise SchemaTooLargeError(
                 f"the prompt (about {prompt:,} tokens) leaves {max(room, 0):,} of the context"
-                f" window's {self.n_ctx:,} tokens, too few for a complete {name}: the question"
-                " and its documents (if any) are too long for the local model; shorten them, or"
-                " raise DEBATEBOT_LOCAL_N_CTX"
+                f" window's {self.config.n_ctx:,} tokens, too few for a complete {name}: the"
+                " question and its documents (if any) are too long for the local model; shorten"
+                " them, or raise DEBATEBOT_LOCAL_N_CTX"
             ) from error
 
 
@@ -249,20 +272,8 @@ class LocalLlamaLLM:
         timeout_s: float = 600.0,
         child_module: str = CHILD_MODULE,
     ) -> None:
-        self.model_path = model_path
-        self.n_ctx = n_ctx
-        self.n_threads = n_threads or usable_cores()
-        self.seed = seed
-        self.process = LlamaProcess(
-            {
-                "model_path": str(model_path) if model_path is not None else None,
-                "n_ctx": n_ctx,
-                "n_threads": self.n_threads,
-                "seed": seed,
-            },
-            module=child_module,
-            timeout_s=timeout_s,
-        )
+        self.config = LlamaConfig(model_path, n_ctx, n_threads or usable_cores(), seed)
+        self.process = LlamaProcess(self.config.frame(), module=child_module, timeout_s=timeout_s)
         self._lock = asyncio.Lock()
 
     @property
@@ -275,7 +286,7 @@ class LocalLlamaLLM:
 
     def serves(self, model: str) -> str:
         """The identity of the model file behind `model`; refuses a name it does not serve."""
-        return served_model(model, self.model_path)
+        return served_model(model, self.config.model_path)
 
     async def complete(self, request: LLMRequest) -> Completion:
         return await self._call(request, None)

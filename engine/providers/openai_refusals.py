@@ -38,7 +38,16 @@ _MODE_REFUSAL_STATUSES = frozenset({400, 422, 500, 501})
 # `unsupported_parameter` ("Unsupported parameter: 'max_tokens' is not supported with this
 # model. Use 'max_completion_tokens' instead.") or `unsupported_value` ("Unsupported value:
 # 'temperature' does not support 0 with this model. Only the default (1) value is supported.").
-_SWITCHABLE = frozenset({"temperature", "max_tokens", "reasoning_effort"})
+# The parameters the adapter can stop sending, each with what it logs when it does (the model,
+# the server's status).
+_SWITCH_NOTES = {
+    "temperature": "%s refused a temperature (%s); not sending one to it again. A catalogue"
+    ' entry with "temperature": false in DEBATEBOT_MODELS_FILE says so from the start',
+    "max_tokens": "%s refused max_tokens (%s); sending max_completion_tokens to it from now on",
+    "reasoning_effort": "%s refused reasoning_effort (%s); its roles run at the model's default"
+    " effort from now on. Remove DEBATEBOT_ROLES__<ROLE>__EFFORT for the roles on this model,"
+    " or set a level it takes",
+}
 _UNSUPPORTED_CODES = frozenset({"unsupported_parameter", "unsupported_value"})
 # The same refusal seen only in the message (a proxy that drops `param` and `code`).
 _UNSUPPORTED_MESSAGE = re.compile(r"Unsupported (?:parameter|value): '(\w+)'")
@@ -52,11 +61,11 @@ def refused_parameter(status: int, param: str | None, code: str | None, message:
         return None
     # No code is taken as a refusal too: OpenAI's code for an effort level a model lacks is not
     # documented, and its tools-with-effort refusal has none.
-    if param in _SWITCHABLE and (code is None or code in _UNSUPPORTED_CODES):
+    if param in _SWITCH_NOTES and (code is None or code in _UNSUPPORTED_CODES):
         return param
     if not param and not code:
         found = _UNSUPPORTED_MESSAGE.search(message)
-        if found and found.group(1) in _SWITCHABLE:
+        if found and found.group(1) in _SWITCH_NOTES:
             return found.group(1)
     return None
 
@@ -71,30 +80,10 @@ def mode_refused(status: int, param: str | None, message: str) -> bool:
 def stop_sending(learned: Learned, refused: ParameterRefused, *, what: str) -> None:
     """Switch the model (`what` names it) away from the refused parameter, once; a concurrent
     call that was refused the same parameter finds it switched already and just retries."""
-    if refused.param == "temperature" and not learned.temperature_refused:
-        learned.temperature_refused = True
-        log.warning(
-            "%s refused a temperature (%s); not sending one to it again. A catalogue entry"
-            ' with "temperature": false in DEBATEBOT_MODELS_FILE says so from the start',
-            what,
-            refused.detail,
-        )
-    elif refused.param == "max_tokens" and not learned.max_tokens_refused:
-        learned.max_tokens_refused = True
-        log.warning(
-            "%s refused max_tokens (%s); sending max_completion_tokens to it from now on",
-            what,
-            refused.detail,
-        )
-    elif refused.param == "reasoning_effort" and not learned.effort_refused:
-        learned.effort_refused = True
-        log.warning(
-            "%s refused reasoning_effort (%s); its roles run at the model's default effort"
-            " from now on. Remove DEBATEBOT_ROLES__<ROLE>__EFFORT for the roles on this"
-            " model, or set a level it takes",
-            what,
-            refused.detail,
-        )
+    if refused.param not in _SWITCH_NOTES or refused.param in learned.refused:
+        return
+    learned.refused.add(refused.param)
+    log.warning(_SWITCH_NOTES[refused.param], what, refused.detail)
 
 
 _STREAM_REFUSAL = re.compile(r"\bstream(?:ing|_options)?\b", re.IGNORECASE)

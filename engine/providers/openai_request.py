@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from engine.catalog import ModelEntry
@@ -77,9 +77,10 @@ class Learned:
 
     mode: int = 0
     """The index of the structured-output mode in use."""
-    temperature_refused: bool = False
-    max_tokens_refused: bool = False
-    effort_refused: bool = False
+    refused: set[str] = field(default_factory=set)
+    """The request parameters the server refused for this model
+    (`engine.providers.openai_refusals`): none is sent again (`max_tokens` becomes
+    `max_completion_tokens`)."""
     stream_refused: bool = False
     """The server refused `stream` (or its `stream_options`): the model is asked whole."""
 
@@ -88,15 +89,15 @@ def sampling_params(
     request: LLMRequest, entry: ModelEntry | None, learned: Learned, *, tokens_field: str
 ) -> dict[str, Any]:
     """The output limit, effort and temperature of `request` as its model takes them."""
-    field = "max_completion_tokens" if learned.max_tokens_refused else tokens_field
-    params: dict[str, Any] = {field: request.max_tokens}
+    limit_param = "max_completion_tokens" if "max_tokens" in learned.refused else tokens_field
+    params: dict[str, Any] = {limit_param: request.max_tokens}
     effort = request.effort
-    if effort is not None and not learned.effort_refused:
+    if effort is not None and "reasoning_effort" not in learned.refused:
         # `check_effort` refused a level a catalogued model does not list, before any request.
         params["reasoning_effort"] = effort
     else:
         effort = None
-    if learned.temperature_refused:
+    if "temperature" in learned.refused:
         return params
     if entry is None or entry.temperature:
         params["temperature"] = request.temperature

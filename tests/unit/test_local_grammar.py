@@ -30,7 +30,7 @@ from engine.providers.grammar import (
     plain_text,
     worst_case_bytes,
 )
-from engine.providers.local import LlamaSession
+from engine.providers.local import LlamaConfig, LlamaSession
 from engine.runner import run_debate
 from engine.single import pick_best, single_review
 from engine.triage import triage
@@ -233,7 +233,7 @@ class CountingLlama:
 
 
 def test_a_long_prompt_leaves_the_reply_what_the_context_window_has_left() -> None:
-    llm = LlamaSession(n_ctx=2048)
+    llm = LlamaSession(LlamaConfig(n_ctx=2048))
     schema = output_schema(ModeratorTurn)
 
     def request(document_bytes: int) -> LLMRequest:

@@ -219,11 +219,11 @@ def test_openai_request_shape_follows_the_model() -> None:
         "temperature": 0.2,
     }
     # What a server refused is not sent again.
-    learned = Learned(temperature_refused=True, effort_refused=True)
+    learned = Learned(refused={"temperature", "reasoning_effort"})
     assert shape("gpt-7", effort="low", learned=learned) == {"max_completion_tokens": 900}
     legacy = LLMRequest(model="m", messages=[Message(role="user", content="q")], max_tokens=5)
     assert sampling_params(legacy, None, Learned(), tokens_field="max_tokens")["max_tokens"] == 5
-    switched = Learned(max_tokens_refused=True)
+    switched = Learned(refused={"max_tokens"})
     assert "max_completion_tokens" in sampling_params(
         legacy, None, switched, tokens_field="max_tokens"
     )

@@ -29,7 +29,7 @@ from engine.errors import SchemaTooLargeError, SpecError
 from engine.llm import LLMRequest, Message, output_schema
 from engine.models import DebateSpec, DebateStatus, ModelSettings, ModeratorTurn
 from engine.protocols import checked_protocol
-from engine.providers.local import LlamaSession
+from engine.providers.local import LlamaConfig, LlamaSession
 from engine.readable import readable
 from engine.runner import ended_unrun
 
@@ -215,7 +215,7 @@ def test_a_question_too_long_for_the_local_model_says_so_without_blaming_documen
         output_schema=schema,
     )
     with pytest.raises(SchemaTooLargeError) as raised:
-        LlamaSession(n_ctx=2048).grammar_for(CountingLlama(), request, schema)
+        LlamaSession(LlamaConfig(n_ctx=2048)).grammar_for(CountingLlama(), request, schema)
     said = str(raised.value)
     assert "the question and its documents (if any) are too long for the local model" in said
     assert "shorten the context documents" not in said

@@ -5,9 +5,7 @@ body is held, at most `limit` bytes, and handed on once complete)."""
 
 from __future__ import annotations
 
-import json
-
-from bot.fronts.asgi import ASGIApp, Receive, Scope, Send, declares_more_than, replaying
+from bot.fronts.asgi import ASGIApp, Receive, Scope, Send, SizeCap, replaying, send_json_refusal
 from engine.models import MAX_CONTEXT_CHARS
 
 MAX_BODY_BYTES = 6 * MAX_CONTEXT_CHARS + 256 * 1024
@@ -17,21 +15,15 @@ refuse anyway."""
 TOO_LARGE = -32600  # JSON-RPC's "Invalid Request"
 
 
-class BodyCap:
+class BodyCap(SizeCap):
     """Passes a request to `app` only when its body is at most `limit` bytes; a larger one gets
     a 413 with a JSON-RPC error naming the limit."""
 
     def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES) -> None:
-        self.app = app
-        self.limit = limit
+        super().__init__(app, limit)
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        if declares_more_than(scope, self.limit):
-            await self._refuse(send)
-            return
+    async def admit(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Hold the body (at most `limit` bytes) and hand it on once complete."""
         body = bytearray()
         while True:
             message = await receive()
@@ -40,13 +32,13 @@ class BodyCap:
                 return
             body += message.get("body", b"")
             if len(body) > self.limit:
-                await self._refuse(send)
+                await self.refuse(send)
                 return
             if not message.get("more_body", False):
                 break
         await self.app(scope, replaying(bytes(body), receive), send)
 
-    async def _refuse(self, send: Send) -> None:
+    async def refuse(self, send: Send) -> None:
         error = {
             "jsonrpc": "2.0",
             "id": None,
@@ -57,16 +49,4 @@ class BodyCap:
                 f" {MAX_CONTEXT_CHARS:,} characters) or pass it as a link",
             },
         }
-        payload = json.dumps(error).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(payload)).encode()),
-                    (b"connection", b"close"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": payload})
+        await send_json_refusal(send, 413, error)

@@ -10,7 +10,6 @@ from sqlalchemy import Engine
 
 from bot.fronts.mcp.reading import no_such_debate
 from bot.store import cancels
-from bot.store.db import in_session
 from bot.store.debate_tables import CancelSource
 from bot.store.errors import CancelRefusedError, DebateNotFoundError
 from bot.store.tenancy import Workspace
@@ -27,28 +26,19 @@ async def cancel_debate(
     """Ask to stop debate `debate_id` for `by` (idempotent: asking again changes nothing and
     says who asked first); CancelError for an unknown or finished debate."""
     try:
-        asked = await in_session(
-            engine,
-            lambda s: cancels.request_cancel(
-                s, debate_id=debate_id, by=by, source=CancelSource.MCP
-            ),
-            workspace=workspace,
+        asked = await cancels.ask_cancel(
+            engine, workspace=workspace, debate_id=debate_id, by=by, source=CancelSource.MCP
         )
     except DebateNotFoundError:
         raise CancelError(no_such_debate(debate_id)) from None
     except CancelRefusedError as error:
         raise CancelError(f"{error}; call get_debate with id {debate_id} for its verdict") from None
-    debate = asked.debate
     return {
-        "id": debate_id,
-        "state": debate.state.value,
-        "new_request": asked.new,
-        "cancelled_by": debate.cancelled_by,
-        "cancelled_from": debate.cancelled_from.value if debate.cancelled_from else None,
+        **asked.answer(),
         "next": (
             f"the debate stops before its next model call; call wait_for_debate with id"
             f" {debate_id} to see it end as cancelled"
             if asked.new
-            else f"a cancel was already asked ({cancels.cancel_reason(debate)}); it stands"
+            else f"a cancel was already asked ({cancels.cancel_reason(asked.debate)}); it stands"
         ),
     }

@@ -27,6 +27,7 @@ from starlette.responses import (
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from bot.fronts.asgi import ASGIApp
 from bot.fronts.web import html
 from bot.fronts.web.asking import (
     MAX_BODY_BYTES,
@@ -42,12 +43,11 @@ from bot.fronts.web.guard import (
     CSRF_FIELD,
     SECURITY_HEADERS,
     SESSION_COOKIE,
-    ASGIApp,
     BodyLimit,
     Guard,
     WebError,
-    check_csrf,
     csrf_value,
+    posted_form,
 )
 from bot.fronts.web.openapi import OPENAPI
 from bot.fronts.web.reading import (
@@ -292,8 +292,7 @@ def build_app(door: WebDoor, *, mcp: ASGIApp | None = None) -> Starlette:
     async def page_create(request: Request) -> Response:
         if (refused := page_guard(request)) is not None:
             return refused
-        form = await request.form(max_files=MAX_FILES + 1, max_fields=20)
-        check_csrf(request, form.get(CSRF_FIELD))
+        form = await posted_form(request, max_files=MAX_FILES + 1, max_fields=20)
         fields = {k: v for k, v in form.items() if isinstance(v, str)}
         try:
             data = _form_request(fields)
@@ -336,8 +335,7 @@ def build_app(door: WebDoor, *, mcp: ASGIApp | None = None) -> Starlette:
     async def page_review(request: Request) -> Response:
         if (refused := page_guard(request)) is not None:
             return refused
-        form = await request.form(max_files=0, max_fields=10)
-        check_csrf(request, form.get(CSRF_FIELD))
+        form = await posted_form(request, max_files=0, max_fields=10)
         debate_id = _id(request)
         decision = form.get("decision")
         await door.reviews.decide(
@@ -348,8 +346,7 @@ def build_app(door: WebDoor, *, mcp: ASGIApp | None = None) -> Starlette:
     async def page_cancel(request: Request) -> Response:
         if (refused := page_guard(request)) is not None:
             return refused
-        form = await request.form(max_files=0, max_fields=5)
-        check_csrf(request, form.get(CSRF_FIELD))
+        await posted_form(request, max_files=0, max_fields=5)
         debate_id = _id(request)
         await cancel_debate(door.intake.engine, workspace=door.workspace, debate_id=debate_id)
         return RedirectResponse(f"/debates/{debate_id}", status_code=303)
@@ -379,8 +376,7 @@ def build_app(door: WebDoor, *, mcp: ASGIApp | None = None) -> Starlette:
         return page(request, "login.html", error=None)
 
     async def login(request: Request) -> Response:
-        form = await request.form(max_files=0, max_fields=5)
-        check_csrf(request, form.get(CSRF_FIELD))
+        form = await posted_form(request, max_files=0, max_fields=5)
         given = form.get("token")
         session = door.guard.login(given if isinstance(given, str) else "")
         if session is None:

@@ -7,23 +7,15 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import secrets
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
 
+from starlette.datastructures import FormData
 from starlette.requests import Request
 
-from bot.fronts.asgi import declares_more_than
+from bot.fronts.asgi import Message, Receive, Scope, Send, SizeCap, send_json_refusal
 from bot.fronts.listening import is_loopback
 from bot.secrets import secret_value
 from bot.settings import Settings, SettingsError
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 SESSION_COOKIE = "debatebot_session"
 CSRF_COOKIE = "debatebot_csrf"
@@ -138,22 +130,20 @@ def check_csrf(request: Request, given: object) -> None:
         )
 
 
-class BodyLimit:
+async def posted_form(request: Request, *, max_files: int, max_fields: int) -> FormData:
+    """The form a page posted, read within its file and field limits; refused (`check_csrf`)
+    unless it carries this browser's CSRF token."""
+    form = await request.form(max_files=max_files, max_fields=max_fields)
+    check_csrf(request, form.get(CSRF_FIELD))
+    return form
+
+
+class BodyLimit(SizeCap):
     """ASGI middleware: a body larger than `limit` bytes is refused by its Content-Length
     before anything is read, and one that streams past it (chunked, or lying about its length)
     is cut off with BodyTooLargeError as soon as it does."""
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app = app
-        self.limit = limit
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        if declares_more_than(scope, self.limit):
-            await _refuse(send, BodyTooLargeError(self.limit))
-            return
+    async def admit(self, scope: Scope, receive: Receive, send: Send) -> None:
         seen = 0
 
         async def counted() -> Message:
@@ -167,18 +157,6 @@ class BodyLimit:
 
         await self.app(scope, counted, send)
 
-
-async def _refuse(send: Send, error: WebError) -> None:
-    body = json.dumps({"error": str(error)}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": error.status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"connection", b"close"),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    async def refuse(self, send: Send) -> None:
+        error = BodyTooLargeError(self.limit)
+        await send_json_refusal(send, error.status, {"error": str(error)})

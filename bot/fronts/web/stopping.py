@@ -9,7 +9,6 @@ from sqlalchemy import Engine
 
 from bot.fronts.web.guard import WebError
 from bot.store import cancels
-from bot.store.db import in_session
 from bot.store.debate_tables import CancelSource
 from bot.store.errors import CancelRefusedError, DebateNotFoundError
 from bot.store.tenancy import Workspace
@@ -31,22 +30,11 @@ async def cancel_debate(engine: Engine, *, workspace: Workspace, debate_id: int)
     """Ask to stop debate `debate_id`; 404 for an unknown one, 409 for a finished one (the
     message says it has finished)."""
     try:
-        asked = await in_session(
-            engine,
-            lambda s: cancels.request_cancel(
-                s, debate_id=debate_id, by=STOPPER, source=CancelSource.WEB
-            ),
-            workspace=workspace,
+        asked = await cancels.ask_cancel(
+            engine, workspace=workspace, debate_id=debate_id, by=STOPPER, source=CancelSource.WEB
         )
     except DebateNotFoundError as error:
         raise WebError(404, f"there is no debate {debate_id}") from error
     except CancelRefusedError as error:
         raise WebError(409, str(error)) from error
-    debate = asked.debate
-    return CancelOut(
-        id=debate_id,
-        state=debate.state.value,
-        new_request=asked.new,
-        cancelled_by=debate.cancelled_by,
-        cancelled_from=debate.cancelled_from.value if debate.cancelled_from else None,
-    )
+    return CancelOut(**asked.answer())
