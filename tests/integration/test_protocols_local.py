@@ -1,6 +1,9 @@
 """Each of the four other protocols runs one real debate on the local model (SmolLM2 through
-llama.cpp) with the default settings: real generation, real validation and re-asks, every turn
-recorded. The grammar's bounds keep every reply within the default max_tokens."""
+llama.cpp): real generation, real validation and re-asks, every turn recorded. The grammar's
+bounds keep every reply within max_tokens. These debates ask for 512 tokens a call, not the
+default 1,024: the largest of their replies' grammars needs 496, and the model writes to its
+bounds, so the smaller bound shortens the run's longest chain of tests. The default is run on
+the model by the CLI's own debate (test_local_model.py)."""
 
 from __future__ import annotations
 
@@ -17,12 +20,16 @@ from tests.helpers import local_threads
 
 pytestmark = pytest.mark.local_model
 
+MAX_TOKENS = 512
+"""Room for the largest reply grammar these protocols ask for (a structured side judgment)."""
 QUESTION = "Should we move our nightly batch jobs from cron to Kubernetes CronJobs?"
 
 
 @pytest.fixture(scope="module")
 def services() -> DebateServices:
-    return build_services(Settings(provider="local", local_threads=local_threads()))
+    return build_services(
+        Settings(provider="local", local_threads=local_threads(), max_tokens=MAX_TOKENS)
+    )
 
 
 CASES: dict[str, dict[str, Any]] = {
