@@ -7,6 +7,7 @@ the model by the CLI's own debate (test_local_model.py)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -25,11 +26,15 @@ MAX_TOKENS = 512
 QUESTION = "Should we move our nightly batch jobs from cron to Kubernetes CronJobs?"
 
 
-@pytest.fixture(scope="module")
-def services() -> DebateServices:
-    return build_services(
+@pytest.fixture
+async def services() -> AsyncIterator[DebateServices]:
+    """Services of each test's own: the model's child process and its lock belong to one event
+    loop, and each test runs in a loop of its own."""
+    built = build_services(
         Settings(provider="local", local_threads=local_threads(), max_tokens=MAX_TOKENS)
     )
+    yield built
+    await built.aclose()
 
 
 CASES: dict[str, dict[str, Any]] = {
