@@ -489,6 +489,7 @@ class SlackEmulator:
                 "bot_id": BOT_ID,
                 "ts": self.next_ts(),
                 "text": str(params.get("initial_comment") or ""),
+                "blocks": [],
                 "files": shared,
                 "upload": True,
             }
