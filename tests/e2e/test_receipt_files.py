@@ -104,7 +104,10 @@ async def running(
 
 
 async def finished(running: Running) -> Debate:
-    [debate] = await until(lambda: settled(running.engine), "a finished debate, nothing owed")
+    found: list[Debate] = await until(
+        lambda: settled(running.engine), "a finished debate, nothing owed"
+    )
+    [debate] = found
     return debate
 
 
