@@ -336,11 +336,12 @@ class Outbound:
         max_bytes: int,
         headers: Mapping[str, str] | None = None,
         body: Any = None,
+        data: bytes | None = None,
     ) -> Answer:
-        """Send `method url` with `credential` (headers) and `body` (as JSON) when `url` is on
-        `origin`; the answer, its 2xx body read whole up to `max_bytes`. OutboundError when
-        `url` is elsewhere, on a redirect, a body past the cap or cut short, the deadline, or
-        a connection that fails."""
+        """Send `method url` with `credential` (headers) and `body` (as JSON) or `data` (raw
+        bytes) when `url` is on `origin`; the answer, its 2xx body read whole up to
+        `max_bytes`. OutboundError when `url` is elsewhere, on a redirect, a body past the cap
+        or cut short, the deadline, or a connection that fails."""
         if not origin.admits(url):
             raise OutboundError(
                 Failure.OFF_ORIGIN,
@@ -349,7 +350,7 @@ class Outbound:
             )
         try:
             async with asyncio.timeout(self.timeout_s):
-                return await self._send(method, url, credential, max_bytes, headers, body)
+                return await self._send(method, url, credential, max_bytes, headers, body, data)
         except TimeoutError as error:
             raise OutboundError(
                 Failure.DEADLINE,
@@ -366,6 +367,7 @@ class Outbound:
         max_bytes: int,
         headers: Mapping[str, str] | None,
         body: Any,
+        data: bytes | None,
     ) -> Answer:
         import aiohttp
         from yarl import URL
@@ -377,6 +379,7 @@ class Outbound:
                 URL(url, encoded=True),
                 headers={**(headers or {}), **credential},
                 json=body,
+                data=data,
                 allow_redirects=False,
                 timeout=aiohttp.ClientTimeout(
                     total=self.timeout_s,
@@ -391,12 +394,12 @@ class Outbound:
                 claimed = response.content_length
                 if claimed is not None and claimed > max_bytes:
                     raise _too_large(max_bytes, f"Content-Length {claimed}")
-                data = bytearray()
+                read = bytearray()
                 async for chunk in response.content.iter_any():
-                    data += chunk
-                    if len(data) > max_bytes:
+                    read += chunk
+                    if len(read) > max_bytes:
                         raise _too_large(max_bytes, f"more than {max_bytes} bytes")
-                return Answer(response.status, found, bytes(data))
+                return Answer(response.status, found, bytes(read))
         except aiohttp.ClientPayloadError as error:
             raise OutboundError(
                 Failure.INCOMPLETE,

@@ -11,10 +11,13 @@ posted again) are rendered here too. Every draft has a key, so owing one twice o
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 from bot.messages import kit, posts, transcript
 from bot.messages.plan import Plan, StreamContent
+from bot.messages.receipt_file import receipt_file
 from bot.messages.sessions import ENDED, session
 from bot.store.debate_tables import Debate, DebateSource, DebateState
 from bot.store.endings import Receipted
@@ -107,11 +110,13 @@ def closing(
         # A coding agent's debate: nothing to post but the review request (the agent reads the
         # verdict over MCP).
         return [] if escalation is None else [_review_request(debate, result, escalation)]
+    attached = receipt_files(debate, receipt.document if receipt is not None else None)
     if not ((result.report or {}).get("triage") or {}).get("debated", True):
         answer = posts.answer_message(result, debate_id=debate.id)
         summary = parent(debate, result.spec, "complete", result=result)
         return [
             draft(ANSWER, answer),
+            *attached,
             draft(PARENT_UPDATE, summary, action=OutboxAction.UPDATE, target_key=PARENT),
             session(debate.id, result.spec, ENDED),
         ]
@@ -125,9 +130,11 @@ def closing(
                 outcome=transcript.outcome_sections(result),
                 receipted=receipt is not None,
                 receipt_key=receipt.key_id if receipt is not None else None,
+                attached=bool(attached),
             )
         )
     ]
+    drafts += attached
     summary = parent(debate, result.spec, result.verdict.status.value, result=result)
     drafts.append(draft(PARENT_UPDATE, summary, action=OutboxAction.UPDATE, target_key=PARENT))
     drafts.append(stream(Plan.of_result(debate.id, result).closed(result)))
@@ -135,6 +142,15 @@ def closing(
     if escalation is not None:
         drafts.append(_review_request(debate, result, escalation))
     return drafts
+
+
+def receipt_files(debate: Debate, document: Mapping[str, Any] | None) -> list[Draft]:
+    """The receipt `document` as a file in the debate's thread (none without a thread or a
+    receipt): owed when the receipt is issued and each time a decision joins it."""
+    if document is None or not has_thread(debate):
+        return []
+    assert debate.id is not None
+    return [receipt_file(debate.id, document).draft()]
 
 
 def _review_request(debate: Debate, result: DebateResult, escalation: Escalation) -> Draft:

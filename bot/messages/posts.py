@@ -7,6 +7,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from bot.messages import receipt_file
 from bot.messages.action_ids import (
     ACTION_ANOTHER_ROUND,
     ACTION_APPROVE,
@@ -165,11 +166,12 @@ def verdict_messages(
     outcome: Sequence[Block] = (),
     receipted: bool = False,
     receipt_key: str | None = None,
+    attached: bool = False,
 ) -> list[Message]:
     """The verdict in the thread: synthesis, the protocol's own `outcome`, confidence and its
     method, open points, cost, the start of the audit seal, so a copy of it lives outside
-    the database, and, when it has one, its receipt (`receipt_key` signed it, None: unsigned)
-    and how to download it."""
+    the database, and, when it has one, its receipt (`receipt_key` signed it, None: unsigned):
+    `attached` as a file in the thread (bot.messages.receipt_file), else how to download it."""
     v = result.verdict
     blocks: list[Block] = [header(f"Verdict of debate #{debate_id}")]
     blocks += sections(status_line(v.status.value, result.error or ""))
@@ -205,11 +207,14 @@ def verdict_messages(
     )
     if receipted:
         signed = f"signed with key `{receipt_key}`" if receipt_key else "UNSIGNED (no receipt key)"
+        where = (
+            f"attached below in this thread as `{receipt_file.file_name(debate_id)}`"
+            if attached
+            else f"`debatebot export {debate_id} --format receipt` downloads it"
+        )
         blocks.append(
             context(
-                f":receipt: Receipt {signed}: `debatebot export {debate_id} --format receipt`"
-                " downloads it; anyone checks it with the public keys at"
-                " `/.well-known/debatebot-keys.json`"
+                f":receipt: Receipt {signed}: {where}; anyone checks it with {receipt_file.VERIFY}"
             )
         )
     pages = paginate(f"Verdict: {v.decision.value} ({v.confidence:.2f})", blocks)

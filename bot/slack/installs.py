@@ -89,6 +89,7 @@ BOT_SCOPES = (
     "im:history",
     "assistant:write",
     "files:read",
+    "files:write",
 )
 """What an install asks for: the manifest's bot scopes (a test keeps the two the same). No user
 scopes: debatebot acts as its bot only."""

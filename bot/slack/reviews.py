@@ -128,6 +128,7 @@ class Reviews(WorkspaceStore):
                     decided_at=now,
                     drafts=drafts,
                     receipts=self.receipts,
+                    receipt_drafts=owed.receipt_files,
                 )
             )
         except DebateNotFoundError as error:  # removed while the reviewer decided

@@ -148,12 +148,22 @@ def _posted(response: Any, method: str, channel: str) -> Posted:
     return Posted(channel=str(response.get("channel") or channel), ts=str(ts))
 
 
+UPLOAD_METHODS = frozenset({"files.getUploadURLExternal", "files.completeUploadExternal"})
+"""The methods of a file upload (`files:write`: "allows your app to upload files"). Only a
+debate's receipt is uploaded, so a workspace that did not grant the scope lacks that one
+feature: its `missing_scope` there is the upload's own refusal (bot.jobs.delivery.files sends
+the receipt's command instead), not a refusal of the token that holds every delivery."""
+
+
 def token_refusal(raised: Exception, method: str) -> TokenRefusedError | None:
     """The refusal of the bot token itself in what a call raised (`TOKEN_REFUSED`), or None."""
     if not isinstance(raised, SlackApiError):
         return None
     code = _code(raised)
     if code not in TOKEN_REFUSED:
+        return None
+    # `method` is Slack's name (`files.getUploadURLExternal`) or slack_sdk's (`files_get...`).
+    if code == "missing_scope" and method.replace("_", ".", 1) in UPLOAD_METHODS:
         return None
     data = getattr(raised.response, "data", None)
     needed = data.get("needed") if isinstance(data, dict) else None
@@ -295,18 +305,20 @@ class SlackPoster:
         channel: str,
         attempts: int | None = None,
         *,
-        channel_param: str = "channel",
+        channel_param: str | None = "channel",
         **kwargs: Any,
     ) -> AsyncSlackResponse:
-        """Call `method` in `channel` (passed as `channel_param`); a 429 is waited out and
-        retried while `attempts` last, every other failure raises its classified `PostError`."""
+        """Call `method` in `channel` (passed as `channel_param`; None: not passed, the call is
+        only paced with the channel's writes); a 429 is waited out and retried while
+        `attempts` last, every other failure raises its classified `PostError`."""
         api = getattr(self.client, method)
         tries = attempts or self.max_attempts
+        where = {channel_param: channel} if channel_param is not None else {}
         async with self.turn(channel):
             for attempt in range(1, tries + 1):
                 await self._paced(channel)
                 try:
-                    response: AsyncSlackResponse = await api(**{channel_param: channel}, **kwargs)
+                    response: AsyncSlackResponse = await api(**where, **kwargs)
                 except SLACK_FAILURES as raised:
                     refused = token_refusal(raised, method)
                     if refused is not None:
@@ -488,6 +500,53 @@ class SlackPoster:
             ts=ts,
             chunks=chunks or None,
             blocks=blocks or None,
+        )
+
+    async def upload_address(
+        self, *, channel: str, filename: str, length: int, attempts: int | None = None
+    ) -> tuple[str, str]:
+        """Step one of an upload (`files.getUploadURLExternal`, `filename` and `length` "size
+        in bytes" both required), for a file to share in `channel`: Slack's file id and the
+        address to post its bytes to. An answer without both is a PostError (`bad_response`)."""
+        response = await self._call(
+            "files_getUploadURLExternal",
+            channel,
+            attempts,
+            channel_param=None,
+            filename=filename,
+            length=length,
+        )
+        file_id, url = response.get("file_id"), response.get("upload_url")
+        if not file_id or not url:
+            raise PostError(
+                f"Slack's answer to files.getUploadURLExternal for {channel} held no file id or"
+                " upload address",
+                code="bad_response",
+                retryable=True,
+            )
+        return str(file_id), str(url)
+
+    async def complete_upload(
+        self,
+        *,
+        channel: str,
+        thread_ts: str,
+        file_id: str,
+        title: str,
+        comment: str,
+        attempts: int | None = None,
+    ) -> None:
+        """Step three (`files.completeUploadExternal`): share the uploaded file in `channel`'s
+        thread `thread_ts` (its parent's ts: "never use a reply's ts"), introduced by `comment`
+        (`initial_comment`, "the message text introducing the file")."""
+        await self._call(
+            "files_completeUploadExternal",
+            channel,
+            attempts,
+            channel_param="channel_id",
+            files=[{"id": file_id, "title": title}],
+            thread_ts=thread_ts,
+            initial_comment=comment,
         )
 
     async def ephemeral(

@@ -20,7 +20,7 @@ from bot.store.errors import (
     StoreRefusedError,
 )
 from bot.store.outbox_tables import Outbox
-from bot.store.receipts import Issue, ReceiptIssuer, add_cancel, issue_receipts
+from bot.store.receipts import Issue, ReceiptIssuer, add_cancel, issue_receipts, receipts_of
 from bot.store.results import StoredResult
 from bot.store.review_tables import Escalation, EscalationState
 from bot.store.sql import CHANNELS, DEBATES, ESCALATIONS, VERDICTS, among, as_stored
@@ -110,9 +110,11 @@ class Sealed:
 
 @dataclass(frozen=True)
 class Receipted:
-    """The receipt an ending issued: the id of the key that signed it (None: unsigned)."""
+    """The receipt an ending issued: the id of the key that signed it (None: unsigned) and,
+    for an ending that owes messages, the receipt as handed out (with a cancel's statement)."""
 
     key_id: str | None
+    document: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -248,6 +250,9 @@ def _record_endings(
         for issue in issues:  # who stopped a cancelled debate, signed like a decision
             add_cancel(session, issuer, debate=issue.debate)
     ids = [ending.finish.debate_id for ending in endings if ending.finish.owes_messages]
+    documents = receipts_of(session, debate_ids=[i for i in ids if i in receipts])
+    for debate_id, document in documents.items():
+        receipts[debate_id] = Receipted(receipts[debate_id].key_id, document)
     debates = _as_stored(session, Debate, col(Debate.id), ids) if ids else {}
     escalations = _as_stored(session, Escalation, col(Escalation.debate_id), ids) if ids else {}
 

@@ -310,8 +310,23 @@ def receipt_of(session: Session, *, debate_id: int) -> dict[str, Any] | None:
     """The debate's receipt as it is handed out (its payload, signature and decisions), or None
     when it has none (not finished, or finished before receipts)."""
     parts = receipt_parts(session, debate_id=debate_id)
-    if not parts:
-        return None
+    return _handed_out(parts) if parts else None
+
+
+def receipts_of(session: Session, *, debate_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+    """The receipts of `debate_ids` that have one, as `receipt_of` hands each out, in one
+    query (a batch of endings uploads theirs)."""
+    if not debate_ids:
+        return {}
+    query = select(ReceiptPart).where(among(session, col(ReceiptPart.debate_id), debate_ids))
+    grouped: dict[int, list[ReceiptPart]] = {}
+    for part in session.exec(query.order_by(col(ReceiptPart.debate_id), col(ReceiptPart.part))):
+        grouped.setdefault(part.debate_id, []).append(part)
+    return {debate_id: _handed_out(parts) for debate_id, parts in grouped.items()}
+
+
+def _handed_out(parts: Sequence[ReceiptPart]) -> dict[str, Any]:
+    """A receipt's parts (in order, at least the receipt itself) as the document handed out."""
 
     def signed(part: ReceiptPart) -> dict[str, str] | None:
         if part.key_id is None or part.signature is None:

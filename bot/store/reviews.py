@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import func
 from sqlalchemy.exc import IntegrityError
@@ -13,9 +14,13 @@ from bot.store import labels, outbox
 from bot.store.debate_tables import Debate
 from bot.store.errors import DebateNotFoundError
 from bot.store.queue import get_debate
-from bot.store.receipts import ReceiptIssuer, add_decision
+from bot.store.receipts import ReceiptIssuer, add_decision, receipt_of
 from bot.store.review_tables import Escalation, EscalationState, Feedback, FeedbackValue, Review
 from engine.models import utcnow
+
+ReceiptDrafts = Callable[[Debate, Mapping[str, Any]], Sequence[outbox.Draft]]
+"""What a debate owes once a decision joined its receipt (given the receipt as handed out):
+rendered above the store, handed down."""
 
 
 def reviews_for(session: Session, *, debate_id: int) -> list[Review]:
@@ -48,11 +53,13 @@ def record_review(
     decided_at: datetime | None = None,
     drafts: Sequence[outbox.Draft] = (),
     receipts: ReceiptIssuer | None = None,
+    receipt_drafts: ReceiptDrafts | None = None,
 ) -> tuple[Review, bool]:
     """Store the one decision on an escalation (made at `decided_at`, default now), with the
     messages it owes (`drafts`: the review request shown decided), for an Approve or a
     Reject the label it makes for the verdict's confidence, and (with `receipts`) its signed
-    statement joined to the debate's receipt; a second click returns the first decision
+    statement joined to the debate's receipt, with what `receipt_drafts` owes for the receipt
+    as it now stands (its file in the thread); a second click returns the first decision
     (created=False) and owes nothing. DebateNotFoundError when the escalation is gone
     (removed while its reviewer decided)."""
     escalation = session.get(Escalation, escalation_id)
@@ -80,6 +87,9 @@ def record_review(
         labels.label_review(session, escalation=escalation, decision=decision)
         if receipts is not None:
             add_decision(session, receipts, debate=debate, review=review)
+            document = receipt_of(session, debate_id=escalation.debate_id)
+            if document is not None and receipt_drafts is not None:
+                outbox.stage(session, debate=debate, drafts=receipt_drafts(debate, document))
         session.commit()
     except IntegrityError:
         session.rollback()

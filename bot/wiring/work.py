@@ -97,12 +97,15 @@ def build_delivery(
     from bot.jobs.delivery import DeliveryConfig, OutboxDelivery
     from bot.slackweb.people import SlackDirectory
     from bot.slackweb.poster import SlackPoster
+    from bot.slackweb.sharing import FileShares
 
+    poster = SlackPoster(client, interval_s=settings.post_interval_s)
     return OutboxDelivery(
         gate=gate,
         metrics=metrics,
         engine=engine,
-        poster=SlackPoster(client, interval_s=settings.post_interval_s),
+        poster=poster,
+        shares=FileShares.of(poster, settings.slack_files_url),
         directory=SlackDirectory(client),
         owner=owner or process_name(),
         config=DeliveryConfig(

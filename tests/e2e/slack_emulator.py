@@ -35,7 +35,9 @@ at another origin. Slack itself documents no redirect for any of them.
 Files the bot would upload take Slack's three steps: `files.getUploadURLExternal` hands out an
 upload address on this emulator, the bytes are posted there (recorded in `uploads`, with the
 Authorization header they came with; the address can be redirected as "files.upload"), and
-`files.completeUploadExternal` shares them.
+`files.completeUploadExternal` shares them: with `channel_id` (and `thread_ts`) as a message of
+the bot's holding the files, its text the `initial_comment`, refused where a post would be
+(`not_in_channel`, `channel_not_found`, `is_archived`, a deleted thread).
 
 With `tenancy` (slack_workspaces.py) it serves many workspaces: OAuth installs through its
 authorize page and `oauth.v2.access` (with token rotation; it fails as any method can), each
@@ -459,6 +461,15 @@ class SlackEmulator:
         return web.Response(text=f"OK - {len(body)}")
 
     def _files_completeUploadExternal(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel = str(params.get("channel_id") or "")
+        thread_ts = str(params.get("thread_ts") or "")
+        if channel:
+            # Sharing posts in the channel as the bot: refused where a post would be.
+            unreachable = self._reach(channel)
+            if unreachable:
+                return {"ok": False, "error": unreachable}
+            if thread_ts and (channel, thread_ts) in self.deleted:
+                return {"ok": False, "error": "thread_not_found"}
         shared = []
         for item in json.loads(str(params.get("files") or "[]")):
             arrived = self.uploads.get(str(item.get("id")))
@@ -469,7 +480,32 @@ class SlackEmulator:
                 self.upload(name, arrived.body, file_id=item["id"])
                 | {"title": item.get("title") or name}
             )
+        if channel and shared:
+            # "Channel ID where the file will be shared", as a reply when `thread_ts` is given,
+            # introduced by `initial_comment` ("the message text introducing the file").
+            message: dict[str, Any] = {
+                "type": "message",
+                "user": self._speaker,
+                "bot_id": BOT_ID,
+                "ts": self.next_ts(),
+                "text": str(params.get("initial_comment") or ""),
+                "blocks": [],
+                "files": shared,
+                "upload": True,
+            }
+            if thread_ts:
+                message["thread_ts"] = thread_ts
+            self.messages.setdefault(channel, []).append(message)
         return {"ok": True, "files": shared}
+
+    def shared_files(self, channel: str, thread_ts: str) -> list[tuple[dict[str, Any], bytes]]:
+        """The files shared in a thread (files.completeUploadExternal), each as files.info's
+        object and its content, in order."""
+        return [
+            self.files[file["id"]]
+            for message in self.in_thread(channel, thread_ts)
+            for file in message.get("files", [])
+        ]
 
     def _files_info(self, params: dict[str, Any]) -> dict[str, Any]:
         found = self.files.get(str(params.get("file")))

@@ -70,6 +70,9 @@ NEEDS = {
     "users.list": "users:read",
     "usergroups.users.list": "usergroups:read",
     "files.info": "files:read",
+    # "The files:write scope allows your app to upload files" (Working with files).
+    "files.getUploadURLExternal": "files:write",
+    "files.completeUploadExternal": "files:write",
     "assistant.threads.setStatus": "assistant:write",
 }
 """The bot scope each method needs, as its reference names it (of those a token here can lack;

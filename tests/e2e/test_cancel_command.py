@@ -4,6 +4,7 @@ refusal says it has finished. Over HTTP (on SQLite and PostgreSQL) and over Sock
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -159,17 +160,25 @@ async def test_a_cancel_while_posts_are_owed_posts_each_once_and_then_only_the_e
     assert ended.outcome == DebateStatus.CANCELLED
     rows = posts_of(bot)
     assert {r.key for r in rows} == set(owed_then), "nothing more was owed after the ending"
+    # The ending's verdict and its receipt file (the cancel's statement joined: `receipt:1`).
     assert {r.key for r in rows} - {"parent"} <= {
-        k for k in owed_then if k.startswith(("round:", "verdict"))
+        k for k in owed_then if k.startswith(("round:", "verdict", "receipt:"))
     }
-    assert all(r.state == "sent" and len(r.deliveries) == 1 for r in rows), "each posted once"
+    assert "receipt:1" in owed_then
+    messages = [r for r in rows if not r.key.startswith("receipt:")]
+    assert all(r.state == "sent" for r in rows)
+    assert all(len(r.deliveries) == 1 for r in messages), "each posted once"
     assert ended.thread_ts is not None
     replies_posted = [
         m for m in bot.emulator.in_thread(CHANNEL, ended.thread_ts) if m["ts"] != ended.thread_ts
     ]
-    delivered = sorted(ts for r in rows for _, ts in r.deliveries if r.key != "parent")
-    assert sorted(m["ts"] for m in replies_posted if "chunks" not in m) == delivered
-    assert replies_posted[-1]["text"].startswith("Verdict"), "the ending comes last"
+    delivered = sorted(ts for r in messages for _, ts in r.deliveries if r.key != "parent")
+    posted = [m for m in replies_posted if "chunks" not in m and "files" not in m]
+    assert sorted(m["ts"] for m in posted) == delivered
+    assert posted[-1]["text"].startswith("Verdict"), "the ending comes last"
+    [(_, receipt)] = bot.emulator.shared_files(CHANNEL, ended.thread_ts)
+    [cancel] = json.loads(receipt)["decisions"]
+    assert (cancel["statement"]["kind"], cancel["statement"]["by"]) == ("cancel", REQUESTER)
     [plan] = bot.emulator.streams(CHANNEL)
     assert f"was stopped by <@{REQUESTER}> with /debate cancel" in str(plan["blocks"])
 

@@ -12,11 +12,8 @@ from bot.store.db import session_scope
 from engine.models import DebateSpec
 from tests.e2e.conftest import CHANNEL, BotFactory
 from tests.e2e.driver import WORKSPACE
+from tests.e2e.test_slack_failures import texts
 from tests.helpers import DebateScript, reply_for
-
-
-def texts(messages: list[dict[str, Any]]) -> list[str]:
-    return [m["text"] for m in messages]
 
 
 def confident(**changes: object) -> dict[str, Any]:
@@ -53,7 +50,12 @@ async def test_debate_command_runs_to_a_verdict_with_each_round_in_the_thread(
     thread = bot.emulator.in_thread(CHANNEL, parent["ts"])
     # The canned judge's `accept_with_conditions` agrees with `accept`: -3.2 + 3.0 + 1.1 (nothing
     # cited) + 0.4 (HIGH) = 1.3, so 0.79.
-    assert texts(thread) == ["Round 1 of 2", "Round 2 of 2", "Verdict: accept (0.79)"]
+    assert texts(thread) == [
+        "Round 1 of 2",
+        "Round 2 of 2",
+        "Verdict: accept (0.79)",
+        "[file debate-1-receipt.json]",
+    ]
     verdict_text = str(thread[2]["blocks"])
     assert "final view" in verdict_text
     assert "cost $" in verdict_text

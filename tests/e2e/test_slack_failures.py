@@ -26,7 +26,12 @@ from tests.e2e.driver import WORKSPACE
 from tests.e2e.slack_emulator import MAX_BLOCK_TEXT, Fault, block_chars
 from tests.helpers import DebateScript, reply_for
 
-THREAD_TEXTS = ["Round 1 of 1", "Verdict: revise (0.05)", "Review needed for debate #1"]
+THREAD_TEXTS = [
+    "Round 1 of 1",
+    "Verdict: revise (0.05)",
+    "[file debate-1-receipt.json]",
+    "Review needed for debate #1",
+]
 
 
 def with_reviewer(bot: Bot) -> None:
@@ -49,7 +54,8 @@ def review_row(bot: Bot, debate_id: int) -> Outbox:
 
 
 def texts(messages: list[dict[str, Any]]) -> list[str]:
-    return [m["text"] for m in messages]
+    """Each message's text; a shared file (the debate's receipt) as its name."""
+    return [f"[file {m['files'][0]['name']}]" if m.get("files") else m["text"] for m in messages]
 
 
 async def test_a_5xx_outage_mid_debate_loses_nothing_and_keeps_the_thread_in_order(

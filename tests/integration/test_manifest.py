@@ -29,6 +29,9 @@ SCOPE_OF_METHOD = {
     # "Authentication token bearing the chat:write scope"; the app declared an agent.
     "agents_sessions_setStatus": "chat:write",
     "files_info": "files:read",
+    # "The files:write scope allows your app to upload files": a debate's receipt.
+    "files_getUploadURLExternal": "files:write",
+    "files_completeUploadExternal": "files:write",
 }
 ASSISTANT_EVENTS = {"assistant_thread_started", "assistant_thread_context_changed"}
 """The assistant pane's events: still handled (Bolt's Assistant middleware) for an app whose

@@ -7,7 +7,7 @@ is stored, and a post whose answer was lost is looked for in Slack before it is 
 its own, with its workspace's bot token:
 
 - posts: a debate's posts in order, and a channel's own (the digest) (`posts`), on thread
-  moves when a parent or thread is lost (`threads`);
+  moves when a parent or thread is lost (`threads`), its receipt files among them (`files`);
 - updates: the parent's live status, a decided review (`updates`), the thread's agent session
   (`sessions`), so a review request never waits on a status update;
 - the plan: a debate's live plan streamed into its thread (`stream`, `open_stream`).
@@ -26,6 +26,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from bot.jobs.delivery.config import DeliveryConfig
+from bot.jobs.delivery.files import ReceiptFiles
 from bot.jobs.delivery.holds import TokenHolds
 from bot.jobs.delivery.open_stream import OpenStream
 from bot.jobs.delivery.outcomes import Outcomes
@@ -41,6 +42,7 @@ from bot.slackweb.acting import acting_for
 from bot.slackweb.errors import TokenRefusedError
 from bot.slackweb.people import SlackDirectory
 from bot.slackweb.poster import SlackPoster
+from bot.slackweb.sharing import FileShares
 from bot.slackweb.token import TokenGate
 from bot.store import outbox_claims, refusals
 from bot.store.errors import DatabaseUnavailableError
@@ -67,6 +69,7 @@ class OutboxDelivery:
         rng: random.Random | None = None,
         gate: TokenGate | None = None,
         metrics: Metrics | None = None,
+        shares: FileShares | None = None,
     ) -> None:
         self.engine = engine
         self.poster = poster
@@ -89,7 +92,13 @@ class OutboxDelivery:
         threads = ThreadMoves(outcomes=self.outcomes, poster=poster)
         once = SendOnce(engine=engine, poster=poster, directory=directory, owner=owner)
         self.posts = PostLanes(
-            outcomes=self.outcomes, directory=directory, once=once, threads=threads
+            outcomes=self.outcomes,
+            directory=directory,
+            once=once,
+            threads=threads,
+            files=ReceiptFiles(
+                outcomes=self.outcomes, poster=poster, shares=shares or FileShares.of(poster)
+            ),
         )
         self.updates = UpdateLane(
             outcomes=self.outcomes,

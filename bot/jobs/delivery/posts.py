@@ -6,7 +6,7 @@ with a short notice in the thread, and the next post goes on. A thread that cann
 (`not_in_channel`, `channel_not_found`, `is_archived`) halts its debate (the worker stops at
 the next turn), tells the requester by DM, and sends the review request by DM to the
 reviewers, else the requester, else the workspace admins. A lost thread is moved
-(bot.jobs.delivery.threads).
+(bot.jobs.delivery.threads). A receipt file is shared by its own rules (bot.jobs.delivery.files).
 """
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from bot.jobs.delivery.files import ReceiptFiles
 from bot.jobs.delivery.outcomes import THREAD_GONE, TOO_BIG, UNREACHABLE, Outcomes, owner_of
 from bot.jobs.delivery.threads import ThreadMoves
 from bot.jobs.resend_check import SendOnce
-from bot.messages import kit, posts
+from bot.messages import kit, posts, receipt_file
 from bot.slackweb.errors import PostError, UnthreadedError
 from bot.slackweb.people import SlackDirectory
 from bot.slackweb.poster import Posted
@@ -37,6 +38,7 @@ class PostLanes:
     directory: SlackDirectory
     once: SendOnce
     threads: ThreadMoves
+    files: ReceiptFiles
 
     async def next_channel_post(self, channel: str, team_id: str) -> bool:
         """Deliver the head of a channel's own posts (in workspace `team_id`): retried,
@@ -80,6 +82,8 @@ class PostLanes:
             return await self._post(row, debate)
 
     async def _post(self, row: Outbox, debate: Debate) -> bool:
+        if receipt_file.is_file(row.key):
+            return await self.files.send(row, debate)
         if row.target == OutboxTarget.DM:
             delivered = await self._direct(row, list(row.recipients), "direct message")
             if delivered is False:
