@@ -96,10 +96,12 @@ async def test_owed_messages_survive_any_transient_fault_schedule(
         assert top[0]["ts"] == debate.thread_ts
         assert "Done" in str(top[0]["blocks"])
         thread = [m["text"] for m in bot.emulator.in_thread(channel, debate.thread_ts or "")]
-        assert thread == [
+        receipt = f":receipt: Receipt of debate #{debate.id} as issued, signed with key"
+        assert [receipt if text.startswith(receipt) else text for text in thread] == [
             "Round 1 of 2",
             "Round 2 of 2",
             "Verdict: revise (0.05)",
+            receipt,  # the signed receipt, shared as a file (tests/e2e/test_receipt_files.py)
             f"Review needed for debate #{debate.id}",
         ]
         verdict = verdicts[debate.id]

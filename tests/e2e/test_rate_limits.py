@@ -23,14 +23,16 @@ async def test_a_429_storm_still_delivers_every_round_in_order(start_bot: BotFac
     assert debate.thread_ts is not None
     thread = [m["text"] for m in bot.emulator.in_thread(CHANNEL, debate.thread_ts)]
     assert thread[:4] == ["Round 1 of 3", "Round 2 of 3", "Round 3 of 3", "Verdict: revise (0.05)"]
-    assert thread[4] == "Review needed for debate #1"
+    assert thread[4].startswith(":receipt: Receipt of debate #1 as issued")  # the file's share
+    assert thread[5] == "Review needed for debate #1"
     posts = bot.emulator.calls_of("chat.postMessage", ok_only=False)
     limited = [i for i, call in enumerate(posts) if call.status == 429]
     assert len(limited) == 5
     for i in limited:
         # The retry waited at least Retry-After (a lower bound, safe on a slow machine).
         assert posts[i + 1].at - posts[i].at >= 1.0
-    assert len(bot.emulator.posted(CHANNEL)) == len([c for c in posts if c.status == 200])
+    chat = [m for m in bot.emulator.posted(CHANNEL) if not m.get("upload")]
+    assert len(chat) == len([c for c in posts if c.status == 200])
 
 
 async def test_messages_to_one_channel_are_paced(start_bot: BotFactory) -> None:
