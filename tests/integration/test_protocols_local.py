@@ -1,25 +1,33 @@
-"""Each of the four other protocols runs one real debate on the local model (SmolLM2 through
-llama.cpp): real generation, real validation and re-asks, every turn recorded. The grammar's
-bounds keep every reply within max_tokens. These debates ask for 512 tokens a call, not the
-default 1,024: the largest of their replies' grammars needs 496, and the model writes to its
-bounds, so the smaller bound shortens the run's longest chain of tests. The default is run on
-the model by the CLI's own debate (test_local_model.py)."""
+"""The local model (SmolLM2 through llama.cpp) and the protocols: every reply schema of every
+protocol becomes a llama.cpp grammar, and two protocols run one real debate each on the model,
+with real generation, validation and re-asks, every turn recorded: consensus, whose phases
+follow the votes the model casts, and structured, whose replies must pass checks no grammar
+expresses (arguments numbered in order, every opposing argument answered once). The adversarial
+protocol runs on the model in the CLI's own debate (test_local_model.py) and in eval
+(test_eval.py). Stances and panel run on the fake model everywhere else: their one-round flows
+do not depend on what the model writes, and the grammar makes their replies valid.
+
+The debates ask for 512 tokens a call, not the default 1,024 (the CLI's debate runs that): the
+largest reply grammar here needs 496, and the model writes near its grammar's bounds, so the
+smaller bound shortens the run's longest chain of tests."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from llama_cpp.llama_grammar import json_schema_to_gbnf
 
 from bot.settings import Settings
 from bot.wiring import DebateServices, build_services
 from engine.confidence import Component
 from engine.models import DebateStatus, Role
+from engine.providers.fake import SchemaFillingLLM
+from engine.providers.grammar import fitted_schema
 from engine.runner import run_debate
 from tests.helpers import local_threads
-
-pytestmark = pytest.mark.local_model
 
 MAX_TOKENS = 512
 """Room for the largest reply grammar these protocols ask for (a structured side judgment)."""
@@ -37,7 +45,9 @@ async def services() -> AsyncIterator[DebateServices]:
     await built.aclose()
 
 
-CASES: dict[str, dict[str, Any]] = {
+CASES: dict[str, dict[str, Any]] = {"consensus": {}, "structured": {}}
+EVERY_PROTOCOL: dict[str, dict[str, Any]] = {
+    "adversarial": {},
     "stances": {"stances_for": ["keep cron"], "stances_against": ["move to CronJobs"]},
     "consensus": {},
     "panel": {},
@@ -45,6 +55,23 @@ CASES: dict[str, dict[str, Any]] = {
 }
 
 
+@pytest.mark.parametrize("protocol", list(EVERY_PROTOCOL))
+async def test_every_reply_schema_of_a_protocol_becomes_a_llama_cpp_grammar(protocol: str) -> None:
+    """What the local provider hands llama.cpp for each reply a debate asks for: the schema
+    fitted to the call's max_tokens, converted to a grammar by llama-cpp-python itself."""
+    services = build_services(Settings(provider="local"))
+    spec = services.policy.spec(QUESTION, protocol=protocol, rounds=1, **EVERY_PROTOCOL[protocol])
+    filler = SchemaFillingLLM(seed=3)
+    await run_debate(spec, resolve_llm=lambda _model: filler, prompts=services.prompts)
+    assert filler.calls
+    for request in filler.calls:
+        assert request.output_schema is not None
+        fitted = fitted_schema(request.output_schema, request.max_tokens, request.schema_name or "")
+        grammar = json_schema_to_gbnf(json.dumps(fitted))
+        assert grammar.startswith("root ::=") or "\nroot ::=" in grammar, request.schema_name
+
+
+@pytest.mark.local_model
 @pytest.mark.parametrize("protocol", list(CASES))
 async def test_protocol_runs_a_real_debate_on_the_local_model(
     services: DebateServices, protocol: str
