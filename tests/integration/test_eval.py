@@ -144,28 +144,30 @@ def test_an_unknown_arm_is_refused_with_the_list(capsys: pytest.CaptureFixture[s
 
 @pytest.mark.local_model
 @pytest.mark.xdist_group(LLAMA_GROUP)
-def test_the_local_model_runs_a_case_single_vote_and_adversarial(
+def test_the_local_model_runs_a_case_single_and_vote(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Every arm's pipeline on the real local model; one case does that (the cases' aggregation
-    is the same code whatever the model, tested on the fake), and a second one doubled the
-    suite's longest test."""
+    """The baselines' pipelines on the real local model (a single review, and a vote of three);
+    one case does that (the cases' aggregation is the same code whatever the model, tested on
+    the fake), and a second one doubled the suite's longest test. The debate arms run the
+    engine's `run_debate`, which the local model runs in the CLI's own debate
+    (test_local_model.py) and in test_protocols_local.py."""
     monkeypatch.setenv("DEBATEBOT_MAX_TOKENS", "256")
     monkeypatch.setenv("DEBATEBOT_LOCAL_THREADS", str(local_threads()))
     out = tmp_path / "local"
-    arms = ["--arms", "single,vote,adversarial", "--vote-k", "3", "--no-controls"]
+    arms = ["--arms", "single,vote", "--vote-k", "3", "--no-controls"]
     local = ["eval", "--cases", str(REVIEW_CASES), "--provider", "local", "--limit", "1"]
     code = main([*local, *arms, "--out", str(out)])
     assert code == 0, capsys.readouterr().err
     results = stored(out)
     assert sorted((r.case_id, r.arm) for r in results) == [
-        ("adr-001", arm) for arm in ("adversarial", "single", "vote")
+        ("adr-001", arm) for arm in ("single", "vote")
     ]
     ran = [r for r in results if r.ok]
     assert ran, [r.error for r in results]
     assert all(r.input_tokens > 0 and r.calls >= 1 for r in ran)
     assert all(r.error for r in results if not r.ok), "a failed arm says why"
-    assert "| adversarial |" in (out / "report.md").read_text()
+    assert "| vote |" in (out / "report.md").read_text()
 
 
 @pytest.mark.parametrize(
