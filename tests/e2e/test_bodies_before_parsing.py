@@ -249,7 +249,11 @@ async def test_socket_mode_drops_a_frame_nested_past_the_recursion_limit(
     emulator = SlackEmulator()
     await emulator.start()
     url = f"sqlite:///{tmp_path / 'socket.sqlite3'}"
-    settings = socket_settings(emulator, url, post_interval_s=0, worker_poll_s=0.05)
+    # The command's work after its acknowledgement may still run when the debate row appears;
+    # a grace lets it end before serve stops (with none, it is cut short and logged as an error).
+    settings = socket_settings(emulator, url, post_interval_s=0, worker_poll_s=0.05).model_copy(
+        update={"shutdown_grace_s": 5.0}
+    )
     stop = asyncio.Event()
     serving = asyncio.create_task(serve(settings, stop))
     engine = make_engine(url)
