@@ -8,7 +8,6 @@ verdict, the review request."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -19,15 +18,14 @@ import pytest
 from sqlalchemy import Engine
 from sqlmodel import col, select
 
-from bot.serving import serve
 from bot.store import channels
-from bot.store.db import make_engine, session_scope
+from bot.store.db import session_scope
 from bot.store.debate_tables import Debate
 from bot.store.outbox_tables import Outbox, OutboxState
 from tests.e2e.conftest import ADMIN, CHANNEL, REVIEWER, BotFactory
 from tests.e2e.driver import WORKSPACE
 from tests.e2e.slack_emulator import Call, Fault, SlackEmulator
-from tests.e2e.test_socket_mode import command, socket_settings, until
+from tests.e2e.test_socket_mode import command, socket_bot, until
 
 LONG_QUESTION = "Should we adopt ADR-042? " + "Context that runs long. " * 160
 """Longer than the parent shows: the rest goes to the thread as question parts."""
@@ -75,37 +73,18 @@ async def running(
         prepare(bot.engine)
         yield Running(bot.emulator, bot.engine, bot.driver.command)
         return
-    emulator = SlackEmulator(admins={ADMIN})
-    await emulator.start()
-    url = f"sqlite:///{tmp_path / 'socket.sqlite3'}"
-    settings = socket_settings(
-        emulator,
-        url,
-        post_interval_s=0,
-        worker_poll_s=0.05,
-        outbox_poll_s=0.05,
-        outbox_backoff_max_s=0.5,
-        slack_timeout_s=2.0,
-    )
-    engine = make_engine(url)
-    prepare(engine)
-    stop = asyncio.Event()
-    serving = asyncio.create_task(serve(settings, stop))
     asked = 0
+    async with socket_bot(
+        tmp_path, admins={ADMIN}, outbox_backoff_max_s=0.5, slack_timeout_s=2.0
+    ) as socket:
+        prepare(socket.engine)
 
-    async def ask(text: str) -> None:
-        nonlocal asked
-        asked += 1
-        await emulator.push("slash_commands", command(text, asked))
+        async def ask(text: str) -> None:
+            nonlocal asked
+            asked += 1
+            await socket.emulator.push("slash_commands", command(text, asked))
 
-    try:
-        await until(lambda: emulator.sockets, "the socket connection")
-        yield Running(emulator, engine, ask)
-    finally:
-        stop.set()
-        await asyncio.wait_for(serving, 30)
-        engine.dispose()
-        await emulator.stop()
+        yield Running(socket.emulator, socket.engine, ask)
 
 
 def settled(engine: Engine) -> list[Debate] | None:

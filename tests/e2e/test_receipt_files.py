@@ -7,7 +7,6 @@ message is delivered; a redirect of the upload address is not followed and sends
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -22,9 +21,8 @@ from sqlmodel import select
 from bot.messages import action_ids
 from bot.receipt_verifier import verify
 from bot.receipting import receipt_keys
-from bot.serving import serve
 from bot.settings import Settings
-from bot.store.db import make_engine, session_scope
+from bot.store.db import session_scope
 from bot.store.debate_tables import Debate
 from bot.store.outbox_tables import Outbox, OutboxState
 from tests.e2e.conftest import ADMIN, CHANNEL, REVIEWER, BotFactory
@@ -33,7 +31,7 @@ from tests.e2e.host_emulators import OtherHost
 from tests.e2e.slack_emulator import Fault, SlackEmulator
 from tests.e2e.test_post_once import settled
 from tests.e2e.test_reviews import NOTE, escalated
-from tests.e2e.test_socket_mode import command, socket_settings, until
+from tests.e2e.test_socket_mode import command, socket_bot, until
 
 TRANSPORTS = ("http", "socket")
 
@@ -64,43 +62,24 @@ async def running(
 
         yield Running(bot.emulator, bot.engine, bot.settings, bot.driver.command, served)
         return
-    emulator = SlackEmulator(admins={ADMIN})
-    await emulator.start()
-    url = f"sqlite:///{tmp_path / 'socket.sqlite3'}"
-    settings = socket_settings(
-        emulator,
-        url,
-        post_interval_s=0,
-        worker_poll_s=0.05,
-        outbox_poll_s=0.05,
-        outbox_backoff_max_s=0.3,
-        slack_timeout_s=2.0,
-    )
-    engine = make_engine(url)
-    stop = asyncio.Event()
-    serving = asyncio.create_task(serve(settings, stop))
     asked = 0
+    async with socket_bot(
+        tmp_path, admins={ADMIN}, outbox_backoff_max_s=0.3, slack_timeout_s=2.0
+    ) as socket:
 
-    async def ask(text: str) -> None:
-        nonlocal asked
-        asked += 1
-        await emulator.push("slash_commands", command(text, asked))
+        async def ask(text: str) -> None:
+            nonlocal asked
+            asked += 1
+            await socket.emulator.push("slash_commands", command(text, asked))
 
-    async def keys() -> Any:
-        # Over Socket Mode the keys are served on the ops port; the same document, read from
-        # the keys folder the server signs with.
-        ring = receipt_keys(settings)
-        assert ring is not None
-        return ring.public_document()
+        async def keys() -> Any:
+            # Over Socket Mode the keys are served on the ops port; the same document, read
+            # from the keys folder the server signs with.
+            ring = receipt_keys(socket.settings)
+            assert ring is not None
+            return ring.public_document()
 
-    try:
-        await until(lambda: emulator.sockets, "the socket connection")
-        yield Running(emulator, engine, settings, ask, keys)
-    finally:
-        stop.set()
-        await asyncio.wait_for(serving, 30)
-        engine.dispose()
-        await emulator.stop()
+        yield Running(socket.emulator, socket.engine, socket.settings, ask, keys)
 
 
 async def finished(running: Running) -> Debate:

@@ -67,6 +67,7 @@ class SocketBot:
 
     emulator: SlackEmulator
     engine: Engine
+    settings: Settings
 
     def debates(self) -> list[Debate]:
         with session_scope(self.engine, workspace=WORKSPACE) as session:
@@ -74,10 +75,12 @@ class SocketBot:
 
 
 @contextlib.asynccontextmanager
-async def socket_bot(tmp_path: Path, **extra: Any) -> AsyncIterator[SocketBot]:
-    """Serve over Socket Mode (fast polls, `extra` settings) until the block ends; yields once
-    the socket is connected."""
-    emulator = SlackEmulator()
+async def socket_bot(
+    tmp_path: Path, admins: set[str] | None = None, **extra: Any
+) -> AsyncIterator[SocketBot]:
+    """Serve over Socket Mode (fast polls, `extra` settings; the emulator's workspace admins
+    `admins`) until the block ends; yields once the socket is connected."""
+    emulator = SlackEmulator(admins=admins or set())
     await emulator.start()
     url = f"sqlite:///{tmp_path / 'socket.sqlite3'}"
     settings = socket_settings(
@@ -88,7 +91,7 @@ async def socket_bot(tmp_path: Path, **extra: Any) -> AsyncIterator[SocketBot]:
     serving = asyncio.create_task(serve(settings, stop))
     try:
         await until(lambda: emulator.sockets, "the socket connection")
-        yield SocketBot(emulator, engine)
+        yield SocketBot(emulator, engine, settings)
     finally:
         stop.set()
         await serving
